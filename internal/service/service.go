@@ -1,0 +1,151 @@
+// Package service wires one event source mapping together: AWS clients, the state store, the
+// invoker and the poller. The CLI and handler.Run both go through it.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// Options is everything needed to run one mapping in this process.
+type Options struct {
+	// Stream is the stream's name or ARN.
+	Stream string
+	// EndpointURL, when set, is where every AWS call goes (a local emulator); otherwise the SDK's
+	// own resolution applies, AWS_ENDPOINT_URL_KINESIS included.
+	EndpointURL string
+	// Region overrides the SDK's region (default: from the environment, else us-east-1).
+	Region string
+	// StateDir holds the checkpoint file. Default .esm.
+	StateDir string
+	// FunctionName names the function in ARNs and the state key. Default "example".
+	FunctionName string
+	// FunctionTimeout is the in-process function's timeout. Default 3 s.
+	FunctionTimeout time.Duration
+	// Mapping is the event source mapping; its StreamARN is filled from Stream.
+	Mapping poller.Config
+	Logger  *slog.Logger
+}
+
+// Run runs the mapping with handler in-process until ctx ends. Configuration errors wrap
+// poller.ErrInvalidConfig; nothing is written before the stream has been found.
+func Run(ctx context.Context, o Options, handler any) error {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.StateDir == "" {
+		o.StateDir = ".esm"
+	}
+	if o.FunctionName == "" {
+		o.FunctionName = "example"
+	}
+	if o.Stream == "" {
+		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (--stream or ESM_STREAM)"}
+	}
+	// Check the mapping's own fields before any network call.
+	probe := o.Mapping
+	probe.StreamARN = "arn:aws:kinesis:us-east-1:000000000000:stream/probe"
+	if strings.HasPrefix(o.Stream, "arn:") {
+		probe.StreamARN = o.Stream
+	}
+	if err := probe.Validate(); err != nil {
+		return err
+	}
+
+	cfg, err := AWSConfig(ctx, o.Region, o.EndpointURL)
+	if err != nil {
+		return err
+	}
+	kin := kinesis.NewFromConfig(cfg, func(ko *kinesis.Options) {
+		if o.EndpointURL != "" {
+			ko.BaseEndpoint = aws.String(o.EndpointURL)
+		}
+	})
+	arn, err := ResolveStreamARN(ctx, kin, o.Stream)
+	if err != nil {
+		return err
+	}
+	sa, _ := poller.ParseStreamARN(arn)
+	mc := o.Mapping
+	mc.StreamARN = arn
+	if mc.FunctionARN == "" {
+		mc.FunctionARN = fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", sa.Partition, sa.Region, sa.Account, o.FunctionName)
+	}
+	inv := invoke.NewInProcess(handler, invoke.WithFunctionARN(mc.FunctionARN), invoke.WithTimeout(o.FunctionTimeout))
+
+	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
+	if _, err := poller.ListShards(ctx, kin, arn); err != nil {
+		return err
+	}
+	store, err := lease.OpenFile(o.StateDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	p, err := poller.New(mc, kin, store.Mapping(lease.MappingKey(arn, mc.FunctionARN)), inv, poller.WithLogger(o.Logger))
+	if err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(o.StateDir)
+	o.Logger.Info("esm running", "stream", arn, "function", mc.FunctionARN, "state_dir", abs, "pid", os.Getpid())
+	return p.Run(ctx)
+}
+
+// AWSConfig loads the SDK configuration. With an endpoint URL and no credentials in the
+// environment, it signs with fixed local credentials, as local emulators accept any.
+func AWSConfig(ctx context.Context, region, endpoint string) (aws.Config, error) {
+	var opts []func(*config.LoadOptions) error
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	if endpoint != "" && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_PROFILE") == "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKIDLOCAL", "local", "")))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	return cfg, nil
+}
+
+type describer interface {
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+}
+
+// ResolveStreamARN returns the ARN of a stream given by name or ARN, checking that it exists.
+func ResolveStreamARN(ctx context.Context, c describer, stream string) (string, error) {
+	in := &kinesis.DescribeStreamSummaryInput{}
+	if strings.HasPrefix(stream, "arn:") {
+		in.StreamARN = aws.String(stream)
+	} else {
+		in.StreamName = aws.String(stream)
+	}
+	out, err := c.DescribeStreamSummary(ctx, in)
+	if err != nil {
+		var nf *types.ResourceNotFoundException
+		if errors.As(err, &nf) {
+			return "", fmt.Errorf("%w: %s", poller.ErrStreamNotFound, stream)
+		}
+		return "", fmt.Errorf("describe stream %s: %w", stream, err)
+	}
+	return aws.ToString(out.StreamDescriptionSummary.StreamARN), nil
+}

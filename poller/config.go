@@ -1,0 +1,188 @@
+package poller
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Starting positions, as Lambda names them.
+const (
+	TrimHorizon = "TRIM_HORIZON"
+	Latest      = "LATEST"
+	AtTimestamp = "AT_TIMESTAMP"
+)
+
+// Limits Lambda applies to a Kinesis event source mapping.
+const (
+	MaxBatchSize          = 10000
+	DefaultBatchSize      = 100
+	MaxBatchingWindow     = 300 * time.Second
+	MaxPayloadBytes       = 6 * 1024 * 1024 // the synchronous invoke request limit
+	DefaultPollInterval   = time.Second
+	DefaultShardSync      = 60 * time.Second
+	DefaultMinPollSpacing = 200 * time.Millisecond // Kinesis allows 5 GetRecords/s per shard
+	DefaultShutdownGrace  = 30 * time.Second
+)
+
+// Config is one event source mapping. A zero field means its default, given in its comment.
+type Config struct {
+	// StreamARN is the stream's ARN, arn:aws:kinesis:<region>:<account>:stream/<name>. Required.
+	StreamARN string
+	// FunctionARN is the mapped function's ARN (used in the on-failure record and the handler's
+	// context). Optional.
+	FunctionARN string
+	// InvokeIdentityARN is the event's invokeIdentityArn: the function's execution role.
+	// Default: arn:aws:iam::<stream account>:role/esm.
+	InvokeIdentityARN string
+	// BatchSize is the most records in one invocation, 1–10000. Default 100.
+	BatchSize int
+	// MaximumBatchingWindow is how long to gather records before invoking, 0–300 s. Default 0:
+	// invoke as soon as any record is read.
+	MaximumBatchingWindow time.Duration
+	// StartingPosition is TRIM_HORIZON, LATEST or AT_TIMESTAMP. Required, as in Lambda.
+	StartingPosition string
+	// StartingPositionTimestamp goes with AT_TIMESTAMP, and only with it; not in the future.
+	StartingPositionTimestamp time.Time
+	// Disabled pauses the mapping: nothing is polled or invoked (Lambda's Enabled: false).
+	Disabled bool
+
+	// PollInterval is the pause between polls of a shard that is caught up. Default 1 s, as Lambda.
+	PollInterval time.Duration
+	// MinPollSpacing is the least time between two GetRecords calls on one shard while it is
+	// behind. Default 200 ms (Kinesis allows five reads per second per shard).
+	MinPollSpacing time.Duration
+	// ShardSyncInterval is how often ListShards runs to find shards nobody announced. Default 60 s.
+	ShardSyncInterval time.Duration
+	// ShutdownGrace bounds how long a stop waits for in-flight invocations. Default 30 s.
+	ShutdownGrace time.Duration
+}
+
+// ValidationError is a configuration field outside what Lambda accepts. Its message names the
+// field, the value and what is allowed, in Lambda's own words where AWS recorded them.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Message }
+
+// ErrInvalidConfig is wrapped by every configuration error.
+var ErrInvalidConfig = errors.New("invalid configuration")
+
+func (e *ValidationError) Unwrap() error { return ErrInvalidConfig }
+
+// RangeError is the error for a number outside [min, max], worded as Lambda's API words it.
+func RangeError(field string, value, min, max int64) *ValidationError {
+	bound := fmt.Sprintf("greater than or equal to %d", min)
+	if value > max {
+		bound = fmt.Sprintf("less than or equal to %d", max)
+	}
+	return &ValidationError{Field: field, Message: fmt.Sprintf(
+		"1 validation error detected: Value '%v' at '%s' failed to satisfy constraint: Member must have value %s",
+		value, field, bound)}
+}
+
+// StreamARN is a parsed Kinesis stream ARN.
+type StreamARN struct {
+	Partition, Region, Account, Name string
+}
+
+// ParseStreamARN parses arn:<partition>:kinesis:<region>:<account>:stream/<name>.
+func ParseStreamARN(s string) (StreamARN, error) {
+	parts := strings.SplitN(s, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "kinesis" || !strings.HasPrefix(parts[5], "stream/") {
+		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
+			"EventSourceArn %q is not a Kinesis stream ARN (arn:aws:kinesis:<region>:<account>:stream/<name>)", s)}
+	}
+	name := strings.TrimPrefix(parts[5], "stream/")
+	if name == "" || strings.Contains(name, "/") {
+		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
+			"EventSourceArn %q: stream name missing or an enhanced fan-out consumer ARN (not supported yet)", s)}
+	}
+	if parts[3] == "" {
+		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf("EventSourceArn %q has no region", s)}
+	}
+	return StreamARN{Partition: parts[1], Region: parts[3], Account: parts[4], Name: name}, nil
+}
+
+func (a StreamARN) String() string {
+	return fmt.Sprintf("arn:%s:kinesis:%s:%s:stream/%s", a.Partition, a.Region, a.Account, a.Name)
+}
+
+// withDefaults returns the configuration with every zero field set to its default, after checking
+// every field; the error names the first field that is wrong.
+func (c Config) withDefaults(now time.Time) (Config, error) {
+	if c.StreamARN == "" {
+		return c, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
+	}
+	arn, err := ParseStreamARN(c.StreamARN)
+	if err != nil {
+		return c, err
+	}
+	if c.InvokeIdentityARN == "" {
+		c.InvokeIdentityARN = fmt.Sprintf("arn:%s:iam::%s:role/esm", arn.Partition, arn.Account)
+	}
+	switch {
+	case c.BatchSize == 0:
+		c.BatchSize = DefaultBatchSize
+	case c.BatchSize < 1 || c.BatchSize > MaxBatchSize:
+		return c, RangeError("batchSize", int64(c.BatchSize), 1, MaxBatchSize)
+	}
+	if c.MaximumBatchingWindow < 0 || c.MaximumBatchingWindow > MaxBatchingWindow {
+		return c, RangeError("maximumBatchingWindowInSeconds", int64(c.MaximumBatchingWindow/time.Second), 0, 300)
+	}
+	switch c.StartingPosition {
+	case "":
+		return c, &ValidationError{Field: "StartingPosition", Message: "1 validation error detected: Value null at 'startingPosition' failed to satisfy constraint: Member must not be null."}
+	case TrimHorizon, Latest:
+		if !c.StartingPositionTimestamp.IsZero() {
+			return c, &ValidationError{Field: "StartingPositionTimestamp", Message: fmt.Sprintf(
+				"StartingPositionTimestamp is only allowed with StartingPosition AT_TIMESTAMP, not %s", c.StartingPosition)}
+		}
+	case AtTimestamp:
+		if c.StartingPositionTimestamp.IsZero() {
+			return c, &ValidationError{Field: "StartingPositionTimestamp", Message: "Need to specify a timestamp: StartingPositionTimestamp is required with StartingPosition AT_TIMESTAMP"}
+		}
+		if c.StartingPositionTimestamp.After(now) {
+			return c, &ValidationError{Field: "StartingPositionTimestamp", Message: fmt.Sprintf(
+				"StartingPositionTimestamp %s is in the future", c.StartingPositionTimestamp.UTC().Format(time.RFC3339))}
+		}
+	default:
+		return c, &ValidationError{Field: "StartingPosition", Message: fmt.Sprintf(
+			"1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", c.StartingPosition)}
+	}
+	if err := durationDefault(&c.PollInterval, DefaultPollInterval, "PollInterval"); err != nil {
+		return c, err
+	}
+	if err := durationDefault(&c.ShardSyncInterval, DefaultShardSync, "ShardSyncInterval"); err != nil {
+		return c, err
+	}
+	if err := durationDefault(&c.ShutdownGrace, DefaultShutdownGrace, "ShutdownGrace"); err != nil {
+		return c, err
+	}
+	if c.MinPollSpacing < 0 {
+		return c, &ValidationError{Field: "MinPollSpacing", Message: fmt.Sprintf("MinPollSpacing %s must not be negative", c.MinPollSpacing)}
+	}
+	if c.MinPollSpacing == 0 {
+		c.MinPollSpacing = DefaultMinPollSpacing
+	}
+	return c, nil
+}
+
+func durationDefault(d *time.Duration, def time.Duration, field string) error {
+	switch {
+	case *d < 0:
+		return &ValidationError{Field: field, Message: fmt.Sprintf("%s %s must be positive", field, *d)}
+	case *d == 0:
+		*d = def
+	}
+	return nil
+}
+
+// Validate checks every field against Lambda's ranges and returns the first problem.
+func (c Config) Validate() error {
+	_, err := c.withDefaults(time.Now())
+	return err
+}

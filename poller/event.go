@@ -1,0 +1,139 @@
+package poller
+
+import (
+	"encoding/base64"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// eventEncoder renders batches as the JSON event Lambda sends for Kinesis (events.KinesisEvent),
+// appending straight into a reusable buffer. The fields of one record are in the order AWS's
+// documentation shows them; the values are byte-for-byte what aws-lambda-go's types marshal to,
+// which the golden tests check.
+type eventEncoder struct {
+	// tail is everything after eventID that is the same for every record of the mapping.
+	tail []byte
+}
+
+func newEventEncoder(streamARN, region, invokeIdentityARN string) *eventEncoder {
+	var t []byte
+	t = append(t, `,"eventName":"aws:kinesis:record","invokeIdentityArn":`...)
+	t = appendJSONString(t, invokeIdentityARN)
+	t = append(t, `,"awsRegion":`...)
+	t = appendJSONString(t, region)
+	t = append(t, `,"eventSourceARN":`...)
+	t = appendJSONString(t, streamARN)
+	t = append(t, '}')
+	return &eventEncoder{tail: t}
+}
+
+const (
+	eventHead = `{"Records":[`
+	eventEnd  = `]}`
+)
+
+// appendRecord appends one record object.
+func (e *eventEncoder) appendRecord(b []byte, shardID string, r *types.Record) []byte {
+	b = append(b, `{"kinesis":{"kinesisSchemaVersion":"1.0","partitionKey":`...)
+	b = appendJSONString(b, deref(r.PartitionKey))
+	b = append(b, `,"sequenceNumber":`...)
+	b = appendJSONString(b, deref(r.SequenceNumber))
+	b = append(b, `,"data":"`...)
+	b = base64.StdEncoding.AppendEncode(b, r.Data)
+	b = append(b, `","approximateArrivalTimestamp":`...)
+	b = appendEpochSeconds(b, r.ApproximateArrivalTimestamp)
+	b = append(b, `},"eventSource":"aws:kinesis","eventVersion":"1.0","eventID":`...)
+	b = appendJSONString(b, shardID+":"+deref(r.SequenceNumber))
+	return append(b, e.tail...)
+}
+
+// encodeBatch renders the longest prefix of recs, at most max records, whose event fits in
+// maxBytes, into buf (reused). It always takes at least one record: a single record whose event is
+// larger than maxBytes comes back alone, and the caller must check len(payload).
+func (e *eventEncoder) encodeBatch(buf []byte, shardID string, recs []types.Record, max, maxBytes int) (payload []byte, n int) {
+	b := append(buf[:0], eventHead...)
+	for n < len(recs) && n < max {
+		mark := len(b)
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = e.appendRecord(b, shardID, &recs[n])
+		if n > 0 && len(b)+len(eventEnd) > maxBytes {
+			b = b[:mark]
+			break
+		}
+		n++
+	}
+	return append(b, eventEnd...), n
+}
+
+// appendEpochSeconds writes the arrival time as aws-lambda-go's SecondsEpochTime does: a JSON
+// number of seconds, float64(UnixNano)/1e9 in Go's shortest form.
+func appendEpochSeconds(b []byte, t *time.Time) []byte {
+	if t == nil {
+		return append(b, '0')
+	}
+	return strconv.AppendFloat(b, float64(t.UnixNano())/1e9, 'f', -1, 64)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json escapes it (including its
+// HTML-safe escapes of <, > and &), so the bytes match what a Go Lambda runtime produces.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,128 @@
+package poller
+
+import (
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// lineage is the shard graph of a stream and what is known of each shard's progress. It decides
+// which shards may be read: a shard is ready when it is not finished, not being read, and every
+// parent is finished. A parent is finished when the store says so, or when a complete ListShards
+// no longer returns it (retention trimmed it away). A parent that is merely unknown (a child learnt
+// from ChildShards whose other parent was never listed) blocks its child until the next listing
+// settles it. It is owned by the coordinator goroutine and needs no locking.
+type lineage struct {
+	shards   map[string]*shardNode
+	finished map[string]bool // finished or trimmed
+	running  map[string]bool
+}
+
+type shardNode struct {
+	id      string
+	parents []string
+	// listed: returned by the last complete ListShards.
+	listed bool
+}
+
+func newLineage() *lineage {
+	return &lineage{shards: map[string]*shardNode{}, finished: map[string]bool{}, running: map[string]bool{}}
+}
+
+func parentsOf(parent, adjacent *string) []string {
+	var ps []string
+	for _, p := range []*string{parent, adjacent} {
+		if p != nil && *p != "" {
+			ps = append(ps, *p)
+		}
+	}
+	return ps
+}
+
+// sync merges a complete ListShards result. Shards that were listed before but are no longer, and
+// parents of listed shards that are not listed themselves, were trimmed by retention: they count as
+// finished.
+func (g *lineage) sync(listed []types.Shard) {
+	seen := make(map[string]bool, len(listed))
+	for _, s := range listed {
+		id := deref(s.ShardId)
+		seen[id] = true
+		n := g.shards[id]
+		if n == nil {
+			n = &shardNode{id: id}
+			g.shards[id] = n
+		}
+		n.parents = parentsOf(s.ParentShardId, s.AdjacentParentShardId)
+		n.listed = true
+	}
+	for id, n := range g.shards {
+		if !seen[id] {
+			// Only a shard that was listed before and is gone now was trimmed; one learnt from
+			// ChildShards that a listing does not show yet is left alone.
+			if n.listed {
+				g.finished[id] = true
+			}
+			n.listed = false
+			continue
+		}
+		for _, p := range n.parents {
+			if !seen[p] {
+				g.finished[p] = true
+			}
+		}
+	}
+}
+
+// addChildren records shards announced by ChildShards. It reports whether a child names a parent
+// the graph has never seen, in which case a listing is needed before that child may start.
+func (g *lineage) addChildren(children []types.ChildShard) (unknownParent bool) {
+	for _, c := range children {
+		id := deref(c.ShardId)
+		if g.shards[id] == nil {
+			g.shards[id] = &shardNode{id: id, parents: slices.Clone(c.ParentShards)}
+		}
+		for _, p := range c.ParentShards {
+			if g.shards[p] == nil && !g.finished[p] {
+				unknownParent = true
+			}
+		}
+	}
+	return unknownParent
+}
+
+func (g *lineage) markFinished(id string) { g.finished[id] = true; delete(g.running, id) }
+
+// ready returns the shards that may start now, in shard id order.
+func (g *lineage) ready() []string {
+	var out []string
+	for id, n := range g.shards {
+		if g.finished[id] || g.running[id] {
+			continue
+		}
+		ok := true
+		for _, p := range n.parents {
+			if !g.finished[p] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitingOn returns the unfinished parents of a shard.
+func (g *lineage) waitingOn(id string) []string {
+	var out []string
+	if n := g.shards[id]; n != nil {
+		for _, p := range n.parents {
+			if !g.finished[p] {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}

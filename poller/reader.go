@@ -1,0 +1,327 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// reader reads one shard from its position to its end (or until stopped), one batch in flight at
+// a time. It is owned by the coordinator, which starts it once the shard's parents are finished.
+type reader struct {
+	p        *Poller
+	shardID  string
+	progress ShardProgress
+	iter     *string
+	lastRead string // sequence number of the last record read from the shard
+	buf      []byte // event encoding buffer, reused across batches
+}
+
+// position is where GetShardIterator starts: after the last record read, else after the
+// checkpoint, else the shard's starting position (its first record for shards found later).
+type position struct {
+	kind      types.ShardIteratorType
+	seq       string
+	timestamp time.Time
+}
+
+func resumePosition(lastRead string, pr ShardProgress, ts time.Time) position {
+	switch {
+	case lastRead != "":
+		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: lastRead}
+	case pr.Checkpoint != "":
+		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: pr.Checkpoint}
+	case pr.Start == Latest:
+		return position{kind: types.ShardIteratorTypeLatest}
+	case pr.Start == AtTimestamp:
+		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts}
+	default:
+		return position{kind: types.ShardIteratorTypeTrimHorizon}
+	}
+}
+
+func (r *reader) describePosition() string {
+	pos := resumePosition(r.lastRead, r.progress, r.p.cfg.StartingPositionTimestamp)
+	switch pos.kind {
+	case types.ShardIteratorTypeAfterSequenceNumber:
+		return "after " + pos.seq
+	case types.ShardIteratorTypeAtTimestamp:
+		return "at " + pos.timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	return string(pos.kind)
+}
+
+// readDisposition says what a failed Kinesis read means for the reader.
+type readDisposition int
+
+const (
+	readRetry     readDisposition = iota // transient (5xx, network): back off, same iterator
+	readThrottled                        // ProvisionedThroughputExceeded: back off, same iterator
+	readExpired                          // iterator expired: new iterator from the last record read
+	readStopped                          // the reader's context ended
+	readFatal                            // the position itself is invalid: stop the mapping
+)
+
+func classifyRead(ctx context.Context, err error) readDisposition {
+	var (
+		throttled *types.ProvisionedThroughputExceededException
+		expired   *types.ExpiredIteratorException
+		invalid   *types.InvalidArgumentException
+	)
+	switch {
+	case ctx.Err() != nil:
+		return readStopped
+	case errors.As(err, &throttled):
+		return readThrottled
+	case errors.As(err, &expired):
+		return readExpired
+	case errors.As(err, &invalid):
+		return readFatal
+	}
+	return readRetry
+}
+
+// backoff is capped exponential backoff with full jitter over the upper half.
+type backoff struct {
+	base, max time.Duration
+	n         int
+}
+
+func (b *backoff) next() time.Duration {
+	d := b.max
+	if b.n < 30 {
+		if e := b.base << b.n; e < b.max {
+			d = e
+		}
+	}
+	b.n++
+	return d/2 + rand.N(d/2+1)
+}
+
+func (b *backoff) reset() { b.n = 0 }
+
+// sleep waits for d or until ctx ends; it reports whether the full time passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+var errStopped = errors.New("stopped")
+
+// run reads the shard until its end or until runCtx ends. Invocations and checkpoints use
+// workCtx, so a batch in flight when runCtx ends still completes (within the shutdown grace).
+func (r *reader) run(runCtx, workCtx context.Context) readerResult {
+	res := readerResult{shardID: r.shardID}
+	log := r.p.log.With("shard_id", r.shardID)
+	cfg := &r.p.cfg
+	if err := r.open(runCtx); err != nil {
+		if !errors.Is(err, errStopped) {
+			res.err = err
+		}
+		return res
+	}
+	var (
+		pending      []types.Record
+		pendingSince time.Time
+		flush        bool // the previous batch was cut by the payload limit: send the rest now
+		lastPoll     time.Time
+		behind       = true
+		ended        bool
+		children     []types.ChildShard
+		bo           = backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
+	)
+	for {
+		if len(pending) > 0 && (ended || flush || cfg.MaximumBatchingWindow == 0 || len(pending) >= cfg.BatchSize ||
+			r.p.now().Sub(pendingSince) >= cfg.MaximumBatchingWindow) {
+			n, err := r.deliver(runCtx, workCtx, pending)
+			if err != nil {
+				if !errors.Is(err, errStopped) {
+					res.err = err
+				}
+				return res
+			}
+			clear(pending[:n]) // drop references to delivered data
+			pending = pending[n:]
+			flush = len(pending) > 0
+			if len(pending) == 0 {
+				pending = pending[:0:0]
+			}
+			continue
+		}
+		if ended {
+			if err := r.finish(workCtx); err != nil {
+				res.err = err
+				return res
+			}
+			res.finished, res.children = true, children
+			return res
+		}
+		if runCtx.Err() != nil {
+			return res
+		}
+
+		wait := cfg.PollInterval
+		if behind {
+			wait = cfg.MinPollSpacing
+		}
+		wait -= r.p.now().Sub(lastPoll)
+		if len(pending) > 0 {
+			if untilWindow := cfg.MaximumBatchingWindow - r.p.now().Sub(pendingSince); untilWindow < wait {
+				if !sleep(runCtx, untilWindow) {
+					return res
+				}
+				continue // the window closed: invoke what is pending
+			}
+		}
+		if !sleep(runCtx, wait) {
+			return res
+		}
+
+		limit := int32(cfg.BatchSize - len(pending))
+		lastPoll = r.p.now()
+		out, err := r.p.kin.GetRecords(runCtx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
+		if err != nil {
+			switch classifyRead(runCtx, err) {
+			case readStopped:
+				return res
+			case readExpired:
+				log.Info("shard iterator expired; reopening", "after", r.lastRead)
+				if err := r.open(runCtx); err != nil {
+					if !errors.Is(err, errStopped) {
+						res.err = err
+					}
+					return res
+				}
+			case readFatal:
+				res.err = fmt.Errorf("read shard %s: %w", r.shardID, err)
+				return res
+			default:
+				d := bo.next()
+				log.Warn("get records failed; backing off", "err", err, "backoff", d)
+				if !sleep(runCtx, d) {
+					return res
+				}
+			}
+			continue
+		}
+		bo.reset()
+		if len(out.Records) > 0 {
+			if len(pending) == 0 {
+				pendingSince = r.p.now()
+			}
+			pending = append(pending, out.Records...)
+			r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
+		}
+		behind = aws.ToInt64(out.MillisBehindLatest) > 0 || len(out.Records) >= int(limit)
+		if out.NextShardIterator == nil {
+			ended, children = true, out.ChildShards
+		} else {
+			r.iter = out.NextShardIterator
+		}
+	}
+}
+
+// open gets a shard iterator for the current position, retrying transient failures.
+func (r *reader) open(ctx context.Context) error {
+	bo := backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
+	for {
+		pos := resumePosition(r.lastRead, r.progress, r.p.cfg.StartingPositionTimestamp)
+		in := &kinesis.GetShardIteratorInput{StreamARN: &r.p.cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
+		if pos.seq != "" {
+			in.StartingSequenceNumber = aws.String(pos.seq)
+		}
+		if pos.kind == types.ShardIteratorTypeAtTimestamp {
+			in.Timestamp = aws.Time(pos.timestamp)
+		}
+		out, err := r.p.kin.GetShardIterator(ctx, in)
+		if err == nil {
+			r.iter = out.ShardIterator
+			return nil
+		}
+		switch classifyRead(ctx, err) {
+		case readStopped:
+			return errStopped
+		case readFatal:
+			return fmt.Errorf("open shard %s at %s %s: %w", r.shardID, pos.kind, pos.seq, err)
+		}
+		d := bo.next()
+		r.p.log.Warn("get shard iterator failed; backing off", "shard_id", r.shardID, "err", err, "backoff", d)
+		if !sleep(ctx, d) {
+			return errStopped
+		}
+	}
+}
+
+// deliver invokes the function with the longest prefix of pending that fits one batch, retrying
+// until it succeeds, and then checkpoints the batch's last record. It returns how many records
+// were handled. When runCtx ends it stops retrying and returns errStopped; a batch already in
+// flight still completes on workCtx.
+func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record) (int, error) {
+	cfg := &r.p.cfg
+	var payload []byte
+	payload, n := r.p.enc.encodeBatch(r.buf, r.shardID, pending, cfg.BatchSize, MaxPayloadBytes)
+	r.buf = payload[:0]
+	first, last := deref(pending[0].SequenceNumber), deref(pending[n-1].SequenceNumber)
+	log := r.p.log.With("shard_id", r.shardID, "batch_size", n, "seq_first", first, "seq_last", last)
+	if len(payload) > MaxPayloadBytes {
+		log.Error("record too large for one invocation: its event exceeds 6291456 bytes", "bytes", len(payload))
+	}
+	bo := backoff{base: time.Second, max: 30 * time.Second}
+	for attempt := 1; ; attempt++ {
+		if len(payload) <= MaxPayloadBytes {
+			resp, err := r.p.inv.Invoke(workCtx, payload)
+			switch {
+			case err != nil:
+				log.Warn("function not invoked; retrying", "attempt", attempt, "err", err)
+			case resp.Failed():
+				log.Warn("function error; retrying batch", "attempt", attempt, "error", string(resp.Payload))
+			default:
+				if err := r.checkpoint(workCtx, last); err != nil {
+					return 0, err
+				}
+				log.Debug("batch handled", "attempt", attempt)
+				return n, nil
+			}
+		}
+		if !sleep(runCtx, bo.next()) {
+			return 0, errStopped
+		}
+	}
+}
+
+func (r *reader) checkpoint(ctx context.Context, seq string) error {
+	pr := r.progress
+	pr.Checkpoint = seq
+	pr.UpdatedAt = r.p.now()
+	if err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: pr}); err != nil {
+		return fmt.Errorf("checkpoint shard %s at %s: %w", r.shardID, seq, err)
+	}
+	r.progress = pr
+	return nil
+}
+
+func (r *reader) finish(ctx context.Context) error {
+	pr := r.progress
+	pr.Finished = true
+	pr.UpdatedAt = r.p.now()
+	if err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: pr}); err != nil {
+		return fmt.Errorf("record shard %s finished: %w", r.shardID, err)
+	}
+	r.progress = pr
+	return nil
+}
