@@ -1,0 +1,180 @@
+package poller
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+func shard(id string, parents ...string) types.Shard {
+	s := types.Shard{ShardId: aws.String(id), SequenceNumberRange: &types.SequenceNumberRange{StartingSequenceNumber: aws.String("1")}}
+	if len(parents) > 0 {
+		s.ParentShardId = aws.String(parents[0])
+	}
+	if len(parents) > 1 {
+		s.AdjacentParentShardId = aws.String(parents[1])
+	}
+	return s
+}
+
+func closed(s types.Shard) types.Shard {
+	s.SequenceNumberRange.EndingSequenceNumber = aws.String("9")
+	return s
+}
+
+func TestLineageReadiness(t *testing.T) {
+	g := newLineage()
+	// 0 split into 2,3; 2 and 1 merged into 4.
+	g.sync([]types.Shard{closed(shard("0")), closed(shard("1")), closed(shard("2", "0")), shard("3", "0"), shard("4", "1", "2")})
+	if got := g.ready(); !slices.Equal(got, []string{"0", "1"}) {
+		t.Fatalf("ready = %v, want the roots [0 1]", got)
+	}
+	g.running["0"], g.running["1"] = true, true
+	g.markFinished("0")
+	if got := g.ready(); !slices.Equal(got, []string{"2", "3"}) {
+		t.Fatalf("after 0 finished: ready = %v, want [2 3]", got)
+	}
+	g.running["2"], g.running["3"] = true, true
+	g.markFinished("2")
+	if got := g.ready(); len(got) != 0 {
+		t.Fatalf("merge child must wait for both parents; ready = %v", got)
+	}
+	if w := g.waitingOn("4"); !slices.Equal(w, []string{"1"}) {
+		t.Fatalf("4 waits on %v, want [1]", w)
+	}
+	g.markFinished("1")
+	if got := g.ready(); !slices.Equal(got, []string{"4"}) {
+		t.Fatalf("after both parents: ready = %v, want [4]", got)
+	}
+}
+
+func TestLineageTrimmedParentCountsAsFinished(t *testing.T) {
+	g := newLineage()
+	g.sync([]types.Shard{shard("5", "1", "2")}) // parents trimmed by retention
+	if got := g.ready(); !slices.Equal(got, []string{"5"}) {
+		t.Fatalf("ready = %v, want [5]", got)
+	}
+	// A shard that was listed and disappears was trimmed while unread.
+	g2 := newLineage()
+	g2.sync([]types.Shard{shard("0"), shard("1", "0")})
+	g2.sync([]types.Shard{shard("1", "0")})
+	if !g2.finished["0"] {
+		t.Fatal("shard 0 vanished from the listing but is not counted finished")
+	}
+}
+
+func TestLineageChildWithUnknownParentWaitsForListing(t *testing.T) {
+	g := newLineage()
+	g.sync([]types.Shard{closed(shard("0"))})
+	g.running["0"] = true
+	g.markFinished("0")
+	// 0 ended; its child 7 was merged from 0 and 6, which this worker has never seen.
+	unknown := g.addChildren([]types.ChildShard{{ShardId: aws.String("7"), ParentShards: []string{"0", "6"}}})
+	if !unknown {
+		t.Fatal("addChildren did not report the unknown parent")
+	}
+	if got := g.ready(); len(got) != 0 {
+		t.Fatalf("child with an unknown parent started: %v", got)
+	}
+	// A listing that does not show the just-created child yet must not count it trimmed.
+	g.sync([]types.Shard{closed(shard("0")), shard("6")})
+	if g.finished["7"] {
+		t.Fatal("an unlisted child learnt from ChildShards was taken as trimmed")
+	}
+	if got := g.ready(); !slices.Equal(got, []string{"6"}) {
+		t.Fatalf("ready = %v, want [6] (7 still waits on 6)", got)
+	}
+}
+
+func TestResumePosition(t *testing.T) {
+	ts := time.Unix(1700000000, 0)
+	tests := []struct {
+		name     string
+		lastRead string
+		pr       ShardProgress
+		want     position
+	}{
+		{"new child", "", ShardProgress{}, position{kind: types.ShardIteratorTypeTrimHorizon}},
+		{"trim horizon", "", ShardProgress{Start: TrimHorizon}, position{kind: types.ShardIteratorTypeTrimHorizon}},
+		{"latest", "", ShardProgress{Start: Latest}, position{kind: types.ShardIteratorTypeLatest}},
+		{"at timestamp", "", ShardProgress{Start: AtTimestamp}, position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts}},
+		{"checkpoint wins over start", "", ShardProgress{Start: Latest, Checkpoint: "42"}, position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: "42"}},
+		{"last read wins over checkpoint", "50", ShardProgress{Checkpoint: "42"}, position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: "50"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := resumePosition(tt.lastRead, tt.pr, ts); got != tt.want {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestInitialProgress(t *testing.T) {
+	shards := []types.Shard{closed(shard("0")), shard("1", "0"), shard("2")}
+	now := time.Unix(1, 0)
+	for _, pos := range []string{TrimHorizon, AtTimestamp} {
+		got := initialProgress(shards, pos, now)
+		for _, id := range []string{"0", "1", "2"} {
+			if got[id].Start != pos || got[id].Finished {
+				t.Fatalf("%s: shard %s = %+v", pos, id, got[id])
+			}
+		}
+	}
+	got := initialProgress(shards, Latest, now)
+	if !got["0"].Finished {
+		t.Fatal("LATEST: a closed shard has nothing newer than now and must count finished")
+	}
+	if got["1"].Start != Latest || got["2"].Start != Latest {
+		t.Fatalf("LATEST: open shards start at their tip: %+v", got)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	base := Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/s", StartingPosition: TrimHorizon}
+	now := time.Now()
+	tests := []struct {
+		name  string
+		mod   func(*Config)
+		field string
+		text  string
+	}{
+		{"batch size too big", func(c *Config) { c.BatchSize = 10001 }, "batchSize", "Value '10001' at 'batchSize' failed to satisfy constraint: Member must have value less than or equal to 10000"},
+		{"batch size negative", func(c *Config) { c.BatchSize = -1 }, "batchSize", "Member must have value greater than or equal to 1"},
+		{"window too long", func(c *Config) { c.MaximumBatchingWindow = 301 * time.Second }, "maximumBatchingWindowInSeconds", "Value '301'"},
+		{"no starting position", func(c *Config) { c.StartingPosition = "" }, "StartingPosition", "Value null at 'startingPosition' failed to satisfy constraint: Member must not be null."},
+		{"bad starting position", func(c *Config) { c.StartingPosition = "invalid" }, "StartingPosition", "Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]"},
+		{"timestamp without AT_TIMESTAMP", func(c *Config) { c.StartingPositionTimestamp = now }, "StartingPositionTimestamp", "only allowed with StartingPosition AT_TIMESTAMP"},
+		{"AT_TIMESTAMP without timestamp", func(c *Config) { c.StartingPosition = AtTimestamp }, "StartingPositionTimestamp", "Need to specify a timestamp"},
+		{"future timestamp", func(c *Config) { c.StartingPosition = AtTimestamp; c.StartingPositionTimestamp = now.Add(time.Hour) }, "StartingPositionTimestamp", "in the future"},
+		{"no stream", func(c *Config) { c.StreamARN = "" }, "EventSourceArn", "Unrecognized event source."},
+		{"not a stream ARN", func(c *Config) { c.StreamARN = "arn:aws:sqs:us-east-1:1:q" }, "EventSourceArn", "not a Kinesis stream ARN"},
+		{"negative poll interval", func(c *Config) { c.PollInterval = -time.Second }, "PollInterval", "must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base
+			tt.mod(&c)
+			_, err := c.withDefaults(now)
+			var ve *ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("err = %v, want a ValidationError", err)
+			}
+			if ve.Field != tt.field || !strings.Contains(ve.Message, tt.text) {
+				t.Fatalf("got field %q message %q; want field %q containing %q", ve.Field, ve.Message, tt.field, tt.text)
+			}
+		})
+	}
+	c, err := base.withDefaults(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BatchSize != 100 || c.PollInterval != time.Second || c.ShardSyncInterval != time.Minute || c.InvokeIdentityARN != "arn:aws:iam::123456789012:role/esm" {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
