@@ -49,6 +49,8 @@ type Poller struct {
 	log   *slog.Logger
 	now   func() time.Time
 	enc   *eventEncoder
+	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
+	retryBase, retryMax time.Duration
 }
 
 // Option configures New.
@@ -63,7 +65,8 @@ func WithClock(now func() time.Time) Option { return func(p *Poller) { p.now = n
 // New checks cfg and returns a Poller. Every configuration error wraps ErrInvalidConfig and is a
 // *ValidationError naming the field.
 func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (*Poller, error) {
-	p := &Poller{kin: kin, store: store, inv: inv, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
+	p := &Poller{kin: kin, store: store, inv: inv, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now,
+		retryBase: time.Second, retryMax: 5 * time.Second}
 	for _, o := range opts {
 		o(p)
 	}

@@ -281,7 +281,7 @@ func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record
 	if len(payload) > MaxPayloadBytes {
 		log.Error("record too large for one invocation: its event exceeds 6291456 bytes", "bytes", len(payload))
 	}
-	bo := backoff{base: time.Second, max: 30 * time.Second}
+	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
 	for attempt := 1; ; attempt++ {
 		if len(payload) <= MaxPayloadBytes {
 			resp, err := r.p.inv.Invoke(workCtx, payload)
