@@ -46,7 +46,11 @@ func (e *eventEncoder) appendRecord(b []byte, shardID string, r *types.Record) [
 	b = append(b, `","approximateArrivalTimestamp":`...)
 	b = appendEpochSeconds(b, r.ApproximateArrivalTimestamp)
 	b = append(b, `},"eventSource":"aws:kinesis","eventVersion":"1.0","eventID":`...)
-	b = appendJSONString(b, shardID+":"+deref(r.SequenceNumber))
+	b = append(b, '"')
+	b = appendJSONChars(b, shardID)
+	b = append(b, ':')
+	b = appendJSONChars(b, deref(r.SequenceNumber))
+	b = append(b, '"')
 	return append(b, e.tail...)
 }
 
@@ -92,6 +96,12 @@ const hexDigits = "0123456789abcdef"
 // HTML-safe escapes of <, > and &), so the bytes match what a Go Lambda runtime produces.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
+	b = appendJSONChars(b, s)
+	return append(b, '"')
+}
+
+// appendJSONChars appends s escaped for use inside a JSON string, without the quotes.
+func appendJSONChars(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -138,6 +148,5 @@ func appendJSONString(b []byte, s string) []byte {
 		}
 		i += size
 	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
+	return append(b, s[start:]...)
 }
