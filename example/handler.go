@@ -26,10 +26,13 @@ type Delivery struct {
 	PartitionKey string `json:"partitionKey"`
 	Data         string `json:"data"`
 	BatchSize    int    `json:"batchSize"`
+	// ReceivedAt is when the invocation started, in Unix milliseconds.
+	ReceivedAt int64 `json:"receivedAt"`
 }
 
 // Handle records every record of the batch and reports no failures.
 func Handle(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
+	received := time.Now().UnixMilli()
 	if d, err := time.ParseDuration(os.Getenv("EXAMPLE_DELAY")); err == nil && d > 0 {
 		select {
 		case <-time.After(d):
@@ -53,7 +56,7 @@ func Handle(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResp
 	for _, r := range e.Records {
 		line, err := json.Marshal(Delivery{
 			RequestID: reqID, ShardID: shardOf(r.EventID), Sequence: r.Kinesis.SequenceNumber,
-			PartitionKey: r.Kinesis.PartitionKey, Data: string(r.Kinesis.Data), BatchSize: len(e.Records),
+			PartitionKey: r.Kinesis.PartitionKey, Data: string(r.Kinesis.Data), BatchSize: len(e.Records), ReceivedAt: received,
 		})
 		if err != nil {
 			return events.KinesisEventResponse{}, err

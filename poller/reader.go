@@ -251,6 +251,7 @@ func (r *reader) open(ctx context.Context) error {
 		out, err := r.p.kin.GetShardIterator(ctx, in)
 		if err == nil {
 			r.iter = out.ShardIterator
+			r.p.log.Debug("shard iterator opened", "shard_id", r.shardID, "type", pos.kind, "seq", pos.seq)
 			return nil
 		}
 		switch classifyRead(ctx, err) {
