@@ -31,7 +31,9 @@ func OpenShards(ctx context.Context, c *kinesis.Client, stream string) ([]types.
 		}
 		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
 	}
-	slices.SortFunc(open, func(a, b types.Shard) int { return hashKey(a.HashKeyRange.StartingHashKey).Cmp(hashKey(b.HashKeyRange.StartingHashKey)) })
+	slices.SortFunc(open, func(a, b types.Shard) int {
+		return hashKey(a.HashKeyRange.StartingHashKey).Cmp(hashKey(b.HashKeyRange.StartingHashKey))
+	})
 	return open, nil
 }
 

@@ -358,7 +358,7 @@ func TestTrimWhileReadingStopsThatShard(t *testing.T) {
 	h.rec.block = make(chan struct{})
 	h.rec.started = make(chan struct{}, 100)
 	h.start()
-	<-h.rec.started // the parent's first batch is in flight...
+	<-h.rec.started                          // the parent's first batch is in flight...
 	h.fake.Trim("s", "shardId-000000000000") // ...when retention removes the parent
 	close(h.rec.block)
 	counters := map[string]int{}

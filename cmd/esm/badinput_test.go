@@ -89,7 +89,7 @@ func TestStateDirInUseByAnotherProcess(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	first := startESM(t, nil, "--stream", stream, "--state-dir", state, "--log-level", "debug")
 	waitFor(t, "first process to hold the store", 30*time.Second, func() bool {
-		return strings.Contains(first.stderr.String(), "esm running")
+		return strings.Contains(first.stderr.String(), "mapping started")
 	})
 	db := filepath.Join(state, "state.db")
 	before, err := os.ReadFile(db)

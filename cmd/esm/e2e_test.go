@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -152,24 +150,11 @@ func (p *esmProc) wait(t *testing.T) int {
 
 func readDeliveries(t *testing.T, path string) []example.Delivery {
 	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
+	ds, err := local.ReadDeliveries(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []example.Delivery
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var d example.Delivery
-		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
-			t.Fatalf("bad delivery line %q: %v", sc.Text(), err)
-		}
-		out = append(out, d)
-	}
-	return out
+	return ds
 }
 
 func uniqueCount(ds []example.Delivery) int {
@@ -194,7 +179,7 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 // produce writes total records over keys partition keys, in PutRecords calls of 20, with data
 // "<key>:<n>" numbering each key's records in put order. After each call it reports how many
 // records are written.
-func produce(ctx context.Context, stream string, keys, total int, progress func(int)) error {
+func produce(ctx context.Context, stream string, keys, total int, progress func(int)) (map[string]int, error) {
 	counters := make([]int, keys)
 	for written := 0; written < total; {
 		var batch []local.Record
@@ -204,12 +189,16 @@ func produce(ctx context.Context, stream string, keys, total int, progress func(
 			counters[k]++
 		}
 		if _, err := local.PutRecords(ctx, kin, stream, batch); err != nil {
-			return err
+			return nil, err
 		}
 		written += len(batch)
 		progress(written)
 	}
-	return nil
+	perKey := map[string]int{}
+	for k, n := range counters {
+		perKey[fmt.Sprintf("key-%d", k)] = n
+	}
+	return perKey, nil
 }
 
 // TestReshardingLosesNothing is the core promise: a 4-shard stream written while it is split,
@@ -238,7 +227,12 @@ func testResharding(t *testing.T, kill bool) {
 	defer cancel()
 	var written atomic.Int64
 	prodErr := make(chan error, 1)
-	go func() { prodErr <- produce(ctx, stream, keys, total, func(n int) { written.Store(int64(n)) }) }()
+	var perKey map[string]int
+	go func() {
+		var err error
+		perKey, err = produce(ctx, stream, keys, total, func(n int) { written.Store(int64(n)) })
+		prodErr <- err
+	}()
 
 	// Reshard while the producer writes and the consumer lags behind.
 	waitFor(t, "500 records written", time.Minute, func() bool { return written.Load() >= 500 })
@@ -281,55 +275,15 @@ func testResharding(t *testing.T, kill bool) {
 	if len(lineage) < 4+2+1+8 {
 		t.Fatalf("stream has %d shards; the reshards did not all happen", len(lineage))
 	}
-	checkFirstDeliveriesInOrder(t, got, keys, total)
-	checkLineageOrder(t, got, lineage)
+	if bad := local.FailedChecks(local.VerifyDeliveries(got, perKey, lineage)); bad != "" {
+		t.Fatal(bad)
+	}
 	if kill {
 		checkOnlyInFlightRepeated(t, got, preKill)
 	} else if len(got) != total {
 		t.Fatalf("%d deliveries for %d records: duplicates without any failure", len(got), total)
 	}
 	logPickup(t, got, lineage)
-}
-
-func checkFirstDeliveriesInOrder(t *testing.T, got []example.Delivery, keys, total int) {
-	t.Helper()
-	seen := map[string]bool{}
-	next := map[string]int{}
-	for _, d := range got {
-		if seen[d.Data] {
-			continue
-		}
-		seen[d.Data] = true
-		if want := fmt.Sprintf("%s:%d", d.PartitionKey, next[d.PartitionKey]); d.Data != want {
-			t.Fatalf("key %s: first delivery %q where %q was due", d.PartitionKey, d.Data, want)
-		}
-		next[d.PartitionKey]++
-	}
-	if len(seen) != total || len(next) != keys {
-		t.Fatalf("delivered %d distinct records over %d keys, want %d over %d", len(seen), len(next), total, keys)
-	}
-}
-
-func checkLineageOrder(t *testing.T, got []example.Delivery, lineage map[string][]string) {
-	t.Helper()
-	first, last := map[string]int{}, map[string]int{}
-	for i, d := range got {
-		if _, ok := first[d.ShardID]; !ok {
-			first[d.ShardID] = i
-		}
-		last[d.ShardID] = i
-	}
-	for child, parents := range lineage {
-		fc, ok := first[child]
-		if !ok {
-			continue
-		}
-		for _, p := range parents {
-			if lp, ok := last[p]; ok && lp > fc {
-				t.Fatalf("child %s was invoked (delivery %d) before parent %s was drained (its last delivery is %d)", child, fc, p, lp)
-			}
-		}
-	}
 }
 
 // checkOnlyInFlightRepeated: after a SIGKILL, the only records delivered twice are those of the

@@ -1,0 +1,53 @@
+# esm developer and CI entry points. "make test" is what .ci/run runs.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+GO ?= go
+EMULATORS := scripts/emulators.sh
+EMULATORS_ENV := .emulators/env
+
+.PHONY: test test-unit emulators-up emulators-down build demo bench
+
+# test starts the emulators, runs vet and the full test suite against them,
+# and always stops the emulators again (on failure and on Ctrl-C too). It
+# exits with the status of the first step that failed.
+test:
+	@trap 'bash $(EMULATORS) stop' EXIT; \
+	bash $(EMULATORS) start; \
+	source $(EMULATORS_ENV); \
+	$(GO) vet ./...; \
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# test-unit runs the short tests only, without starting emulators.
+test-unit:
+	$(GO) test -short -count=1 ./...
+
+# emulators-up starts kinesis-local and dynalite in the background and writes
+# their endpoints to .emulators/env; "source .emulators/env" in a shell to use
+# them from go test.
+emulators-up:
+	@bash $(EMULATORS) start
+
+emulators-down:
+	@bash $(EMULATORS) stop
+
+# build compiles the esm binary into bin/.
+build:
+	$(GO) build -o bin/esm ./cmd/esm
+
+# demo installs the emulator (npm ci), builds esm, and runs the end-to-end demo on a private
+# kinesis-local: a 2-shard stream split and merged while the example handler runs. Exits by itself.
+demo: node_modules/.package-lock.json build
+	$(GO) run ./cmd/demo -esm bin/esm
+
+node_modules/.package-lock.json: package-lock.json
+	npm ci --no-audit --no-fund
+
+# bench runs the Go benchmarks: poller throughput on the in-memory fake (one op = one 1 KiB
+# record, single core) and put-to-invoke latency on kinesis-local at two poll intervals.
+bench: node_modules/.package-lock.json
+	$(GO) test -run '^$$' -bench 'Poller' -benchtime 200000x -cpu 1 ./poller/
+	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./cmd/esm/
+

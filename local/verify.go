@@ -1,0 +1,121 @@
+package local
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/kinesis-esm/esm/example"
+)
+
+// ReadDeliveries reads the JSON lines the example function appends to EXAMPLE_OUTPUT, in the
+// order they were written. A file that does not exist yet holds no deliveries.
+func ReadDeliveries(path string) ([]example.Delivery, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []example.Delivery
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 8*1024*1024)
+	for sc.Scan() {
+		var d example.Delivery
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+			return nil, fmt.Errorf("%s: bad line %q: %w", path, sc.Text(), err)
+		}
+		out = append(out, d)
+	}
+	return out, sc.Err()
+}
+
+// Check is one verdict about a run.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string
+}
+
+// VerifyDeliveries checks a run whose producer wrote, for each partition key k, records with data
+// "k:0", "k:1", … in that order (written[k] of them):
+//   - every record was delivered;
+//   - per key, first deliveries came in put order;
+//   - no record of a child shard was delivered before the last record of each of its parents.
+func VerifyDeliveries(got []example.Delivery, written map[string]int, lineage map[string][]string) []Check {
+	total := 0
+	for _, n := range written {
+		total += n
+	}
+	seen := map[string]bool{}
+	next := map[string]int{}
+	order := Check{Name: "order per partition key", OK: true}
+	for _, d := range got {
+		if seen[d.Data] {
+			continue
+		}
+		seen[d.Data] = true
+		if want := fmt.Sprintf("%s:%d", d.PartitionKey, next[d.PartitionKey]); d.Data != want && order.OK {
+			order.OK, order.Detail = false, fmt.Sprintf("key %s: %q arrived where %q was due", d.PartitionKey, d.Data, want)
+		}
+		next[d.PartitionKey]++
+	}
+	if order.OK {
+		order.Detail = fmt.Sprintf("%d keys, first deliveries in put order", len(next))
+	}
+	all := Check{Name: "every record delivered", OK: len(seen) == total,
+		Detail: fmt.Sprintf("%d of %d distinct records (%d deliveries)", len(seen), total, len(got))}
+	if all.OK {
+		for k, n := range written {
+			if next[k] != n {
+				all.OK, all.Detail = false, fmt.Sprintf("key %s: %d of %d records", k, next[k], n)
+				break
+			}
+		}
+	}
+
+	first, last := map[string]int{}, map[string]int{}
+	for i, d := range got {
+		if _, ok := first[d.ShardID]; !ok {
+			first[d.ShardID] = i
+		}
+		last[d.ShardID] = i
+	}
+	lin := Check{Name: "parents drained before children", OK: true}
+	pairs := 0
+	for child, parents := range lineage {
+		fc, ok := first[child]
+		if !ok {
+			continue
+		}
+		for _, p := range parents {
+			lp, ok := last[p]
+			if !ok {
+				continue
+			}
+			pairs++
+			if lp > fc && lin.OK {
+				lin.OK, lin.Detail = false, fmt.Sprintf("%s started (delivery %d) before %s was drained (delivery %d)", child, fc, p, lp)
+			}
+		}
+	}
+	if lin.OK {
+		lin.Detail = fmt.Sprintf("%d parent→child pairs checked", pairs)
+	}
+	return []Check{all, order, lin}
+}
+
+// FailedChecks joins the failed checks' details, or returns "" when all passed.
+func FailedChecks(cs []Check) string {
+	var bad []string
+	for _, c := range cs {
+		if !c.OK {
+			bad = append(bad, c.Name+": "+c.Detail)
+		}
+	}
+	return strings.Join(bad, "; ")
+}
