@@ -48,6 +48,31 @@ type Config struct {
 	// Disabled pauses the mapping: nothing is polled or invoked (Lambda's Enabled: false).
 	Disabled bool
 
+	// MaximumRetryAttempts is how often a failed batch is retried before it is discarded: -1
+	// (until the records expire) or 0–10000. nil means -1, Lambda's default.
+	MaximumRetryAttempts *int
+	// MaximumRecordAgeInSeconds discards records older than this: -1 (never) or 60–604800. nil
+	// means -1, Lambda's default.
+	MaximumRecordAgeInSeconds *int
+	// BisectBatchOnFunctionError splits a batch that failed with a function error in two halves
+	// and retries each.
+	BisectBatchOnFunctionError bool
+	// ReportBatchItemFailures honours partial batch responses (FunctionResponseTypes:
+	// [ReportBatchItemFailures]).
+	ReportBatchItemFailures bool
+	// OnFailureDestination is the ARN of the SQS queue, SNS topic or S3 bucket that receives a
+	// record of each discarded batch (DestinationConfig.OnFailure.Destination). Optional.
+	OnFailureDestination string
+	// ParallelizationFactor is how many batches of one shard may be in flight at once, 1–10.
+	// Default 1.
+	ParallelizationFactor int
+	// TumblingWindow is the length of tumbling windows, 0–900 s. Default 0: no windows.
+	TumblingWindow time.Duration
+	// FilterPatterns are the FilterCriteria patterns (JSON), OR-ed. At most MaxFilters.
+	FilterPatterns []string
+	// MaxFilters is the filter quota: 5 by default (Lambda's), at most 10.
+	MaxFilters int
+
 	// PollInterval is the pause between polls of a shard that is caught up. Default 1 s, as Lambda.
 	PollInterval time.Duration
 	// MinPollSpacing is the least time between two GetRecords calls on one shard while it is
@@ -153,6 +178,43 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 		return c, &ValidationError{Field: "StartingPosition", Message: fmt.Sprintf(
 			"1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", c.StartingPosition)}
 	}
+	if v := c.MaximumRetryAttempts; v != nil && (*v < -1 || *v > 10000) {
+		return c, RangeError("maximumRetryAttempts", int64(*v), -1, 10000)
+	}
+	if v := c.MaximumRecordAgeInSeconds; v != nil && *v != -1 && (*v < 60 || *v > 604800) {
+		return c, &ValidationError{Field: "MaximumRecordAgeInSeconds", Message: fmt.Sprintf(
+			"MaximumRecordAgeInSeconds must be either -1 (forever) or between 60 and 604800 (inclusive); got %d", *v)}
+	}
+	if c.OnFailureDestination != "" {
+		if err := checkDestinationARN(c.OnFailureDestination); err != nil {
+			return c, err
+		}
+	}
+	switch {
+	case c.ParallelizationFactor == 0:
+		c.ParallelizationFactor = 1
+	case c.ParallelizationFactor < 1 || c.ParallelizationFactor > 10:
+		return c, RangeError("parallelizationFactor", int64(c.ParallelizationFactor), 1, 10)
+	}
+	if c.TumblingWindow < 0 || c.TumblingWindow > 900*time.Second {
+		return c, RangeError("tumblingWindowInSeconds", int64(c.TumblingWindow/time.Second), 0, 900)
+	}
+	switch {
+	case c.MaxFilters == 0:
+		c.MaxFilters = 5
+	case c.MaxFilters < 1 || c.MaxFilters > 10:
+		return c, &ValidationError{Field: "MaxFilters", Message: fmt.Sprintf("MaxFilters %d: the filter quota is between 1 and 10", c.MaxFilters)}
+	}
+	if len(c.FilterPatterns) > c.MaxFilters {
+		return c, &ValidationError{Field: "FilterCriteria", Message: fmt.Sprintf(
+			"FilterCriteria has %d filters; at most %d are allowed", len(c.FilterPatterns), c.MaxFilters)}
+	}
+	for i, f := range c.FilterPatterns {
+		if len(f) > 4096 {
+			return c, &ValidationError{Field: "FilterCriteria", Message: fmt.Sprintf(
+				"FilterCriteria.Filters[%d].Pattern is %d characters; at most 4096 are allowed", i, len(f))}
+		}
+	}
 	if err := durationDefault(&c.PollInterval, DefaultPollInterval, "PollInterval"); err != nil {
 		return c, err
 	}
@@ -169,6 +231,42 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 		c.MinPollSpacing = DefaultMinPollSpacing
 	}
 	return c, nil
+}
+
+// checkDestinationARN accepts the on-failure destinations Lambda allows for a Kinesis mapping:
+// an SQS queue, an SNS topic or an S3 bucket.
+func checkDestinationARN(arn string) error {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) == 6 && parts[0] == "arn" {
+		switch parts[2] {
+		case "sqs", "sns":
+			if parts[3] != "" && parts[5] != "" {
+				return nil
+			}
+		case "s3":
+			if parts[5] != "" {
+				return nil
+			}
+		}
+	}
+	return &ValidationError{Field: "DestinationConfig", Message: fmt.Sprintf(
+		"DestinationConfig.OnFailure.Destination %q must be the ARN of an SQS queue, an SNS topic or an S3 bucket", arn)}
+}
+
+// RetryAttempts returns MaximumRetryAttempts with its default applied.
+func (c Config) RetryAttempts() int {
+	if c.MaximumRetryAttempts == nil {
+		return -1
+	}
+	return *c.MaximumRetryAttempts
+}
+
+// RecordAgeSeconds returns MaximumRecordAgeInSeconds with its default applied.
+func (c Config) RecordAgeSeconds() int {
+	if c.MaximumRecordAgeInSeconds == nil {
+		return -1
+	}
+	return *c.MaximumRecordAgeInSeconds
 }
 
 func durationDefault(d *time.Duration, def time.Duration, field string) error {

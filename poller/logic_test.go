@@ -154,6 +154,14 @@ func TestConfigValidation(t *testing.T) {
 		{"future timestamp", func(c *Config) { c.StartingPosition = AtTimestamp; c.StartingPositionTimestamp = now.Add(time.Hour) }, "StartingPositionTimestamp", "in the future"},
 		{"no stream", func(c *Config) { c.StreamARN = "" }, "EventSourceArn", "Unrecognized event source."},
 		{"not a stream ARN", func(c *Config) { c.StreamARN = "arn:aws:sqs:us-east-1:1:q" }, "EventSourceArn", "not a Kinesis stream ARN"},
+		{"retries too many", func(c *Config) { v := 10001; c.MaximumRetryAttempts = &v }, "maximumRetryAttempts", "less than or equal to 10000"},
+		{"retries below -1", func(c *Config) { v := -2; c.MaximumRetryAttempts = &v }, "maximumRetryAttempts", "greater than or equal to -1"},
+		{"record age 59", func(c *Config) { v := 59; c.MaximumRecordAgeInSeconds = &v }, "MaximumRecordAgeInSeconds", "must be either -1 (forever) or between 60 and 604800 (inclusive)"},
+		{"record age too old", func(c *Config) { v := 604801; c.MaximumRecordAgeInSeconds = &v }, "MaximumRecordAgeInSeconds", "between 60 and 604800"},
+		{"parallelization 11", func(c *Config) { c.ParallelizationFactor = 11 }, "parallelizationFactor", "less than or equal to 10"},
+		{"tumbling 901", func(c *Config) { c.TumblingWindow = 901 * time.Second }, "tumblingWindowInSeconds", "Value '901'"},
+		{"destination not a queue", func(c *Config) { c.OnFailureDestination = "arn:aws:lambda:us-east-1:1:function:f" }, "DestinationConfig", "SQS queue, an SNS topic or an S3 bucket"},
+		{"six filters", func(c *Config) { c.FilterPatterns = make([]string, 6) }, "FilterCriteria", "at most 5"},
 		{"negative poll interval", func(c *Config) { c.PollInterval = -time.Second }, "PollInterval", "must be positive"},
 	}
 	for _, tt := range tests {
