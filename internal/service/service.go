@@ -40,11 +40,15 @@ type Options struct {
 	FunctionTimeout time.Duration
 	// Mapping is the event source mapping; its StreamARN is filled from Stream.
 	Mapping poller.Config
+	// Invoker, when set, invokes the function (HTTP endpoints, the Lambda API). Otherwise the
+	// handler passed to Run is invoked in-process.
+	Invoker poller.Invoker
 	Logger  *slog.Logger
 }
 
-// Run runs the mapping with handler in-process until ctx ends. Configuration errors wrap
-// poller.ErrInvalidConfig; nothing is written before the stream has been found.
+// Run runs the mapping until ctx ends, invoking o.Invoker or, when it is nil, handler in-process.
+// Configuration errors wrap poller.ErrInvalidConfig; nothing is written before the stream has been
+// found.
 func Run(ctx context.Context, o Options, handler any) error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -87,7 +91,10 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if mc.FunctionARN == "" {
 		mc.FunctionARN = fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", sa.Partition, sa.Region, sa.Account, o.FunctionName)
 	}
-	inv := invoke.NewInProcess(handler, invoke.WithFunctionARN(mc.FunctionARN), invoke.WithTimeout(o.FunctionTimeout))
+	inv := o.Invoker
+	if inv == nil {
+		inv = invoke.NewInProcess(handler, invoke.WithFunctionARN(mc.FunctionARN), invoke.WithTimeout(o.FunctionTimeout))
+	}
 
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
 	if _, err := poller.ListShards(ctx, kin, arn); err != nil {
