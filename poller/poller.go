@@ -49,6 +49,7 @@ type Poller struct {
 	log   *slog.Logger
 	now   func() time.Time
 	enc   *eventEncoder
+	dest  Destination
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 }
@@ -58,6 +59,10 @@ type Option func(*Poller)
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(p *Poller) { p.log = l } }
+
+// WithDestination sets where discarded records are reported (the client for
+// Config.OnFailureDestination). Without one, discarded records are only logged.
+func WithDestination(d Destination) Option { return func(p *Poller) { p.dest = d } }
 
 // WithClock sets the clock used for batching windows and timestamps (default time.Now).
 func WithClock(now func() time.Time) Option { return func(p *Poller) { p.now = now } }

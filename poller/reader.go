@@ -268,41 +268,16 @@ func (r *reader) open(ctx context.Context) error {
 	}
 }
 
-// deliver invokes the function with the longest prefix of pending that fits one batch, retrying
-// until it succeeds, and then checkpoints the batch's last record. It returns how many records
-// were handled. When runCtx ends it stops retrying and returns errStopped; a batch already in
-// flight still completes on workCtx.
+// deliver handles the longest prefix of pending that fits one batch, following Lambda's failure
+// rules (see failure.go), and returns how many records it took. When runCtx ends it stops
+// retrying and returns errStopped; a batch already in flight still completes on workCtx.
 func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record) (int, error) {
-	cfg := &r.p.cfg
-	var payload []byte
-	payload, n := r.p.enc.encodeBatch(r.buf, r.shardID, pending, cfg.BatchSize, MaxPayloadBytes)
+	payload, n := r.p.enc.encodeBatch(r.buf, r.shardID, pending, r.p.cfg.BatchSize, MaxPayloadBytes)
 	r.buf = payload[:0]
-	first, last := deref(pending[0].SequenceNumber), deref(pending[n-1].SequenceNumber)
-	log := r.p.log.With("shard_id", r.shardID, "batch_size", n, "seq_first", first, "seq_last", last)
-	if len(payload) > MaxPayloadBytes {
-		log.Error("record too large for one invocation: its event exceeds 6291456 bytes", "bytes", len(payload))
+	if err := r.process(runCtx, workCtx, pending[:n], payload); err != nil {
+		return 0, err
 	}
-	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
-	for attempt := 1; ; attempt++ {
-		if len(payload) <= MaxPayloadBytes {
-			resp, err := r.p.inv.Invoke(workCtx, payload)
-			switch {
-			case err != nil:
-				log.Warn("function not invoked; retrying", "attempt", attempt, "err", err)
-			case resp.Failed():
-				log.Warn("function error; retrying batch", "attempt", attempt, "error", string(resp.Payload))
-			default:
-				if err := r.checkpoint(workCtx, last); err != nil {
-					return 0, err
-				}
-				log.Debug("batch handled", "attempt", attempt)
-				return n, nil
-			}
-		}
-		if !sleep(runCtx, bo.next()) {
-			return 0, errStopped
-		}
-	}
+	return n, nil
 }
 
 func (r *reader) checkpoint(ctx context.Context, seq string) error {

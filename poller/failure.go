@@ -1,0 +1,299 @@
+package poller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/uuid"
+
+	"github.com/kinesis-esm/esm/invoke"
+)
+
+// Conditions of an on-failure record, as Lambda names them.
+const (
+	ConditionRetryAttemptsExhausted = "RetryAttemptsExhausted"
+	ConditionRecordAgeExceeded      = "RecordAgeExceeded"
+)
+
+// FailureRecord describes a contiguous run of records of one shard that the mapping gave up on.
+// The dlq package renders it as Lambda's on-failure message.
+type FailureRecord struct {
+	// Condition is ConditionRetryAttemptsExhausted or ConditionRecordAgeExceeded.
+	Condition string
+	// RequestID identifies the failure record (requestContext.requestId).
+	RequestID   string
+	FunctionARN string
+	// ApproximateInvokeCount is how often these records were invoked (at least 1).
+	ApproximateInvokeCount int
+	// Response is the last invocation's outcome; nil for RecordAgeExceeded, whose message has no
+	// responseContext.
+	Response *FailureResponse
+	// Timestamp is when the records were discarded.
+	Timestamp time.Time
+
+	StreamARN                              string
+	ShardID                                string
+	StartSequenceNumber, EndSequenceNumber string
+	FirstArrival, LastArrival              time.Time
+	BatchSize                              int
+	// Payload is the event the function received (or would have) for these records; only an S3
+	// destination stores it.
+	Payload []byte
+}
+
+// FailureResponse is the responseContext of an on-failure record.
+type FailureResponse struct {
+	StatusCode      int
+	ExecutedVersion string
+	// FunctionError is "Unhandled" when the function failed, "" (null in the message) when it
+	// returned normally but the batch still failed (partial or invalid batch response).
+	FunctionError string
+}
+
+// Destination receives on-failure records (DestinationConfig.OnFailure). Deliver must be
+// idempotent enough to be retried: the poller retries a failed delivery, blocking the shard, until
+// it succeeds, because a record that was neither handled nor delivered is never checkpointed.
+type Destination interface {
+	Deliver(ctx context.Context, f FailureRecord) error
+}
+
+// outcome is how one invocation went, as Lambda's failure rules see it.
+type outcome int
+
+const (
+	outcomeSuccess       outcome = iota // every record handled
+	outcomePartial                      // a valid partial batch response: records before failedAt handled
+	outcomeFunctionError                // the function failed (error, panic, timeout)
+	outcomeInvalid                      // ReportBatchItemFailures response that is not valid: whole batch failed
+)
+
+// classifyResponse applies Lambda's rules to a response that reached the function. With
+// ReportBatchItemFailures, a response is a success when it is empty, null, "", [], {}, or has an
+// empty or null batchItemFailures; it is a partial failure when batchItemFailures lists only
+// identifiers of records in the batch (failedAt is the lowest such record); anything else fails the
+// whole batch. Without it, any normal return is a success.
+func classifyResponse(resp invoke.Response, recs []types.Record, reportItemFailures bool) (o outcome, failedAt int) {
+	if resp.Failed() {
+		return outcomeFunctionError, 0
+	}
+	if !reportItemFailures {
+		return outcomeSuccess, 0
+	}
+	body := bytes.TrimSpace(resp.Payload)
+	if len(body) == 0 {
+		return outcomeSuccess, 0
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return outcomeInvalid, 0
+	}
+	var items any
+	switch t := v.(type) {
+	case nil:
+		return outcomeSuccess, 0
+	case string:
+		if t == "" {
+			return outcomeSuccess, 0
+		}
+		return outcomeInvalid, 0
+	case []any:
+		if len(t) == 0 {
+			return outcomeSuccess, 0
+		}
+		return outcomeInvalid, 0
+	case map[string]any:
+		items = t["batchItemFailures"]
+	default:
+		return outcomeInvalid, 0
+	}
+	if items == nil {
+		return outcomeSuccess, 0
+	}
+	list, ok := items.([]any)
+	if !ok {
+		return outcomeInvalid, 0
+	}
+	if len(list) == 0 {
+		return outcomeSuccess, 0
+	}
+	index := make(map[string]int, len(recs))
+	for i := range recs {
+		index[deref(recs[i].SequenceNumber)] = i
+	}
+	failedAt = len(recs)
+	for _, it := range list {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return outcomeInvalid, 0
+		}
+		id, ok := m["itemIdentifier"].(string)
+		if !ok || id == "" {
+			return outcomeInvalid, 0
+		}
+		i, ok := index[id]
+		if !ok {
+			return outcomeInvalid, 0
+		}
+		failedAt = min(failedAt, i)
+	}
+	return outcomePartial, failedAt
+}
+
+// expiredPrefix counts the records at the head of recs older than maxAge at now.
+func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int {
+	n := 0
+	for n < len(recs) {
+		at := recs[n].ApproximateArrivalTimestamp
+		if at == nil || now.Sub(*at) <= maxAge {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// process handles one batch by Lambda's rules and returns once every record of it was handled or
+// discarded (and the checkpoint covers it), or with errStopped when the mapping stops:
+//
+//   - before every invocation, records older than MaximumRecordAgeInSeconds at the head of the
+//     batch are discarded (RecordAgeExceeded) and the rest is still invoked;
+//   - a throttled or unreachable function is retried with backoff, never counted;
+//   - a partial batch response checkpoints the records before the lowest failed one and retries
+//     from it; the invocation count carries on;
+//   - a function error with BisectBatchOnFunctionError splits a batch of two or more records in
+//     halves, processed in order, each with a fresh retry count (the split itself is not counted);
+//   - a failure counts toward MaximumRetryAttempts; when they are used up the remaining records are
+//     discarded (RetryAttemptsExhausted).
+//
+// Discarded records go to the on-failure destination before the checkpoint passes them.
+// payload, when non-nil, is the encoded event for recs.
+func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, payload []byte) error {
+	cfg := &r.p.cfg
+	maxRetries := cfg.RetryAttempts()
+	maxAge := time.Duration(cfg.RecordAgeSeconds()) * time.Second
+	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
+	invokes, failures := 0, 0
+	var last *FailureResponse
+	for len(recs) > 0 {
+		if maxAge >= 0 {
+			if n := expiredPrefix(recs, r.p.now(), maxAge); n > 0 {
+				if err := r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil); err != nil {
+					return err
+				}
+				recs, payload = recs[n:], nil
+				continue
+			}
+		}
+		if payload == nil {
+			payload, _ = r.p.enc.encodeBatch(r.buf, r.shardID, recs, len(recs), MaxPayloadBytes*2)
+			r.buf = payload[:0]
+		}
+		log := r.p.log.With("shard_id", r.shardID, "batch_size", len(recs), "seq_first", deref(recs[0].SequenceNumber), "seq_last", deref(recs[len(recs)-1].SequenceNumber))
+		if len(payload) > MaxPayloadBytes {
+			// One record whose event cannot fit a synchronous invoke: Lambda's behaviour is not
+			// documented. It cannot ever be delivered, so it is discarded at once (a divergence).
+			log.Error("record too large for one invocation: its event exceeds 6291456 bytes", "bytes", len(payload))
+			resp := &FailureResponse{StatusCode: 413, ExecutedVersion: "$LATEST"}
+			return r.discard(runCtx, workCtx, recs, ConditionRetryAttemptsExhausted, 1, resp)
+		}
+
+		resp, err := r.p.inv.Invoke(workCtx, payload)
+		if err != nil {
+			log.Warn("function not invoked; retrying without counting", "err", err)
+			if !sleep(runCtx, bo.next()) {
+				return errStopped
+			}
+			continue
+		}
+		invokes++
+		o, failedAt := classifyResponse(resp, recs, cfg.ReportBatchItemFailures)
+		last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
+		switch o {
+		case outcomeSuccess:
+			log.Debug("batch handled", "invocations", invokes)
+			return r.checkpoint(workCtx, deref(recs[len(recs)-1].SequenceNumber))
+		case outcomePartial:
+			log.Warn("partial batch failure; retrying from the lowest failed record", "failed_seq", deref(recs[failedAt].SequenceNumber), "handled", failedAt)
+			if failedAt > 0 {
+				if err := r.checkpoint(workCtx, deref(recs[failedAt-1].SequenceNumber)); err != nil {
+					return err
+				}
+				recs, payload = recs[failedAt:], nil
+			}
+		case outcomeFunctionError:
+			log.Warn("function error", "invocations", invokes, "error", string(resp.Payload))
+			if cfg.BisectBatchOnFunctionError && len(recs) > 1 {
+				half := (len(recs) + 1) / 2
+				log.Info("bisecting batch", "first_half", half, "second_half", len(recs)-half)
+				if err := r.process(runCtx, workCtx, recs[:half], nil); err != nil {
+					return err
+				}
+				return r.process(runCtx, workCtx, recs[half:], nil)
+			}
+		case outcomeInvalid:
+			log.Warn("invalid partial batch response: the whole batch failed", "response", string(resp.Payload))
+		}
+		failures++
+		if maxRetries >= 0 && failures > maxRetries {
+			return r.discard(runCtx, workCtx, recs, ConditionRetryAttemptsExhausted, invokes, last)
+		}
+		if runCtx.Err() != nil { // stopping: no retry; the batch is read again after a restart
+			return errStopped
+		}
+		if !sleep(runCtx, bo.next()) {
+			return errStopped
+		}
+	}
+	return nil
+}
+
+// discard gives up on recs: their failure record goes to the on-failure destination (retried
+// until it is delivered, blocking the shard), then the checkpoint moves past them.
+func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, condition string, invokes int, resp *FailureResponse) error {
+	f := FailureRecord{
+		Condition: condition, RequestID: uuid.NewString(), FunctionARN: r.p.cfg.FunctionARN,
+		ApproximateInvokeCount: invokes, Response: resp, Timestamp: r.p.now().UTC(),
+		StreamARN: r.p.cfg.StreamARN, ShardID: r.shardID,
+		StartSequenceNumber: deref(recs[0].SequenceNumber), EndSequenceNumber: deref(recs[len(recs)-1].SequenceNumber),
+		BatchSize: len(recs),
+	}
+	if at := recs[0].ApproximateArrivalTimestamp; at != nil {
+		f.FirstArrival = at.UTC()
+	}
+	if at := recs[len(recs)-1].ApproximateArrivalTimestamp; at != nil {
+		f.LastArrival = at.UTC()
+	}
+	log := r.p.log.With("shard_id", r.shardID, "condition", condition, "batch_size", len(recs),
+		"seq_first", f.StartSequenceNumber, "seq_last", f.EndSequenceNumber, "invocations", invokes)
+	if r.p.dest == nil {
+		log.Warn("records discarded (no on-failure destination)")
+	} else {
+		f.Payload, _ = r.p.enc.encodeBatch(nil, r.shardID, recs, len(recs), MaxPayloadBytes*2)
+		bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
+		for {
+			err := r.p.dest.Deliver(workCtx, f)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, context.Canceled) && workCtx.Err() != nil {
+				return errStopped
+			}
+			log.Warn("on-failure destination unreachable; retrying, the shard waits", "err", err)
+			if !sleep(runCtx, bo.next()) {
+				return errStopped
+			}
+		}
+		log.Info("records sent to the on-failure destination", "destination", r.p.cfg.OnFailureDestination)
+	}
+	if err := r.checkpoint(workCtx, f.EndSequenceNumber); err != nil {
+		return fmt.Errorf("after discarding: %w", err)
+	}
+	return nil
+}
