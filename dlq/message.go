@@ -1,0 +1,114 @@
+// Package dlq delivers on-failure records (DestinationConfig.OnFailure) to SQS, SNS or S3 in
+// the exact shape Lambda uses for a Kinesis event source mapping: metadata only for SQS and SNS,
+// metadata plus the invocation payload for S3.
+package dlq
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// The message's fields in the order Lambda writes them.
+type message struct {
+	RequestContext   requestContext   `json:"requestContext"`
+	ResponseContext  *responseContext `json:"responseContext,omitempty"`
+	Version          string           `json:"version"`
+	Timestamp        string           `json:"timestamp"`
+	KinesisBatchInfo batchInfo        `json:"KinesisBatchInfo"`
+	// Payload is set for S3 only: the invocation event as an escaped JSON string, as Lambda's
+	// documentation describes it.
+	Payload *string `json:"payload,omitempty"`
+}
+
+type requestContext struct {
+	RequestID              string `json:"requestId"`
+	FunctionARN            string `json:"functionArn"`
+	Condition              string `json:"condition"`
+	ApproximateInvokeCount int    `json:"approximateInvokeCount"`
+}
+
+type responseContext struct {
+	StatusCode      int     `json:"statusCode"`
+	ExecutedVersion string  `json:"executedVersion"`
+	FunctionError   *string `json:"functionError"` // null when the function returned normally
+}
+
+type batchInfo struct {
+	ShardID                         string `json:"shardId"`
+	StartSequenceNumber             string `json:"startSequenceNumber"`
+	EndSequenceNumber               string `json:"endSequenceNumber"`
+	ApproximateArrivalOfFirstRecord string `json:"approximateArrivalOfFirstRecord"`
+	ApproximateArrivalOfLastRecord  string `json:"approximateArrivalOfLastRecord"`
+	BatchSize                       int    `json:"batchSize"`
+	StreamARN                       string `json:"streamArn"`
+}
+
+// timeLayout is ISO 8601 in UTC with milliseconds, as in Lambda's Kinesis failure records.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+func stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func build(f poller.FailureRecord) message {
+	m := message{
+		RequestContext: requestContext{RequestID: f.RequestID, FunctionARN: f.FunctionARN, Condition: f.Condition,
+			ApproximateInvokeCount: max(f.ApproximateInvokeCount, 1)},
+		Version:   "1.0",
+		Timestamp: stamp(f.Timestamp),
+		KinesisBatchInfo: batchInfo{
+			ShardID: f.ShardID, StartSequenceNumber: f.StartSequenceNumber, EndSequenceNumber: f.EndSequenceNumber,
+			ApproximateArrivalOfFirstRecord: stamp(f.FirstArrival), ApproximateArrivalOfLastRecord: stamp(f.LastArrival),
+			BatchSize: f.BatchSize, StreamARN: f.StreamARN,
+		},
+	}
+	if f.Response != nil {
+		rc := &responseContext{StatusCode: f.Response.StatusCode, ExecutedVersion: f.Response.ExecutedVersion}
+		if f.Response.FunctionError != "" {
+			fe := f.Response.FunctionError
+			rc.FunctionError = &fe
+		}
+		m.ResponseContext = rc
+	}
+	return m
+}
+
+// marshal renders m without HTML escaping (Lambda writes <, > and & as they are).
+func marshal(m message) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil { // only strings and numbers: cannot happen
+		panic(fmt.Sprintf("dlq: marshal failure record: %v", err))
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// Message renders the SQS message body / SNS message of a failure record.
+func Message(f poller.FailureRecord) []byte { return marshal(build(f)) }
+
+// S3Object renders the S3 object of a failure record: the message plus the payload.
+func S3Object(f poller.FailureRecord) []byte {
+	m := build(f)
+	p := string(f.Payload)
+	m.Payload = &p
+	return marshal(m)
+}
+
+// S3Key is where Lambda puts a failure record in the bucket:
+// aws/lambda/<mapping UUID>/<shard id>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<random UUID>, from the
+// record's timestamp in UTC.
+func S3Key(mappingUUID string, f poller.FailureRecord) string {
+	t := f.Timestamp.UTC()
+	return fmt.Sprintf("aws/lambda/%s/%s/%s/%s-%s", mappingUUID, f.ShardID, t.Format("2006/01/02"), t.Format("2006-01-02T15.04.05"), uuid.NewString())
+}
+
+// MappingUUID derives a stable UUID for a mapping (stream and function), standing in for the
+// event source mapping UUID Lambda would assign.
+func MappingUUID(streamARN, functionARN string) string {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("esm:"+streamARN+"|"+functionARN)).String()
+}

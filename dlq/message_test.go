@@ -1,0 +1,125 @@
+package dlq
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"reflect"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+func recorded(t *testing.T) map[string]json.RawMessage {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/aws-recorded-failures.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A timestamp placeholder shows the format of the value it stands for.
+	raw = bytes.ReplaceAll(raw, []byte("<timestamp:2022-07-13T13:48:01.000Z>"), []byte("2022-07-13T13:48:01.000Z"))
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func compact(t *testing.T, b []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// The recording's placeholders are used as the values, so the rendered message must equal the
+// recording byte for byte, key order included.
+var (
+	recordedTime = time.Date(2022, 7, 13, 13, 48, 1, 0, time.UTC)
+	recordedFn   = "arn:<partition>:lambda:<region>:111111111111:function:<resource:3>"
+	recordedARN  = "arn:<partition>:kinesis:<region>:111111111111:stream/<resource:2>"
+)
+
+func failure(condition string, invokes int, resp *poller.FailureResponse, seq string) poller.FailureRecord {
+	return poller.FailureRecord{
+		Condition: condition, RequestID: "<uuid:2>", FunctionARN: recordedFn, ApproximateInvokeCount: invokes, Response: resp,
+		Timestamp: recordedTime, StreamARN: recordedARN, ShardID: "shardId-000000000000",
+		StartSequenceNumber: seq, EndSequenceNumber: seq, FirstArrival: recordedTime, LastArrival: recordedTime, BatchSize: 1,
+	}
+}
+
+func TestMessageMatchesAWSRecordings(t *testing.T) {
+	rec := recorded(t)
+	unhandled := &poller.FailureResponse{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: "Unhandled"}
+	returned := &poller.FailureResponse{StatusCode: 200, ExecutedVersion: "$LATEST"}
+	tests := []struct {
+		key string
+		f   poller.FailureRecord
+	}{
+		{"sqs_function_error", failure(poller.ConditionRetryAttemptsExhausted, 2, unhandled, "<start-sequence-number:1>")},
+		{"sns_message", failure(poller.ConditionRetryAttemptsExhausted, 2, unhandled, "<start-sequence-number:1>")},
+		{"record_age_while_retrying", failure(poller.ConditionRecordAgeExceeded, 8, nil, "<start-sequence-number:1>")},
+		{"record_age_before_ingestion", failure(poller.ConditionRecordAgeExceeded, 1, nil, "<start-sequence-number:1>")},
+		{"partial_batch_failure", failure(poller.ConditionRetryAttemptsExhausted, 4, returned, "<sequence-number:6>")},
+		{"invalid_response_failure", failure(poller.ConditionRetryAttemptsExhausted, 3, returned, "<sequence-number:1>")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			got, want := compact(t, Message(tt.f)), compact(t, rec[tt.key])
+			if got != want {
+				t.Fatalf("message differs from AWS's recording\n got: %s\nwant: %s", got, want)
+			}
+		})
+	}
+}
+
+func TestS3ObjectMatchesAWSRecording(t *testing.T) {
+	var want map[string]any
+	if err := json.Unmarshal(recorded(t)["s3_object"], &want); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := json.Marshal(want["payload"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := failure(poller.ConditionRetryAttemptsExhausted, 2,
+		&poller.FailureResponse{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: "Unhandled"}, "<sequence-number:1>")
+	f.ShardID = "<kinesis-shard-id>"
+	f.Payload = payload
+	var got map[string]any
+	if err := json.Unmarshal(S3Object(f), &got); err != nil {
+		t.Fatal(err)
+	}
+	// The payload is stored as an escaped JSON string, as Lambda's documentation describes it
+	// (the recording's tool decodes strings, so it cannot tell): decode it to compare.
+	s, ok := got["payload"].(string)
+	if !ok {
+		t.Fatalf("payload is %T, want a JSON string", got["payload"])
+	}
+	var p any
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		t.Fatal(err)
+	}
+	got["payload"] = p
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		t.Fatalf("S3 object differs from AWS's recording\n got: %s\nwant: %s", g, w)
+	}
+}
+
+func TestS3Key(t *testing.T) {
+	f := poller.FailureRecord{ShardID: "shardId-000000000003", Timestamp: time.Date(2026, 2, 3, 4, 5, 6, 7_000_000, time.FixedZone("x", 3600))}
+	key := S3Key("6f1c1e9a-0000-4000-8000-000000000000", f)
+	re := regexp.MustCompile(`^aws/lambda/6f1c1e9a-0000-4000-8000-000000000000/shardId-000000000003/2026/02/03/2026-02-03T03\.05\.06-[0-9a-f-]{36}$`)
+	if !re.MatchString(key) {
+		t.Fatalf("key %q does not follow aws/lambda/<uuid>/<shard>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<uuid> in UTC", key)
+	}
+	if MappingUUID("s", "f") != MappingUUID("s", "f") || MappingUUID("s", "f") == MappingUUID("s", "g") {
+		t.Fatal("MappingUUID is not stable per mapping")
+	}
+}
