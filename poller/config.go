@@ -82,6 +82,9 @@ type Config struct {
 	ShardSyncInterval time.Duration
 	// ShutdownGrace bounds how long a stop waits for in-flight invocations. Default 30 s.
 	ShutdownGrace time.Duration
+	// ClaimInterval is how often a worker sharing the mapping through a Coordinator claims
+	// leases and refreshes the shards' progress from the lease table. Default 1 s.
+	ClaimInterval time.Duration
 }
 
 // ValidationError is a configuration field outside what Lambda accepts. Its message names the
@@ -222,6 +225,9 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 		return c, err
 	}
 	if err := durationDefault(&c.ShutdownGrace, DefaultShutdownGrace, "ShutdownGrace"); err != nil {
+		return c, err
+	}
+	if err := durationDefault(&c.ClaimInterval, time.Second, "ClaimInterval"); err != nil {
 		return c, err
 	}
 	if c.MinPollSpacing < 0 {

@@ -204,6 +204,9 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 			return r.discard(runCtx, workCtx, recs, ConditionRetryAttemptsExhausted, 1, resp)
 		}
 
+		if !r.held() {
+			return errLost
+		}
 		resp, err := r.p.inv.Invoke(workCtx, payload)
 		if err != nil {
 			log.Warn("function not invoked; retrying without counting", "err", err)
@@ -293,6 +296,9 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 		log.Info("records sent to the on-failure destination", "destination", r.p.cfg.OnFailureDestination)
 	}
 	if err := r.checkpoint(workCtx, f.EndSequenceNumber); err != nil {
+		if errors.Is(err, errLost) {
+			return err
+		}
 		return fmt.Errorf("after discarding: %w", err)
 	}
 	return nil

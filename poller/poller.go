@@ -50,6 +50,7 @@ type Poller struct {
 	now   func() time.Time
 	enc   *eventEncoder
 	dest  Destination
+	coord Coordinator
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 }
@@ -130,13 +131,14 @@ type readerResult struct {
 	shardID  string
 	finished bool
 	children []types.ChildShard
+	lost     bool  // this worker lost the shard's lease: not an error, not finished
 	err      error // fatal: stops the mapping
 }
 
 // Run polls the stream until ctx is cancelled, then stops gracefully: no new reads, in-flight
-// invocations finish (bounded by ShutdownGrace), their checkpoints are written, and Run returns
-// nil. It returns an error when the stream cannot be read at start (ErrStreamNotFound, an
-// unreachable endpoint) or when progress cannot be stored.
+// invocations finish (bounded by ShutdownGrace), their checkpoints are written, leases are
+// released, and Run returns nil. It returns an error when the stream cannot be read at start
+// (ErrStreamNotFound, an unreachable endpoint) or when progress cannot be stored.
 func (p *Poller) Run(ctx context.Context) error {
 	if p.cfg.Disabled {
 		p.log.Info("mapping disabled: polling nothing")
@@ -153,118 +155,253 @@ func (p *Poller) Run(ctx context.Context) error {
 	}
 	if len(progress) == 0 {
 		progress = initialProgress(listing, p.cfg.StartingPosition, p.now())
-		if err := p.store.Save(ctx, progress); err != nil {
-			return fmt.Errorf("save initial positions: %w", err)
+		if p.coord == nil {
+			if err := p.store.Save(ctx, progress); err != nil {
+				return fmt.Errorf("save initial positions: %w", err)
+			}
 		}
 	}
-	g := newLineage()
+	if p.coord != nil {
+		// Leases for every listed shard; shards the table does not know yet get the start
+		// decided above (children found later get none: their first record).
+		if err := p.coord.Register(ctx, shardInfos(listing, progress)); err != nil {
+			return fmt.Errorf("register shards: %w", err)
+		}
+	}
+	c := &coordinator{p: p, g: newLineage(), progress: progress, cancels: map[string]context.CancelFunc{}, results: make(chan readerResult)}
+	c.syncFinished(progress)
+	c.g.sync(listing)
+	p.log.Info("mapping started", "shards", len(listing), "starting_position", p.cfg.StartingPosition, "batch_size", p.cfg.BatchSize)
+	return c.run(ctx)
+}
+
+func shardInfos(listing []types.Shard, progress map[string]ShardProgress) []ShardInfo {
+	out := make([]ShardInfo, 0, len(listing))
+	for _, s := range listing {
+		si := ShardInfo{ShardID: deref(s.ShardId), Parents: parentsOf(s.ParentShardId, s.AdjacentParentShardId), Initial: progress[deref(s.ShardId)]}
+		if s.HashKeyRange != nil {
+			si.StartingHashKey, si.EndingHashKey = deref(s.HashKeyRange.StartingHashKey), deref(s.HashKeyRange.EndingHashKey)
+		}
+		out = append(out, si)
+	}
+	return out
+}
+
+// coordinator is Run's state, owned by Run's goroutine.
+type coordinator struct {
+	p        *Poller
+	g        *lineage
+	progress map[string]ShardProgress
+	cancels  map[string]context.CancelFunc // readers running
+	results  chan readerResult
+	wg       sync.WaitGroup
+	fatal    error
+	runCtx   context.Context
+	workCtx  context.Context
+	stopRun  context.CancelFunc
+}
+
+func (c *coordinator) syncFinished(progress map[string]ShardProgress) {
 	for id, pr := range progress {
 		if pr.Finished {
-			g.finished[id] = true
+			c.g.finished[id] = true
 		}
 	}
-	g.sync(listing)
-	p.log.Info("mapping started", "shards", len(listing), "starting_position", p.cfg.StartingPosition, "batch_size", p.cfg.BatchSize)
+}
 
+func (c *coordinator) run(ctx context.Context) error {
+	p := c.p
 	// runCtx stops reading; workCtx, which outlives it by ShutdownGrace, bounds in-flight
-	// invocations and their checkpoints.
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	// invocations, their checkpoints and the release of leases.
+	var stopWork context.CancelFunc
+	c.runCtx, c.stopRun = context.WithCancel(ctx)
+	defer c.stopRun()
+	c.workCtx, stopWork = context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	stopGrace := context.AfterFunc(runCtx, func() {
+	stopGrace := context.AfterFunc(c.runCtx, func() {
 		t := time.AfterFunc(p.cfg.ShutdownGrace, stopWork)
-		context.AfterFunc(workCtx, func() { t.Stop() })
+		context.AfterFunc(c.workCtx, func() { t.Stop() })
 	})
 	defer stopGrace()
+	defer c.wg.Wait()
 
-	results := make(chan readerResult)
-	cancels := map[string]context.CancelFunc{}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	var fatal error
-
-	ticker := time.NewTicker(p.cfg.ShardSyncInterval)
-	defer ticker.Stop()
-
-	resync := func() {
-		listing, err := ListShards(runCtx, p.kin, p.cfg.StreamARN)
-		if err != nil {
-			if runCtx.Err() == nil {
-				p.log.Warn("shard sync failed; will retry", "err", err)
-			}
-			return
-		}
-		g.sync(listing)
-		for id, cancel := range cancels {
-			if g.finished[id] { // trimmed while being read
-				p.log.Warn("shard trimmed by retention before it was read to its end", "shard_id", id)
-				cancel()
-			}
-		}
+	syncTicker := time.NewTicker(p.cfg.ShardSyncInterval)
+	defer syncTicker.Stop()
+	var claimTick <-chan time.Time
+	if p.coord != nil {
+		t := time.NewTicker(p.cfg.ClaimInterval)
+		defer t.Stop()
+		claimTick = t.C
+		c.claim()
 	}
-
 	for {
-		if runCtx.Err() == nil {
-			for _, id := range g.ready() {
-				rctx, cancel := context.WithCancel(runCtx)
-				cancels[id] = cancel
-				g.running[id] = true
-				r := &reader{p: p, shardID: id, progress: progress[id]}
-				p.log.Info("shard started", "shard_id", id, "position", r.describePosition())
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					results <- r.run(rctx, workCtx)
-				}()
+		if c.runCtx.Err() == nil && p.coord == nil {
+			for _, id := range c.g.ready() {
+				c.start(id)
 			}
-		}
-		if len(cancels) == 0 && runCtx.Err() != nil {
-			return fatal
 		}
 		select {
-		case res := <-results:
-			cancels[res.shardID]()
-			delete(cancels, res.shardID)
-			delete(g.running, res.shardID)
-			switch {
-			case res.err != nil:
-				if fatal == nil {
-					fatal = res.err
-					p.log.Error("stopping mapping", "shard_id", res.shardID, "err", res.err)
-				}
-				stopRun()
-			case res.finished:
-				g.markFinished(res.shardID)
-				pr := progress[res.shardID]
-				pr.Finished = true
-				progress[res.shardID] = pr
-				p.log.Info("shard finished", "shard_id", res.shardID, "children", len(res.children))
-				if g.addChildren(res.children) {
-					resync()
-				}
-				for _, c := range res.children {
-					if w := g.waitingOn(deref(c.ShardId)); len(w) > 0 {
-						p.log.Info("shard pending on parents", "shard_id", deref(c.ShardId), "parents", w)
-					}
-				}
-			}
-		case <-ticker.C:
-			resync()
-		case <-runCtx.Done():
+		case res := <-c.results:
+			c.handle(res)
+		case <-syncTicker.C:
+			c.resync()
+		case <-claimTick:
+			c.claim()
+		case <-c.runCtx.Done():
 			// Readers see runCtx too; wait for their results.
-			for len(cancels) > 0 {
-				res := <-results
-				cancels[res.shardID]()
-				delete(cancels, res.shardID)
-				if res.err != nil && fatal == nil {
-					fatal = res.err
-				}
+			for len(c.cancels) > 0 {
+				c.handle(<-c.results)
 			}
-			if fatal == nil && ctx.Err() != nil {
+			if c.fatal == nil && ctx.Err() != nil {
 				p.log.Info("mapping stopped")
 			}
-			return fatal
+			return c.fatal
+		}
+	}
+}
+
+// start runs a reader for the shard.
+func (c *coordinator) start(id string) {
+	rctx, cancel := context.WithCancel(c.runCtx)
+	c.cancels[id] = cancel
+	c.g.running[id] = true
+	r := &reader{p: c.p, shardID: id, progress: c.progress[id]}
+	c.p.log.Info("shard started", "shard_id", id, "position", r.describePosition())
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.results <- r.run(rctx, c.workCtx)
+	}()
+}
+
+// handle takes a reader's result.
+func (c *coordinator) handle(res readerResult) {
+	p := c.p
+	c.cancels[res.shardID]()
+	delete(c.cancels, res.shardID)
+	delete(c.g.running, res.shardID)
+	switch {
+	case res.err != nil:
+		if c.fatal == nil {
+			c.fatal = res.err
+			p.log.Error("stopping mapping", "shard_id", res.shardID, "err", res.err)
+		}
+		c.stopRun()
+	case res.finished:
+		c.g.markFinished(res.shardID)
+		pr := c.progress[res.shardID]
+		pr.Finished = true
+		c.progress[res.shardID] = pr
+		p.log.Info("shard finished", "shard_id", res.shardID, "children", len(res.children))
+		unknown := c.g.addChildren(res.children)
+		if p.coord != nil && len(res.children) > 0 {
+			var infos []ShardInfo
+			for _, ch := range res.children {
+				si := ShardInfo{ShardID: deref(ch.ShardId), Parents: ch.ParentShards}
+				if ch.HashKeyRange != nil {
+					si.StartingHashKey, si.EndingHashKey = deref(ch.HashKeyRange.StartingHashKey), deref(ch.HashKeyRange.EndingHashKey)
+				}
+				infos = append(infos, si)
+			}
+			if err := p.coord.Register(c.workCtx, infos); err != nil {
+				p.log.Warn("register child shards failed; the periodic sync will retry", "err", err)
+			}
+		}
+		if unknown {
+			c.resync()
+		}
+		for _, ch := range res.children {
+			if w := c.g.waitingOn(deref(ch.ShardId)); len(w) > 0 {
+				p.log.Info("shard pending on parents", "shard_id", deref(ch.ShardId), "parents", w)
+			}
+		}
+	case res.lost:
+		p.log.Info("shard lease lost; reader stopped", "shard_id", res.shardID)
+	}
+	if p.coord != nil && !res.finished && res.err == nil {
+		// Stopped on a hand-over request, a shutdown or a lost lease: give the lease up so its
+		// next owner starts at once (a lease already lost is left alone by Release).
+		if err := p.coord.Release(c.workCtx, res.shardID); err != nil {
+			p.log.Warn("release lease failed; it will expire", "shard_id", res.shardID, "err", err)
+		} else {
+			p.log.Info("shard lease released", "shard_id", res.shardID)
+		}
+	}
+	if p.coord != nil && res.finished {
+		// A finished shard's lease is of no more use to anyone.
+		if err := p.coord.Release(c.workCtx, res.shardID); err != nil {
+			p.log.Debug("release of a finished lease failed", "shard_id", res.shardID, "err", err)
+		}
+	}
+}
+
+// resync lists the shards again: new shards join the graph, trimmed ones count as finished.
+func (c *coordinator) resync() {
+	p := c.p
+	listing, err := ListShards(c.runCtx, p.kin, p.cfg.StreamARN)
+	if err != nil {
+		if c.runCtx.Err() == nil {
+			p.log.Warn("shard sync failed; will retry", "err", err)
+		}
+		return
+	}
+	c.g.sync(listing)
+	if p.coord != nil {
+		if err := p.coord.Register(c.runCtx, shardInfos(listing, nil)); err != nil && c.runCtx.Err() == nil {
+			p.log.Warn("register shards failed; will retry", "err", err)
+		}
+	}
+	for id, cancel := range c.cancels {
+		if c.g.finished[id] { // trimmed while being read
+			p.log.Warn("shard trimmed by retention before it was read to its end", "shard_id", id)
+			cancel()
+		}
+	}
+}
+
+// claim refreshes progress from the shared table (parents other workers finished unblock
+// children here), asks the coordinator which ready shards this worker holds, starts those and
+// stops readers of shards it no longer holds (hand-over requests and lost leases).
+func (c *coordinator) claim() {
+	p := c.p
+	if c.runCtx.Err() != nil {
+		return
+	}
+	progress, err := p.store.Load(c.runCtx)
+	if err != nil {
+		if c.runCtx.Err() == nil {
+			p.log.Warn("load lease table failed; will retry", "err", err)
+		}
+		return
+	}
+	for id, pr := range progress {
+		if !c.g.running[id] {
+			c.progress[id] = pr
+		}
+	}
+	c.syncFinished(progress)
+	candidates := c.g.ready()
+	for id := range c.cancels {
+		candidates = append(candidates, id)
+	}
+	held, err := p.coord.Claim(c.runCtx, candidates)
+	if err != nil {
+		if c.runCtx.Err() == nil {
+			p.log.Warn("claim leases failed; will retry", "err", err)
+		}
+		return
+	}
+	holds := make(map[string]bool, len(held))
+	for _, id := range held {
+		holds[id] = true
+		if _, running := c.cancels[id]; !running && !c.g.finished[id] {
+			c.start(id)
+		}
+	}
+	for id, cancel := range c.cancels {
+		if !holds[id] {
+			p.log.Info("handing shard over", "shard_id", id)
+			cancel()
 		}
 	}
 }

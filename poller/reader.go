@@ -150,7 +150,10 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 			r.p.now().Sub(pendingSince) >= cfg.MaximumBatchingWindow) {
 			n, err := r.deliver(runCtx, workCtx, pending)
 			if err != nil {
-				if !errors.Is(err, errStopped) {
+				switch {
+				case errors.Is(err, errLost):
+					res.lost = true
+				case !errors.Is(err, errStopped):
 					res.err = err
 				}
 				return res
@@ -165,7 +168,11 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 		}
 		if ended {
 			if err := r.finish(workCtx); err != nil {
-				res.err = err
+				if errors.Is(err, errLost) {
+					res.lost = true
+				} else {
+					res.err = err
+				}
 				return res
 			}
 			res.finished, res.children = true, children
@@ -192,6 +199,10 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 			return res
 		}
 
+		if !r.held() {
+			res.lost = true
+			return res
+		}
 		limit := int32(cfg.BatchSize - len(pending))
 		lastPoll = r.p.now()
 		out, err := r.p.kin.GetRecords(runCtx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
@@ -285,6 +296,9 @@ func (r *reader) checkpoint(ctx context.Context, seq string) error {
 	pr.Checkpoint = seq
 	pr.UpdatedAt = r.p.now()
 	if err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: pr}); err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			return errLost
+		}
 		return fmt.Errorf("checkpoint shard %s at %s: %w", r.shardID, seq, err)
 	}
 	r.progress = pr
@@ -296,6 +310,9 @@ func (r *reader) finish(ctx context.Context) error {
 	pr.Finished = true
 	pr.UpdatedAt = r.p.now()
 	if err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: pr}); err != nil {
+		if errors.Is(err, ErrLeaseLost) {
+			return errLost
+		}
 		return fmt.Errorf("record shard %s finished: %w", r.shardID, err)
 	}
 	r.progress = pr

@@ -1,0 +1,216 @@
+package poller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/invoke"
+)
+
+// leaseTable is an in-memory stand-in for a shared lease table, to test how the poller drives a
+// Coordinator (the DynamoDB implementation is tested in the lease package).
+type leaseTable struct {
+	mu       sync.Mutex
+	owner    map[string]string
+	pending  map[string]string
+	progress map[string]ShardProgress
+}
+
+func newLeaseTable() *leaseTable {
+	return &leaseTable{owner: map[string]string{}, pending: map[string]string{}, progress: map[string]ShardProgress{}}
+}
+
+// memWorker is one worker's view of the table; it implements Store and Coordinator.
+type memWorker struct {
+	t        *leaseTable
+	id       string
+	claims   atomic.Int64
+	released chan string // when set, receives each shard whose reader stopped and released it
+}
+
+func (w *memWorker) Load(context.Context) (map[string]ShardProgress, error) {
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
+	return maps.Clone(w.t.progress), nil
+}
+
+func (w *memWorker) Save(_ context.Context, updates map[string]ShardProgress) error {
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
+	for id, pr := range updates {
+		if w.t.owner[id] != w.id {
+			return fmt.Errorf("shard %s: %w", id, ErrLeaseLost)
+		}
+		w.t.progress[id] = pr
+	}
+	return nil
+}
+
+func (w *memWorker) Register(_ context.Context, shards []ShardInfo) error {
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
+	for _, s := range shards {
+		if _, ok := w.t.progress[s.ShardID]; !ok {
+			w.t.progress[s.ShardID] = s.Initial
+		}
+	}
+	return nil
+}
+
+func (w *memWorker) Claim(_ context.Context, candidates []string) ([]string, error) {
+	w.claims.Add(1)
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
+	sort.Strings(candidates)
+	owners := map[string]int{w.id: 0}
+	for _, id := range candidates {
+		if o := w.t.owner[id]; o != "" {
+			owners[o]++
+		}
+	}
+	target := (len(candidates) + len(owners) - 1) / len(owners)
+	for _, id := range candidates {
+		if owners[w.id] >= target {
+			break
+		}
+		if w.t.owner[id] == "" {
+			w.t.owner[id] = w.id
+			owners[w.id]++
+		}
+	}
+	for _, id := range candidates { // ask the most loaded for one shard per cycle
+		if o := w.t.owner[id]; owners[w.id] < target && o != w.id && owners[o] > target && w.t.pending[id] == "" {
+			w.t.pending[id] = w.id
+			break
+		}
+	}
+	var held []string
+	for _, id := range candidates {
+		if w.t.owner[id] == w.id && w.t.pending[id] == "" {
+			held = append(held, id)
+		}
+	}
+	return held, nil
+}
+
+func (w *memWorker) Held(id string) bool {
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
+	return w.t.owner[id] == w.id
+}
+
+func (w *memWorker) Release(_ context.Context, id string) error {
+	if w.released != nil {
+		w.released <- id
+	}
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
+	if w.t.owner[id] != w.id {
+		return nil
+	}
+	w.t.owner[id] = w.t.pending[id]
+	delete(w.t.pending, id)
+	return nil
+}
+
+func (t *leaseTable) owned() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := map[string]int{}
+	for _, o := range t.owner {
+		if o != "" {
+			n[o]++
+		}
+	}
+	return n
+}
+
+func startWorker(t *testing.T, f *fakekinesis.Fake, arn string, table *leaseTable, w *memWorker, rec *recorder) func() error {
+	t.Helper()
+	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
+		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}, f, w, invoke.NewInProcess(rec.handle), WithCoordinator(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error { once.Do(func() { cancel(); runErr = <-done }); return runErr }
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// TestWorkersShareShardsThroughCoordinator: a second worker joins, the first hands shards over
+// gracefully, every record is delivered exactly once and in order per key, and a stopped worker
+// releases its leases to the other.
+func TestWorkersShareShardsThroughCoordinator(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 4)
+	table := newLeaseTable()
+	rec := &recorder{}
+	counters := map[string]int{}
+	put := func(n int) {
+		for i := range n {
+			k := fmt.Sprintf("key-%d", i%20)
+			f.Put("s", k, fmt.Appendf(nil, "%s:%d", k, counters[k]))
+			counters[k]++
+		}
+	}
+	put(200)
+	stopA := startWorker(t, f, arn, table, &memWorker{t: table, id: "A"}, rec)
+	waitFor(t, "A holds every shard", 5*time.Second, func() bool { return table.owned()["A"] == 4 })
+	startWorker(t, f, arn, table, &memWorker{t: table, id: "B"}, rec)
+	waitFor(t, "an even split", 5*time.Second, func() bool { o := table.owned(); return o["A"] == 2 && o["B"] == 2 })
+	put(200)
+	waitFor(t, "all 400 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 400 })
+	if err := stopA(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "B takes A's released shards", 5*time.Second, func() bool { return table.owned()["B"] == 4 })
+	put(100)
+	waitFor(t, "all 500 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 500 })
+	checkDelivered(t, rec.deliveries(), counters)
+}
+
+// TestLostLeaseStopsReader: when the lease is taken away, the reader's next checkpoint is fenced
+// off and it stops; nothing more is invoked for that shard by this worker.
+func TestLostLeaseStopsReader(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	table := newLeaseTable()
+	rec := &recorder{block: make(chan struct{}), started: make(chan struct{}, 10)}
+	f.Put("s", "k", []byte("k:0"))
+	w := &memWorker{t: table, id: "A", released: make(chan string, 10)}
+	startWorker(t, f, arn, table, w, rec)
+	<-rec.started // a batch is in flight...
+	table.mu.Lock()
+	table.owner["shardId-000000000000"] = "Z" // ...when another worker takes the lease
+	table.mu.Unlock()
+	rec.block <- struct{}{}
+	if id := <-w.released; id != "shardId-000000000000" { // the reader stopped
+		t.Fatalf("released %s", id)
+	}
+	f.Put("s", "k", []byte("k:1"))
+	// Nothing more for that shard from this worker, over many claim cycles.
+	from := w.claims.Load()
+	waitFor(t, "ten claim cycles", 5*time.Second, func() bool { return w.claims.Load() >= from+10 })
+	select {
+	case <-rec.started:
+		t.Fatal("the worker invoked again after losing the lease")
+	default:
+	}
+	table.mu.Lock()
+	defer table.mu.Unlock()
+	if cp := table.progress["shardId-000000000000"].Checkpoint; cp != "" {
+		t.Fatalf("a fenced worker moved the checkpoint to %s", cp)
+	}
+}
