@@ -191,9 +191,8 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 				continue
 			}
 		}
-		if payload == nil {
-			payload, _ = r.p.enc.encodeBatch(r.buf, r.shardID, recs, len(recs), MaxPayloadBytes*2)
-			r.buf = payload[:0]
+		if payload == nil { // a retry of a cut-down batch (not the hot path; slots run this concurrently)
+			payload, _ = r.p.enc.encodeBatch(nil, r.shardID, recs, len(recs), MaxPayloadBytes*2)
 		}
 		log := r.p.log.With("shard_id", r.shardID, "batch_size", len(recs), "seq_first", deref(recs[0].SequenceNumber), "seq_last", deref(recs[len(recs)-1].SequenceNumber))
 		if len(payload) > MaxPayloadBytes {
@@ -221,11 +220,11 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		switch o {
 		case outcomeSuccess:
 			log.Debug("batch handled", "invocations", invokes)
-			return r.checkpoint(workCtx, deref(recs[len(recs)-1].SequenceNumber))
+			return r.ack(workCtx, recs)
 		case outcomePartial:
 			log.Warn("partial batch failure; retrying from the lowest failed record", "failed_seq", deref(recs[failedAt].SequenceNumber), "handled", failedAt)
 			if failedAt > 0 {
-				if err := r.checkpoint(workCtx, deref(recs[failedAt-1].SequenceNumber)); err != nil {
+				if err := r.ack(workCtx, recs[:failedAt]); err != nil {
 					return err
 				}
 				recs, payload = recs[failedAt:], nil
@@ -295,7 +294,7 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 		}
 		log.Info("records sent to the on-failure destination", "destination", r.p.cfg.OnFailureDestination)
 	}
-	if err := r.checkpoint(workCtx, f.EndSequenceNumber); err != nil {
+	if err := r.ack(workCtx, recs); err != nil {
 		if errors.Is(err, errLost) {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,6 +22,8 @@ type reader struct {
 	iter     *string
 	lastRead string // sequence number of the last record read from the shard
 	buf      []byte // event encoding buffer, reused across batches
+	slots    *slots // with ParallelizationFactor > 1: the batches in flight
+	ckMu     sync.Mutex
 }
 
 // position is where GetShardIterator starts: after the last record read, else after the
@@ -135,6 +138,20 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 		}
 		return res
 	}
+	if cfg.ParallelizationFactor > 1 {
+		sctx, stopSlots := context.WithCancel(runCtx)
+		r.slots = newSlots(sctx, workCtx, r, cfg.ParallelizationFactor)
+		defer func() { stopSlots(); r.slots.stop() }()
+	}
+	fail := func(err error) readerResult {
+		switch {
+		case errors.Is(err, errLost):
+			res.lost = true
+		case !errors.Is(err, errStopped):
+			res.err = err
+		}
+		return res
+	}
 	var (
 		pending      []types.Record
 		pendingSince time.Time
@@ -150,13 +167,7 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 			r.p.now().Sub(pendingSince) >= cfg.MaximumBatchingWindow) {
 			n, err := r.deliver(runCtx, workCtx, pending)
 			if err != nil {
-				switch {
-				case errors.Is(err, errLost):
-					res.lost = true
-				case !errors.Is(err, errStopped):
-					res.err = err
-				}
-				return res
+				return fail(err)
 			}
 			clear(pending[:n]) // drop references to delivered data
 			pending = pending[n:]
@@ -167,19 +178,24 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 			continue
 		}
 		if ended {
-			if err := r.finish(workCtx); err != nil {
-				if errors.Is(err, errLost) {
-					res.lost = true
-				} else {
-					res.err = err
+			if r.slots != nil {
+				if err := r.slots.drain(); err != nil {
+					return fail(err)
 				}
-				return res
+			}
+			if err := r.finish(workCtx); err != nil {
+				return fail(err)
 			}
 			res.finished, res.children = true, children
 			return res
 		}
 		if runCtx.Err() != nil {
 			return res
+		}
+		if r.slots != nil {
+			if err := r.slots.failed(); err != nil {
+				return fail(err)
+			}
 		}
 
 		wait := cfg.PollInterval
@@ -283,6 +299,9 @@ func (r *reader) open(ctx context.Context) error {
 // rules (see failure.go), and returns how many records it took. When runCtx ends it stops
 // retrying and returns errStopped; a batch already in flight still completes on workCtx.
 func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record) (int, error) {
+	if r.slots != nil {
+		return len(pending), r.slots.dispatch(runCtx, pending)
+	}
 	payload, n := r.p.enc.encodeBatch(r.buf, r.shardID, pending, r.p.cfg.BatchSize, MaxPayloadBytes)
 	r.buf = payload[:0]
 	if err := r.process(runCtx, workCtx, pending[:n], payload); err != nil {

@@ -1,0 +1,253 @@
+package poller
+
+import (
+	"context"
+	"hash/fnv"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// slots runs a shard's batches ParallelizationFactor at a time. Records are routed to a slot by a
+// stable hash of their partition key, so records of one key stay in order, one batch at a time;
+// each slot applies the failure rules to its own batches. The shard's checkpoint only covers the
+// contiguous prefix of records every slot has finished (tracker).
+type slots struct {
+	r      *reader
+	queues []*slotQueue
+	track  *tracker
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	err   error         // first error of a slot (errLost, errStopped or fatal)
+	space chan struct{} // signalled when outstanding records drop
+	max   int           // most records dispatched and not yet finished
+}
+
+type slotQueue struct {
+	mu     sync.Mutex
+	recs   []types.Record
+	ready  chan struct{} // capacity 1: records were added or the queue closed
+	closed bool
+}
+
+func (q *slotQueue) push(recs []types.Record) {
+	q.mu.Lock()
+	q.recs = append(q.recs, recs...)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *slotQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take waits for records and returns up to max of them; nil when the queue is closed and empty
+// or ctx ends.
+func (q *slotQueue) take(ctx context.Context, max int) []types.Record {
+	for {
+		q.mu.Lock()
+		if n := min(len(q.recs), max); n > 0 {
+			out := q.recs[:n:n]
+			q.recs = q.recs[n:]
+			q.mu.Unlock()
+			return out
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil
+		}
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// unshift puts records back at the head of the queue (the part of a batch the payload limit cut).
+func (q *slotQueue) unshift(recs []types.Record) {
+	q.mu.Lock()
+	q.recs = append(append(make([]types.Record, 0, len(recs)+len(q.recs)), recs...), q.recs...)
+	q.mu.Unlock()
+}
+
+func slotOf(partitionKey string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(partitionKey))
+	return int(h.Sum32() % uint32(n))
+}
+
+func newSlots(runCtx, workCtx context.Context, r *reader, n int) *slots {
+	s := &slots{r: r, track: newTracker(), space: make(chan struct{}, 1), max: 2 * n * r.p.cfg.BatchSize}
+	for range n {
+		q := &slotQueue{ready: make(chan struct{}, 1)}
+		s.queues = append(s.queues, q)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.work(runCtx, workCtx, q)
+		}()
+	}
+	return s
+}
+
+// work processes one slot's batches until its queue is closed and empty, runCtx ends, or a batch
+// fails beyond what the reader can handle.
+func (s *slots) work(runCtx, workCtx context.Context, q *slotQueue) {
+	r := s.r
+	var buf []byte
+	for {
+		recs := q.take(runCtx, r.p.cfg.BatchSize)
+		if recs == nil {
+			return
+		}
+		payload, n := r.p.enc.encodeBatch(buf, r.shardID, recs, len(recs), MaxPayloadBytes)
+		if n < len(recs) {
+			q.unshift(recs[n:])
+		}
+		err := r.process(runCtx, workCtx, recs[:n], payload)
+		buf = payload[:0]
+		if err != nil {
+			s.mu.Lock()
+			if s.err == nil {
+				s.err = err
+			}
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// dispatch hands records to their slots, waiting while too many are outstanding. It returns the
+// first slot error, if any.
+func (s *slots) dispatch(ctx context.Context, recs []types.Record) error {
+	for s.track.outstanding() >= s.max {
+		if err := s.failed(); err != nil {
+			return err
+		}
+		select {
+		case <-s.space:
+		case <-ctx.Done():
+			return errStopped
+		}
+	}
+	s.track.add(recs)
+	per := make([][]types.Record, len(s.queues))
+	for _, rec := range recs {
+		i := slotOf(deref(rec.PartitionKey), len(s.queues))
+		per[i] = append(per[i], rec)
+	}
+	for i, rs := range per {
+		if len(rs) > 0 {
+			s.queues[i].push(rs)
+		}
+	}
+	return s.failed()
+}
+
+func (s *slots) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// drain closes the queues and waits until every slot has finished its records (or stopped).
+func (s *slots) drain() error {
+	for _, q := range s.queues {
+		q.close()
+	}
+	s.wg.Wait()
+	if err := s.failed(); err != nil {
+		return err
+	}
+	if s.track.outstanding() > 0 {
+		return errStopped
+	}
+	return nil
+}
+
+// stop waits for the slot goroutines after runCtx ended.
+func (s *slots) stop() { s.wg.Wait() }
+
+// tracker follows records dispatched to slots in shard order and finds the contiguous prefix that
+// is finished: the shard's checkpoint may move only to the last record of that prefix.
+type tracker struct {
+	mu    sync.Mutex
+	seqs  []string
+	done  []bool
+	index map[string]int // sequence number → position in seqs (offset by base)
+	base  int
+}
+
+func newTracker() *tracker { return &tracker{index: map[string]int{}} }
+
+func (t *tracker) add(recs []types.Record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range recs {
+		seq := deref(r.SequenceNumber)
+		t.index[seq] = t.base + len(t.seqs)
+		t.seqs = append(t.seqs, seq)
+		t.done = append(t.done, false)
+	}
+}
+
+func (t *tracker) outstanding() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.seqs)
+}
+
+// finish marks records finished and returns the last sequence number of the finished prefix when
+// it grew ("" when it did not).
+func (t *tracker) finish(recs []types.Record) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range recs {
+		if i, ok := t.index[deref(r.SequenceNumber)]; ok {
+			t.done[i-t.base] = true
+		}
+	}
+	n := 0
+	for n < len(t.done) && t.done[n] {
+		delete(t.index, t.seqs[n])
+		n++
+	}
+	if n == 0 {
+		return ""
+	}
+	last := t.seqs[n-1]
+	t.seqs, t.done = t.seqs[n:], t.done[n:]
+	t.base += n
+	return last
+}
+
+// ack records that recs (contiguous, in order) were handled or discarded. With one batch in flight
+// the checkpoint moves to their last record; with slots, to the end of the finished prefix.
+func (r *reader) ack(ctx context.Context, recs []types.Record) error {
+	if r.slots == nil {
+		return r.checkpoint(ctx, deref(recs[len(recs)-1].SequenceNumber))
+	}
+	r.ckMu.Lock() // checkpoints move forward only, one write at a time
+	defer r.ckMu.Unlock()
+	last := r.slots.track.finish(recs)
+	select {
+	case r.slots.space <- struct{}{}:
+	default:
+	}
+	if last == "" {
+		return nil
+	}
+	return r.checkpoint(ctx, last)
+}
