@@ -202,6 +202,11 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 	if c.TumblingWindow < 0 || c.TumblingWindow > 900*time.Second {
 		return c, RangeError("tumblingWindowInSeconds", int64(c.TumblingWindow/time.Second), 0, 900)
 	}
+	if c.TumblingWindow > 0 && c.ParallelizationFactor > 1 {
+		return c, &ValidationError{Field: "TumblingWindowInSeconds", Message: fmt.Sprintf(
+			"TumblingWindowInSeconds %d needs ParallelizationFactor 1 (got %d): a window's state is carried from one invocation of the shard to the next",
+			int64(c.TumblingWindow/time.Second), c.ParallelizationFactor)}
+	}
 	switch {
 	case c.MaxFilters == 0:
 		c.MaxFilters = 5

@@ -192,7 +192,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 			}
 		}
 		if payload == nil { // a retry of a cut-down batch (not the hot path; slots run this concurrently)
-			payload, _ = r.p.enc.encodeBatch(nil, r.shardID, recs, len(recs), MaxPayloadBytes*2)
+			payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
 		}
 		log := r.p.log.With("shard_id", r.shardID, "batch_size", len(recs), "seq_first", deref(recs[0].SequenceNumber), "seq_last", deref(recs[len(recs)-1].SequenceNumber))
 		if len(payload) > MaxPayloadBytes {
@@ -216,13 +216,26 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		}
 		invokes++
 		o, failedAt := classifyResponse(resp, recs, cfg.ReportBatchItemFailures)
+		var state map[string]string
+		if r.windowed() && (o == outcomeSuccess || o == outcomePartial) {
+			var ok bool
+			if state, ok = windowResponse(resp.Payload); !ok {
+				o = outcomeInvalid // a windowed function must return its state
+			}
+		}
 		last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
 		switch o {
 		case outcomeSuccess:
 			log.Debug("batch handled", "invocations", invokes)
+			if state != nil {
+				return r.ackWindow(runCtx, workCtx, recs, state)
+			}
 			return r.ack(workCtx, recs)
 		case outcomePartial:
 			log.Warn("partial batch failure; retrying from the lowest failed record", "failed_seq", deref(recs[failedAt].SequenceNumber), "handled", failedAt)
+			if state != nil { // the state covers the records the function handled
+				r.progress.Window.State = state
+			}
 			if failedAt > 0 {
 				if err := r.ack(workCtx, recs[:failedAt]); err != nil {
 					return err
@@ -277,7 +290,7 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 	if r.p.dest == nil {
 		log.Warn("records discarded (no on-failure destination)")
 	} else {
-		f.Payload, _ = r.p.enc.encodeBatch(nil, r.shardID, recs, len(recs), MaxPayloadBytes*2)
+		f.Payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
 		bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
 		for {
 			err := r.p.dest.Deliver(workCtx, f)

@@ -165,7 +165,14 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 	for {
 		if len(pending) > 0 && (ended || flush || cfg.MaximumBatchingWindow == 0 || len(pending) >= cfg.BatchSize ||
 			r.p.now().Sub(pendingSince) >= cfg.MaximumBatchingWindow) {
-			n, err := r.deliver(runCtx, workCtx, pending)
+			batch := pending
+			if r.windowed() { // a batch never spans two tumbling windows
+				if err := r.openWindow(runCtx, workCtx, r.windowOf(&pending[0])); err != nil {
+					return fail(err)
+				}
+				batch = pending[:r.windowPrefix(pending)]
+			}
+			n, err := r.deliver(runCtx, workCtx, batch)
 			if err != nil {
 				return fail(err)
 			}
@@ -178,6 +185,11 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 			continue
 		}
 		if ended {
+			if r.windowed() && r.progress.Window != nil { // the shard's end closes its window
+				if err := r.closeWindow(runCtx, workCtx, false); err != nil {
+					return fail(err)
+				}
+			}
 			if r.slots != nil {
 				if err := r.slots.drain(); err != nil {
 					return fail(err)
@@ -198,6 +210,14 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 			}
 		}
 
+		if w := r.progress.Window; w != nil && len(pending) == 0 && !behind &&
+			!r.p.now().Before(w.Start.Add(cfg.TumblingWindow+cfg.PollInterval)) {
+			// Caught up, and the open window ended a poll ago with nothing more for it: close it.
+			if err := r.closeWindow(runCtx, workCtx, false); err != nil {
+				return fail(err)
+			}
+			continue
+		}
 		wait := cfg.PollInterval
 		if behind {
 			wait = cfg.MinPollSpacing
@@ -302,7 +322,7 @@ func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record
 	if r.slots != nil {
 		return len(pending), r.slots.dispatch(runCtx, pending)
 	}
-	payload, n := r.p.enc.encodeBatch(r.buf, r.shardID, pending, r.p.cfg.BatchSize, MaxPayloadBytes)
+	payload, n := r.encode(r.buf, pending, r.p.cfg.BatchSize, MaxPayloadBytes)
 	r.buf = payload[:0]
 	if err := r.process(runCtx, workCtx, pending[:n], payload); err != nil {
 		return 0, err

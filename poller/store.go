@@ -18,6 +18,8 @@ type ShardProgress struct {
 	// AT_TIMESTAMP), decided once when the mapping first saw the stream. Shards found later (children)
 	// have none and start at their first record.
 	Start string `json:"start,omitempty"`
+	// Window is the open tumbling window and its state (TumblingWindowInSeconds > 0).
+	Window *WindowState `json:"window,omitempty"`
 	// UpdatedAt is when the progress was last written.
 	UpdatedAt time.Time `json:"updatedAt"`
 }
