@@ -210,7 +210,7 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 			}
 		}
 
-		if w := r.progress.Window; w != nil && len(pending) == 0 && !behind &&
+		if w := r.openWindowState(); w != nil && len(pending) == 0 && !behind &&
 			!r.p.now().Before(w.Start.Add(cfg.TumblingWindow+cfg.PollInterval)) {
 			// Caught up, and the open window ended a poll ago with nothing more for it: close it.
 			if err := r.closeWindow(runCtx, workCtx, false); err != nil {

@@ -172,3 +172,12 @@ func (r *reader) ackWindow(runCtx, workCtx context.Context, recs []types.Record,
 	}
 	return nil
 }
+
+// openWindowState is the open window, or nil; only windowed mappings (one batch in flight) have
+// one, so reading it needs no lock.
+func (r *reader) openWindowState() *WindowState {
+	if !r.windowed() {
+		return nil
+	}
+	return r.progress.Window
+}
