@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kinesis-esm/esm/filter"
 )
 
 // Starting positions, as Lambda names them.
@@ -217,11 +219,14 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 		return c, &ValidationError{Field: "FilterCriteria", Message: fmt.Sprintf(
 			"FilterCriteria has %d filters; at most %d are allowed", len(c.FilterPatterns), c.MaxFilters)}
 	}
-	for i, f := range c.FilterPatterns {
-		if len(f) > 4096 {
-			return c, &ValidationError{Field: "FilterCriteria", Message: fmt.Sprintf(
-				"FilterCriteria.Filters[%d].Pattern is %d characters; at most 4096 are allowed", i, len(f))}
+	if _, err := filter.Compile(c.FilterPatterns); err != nil {
+		// Lambda's own text; the detail (which filter, where, why) goes after it.
+		msg := err.Error()
+		var pe *filter.PatternError
+		if errors.As(err, &pe) {
+			msg += " " + pe.Detail()
 		}
+		return c, &ValidationError{Field: "FilterCriteria", Message: msg}
 	}
 	if err := durationDefault(&c.PollInterval, DefaultPollInterval, "PollInterval"); err != nil {
 		return c, err

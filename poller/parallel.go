@@ -13,10 +13,11 @@ import (
 // each slot applies the failure rules to its own batches. The shard's checkpoint only covers the
 // contiguous prefix of records every slot has finished (tracker).
 type slots struct {
-	r      *reader
-	queues []*slotQueue
-	track  *tracker
-	wg     sync.WaitGroup
+	r       *reader
+	workCtx context.Context
+	queues  []*slotQueue
+	track   *tracker
+	wg      sync.WaitGroup
 
 	mu    sync.Mutex
 	err   error         // first error of a slot (errLost, errStopped or fatal)
@@ -89,7 +90,7 @@ func slotOf(partitionKey string, n int) int {
 }
 
 func newSlots(runCtx, workCtx context.Context, r *reader, n int) *slots {
-	s := &slots{r: r, track: newTracker(), space: make(chan struct{}, 1), max: 2 * n * r.p.cfg.BatchSize}
+	s := &slots{r: r, workCtx: workCtx, track: newTracker(), space: make(chan struct{}, 1), max: 2 * n * r.p.cfg.BatchSize}
 	for range n {
 		q := &slotQueue{ready: make(chan struct{}, 1)}
 		s.queues = append(s.queues, q)
@@ -144,9 +145,19 @@ func (s *slots) dispatch(ctx context.Context, recs []types.Record) error {
 	}
 	s.track.add(recs)
 	per := make([][]types.Record, len(s.queues))
+	var filtered []types.Record
 	for _, rec := range recs {
+		if s.r.p.filters != nil && !s.r.match(&rec) {
+			filtered = append(filtered, rec)
+			continue
+		}
 		i := slotOf(deref(rec.PartitionKey), len(s.queues))
 		per[i] = append(per[i], rec)
+	}
+	if len(filtered) > 0 { // done as soon as read: the checkpoint may pass them
+		if err := s.r.ack(s.workCtx, filtered); err != nil {
+			return err
+		}
 	}
 	for i, rs := range per {
 		if len(rs) > 0 {

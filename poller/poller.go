@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/invoke"
 )
 
@@ -41,16 +42,17 @@ var ErrStreamNotFound = errors.New("stream not found")
 
 // Poller runs one event source mapping. Create it with New and call Run once.
 type Poller struct {
-	cfg   Config
-	arn   StreamARN
-	kin   KinesisAPI
-	store Store
-	inv   Invoker
-	log   *slog.Logger
-	now   func() time.Time
-	enc   *eventEncoder
-	dest  Destination
-	coord Coordinator
+	cfg     Config
+	arn     StreamARN
+	kin     KinesisAPI
+	store   Store
+	inv     Invoker
+	log     *slog.Logger
+	now     func() time.Time
+	enc     *eventEncoder
+	dest    Destination
+	coord   Coordinator
+	filters *filter.Filters // nil: every record is invoked
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 }
@@ -81,6 +83,9 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 		return nil, err
 	}
 	p.arn, _ = ParseStreamARN(p.cfg.StreamARN) // checked by withDefaults
+	if len(p.cfg.FilterPatterns) > 0 {
+		p.filters, _ = filter.Compile(p.cfg.FilterPatterns) // checked by withDefaults
+	}
 	if kin == nil || store == nil || inv == nil {
 		return nil, errors.New("poller: Kinesis client, store and invoker are required")
 	}

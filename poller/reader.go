@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/filter"
 )
 
 // reader reads one shard from its position to its end (or until stopped), one batch in flight at
@@ -322,12 +324,58 @@ func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record
 	if r.slots != nil {
 		return len(pending), r.slots.dispatch(runCtx, pending)
 	}
-	payload, n := r.encode(r.buf, pending, r.p.cfg.BatchSize, MaxPayloadBytes)
+	take, matched, pos := r.selectBatch(pending)
+	if len(matched) == 0 { // every record filtered out: nothing to invoke, the checkpoint moves on
+		return take, r.ack(workCtx, pending[:take])
+	}
+	payload, n := r.encode(r.buf, matched, r.p.cfg.BatchSize, MaxPayloadBytes)
 	r.buf = payload[:0]
-	if err := r.process(runCtx, workCtx, pending[:n], payload); err != nil {
+	if n < len(matched) { // cut by the payload limit
+		take, matched = n, matched[:n]
+		if pos != nil {
+			take = pos[n]
+		}
+	}
+	if err := r.process(runCtx, workCtx, matched, payload); err != nil {
 		return 0, err
 	}
-	return n, nil
+	if tail := pending[take-1]; deref(tail.SequenceNumber) != deref(matched[len(matched)-1].SequenceNumber) {
+		// Records filtered out after the last invoked one are done too.
+		if err := r.ack(workCtx, pending[take-1:take]); err != nil {
+			return 0, err
+		}
+	}
+	return take, nil
+}
+
+// selectBatch picks the next batch from pending: up to BatchSize records that pass the filters
+// (matched) and how many pending records that covers (take), filtered ones included. pos holds the
+// index in pending of each matched record when filters are on.
+func (r *reader) selectBatch(pending []types.Record) (take int, matched []types.Record, pos []int) {
+	max := r.p.cfg.BatchSize
+	if r.p.filters == nil {
+		n := min(len(pending), max)
+		return n, pending[:n], nil
+	}
+	for i := range pending {
+		if len(matched) == max {
+			return i, matched, pos
+		}
+		if r.match(&pending[i]) {
+			matched = append(matched, pending[i])
+			pos = append(pos, i)
+		}
+	}
+	return len(pending), matched, pos
+}
+
+// match applies the mapping's FilterCriteria to one record.
+func (r *reader) match(rec *types.Record) bool {
+	fr := filter.Record{Data: rec.Data, PartitionKey: deref(rec.PartitionKey), SequenceNumber: deref(rec.SequenceNumber)}
+	if rec.ApproximateArrivalTimestamp != nil {
+		fr.ApproximateArrivalTimestamp = *rec.ApproximateArrivalTimestamp
+	}
+	return r.p.filters.Match(fr)
 }
 
 func (r *reader) checkpoint(ctx context.Context, seq string) error {
