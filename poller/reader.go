@@ -241,7 +241,8 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 			res.lost = true
 			return res
 		}
-		limit := int32(cfg.BatchSize - len(pending))
+		// One batch per read, or with slots enough for every slot (Kinesis returns at most 10000).
+		limit := int32(min(MaxBatchSize, cfg.BatchSize*cfg.ParallelizationFactor) - len(pending))
 		lastPoll = r.p.now()
 		out, err := r.p.kin.GetRecords(runCtx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
 		if err != nil {
