@@ -206,7 +206,10 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		if !r.held() {
 			return errLost
 		}
+		r.p.obs.IteratorAge(r.shardID, iteratorAge(recs, r.p.now()))
+		started := time.Now()
 		resp, err := r.p.inv.Invoke(workCtx, payload)
+		took := time.Since(started)
 		if err != nil {
 			log.Warn("function not invoked; retrying without counting", "err", err)
 			if !sleep(runCtx, bo.next()) {
@@ -223,6 +226,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 				o = outcomeInvalid // a windowed function must return its state
 			}
 		}
+		r.p.obs.BatchInvoked(r.shardID, len(recs), took, o != outcomeSuccess)
 		last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
 		switch o {
 		case outcomeSuccess:
@@ -289,6 +293,7 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 		"seq_first", f.StartSequenceNumber, "seq_last", f.EndSequenceNumber, "invocations", invokes)
 	if r.p.dest == nil {
 		log.Warn("records discarded (no on-failure destination)")
+		r.p.obs.RecordsDropped(r.shardID, len(recs))
 	} else {
 		f.Payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
 		bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
@@ -306,6 +311,7 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 			}
 		}
 		log.Info("records sent to the on-failure destination", "destination", r.p.cfg.OnFailureDestination)
+		r.p.obs.RecordsDelivered(r.shardID, len(recs))
 	}
 	if err := r.ack(workCtx, recs); err != nil {
 		if errors.Is(err, errLost) {

@@ -155,6 +155,7 @@ func (s *slots) dispatch(ctx context.Context, recs []types.Record) error {
 		per[i] = append(per[i], rec)
 	}
 	if len(filtered) > 0 { // done as soon as read: the checkpoint may pass them
+		s.r.p.obs.RecordsFilteredOut(s.r.shardID, len(filtered))
 		if err := s.r.ack(s.workCtx, filtered); err != nil {
 			return err
 		}

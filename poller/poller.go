@@ -53,6 +53,7 @@ type Poller struct {
 	dest    Destination
 	coord   Coordinator
 	filters *filter.Filters // nil: every record is invoked
+	obs     Observer
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 }
@@ -74,7 +75,7 @@ func WithClock(now func() time.Time) Option { return func(p *Poller) { p.now = n
 // *ValidationError naming the field.
 func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (*Poller, error) {
 	p := &Poller{kin: kin, store: store, inv: inv, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now,
-		retryBase: time.Second, retryMax: 5 * time.Second}
+		retryBase: time.Second, retryMax: 5 * time.Second, obs: NopObserver{}}
 	for _, o := range opts {
 		o(p)
 	}
@@ -176,6 +177,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	c := &coordinator{p: p, g: newLineage(), progress: progress, cancels: map[string]context.CancelFunc{}, results: make(chan readerResult)}
 	c.syncFinished(progress)
 	c.g.sync(listing)
+	c.reportStates()
 	p.log.Info("mapping started", "shards", len(listing), "starting_position", p.cfg.StartingPosition, "batch_size", p.cfg.BatchSize)
 	return c.run(ctx)
 }
@@ -272,6 +274,7 @@ func (c *coordinator) start(id string) {
 	c.g.running[id] = true
 	r := &reader{p: c.p, shardID: id, progress: c.progress[id]}
 	c.p.log.Info("shard started", "shard_id", id, "position", r.describePosition())
+	c.p.obs.ShardState(id, StateReading)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -298,6 +301,7 @@ func (c *coordinator) handle(res readerResult) {
 		pr.Finished = true
 		c.progress[res.shardID] = pr
 		p.log.Info("shard finished", "shard_id", res.shardID, "children", len(res.children))
+		p.obs.ShardState(res.shardID, StateFinished)
 		unknown := c.g.addChildren(res.children)
 		if p.coord != nil && len(res.children) > 0 {
 			var infos []ShardInfo
@@ -318,10 +322,14 @@ func (c *coordinator) handle(res readerResult) {
 		for _, ch := range res.children {
 			if w := c.g.waitingOn(deref(ch.ShardId)); len(w) > 0 {
 				p.log.Info("shard pending on parents", "shard_id", deref(ch.ShardId), "parents", w)
+				p.obs.ShardState(deref(ch.ShardId), StatePending)
 			}
 		}
 	case res.lost:
 		p.log.Info("shard lease lost; reader stopped", "shard_id", res.shardID)
+	}
+	if !res.finished && res.err == nil {
+		p.obs.ShardState(res.shardID, StateReleased)
 	}
 	if p.coord != nil && !res.finished && res.err == nil {
 		// Stopped on a hand-over request, a shutdown or a lost lease: give the lease up so its
@@ -340,6 +348,18 @@ func (c *coordinator) handle(res readerResult) {
 	}
 }
 
+// reportStates tells the observer which shards are finished and which wait on their parents.
+func (c *coordinator) reportStates() {
+	for id := range c.g.shards {
+		switch {
+		case c.g.finished[id]:
+			c.p.obs.ShardState(id, StateFinished)
+		case !c.g.running[id] && len(c.g.waitingOn(id)) > 0:
+			c.p.obs.ShardState(id, StatePending)
+		}
+	}
+}
+
 // resync lists the shards again: new shards join the graph, trimmed ones count as finished.
 func (c *coordinator) resync() {
 	p := c.p
@@ -351,6 +371,7 @@ func (c *coordinator) resync() {
 		return
 	}
 	c.g.sync(listing)
+	c.reportStates()
 	if p.coord != nil {
 		if err := p.coord.Register(c.runCtx, shardInfos(listing, nil)); err != nil && c.runCtx.Err() == nil {
 			p.log.Warn("register shards failed; will retry", "err", err)

@@ -270,6 +270,7 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 			continue
 		}
 		bo.reset()
+		r.p.obs.RecordsPolled(r.shardID, len(out.Records))
 		if len(out.Records) > 0 {
 			if len(pending) == 0 {
 				pendingSince = r.p.now()
@@ -326,6 +327,9 @@ func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record
 		return len(pending), r.slots.dispatch(runCtx, pending)
 	}
 	take, matched, pos := r.selectBatch(pending)
+	if r.p.filters != nil {
+		r.p.obs.RecordsFilteredOut(r.shardID, take-len(matched))
+	}
 	if len(matched) == 0 { // every record filtered out: nothing to invoke, the checkpoint moves on
 		return take, r.ack(workCtx, pending[:take])
 	}

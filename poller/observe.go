@@ -1,0 +1,61 @@
+package poller
+
+import (
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// Shard states reported to an Observer.
+const (
+	StatePending  = "pending"  // waiting for its parents to finish
+	StateReading  = "reading"  // being read by this worker
+	StateFinished = "finished" // read to its end and handled
+	StateReleased = "released" // stopped here: another worker may read it
+)
+
+// Observer receives the mapping's measurements, named as Lambda names its event source mapping
+// metrics. Every method must be cheap and safe for concurrent use. All are optional: embed
+// NopObserver to implement only some.
+type Observer interface {
+	// RecordsPolled: records read from the shard (PolledEventCount).
+	RecordsPolled(shardID string, n int)
+	// RecordsFilteredOut: records FilterCriteria dropped (FilteredOutEventCount).
+	RecordsFilteredOut(shardID string, n int)
+	// BatchInvoked: one invocation that reached the function, with its records
+	// (InvokedEventCount), whether it failed (FailedInvokeEventCount, partial failures included)
+	// and how long it took.
+	BatchInvoked(shardID string, records int, d time.Duration, failed bool)
+	// RecordsDropped: records discarded without reaching an on-failure destination
+	// (DroppedEventCount).
+	RecordsDropped(shardID string, n int)
+	// RecordsDelivered: records whose failure record reached the on-failure destination
+	// (OnFailureDestinationDeliveredEventCount).
+	RecordsDelivered(shardID string, n int)
+	// IteratorAge: how old the last record of a batch is when it is sent to the function.
+	IteratorAge(shardID string, age time.Duration)
+	// ShardState: a shard changed state (StatePending, StateReading, StateFinished, StateReleased).
+	ShardState(shardID, state string)
+}
+
+// NopObserver ignores everything; embed it to implement part of Observer.
+type NopObserver struct{}
+
+func (NopObserver) RecordsPolled(string, int)                     {}
+func (NopObserver) RecordsFilteredOut(string, int)                {}
+func (NopObserver) BatchInvoked(string, int, time.Duration, bool) {}
+func (NopObserver) RecordsDropped(string, int)                    {}
+func (NopObserver) RecordsDelivered(string, int)                  {}
+func (NopObserver) IteratorAge(string, time.Duration)             {}
+func (NopObserver) ShardState(string, string)                     {}
+
+// WithObserver sends the mapping's measurements to o.
+func WithObserver(o Observer) Option { return func(p *Poller) { p.obs = o } }
+
+// iteratorAge is the age of the last record of a batch at now.
+func iteratorAge(recs []types.Record, now time.Time) time.Duration {
+	if at := recs[len(recs)-1].ApproximateArrivalTimestamp; at != nil {
+		return max(now.Sub(*at), 0)
+	}
+	return 0
+}
