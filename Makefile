@@ -50,4 +50,22 @@ node_modules/.package-lock.json: package-lock.json
 bench: node_modules/.package-lock.json
 	$(GO) test -run '^$$' -bench 'Poller' -benchtime 200000x -cpu 1 ./poller/
 	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./cmd/esm/
+	$(GO) test -run '^$$' -bench 'InvokeOverhead' -benchtime 5000x ./e2e/rie/
 
+.PHONY: bootstrap rie
+
+# bootstrap builds the example function as a Lambda custom-runtime bootstrap for provided.al2023,
+# one static binary per architecture: bin/bootstrap-amd64 and bin/bootstrap-arm64. Zip one as
+# "bootstrap" to deploy it, or run it under bin/aws-lambda-rie.
+bootstrap:
+	for arch in amd64 arm64; do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -tags lambda.norpc -trimpath -o bin/bootstrap-$$arch ./example/bootstrap; \
+	done
+
+# rie builds the Lambda Runtime Interface Emulator pinned in go.mod (a tool dependency) into
+# bin/aws-lambda-rie. Run a bootstrap under it, on loopback only, e.g.
+#   bin/aws-lambda-rie --runtime-interface-emulator-address 127.0.0.1:9001 \
+#     --runtime-api-address 127.0.0.1:9101 bin/bootstrap-amd64
+# and point esm at it with --invoke http://127.0.0.1:9001 (one invocation at a time per instance).
+rie:
+	$(GO) build -o bin/aws-lambda-rie github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie

@@ -1,21 +1,54 @@
 // Package example is the function esm ships for demos and tests: a plain aws-lambda-go Kinesis
-// handler that records what it receives. It is deployed unchanged to Lambda (see bootstrap/).
+// handler that records what it receives. It is deployed unchanged to Lambda (see bootstrap/,
+// built by "make bootstrap" for provided.al2023 on arm64 and amd64).
 //
-// Settings come from the environment, as a Lambda function's would:
+// Settings come from the environment, as a Lambda function's would (under aws-lambda-rie, from
+// the emulator's own environment), and are read at every invocation:
 //
-//	EXAMPLE_OUTPUT  file to append one JSON line per record to (default: a summary line on stdout)
-//	EXAMPLE_DELAY   time to spend on each invocation, e.g. 20ms (default 0)
+//	EXAMPLE_OUTPUT        file to append one JSON line (a Delivery) per record to
+//	                      (default: a summary line on stdout)
+//	EXAMPLE_DELAY         time to spend on each invocation, e.g. 20ms (default 0)
+//
+// Switches for tests of the failure paths and of the runtime itself (all off by default):
+//
+//	EXAMPLE_FAIL          how an invocation fails: "error" (returns an error), "panic" (panics),
+//	                      "timeout" (sleeps, ignoring its context, until half a second past its
+//	                      deadline, so that the platform reports a timeout)
+//	EXAMPLE_FAIL_MATCH    fail only batches holding a record whose data contains this text
+//	                      (default: every batch)
+//	EXAMPLE_FAIL_TIMES    fail only the first N batches that match, then succeed; needs
+//	                      EXAMPLE_FAIL_COUNTER (default 0: fail every time)
+//	EXAMPLE_FAIL_COUNTER  file that counts the matching invocations, one byte each; it survives
+//	                      the runtime restarts a panic or a timeout causes. One counter per
+//	                      function instance: concurrent invocations may miscount.
+//	EXAMPLE_EVENT_DUMP    file to append the event as the handler decoded it to, re-marshalled
+//	                      as one JSON line per invocation (before any failure)
+//	EXAMPLE_TRACE         file to append one JSON line (a Trace) per invocation that returns or
+//	                      panics: process, request ID, start and end times
+//
+// Every file is appended to with a single write per invocation, so concurrent shards never
+// interleave within a line.
 package example
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+)
+
+// Failure modes of EXAMPLE_FAIL.
+const (
+	FailError   = "error"
+	FailPanic   = "panic"
+	FailTimeout = "timeout"
 )
 
 // Delivery is one line of EXAMPLE_OUTPUT: one record as the function saw it.
@@ -30,49 +63,209 @@ type Delivery struct {
 	ReceivedAt int64 `json:"receivedAt"`
 }
 
-// Handle records every record of the batch and reports no failures.
-func Handle(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
-	received := time.Now().UnixMilli()
+// Trace is one line of EXAMPLE_TRACE: one invocation.
+type Trace struct {
+	PID         int    `json:"pid"`
+	RequestID   string `json:"requestId"`
+	FunctionARN string `json:"functionArn"`
+	// Deadline is the invocation's deadline, Start and End when the handler began and returned,
+	// all in Unix nanoseconds. Deadline is 0 without one.
+	Deadline int64 `json:"deadline"`
+	Start    int64 `json:"start"`
+	End      int64 `json:"end"`
+	Records  int   `json:"records"`
+	// Outcome is "ok", "error" or "panic".
+	Outcome string `json:"outcome"`
+}
+
+// Config is the function's settings; the zero value records nothing and never fails.
+type Config struct {
+	Output      string        // EXAMPLE_OUTPUT
+	Delay       time.Duration // EXAMPLE_DELAY
+	Fail        string        // EXAMPLE_FAIL: "", FailError, FailPanic or FailTimeout
+	FailMatch   string        // EXAMPLE_FAIL_MATCH
+	FailTimes   int           // EXAMPLE_FAIL_TIMES
+	FailCounter string        // EXAMPLE_FAIL_COUNTER
+	EventDump   string        // EXAMPLE_EVENT_DUMP
+	Trace       string        // EXAMPLE_TRACE
+}
+
+// ConfigFromEnv reads the settings from the environment. Values that do not parse are ignored,
+// except EXAMPLE_FAIL, which Handle rejects (a function error) when it names no mode.
+func ConfigFromEnv() Config {
+	c := Config{
+		Output:      os.Getenv("EXAMPLE_OUTPUT"),
+		Fail:        os.Getenv("EXAMPLE_FAIL"),
+		FailMatch:   os.Getenv("EXAMPLE_FAIL_MATCH"),
+		FailCounter: os.Getenv("EXAMPLE_FAIL_COUNTER"),
+		EventDump:   os.Getenv("EXAMPLE_EVENT_DUMP"),
+		Trace:       os.Getenv("EXAMPLE_TRACE"),
+	}
 	if d, err := time.ParseDuration(os.Getenv("EXAMPLE_DELAY")); err == nil && d > 0 {
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
-			return events.KinesisEventResponse{}, ctx.Err()
+		c.Delay = d
+	}
+	if n, err := strconv.Atoi(os.Getenv("EXAMPLE_FAIL_TIMES")); err == nil && n > 0 {
+		c.FailTimes = n
+	}
+	return c
+}
+
+// Handle runs the function with the settings in the environment (ConfigFromEnv).
+func Handle(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
+	return ConfigFromEnv().Handle(ctx, e)
+}
+
+// Handle records every record of the batch and reports no failures, unless c asks it to fail.
+func (c Config) Handle(ctx context.Context, e events.KinesisEvent) (resp events.KinesisEventResponse, err error) {
+	start := time.Now()
+	tr := Trace{PID: os.Getpid(), Start: start.UnixNano(), Records: len(e.Records), Outcome: "ok"}
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		tr.RequestID, tr.FunctionARN = lc.AwsRequestID, lc.InvokedFunctionArn
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		tr.Deadline = dl.UnixNano()
+	}
+	if c.Trace != "" {
+		defer func() {
+			v := recover()
+			switch {
+			case v != nil:
+				tr.Outcome = "panic"
+			case err != nil:
+				tr.Outcome = "error"
+			}
+			tr.End = time.Now().UnixNano()
+			if line, merr := json.Marshal(tr); merr == nil {
+				_ = appendFile(c.Trace, append(line, '\n')) // the outcome matters more than its trace
+			}
+			if v != nil {
+				panic(v)
+			}
+		}()
+	}
+
+	if c.EventDump != "" {
+		line, err := json.Marshal(e)
+		if err != nil {
+			return resp, err
+		}
+		if err := appendFile(c.EventDump, append(line, '\n')); err != nil {
+			return resp, err
 		}
 	}
-	reqID := ""
-	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		reqID = lc.AwsRequestID
+	if err := c.fail(ctx, e); err != nil {
+		return resp, err
 	}
-	path := os.Getenv("EXAMPLE_OUTPUT")
-	if path == "" {
+	if c.Delay > 0 {
+		select {
+		case <-time.After(c.Delay):
+		case <-ctx.Done():
+			return resp, ctx.Err()
+		}
+	}
+	return resp, c.record(tr.RequestID, start, e)
+}
+
+// fail fails the invocation the way c.Fail says, if this batch is one to fail.
+func (c Config) fail(ctx context.Context, e events.KinesisEvent) error {
+	if c.Fail == "" {
+		return nil
+	}
+	if c.Fail != FailError && c.Fail != FailPanic && c.Fail != FailTimeout {
+		return fmt.Errorf("example: EXAMPLE_FAIL=%q: want %q, %q or %q", c.Fail, FailError, FailPanic, FailTimeout)
+	}
+	if c.FailMatch != "" && !matches(e, c.FailMatch) {
+		return nil
+	}
+	if c.FailTimes > 0 {
+		if c.FailCounter == "" {
+			return errors.New("example: EXAMPLE_FAIL_TIMES needs EXAMPLE_FAIL_COUNTER")
+		}
+		n, err := count(c.FailCounter)
+		if err != nil {
+			return err
+		}
+		if n > c.FailTimes {
+			return nil
+		}
+	}
+	switch c.Fail {
+	case FailPanic:
+		panic("example: panicking as EXAMPLE_FAIL=panic asks")
+	case FailTimeout:
+		wait := 10 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			wait = time.Until(dl) + 500*time.Millisecond
+		}
+		time.Sleep(wait) // deliberately deaf to ctx: a handler that overruns its timeout
+		return nil
+	default:
+		return errors.New("example: failing as EXAMPLE_FAIL=error asks")
+	}
+}
+
+// matches reports whether a record's data contains text.
+func matches(e events.KinesisEvent, text string) bool {
+	for _, r := range e.Records {
+		if strings.Contains(string(r.Kinesis.Data), text) {
+			return true
+		}
+	}
+	return false
+}
+
+// count adds one to the counter file and returns the new count.
+func count(path string) (int, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte{'.'}); err != nil {
+		return 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return int(fi.Size()), nil
+}
+
+// record writes one Delivery per record to c.Output, or a summary line to stdout.
+func (c Config) record(reqID string, start time.Time, e events.KinesisEvent) error {
+	if c.Output == "" {
 		if n := len(e.Records); n > 0 {
 			fmt.Printf("received %d records from %s (%s … %s)\n", n, shardOf(e.Records[0].EventID),
 				e.Records[0].Kinesis.SequenceNumber, e.Records[n-1].Kinesis.SequenceNumber)
 		}
-		return events.KinesisEventResponse{}, nil
+		return nil
 	}
 	var buf []byte
 	for _, r := range e.Records {
 		line, err := json.Marshal(Delivery{
 			RequestID: reqID, ShardID: shardOf(r.EventID), Sequence: r.Kinesis.SequenceNumber,
-			PartitionKey: r.Kinesis.PartitionKey, Data: string(r.Kinesis.Data), BatchSize: len(e.Records), ReceivedAt: received,
+			PartitionKey: r.Kinesis.PartitionKey, Data: string(r.Kinesis.Data), BatchSize: len(e.Records),
+			ReceivedAt: start.UnixMilli(),
 		})
 		if err != nil {
-			return events.KinesisEventResponse{}, err
+			return err
 		}
 		buf = append(append(buf, line...), '\n')
 	}
-	// One append per batch: concurrent shards never interleave within a line.
+	return appendFile(c.Output, buf)
+}
+
+// appendFile appends data to path in one write.
+func appendFile(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
-		return events.KinesisEventResponse{}, err
+		return err
 	}
-	if _, err := f.Write(buf); err != nil {
+	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return events.KinesisEventResponse{}, err
+		return err
 	}
-	return events.KinesisEventResponse{}, f.Close()
+	return f.Close()
 }
 
 // shardOf takes the shard id from an eventID ("shardId-000000000000:<sequence number>").

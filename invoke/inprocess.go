@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"runtime/debug"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambda/messages"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/google/uuid"
 )
@@ -16,23 +17,41 @@ import (
 // DefaultTimeout is the function timeout when none is configured: SAM's default of 3 s.
 const DefaultTimeout = 3 * time.Second
 
+// DefaultFunctionARN is the InvokedFunctionArn an in-process handler sees when WithFunctionARN is
+// not given: function "function" (the name aws-lambda-rie answers to) in the local emulators'
+// region and account.
+const DefaultFunctionARN = "arn:aws:lambda:us-east-1:000000000000:function:function"
+
+// maxPanicFrames bounds the stack trace of a panic's error document, as the Go runtime does.
+const maxPanicFrames = 32
+
 // InProcess invokes a Go handler in this process through aws-lambda-go's lambda.NewHandler, so
 // the handler decodes exactly the JSON bytes it would receive under Lambda and its response is
-// encoded exactly as the Lambda runtime would encode it.
+// encoded exactly as the Lambda runtime would encode it. Its Invoke is safe for concurrent use
+// (as many invocations at once as callers; wrap it in Limit to cap them).
 type InProcess struct {
 	h           lambda.Handler
 	functionARN string
 	timeout     time.Duration
+	newID       func() string
 }
 
 // InProcessOption configures NewInProcess.
 type InProcessOption func(*InProcess)
 
-// WithFunctionARN sets the ARN handed to the handler as lambdacontext InvokedFunctionArn.
-func WithFunctionARN(arn string) InProcessOption { return func(p *InProcess) { p.functionARN = arn } }
+// WithFunctionARN sets the ARN handed to the handler as lambdacontext InvokedFunctionArn
+// (default DefaultFunctionARN).
+func WithFunctionARN(arn string) InProcessOption {
+	return func(p *InProcess) {
+		if arn != "" {
+			p.functionARN = arn
+		}
+	}
+}
 
-// WithTimeout sets the function timeout (default DefaultTimeout). The handler's context carries the
-// deadline; a handler still running at the deadline is reported as Lambda reports a timeout.
+// WithTimeout sets the function timeout (default DefaultTimeout; zero or negative keeps it). The
+// handler's context carries the deadline; a handler still running at the deadline is reported as
+// Lambda reports a timeout.
 func WithTimeout(d time.Duration) InProcessOption {
 	return func(p *InProcess) {
 		if d > 0 {
@@ -42,9 +61,10 @@ func WithTimeout(d time.Duration) InProcessOption {
 }
 
 // NewInProcess wraps handler, any function signature lambda.Start accepts, for example
-// func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error).
+// func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error). A handler of an
+// invalid signature fails every invocation with a function error, as it would under Lambda.
 func NewInProcess(handler any, opts ...InProcessOption) *InProcess {
-	p := &InProcess{h: lambda.NewHandler(handler), timeout: DefaultTimeout}
+	p := &InProcess{h: lambda.NewHandler(handler), functionARN: DefaultFunctionARN, timeout: DefaultTimeout, newID: uuid.NewString}
 	for _, o := range opts {
 		o(p)
 	}
@@ -52,18 +72,29 @@ func NewInProcess(handler any, opts ...InProcessOption) *InProcess {
 }
 
 type handlerResult struct {
-	payload []byte
-	err     error
-	panic   any
-	stack   []byte
+	payload  []byte
+	err      error
+	panic    any
+	stack    []StackFrame
+	panicked bool
 }
 
-// Invoke runs the handler once. It never returns a non-nil error: an in-process function is always
-// reachable. A handler that is still running when the timeout passes is abandoned (its context is
-// cancelled) and the invocation is reported as timed out; its goroutine ends when the handler
-// returns.
+// Invoke runs the handler once, with a lambdacontext (a fresh AwsRequestID, InvokedFunctionArn)
+// and a context deadline of the function timeout. The outcome:
+//
+//   - the handler returned: Response with its payload, or with FunctionErrorUnhandled and the
+//     error document the Go runtime would post (errorType is the error's type name);
+//   - the handler panicked: FunctionErrorUnhandled, the panic value as errorMessage, its type as
+//     errorType and the stack as stackTrace, as the Go runtime reports a panic;
+//   - the timeout passed first: FunctionErrorUnhandled with errorType "Sandbox.Timedout" and
+//     "RequestId: <id> Error: Task timed out after <t> seconds". Lambda would stop the sandbox;
+//     here the handler's goroutine is left to finish on its own (its context is cancelled).
+//
+// The error is non-nil only when ctx ended before the handler succeeded: the outcome is then the
+// caller's doing, not the function's, and the error wraps ctx's.
 func (p *InProcess) Invoke(ctx context.Context, payload []byte) (Response, error) {
-	reqID := uuid.NewString()
+	reqID := p.newID()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{
@@ -71,12 +102,13 @@ func (p *InProcess) Invoke(ctx context.Context, payload []byte) (Response, error
 		InvokedFunctionArn: p.functionARN,
 	})
 
+	// Buffered so that a handler that outlives the timeout can still hand its result over and end.
 	done := make(chan handlerResult, 1)
 	go func() {
 		var res handlerResult
 		defer func() {
 			if v := recover(); v != nil {
-				res = handlerResult{panic: v, stack: debug.Stack()}
+				res = handlerResult{panic: v, panicked: true, stack: panicStack(3)}
 			}
 			done <- res
 		}()
@@ -85,33 +117,61 @@ func (p *InProcess) Invoke(ctx context.Context, payload []byte) (Response, error
 
 	select {
 	case res := <-done:
-		return p.classify(res), nil
+		return p.finish(parent, reqID, res)
 	case <-ctx.Done():
 		select { // a handler that returned at the very deadline still counts
 		case res := <-done:
-			return p.classify(res), nil
+			return p.finish(parent, reqID, res)
 		default:
 		}
-		doc := ErrorDocument{
-			ErrorType:    "Sandbox.Timedout",
-			ErrorMessage: fmt.Sprintf("RequestId: %s Error: Task timed out after %.2f seconds", reqID, p.timeout.Seconds()),
+		if err := parent.Err(); err != nil {
+			return Response{}, fmt.Errorf("invoke in process, request %s: %w", reqID, err)
 		}
-		return Response{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: FunctionErrorUnhandled, Payload: doc.Marshal()}, nil
+		return timedOut(reqID, p.timeout), nil
 	}
 }
 
-func (p *InProcess) classify(res handlerResult) Response {
-	r := Response{StatusCode: 200, ExecutedVersion: "$LATEST"}
+// finish turns the handler's result into Invoke's. A failure once the caller's ctx has ended is
+// the caller's doing (the handler saw its context cancelled), not a function error to count: it
+// is returned as ctx's error. A success stands.
+func (p *InProcess) finish(parent context.Context, reqID string, res handlerResult) (Response, error) {
+	r := p.response(reqID, res)
+	if err := parent.Err(); err != nil && r.Failed() {
+		return Response{}, fmt.Errorf("invoke in process, request %s: %w", reqID, err)
+	}
+	return r, nil
+}
+
+// timedOut is Lambda's response to an invocation that passed the function timeout.
+func timedOut(reqID string, timeout time.Duration) Response {
+	doc := ErrorDocument{
+		ErrorType:    "Sandbox.Timedout",
+		ErrorMessage: fmt.Sprintf("RequestId: %s Error: Task timed out after %.2f seconds", reqID, timeout.Seconds()),
+	}
+	return Response{StatusCode: 200, ExecutedVersion: ExecutedVersionLatest, FunctionError: FunctionErrorUnhandled, Payload: doc.Marshal(), RequestID: reqID}
+}
+
+// response turns what the handler did into the Response Lambda's Invoke API would give.
+func (p *InProcess) response(reqID string, res handlerResult) Response {
+	r := Response{StatusCode: 200, ExecutedVersion: ExecutedVersionLatest, RequestID: reqID}
 	switch {
-	case res.panic != nil:
+	case res.panicked:
 		r.FunctionError = FunctionErrorUnhandled
+		if ive, ok := res.panic.(messages.InvokeResponse_Error); ok {
+			r.Payload = ErrorDocument{ErrorMessage: ive.Message, ErrorType: ive.Type}.Marshal()
+			break
+		}
 		r.Payload = ErrorDocument{
-			ErrorMessage: fmt.Sprint(res.panic),
+			ErrorMessage: fmt.Sprintf("%v", res.panic),
 			ErrorType:    typeName(res.panic),
-			StackTrace:   stackLines(res.stack),
+			StackTrace:   res.stack,
 		}.Marshal()
 	case res.err != nil:
 		r.FunctionError = FunctionErrorUnhandled
+		if ive, ok := res.err.(messages.InvokeResponse_Error); ok {
+			r.Payload = ErrorDocument{ErrorMessage: ive.Message, ErrorType: ive.Type}.Marshal()
+			break
+		}
 		r.Payload = ErrorDocument{ErrorMessage: res.err.Error(), ErrorType: typeName(res.err)}.Marshal()
 	default:
 		r.Payload = res.payload
@@ -119,7 +179,8 @@ func (p *InProcess) classify(res handlerResult) Response {
 	return r
 }
 
-// typeName names a value's type the way the Go runtime for Lambda does in errorType.
+// typeName names a value's type the way the Go runtime for Lambda does in errorType: the type's
+// name, through one pointer.
 func typeName(v any) string {
 	t := reflect.TypeOf(v)
 	if t == nil {
@@ -131,13 +192,47 @@ func typeName(v any) string {
 	return t.Name()
 }
 
-func stackLines(stack []byte) []string {
-	lines := strings.Split(strings.TrimSpace(string(stack)), "\n")
-	out := lines[:0]
-	for _, l := range lines {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
+// panicStack is the stack of a panicking goroutine as the Go runtime for Lambda reports it,
+// called from the deferred recover; skip drops runtime.Callers, panicStack and the deferred
+// function.
+func panicStack(skip int) []StackFrame {
+	pcs := make([]uintptr, maxPanicFrames)
+	n := runtime.Callers(skip, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	out := make([]StackFrame, 0, n)
+	for {
+		f, more := frames.Next()
+		out = append(out, stackFrame(f.Function, f.File, f.Line))
+		if !more {
+			return out
 		}
 	}
-	return out
+}
+
+// stackFrame shortens a frame as the Go runtime for Lambda does: the label drops the package
+// path ("github.com/x/y/pkg.(*T).M" → "(*T).M"), the path keeps only the part of the file path
+// that the package path names ("/home/u/go/src/github.com/x/y/pkg/f.go" → "github.com/x/y/pkg/f.go").
+func stackFrame(function, file string, line int) StackFrame {
+	label := function
+	keep := strings.Count(function, "/") + 2 // the package path's elements, and the file
+	if i := strings.LastIndex(label, "/"); i >= 0 {
+		label = label[i+1:]
+	}
+	if i := strings.Index(label, "."); i >= 0 {
+		label = label[i+1:]
+	}
+	path := file
+	cut := len(path)
+	for i := 0; i < keep; i++ {
+		j := strings.LastIndex(path[:cut], "/")
+		if j < 0 {
+			cut = -1
+			break
+		}
+		cut = j
+	}
+	if cut >= 0 {
+		path = path[cut+1:]
+	}
+	return StackFrame{Path: path, Line: int32(line), Label: label}
 }

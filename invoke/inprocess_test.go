@@ -9,12 +9,18 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda/messages"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type customErr struct{}
 
 func (customErr) Error() string { return "custom" }
+
+func panicsHere(context.Context, events.KinesisEvent) error { panic("kaboom") }
 
 func TestInProcessOutcomes(t *testing.T) {
 	event := []byte(`{"Records":[{"kinesis":{"partitionKey":"k","sequenceNumber":"1","data":"aGk=","approximateArrivalTimestamp":1.5,"kinesisSchemaVersion":"1.0"},"eventID":"shardId-000000000000:1"}]}`)
@@ -40,10 +46,17 @@ func TestInProcessOutcomes(t *testing.T) {
 		}, failed: true, errorType: "errorString", message: "boom"},
 		{name: "typed error", handler: func(context.Context, events.KinesisEvent) error { return customErr{} },
 			failed: true, errorType: "customErr", message: "custom"},
-		{name: "panic", handler: func(context.Context, events.KinesisEvent) error { panic("kaboom") },
-			failed: true, errorType: "string", message: "kaboom"},
-		{name: "timeout", handler: func(ctx context.Context, _ events.KinesisEvent) error { <-ctx.Done(); time.Sleep(10 * time.Millisecond); return nil },
-			failed: true, errorType: "Sandbox.Timedout", message: "Task timed out after 0.05 seconds"},
+		{name: "runtime error document", handler: func(context.Context, events.KinesisEvent) error {
+			return messages.InvokeResponse_Error{Type: "Custom.Type", Message: "as given"}
+		}, failed: true, errorType: "Custom.Type", message: "as given"},
+		{name: "undecodable event", handler: func(context.Context, struct{ Records int }) error { return nil },
+			failed: true, errorType: "UnmarshalTypeError", message: "cannot unmarshal"},
+		{name: "panic", handler: panicsHere, failed: true, errorType: "string", message: "kaboom"},
+		{name: "timeout", handler: func(ctx context.Context, _ events.KinesisEvent) error {
+			<-ctx.Done()
+			time.Sleep(10 * time.Millisecond)
+			return nil
+		}, failed: true, errorType: "Sandbox.Timedout", message: "Task timed out after 0.05 seconds"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,8 +65,9 @@ func TestInProcessOutcomes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("in-process invoke returned %v", err)
 			}
-			if resp.Failed() != tt.failed || resp.StatusCode != 200 {
-				t.Fatalf("failed=%v status=%d, want failed=%v status 200 (%s)", resp.Failed(), resp.StatusCode, tt.failed, resp.Payload)
+			if resp.Failed() != tt.failed || resp.StatusCode != 200 || resp.ExecutedVersion != "$LATEST" || resp.RequestID == "" {
+				t.Fatalf("failed=%v status=%d version=%q id=%q, want failed=%v status 200 $LATEST and an id (%s)",
+					resp.Failed(), resp.StatusCode, resp.ExecutedVersion, resp.RequestID, tt.failed, resp.Payload)
 			}
 			if !tt.failed {
 				if strings.TrimSpace(string(resp.Payload)) != tt.payload {
@@ -75,22 +89,96 @@ func TestInProcessOutcomes(t *testing.T) {
 	}
 }
 
+func TestInProcessPanicStackTrace(t *testing.T) {
+	resp, err := NewInProcess(panicsHere).Invoke(context.Background(), []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc ErrorDocument
+	if err := json.Unmarshal(resp.Payload, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.StackTrace) == 0 || doc.StackTrace[0].Label != "gopanic" || doc.StackTrace[0].Path != "runtime/panic.go" {
+		t.Fatalf("stack %+v: want the Go runtime's frames, from the panic down", doc.StackTrace)
+	}
+	found := false
+	for _, f := range doc.StackTrace {
+		// The path is relative to the module path only in -trimpath builds (as Lambda bootstraps are).
+		if f.Label == "panicsHere" && strings.HasSuffix(f.Path, "invoke/inprocess_test.go") && f.Line > 0 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("stack %+v: no frame for the panicking handler", doc.StackTrace)
+	}
+}
+
+func TestStackFrame(t *testing.T) {
+	tests := []struct {
+		function, file string
+		want           StackFrame
+	}{
+		{"github.com/x/y/pkg.(*T).M", "/home/u/go/pkg/mod/github.com/x/y/pkg/f.go", StackFrame{Path: "github.com/x/y/pkg/f.go", Line: 7, Label: "(*T).M"}},
+		{"main.main", "/src/app/main.go", StackFrame{Path: "app/main.go", Line: 7, Label: "main"}},
+		{"runtime.gopanic", "/usr/local/go/src/runtime/panic.go", StackFrame{Path: "runtime/panic.go", Line: 7, Label: "gopanic"}},
+		{"github.com/x/y.F.func1", "f.go", StackFrame{Path: "f.go", Line: 7, Label: "F.func1"}},
+	}
+	for _, tt := range tests {
+		if got := stackFrame(tt.function, tt.file, 7); got != tt.want {
+			t.Errorf("stackFrame(%q, %q) = %+v, want %+v", tt.function, tt.file, got, tt.want)
+		}
+	}
+}
+
 func TestInProcessLambdaContext(t *testing.T) {
 	var lc *lambdacontext.LambdaContext
 	var deadline time.Time
-	p := NewInProcess(func(ctx context.Context, _ events.KinesisEvent) error {
+	handler := func(ctx context.Context, _ events.KinesisEvent) error {
 		lc, _ = lambdacontext.FromContext(ctx)
 		deadline, _ = ctx.Deadline()
 		return nil
-	}, WithFunctionARN("arn:aws:lambda:us-east-1:1:function:f"))
-	start := time.Now()
-	if _, err := p.Invoke(context.Background(), []byte(`{"Records":[]}`)); err != nil {
-		t.Fatal(err)
 	}
-	if lc == nil || lc.AwsRequestID == "" || lc.InvokedFunctionArn != "arn:aws:lambda:us-east-1:1:function:f" {
-		t.Fatalf("lambda context %+v", lc)
+	tests := []struct {
+		name    string
+		opts    []InProcessOption
+		arn     string
+		timeout time.Duration
+	}{
+		{name: "defaults", arn: DefaultFunctionARN, timeout: 3 * time.Second},
+		{name: "configured", opts: []InProcessOption{WithFunctionARN("arn:aws:lambda:us-east-1:1:function:f"), WithTimeout(7 * time.Second)},
+			arn: "arn:aws:lambda:us-east-1:1:function:f", timeout: 7 * time.Second},
 	}
-	if d := deadline.Sub(start); d < 2900*time.Millisecond || d > 3100*time.Millisecond {
-		t.Fatalf("deadline %s after start, want the 3 s default timeout", d)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			resp, err := NewInProcess(handler, tt.opts...).Invoke(context.Background(), []byte(`{"Records":[]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lc == nil || lc.AwsRequestID != resp.RequestID || lc.InvokedFunctionArn != tt.arn {
+				t.Fatalf("lambda context %+v (response request ID %q), want ARN %q", lc, resp.RequestID, tt.arn)
+			}
+			if d := deadline.Sub(start); d < tt.timeout-100*time.Millisecond || d > tt.timeout+100*time.Millisecond {
+				t.Fatalf("deadline %s after start, want the %v timeout", d, tt.timeout)
+			}
+		})
+	}
+}
+
+func TestInProcessCallerCancel(t *testing.T) {
+	entered := make(chan struct{})
+	p := NewInProcess(func(ctx context.Context, _ events.KinesisEvent) error {
+		close(entered)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-entered
+		cancel()
+	}()
+	_, err := p.Invoke(ctx, []byte(`{}`))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v: a caller that gave up gets its context's error, not a timeout", err)
 	}
 }

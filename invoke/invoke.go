@@ -9,12 +9,54 @@
 //
 // Lambda counts function errors toward MaximumRetryAttempts and does not count the third kind;
 // keeping the three apart at this boundary is what lets the poller apply Lambda's rules.
+//
+// Three invokers implement [Invoker]:
+//
+//   - [NewInProcess]: a Go handler in this process, through aws-lambda-go's lambda.NewHandler;
+//   - [NewHTTP]: Lambda-Invoke-compatible HTTP endpoints, such as aws-lambda-rie running an
+//     unmodified bootstrap, one invocation in flight per endpoint;
+//   - [NewLambda]: the real Lambda Invoke API through aws-sdk-go-v2.
+//
+// [Limit] caps how many invocations run at once across shards, as reserved concurrency does.
 package invoke
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 )
+
+// Invoker runs the function once with an event payload. It is the interface the poller consumes
+// (poller.Invoker has the same method set); every invoker in this package implements it.
+//
+// A nil error means the function was reached: Response.FunctionError tells a success from a
+// function error. A non-nil error means it was not reached: it wraps ErrThrottled or
+// ErrUnavailable, or it is the caller's ctx error when ctx ended first.
+type Invoker interface {
+	Invoke(ctx context.Context, payload []byte) (Response, error)
+}
+
+// InvokerFunc adapts a function to Invoker.
+type InvokerFunc func(ctx context.Context, payload []byte) (Response, error)
+
+// Invoke calls f.
+func (f InvokerFunc) Invoke(ctx context.Context, payload []byte) (Response, error) {
+	return f(ctx, payload)
+}
+
+var (
+	_ Invoker = InvokerFunc(nil)
+	_ Invoker = (*InProcess)(nil)
+	_ Invoker = (*HTTP)(nil)
+	_ Invoker = (*Lambda)(nil)
+)
+
+// MaxPayloadBytes is Lambda's limit for a synchronous invocation's request and its response:
+// 6 MB (6,291,456 bytes).
+const MaxPayloadBytes = 6 * 1024 * 1024
+
+// ExecutedVersionLatest is the version Lambda reports for an unqualified invocation.
+const ExecutedVersionLatest = "$LATEST"
 
 // ErrThrottled is wrapped by Invoke errors when the function was not invoked because of a
 // concurrency limit (Lambda's 429 TooManyRequestsException). Retried, never counted.
@@ -40,16 +82,31 @@ type Response struct {
 	FunctionError string
 	// Payload is the function's JSON response, or Lambda's error document when FunctionError is set.
 	Payload []byte
+	// RequestID is the invocation's request ID (the handler's lambdacontext AwsRequestID, the
+	// requestContext.requestId of an on-failure record). Empty when the endpoint reported none.
+	RequestID string
 }
 
 // Failed reports whether the function ran and failed.
 func (r Response) Failed() bool { return r.FunctionError != "" }
 
-// ErrorDocument is the JSON body Lambda returns for a function error.
+// ErrorDocument is the JSON body Lambda returns for a function error of a Go function: what the
+// Go runtime (aws-lambda-go) posts when the handler returns an error or panics, or what Lambda
+// writes itself for a timeout ("Sandbox.Timedout"). Other runtimes put other shapes in
+// stackTrace (Python and Node.js: strings); invokers hand such payloads on unchanged.
 type ErrorDocument struct {
-	ErrorMessage string   `json:"errorMessage"`
-	ErrorType    string   `json:"errorType"`
-	StackTrace   []string `json:"stackTrace,omitempty"`
+	ErrorMessage string       `json:"errorMessage"`
+	ErrorType    string       `json:"errorType"`
+	StackTrace   []StackFrame `json:"stackTrace,omitempty"`
+}
+
+// StackFrame is one frame of a Go panic's stack trace in an ErrorDocument, as aws-lambda-go
+// reports it: Path is the file relative to its module path, Label the function without its
+// package path.
+type StackFrame struct {
+	Path  string `json:"path"`
+	Line  int32  `json:"line"`
+	Label string `json:"label"`
 }
 
 // Marshal renders the document as Lambda does.

@@ -1,0 +1,406 @@
+// Package rie holds the end-to-end tests of esm driving an unmodified Lambda bootstrap (the
+// example function, plain lambda.Start) under aws-lambda-rie over HTTP, from records in
+// kinesis-local: success, handler errors, panics, timeouts, a pool of instances serving many
+// shards, and the event JSON compared with the same handler run in-process. Everything binds
+// 127.0.0.1.
+package rie
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"go.uber.org/goleak"
+
+	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// bootstrapPackage is the example function's Lambda entry point.
+const bootstrapPackage = "github.com/kinesis-esm/esm/example/bootstrap"
+
+var (
+	kinesisEndpoint string
+	kin             *kinesis.Client
+	rieBin          string // aws-lambda-rie, the version pinned in go.mod
+	bootstrapBin    string // the example function as a bootstrap for this machine
+	streamSeq       atomic.Int64
+)
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	endpoint, stop, err := local.TestKinesisEndpoint(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
+		return 1
+	}
+	defer stop()
+	kinesisEndpoint = endpoint
+	cfg, err := local.AWSConfig(ctx, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	kin = local.NewKinesisClient(cfg, endpoint)
+
+	dir, err := os.MkdirTemp("", "esm-rie-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	if rieBin, err = local.BuildRIE(ctx, dir, ""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	bootstrapBin = filepath.Join(dir, "bootstrap")
+	if err := local.BuildBootstrap(ctx, "", bootstrapBin, bootstrapPackage, ""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if testing.Verbose() {
+		fmt.Printf("built aws-lambda-rie and the bootstrap in %v\n", time.Since(start).Round(time.Millisecond))
+	}
+
+	code := m.Run()
+	if c, ok := kin.Options().HTTPClient.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+	if code == 0 {
+		// Idle keep-alive connections of the SDK clients are not goroutines anyone leaked.
+		if err := goleak.Find(goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop")); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// testContext is a context that ends with the test, bounded by limit.
+func testContext(t *testing.T, limit time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newStream creates a stream with a unique name.
+func newStream(t *testing.T, shards int32) string {
+	t.Helper()
+	name := fmt.Sprintf("rie-%d-%d", os.Getpid(), streamSeq.Add(1))
+	if _, err := local.CreateStream(testContext(t, 30*time.Second), kin, name, shards); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// put writes records with data "<key>:<n>" under the given keys, n counting each key's records
+// from 0 in put order, and returns how many each key got.
+func put(t *testing.T, stream string, keys []string, perKey int) map[string]int {
+	t.Helper()
+	var recs []local.Record
+	for i := range perKey {
+		for _, k := range keys {
+			recs = append(recs, local.Record{PartitionKey: k, Data: fmt.Appendf(nil, "%s:%d", k, i)})
+		}
+	}
+	if _, err := local.PutRecords(testContext(t, 30*time.Second), kin, stream, recs); err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]int{}
+	for _, k := range keys {
+		written[k] = perKey
+	}
+	return written
+}
+
+// startRIE runs the example bootstrap under aws-lambda-rie with env, stopped when the test ends.
+func startRIE(t *testing.T, timeout time.Duration, env ...string) *local.RIE {
+	t.Helper()
+	r, err := local.StartRIE(testContext(t, 30*time.Second), local.RIEOptions{
+		Binary:       rieBin,
+		Handler:      []string{bootstrapBin},
+		Env:          env,
+		Timeout:      timeout,
+		FunctionName: "example",
+		Dir:          t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s output:\n%s", r, r.Output())
+		}
+		if err := r.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
+// alive fails the test if the emulator has exited.
+func alive(t *testing.T, r *local.RIE) {
+	t.Helper()
+	select {
+	case <-r.Exited():
+		t.Fatalf("%s exited:\n%s", r, r.Output())
+	default:
+	}
+}
+
+// mapping is one event source mapping run in this process by service.Run.
+type mapping struct {
+	cancel context.CancelFunc
+	done   chan error
+	logs   *syncBuffer
+}
+
+// mappingConfig is the mapping used by the tests: from the oldest record, polled every 100 ms.
+func mappingConfig(batchSize int) poller.Config {
+	return poller.Config{
+		StartingPosition: poller.TrimHorizon,
+		BatchSize:        batchSize,
+		PollInterval:     100 * time.Millisecond,
+		ShutdownGrace:    5 * time.Second,
+	}
+}
+
+// runMapping runs the mapping of stream to inv (or, when inv is nil, to handler in-process) until
+// stop is called or the test ends.
+func runMapping(t *testing.T, stream string, cfg poller.Config, inv invoke.Invoker, handler any) *mapping {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &mapping{cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
+	opts := service.Options{
+		Stream:       stream,
+		EndpointURL:  kinesisEndpoint,
+		StateDir:     t.TempDir(),
+		FunctionName: "example",
+		Mapping:      cfg,
+		Logger:       slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	if inv != nil {
+		opts.Invoker = inv
+	}
+	go func() { m.done <- service.Run(ctx, opts, handler) }()
+	t.Cleanup(func() {
+		m.stop(t)
+		if t.Failed() {
+			t.Logf("mapping of %s logged:\n%s", stream, tail(m.logs.String(), 40))
+		}
+	})
+	return m
+}
+
+// stop ends the mapping and waits for it; later calls do nothing.
+func (m *mapping) stop(t *testing.T) {
+	t.Helper()
+	m.cancel()
+	if err, ok := <-m.done; ok {
+		close(m.done)
+		if err != nil {
+			t.Errorf("mapping ended with %v", err)
+		}
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after limit.
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		case <-tick.C:
+		}
+	}
+}
+
+// deliveries reads what the example function wrote to EXAMPLE_OUTPUT.
+func deliveries(t *testing.T, path string) []example.Delivery {
+	t.Helper()
+	ds, err := local.ReadDeliveries(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// traces reads what the example function wrote to EXAMPLE_TRACE.
+func traces(t *testing.T, path string) []example.Trace {
+	t.Helper()
+	var out []example.Trace
+	for _, line := range lines(t, path) {
+		var tr example.Trace
+		if err := json.Unmarshal(line, &tr); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+// lines reads a file of JSON lines; a missing file has none.
+func lines(t *testing.T, path string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.FieldsFunc(b, func(r rune) bool { return r == '\n' })
+}
+
+// call is one invocation seen by recorder.
+type call struct {
+	payload    []byte
+	resp       invoke.Response
+	err        error
+	start, end time.Time
+}
+
+// recorder is an invoker that records every invocation of the one it wraps.
+type recorder struct {
+	inv invoke.Invoker
+
+	mu    sync.Mutex
+	calls []call
+}
+
+func (r *recorder) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
+	start := time.Now()
+	resp, err := r.inv.Invoke(ctx, payload)
+	r.mu.Lock()
+	r.calls = append(r.calls, call{payload: bytes.Clone(payload), resp: resp, err: err, start: start, end: time.Now()})
+	r.mu.Unlock()
+	return resp, err
+}
+
+func (r *recorder) snapshot() []call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]call(nil), r.calls...)
+}
+
+// wire is an http.RoundTripper that records, per endpoint, the invocations in flight and the
+// status of every answer.
+type wire struct {
+	base http.RoundTripper
+
+	mu              sync.Mutex
+	inFlight        map[string]int
+	peakPerHost     map[string]int
+	total, peak     int
+	requestsPerHost map[string]int
+	statuses        []int
+}
+
+func newWire() *wire {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.Proxy = nil
+	return &wire{base: base, inFlight: map[string]int{}, peakPerHost: map[string]int{}, requestsPerHost: map[string]int{}}
+}
+
+func (w *wire) RoundTrip(r *http.Request) (*http.Response, error) {
+	host := r.URL.Host
+	w.mu.Lock()
+	w.inFlight[host]++
+	w.requestsPerHost[host]++
+	w.total++
+	w.peakPerHost[host] = max(w.peakPerHost[host], w.inFlight[host])
+	w.peak = max(w.peak, w.total)
+	w.mu.Unlock()
+	resp, err := w.base.RoundTrip(r)
+	w.mu.Lock()
+	w.inFlight[host]--
+	w.total--
+	if err == nil {
+		w.statuses = append(w.statuses, resp.StatusCode)
+	}
+	w.mu.Unlock()
+	return resp, err
+}
+
+// answers returns the status of every answer so far, in order.
+func (w *wire) answers() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int(nil), w.statuses...)
+}
+
+func (w *wire) client() *http.Client { return &http.Client{Transport: w} }
+
+func (w *wire) close() { w.base.(*http.Transport).CloseIdleConnections() }
+
+// httpInvoker is an invoke.HTTP over endpoints whose traffic w records.
+func httpInvoker(t *testing.T, w *wire, timeout time.Duration, endpoints ...string) *invoke.HTTP {
+	t.Helper()
+	inv, err := invoke.NewHTTP(endpoints, invoke.WithHTTPClient(w.client()), invoke.WithFunctionTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.close)
+	return inv
+}
+
+// errorDocument decodes a function error's payload.
+func errorDocument(t *testing.T, payload []byte) invoke.ErrorDocument {
+	t.Helper()
+	var doc invoke.ErrorDocument
+	if err := json.Unmarshal(payload, &doc); err != nil {
+		t.Fatalf("error document %s: %v", payload, err)
+	}
+	return doc
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func tail(s string, n int) string {
+	ls := bytes.Split([]byte(s), []byte("\n"))
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return string(bytes.Join(ls, []byte("\n")))
+}
