@@ -117,7 +117,7 @@ func StartKinesis(ctx context.Context, opts KinesisOptions) (*Process, error) {
 			"NODE_OPTIONS=" + nodeOpts,
 			"AWS_REGION=" + region,
 			"AWS_ACCOUNT_ID=" + account,
-			"SHARD_LIMIT=200",
+			"SHARD_LIMIT=10000",
 		}
 		for _, name := range []string{
 			"CREATE_STREAM_DURATION",

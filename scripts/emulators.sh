@@ -149,7 +149,7 @@ start() {
 		DEREGISTER_STREAM_CONSUMER_DURATION=100ms \
 		START_STREAM_ENCRYPTION_DURATION=100ms \
 		STOP_STREAM_ENCRYPTION_DURATION=100ms \
-		SHARD_LIMIT=200 \
+		SHARD_LIMIT=10000 \
 		node "$repo/node_modules/kinesis-local/main.js" || ok=0
 
 	if ((ok)); then
