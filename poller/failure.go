@@ -181,10 +181,11 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
 	invokes, failures := 0, 0
 	var last *FailureResponse
+	lastRequest := "" // the request id of the last invocation, for the failure record
 	for len(recs) > 0 {
 		if maxAge >= 0 {
 			if n := expiredPrefix(recs, r.p.now(), maxAge); n > 0 {
-				if err := r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil); err != nil {
+				if err := r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil, lastRequest); err != nil {
 					return err
 				}
 				recs, payload = recs[n:], nil
@@ -200,7 +201,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 			// documented. It cannot ever be delivered, so it is discarded at once (a divergence).
 			log.Error("record too large for one invocation: its event exceeds 6291456 bytes", "bytes", len(payload))
 			resp := &FailureResponse{StatusCode: 413, ExecutedVersion: "$LATEST"}
-			return r.discard(runCtx, workCtx, recs, ConditionRetryAttemptsExhausted, 1, resp)
+			return r.discard(runCtx, workCtx, recs, ConditionRetryAttemptsExhausted, 1, resp, "")
 		}
 
 		if !r.held() {
@@ -218,6 +219,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 			continue
 		}
 		invokes++
+		lastRequest = resp.RequestID
 		o, failedAt := classifyResponse(resp, recs, cfg.ReportBatchItemFailures)
 		var state map[string]string
 		if r.windowed() && (o == outcomeSuccess || o == outcomePartial) {
@@ -261,7 +263,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		}
 		failures++
 		if maxRetries >= 0 && failures > maxRetries {
-			return r.discard(runCtx, workCtx, recs, ConditionRetryAttemptsExhausted, invokes, last)
+			return r.discard(runCtx, workCtx, recs, ConditionRetryAttemptsExhausted, invokes, last, lastRequest)
 		}
 		if runCtx.Err() != nil { // stopping: no retry; the batch is read again after a restart
 			return errStopped
@@ -275,9 +277,12 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 
 // discard gives up on recs: their failure record goes to the on-failure destination (retried
 // until it is delivered, blocking the shard), then the checkpoint moves past them.
-func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, condition string, invokes int, resp *FailureResponse) error {
+func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, condition string, invokes int, resp *FailureResponse, requestID string) error {
+	if requestID == "" { // never invoked: the failure record gets its own id
+		requestID = uuid.NewString()
+	}
 	f := FailureRecord{
-		Condition: condition, RequestID: uuid.NewString(), FunctionARN: r.p.cfg.FunctionARN,
+		Condition: condition, RequestID: requestID, FunctionARN: r.p.cfg.FunctionARN,
 		ApproximateInvokeCount: invokes, Response: resp, Timestamp: r.p.now().UTC(),
 		StreamARN: r.p.cfg.StreamARN, ShardID: r.shardID,
 		StartSequenceNumber: deref(recs[0].SequenceNumber), EndSequenceNumber: deref(recs[len(recs)-1].SequenceNumber),
