@@ -1,0 +1,94 @@
+// Package metrics exposes a mapping's measurements (a [poller.Observer]) the way operators of
+// Lambda's event source mapping know them: as Prometheus metrics on an HTTP endpoint next to
+// /healthz and /readyz ([NewPrometheus], [NewServer]), and as CloudWatch embedded-metric-format
+// (EMF) lines on a writer such as stdout ([NewEMF]). [Tee] sends the measurements to several
+// observers at once.
+//
+// # Prometheus metrics
+//
+// Every metric carries the labels function (the function name) and stream (the stream name or
+// ARN, as the mapping was given it); the per-shard ones also carry shard (the shard ID).
+//
+// The six event counts keep the names of Lambda's event source mapping metrics
+// (MetricsConfig EventCount), without a prefix and without Prometheus's _total suffix, so that a
+// CloudWatch dashboard, alarm or runbook translates to PromQL by name: PolledEventCount here is
+// the PolledEventCount of the Lambda console. They are per shard; sum them by (function, stream)
+// for Lambda's per-mapping value. The metrics esm adds that Lambda does not have are prefixed
+// esm_ and follow Prometheus's conventions (base units, _seconds).
+//
+//	PolledEventCount{function,stream,shard}                   counter
+//	    Records read from the shard by GetRecords. Lambda: records the event source mapping read
+//	    successfully from the source; an empty poll adds 0.
+//	FilteredOutEventCount{function,stream,shard}              counter
+//	    Records that FilterCriteria removed: they never reach the function.
+//	InvokedEventCount{function,stream,shard}                  counter
+//	    Records in invocations that reached the function. A retried batch counts again.
+//	FailedInvokeEventCount{function,stream,shard}             counter
+//	    Records in invocations that failed: a function error, a timeout, or a response with a
+//	    non-empty batchItemFailures (the whole batch counts, as Lambda counts it).
+//	DroppedEventCount{function,stream,shard}                  counter
+//	    Records discarded because they passed MaximumRecordAgeInSeconds or
+//	    MaximumRetryAttempts without reaching an on-failure destination (no destination, or its
+//	    delivery failed). Records lost to the stream's retention are not counted.
+//	OnFailureDestinationDeliveredEventCount{function,stream,shard} counter
+//	    Records whose failure record reached the on-failure destination (SQS, SNS or S3).
+//	IteratorAge{function,stream,shard}                        gauge, milliseconds
+//	    Lambda's IteratorAge: the age of the last record of the latest batch when it was sent to
+//	    the function (now minus the record's ApproximateArrivalTimestamp). Like Lambda it is not
+//	    updated while the shard is idle; the series is removed when this worker stops reading
+//	    the shard (finished, released or handed over), so max(IteratorAge) never alarms on a
+//	    shard nobody reads here. Milliseconds, not seconds, because that is Lambda's unit.
+//	esm_invocation_duration_seconds{function,stream}          histogram
+//	    How long each invocation took as esm saw it (the request to the function and its
+//	    response), whatever its outcome. Its _count is Lambda's Invocations metric.
+//	esm_batch_size{function,stream}                           histogram
+//	    Records per invocation (the size of each batch sent, retries included).
+//	esm_shard_state{function,stream,shard,state}              gauge, 1 or 0
+//	    1 for the shard's current state, 0 for the others: pending (waiting for its parents to
+//	    finish), reading (read by this worker), finished (read to its end and handled), released
+//	    (this worker stopped reading it; another worker may take it).
+//	esm_shard_owned{function,stream,shard}                    gauge, 1 or 0
+//	    Whether this worker holds the shard's lease and reads it. The poller reports a shard as
+//	    reading only while it holds the lease and as released once it gave the lease up or lost
+//	    it, so this is 1 exactly in the reading state; it is 0 when pending, finished or
+//	    released. sum(esm_shard_owned) by (function) is the number of leases a worker holds.
+//
+// The histograms have no shard label, to keep their series count independent of the number of
+// shards. Series of a shard stay until the process exits (counters must not vanish under
+// rate()), except IteratorAge as said above; a stream resharded very often therefore
+// accumulates series until esm restarts.
+//
+// The Lambda names are exposed as given in the Prometheus text format. The server does not
+// negotiate OpenMetrics, whose encoder would append _total to the counters' names.
+//
+// # Embedded metric format
+//
+// An [EMF] writes one JSON line per interval in which anything happened (an interval of empty
+// polls writes zero counts, as Lambda does; a worker that reads nothing writes nothing), in the
+// namespace it is given, stamped with the time it is written, with the dimension set
+// [FunctionName, StreamName] and the values aggregated over the interval and all shards:
+//
+//	PolledEventCount, FilteredOutEventCount, InvokedEventCount, FailedInvokeEventCount,
+//	DroppedEventCount, OnFailureDestinationDeliveredEventCount   Count, as above
+//	Invocations   Count: invocations that reached the function
+//	IteratorAge   Milliseconds: one value per batch sent, as above
+//	Duration      Milliseconds: one value per invocation, as esm_invocation_duration_seconds
+//
+// IteratorAge and Duration are lists of the observed values, so CloudWatch computes Maximum,
+// Average and percentiles from them. One line holds at most 100 values of a metric (the
+// format's limit); more spread over more lines. Past 1000 values in an interval a uniform sample
+// of 1000 is kept, with the exact minimum and maximum, so memory stays bounded at any rate
+// (CloudWatch's SampleCount of these two is then the sample's size; Invocations stays exact).
+// The dimension set has no shard, as Lambda's metrics have none, and StreamName stands for
+// Lambda's EventSourceMappingUUID, which esm does not have.
+//
+// # HTTP endpoints
+//
+// [NewRegistry] returns a registry with the Go runtime and process collectors, for the
+// observers' metrics and the server. A [Server] serves /metrics (Prometheus text exposition), /healthz (200 while the process
+// runs) and /readyz (200 when the readiness function returns nil, else 503 with its error as
+// text). It binds exactly the address it is given. The esm CLI's default is 127.0.0.1:9090, so
+// that nothing is reachable from outside the host unless asked; a container passes
+// 0.0.0.0:9090 explicitly, because a probe or a scraper reaches the pod's address, not its
+// loopback.
+package metrics

@@ -1,0 +1,322 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// DefaultEMFInterval is the interval NewEMF uses when given none: CloudWatch's standard
+// one-minute resolution.
+const DefaultEMFInterval = time.Minute
+
+// EMF names and units.
+const (
+	emfFunctionName = "FunctionName"
+	emfStreamName   = "StreamName"
+	emfInvocations  = "Invocations"
+	emfDuration     = "Duration"
+	unitCount       = "Count"
+	unitMillis      = "Milliseconds"
+
+	// emfMaxValues is the most values one metric may carry in one document (the format's limit).
+	emfMaxValues = 100
+	// emfMaxSamples bounds the values of one metric kept per interval; past it a uniform sample
+	// of them is kept (with the smallest and the largest), so memory stays bounded at any rate.
+	emfMaxSamples = 10 * emfMaxValues
+)
+
+// EMF is a poller.Observer that aggregates the mapping's measurements and writes them as
+// CloudWatch embedded-metric-format JSON lines, one document per line, every interval: the
+// format Lambda users find in CloudWatch Logs, which CloudWatch turns into metrics when the lines
+// reach a log group (from a container's stdout through a log agent, for example).
+//
+// Its observer methods are safe for concurrent use and take one short lock. Nothing is written
+// before Run or Flush.
+type EMF struct {
+	w         io.Writer
+	namespace string
+	function  string
+	stream    string
+	interval  time.Duration
+	now       func() time.Time // the clock; tests replace it
+
+	mu  sync.Mutex // guards agg
+	agg emfAggregate
+
+	wmu sync.Mutex // serialises writes to w
+}
+
+var _ poller.Observer = (*EMF)(nil)
+
+// emfAggregate is what one interval observed.
+type emfAggregate struct {
+	active                                                bool // anything observed at all
+	polled, filtered, invoked, failed, dropped, delivered int64
+	invocations                                           int64
+	age, duration                                         sampler // milliseconds
+}
+
+// NewEMF returns an EMF that writes to w the measurements of the mapping of function on stream,
+// in the CloudWatch namespace, aggregated over interval (DefaultEMFInterval when interval ≤ 0).
+// Start it with Run.
+func NewEMF(w io.Writer, namespace, function, stream string, interval time.Duration) *EMF {
+	if interval <= 0 {
+		interval = DefaultEMFInterval
+	}
+	return &EMF{w: w, namespace: namespace, function: function, stream: stream, interval: interval, now: time.Now}
+}
+
+// Run writes the aggregated measurements every interval until ctx ends, then writes what the
+// last, partial interval observed and returns. An interval in which nothing was observed writes
+// nothing (a worker that reads no shard, like a disabled mapping, emits no metrics), whereas an
+// interval of empty polls writes zero counts, as Lambda does. A failed write does not stop Run:
+// it returns the first write error once ctx ends, and nil if every write succeeded. Run blocks;
+// call it once.
+func (e *EMF) Run(ctx context.Context) error {
+	t := time.NewTicker(e.interval)
+	defer t.Stop()
+	var first error
+	for {
+		select {
+		case <-ctx.Done():
+			if err := e.Flush(); err != nil && first == nil {
+				first = err
+			}
+			return first
+		case <-t.C:
+			if err := e.Flush(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+}
+
+// Flush writes what was observed since the previous flush, as one or more lines (several only
+// when a metric has more than 100 values), and starts a new interval. It writes nothing when
+// nothing was observed. Safe for concurrent use with the observer methods and with Run.
+func (e *EMF) Flush() error {
+	e.mu.Lock()
+	agg := e.agg
+	e.agg = emfAggregate{}
+	e.mu.Unlock()
+	if !agg.active {
+		return nil
+	}
+	e.wmu.Lock()
+	defer e.wmu.Unlock()
+	var errs []error
+	for _, line := range e.encode(agg, e.now()) {
+		if _, err := e.w.Write(line); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &EMFWriteError{Err: err}
+	}
+	return nil
+}
+
+// EMFWriteError is returned by Flush and Run when the writer failed.
+type EMFWriteError struct{ Err error }
+
+func (e *EMFWriteError) Error() string {
+	return "metrics: write embedded metric format: " + e.Err.Error()
+}
+func (e *EMFWriteError) Unwrap() error { return e.Err }
+
+// RecordsPolled adds n to PolledEventCount.
+func (e *EMF) RecordsPolled(_ string, n int) { e.count(&e.agg.polled, n) }
+
+// RecordsFilteredOut adds n to FilteredOutEventCount.
+func (e *EMF) RecordsFilteredOut(_ string, n int) { e.count(&e.agg.filtered, n) }
+
+// RecordsDropped adds n to DroppedEventCount.
+func (e *EMF) RecordsDropped(_ string, n int) { e.count(&e.agg.dropped, n) }
+
+// RecordsDelivered adds n to OnFailureDestinationDeliveredEventCount.
+func (e *EMF) RecordsDelivered(_ string, n int) { e.count(&e.agg.delivered, n) }
+
+// BatchInvoked counts the invocation and its records and keeps its duration.
+func (e *EMF) BatchInvoked(_ string, records int, d time.Duration, failed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.agg.active = true
+	e.agg.invocations++
+	e.agg.invoked += int64(max(records, 0))
+	if failed {
+		e.agg.failed += int64(max(records, 0))
+	}
+	e.agg.duration.add(millis(d))
+}
+
+// IteratorAge keeps the age, in milliseconds.
+func (e *EMF) IteratorAge(_ string, age time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.agg.active = true
+	e.agg.age.add(millis(max(age, 0)))
+}
+
+// ShardState is ignored: Lambda has no such metric.
+func (e *EMF) ShardState(string, string) {}
+
+func (e *EMF) count(c *int64, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.agg.active = true
+	*c += int64(max(n, 0))
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// emfMetadata is the document's _aws member.
+type emfMetadata struct {
+	Timestamp         int64          `json:"Timestamp"`
+	CloudWatchMetrics []emfDirective `json:"CloudWatchMetrics"`
+}
+
+type emfDirective struct {
+	Namespace  string      `json:"Namespace"`
+	Dimensions [][]string  `json:"Dimensions"`
+	Metrics    []emfMetric `json:"Metrics"`
+}
+
+type emfMetric struct {
+	Name string `json:"Name"`
+	Unit string `json:"Unit"`
+}
+
+// emfValue is one metric of a document: a count, or a list of values.
+type emfValue struct {
+	name, unit string
+	count      int64
+	values     []float64 // nil for a count
+}
+
+// encode renders agg as documents stamped at now, each a line ending in a newline.
+func (e *EMF) encode(agg emfAggregate, now time.Time) [][]byte {
+	first := []emfValue{
+		{name: NamePolledEventCount, unit: unitCount, count: agg.polled},
+		{name: NameFilteredOutEventCount, unit: unitCount, count: agg.filtered},
+		{name: NameInvokedEventCount, unit: unitCount, count: agg.invoked},
+		{name: NameFailedInvokeEventCount, unit: unitCount, count: agg.failed},
+		{name: NameDroppedEventCount, unit: unitCount, count: agg.dropped},
+		{name: NameOnFailureDestinationDeliveredEventCount, unit: unitCount, count: agg.delivered},
+		{name: emfInvocations, unit: unitCount, count: agg.invocations},
+	}
+	ages, durations := agg.age.values(), agg.duration.values()
+	var lines [][]byte
+	for i := 0; i == 0 || i < len(ages) || i < len(durations); i += emfMaxValues {
+		var vals []emfValue
+		if i == 0 {
+			vals = first
+		}
+		if part := chunk(ages, i); len(part) > 0 {
+			vals = append(vals, emfValue{name: NameIteratorAge, unit: unitMillis, values: part})
+		}
+		if part := chunk(durations, i); len(part) > 0 {
+			vals = append(vals, emfValue{name: emfDuration, unit: unitMillis, values: part})
+		}
+		lines = append(lines, e.document(vals, now))
+	}
+	return lines
+}
+
+// chunk returns the at most emfMaxValues values of vs from i on.
+func chunk(vs []float64, i int) []float64 {
+	if i >= len(vs) {
+		return nil
+	}
+	return vs[i:min(i+emfMaxValues, len(vs))]
+}
+
+// document renders one EMF document: the _aws metadata, the dimensions, then the metrics.
+func (e *EMF) document(vals []emfValue, now time.Time) []byte {
+	meta := emfMetadata{
+		Timestamp: now.UnixMilli(),
+		CloudWatchMetrics: []emfDirective{{
+			Namespace:  e.namespace,
+			Dimensions: [][]string{{emfFunctionName, emfStreamName}},
+			Metrics:    make([]emfMetric, 0, len(vals)),
+		}},
+	}
+	for _, v := range vals {
+		meta.CloudWatchMetrics[0].Metrics = append(meta.CloudWatchMetrics[0].Metrics, emfMetric{Name: v.name, Unit: v.unit})
+	}
+	b := []byte(`{"_aws":`)
+	b = appendJSON(b, meta)
+	b = append(b, `,"`+emfFunctionName+`":`...)
+	b = appendJSON(b, e.function)
+	b = append(b, `,"`+emfStreamName+`":`...)
+	b = appendJSON(b, e.stream)
+	for _, v := range vals {
+		b = append(b, ',')
+		b = appendJSON(b, v.name)
+		b = append(b, ':')
+		if v.values == nil {
+			b = strconv.AppendInt(b, v.count, 10)
+			continue
+		}
+		b = append(b, '[')
+		for j, f := range v.values {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendFloat(b, f, 'f', -1, 64)
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}\n"...)
+}
+
+// appendJSON appends v's JSON encoding; v is one of this file's types or a string, which
+// always encode.
+func appendJSON(b []byte, v any) []byte {
+	enc, err := json.Marshal(v)
+	if err != nil {
+		panic("metrics: encode embedded metric format: " + err.Error()) // unreachable: see above
+	}
+	return append(b, enc...)
+}
+
+// sampler keeps the values of one interval: all of them up to emfMaxSamples, then a uniform
+// sample of that many (reservoir sampling) that always holds the smallest and the largest.
+type sampler struct {
+	vals     []float64
+	seen     int
+	min, max float64
+}
+
+func (s *sampler) add(v float64) {
+	if s.seen == 0 || v < s.min {
+		s.min = v
+	}
+	if s.seen == 0 || v > s.max {
+		s.max = v
+	}
+	s.seen++
+	if len(s.vals) < emfMaxSamples {
+		s.vals = append(s.vals, v)
+		return
+	}
+	if j := rand.IntN(s.seen); j < emfMaxSamples {
+		s.vals[j] = v
+	}
+}
+
+// values returns the kept values; once values were dropped, the first two are the smallest and
+// the largest seen, so that CloudWatch's Minimum and Maximum stay exact.
+func (s *sampler) values() []float64 {
+	if s.seen > len(s.vals) {
+		s.vals[0], s.vals[1] = s.min, s.max
+	}
+	return s.vals
+}

@@ -1,0 +1,70 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// Tee returns an observer that passes every measurement to each of obs, in order. Nil observers
+// are skipped; with none left it returns poller.NopObserver, with one it returns that one. The
+// result is as safe for concurrent use as obs are, and each call costs the sum of theirs.
+func Tee(obs ...poller.Observer) poller.Observer {
+	t := make(tee, 0, len(obs))
+	for _, o := range obs {
+		if o != nil {
+			t = append(t, o)
+		}
+	}
+	switch len(t) {
+	case 0:
+		return poller.NopObserver{}
+	case 1:
+		return t[0]
+	}
+	return t
+}
+
+type tee []poller.Observer
+
+func (t tee) RecordsPolled(shardID string, n int) {
+	for _, o := range t {
+		o.RecordsPolled(shardID, n)
+	}
+}
+
+func (t tee) RecordsFilteredOut(shardID string, n int) {
+	for _, o := range t {
+		o.RecordsFilteredOut(shardID, n)
+	}
+}
+
+func (t tee) BatchInvoked(shardID string, records int, d time.Duration, failed bool) {
+	for _, o := range t {
+		o.BatchInvoked(shardID, records, d, failed)
+	}
+}
+
+func (t tee) RecordsDropped(shardID string, n int) {
+	for _, o := range t {
+		o.RecordsDropped(shardID, n)
+	}
+}
+
+func (t tee) RecordsDelivered(shardID string, n int) {
+	for _, o := range t {
+		o.RecordsDelivered(shardID, n)
+	}
+}
+
+func (t tee) IteratorAge(shardID string, age time.Duration) {
+	for _, o := range t {
+		o.IteratorAge(shardID, age)
+	}
+}
+
+func (t tee) ShardState(shardID, state string) {
+	for _, o := range t {
+		o.ShardState(shardID, state)
+	}
+}
