@@ -240,7 +240,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		case outcomePartial:
 			log.Warn("partial batch failure; retrying from the lowest failed record", "failed_seq", deref(recs[failedAt].SequenceNumber), "handled", failedAt)
 			if state != nil { // the state covers the records the function handled
-				r.progress.Window.State = state
+				r.progress.Window = &WindowState{Start: r.progress.Window.Start, State: state}
 			}
 			if failedAt > 0 {
 				if err := r.ack(workCtx, recs[:failedAt]); err != nil {

@@ -13,6 +13,7 @@ import (
 
 // WindowState is a shard's open tumbling window: stored with the checkpoint, so that a restart
 // continues the window with the state the last successful invocation returned.
+// A WindowState is never changed once stored: the reader replaces it.
 type WindowState struct {
 	Start time.Time         `json:"start"`
 	State map[string]string `json:"state"`
@@ -158,7 +159,7 @@ func (r *reader) saveProgress(ctx context.Context) error {
 // ackWindow stores the state a windowed batch returned together with the batch's checkpoint, and
 // ends the window early when the state has grown past MaxWindowStateBytes.
 func (r *reader) ackWindow(runCtx, workCtx context.Context, recs []types.Record, state map[string]string) error {
-	r.progress.Window.State = state
+	r.progress.Window = &WindowState{Start: r.progress.Window.Start, State: state}
 	if err := r.ack(workCtx, recs); err != nil {
 		return err
 	}
