@@ -52,7 +52,8 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
 		return 1
 	}
-	defer stop()
+	stopOnce := sync.OnceFunc(stop)
+	defer stopOnce()
 	kinesisEndpoint = endpoint
 	cfg, err := local.AWSConfig(ctx, "")
 	if err != nil {
@@ -82,6 +83,7 @@ func testMain(m *testing.M) int {
 	}
 
 	code := m.Run()
+	stopOnce() // a private emulator's process watcher is not a leak of the code under test
 	if c, ok := kin.Options().HTTPClient.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
