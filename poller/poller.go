@@ -54,6 +54,7 @@ type Poller struct {
 	coord   Coordinator
 	filters *filter.Filters // nil: every record is invoked
 	obs     Observer
+	ready   func() // called once the mapping is running (see WithReady)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 }
@@ -63,6 +64,10 @@ type Option func(*Poller)
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(p *Poller) { p.log = l } }
+
+// WithReady registers f, called once when the mapping is running: the store was read, the
+// shards listed and, with a Coordinator, the first claim of leases made. Health checks use it.
+func WithReady(f func()) Option { return func(p *Poller) { p.ready = f } }
 
 // WithDestination sets where discarded records are reported (the client for
 // Config.OnFailureDestination). Without one, discarded records are only logged.
@@ -240,6 +245,9 @@ func (c *coordinator) run(ctx context.Context) error {
 		defer t.Stop()
 		claimTick = t.C
 		c.claim()
+	}
+	if p.ready != nil {
+		p.ready()
 	}
 	for {
 		if c.runCtx.Err() == nil && p.coord == nil {

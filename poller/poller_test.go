@@ -439,6 +439,32 @@ func TestFailingBatchIsRetriedAndCheckpointWaits(t *testing.T) {
 	}
 }
 
+func TestReadyAfterStart(t *testing.T) {
+	h := newHarness(t, 1)
+	ready := make(chan struct{})
+	cfg := h.cfg
+	cfg.StreamARN = h.arn
+	p, err := New(cfg, h.kin, h.store, invoke.NewInProcess(h.rec.handle), WithReady(func() { close(ready) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-ready:
+	case <-time.After(5 * time.Second):
+		t.Fatal("never ready")
+	}
+	if prog, _ := h.store.Load(context.Background()); len(prog) == 0 {
+		t.Fatal("ready before the store was initialised")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDisabledPollsNothing(t *testing.T) {
 	h := newHarness(t, 2)
 	counters := map[string]int{}
