@@ -43,7 +43,22 @@ type Options struct {
 	// Invoker, when set, invokes the function (HTTP endpoints, the Lambda API). Otherwise the
 	// handler passed to Run is invoked in-process.
 	Invoker poller.Invoker
-	Logger  *slog.Logger
+	// SQSProtocol is the protocol of the SQS client of an on-failure queue
+	// (Mapping.OnFailureDestination): "json" (default, the SDK's) or "query" (for emulators that
+	// speak only that, such as goaws).
+	SQSProtocol string
+	Logger      *slog.Logger
+	// LeaseTable, when set, is the DynamoDB lease table through which this worker shares the
+	// mapping's shards with the other workers of the table; progress then lives in the table and
+	// StateDir is not used. One table per mapping.
+	LeaseTable string
+	// CreateLeaseTable creates LeaseTable when it does not exist (otherwise that is an error).
+	CreateLeaseTable bool
+	// WorkerID names this worker in the lease table; unique among its workers. Default
+	// hostname-pid.
+	WorkerID string
+	// LeaseDuration is how long a lease lasts without renewal. Default 10 s (lease's default).
+	LeaseDuration time.Duration
 }
 
 // Run runs the mapping until ctx ends, invoking o.Invoker or, when it is nil, handler in-process.
@@ -89,7 +104,7 @@ func Run(ctx context.Context, o Options, handler any) error {
 	mc := o.Mapping
 	mc.StreamARN = arn
 	if mc.FunctionARN == "" {
-		mc.FunctionARN = fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", sa.Partition, sa.Region, sa.Account, o.FunctionName)
+		mc.FunctionARN = FunctionARN(sa, o.FunctionName)
 	}
 	inv := o.Invoker
 	if inv == nil {
@@ -99,6 +114,9 @@ func Run(ctx context.Context, o Options, handler any) error {
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
 	if _, err := poller.ListShards(ctx, kin, arn); err != nil {
 		return err
+	}
+	if o.LeaseTable != "" {
+		return runShared(ctx, o, cfg, kin, mc, inv)
 	}
 	store, err := lease.OpenFile(o.StateDir)
 	if err != nil {
@@ -112,6 +130,12 @@ func Run(ctx context.Context, o Options, handler any) error {
 	abs, _ := filepath.Abs(o.StateDir)
 	o.Logger.Info("esm running", "stream", arn, "function", mc.FunctionARN, "state_dir", abs, "pid", os.Getpid())
 	return p.Run(ctx)
+}
+
+// FunctionARN is the ARN of a function named name in the stream's partition, region and account:
+// the function of a mapping that names no ARN, which keys its checkpoints.
+func FunctionARN(stream poller.StreamARN, name string) string {
+	return fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", stream.Partition, stream.Region, stream.Account, name)
 }
 
 // AWSConfig loads the SDK configuration. With an endpoint URL and no credentials in the

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/kinesis-esm/esm/internal/cli"
+	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+type statusCmd struct {
+	cli.TemplateFlags `embed:""`
+	Stream            *string `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
+	FunctionName      *string `help:"Function name (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
+	StateDir          string  `help:"Directory of the checkpoint store." default:".esm" env:"ESM_STATE_DIR"`
+	JSON              bool    `help:"Print the shards as JSON." env:"ESM_JSON"`
+}
+
+// Shard states, as the poller's design names them.
+const (
+	statePending  = "pending"  // a parent is not finished yet
+	stateReading  = "reading"  // every parent finished: the shard is (or will be) read
+	stateFinished = "finished" // read to its end and checkpointed
+)
+
+// shardStatus is one shard of the mapping.
+type shardStatus struct {
+	ShardID    string     `json:"shardId"`
+	Parents    []string   `json:"parents,omitempty"`
+	State      string     `json:"state"`
+	Checkpoint string     `json:"checkpoint,omitempty"`
+	Start      string     `json:"start,omitempty"`
+	UpdatedAt  *time.Time `json:"updatedAt,omitempty"`
+	// Trimmed is set for a shard the store knows that the stream no longer lists (retention).
+	Trimmed bool `json:"trimmed,omitempty"`
+}
+
+type statusReport struct {
+	Stream   string        `json:"stream"`
+	Function string        `json:"function"`
+	StateDir string        `json:"stateDir"`
+	Shards   []shardStatus `json:"shards"`
+}
+
+// run lists the stream's shards (ListShards) and joins them with the checkpoints in the state
+// directory. The store is opened read-only; while an esm process holds it (bbolt locks the file),
+// status says which process and stops: stop that process, or copy the state directory.
+func (s *statusCmd) run(ctx context.Context, e env) error {
+	c, err := s.Target(ctx, s.Stream, s.FunctionName, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	o := c.Service
+	kin := kinesis.NewFromConfig(c.AWS, func(ko *kinesis.Options) {
+		if o.EndpointURL != "" {
+			ko.BaseEndpoint = aws.String(o.EndpointURL)
+		}
+	})
+	arn, err := service.ResolveStreamARN(ctx, kin, o.Stream)
+	if err != nil {
+		return err
+	}
+	sa, err := poller.ParseStreamARN(arn)
+	if err != nil {
+		return err
+	}
+	fn := o.Mapping.FunctionARN
+	if fn == "" {
+		fn = service.FunctionARN(sa, o.FunctionName)
+	}
+	progress, err := readProgress(s.StateDir, lease.MappingKey(arn, fn))
+	if err != nil {
+		return err
+	}
+	shards, err := poller.ListShards(ctx, kin, arn)
+	if err != nil {
+		return err
+	}
+	rep := statusReport{Stream: arn, Function: fn, StateDir: s.StateDir, Shards: shardStates(shards, progress)}
+	if s.JSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	_, err = io.WriteString(e.stdout, renderTree(rep))
+	return err
+}
+
+// readProgress reads one mapping's progress from the state directory without writing anything.
+// The layout (bucket per mapping key, JSON poller.ShardProgress per shard) is lease.FileStore's;
+// TestStatusReadsFileStore keeps the two in step.
+func readProgress(dir, key string) (map[string]poller.ShardProgress, error) {
+	path := filepath.Join(dir, "state.db")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return map[string]poller.ShardProgress{}, nil
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 200 * time.Millisecond})
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			holder := ""
+			if b, rerr := os.ReadFile(filepath.Join(dir, "esm.pid")); rerr == nil {
+				holder = " by pid " + strings.TrimSpace(string(b))
+			}
+			return nil, fmt.Errorf("%w: %s is held%s; esm status reads checkpoints when no esm process runs on that directory (stop it, or run status on a copy of the directory)", lease.ErrLocked, dir, holder)
+		}
+		return nil, fmt.Errorf("open state store %s: %w", path, err)
+	}
+	defer db.Close()
+	out := map[string]poller.ShardProgress{}
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(key))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var p poller.ShardProgress
+			if err := json.Unmarshal(v, &p); err != nil {
+				return fmt.Errorf("shard %s: %w", k, err)
+			}
+			out[string(k)] = p
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// shardStates joins the listing with the progress, as the poller sees it: a shard is finished
+// when the store says so; a parent the listing no longer shows was trimmed and counts as
+// finished; a shard is reading when all its parents are finished, pending otherwise.
+func shardStates(shards []types.Shard, progress map[string]poller.ShardProgress) []shardStatus {
+	listed := map[string]bool{}
+	for _, s := range shards {
+		listed[aws.ToString(s.ShardId)] = true
+	}
+	finished := func(id string) bool { return progress[id].Finished || !listed[id] }
+	var out []shardStatus
+	for _, s := range shards {
+		id := aws.ToString(s.ShardId)
+		st := shardStatus{ShardID: id, State: stateReading}
+		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+			if p != nil && *p != "" {
+				st.Parents = append(st.Parents, *p)
+				if !finished(*p) {
+					st.State = statePending
+				}
+			}
+		}
+		fill(&st, progress[id])
+		out = append(out, st)
+	}
+	for id, p := range progress { // shards the stream no longer lists
+		if !listed[id] {
+			st := shardStatus{ShardID: id, State: stateFinished, Trimmed: true}
+			fill(&st, p)
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b shardStatus) int { return strings.Compare(a.ShardID, b.ShardID) })
+	return out
+}
+
+func fill(st *shardStatus, p poller.ShardProgress) {
+	st.Checkpoint, st.Start = p.Checkpoint, p.Start
+	if p.Finished {
+		st.State = stateFinished
+	}
+	if !p.UpdatedAt.IsZero() {
+		t := p.UpdatedAt.UTC()
+		st.UpdatedAt = &t
+	}
+}
+
+// renderTree draws the shards as a lineage tree: each child under its first parent (a merge's
+// second parent is named on the child's line).
+func renderTree(rep statusReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "stream    %s\nfunction  %s\nstate     %s\n\n", rep.Stream, rep.Function, rep.StateDir)
+	byID := map[string]shardStatus{}
+	children := map[string][]string{}
+	for _, s := range rep.Shards {
+		byID[s.ShardID] = s
+	}
+	var roots []string
+	for _, s := range rep.Shards {
+		if len(s.Parents) > 0 {
+			if _, ok := byID[s.Parents[0]]; ok {
+				children[s.Parents[0]] = append(children[s.Parents[0]], s.ShardID)
+				continue
+			}
+		}
+		roots = append(roots, s.ShardID)
+	}
+	var walk func(id, prefix string, last, root bool)
+	walk = func(id, prefix string, last, root bool) {
+		s := byID[id]
+		branch, next := "", prefix
+		if !root {
+			branch, next = "├─ ", prefix+"│  "
+			if last {
+				branch, next = "└─ ", prefix+"   "
+			}
+		}
+		line := fmt.Sprintf("%-44s %-9s", prefix+branch+s.ShardID, s.State)
+		if s.Checkpoint != "" {
+			line += " checkpoint " + s.Checkpoint
+		} else if s.Start != "" && s.State != stateFinished {
+			line += " starts at " + s.Start
+		}
+		if len(s.Parents) > 1 {
+			line += " (merged with " + s.Parents[1] + ")"
+		}
+		if s.Trimmed {
+			line += " (trimmed from the stream)"
+		}
+		b.WriteString(strings.TrimRight(line, " ") + "\n")
+		kids := children[id]
+		for i, k := range kids {
+			walk(k, next, i == len(kids)-1, false)
+		}
+	}
+	for _, r := range roots {
+		walk(r, "", true, true)
+	}
+	return b.String()
+}

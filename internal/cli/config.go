@@ -1,0 +1,348 @@
+// Package cli turns esm's flags, environment variables and template into a configured mapping.
+// cmd/esm and handler.Start share it, so "esm run" and a handler run with "go run ." read the same
+// flags (every one also as ESM_<NAME>) and the same template.yaml, and resolve them the same way:
+// flags and environment variables override the template, which overrides Lambda's defaults.
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/sam"
+)
+
+// DefaultTemplate is the template read when --template is not given.
+const DefaultTemplate = "template.yaml"
+
+// emulatorAccountID is the account local emulators put in their ARNs (kinesis-local, goaws).
+const emulatorAccountID = "000000000000"
+
+// TemplateFlags select and resolve a mapping of a template.
+type TemplateFlags struct {
+	// Template is the SAM or CloudFormation template. Default template.yaml; when it does not
+	// exist and --stream is given, esm runs from flags alone.
+	Template string `help:"SAM or CloudFormation template with the mapping (default template.yaml; without one, --stream runs from flags alone)." env:"ESM_TEMPLATE" placeholder:"FILE"`
+	// Function selects the mapping when the template has several.
+	Function string `help:"Which mapping: a function's logical ID or name, <function>/<event>, or an AWS::Lambda::EventSourceMapping's logical ID." env:"ESM_FUNCTION" placeholder:"NAME"`
+	// ParameterOverrides are the template's parameters, in SAM's syntax, repeatable.
+	ParameterOverrides []string `help:"Template parameters in SAM's syntax: \"Key=Value Key2=Value2\" (repeatable; AWS::Region, AWS::AccountId and the other pseudo parameters too)." env:"ESM_PARAMETER_OVERRIDES" sep:"none" placeholder:"\"K=V ...\""`
+	// EndpointURL is where every AWS call goes; it also makes AWS::AccountId the emulators' account.
+	EndpointURL string `help:"Endpoint for every AWS service (a local emulator). Otherwise the SDK's AWS_ENDPOINT_URL_<SERVICE> variables apply." env:"ESM_ENDPOINT_URL" placeholder:"URL"`
+	// Region is the AWS region (AWS::Region). Default: the SDK's (AWS_REGION, ~/.aws/config), else us-east-1.
+	Region string `help:"AWS region (default: from the AWS environment, else us-east-1)." env:"ESM_REGION"`
+}
+
+// RunFlags are the flags of "esm run" and of a handler started with handler.Start. A nil pointer
+// means the flag was not given: the template's value (or Lambda's default) applies.
+type RunFlags struct {
+	TemplateFlags `embed:""`
+
+	Invoke []string `help:"Invoke the function at Lambda-Invoke-compatible endpoints (repeatable: a pool, one invocation at a time each, e.g. aws-lambda-rie), or lambda:NAME_OR_ARN through the Lambda API. Default: the example function in-process." env:"ESM_INVOKE" sep:"none" placeholder:"URL|lambda:NAME"`
+	Stream *string  `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
+	// Provision creates the template's stream on the emulator when it is missing.
+	Provision bool `help:"Create the template's stream (its AWS::Kinesis::Stream, with its ShardCount) on the --endpoint-url emulator when it does not exist." env:"ESM_PROVISION"`
+
+	StateDir    string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
+	SQSProtocol string `name:"sqs-protocol" help:"Protocol of the SQS on-failure destination: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
+
+	FunctionName              *string        `help:"Function name, used in ARNs and to key checkpoints (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
+	Timeout                   *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
+	BatchSize                 *int           `help:"Most records per invocation, 1-10000 (default: the template's, else 100)." env:"ESM_BATCH_SIZE"`
+	MaximumBatchingWindow     *int           `name:"maximum-batching-window" help:"Seconds to gather records before invoking, 0-300 (default: the template's, else 0)." env:"ESM_MAXIMUM_BATCHING_WINDOW"`
+	StartingPosition          *string        `help:"TRIM_HORIZON, LATEST or AT_TIMESTAMP (default: the template's, else TRIM_HORIZON)." env:"ESM_STARTING_POSITION"`
+	StartingPositionTimestamp *string        `help:"With AT_TIMESTAMP: RFC 3339 time or Unix seconds." env:"ESM_STARTING_POSITION_TIMESTAMP"`
+	Enabled                   *bool          `help:"Poll the stream (--no-enabled pauses the mapping; default: the template's Enabled)." negatable:"" env:"ESM_ENABLED"`
+
+	PollInterval      time.Duration `help:"Pause between polls of a caught-up shard." default:"1s" env:"ESM_POLL_INTERVAL"`
+	ShardSyncInterval time.Duration `help:"How often to list shards to find new ones." default:"60s" env:"ESM_SHARD_SYNC_INTERVAL"`
+	ShutdownGrace     time.Duration `help:"How long a stop waits for in-flight invocations." default:"30s" env:"ESM_SHUTDOWN_GRACE"`
+
+	LeaseTable       string        `help:"DynamoDB lease table shared by the workers of this mapping (one table per mapping); progress then lives there, not in --state-dir." env:"ESM_LEASE_TABLE" placeholder:"NAME"`
+	CreateLeaseTable bool          `help:"Create the lease table when it does not exist (--no-create-lease-table: fail instead)." default:"true" negatable:"" env:"ESM_CREATE_LEASE_TABLE"`
+	WorkerID         string        `help:"This worker's id in the lease table, unique among its workers (default: hostname-pid)." env:"ESM_WORKER_ID" placeholder:"ID"`
+	LeaseDuration    time.Duration `help:"How long a worker's lease lasts without renewal; renewed every third of it. The same for every worker of a table." default:"10s" env:"ESM_LEASE_DURATION"`
+
+	LogFlags `embed:""`
+}
+
+// LogFlags configure the structured log on stderr.
+type LogFlags struct {
+	LogFormat string `help:"text or json." default:"text" enum:"text,json" env:"ESM_LOG_FORMAT"`
+	LogLevel  string `help:"debug, info, warn or error." default:"info" enum:"debug,info,warn,error" env:"ESM_LOG_LEVEL"`
+}
+
+// Logger returns the logger the flags describe, writing to w.
+func (f LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(f.LogLevel)); err != nil {
+		return nil, Usage(fmt.Errorf("--log-level %q: %w", f.LogLevel, err))
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if f.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// Usage marks err as a usage or configuration error: exit code 2.
+func Usage(err error) error { return &usageError{err} }
+
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// ExitCode is the process exit code for err: 0 for nil, 2 for invalid configuration or usage, 1
+// for anything else (a runtime failure).
+func ExitCode(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue), errors.Is(err, poller.ErrInvalidConfig):
+		return 2
+	}
+	return 1
+}
+
+// OneLine renders err on one line, for stderr.
+func OneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// Resolved is a template resolved with the endpoint's region and account.
+type Resolved struct {
+	// Template is nil when no template was read (flag-only mode).
+	Template *sam.Template
+	// AWS is the SDK configuration for the endpoint in use; no call has been made with it.
+	AWS aws.Config
+}
+
+// accountLookup finds the caller's account when the template needs AWS::AccountId and esm runs
+// against real AWS.
+type accountLookup interface {
+	GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, optFns ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
+}
+
+// Resolve reads the template, if there is one. AWS::AccountId is the emulators' 000000000000 with
+// an endpoint URL, and sam local's 123456789012 otherwise; with lookupAccount set and no endpoint
+// URL (real AWS), a template that resolves is then resolved again with the caller's account (STS
+// GetCallerIdentity), unless AWS::AccountId is overridden. A template error is reported before
+// any AWS call. A missing default template is not an error: Template is then nil.
+func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolved, error) {
+	overrides := map[string]string{}
+	for _, s := range f.ParameterOverrides {
+		po, err := sam.ParseParameterOverrides(s)
+		if err != nil {
+			return nil, Usage(fmt.Errorf("--parameter-overrides: %w", err))
+		}
+		for k, v := range po {
+			overrides[k] = v
+		}
+	}
+	cfg, err := service.AWSConfig(ctx, f.Region, f.EndpointURL)
+	if err != nil {
+		return nil, err
+	}
+	res := &Resolved{AWS: cfg}
+	path := cmp.Or(f.Template, DefaultTemplate)
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) && f.Template == "" {
+			return res, nil
+		}
+		return nil, Usage(fmt.Errorf("template %s: %w", path, err))
+	}
+	opts := sam.Options{ParameterOverrides: overrides, Region: cfg.Region, EndpointURL: f.EndpointURL}
+	if f.EndpointURL != "" {
+		opts.AccountID = emulatorAccountID
+	}
+	// The template is checked first, with sam local's account: a wrong template is reported as
+	// such, before any AWS call.
+	res.Template, err = sam.Load(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, given := overrides["AWS::AccountId"]; given || f.EndpointURL != "" || !lookupAccount {
+		return res, nil
+	}
+	out, err := sts.NewFromConfig(cfg).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return nil, fmt.Errorf("find the AWS account for AWS::AccountId (or pass --parameter-overrides AWS::AccountId=...): %w", err)
+	}
+	opts.AccountID = aws.ToString(out.Account)
+	if res.Template, err = sam.Load(path, opts); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Config is a run's configuration: what service.Run needs, and what the template says about the
+// function.
+type Config struct {
+	Service service.Options
+	// Mapping is the template's mapping; nil in flag-only mode.
+	Mapping *sam.Mapping
+	// Warnings are the template's (mappings esm skipped).
+	Warnings []string
+	// Invoke are the --invoke targets; empty means in-process.
+	Invoke []string
+	// Provision asks Run to create the template's stream on the emulator (ProvisionStream).
+	Provision bool
+	// AWS is the SDK configuration for the endpoint in use.
+	AWS aws.Config
+	// Logger is the run's logger.
+	Logger *slog.Logger
+}
+
+// Load resolves the flags, the environment and the template into a run configuration. It makes
+// no AWS call except STS GetCallerIdentity when the template needs the account of real AWS.
+func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) {
+	logger, err := f.Logger(stderr)
+	if err != nil {
+		return nil, err
+	}
+	c, err := f.Target(ctx, f.Stream, f.FunctionName, logger)
+	if err != nil {
+		return nil, err
+	}
+	c.Invoke, c.Provision = splitTargets(f.Invoke), f.Provision
+	o, mc := c.Service, c.Service.Mapping
+	o.StateDir, o.SQSProtocol = f.StateDir, f.SQSProtocol
+	if f.Timeout != nil {
+		o.FunctionTimeout = *f.Timeout
+	}
+	if err := f.overrideMapping(&mc); err != nil {
+		return nil, err
+	}
+	mc.PollInterval, mc.ShardSyncInterval, mc.ShutdownGrace = f.PollInterval, f.ShardSyncInterval, f.ShutdownGrace
+	if f.LeaseDuration <= 0 {
+		return nil, Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))
+	}
+	o.LeaseTable, o.CreateLeaseTable, o.WorkerID, o.LeaseDuration = f.LeaseTable, f.CreateLeaseTable, f.WorkerID, f.LeaseDuration
+	o.Mapping = mc
+	c.Service = o
+	return c, nil
+}
+
+// Target resolves the mapping the flags name, with stream and functionName (the --stream and
+// --function-name flags, when given) overriding the template's: the mapping's stream, function
+// and settings as the service takes them, without the settings that only a run has.
+func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string, logger *slog.Logger) (*Config, error) {
+	res, err := f.Resolve(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{Logger: logger, AWS: res.AWS}
+	o := service.Options{
+		EndpointURL:     f.EndpointURL,
+		Region:          res.AWS.Region,
+		FunctionName:    "example",
+		FunctionTimeout: 3 * time.Second,
+		Logger:          logger,
+	}
+	mc := poller.Config{StartingPosition: poller.TrimHorizon}
+	switch {
+	case res.Template != nil:
+		m, err := res.Template.Select(f.Function)
+		if err != nil {
+			if len(res.Template.Warnings) > 0 {
+				return nil, fmt.Errorf("%w (%s)", err, strings.Join(res.Template.Warnings, "; "))
+			}
+			return nil, err
+		}
+		c.Mapping, c.Warnings = m, res.Template.Warnings
+		mc = m.PollerConfig()
+		o.Stream = streamFor(m)
+		o.FunctionName = m.Function.FunctionName
+		o.FunctionTimeout = time.Duration(m.Function.Timeout) * time.Second
+	case stream == nil:
+		path := cmp.Or(f.Template, DefaultTemplate)
+		return nil, Usage(fmt.Errorf("no %s here: pass --template FILE, or --stream NAME to run without a template", path))
+	case f.Function != "":
+		return nil, Usage(errors.New("--function selects a mapping of a template, and there is none: pass --template FILE"))
+	}
+	if stream != nil {
+		o.Stream = *stream
+		mc.StreamARN = ""
+	}
+	if functionName != nil {
+		o.FunctionName = *functionName
+		mc.FunctionARN = ""
+	}
+	o.Mapping = mc
+	c.Service = o
+	return c, nil
+}
+
+// streamFor is what the service looks the stream up by: its name when the template derived the
+// ARN from this account (the endpoint's own ARN then wins), the ARN itself when the template gave
+// another account's stream.
+func streamFor(m *sam.Mapping) string {
+	if m.Stream.LogicalID != "" {
+		return m.Stream.Name
+	}
+	return m.EventSourceArn
+}
+
+// overrideMapping applies the mapping flags that were given.
+func (f *RunFlags) overrideMapping(mc *poller.Config) error {
+	if f.BatchSize != nil {
+		if *f.BatchSize == 0 { // an explicit 0 is out of range, not "the default"
+			return poller.RangeError("batchSize", 0, 1, poller.MaxBatchSize)
+		}
+		mc.BatchSize = *f.BatchSize
+	}
+	if f.MaximumBatchingWindow != nil {
+		mc.MaximumBatchingWindow = time.Duration(*f.MaximumBatchingWindow) * time.Second
+	}
+	if f.StartingPosition != nil {
+		mc.StartingPosition = *f.StartingPosition
+		if f.StartingPositionTimestamp == nil {
+			mc.StartingPositionTimestamp = time.Time{}
+		}
+	}
+	if f.StartingPositionTimestamp != nil {
+		ts, err := ParseTimestamp(*f.StartingPositionTimestamp)
+		if err != nil {
+			return Usage(err)
+		}
+		mc.StartingPositionTimestamp = ts
+	}
+	if f.Enabled != nil {
+		mc.Disabled = !*f.Enabled
+	}
+	return nil
+}
+
+// splitTargets splits --invoke values that hold several targets (ESM_INVOKE="url1 url2").
+func splitTargets(in []string) []string {
+	var out []string
+	for _, s := range in {
+		out = append(out, strings.Fields(s)...)
+	}
+	return out
+}
+
+// ParseTimestamp reads an RFC 3339 time or Unix seconds (possibly fractional).
+func ParseTimestamp(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		sec := int64(f)
+		return time.Unix(sec, int64((f-float64(sec))*1e9)), nil
+	}
+	return time.Time{}, fmt.Errorf("StartingPositionTimestamp %q: want an RFC 3339 time or Unix seconds", s)
+}

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/sam"
+)
+
+const tpl = `Transform: AWS::Serverless-2016-10-31
+Parameters:
+  StreamName: {Type: String, Default: orders}
+Resources:
+  Stream:
+    Type: AWS::Kinesis::Stream
+    Properties: {Name: !Ref StreamName, ShardCount: 1}
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      FunctionName: consumer
+      Timeout: 12
+      Events:
+        K:
+          Type: Kinesis
+          Properties:
+            Stream: !GetAtt Stream.Arn
+            StartingPosition: AT_TIMESTAMP
+            StartingPositionTimestamp: 1700000000
+            BatchSize: 10
+            MaximumBatchingWindowInSeconds: 5
+            Enabled: false
+`
+
+// load parses args as RunFlags (as handler.Run does) and loads them.
+func load(t *testing.T, args ...string) (*Config, error) {
+	t.Helper()
+	var f RunFlags
+	p, err := kong.New(&f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f.Load(context.Background(), io.Discard)
+}
+
+// TestLoadPrecedence: flags and ESM_* variables override the template, which overrides the
+// defaults; the stream is looked up by name when the template declares it.
+func TestLoadPrecedence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	if err := os.WriteFile(path, []byte(tpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--template", path, "--endpoint-url", "http://127.0.0.1:1"}
+
+	c, err := load(t, base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := c.Service.Mapping
+	if c.Service.Stream != "orders" || c.Service.FunctionName != "consumer" || c.Service.FunctionTimeout != 12*time.Second ||
+		mc.BatchSize != 10 || mc.MaximumBatchingWindow != 5*time.Second || !mc.Disabled || mc.StartingPosition != poller.AtTimestamp ||
+		mc.StartingPositionTimestamp.Unix() != 1700000000 || mc.FunctionARN != "arn:aws:lambda:us-east-1:000000000000:function:consumer" {
+		t.Fatalf("template not applied: %+v %+v", c.Service, mc)
+	}
+
+	t.Setenv("ESM_BATCH_SIZE", "20")
+	c, err = load(t, append(base, "--parameter-overrides", "StreamName=payments", "--timeout", "2s", "--enabled",
+		"--starting-position", "LATEST", "--function-name", "other", "--maximum-batching-window", "0")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc = c.Service.Mapping
+	if c.Service.Stream != "payments" || c.Service.FunctionTimeout != 2*time.Second || mc.BatchSize != 20 || mc.Disabled ||
+		mc.StartingPosition != poller.Latest || !mc.StartingPositionTimestamp.IsZero() || mc.MaximumBatchingWindow != 0 ||
+		c.Service.FunctionName != "other" || mc.FunctionARN != "" {
+		t.Fatalf("flags and environment do not override the template: %+v %+v", c.Service, mc)
+	}
+
+	c, err = load(t, append(base, "--stream", "arn:aws:kinesis:us-east-1:000000000000:stream/x")...)
+	if err != nil || c.Service.Stream != "arn:aws:kinesis:us-east-1:000000000000:stream/x" || c.Service.Mapping.StreamARN != "" {
+		t.Fatalf("--stream does not override the template: %v %+v", err, c)
+	}
+}
+
+func TestLoadWithoutTemplate(t *testing.T) {
+	t.Chdir(t.TempDir())
+	_, err := load(t)
+	if ExitCode(err) != 2 || err.Error() != "no template.yaml here: pass --template FILE, or --stream NAME to run without a template" {
+		t.Fatalf("no template, no stream: %v (exit code %d)", err, ExitCode(err))
+	}
+	c, err := load(t, "--stream", "s", "--batch-size", "7")
+	if err != nil || c.Mapping != nil || c.Service.Stream != "s" || c.Service.Mapping.BatchSize != 7 ||
+		c.Service.Mapping.StartingPosition != poller.TrimHorizon || c.Service.FunctionName != "example" {
+		t.Fatalf("flag-only mode: %v %+v", err, c)
+	}
+	_, err = load(t, "--stream", "s", "--batch-size", "0")
+	if !errors.Is(err, poller.ErrInvalidConfig) || ExitCode(err) != 2 {
+		t.Fatalf("--batch-size 0: %v", err)
+	}
+	_, err = load(t, "--template", "missing.yaml")
+	if ExitCode(err) != 2 {
+		t.Fatalf("a --template that does not exist: %v", err)
+	}
+	var se *sam.SelectionError
+	if errors.As(err, &se) {
+		t.Fatal("a missing template is not a selection error")
+	}
+}
+
+func TestInvokerTargets(t *testing.T) {
+	c := &Config{Logger: nil}
+	for _, tt := range []struct {
+		targets []string
+		ok      bool
+	}{
+		{nil, true},
+		{[]string{"http://127.0.0.1:9001", "http://127.0.0.1:9002"}, true},
+		{[]string{"http://127.0.0.1:9001 http://127.0.0.1:9002"}, true}, // ESM_INVOKE="a b"
+		{[]string{"lambda:fn"}, true},
+		{[]string{"lambda:fn", "http://127.0.0.1:9001"}, false},
+		{[]string{"lambda:"}, false},
+		{[]string{"127.0.0.1:9001"}, false},
+		{[]string{"http://127.0.0.1:9001", "http://127.0.0.1:9001"}, false}, // the same endpoint twice
+	} {
+		c.Invoke = splitTargets(tt.targets)
+		c.Service.FunctionTimeout = 3 * time.Second
+		c.Logger = discardLogger()
+		inv, err := c.Invoker()
+		if (err == nil) != tt.ok {
+			t.Errorf("--invoke %q: %v", tt.targets, err)
+		}
+		if err != nil && ExitCode(err) != 2 {
+			t.Errorf("--invoke %q: exit code %d, want 2", tt.targets, ExitCode(err))
+		}
+		if tt.ok && (inv == nil) != (len(tt.targets) == 0) {
+			t.Errorf("--invoke %q: invoker %v", tt.targets, inv)
+		}
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

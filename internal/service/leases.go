@@ -1,0 +1,62 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// DefaultWorkerID is a worker id unique on this host: hostname-pid.
+func DefaultWorkerID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", cmp.Or(host, "esm"), os.Getpid())
+}
+
+// runShared runs the mapping as one worker of those sharing o.LeaseTable: progress lives in the
+// lease table, and the Dynamo coordinator shares the shards. Its leases are renewed until the
+// poller has stopped (its last batches and checkpoints need them), then released.
+func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Client, mc poller.Config, inv poller.Invoker) error {
+	ddb := dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
+		if o.EndpointURL != "" {
+			do.BaseEndpoint = aws.String(o.EndpointURL)
+		}
+	})
+	if err := lease.EnsureTable(ctx, ddb, o.LeaseTable, o.CreateLeaseTable); err != nil {
+		return err
+	}
+	id := cmp.Or(o.WorkerID, DefaultWorkerID())
+	opts := []lease.DynamoOption{lease.WithLogger(o.Logger)}
+	if o.LeaseDuration > 0 {
+		opts = append(opts, lease.WithLeaseDuration(o.LeaseDuration))
+	}
+	d, err := lease.NewDynamo(ddb, o.LeaseTable, id, opts...)
+	if err != nil {
+		return err
+	}
+	if mc.ClaimInterval == 0 {
+		mc.ClaimInterval = d.ClaimInterval()
+	}
+	p, err := poller.New(mc, kin, d, inv, poller.WithLogger(o.Logger), poller.WithCoordinator(d))
+	if err != nil {
+		return err
+	}
+	leaseCtx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
+	renewed := make(chan error, 1)
+	go func() { renewed <- d.Run(leaseCtx) }()
+	o.Logger.Info("esm running", "stream", mc.StreamARN, "function", mc.FunctionARN, "lease_table", o.LeaseTable,
+		"worker_id", id, "lease_duration", d.LeaseDuration(), "claim_interval", mc.ClaimInterval, "pid", os.Getpid())
+	err = p.Run(ctx)
+	stopLeases()
+	if rerr := <-renewed; err == nil {
+		err = rerr
+	}
+	return err
+}

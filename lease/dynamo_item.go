@@ -1,0 +1,280 @@
+package lease
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// Attribute names of a lease item. The first group are KCL's, with KCL's meaning, so that
+// operators and tools recognise the table; the second group are esm's own.
+const (
+	attrKey           = "leaseKey"                     // S, hash key: the shard id
+	attrOwner         = "leaseOwner"                   // S: worker id; absent = unowned
+	attrCounter       = "leaseCounter"                 // N: +1 on every renewal, take, hand-over, release and checkpoint
+	attrCheckpoint    = "checkpoint"                   // S: sequence number or a sentinel (see below)
+	attrSubSequence   = "checkpointSubSequenceNumber"  // N: always 0 (esm does not de-aggregate KPL records yet)
+	attrOwnerSwitches = "ownerSwitchesSinceCheckpoint" // N: +1 per ownership change, 0 after a checkpoint
+	attrParents       = "parentShardId"                // SS: the shard's parents; absent when it has none
+	attrChildren      = "childShardIds"                // SS: the shard's children, once known
+	attrStartHash     = "startingHashKey"              // S
+	attrEndHash       = "endingHashKey"                // S
+
+	// attrPendingOwner names the worker that asked for the lease in a cooperative hand-over. The
+	// owner stops reading, checkpoints and releases the lease, which stays reserved for that
+	// worker (unowned, with pendingOwner) until it takes it or a lease duration passes.
+	attrPendingOwner = "pendingOwner" // S
+	// attrStart is ShardProgress.Start, kept even after the shard has a checkpoint.
+	attrStart = "startingPosition" // S
+	// attrLastCheckpoint is the last checkpointed sequence number of a finished shard, whose
+	// checkpoint attribute reads SHARD_END.
+	attrLastCheckpoint = "lastCheckpoint" // S
+	// attrUpdatedAt is ShardProgress.UpdatedAt, RFC 3339 with nanoseconds, UTC. Informational:
+	// lease expiry never reads it.
+	attrUpdatedAt = "updatedAt" // S
+	// attrWindow is ShardProgress.Window, the open tumbling window and its state, as JSON. A
+	// DynamoDB item holds at most 400 KB, less than the 1 MB of state Lambda allows a window.
+	attrWindow = "windowState" // S
+)
+
+// Checkpoint sentinels, as KCL writes them.
+const (
+	sentinelShardEnd = "SHARD_END"
+)
+
+// Lease is one item of a lease table: one shard of the mapping.
+type Lease struct {
+	ShardID string
+	// Owner is the worker holding the lease; "" when nobody does.
+	Owner string
+	// Counter is the lease's fencing token and heartbeat: every write raises it by one.
+	Counter int64
+	// PendingOwner is the worker a cooperative hand-over was requested for ("" when none); on an
+	// unowned lease, the worker it is reserved for.
+	PendingOwner string
+	// OwnerSwitchesSinceCheckpoint counts ownership changes since the last checkpoint.
+	OwnerSwitchesSinceCheckpoint int64
+	Parents, Children            []string
+	StartingHashKey              string
+	EndingHashKey                string
+	// Progress is the shard's progress as poller.Store reports it.
+	Progress poller.ShardProgress
+	// Checkpoint is the raw checkpoint attribute: a sequence number, TRIM_HORIZON, LATEST,
+	// AT_TIMESTAMP or SHARD_END.
+	Checkpoint string
+}
+
+// Finished reports whether the shard was read to its end (checkpoint SHARD_END).
+func (l Lease) Finished() bool { return l.Checkpoint == sentinelShardEnd }
+
+// checkpointAttr is the checkpoint attribute for a progress: SHARD_END for a finished shard, else
+// the checkpoint, else the starting position as its sentinel (TRIM_HORIZON when none).
+func checkpointAttr(pr poller.ShardProgress) string {
+	switch {
+	case pr.Finished:
+		return sentinelShardEnd
+	case pr.Checkpoint != "":
+		return pr.Checkpoint
+	case pr.Start != "":
+		return pr.Start
+	}
+	return poller.TrimHorizon
+}
+
+func isPositionSentinel(s string) bool {
+	return s == poller.TrimHorizon || s == poller.Latest || s == poller.AtTimestamp
+}
+
+// progressOf maps a lease item's attributes back to the ShardProgress that wrote them. Items
+// written by KCL (no startingPosition) read their start from the checkpoint sentinel.
+func progressOf(checkpoint, last, start string, updated time.Time) poller.ShardProgress {
+	pr := poller.ShardProgress{Start: start, UpdatedAt: updated}
+	switch {
+	case checkpoint == sentinelShardEnd:
+		pr.Finished, pr.Checkpoint = true, last
+	case isPositionSentinel(checkpoint):
+		if start == "" && checkpoint != poller.TrimHorizon {
+			pr.Start = checkpoint
+		}
+	default:
+		pr.Checkpoint = checkpoint
+	}
+	return pr
+}
+
+// progressUpdate is the SET and REMOVE clauses (with their values) that record pr.
+type progressUpdate struct {
+	set    []string
+	remove []string
+	values map[string]types.AttributeValue
+}
+
+// newProgressUpdate writes pr, resetting the sub-sequence number and the owner switches (a
+// checkpoint was written).
+func newProgressUpdate(pr poller.ShardProgress) (progressUpdate, error) {
+	u := progressUpdate{values: map[string]types.AttributeValue{}}
+	u.setS("#cp", ":cp", checkpointAttr(pr))
+	u.set = append(u.set, "#sub = :zero", "#sw = :zero")
+	u.values[":zero"] = num(0)
+	if pr.Finished && pr.Checkpoint != "" {
+		u.setS("#last", ":last", pr.Checkpoint)
+	} else {
+		u.remove = append(u.remove, "#last")
+	}
+	if pr.Start != "" {
+		u.setS("#start", ":start", pr.Start)
+	} else {
+		u.remove = append(u.remove, "#start")
+	}
+	if !pr.UpdatedAt.IsZero() {
+		u.setS("#upd", ":upd", pr.UpdatedAt.UTC().Format(time.RFC3339Nano))
+	} else {
+		u.remove = append(u.remove, "#upd")
+	}
+	if pr.Window != nil {
+		w, err := json.Marshal(pr.Window)
+		if err != nil {
+			return u, fmt.Errorf("encode window state: %w", err)
+		}
+		u.setS("#win", ":win", string(w))
+	} else {
+		u.remove = append(u.remove, "#win")
+	}
+	return u, nil
+}
+
+func (u *progressUpdate) setS(name, value, s string) {
+	u.set = append(u.set, name+" = "+value)
+	u.values[value] = str(s)
+}
+
+// progressNames are the expression attribute names progressUpdate uses.
+var progressNames = map[string]string{
+	"#cp": attrCheckpoint, "#sub": attrSubSequence, "#sw": attrOwnerSwitches,
+	"#last": attrLastCheckpoint, "#start": attrStart, "#upd": attrUpdatedAt, "#win": attrWindow,
+}
+
+// newItem is a new, unowned lease for a shard.
+func newItem(si poller.ShardInfo) (map[string]types.AttributeValue, error) {
+	pr := si.Initial
+	it := map[string]types.AttributeValue{
+		attrKey:           str(si.ShardID),
+		attrCounter:       num(0),
+		attrCheckpoint:    str(checkpointAttr(pr)),
+		attrSubSequence:   num(0),
+		attrOwnerSwitches: num(0),
+	}
+	if ps := nonEmpty(si.Parents); len(ps) > 0 {
+		it[attrParents] = &types.AttributeValueMemberSS{Value: ps}
+	}
+	if si.StartingHashKey != "" {
+		it[attrStartHash] = str(si.StartingHashKey)
+	}
+	if si.EndingHashKey != "" {
+		it[attrEndHash] = str(si.EndingHashKey)
+	}
+	if pr.Finished && pr.Checkpoint != "" {
+		it[attrLastCheckpoint] = str(pr.Checkpoint)
+	}
+	if pr.Start != "" {
+		it[attrStart] = str(pr.Start)
+	}
+	if !pr.UpdatedAt.IsZero() {
+		it[attrUpdatedAt] = str(pr.UpdatedAt.UTC().Format(time.RFC3339Nano))
+	}
+	if pr.Window != nil {
+		w, err := json.Marshal(pr.Window)
+		if err != nil {
+			return nil, fmt.Errorf("encode window state of %s: %w", si.ShardID, err)
+		}
+		it[attrWindow] = str(string(w))
+	}
+	return it, nil
+}
+
+// decodeLease reads a lease item.
+func decodeLease(it map[string]types.AttributeValue) (Lease, error) {
+	var l Lease
+	var err error
+	getS := func(name string) string {
+		if v, ok := it[name].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	getN := func(name string) int64 {
+		v, ok := it[name].(*types.AttributeValueMemberN)
+		if !ok {
+			return 0
+		}
+		n, perr := strconv.ParseInt(v.Value, 10, 64)
+		if perr != nil && err == nil {
+			err = fmt.Errorf("attribute %s: %w", name, perr)
+		}
+		return n
+	}
+	getSS := func(name string) []string {
+		if v, ok := it[name].(*types.AttributeValueMemberSS); ok {
+			out := slices.Clone(v.Value)
+			slices.Sort(out)
+			return out
+		}
+		return nil
+	}
+	l.ShardID = getS(attrKey)
+	if l.ShardID == "" {
+		return l, fmt.Errorf("lease item without a string %s", attrKey)
+	}
+	l.Owner = getS(attrOwner)
+	l.Counter = getN(attrCounter)
+	l.PendingOwner = getS(attrPendingOwner)
+	l.OwnerSwitchesSinceCheckpoint = getN(attrOwnerSwitches)
+	l.Parents = getSS(attrParents)
+	l.Children = getSS(attrChildren)
+	l.StartingHashKey = getS(attrStartHash)
+	l.EndingHashKey = getS(attrEndHash)
+	l.Checkpoint = getS(attrCheckpoint)
+	var updated time.Time
+	if s := getS(attrUpdatedAt); s != "" {
+		if updated, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			err = fmt.Errorf("attribute %s: %w", attrUpdatedAt, err)
+		}
+	}
+	l.Progress = progressOf(l.Checkpoint, getS(attrLastCheckpoint), getS(attrStart), updated)
+	if w := getS(attrWindow); w != "" && err == nil {
+		l.Progress.Window = &poller.WindowState{}
+		if err = json.Unmarshal([]byte(w), l.Progress.Window); err != nil {
+			err = fmt.Errorf("attribute %s: %w", attrWindow, err)
+		}
+	}
+	if err != nil {
+		return l, fmt.Errorf("lease %s: %w", l.ShardID, err)
+	}
+	return l, nil
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func key(shardID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrKey: str(shardID)}
+}
+
+func nonEmpty(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
