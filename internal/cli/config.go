@@ -76,6 +76,9 @@ type RunFlags struct {
 	WorkerID         string        `help:"This worker's id in the lease table, unique among its workers (default: hostname-pid)." env:"ESM_WORKER_ID" placeholder:"ID"`
 	LeaseDuration    time.Duration `help:"How long a worker's lease lasts without renewal; renewed every third of it. The same for every worker of a table." default:"10s" env:"ESM_LEASE_DURATION"`
 
+	MetricsAddr string `help:"Serve Prometheus metrics (/metrics) and health checks (/healthz, /readyz) at this address; off unless set. A bare :PORT binds 127.0.0.1." env:"ESM_METRICS_ADDR" placeholder:"HOST:PORT"`
+	EMF         bool   `help:"Also write the metrics as CloudWatch embedded-metric-format lines on stdout, once a minute." env:"ESM_EMF"`
+
 	LogFlags `embed:""`
 }
 
@@ -204,6 +207,10 @@ type Config struct {
 	AWS aws.Config
 	// Logger is the run's logger.
 	Logger *slog.Logger
+	// MetricsAddr is where /metrics, /healthz and /readyz are served; "" for none.
+	MetricsAddr string
+	// EMF writes CloudWatch embedded-metric-format lines on stdout.
+	EMF bool
 }
 
 // Load resolves the flags, the environment and the template into a run configuration. It makes
@@ -218,6 +225,10 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 		return nil, err
 	}
 	c.Invoke, c.Provision = splitTargets(f.Invoke), f.Provision
+	c.MetricsAddr, c.EMF = f.MetricsAddr, f.EMF
+	if strings.HasPrefix(c.MetricsAddr, ":") {
+		c.MetricsAddr = "127.0.0.1" + c.MetricsAddr
+	}
 	o, mc := c.Service, c.Service.Mapping
 	o.StateDir, o.SQSProtocol = f.StateDir, f.SQSProtocol
 	if f.Timeout != nil {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -109,5 +111,61 @@ func Run(ctx context.Context, c *Config, handler any) error {
 	if c.Mapping != nil {
 		c.Logger.Info("mapping from template", "mapping", c.Mapping.ID, "function", o.FunctionName, "stream", o.Stream)
 	}
-	return service.Run(ctx, o, handler)
+	stop, err := c.observe(ctx, &o)
+	if err != nil {
+		return err
+	}
+	err = service.Run(ctx, o, handler)
+	if serr := stop(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// observe sets up the metrics the flags ask for: Prometheus with the health endpoints, and EMF
+// lines. The returned stop ends them (after the mapping stopped) and reports their errors.
+func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() error, err error) {
+	var observers []poller.Observer
+	var runs []func(context.Context) error
+	if c.MetricsAddr != "" {
+		reg := metrics.NewRegistry()
+		observers = append(observers, metrics.NewPrometheus(reg, o.FunctionName, o.Stream))
+		var ready atomic.Bool
+		srv := metrics.NewServer(c.MetricsAddr, reg, func() error {
+			if !ready.Load() {
+				return errors.New("starting: the store is not read or no leases are claimed yet")
+			}
+			return nil
+		})
+		if _, err := srv.Listen(); err != nil { // a port in use fails before anything is polled
+			return nil, fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
+		}
+		o.Ready = func() { ready.Store(true) }
+		runs = append(runs, srv.Run)
+		c.Logger.Info("metrics served", "addr", c.MetricsAddr)
+	}
+	if c.EMF {
+		emf := metrics.NewEMF(os.Stdout, "esm", o.FunctionName, o.Stream, 0)
+		observers = append(observers, emf)
+		runs = append(runs, emf.Run)
+	}
+	if len(observers) == 0 {
+		return func() error { return nil }, nil
+	}
+	o.Observer = metrics.Tee(observers...)
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	errs := make(chan error, len(runs))
+	for _, run := range runs {
+		go func() { errs <- run(mctx) }()
+	}
+	return func() error {
+		cancel()
+		var first error
+		for range runs {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}, nil
 }

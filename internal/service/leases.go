@@ -23,7 +23,7 @@ func DefaultWorkerID() string {
 // runShared runs the mapping as one worker of those sharing o.LeaseTable: progress lives in the
 // lease table, and the Dynamo coordinator shares the shards. Its leases are renewed until the
 // poller has stopped (its last batches and checkpoints need them), then released.
-func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Client, mc poller.Config, inv poller.Invoker) error {
+func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Client, mc poller.Config, inv poller.Invoker, popts []poller.Option) error {
 	ddb := dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
 		if o.EndpointURL != "" {
 			do.BaseEndpoint = aws.String(o.EndpointURL)
@@ -44,7 +44,7 @@ func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Clie
 	if mc.ClaimInterval == 0 {
 		mc.ClaimInterval = d.ClaimInterval()
 	}
-	p, err := poller.New(mc, kin, d, inv, poller.WithLogger(o.Logger), poller.WithCoordinator(d))
+	p, err := poller.New(mc, kin, d, inv, append(popts, poller.WithCoordinator(d))...)
 	if err != nil {
 		return err
 	}

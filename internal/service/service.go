@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
@@ -59,6 +60,32 @@ type Options struct {
 	WorkerID string
 	// LeaseDuration is how long a lease lasts without renewal. Default 10 s (lease's default).
 	LeaseDuration time.Duration
+	// Observer, when set, receives the mapping's measurements (metrics).
+	Observer poller.Observer
+	// Ready, when set, is called once the mapping is running (store read, shards listed, first
+	// leases claimed).
+	Ready func()
+}
+
+// pollerOptions are the options every poller of the mapping gets, whatever its store: logging,
+// measurements, readiness and the on-failure destination client.
+func pollerOptions(o Options, cfg aws.Config, mc poller.Config) ([]poller.Option, error) {
+	opts := []poller.Option{poller.WithLogger(o.Logger)}
+	if o.Observer != nil {
+		opts = append(opts, poller.WithObserver(o.Observer))
+	}
+	if o.Ready != nil {
+		opts = append(opts, poller.WithReady(o.Ready))
+	}
+	if mc.OnFailureDestination != "" {
+		d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: o.EndpointURL, SQSProtocol: o.SQSProtocol,
+			MappingUUID: dlq.MappingUUID(mc.StreamARN, mc.FunctionARN)})
+		if err != nil {
+			return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
+		}
+		opts = append(opts, poller.WithDestination(d))
+	}
+	return opts, nil
 }
 
 // Run runs the mapping until ctx ends, invoking o.Invoker or, when it is nil, handler in-process.
@@ -115,15 +142,19 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if _, err := poller.ListShards(ctx, kin, arn); err != nil {
 		return err
 	}
+	popts, err := pollerOptions(o, cfg, mc)
+	if err != nil {
+		return err
+	}
 	if o.LeaseTable != "" {
-		return runShared(ctx, o, cfg, kin, mc, inv)
+		return runShared(ctx, o, cfg, kin, mc, inv, popts)
 	}
 	store, err := lease.OpenFile(o.StateDir)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	p, err := poller.New(mc, kin, store.Mapping(lease.MappingKey(arn, mc.FunctionARN)), inv, poller.WithLogger(o.Logger))
+	p, err := poller.New(mc, kin, store.Mapping(lease.MappingKey(arn, mc.FunctionARN)), inv, popts...)
 	if err != nil {
 		return err
 	}
