@@ -117,6 +117,12 @@ Resources:
 		t.Fatalf("filtered %v, failed %v, dropped %v, delivered %v: want 10 filtered and the poison record's batch failed once and dropped",
 			m["FilteredOutEventCount"], m["FailedInvokeEventCount"], m["DroppedEventCount"], m["OnFailureDestinationDeliveredEventCount"])
 	}
+	// esm status while esm runs: the state directory is held, the live view comes from /metrics.
+	code, stdout, stderr := runESMOutput(t, "", "status", "--endpoint-url", kinesisEndpoint, "--template", tmpl,
+		"--state-dir", filepath.Join(dir, "state"), "--metrics-addr", addr)
+	if code != 0 || !strings.Contains(stdout, "shardId-000000000000") || !strings.Contains(stdout, "reading") || !strings.Contains(stdout, "iterator age") {
+		t.Fatalf("status while running: exit %d\n%s%s", code, stdout, stderr)
+	}
 	if code := proc.stop(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,13 +9,16 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	bolt "go.etcd.io/bbolt"
@@ -23,15 +27,20 @@ import (
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
 )
 
 type statusCmd struct {
 	cli.TemplateFlags `embed:""`
-	Stream            *string `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
-	FunctionName      *string `help:"Function name (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
-	StateDir          string  `help:"Directory of the checkpoint store." default:".esm" env:"ESM_STATE_DIR"`
-	JSON              bool    `help:"Print the shards as JSON." env:"ESM_JSON"`
+	Stream            *string       `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
+	FunctionName      *string       `help:"Function name (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
+	StateDir          string        `help:"Directory of the checkpoint store." default:".esm" env:"ESM_STATE_DIR"`
+	LeaseTable        string        `help:"Read progress and owners from this DynamoDB lease table (workers sharing the mapping) instead of the state directory." env:"ESM_LEASE_TABLE"`
+	MetricsAddr       string        `help:"A running esm's --metrics-addr: adds each shard's live state and iterator age, and lets status run while that esm holds the state directory." env:"ESM_METRICS_ADDR" placeholder:"HOST:PORT"`
+	JSON              bool          `help:"Print the shards as JSON." env:"ESM_JSON"`
+	Watch             bool          `help:"Redraw the view every --interval until interrupted." env:"ESM_WATCH"`
+	Interval          time.Duration `help:"Refresh interval of --watch." default:"1s" env:"ESM_INTERVAL"`
 }
 
 // Shard states, as the poller's design names them.
@@ -49,6 +58,10 @@ type shardStatus struct {
 	Checkpoint string     `json:"checkpoint,omitempty"`
 	Start      string     `json:"start,omitempty"`
 	UpdatedAt  *time.Time `json:"updatedAt,omitempty"`
+	// Owner is the worker holding the shard's lease (with --lease-table).
+	Owner string `json:"owner,omitempty"`
+	// IteratorAgeMillis is the live iterator age a running esm reports (with --metrics-addr).
+	IteratorAgeMillis *float64 `json:"iteratorAgeMillis,omitempty"`
 	// Trimmed is set for a shard the store knows that the stream no longer lists (retention).
 	Trimmed bool `json:"trimmed,omitempty"`
 }
@@ -60,9 +73,10 @@ type statusReport struct {
 	Shards   []shardStatus `json:"shards"`
 }
 
-// run lists the stream's shards (ListShards) and joins them with the checkpoints in the state
-// directory. The store is opened read-only; while an esm process holds it (bbolt locks the file),
-// status says which process and stops: stop that process, or copy the state directory.
+// run lists the stream's shards (ListShards) and joins them with the progress: from the state
+// directory (opened read-only; while an esm process holds it, bbolt's lock keeps status out unless
+// --metrics-addr gives the live view), or from a lease table; with --metrics-addr, the running
+// esm's live shard states and iterator ages are added. --watch redraws until interrupted.
 func (s *statusCmd) run(ctx context.Context, e env) error {
 	c, err := s.Target(ctx, s.Stream, s.FunctionName, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -86,22 +100,144 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 	if fn == "" {
 		fn = service.FunctionARN(sa, o.FunctionName)
 	}
-	progress, err := readProgress(s.StateDir, lease.MappingKey(arn, fn))
-	if err != nil {
-		return err
+	var ddb *dynamodb.Client
+	if s.LeaseTable != "" {
+		ddb = dynamodb.NewFromConfig(c.AWS, func(do *dynamodb.Options) {
+			if o.EndpointURL != "" {
+				do.BaseEndpoint = aws.String(o.EndpointURL)
+			}
+		})
+	}
+	for {
+		rep, err := s.report(ctx, kin, ddb, arn, fn)
+		if err != nil {
+			if s.Watch && ctx.Err() != nil { // interrupted while reading
+				return nil
+			}
+			return err
+		}
+		switch {
+		case s.JSON:
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			err = enc.Encode(rep)
+		case s.Watch: // home the cursor and clear the screen, then draw
+			_, err = io.WriteString(e.stdout, "\x1b[H\x1b[2J"+renderTree(rep)+"\n"+time.Now().Format(time.TimeOnly)+"  (Ctrl-C to stop)\n")
+		default:
+			_, err = io.WriteString(e.stdout, renderTree(rep))
+		}
+		if err != nil || !s.Watch {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(s.Interval):
+		}
+	}
+}
+
+// report builds one view of the mapping.
+func (s *statusCmd) report(ctx context.Context, kin *kinesis.Client, ddb *dynamodb.Client, arn, fn string) (statusReport, error) {
+	rep := statusReport{Stream: arn, Function: fn, StateDir: s.StateDir}
+	owners := map[string]string{}
+	var progress map[string]poller.ShardProgress
+	var err error
+	if ddb != nil {
+		rep.StateDir = "lease table " + s.LeaseTable
+		leases, lerr := lease.ListLeases(ctx, ddb, s.LeaseTable)
+		if lerr != nil {
+			return rep, lerr
+		}
+		progress = map[string]poller.ShardProgress{}
+		for _, l := range leases {
+			progress[l.ShardID], owners[l.ShardID] = l.Progress, l.Owner
+		}
+	} else if progress, err = readProgress(s.StateDir, lease.MappingKey(arn, fn)); err != nil {
+		if !errors.Is(err, lease.ErrLocked) || s.MetricsAddr == "" {
+			return rep, err
+		}
+		rep.StateDir += " (held by a running esm: checkpoints not shown)"
+		progress = map[string]poller.ShardProgress{}
 	}
 	shards, err := poller.ListShards(ctx, kin, arn)
 	if err != nil {
-		return err
+		return rep, err
 	}
-	rep := statusReport{Stream: arn, Function: fn, StateDir: s.StateDir, Shards: shardStates(shards, progress)}
-	if s.JSON {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+	rep.Shards = shardStates(shards, progress)
+	var live map[string]liveShard
+	if s.MetricsAddr != "" {
+		if live, err = scrapeLive(ctx, s.MetricsAddr); err != nil {
+			return rep, err
+		}
 	}
-	_, err = io.WriteString(e.stdout, renderTree(rep))
-	return err
+	for i := range rep.Shards {
+		sh := &rep.Shards[i]
+		sh.Owner = owners[sh.ShardID]
+		if l, ok := live[sh.ShardID]; ok {
+			if l.state != "" && sh.State != stateFinished {
+				sh.State = l.state
+			}
+			sh.IteratorAgeMillis = l.age
+		}
+	}
+	return rep, nil
+}
+
+type liveShard struct {
+	state string
+	age   *float64
+}
+
+// scrapeLive reads a running esm's per-shard gauges from its /metrics: the current state
+// (esm_shard_state == 1) and IteratorAge.
+func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) {
+	if strings.HasPrefix(addr, ":") {
+		addr = "127.0.0.1" + addr
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read live state from --metrics-addr %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	out := map[string]liveShard{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || (name != metrics.NameIteratorAge && name != "esm_shard_state") {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "} ")
+		shard, state := label(labels, metrics.LabelShard), label(labels, metrics.LabelState)
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil || shard == "" {
+			continue
+		}
+		l := out[shard]
+		switch {
+		case name == metrics.NameIteratorAge:
+			l.age = &v
+		case v == 1:
+			l.state = state
+		}
+		out[shard] = l
+	}
+	return out, sc.Err()
+}
+
+// label returns a label's value from a Prometheus series' label text.
+func label(labels, name string) string {
+	_, v, ok := strings.Cut(labels, name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ = strings.Cut(v, `"`)
+	return v
 }
 
 // readProgress reads one mapping's progress from the state directory without writing anything.
@@ -226,6 +362,12 @@ func renderTree(rep statusReport) string {
 			line += " checkpoint " + s.Checkpoint
 		} else if s.Start != "" && s.State != stateFinished {
 			line += " starts at " + s.Start
+		}
+		if s.Owner != "" {
+			line += " owner " + s.Owner
+		}
+		if s.IteratorAgeMillis != nil {
+			line += fmt.Sprintf(" iterator age %s", time.Duration(*s.IteratorAgeMillis*float64(time.Millisecond)).Round(time.Millisecond))
 		}
 		if len(s.Parents) > 1 {
 			line += " (merged with " + s.Parents[1] + ")"
