@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/kinesis-esm/esm/internal/logdedup"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/sam"
@@ -95,10 +96,13 @@ func (f LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
 		return nil, Usage(fmt.Errorf("--log-level %q: %w", f.LogLevel, err))
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if f.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	// Repeated identical warnings and errors (a shard retrying the same failure) are logged once
+	// per window, with a count.
+	return slog.New(logdedup.New(h, logdedup.DefaultWindow)), nil
 }
 
 // Usage marks err as a usage or configuration error: exit code 2.
