@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"go.uber.org/goleak"
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
@@ -534,4 +536,83 @@ func TestStartingPositions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flakyStore fails its first n saves (or every save when n < 0).
+type flakyStore struct {
+	*MemoryStore
+	mu sync.Mutex
+	n  int
+}
+
+func (s *flakyStore) Save(ctx context.Context, u map[string]ShardProgress) error {
+	s.mu.Lock()
+	fail := s.n != 0
+	if s.n > 0 {
+		s.n--
+	}
+	s.mu.Unlock()
+	if fail {
+		return errors.New("store unreachable")
+	}
+	return s.MemoryStore.Save(ctx, u)
+}
+
+func TestStoreErrorsRetriedThenFatal(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fails int
+		fatal bool
+	}{{"transient", 3, false}, {"lasting", -1, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 1)
+			counters := map[string]int{}
+			h.put(2, 4, counters)
+			store := &flakyStore{MemoryStore: NewMemoryStore()}
+			cfg := h.cfg
+			cfg.StreamARN = h.arn
+			p, err := New(cfg, h.kin, store, invoke.NewInProcess(h.rec.handle))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.retryBase, p.retryMax = time.Millisecond, 2*time.Millisecond
+			// The initial positions are saved before any reader runs; the failures start after.
+			if err := store.MemoryStore.Save(context.Background(), initialProgress(mustList(t, h), TrimHorizon, time.Now())); err != nil {
+				t.Fatal(err)
+			}
+			store.n = tc.fails
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx) }()
+			if tc.fatal {
+				select {
+				case err := <-done:
+					if err == nil || !strings.Contains(err.Error(), "store unreachable") {
+						t.Fatalf("Run = %v, want the store's error", err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("a store that keeps failing did not stop the mapping")
+				}
+				return
+			}
+			waitFor(t, "checkpoint after the store recovered", 5*time.Second, func() bool {
+				pr, _ := store.Load(context.Background())
+				return pr["shardId-000000000000"].Checkpoint != ""
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func mustList(t *testing.T, h *harness) []types.Shard {
+	t.Helper()
+	shards, err := ListShards(context.Background(), h.kin, h.arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shards
 }

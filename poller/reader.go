@@ -387,9 +387,9 @@ func (r *reader) checkpoint(ctx context.Context, seq string) error {
 	pr := r.progress
 	pr.Checkpoint = seq
 	pr.UpdatedAt = r.p.now()
-	if err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: pr}); err != nil {
-		if errors.Is(err, ErrLeaseLost) {
-			return errLost
+	if err := r.save(ctx, pr); err != nil {
+		if errors.Is(err, errLost) {
+			return err
 		}
 		return fmt.Errorf("checkpoint shard %s at %s: %w", r.shardID, seq, err)
 	}
@@ -397,13 +397,41 @@ func (r *reader) checkpoint(ctx context.Context, seq string) error {
 	return nil
 }
 
+// saveAttempts bounds how often a failing progress write is tried before the mapping stops.
+const saveAttempts = 8
+
+// save writes the shard's progress, retrying a store that fails for a while (a lease table that is
+// briefly unreachable) as long as this worker still holds the shard; a write fenced off by the
+// lease table is errLost at once.
+func (r *reader) save(ctx context.Context, pr ShardProgress) error {
+	bo := backoff{base: r.p.retryBase / 5, max: r.p.retryMax}
+	for attempt := 1; ; attempt++ {
+		err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: pr})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrLeaseLost):
+			return errLost
+		case attempt == saveAttempts || ctx.Err() != nil:
+			return err
+		case !r.held():
+			return errLost
+		}
+		d := bo.next()
+		r.p.log.Warn("saving progress failed; retrying", "shard_id", r.shardID, "err", err, "attempt", attempt, "backoff", d)
+		if !sleep(ctx, d) {
+			return err
+		}
+	}
+}
+
 func (r *reader) finish(ctx context.Context) error {
 	pr := r.progress
 	pr.Finished = true
 	pr.UpdatedAt = r.p.now()
-	if err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: pr}); err != nil {
-		if errors.Is(err, ErrLeaseLost) {
-			return errLost
+	if err := r.save(ctx, pr); err != nil {
+		if errors.Is(err, errLost) {
+			return err
 		}
 		return fmt.Errorf("record shard %s finished: %w", r.shardID, err)
 	}

@@ -147,9 +147,9 @@ func (r *reader) closeWindow(runCtx, workCtx context.Context, early bool) error 
 // saveProgress writes the reader's progress as it is (window changes without a new checkpoint).
 func (r *reader) saveProgress(ctx context.Context) error {
 	r.progress.UpdatedAt = r.p.now()
-	if err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: r.progress}); err != nil {
-		if errors.Is(err, ErrLeaseLost) {
-			return errLost
+	if err := r.save(ctx, r.progress); err != nil {
+		if errors.Is(err, errLost) {
+			return err
 		}
 		return fmt.Errorf("save window of shard %s: %w", r.shardID, err)
 	}
