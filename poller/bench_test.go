@@ -18,6 +18,28 @@ import (
 // fake, building Lambda's event JSON, invoking a no-op handler in-process through aws-lambda-go
 // (which decodes the event into events.KinesisEvent) and checkpointing. One op is one 1 KiB record.
 func BenchmarkPollerThroughput(b *testing.B) {
+	benchPoller(b, func(target int64, done chan struct{}) Invoker {
+		var seen atomic.Int64
+		return invoke.NewInProcess(func(_ context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
+			if seen.Add(int64(len(e.Records))) == target {
+				close(done)
+			}
+			return events.KinesisEventResponse{}, nil
+		})
+	})
+}
+
+// BenchmarkPollerOverhead measures the poller alone (read, batch, encode, checkpoint): the invoker
+// accepts every batch without decoding it.
+func BenchmarkPollerOverhead(b *testing.B) {
+	benchPoller(b, func(target int64, done chan struct{}) Invoker {
+		return &countingInvoker{target: target, done: done}
+	})
+}
+
+// benchPoller runs a mapping over b.N 1 KiB records of one shard, with the invoker newInvoker
+// makes (it closes done once it has seen target records), at BatchSize 100 and 10,000.
+func benchPoller(b *testing.B, newInvoker func(target int64, done chan struct{}) Invoker) {
 	for _, batch := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			f := fakekinesis.New()
@@ -31,17 +53,9 @@ func BenchmarkPollerThroughput(b *testing.B) {
 				}
 				f.PutMany("bench", entries)
 			}
-			var seen atomic.Int64
 			done := make(chan struct{})
-			target := int64(b.N)
-			handler := func(_ context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
-				if seen.Add(int64(len(e.Records))) == target {
-					close(done)
-				}
-				return events.KinesisEventResponse{}, nil
-			}
 			p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: batch, MinPollSpacing: time.Nanosecond,
-				PollInterval: time.Millisecond, ShardSyncInterval: time.Hour}, f, NewMemoryStore(), invoke.NewInProcess(handler))
+				PollInterval: time.Millisecond, ShardSyncInterval: time.Hour}, f, NewMemoryStore(), newInvoker(int64(b.N), done))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -63,8 +77,7 @@ func BenchmarkPollerThroughput(b *testing.B) {
 	}
 }
 
-// countingInvoker accepts every batch without decoding it, so BenchmarkPollerOverhead measures the
-// poller alone (read, batch, encode, checkpoint), without the handler's JSON decoding.
+// countingInvoker accepts every batch without decoding it.
 type countingInvoker struct {
 	seen   atomic.Int64
 	target int64
@@ -78,42 +91,4 @@ func (c *countingInvoker) Invoke(_ context.Context, payload []byte) (invoke.Resp
 		close(c.done)
 	}
 	return invoke.Response{StatusCode: 200, Payload: []byte("null")}, nil
-}
-
-func BenchmarkPollerOverhead(b *testing.B) {
-	for _, batch := range []int{100, 10000} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			f := fakekinesis.New()
-			arn := f.CreateStream("bench", 1)
-			data := bytes.Repeat([]byte("x"), 1024)
-			entries := make([]fakekinesis.Entry, 0, 1000)
-			for i := 0; i < b.N; i += len(entries) {
-				entries = entries[:0]
-				for j := 0; j < 1000 && i+j < b.N; j++ {
-					entries = append(entries, fakekinesis.Entry{PartitionKey: "k", Data: data})
-				}
-				f.PutMany("bench", entries)
-			}
-			inv := &countingInvoker{target: int64(b.N), done: make(chan struct{})}
-			p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: batch, MinPollSpacing: time.Nanosecond,
-				PollInterval: time.Millisecond, ShardSyncInterval: time.Hour}, f, NewMemoryStore(), inv)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			errc := make(chan error, 1)
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			go func() { errc <- p.Run(ctx) }()
-			<-inv.done
-			elapsed := time.Since(start)
-			b.StopTimer()
-			cancel()
-			if err := <-errc; err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
-		})
-	}
 }
