@@ -5,6 +5,7 @@
 package cli
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -137,6 +138,13 @@ type Resolved struct {
 	AWS aws.Config
 }
 
+// mentionsAccountID reports whether the template names the AWS::AccountId pseudo parameter at all
+// (a Ref, or ${AWS::AccountId} in a Sub): only then is the caller's account worth an STS call.
+func mentionsAccountID(path string) bool {
+	raw, err := os.ReadFile(path)
+	return err != nil || bytes.Contains(raw, []byte("AWS::AccountId"))
+}
+
 // accountLookup finds the caller's account when the template needs AWS::AccountId and esm runs
 // against real AWS.
 type accountLookup interface {
@@ -181,7 +189,7 @@ func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolv
 	if err != nil {
 		return nil, err
 	}
-	if _, given := overrides["AWS::AccountId"]; given || f.EndpointURL != "" || !lookupAccount {
+	if _, given := overrides["AWS::AccountId"]; given || f.EndpointURL != "" || !lookupAccount || !mentionsAccountID(path) {
 		return res, nil
 	}
 	out, err := sts.NewFromConfig(cfg).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})

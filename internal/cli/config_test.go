@@ -150,3 +150,28 @@ func TestInvokerTargets(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestNoAccountLookupUnlessNeeded: without an endpoint, a template that never names
+// AWS::AccountId resolves without asking STS for the caller's account (STS points at a closed
+// port here, so a call would fail the test); one that names it does ask.
+func TestNoAccountLookupUnlessNeeded(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDLOCAL")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	t.Setenv("AWS_REGION", "us-east-1")
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain.yaml")
+	if err := os.WriteFile(plain, []byte(tpl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (TemplateFlags{Template: plain}).Resolve(context.Background(), true); err != nil {
+		t.Fatalf("a template without AWS::AccountId needed an account lookup: %v", err)
+	}
+	named := filepath.Join(dir, "named.yaml")
+	if err := os.WriteFile(named, []byte(tpl+"Outputs:\n  Account: {Value: !Ref AWS::AccountId}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (TemplateFlags{Template: named}).Resolve(context.Background(), true); err == nil {
+		t.Fatal("a template naming AWS::AccountId resolved without looking the account up")
+	}
+}
