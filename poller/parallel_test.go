@@ -222,3 +222,53 @@ func TestParallelCrashLosesNothing(t *testing.T) {
 	checkDelivered(t, first, counters)
 	t.Logf("crash after %d deliveries; %d records delivered again after the restart", pre, len(got)-len(first))
 }
+
+// TestParallelAcrossSplit: with slots, a parent read to its end is drained (every slot finished)
+// before it is recorded finished, and its children start only then.
+func TestParallelAcrossSplit(t *testing.T) {
+	h := newHarness(t, 1)
+	h.cfg.ParallelizationFactor = 4
+	h.cfg.BatchSize = 5
+	counters := map[string]int{}
+	h.put(20, 200, counters)
+	kids := h.fake.Split("s", "shardId-000000000000")
+	h.put(20, 200, counters)
+	h.start()
+	waitFor(t, "all 400 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 400 })
+	got := h.rec.deliveries()
+	checkDelivered(t, got, counters)
+	checkLineage(t, got, map[string][]string{kids[0]: {"shardId-000000000000"}, kids[1]: {"shardId-000000000000"}})
+	waitFor(t, "the parent recorded finished", 5*time.Second, func() bool {
+		pr, _ := h.store.Load(context.Background())
+		return pr["shardId-000000000000"].Finished
+	})
+}
+
+// TestParallelSlotCutsAtPayloadLimit: a slot's batch is cut before its event passes 6 MiB and the
+// rest goes back to the head of the slot's queue, in order.
+func TestParallelSlotCutsAtPayloadLimit(t *testing.T) {
+	h := newHarness(t, 1)
+	h.cfg.ParallelizationFactor = 2
+	h.cfg.BatchSize = 10
+	big := make([]byte, 1<<20)
+	var seqs []string
+	for range 10 {
+		_, seq := h.fake.Put("s", "one-key", big)
+		seqs = append(seqs, seq)
+	}
+	h.start()
+	waitFor(t, "ten 1 MiB records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 10 })
+	got := h.rec.deliveries()
+	sizes := map[int]int{}
+	for i, d := range got {
+		if d.seq != seqs[i] {
+			t.Fatalf("delivery %d is %s, want %s (order)", i, d.seq, seqs[i])
+		}
+		sizes[d.invocation]++
+	}
+	for inv, n := range sizes {
+		if n > 4 {
+			t.Fatalf("invocation %d carried %d MiB records: over the 6 MiB limit", inv, n)
+		}
+	}
+}
