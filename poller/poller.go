@@ -344,7 +344,7 @@ func (c *coordinator) handle(res readerResult) {
 		// next owner starts at once (a lease already lost is left alone by Release).
 		if err := p.coord.Release(c.workCtx, res.shardID); err != nil {
 			p.log.Warn("release lease failed; it will expire", "shard_id", res.shardID, "err", err)
-		} else {
+		} else if !res.lost {
 			p.log.Info("shard lease released", "shard_id", res.shardID)
 		}
 	}
