@@ -2,7 +2,9 @@ package rie
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -11,12 +13,14 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/handler"
 	"github.com/kinesis-esm/esm/local"
 )
 
 // TestRIEEventMatchesInProcess: the same handler, given the same records, decodes the same event
 // whether it runs as a bootstrap under aws-lambda-rie (over HTTP) or in this process
-// (invoke.NewInProcess, through service.Run): the events it re-marshals are equal byte for byte.
+// (invoke.NewInProcess, through service.Run, and through handler.Run as handler.Start runs it
+// outside Lambda): the events it re-marshals are equal byte for byte.
 func TestRIEEventMatchesInProcess(t *testing.T) {
 	t.Parallel()
 	stream := newStream(t, 2)
@@ -45,11 +49,28 @@ func TestRIEEventMatchesInProcess(t *testing.T) {
 	// Both mappings read the whole stream; a batch holds every record of a shard.
 	viaRIE := runMapping(t, stream, mappingConfig(100), httpInvoker(t, newWire(), 3*time.Second, r.Endpoint()), nil)
 	inProc := runMapping(t, stream, mappingConfig(100), nil, example.Config{EventDump: inProcDump}.Handle)
-	for _, dump := range []string{rieDump, inProcDump} {
+	// And the way a user runs their own handler locally: handler.Run, as handler.Start does
+	// outside Lambda, configured by flags.
+	startDump := filepath.Join(dir, "handler-start.jsonl")
+	hctx, stopHandler := context.WithCancel(context.Background())
+	handlerDone := make(chan error, 1)
+	go func() {
+		handlerDone <- handler.Run(hctx, example.Config{EventDump: startDump}.Handle, handler.WithArgs(
+			"--stream", stream, "--endpoint-url", kinesisEndpoint, "--state-dir", filepath.Join(dir, "handler-state"),
+			"--starting-position", "TRIM_HORIZON", "--batch-size", "100", "--poll-interval", "100ms"), handler.WithStderr(io.Discard))
+	}()
+	for _, dump := range []string{rieDump, inProcDump, startDump} {
 		waitFor(t, "every record in "+filepath.Base(dump), 30*time.Second, func() bool { return recordCount(t, dump) >= len(recs) })
 	}
 	viaRIE.stop(t)
 	inProc.stop(t)
+	stopHandler()
+	if err := <-handlerDone; err != nil {
+		t.Fatalf("handler.Run: %v", err)
+	}
+	if fromStart := sortedLines(t, startDump); !slices.EqualFunc(fromStart, sortedLines(t, rieDump), bytes.Equal) {
+		t.Fatalf("events differ between aws-lambda-rie and handler.Run:\n%s", bytes.Join(fromStart, []byte("\n")))
+	}
 
 	got, want := sortedLines(t, rieDump), sortedLines(t, inProcDump)
 	if recordCount(t, rieDump) != len(recs) || recordCount(t, inProcDump) != len(recs) {
