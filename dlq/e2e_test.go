@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
@@ -241,17 +242,6 @@ func checkpointOf(run *mappingRun) string {
 	return p["shardId-000000000000"].Checkpoint
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestPoisonRecordReachesQueue: 100 records with one poison record, MaximumRetryAttempts 2, an
 // SQS destination on goaws. With bisect, every good record is handled and the poison record alone
 // reaches the queue; without, the whole batch does. Either way the shard moves on.
@@ -275,7 +265,7 @@ func TestPoisonRecordReachesQueue(t *testing.T) {
 			}
 			run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 100, MaximumRetryAttempts: ptr(2),
 				BisectBatchOnFunctionError: bisect, OnFailureDestination: queueARN}, dest)
-			waitFor(t, "the shard to move past the batch", 30*time.Second, func() bool { return checkpointOf(run) == seqs[99] })
+			testkit.WaitFor(t, "the shard to move past the batch", 30*time.Second, func() bool { return checkpointOf(run) == seqs[99] })
 			if err := run.stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -357,7 +347,7 @@ func TestDestinationOutage(t *testing.T) {
 	t.Cleanup(func() { sqsSrv.SetDown(false) })
 	run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 1, MaximumRetryAttempts: ptr(0), OnFailureDestination: queueARN}, dest)
 	// "a" succeeds, "poison" fails once and is discarded, but its failure record cannot be sent.
-	waitFor(t, "the poison record's attempt", 30*time.Second, func() bool { return len(run.calls) >= 2 })
+	testkit.WaitFor(t, "the poison record's attempt", 30*time.Second, func() bool { return len(run.calls) >= 2 })
 	deadline := time.Now().Add(3 * time.Second) // several delivery retries' worth of outage
 	for time.Now().Before(deadline) {
 		if cp := checkpointOf(run); cp != seqs[0] {
@@ -369,7 +359,7 @@ func TestDestinationOutage(t *testing.T) {
 		t.Fatalf("%d invocations during the outage, want 2: records behind the undelivered one must wait", n)
 	}
 	sqsSrv.SetDown(false)
-	waitFor(t, "records to flow again", 30*time.Second, func() bool { return checkpointOf(run) == seqs[3] })
+	testkit.WaitFor(t, "records to flow again", 30*time.Second, func() bool { return checkpointOf(run) == seqs[3] })
 	bodies, err := local.ReceiveAll(ctx, sqsC, queueURL)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -86,7 +87,7 @@ func BenchmarkLeases100Shards(b *testing.B) {
 		for i := range 4 {
 			start(i)
 		}
-		waitFor(b, "4 workers balanced", 2*time.Minute, isBalanced(ids))
+		testkit.WaitFor(b, "4 workers balanced", 2*time.Minute, isBalanced(ids))
 		cold := time.Since(t0)
 		for _, w := range ws {
 			w.stop(b)
@@ -98,10 +99,10 @@ func BenchmarkLeases100Shards(b *testing.B) {
 		for i := range 3 {
 			start(i)
 		}
-		waitFor(b, "3 workers balanced", 2*time.Minute, isBalanced(ids))
+		testkit.WaitFor(b, "3 workers balanced", 2*time.Minute, isBalanced(ids))
 		t0 = time.Now()
 		start(3)
-		waitFor(b, "the fourth worker's share", 2*time.Minute, isBalanced(ids))
+		testkit.WaitFor(b, "the fourth worker's share", 2*time.Minute, isBalanced(ids))
 		join := time.Since(t0)
 
 		// Steady state: what an idle, balanced mapping costs.
@@ -126,7 +127,7 @@ func BenchmarkLeases100Shards(b *testing.B) {
 		}
 		t0 = time.Now()
 		apis[0].cut.Store(true)
-		waitFor(b, "the dead worker's shards taken over", time.Minute, func() bool {
+		testkit.WaitFor(b, "the dead worker's shards taken over", time.Minute, func() bool {
 			ls := leasesOf(b, table)
 			for _, id := range victims {
 				if o := ls[id].Owner; o == "" || o == "w0" {

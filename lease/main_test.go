@@ -107,15 +107,3 @@ func newStream(t *testing.T, prefix string, shards int32) (name, arn string) {
 	})
 	return name, arn
 }
-
-// waitFor polls cond every 20 ms until it holds, failing the test after d.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

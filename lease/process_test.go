@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -351,7 +352,7 @@ func TestProcessesShareStream(t *testing.T) {
 		procs = append(procs, startESM(t, dir, id, stream, table, leaseDuration, "EXAMPLE_DELAY=5ms"))
 	}
 	dropTableAtEnd(t, table)
-	waitFor(t, "three workers balanced on 8 shards", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "three workers balanced on 8 shards", 30*time.Second, func() bool {
 		o, n := ownersIfTable(t, table)
 		return n == 8 && balanced(o, n, ids)
 	})
@@ -364,7 +365,7 @@ func TestProcessesShareStream(t *testing.T) {
 		perKey, err = produceKeys(ctx, stream, keys, total, &written)
 		prodErr <- err
 	}()
-	waitFor(t, "1,000 records written", time.Minute, func() bool { return written.Load() >= 1000 })
+	testkit.WaitFor(t, "1,000 records written", time.Minute, func() bool { return written.Load() >= 1000 })
 	open, err := local.OpenShards(ctx, kin, stream)
 	if err != nil {
 		t.Fatal(err)
@@ -372,18 +373,18 @@ func TestProcessesShareStream(t *testing.T) {
 	if err := local.SplitInHalf(ctx, kin, stream, *open[2].ShardId); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "2,000 records written", time.Minute, func() bool { return written.Load() >= 2000 })
+	testkit.WaitFor(t, "2,000 records written", time.Minute, func() bool { return written.Load() >= 2000 })
 	if _, _, err := local.MergeFirstAdjacent(ctx, kin, stream); err != nil {
 		t.Fatal(err)
 	}
 
 	// SIGKILL: the killed worker's leases expire and are taken.
-	waitFor(t, "3,000 records written", time.Minute, func() bool { return written.Load() >= 3000 })
+	testkit.WaitFor(t, "3,000 records written", time.Minute, func() bool { return written.Load() >= 3000 })
 	killed := time.Now()
 	procs[0].kill(t)
 	taken := takenFrom(t, table, ids[0])
 	inFlight := len(leasesOwnedBy(t, table, ids[0])) // at most one batch each may repeat
-	waitFor(t, "the killed worker's shards taken over", 20*time.Second, taken)
+	testkit.WaitFor(t, "the killed worker's shards taken over", 20*time.Second, taken)
 	takeover := time.Since(killed)
 	t.Logf("SIGKILL: shards taken over %s after the kill (lease duration %s, renewal every %s)", takeover.Round(time.Millisecond), leaseDuration, leaseDuration/3)
 	if limit := leaseDuration + leaseDuration/3; takeover > limit {
@@ -394,7 +395,7 @@ func TestProcessesShareStream(t *testing.T) {
 	termed := time.Now()
 	taken = takenFrom(t, table, ids[1])
 	_ = procs[1].cmd.Process.Signal(syscall.SIGTERM)
-	waitFor(t, "the stopped worker's shards taken over", 10*time.Second, taken)
+	testkit.WaitFor(t, "the stopped worker's shards taken over", 10*time.Second, taken)
 	takeover = time.Since(termed)
 	t.Logf("SIGTERM: shards taken over %s after the signal", takeover.Round(time.Millisecond))
 	if takeover > 2*time.Second {
@@ -405,7 +406,7 @@ func TestProcessesShareStream(t *testing.T) {
 	if err := <-prodErr; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every record delivered", 2*time.Minute, func() bool { return uniqueData(allDeliveries(t, procs)) >= total })
+	testkit.WaitFor(t, "every record delivered", 2*time.Minute, func() bool { return uniqueData(allDeliveries(t, procs)) >= total })
 	procs[2].stop(t)
 
 	got := allDeliveries(t, procs)
@@ -459,7 +460,7 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 			"EXAMPLE_TRACE="+filepath.Join(dir, id+"-trace.jsonl")))
 	}
 	a, b := procs[0], procs[1]
-	waitFor(t, "two workers balanced on 4 shards", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "two workers balanced on 4 shards", 30*time.Second, func() bool {
 		o, n := ownersIfTable(t, table)
 		return n == 4 && balanced(o, n, ids)
 	})
@@ -472,13 +473,13 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 		perKey, err = produceSlowly(ctx, stream, 20, 20*time.Millisecond, stopProducing, &written)
 		prodErr <- err
 	}()
-	waitFor(t, "the worker to be frozen invoking", 30*time.Second, func() bool { return len(a.deliveries(t)) >= 20 })
+	testkit.WaitFor(t, "the worker to be frozen invoking", 30*time.Second, func() bool { return len(a.deliveries(t)) >= 20 })
 
 	frozeAt := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the frozen worker's shards taken over", 20*time.Second, takenFrom(t, table, "a"))
+	testkit.WaitFor(t, "the frozen worker's shards taken over", 20*time.Second, takenFrom(t, table, "a"))
 	took := time.Since(frozeAt) // frozen past expiry: its leases are the other's now
 	resumedAt := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -487,7 +488,7 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 	t.Logf("frozen for %s; its shards taken over %s after the freeze", resumedAt.Sub(frozeAt).Round(time.Millisecond), took.Round(time.Millisecond))
 
 	// It learns it lost them, and then asks for its share back.
-	waitFor(t, "the resumed worker to notice", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the resumed worker to notice", 10*time.Second, func() bool {
 		for _, e := range a.events() {
 			if e.msg == "lease lost" && e.at.After(resumedAt) {
 				return true
@@ -495,13 +496,13 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, "balanced again", 30*time.Second, func() bool { o, n := ownersNow(t, table); return balanced(o, n, ids) })
+	testkit.WaitFor(t, "balanced again", 30*time.Second, func() bool { o, n := ownersNow(t, table); return balanced(o, n, ids) })
 	close(stopProducing)
 	if err := <-prodErr; err != nil {
 		t.Fatal(err)
 	}
 	total := int(written.Load())
-	waitFor(t, "every record delivered", time.Minute, func() bool { return uniqueData(allDeliveries(t, procs)) >= total })
+	testkit.WaitFor(t, "every record delivered", time.Minute, func() bool { return uniqueData(allDeliveries(t, procs)) >= total })
 	a.stop(t)
 	b.stop(t)
 
@@ -582,10 +583,10 @@ func TestProcessesBalance(t *testing.T) {
 		procs = append(procs, startESM(t, dir, id, stream, table, DefaultLeaseDuration))
 		lastStart = time.Now()
 		if i < 3 {
-			waitFor(t, id+" to own leases", 30*time.Second, func() bool { o, _ := ownersIfTable(t, table); return o[id] > 0 })
+			testkit.WaitFor(t, id+" to own leases", 30*time.Second, func() bool { o, _ := ownersIfTable(t, table); return o[id] > 0 })
 		}
 	}
-	waitFor(t, "4 × 4 of 16 shards", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "4 × 4 of 16 shards", 30*time.Second, func() bool {
 		o, n := ownersIfTable(t, table)
 		return n == 16 && o["w0"] == 4 && o["w1"] == 4 && o["w2"] == 4 && o["w3"] == 4
 	})

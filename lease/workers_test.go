@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
@@ -220,7 +221,7 @@ func TestWorkersShareStream(t *testing.T) {
 		ids = append(ids, id)
 		ws = append(ws, startWorker(t, cfg, kin, ddb, table, id, invoke.NewInProcess(rec.handler(id)), log))
 	}
-	waitFor(t, "balance at cold start", 30*time.Second, func() bool { o, n := openOwners(t, table); return n == 8 && balanced(o, n, ids) })
+	testkit.WaitFor(t, "balance at cold start", 30*time.Second, func() bool { o, n := openOwners(t, table); return n == 8 && balanced(o, n, ids) })
 	t.Logf("cold start: 4 workers own 2 of 8 shards each after %s", time.Since(start).Round(time.Millisecond))
 
 	var written atomic.Int64
@@ -231,7 +232,7 @@ func TestWorkersShareStream(t *testing.T) {
 		perKey, err = produceKeys(ctx, stream, keys, total, &written)
 		prodErr <- err
 	}()
-	waitFor(t, "300 records written", time.Minute, func() bool { return written.Load() >= 300 })
+	testkit.WaitFor(t, "300 records written", time.Minute, func() bool { return written.Load() >= 300 })
 	open, err := local.OpenShards(ctx, kin, stream)
 	if err != nil {
 		t.Fatal(err)
@@ -239,20 +240,20 @@ func TestWorkersShareStream(t *testing.T) {
 	if err := local.SplitInHalf(ctx, kin, stream, *open[3].ShardId); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "600 records written", time.Minute, func() bool { return written.Load() >= 600 })
+	testkit.WaitFor(t, "600 records written", time.Minute, func() bool { return written.Load() >= 600 })
 	if _, _, err := local.MergeFirstAdjacent(ctx, kin, stream); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-prodErr; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "every record delivered", 90*time.Second, func() bool { return rec.unique() >= total })
-	waitFor(t, "balance after the reshards", 30*time.Second, func() bool { o, n := openOwners(t, table); return n == 8 && balanced(o, n, ids) })
+	testkit.WaitFor(t, "every record delivered", 90*time.Second, func() bool { return rec.unique() >= total })
+	testkit.WaitFor(t, "balance after the reshards", 30*time.Second, func() bool { o, n := openOwners(t, table); return n == 8 && balanced(o, n, ids) })
 
 	// A worker stopping hands its shards to the others at once.
 	stopped := time.Now()
 	ws[0].stop(t)
-	waitFor(t, "the stopped worker's shards taken", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "the stopped worker's shards taken", 5*time.Second, func() bool {
 		o, n := openOwners(t, table)
 		return balanced(o, n, ids[1:])
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 )
 
@@ -194,8 +195,8 @@ func TestPartialBatchRetriesSuffix(t *testing.T) {
 		return nil, nil
 	}}
 	fh := startFailureHarness(t, Config{BatchSize: 3, MaximumRetryAttempts: intp(3), ReportBatchItemFailures: true}, f, arn, h)
-	waitFor(t, "destination record", 5*time.Second, func() bool { return len(fh.dest.records()) == 1 })
-	waitFor(t, "checkpoint past record 6", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "destination record", 5*time.Second, func() bool { return len(fh.dest.records()) == 1 })
+	testkit.WaitFor(t, "checkpoint past record 6", 5*time.Second, func() bool {
 		p, _ := fh.store.Load(context.Background())
 		return p["shardId-000000000000"].Checkpoint == seqs[5]
 	})
@@ -251,7 +252,7 @@ func TestReportBatchItemFailureScenarios(t *testing.T) {
 				return tt.response(e.Records[0].Kinesis.SequenceNumber)
 			}}
 			fh := startFailureHarness(t, Config{BatchSize: 1, MaximumRetryAttempts: intp(2), ReportBatchItemFailures: true}, f, arn, h)
-			waitFor(t, "checkpoint", 5*time.Second, func() bool {
+			testkit.WaitFor(t, "checkpoint", 5*time.Second, func() bool {
 				p, _ := fh.store.Load(context.Background())
 				return p["shardId-000000000000"].Checkpoint == seqs[0]
 			})
@@ -302,7 +303,7 @@ func TestBisectIsolatesPoisonRecord(t *testing.T) {
 				return nil, nil
 			}}
 			fh := startFailureHarness(t, Config{BatchSize: 100, MaximumRetryAttempts: intp(2), BisectBatchOnFunctionError: bisect}, f, arn, h)
-			waitFor(t, "checkpoint at the end", 10*time.Second, func() bool {
+			testkit.WaitFor(t, "checkpoint at the end", 10*time.Second, func() bool {
 				p, _ := fh.store.Load(context.Background())
 				return p["shardId-000000000000"].Checkpoint == seqs[99]
 			})
@@ -352,7 +353,7 @@ func TestRecordAge(t *testing.T) {
 		putN(f, 5, func(i int) string { return fmt.Sprint("fresh", i) })
 		h := &scripted{decide: func(int, events.KinesisEvent) (json.RawMessage, error) { return nil, nil }}
 		fh := startFailureHarness(t, Config{BatchSize: 10, MaximumRetryAttempts: intp(0), MaximumRecordAgeInSeconds: intp(60)}, f, arn, h, WithClock(c.now))
-		waitFor(t, "the fresh records", 5*time.Second, func() bool { return len(h.invocations()) == 1 })
+		testkit.WaitFor(t, "the fresh records", 5*time.Second, func() bool { return len(h.invocations()) == 1 })
 		dl := fh.dest.records()
 		if len(dl) != 1 || dl[0].Condition != ConditionRecordAgeExceeded || dl[0].ApproximateInvokeCount != 1 || dl[0].Response != nil ||
 			dl[0].BatchSize != 1 || dl[0].StartSequenceNumber != old[0] {
@@ -373,7 +374,7 @@ func TestRecordAge(t *testing.T) {
 			return nil, errors.New("always fails")
 		}}
 		fh := startFailureHarness(t, Config{MaximumRecordAgeInSeconds: intp(60)}, f, arn, h, WithClock(c.now))
-		waitFor(t, "record age exceeded", 5*time.Second, func() bool { return len(fh.dest.records()) == 1 })
+		testkit.WaitFor(t, "record age exceeded", 5*time.Second, func() bool { return len(fh.dest.records()) == 1 })
 		d := fh.dest.records()[0]
 		// 7 attempts reach 56 s, the 8th 64 s: the age check before a 9th gives up.
 		if d.Condition != ConditionRecordAgeExceeded || d.ApproximateInvokeCount != 8 || d.Response != nil || d.StartSequenceNumber != seqs[0] {
@@ -398,7 +399,7 @@ func TestDestinationDownBlocksShard(t *testing.T) {
 	dest := &memDest{}
 	dest.down.Store(true)
 	fh := startFailureHarness(t, Config{BatchSize: 1, MaximumRetryAttempts: intp(0)}, f, arn, h, WithDestination(dest))
-	waitFor(t, "delivery attempts while down", 5*time.Second, func() bool { return dest.attempts.Load() >= 5 })
+	testkit.WaitFor(t, "delivery attempts while down", 5*time.Second, func() bool { return dest.attempts.Load() >= 5 })
 	p, _ := fh.store.Load(context.Background())
 	if cp := p["shardId-000000000000"].Checkpoint; cp != seqs[0] {
 		t.Fatalf("checkpoint %q while the destination is down; want it held at %q (before the poison record)", cp, seqs[0])
@@ -409,7 +410,7 @@ func TestDestinationDownBlocksShard(t *testing.T) {
 		}
 	}
 	dest.down.Store(false)
-	waitFor(t, "records flowing again", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "records flowing again", 5*time.Second, func() bool {
 		p, _ := fh.store.Load(context.Background())
 		return p["shardId-000000000000"].Checkpoint == seqs[2]
 	})
@@ -448,7 +449,7 @@ func TestThrottlesDoNotCountAsRetries(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	waitFor(t, "checkpoint", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "checkpoint", 5*time.Second, func() bool {
 		pr, _ := store.Load(context.Background())
 		return pr["shardId-000000000000"].Checkpoint == seqs[1]
 	})
@@ -484,13 +485,13 @@ func TestPoisonBlocksOnlyItsShard(t *testing.T) {
 		return nil, nil
 	}}
 	fh := startFailureHarness(t, Config{}, f, arn, h)
-	waitFor(t, "poison retried", 5*time.Second, func() bool { return len(h.invocations()) >= 3 })
+	testkit.WaitFor(t, "poison retried", 5*time.Second, func() bool { return len(h.invocations()) >= 3 })
 	for range 50 {
 		b, _ := time.Now().MarshalText()
 		f.PutToShard("s", "shardId-000000000001", "ok", b)
 		time.Sleep(2 * time.Millisecond) // pacing the producer, not synchronising
 	}
-	waitFor(t, "the other shard's 50 records", 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(lat) == 50 })
+	testkit.WaitFor(t, "the other shard's 50 records", 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(lat) == 50 })
 	p, _ := fh.store.Load(context.Background())
 	if p["shardId-000000000000"].Checkpoint != "" {
 		t.Fatal("the poisoned shard moved its checkpoint")

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 func TestFilterCriteria(t *testing.T) {
@@ -21,7 +22,7 @@ func TestFilterCriteria(t *testing.T) {
 			seqs := putN(f, len(data), func(i int) string { return data[i] })
 			h := &scripted{decide: func(int, events.KinesisEvent) (json.RawMessage, error) { return nil, nil }}
 			fh := startFailureHarness(t, Config{BatchSize: 10, ParallelizationFactor: pf, FilterPatterns: []string{`{"data":{"type":["buy"]}}`}}, f, arn, h)
-			waitFor(t, "checkpoint past the filtered tail", 5*time.Second, func() bool {
+			testkit.WaitFor(t, "checkpoint past the filtered tail", 5*time.Second, func() bool {
 				p, _ := fh.store.Load(context.Background())
 				return p["shardId-000000000000"].Checkpoint == seqs[5]
 			})
@@ -35,7 +36,7 @@ func TestFilterCriteria(t *testing.T) {
 			// An all-filtered batch invokes nothing but still moves the checkpoint.
 			before := len(h.invocations())
 			more := putN(f, 3, func(int) string { return `{"type":"sell"}` })
-			waitFor(t, "checkpoint past an all-filtered batch", 5*time.Second, func() bool {
+			testkit.WaitFor(t, "checkpoint past an all-filtered batch", 5*time.Second, func() bool {
 				p, _ := fh.store.Load(context.Background())
 				return p["shardId-000000000000"].Checkpoint == more[2]
 			})

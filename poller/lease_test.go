@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 )
 
@@ -167,17 +168,17 @@ func TestWorkersShareShardsThroughCoordinator(t *testing.T) {
 	}
 	put(200)
 	stopA := startWorker(t, f, arn, table, &memWorker{t: table, id: "A"}, rec)
-	waitFor(t, "A holds every shard", 5*time.Second, func() bool { return table.owned()["A"] == 4 })
+	testkit.WaitFor(t, "A holds every shard", 5*time.Second, func() bool { return table.owned()["A"] == 4 })
 	startWorker(t, f, arn, table, &memWorker{t: table, id: "B"}, rec)
-	waitFor(t, "an even split", 5*time.Second, func() bool { o := table.owned(); return o["A"] == 2 && o["B"] == 2 })
+	testkit.WaitFor(t, "an even split", 5*time.Second, func() bool { o := table.owned(); return o["A"] == 2 && o["B"] == 2 })
 	put(200)
-	waitFor(t, "all 400 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 400 })
+	testkit.WaitFor(t, "all 400 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 400 })
 	if err := stopA(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "B takes A's released shards", 5*time.Second, func() bool { return table.owned()["B"] == 4 })
+	testkit.WaitFor(t, "B takes A's released shards", 5*time.Second, func() bool { return table.owned()["B"] == 4 })
 	put(100)
-	waitFor(t, "all 500 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 500 })
+	testkit.WaitFor(t, "all 500 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 500 })
 	checkDelivered(t, rec.deliveries(), counters)
 }
 
@@ -202,7 +203,7 @@ func TestLostLeaseStopsReader(t *testing.T) {
 	f.Put("s", "k", []byte("k:1"))
 	// Nothing more for that shard from this worker, over many claim cycles.
 	from := w.claims.Load()
-	waitFor(t, "ten claim cycles", 5*time.Second, func() bool { return w.claims.Load() >= from+10 })
+	testkit.WaitFor(t, "ten claim cycles", 5*time.Second, func() bool { return w.claims.Load() >= from+10 })
 	select {
 	case <-rec.started:
 		t.Fatal("the worker invoked again after losing the lease")

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 )
 
@@ -64,11 +65,11 @@ func TestObserverCountsAddUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	waitFor(t, "the parent finished", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "the parent finished", 5*time.Second, func() bool {
 		pr, _ := store.Load(context.Background())
 		return pr["shardId-000000000000"].Finished && pr["shardId-000000000000"].Checkpoint == seqs[6]
 	})
-	waitFor(t, "a child reading", 5*time.Second, func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.states[kids[0]] == StateReading })
+	testkit.WaitFor(t, "a child reading", 5*time.Second, func() bool { obs.mu.Lock(); defer obs.mu.Unlock(); return obs.states[kids[0]] == StateReading })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 )
 
@@ -92,8 +93,8 @@ func TestParallelizationFactorTenInFlight(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	waitFor(t, "1000 records", 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 1000 })
-	waitFor(t, "checkpoint at the last record", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "1000 records", 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 1000 })
+	testkit.WaitFor(t, "checkpoint at the last record", 5*time.Second, func() bool {
 		pr, _ := store.Load(context.Background())
 		mu.Lock()
 		defer mu.Unlock()
@@ -184,7 +185,7 @@ func TestParallelCrashLosesNothing(t *testing.T) {
 		}
 	}
 	stop := run()
-	waitFor(t, "700 deliveries", 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 700 })
+	testkit.WaitFor(t, "700 deliveries", 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 700 })
 	mu.Lock()
 	store.mu.Lock()
 	crashed, store.crashed = true, true // the instant of the crash
@@ -199,7 +200,7 @@ func TestParallelCrashLosesNothing(t *testing.T) {
 	crashed = false
 	mu.Unlock()
 	stop = run()
-	waitFor(t, "every record after the restart", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "every record after the restart", 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		seen := map[string]bool{}
@@ -234,11 +235,11 @@ func TestParallelAcrossSplit(t *testing.T) {
 	kids := h.fake.Split("s", "shardId-000000000000")
 	h.put(20, 200, counters)
 	h.start()
-	waitFor(t, "all 400 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 400 })
+	testkit.WaitFor(t, "all 400 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 400 })
 	got := h.rec.deliveries()
 	checkDelivered(t, got, counters)
 	checkLineage(t, got, map[string][]string{kids[0]: {"shardId-000000000000"}, kids[1]: {"shardId-000000000000"}})
-	waitFor(t, "the parent recorded finished", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "the parent recorded finished", 5*time.Second, func() bool {
 		pr, _ := h.store.Load(context.Background())
 		return pr["shardId-000000000000"].Finished
 	})
@@ -257,7 +258,7 @@ func TestParallelSlotCutsAtPayloadLimit(t *testing.T) {
 		seqs = append(seqs, seq)
 	}
 	h.start()
-	waitFor(t, "ten 1 MiB records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 10 })
+	testkit.WaitFor(t, "ten 1 MiB records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 10 })
 	got := h.rec.deliveries()
 	sizes := map[int]int{}
 	for i, d := range got {

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 )
 
@@ -74,18 +75,6 @@ func (r *recorder) deliveries() []delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.got)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 type harness struct {
@@ -197,10 +186,10 @@ func TestReadsEveryShardAcrossSplitAndMerge(t *testing.T) {
 	h.put(20, 200, counters)
 	h.start()
 	// And reshard again while it runs: discovery must be through ChildShards, not a restart.
-	waitFor(t, "first deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
+	testkit.WaitFor(t, "first deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
 	more := h.fake.Split("s", merged)
 	h.put(20, 200, counters)
-	waitFor(t, "all 800 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 800 })
+	testkit.WaitFor(t, "all 800 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 800 })
 	got := h.rec.deliveries()
 	checkDelivered(t, got, counters)
 	checkLineage(t, got, map[string][]string{
@@ -255,9 +244,9 @@ func TestFaultsLoseNothing(t *testing.T) {
 			})
 			h.cfg.BatchSize = 7
 			h.start()
-			waitFor(t, "first deliveries", 10*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
+			testkit.WaitFor(t, "first deliveries", 10*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
 			h.put(10, 100, counters) // while faults may still be injected
-			waitFor(t, "all records", 15*time.Second, func() bool { return len(h.rec.deliveries()) >= 200 })
+			testkit.WaitFor(t, "all records", 15*time.Second, func() bool { return len(h.rec.deliveries()) >= 200 })
 			checkDelivered(t, h.rec.deliveries(), counters)
 			mu.Lock()
 			if left != 0 {
@@ -321,7 +310,7 @@ func TestListShardsPaging(t *testing.T) {
 	counters := map[string]int{}
 	h.put(50, 250, counters)
 	h.start()
-	waitFor(t, "all records from 5 shards", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 250 })
+	testkit.WaitFor(t, "all records from 5 shards", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 250 })
 	checkDelivered(t, h.rec.deliveries(), counters)
 	shards := map[string]bool{}
 	for _, d := range h.rec.deliveries() {
@@ -341,7 +330,7 @@ func TestTrimmedParentCountsAsFinished(t *testing.T) {
 	counters := map[string]int{}
 	h.put(10, 60, counters)
 	h.start()
-	waitFor(t, "children's records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 60 })
+	testkit.WaitFor(t, "children's records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 60 })
 	checkDelivered(t, h.rec.deliveries(), counters)
 	for _, d := range h.rec.deliveries() {
 		if d.shard != kids[0] && d.shard != kids[1] {
@@ -369,7 +358,7 @@ func TestTrimWhileReadingStopsThatShard(t *testing.T) {
 		h.fake.Put("s", k, fmt.Appendf(nil, "%s:%d", k, counters[k]))
 		counters[k]++
 	}
-	waitFor(t, "children's records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 25 })
+	testkit.WaitFor(t, "children's records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 25 })
 	var fromParent, fromKids []delivery
 	for _, d := range h.rec.deliveries() {
 		if d.shard == kids[0] || d.shard == kids[1] {
@@ -416,13 +405,13 @@ func TestRestartResumesAfterCheckpoint(t *testing.T) {
 	counters := map[string]int{}
 	h.put(10, 100, counters)
 	h.start()
-	waitFor(t, "first 100", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 100 })
+	testkit.WaitFor(t, "first 100", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 100 })
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}
 	h.put(10, 100, counters)
 	h.start() // same store, same recorder
-	waitFor(t, "next 100", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 200 })
+	testkit.WaitFor(t, "next 100", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 200 })
 	checkDelivered(t, h.rec.deliveries(), counters)
 }
 
@@ -432,7 +421,7 @@ func TestFailingBatchIsRetriedAndCheckpointWaits(t *testing.T) {
 	h.put(3, 9, counters)
 	h.rec.failFirst = 3
 	h.start()
-	waitFor(t, "delivery after 3 failures", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 9 })
+	testkit.WaitFor(t, "delivery after 3 failures", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 9 })
 	checkDelivered(t, h.rec.deliveries(), counters)
 	h.rec.mu.Lock()
 	defer h.rec.mu.Unlock()
@@ -493,12 +482,12 @@ func TestBatchingWindowGathersRecords(t *testing.T) {
 	counters := map[string]int{}
 	h.put(1, 2, counters)
 	h.start()
-	waitFor(t, "a few polls", 5*time.Second, func() bool { return h.fake.Calls(fakekinesis.OpGetRecords) >= 3 })
+	testkit.WaitFor(t, "a few polls", 5*time.Second, func() bool { return h.fake.Calls(fakekinesis.OpGetRecords) >= 3 })
 	if len(h.rec.deliveries()) != 0 {
 		t.Fatal("invoked before the window closed or the batch filled")
 	}
 	h.put(1, 4, counters) // fills the batch of 5 before the window closes
-	waitFor(t, "all 6", 5*time.Second, func() bool { return len(h.rec.deliveries()) >= 6 })
+	testkit.WaitFor(t, "all 6", 5*time.Second, func() bool { return len(h.rec.deliveries()) >= 6 })
 	got := h.rec.deliveries()
 	checkDelivered(t, got, counters)
 	if got[0].invocation != got[4].invocation || got[5].invocation == got[0].invocation {
@@ -522,14 +511,14 @@ func TestStartingPositions(t *testing.T) {
 				h.cfg.StartingPositionTimestamp = now.Add(-time.Minute)
 			}
 			h.start()
-			waitFor(t, "shard open", 5*time.Second, func() bool { return f.Calls(fakekinesis.OpGetRecords) >= 1 })
+			testkit.WaitFor(t, "shard open", 5*time.Second, func() bool { return f.Calls(fakekinesis.OpGetRecords) >= 1 })
 			newer := map[string]int{"key-0": 3}
 			h.put(1, 2, newer)
 			want := 2
 			if pos == TrimHorizon {
 				want = 5
 			}
-			waitFor(t, "deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) >= want })
+			testkit.WaitFor(t, "deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) >= want })
 			got := h.rec.deliveries()
 			if len(got) != want || got[0].data != fmt.Sprintf("key-0:%d", 5-want) {
 				t.Fatalf("%s delivered %+v, want the last %d records", pos, got, want)
@@ -596,7 +585,7 @@ func TestStoreErrorsRetriedThenFatal(t *testing.T) {
 				}
 				return
 			}
-			waitFor(t, "checkpoint after the store recovered", 5*time.Second, func() bool {
+			testkit.WaitFor(t, "checkpoint after the store recovered", 5*time.Second, func() bool {
 				pr, _ := store.Load(context.Background())
 				return pr["shardId-000000000000"].Checkpoint != ""
 			})

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 )
 
@@ -126,7 +127,7 @@ func TestTumblingWindowSumsAcrossRestart(t *testing.T) {
 		return func() { cancel(); <-done }
 	}
 	stop := run()
-	waitFor(t, "the first window's batches", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "the first window's batches", 5*time.Second, func() bool {
 		pr, _ := store.Load(context.Background())
 		w := pr["shardId-000000000000"].Window
 		return w != nil && len(w.State) == 3
@@ -138,7 +139,7 @@ func TestTumblingWindowSumsAcrossRestart(t *testing.T) {
 		put(t0.Add(time.Minute+time.Duration(i)*time.Second), fmt.Sprint("k", i%4), 100+i)
 	}
 	c.set(t0.Add(3 * time.Minute)) // 12:01 is over and idle: it closes too
-	waitFor(t, "two windows' totals", 5*time.Second, func() bool {
+	testkit.WaitFor(t, "two windows' totals", 5*time.Second, func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return len(h.totals) == 2
@@ -166,7 +167,7 @@ func TestWindowResponseWithoutStateFails(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	waitFor(t, "discard after 2 invocations", 5*time.Second, func() bool { return len(dest.records()) == 1 })
+	testkit.WaitFor(t, "discard after 2 invocations", 5*time.Second, func() bool { return len(dest.records()) == 1 })
 	cancel()
 	<-done
 	d := dest.records()[0]

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"net"
 	"os"
 	"os/exec"
@@ -88,7 +89,7 @@ func TestStateDirInUseByAnotherProcess(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	first := startESM(t, nil, "--stream", stream, "--state-dir", state, "--log-level", "debug")
-	waitFor(t, "first process to hold the store", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "first process to hold the store", 30*time.Second, func() bool {
 		return strings.Contains(first.stderr.String(), "mapping started")
 	})
 	db := filepath.Join(state, "state.db")

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -79,32 +78,15 @@ func newStream(t *testing.T, shards int32) string {
 // esmProc is one esm process.
 type esmProc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testkit.SyncBuffer
 	done   chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startESM(t *testing.T, env []string, args ...string) *esmProc {
 	t.Helper()
 	cmd := exec.Command(esmBin, append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	p := &esmProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p := &esmProc{cmd: cmd, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	cmd.Stdout = p.stderr
 	if err := cmd.Start(); err != nil {
@@ -163,17 +145,6 @@ func uniqueCount(ds []example.Delivery) int {
 		seen[d.Data] = true
 	}
 	return len(seen)
-}
-
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // produce writes total records over keys partition keys, in PutRecords calls of 20, with data
@@ -235,7 +206,7 @@ func testResharding(t *testing.T, kill bool) {
 	}()
 
 	// Reshard while the producer writes and the consumer lags behind.
-	waitFor(t, "500 records written", time.Minute, func() bool { return written.Load() >= 500 })
+	testkit.WaitFor(t, "500 records written", time.Minute, func() bool { return written.Load() >= 500 })
 	open, err := local.OpenShards(ctx, kin, stream)
 	if err != nil {
 		t.Fatal(err)
@@ -243,26 +214,26 @@ func testResharding(t *testing.T, kill bool) {
 	if err := local.SplitInHalf(ctx, kin, stream, *open[0].ShardId); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "1000 records written", time.Minute, func() bool { return written.Load() >= 1000 })
+	testkit.WaitFor(t, "1000 records written", time.Minute, func() bool { return written.Load() >= 1000 })
 	if _, _, err := local.MergeFirstAdjacent(ctx, kin, stream); err != nil {
 		t.Fatal(err)
 	}
 	var preKill int
 	if kill {
-		waitFor(t, "800 deliveries", time.Minute, func() bool { return len(readDeliveries(t, out)) >= 800 })
+		testkit.WaitFor(t, "800 deliveries", time.Minute, func() bool { return len(readDeliveries(t, out)) >= 800 })
 		_ = proc.cmd.Process.Kill() // SIGKILL: no chance to checkpoint or clean up
 		proc.wait(t)
 		preKill = len(readDeliveries(t, out))
 		proc = startESM(t, env, args...)
 	}
-	waitFor(t, "1500 records written", time.Minute, func() bool { return written.Load() >= 1500 })
+	testkit.WaitFor(t, "1500 records written", time.Minute, func() bool { return written.Load() >= 1500 })
 	if err := local.Resize(ctx, kin, stream, 8); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-prodErr; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "all records delivered", 2*time.Minute, func() bool { return uniqueCount(readDeliveries(t, out)) >= total })
+	testkit.WaitFor(t, "all records delivered", 2*time.Minute, func() bool { return uniqueCount(readDeliveries(t, out)) >= total })
 	if code := proc.stop(t); code != 0 {
 		t.Fatalf("esm exited %d after SIGTERM, want 0", code)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -101,13 +102,13 @@ Resources:
 	}
 	proc := startESM(t, []string{"EXAMPLE_OUTPUT=" + filepath.Join(dir, "out.jsonl"), "EXAMPLE_FAIL=error", "EXAMPLE_FAIL_MATCH=poison"},
 		"--template", tmpl, "--state-dir", filepath.Join(dir, "state"), "--metrics-addr", addr, "--poll-interval", "100ms")
-	waitFor(t, "/healthz", 30*time.Second, func() bool { return status(addr, "/healthz") == http.StatusOK })
-	waitFor(t, "/readyz", 30*time.Second, func() bool { return status(addr, "/readyz") == http.StatusOK })
+	testkit.WaitFor(t, "/healthz", 30*time.Second, func() bool { return status(addr, "/healthz") == http.StatusOK })
+	testkit.WaitFor(t, "/readyz", 30*time.Second, func() bool { return status(addr, "/readyz") == http.StatusOK })
 	if _, err := os.Stat(filepath.Join(dir, "state", "state.db")); err != nil {
 		t.Fatalf("ready before the store was opened: %v", err)
 	}
 	var m map[string]float64
-	waitFor(t, "all 30 records accounted for", 30*time.Second, func() bool {
+	testkit.WaitFor(t, "all 30 records accounted for", 30*time.Second, func() bool {
 		m = scrape(t, addr)
 		return m["PolledEventCount"] == 30 && m["InvokedEventCount"]-m["FailedInvokeEventCount"]+m["FilteredOutEventCount"]+m["DroppedEventCount"] == 30
 	})

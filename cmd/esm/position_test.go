@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -44,7 +45,7 @@ func TestStartingPositions(t *testing.T) {
 			}
 			res := put(0, 3)
 			ts := arrivalOf(ctx, t, stream, *res[2].ShardId, *res[2].SequenceNumber).Add(time.Millisecond)
-			waitFor(t, "the clock to pass T", time.Second, func() bool { return time.Now().After(ts.Add(time.Millisecond)) })
+			testkit.WaitFor(t, "the clock to pass T", time.Second, func() bool { return time.Now().After(ts.Add(time.Millisecond)) })
 			put(3, 6)
 
 			dir := t.TempDir()
@@ -55,9 +56,9 @@ func TestStartingPositions(t *testing.T) {
 				args = append(args, "--starting-position-timestamp", ts.UTC().Format(time.RFC3339Nano))
 			}
 			proc := startESM(t, []string{"EXAMPLE_OUTPUT=" + out}, args...)
-			waitFor(t, "the shard iterator", 30*time.Second, func() bool { return strings.Contains(proc.stderr.String(), "shard iterator opened") })
+			testkit.WaitFor(t, "the shard iterator", 30*time.Second, func() bool { return strings.Contains(proc.stderr.String(), "shard iterator opened") })
 			put(6, 8)
-			waitFor(t, "deliveries", 30*time.Second, func() bool { return len(readDeliveries(t, out)) >= len(tc.want) })
+			testkit.WaitFor(t, "deliveries", 30*time.Second, func() bool { return len(readDeliveries(t, out)) >= len(tc.want) })
 			if code := proc.stop(t); code != 0 {
 				t.Fatalf("exit code %d", code)
 			}

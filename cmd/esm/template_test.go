@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/sam"
 )
@@ -262,7 +263,7 @@ func testTemplateRun(t *testing.T, out string, targets []string, provision bool)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if provision {
-		waitFor(t, "esm to create the stream and start", 30*time.Second, func() bool { return strings.Contains(proc.stderr.String(), "mapping started") })
+		testkit.WaitFor(t, "esm to create the stream and start", 30*time.Second, func() bool { return strings.Contains(proc.stderr.String(), "mapping started") })
 		open, err := local.OpenShards(ctx, kin, stream)
 		if err != nil || len(open) != 2 || !strings.Contains(proc.stderr.String(), "stream created") {
 			t.Fatalf("--provision: %d open shards (%v), want the template's ShardCount of 2", len(open), err)
@@ -272,7 +273,7 @@ func testTemplateRun(t *testing.T, out string, targets []string, provision bool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "all records delivered", time.Minute, func() bool { return uniqueCount(readDeliveries(t, out)) >= total })
+	testkit.WaitFor(t, "all records delivered", time.Minute, func() bool { return uniqueCount(readDeliveries(t, out)) >= total })
 
 	statusArgs := []string{"status", "--template", repoTemplate, "--parameter-overrides", "StreamName=" + stream,
 		"--endpoint-url", kinesisEndpoint, "--state-dir", state}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/local"
 )
@@ -44,7 +45,7 @@ func TestRIEHandlerErrorIsRetriedUntilItSucceeds(t *testing.T) {
 	w := newWire()
 	rec := &recorder{inv: httpInvoker(t, w, 3*time.Second, r.Endpoint())}
 	m := runMapping(t, stream, mappingConfig(100), rec, nil)
-	waitFor(t, "6 deliveries", 30*time.Second, func() bool { return len(deliveries(t, out)) >= 6 })
+	testkit.WaitFor(t, "6 deliveries", 30*time.Second, func() bool { return len(deliveries(t, out)) >= 6 })
 	m.stop(t)
 
 	checkDelivered(t, out, written)
@@ -92,9 +93,9 @@ func TestRIEHandlerErrorThenTheFailurePath(t *testing.T) {
 	retries := 1
 	cfg.MaximumRetryAttempts = &retries
 	m := runMapping(t, stream, cfg, rec, nil)
-	waitFor(t, "the poison batch to be tried twice", 30*time.Second, func() bool { return len(rec.snapshot()) >= 2 })
+	testkit.WaitFor(t, "the poison batch to be tried twice", 30*time.Second, func() bool { return len(rec.snapshot()) >= 2 })
 	written := put(t, stream, []string{"after"}, 2)
-	waitFor(t, "the records after it", 30*time.Second, func() bool { return len(deliveries(t, out)) >= 2 })
+	testkit.WaitFor(t, "the records after it", 30*time.Second, func() bool { return len(deliveries(t, out)) >= 2 })
 	m.stop(t)
 
 	checkDelivered(t, out, written)
@@ -131,7 +132,7 @@ func TestRIEPanicRestartsTheRuntime(t *testing.T) {
 	w := newWire()
 	rec := &recorder{inv: httpInvoker(t, w, 3*time.Second, r.Endpoint())}
 	m := runMapping(t, stream, mappingConfig(100), rec, nil)
-	waitFor(t, "4 deliveries", 30*time.Second, func() bool { return len(deliveries(t, out)) >= 4 })
+	testkit.WaitFor(t, "4 deliveries", 30*time.Second, func() bool { return len(deliveries(t, out)) >= 4 })
 	m.stop(t)
 
 	checkDelivered(t, out, written)
@@ -172,7 +173,7 @@ func TestRIETimeout(t *testing.T) {
 
 	rec := &recorder{inv: httpInvoker(t, newWire(), time.Second, r.Endpoint())}
 	m := runMapping(t, stream, mappingConfig(100), rec, nil)
-	waitFor(t, "3 deliveries", 30*time.Second, func() bool { return len(deliveries(t, out)) >= 3 })
+	testkit.WaitFor(t, "3 deliveries", 30*time.Second, func() bool { return len(deliveries(t, out)) >= 3 })
 	m.stop(t)
 
 	checkDelivered(t, out, written)

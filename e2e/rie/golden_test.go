@@ -14,6 +14,7 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/handler"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -60,7 +61,7 @@ func TestRIEEventMatchesInProcess(t *testing.T) {
 			"--starting-position", "TRIM_HORIZON", "--batch-size", "100", "--poll-interval", "100ms"), handler.WithStderr(io.Discard))
 	}()
 	for _, dump := range []string{rieDump, inProcDump, startDump} {
-		waitFor(t, "every record in "+filepath.Base(dump), 30*time.Second, func() bool { return recordCount(t, dump) >= len(recs) })
+		testkit.WaitFor(t, "every record in "+filepath.Base(dump), 30*time.Second, func() bool { return recordCount(t, dump) >= len(recs) })
 	}
 	viaRIE.stop(t)
 	inProc.stop(t)

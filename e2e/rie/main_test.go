@@ -25,6 +25,7 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
@@ -175,7 +176,7 @@ func alive(t *testing.T, r *local.RIE) {
 type mapping struct {
 	cancel context.CancelFunc
 	done   chan error
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 }
 
 // mappingConfig is the mapping used by the tests: from the oldest record, polled every 100 ms.
@@ -193,7 +194,7 @@ func mappingConfig(batchSize int) poller.Config {
 func runMapping(t *testing.T, stream string, cfg poller.Config, inv invoke.Invoker, handler any) *mapping {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &mapping{cancel: cancel, done: make(chan error, 1), logs: &syncBuffer{}}
+	m := &mapping{cancel: cancel, done: make(chan error, 1), logs: &testkit.SyncBuffer{}}
 	opts := service.Options{
 		Stream:       stream,
 		EndpointURL:  kinesisEndpoint,
@@ -223,22 +224,6 @@ func (m *mapping) stop(t *testing.T) {
 		close(m.done)
 		if err != nil {
 			t.Errorf("mapping ended with %v", err)
-		}
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		case <-tick.C:
 		}
 	}
 }
@@ -380,23 +365,6 @@ func errorDocument(t *testing.T, payload []byte) invoke.ErrorDocument {
 		t.Fatalf("error document %s: %v", payload, err)
 	}
 	return doc
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func tail(s string, n int) string {

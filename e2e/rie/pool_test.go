@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -40,7 +41,7 @@ func TestThreeRIEInstancesServeSixShards(t *testing.T) {
 
 	w := newWire()
 	m := runMapping(t, stream, mappingConfig(4), httpInvoker(t, w, 3*time.Second, endpoints...), nil)
-	waitFor(t, "every record", 60*time.Second, func() bool { return len(deliveries(t, out)) >= keys*perKey })
+	testkit.WaitFor(t, "every record", 60*time.Second, func() bool { return len(deliveries(t, out)) >= keys*perKey })
 	m.stop(t)
 
 	checkDelivered(t, out, written)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/local"
 )
@@ -50,7 +51,7 @@ func TestStartRIEListensOnLoopbackAndStopEndsTheRuntime(t *testing.T) {
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the runtime process to end", 5*time.Second, func() bool { return !running(runtimePID) })
+	testkit.WaitFor(t, "the runtime process to end", 5*time.Second, func() bool { return !running(runtimePID) })
 }
 
 func TestStartRIERejectsBadSettings(t *testing.T) {

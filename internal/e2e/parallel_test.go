@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -61,7 +62,7 @@ func TestParallelizationFactorOnKinesisLocal(t *testing.T) {
 	}
 	stop := runMapping(t, stream, filepath.Join(t.TempDir(), "state"),
 		poller.Config{StartingPosition: poller.TrimHorizon, BatchSize: 10, ParallelizationFactor: 10, PollInterval: 100 * time.Millisecond}, handler)
-	waitFor(t, "1000 records", 30*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1000 })
+	testkit.WaitFor(t, "1000 records", 30*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1000 })
 	stop()
 	mu.Lock()
 	defer mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -127,7 +128,7 @@ func TestTumblingWindowSumOnKinesisLocal(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // a producer's pace, not synchronisation
 	}
 	want := expectedWindowSums(t, stream, window)
-	waitFor(t, "every window closed", 20*time.Second, func() bool {
+	testkit.WaitFor(t, "every window closed", 20*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(totals) == len(want)
@@ -169,16 +170,5 @@ func expectedWindowSums(t *testing.T, stream string, window time.Duration) map[s
 			return want
 		}
 		iter = out.NextShardIterator
-	}
-}
-
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
