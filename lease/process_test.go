@@ -591,6 +591,29 @@ func TestProcessesBalance(t *testing.T) {
 		return n == 16 && o["w0"] == 4 && o["w1"] == 4 && o["w2"] == 4 && o["w3"] == 4
 	})
 	t.Logf("balanced %s after the last worker started", time.Since(lastStart).Round(time.Millisecond))
+	// esm status reads the shared table while the workers run: every shard with its owner.
+	st := exec.Command(esmBinary(t), "status", "--stream", stream, "--lease-table", table, "--json")
+	st.Dir, st.Env = dir, processEnv()
+	out, err := st.Output()
+	if err != nil {
+		t.Fatalf("esm status --lease-table: %v", err)
+	}
+	var rep struct {
+		Shards []struct {
+			ShardID string `json:"shardId"`
+			Owner   string `json:"owner"`
+		} `json:"shards"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("status JSON: %v\n%s", err, out)
+	}
+	perOwner := map[string]int{}
+	for _, sh := range rep.Shards {
+		perOwner[sh.Owner]++
+	}
+	if len(rep.Shards) != 16 || perOwner["w0"]+perOwner["w1"]+perOwner["w2"]+perOwner["w3"] != 16 {
+		t.Fatalf("esm status shows owners %v for %d shards", perOwner, len(rep.Shards))
+	}
 	for _, p := range procs {
 		p.stop(t)
 	}
