@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -195,11 +196,14 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		if payload == nil { // a retry of a cut-down batch (not the hot path; slots run this concurrently)
 			payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
 		}
-		log := r.p.log.With("shard_id", r.shardID, "batch_size", len(recs), "seq_first", deref(recs[0].SequenceNumber), "seq_last", deref(recs[len(recs)-1].SequenceNumber))
+		// The batch's logger is built only when something is logged: not on the hot path.
+		log := func() *slog.Logger {
+			return r.p.log.With("shard_id", r.shardID, "batch_size", len(recs), "seq_first", deref(recs[0].SequenceNumber), "seq_last", deref(recs[len(recs)-1].SequenceNumber))
+		}
 		if len(payload) > MaxPayloadBytes {
 			// One record whose event cannot fit a synchronous invoke: Lambda's behaviour is not
 			// documented. It cannot ever be delivered, so it is discarded at once (a divergence).
-			log.Error("record too large for one invocation: its event exceeds 6291456 bytes", "bytes", len(payload))
+			log().Error("record too large for one invocation: its event exceeds 6291456 bytes", "bytes", len(payload))
 			resp := &FailureResponse{StatusCode: 413, ExecutedVersion: "$LATEST"}
 			return r.discard(runCtx, workCtx, recs, ConditionRetryAttemptsExhausted, 1, resp, "")
 		}
@@ -212,7 +216,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		resp, err := r.p.inv.Invoke(workCtx, payload)
 		took := time.Since(started)
 		if err != nil {
-			log.Warn("function not invoked; retrying without counting", "err", err)
+			log().Warn("function not invoked; retrying without counting", "err", err)
 			if !sleep(runCtx, bo.next()) {
 				return errStopped
 			}
@@ -232,13 +236,15 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
 		switch o {
 		case outcomeSuccess:
-			log.Debug("batch handled", "invocations", invokes)
+			if r.p.log.Enabled(workCtx, slog.LevelDebug) {
+				log().Debug("batch handled", "invocations", invokes)
+			}
 			if state != nil {
 				return r.ackWindow(runCtx, workCtx, recs, state)
 			}
 			return r.ack(workCtx, recs)
 		case outcomePartial:
-			log.Warn("partial batch failure; retrying from the lowest failed record", "failed_seq", deref(recs[failedAt].SequenceNumber), "handled", failedAt)
+			log().Warn("partial batch failure; retrying from the lowest failed record", "failed_seq", deref(recs[failedAt].SequenceNumber), "handled", failedAt)
 			if state != nil { // the state covers the records the function handled
 				r.progress.Window = &WindowState{Start: r.progress.Window.Start, State: state}
 			}
@@ -249,17 +255,17 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 				recs, payload = recs[failedAt:], nil
 			}
 		case outcomeFunctionError:
-			log.Warn("function error", "invocations", invokes, "error", string(resp.Payload))
+			log().Warn("function error", "invocations", invokes, "error", string(resp.Payload))
 			if cfg.BisectBatchOnFunctionError && len(recs) > 1 {
 				half := (len(recs) + 1) / 2
-				log.Info("bisecting batch", "first_half", half, "second_half", len(recs)-half)
+				log().Info("bisecting batch", "first_half", half, "second_half", len(recs)-half)
 				if err := r.process(runCtx, workCtx, recs[:half], nil); err != nil {
 					return err
 				}
 				return r.process(runCtx, workCtx, recs[half:], nil)
 			}
 		case outcomeInvalid:
-			log.Warn("invalid partial batch response: the whole batch failed", "response", string(resp.Payload))
+			log().Warn("invalid partial batch response: the whole batch failed", "response", string(resp.Payload))
 		}
 		failures++
 		if maxRetries >= 0 && failures > maxRetries {
