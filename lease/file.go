@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,25 +42,50 @@ func OpenFile(dir string) (*FileStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
-	path := filepath.Join(dir, dbName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 200 * time.Millisecond})
+	db, err := openBolt(dir, false)
 	if err != nil {
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			holder := ""
-			if b, rerr := os.ReadFile(filepath.Join(dir, pidName)); rerr == nil {
-				if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
-					holder = fmt.Sprintf(" (held by pid %d)", pid)
-				}
-			}
-			return nil, fmt.Errorf("%w: %s%s; stop that process or pass a different --state-dir", ErrLocked, dir, holder)
-		}
-		return nil, fmt.Errorf("open state store %s: %w", path, err)
+		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, pidName), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("write pid file: %w", err)
 	}
 	return &FileStore{db: db, dir: dir}, nil
+}
+
+// openBolt opens <dir>/state.db, read-only or not, failing at once with an error wrapping
+// ErrLocked (naming the holder's PID when known) if another process holds it.
+func openBolt(dir string, readOnly bool) (*bolt.DB, error) {
+	path := filepath.Join(dir, dbName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 200 * time.Millisecond, ReadOnly: readOnly})
+	if err == nil {
+		return db, nil
+	}
+	if !errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("open state store %s: %w", path, err)
+	}
+	holder := ""
+	if b, rerr := os.ReadFile(filepath.Join(dir, pidName)); rerr == nil {
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
+			holder = fmt.Sprintf(" (held by pid %d)", pid)
+		}
+	}
+	return nil, fmt.Errorf("%w: %s%s; stop that process or pass a different --state-dir", ErrLocked, dir, holder)
+}
+
+// ReadFile reads one mapping's progress from the store in dir without writing anything: the file
+// is opened read-only, and a directory without a store holds no progress. While an esm process
+// holds the store it fails at once with an error wrapping ErrLocked.
+func ReadFile(dir, key string) (map[string]poller.ShardProgress, error) {
+	if _, err := os.Stat(filepath.Join(dir, dbName)); errors.Is(err, fs.ErrNotExist) {
+		return map[string]poller.ShardProgress{}, nil
+	}
+	db, err := openBolt(dir, true)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return (&Mapping{db: db, bucket: []byte(key)}).Load(context.Background())
 }
 
 // Close releases the file and its lock.

@@ -7,11 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,8 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/service"
@@ -241,44 +236,12 @@ func label(labels, name string) string {
 }
 
 // readProgress reads one mapping's progress from the state directory without writing anything.
-// The layout (bucket per mapping key, JSON poller.ShardProgress per shard) is lease.FileStore's;
-// TestStatusReadsFileStore keeps the two in step.
 func readProgress(dir, key string) (map[string]poller.ShardProgress, error) {
-	path := filepath.Join(dir, "state.db")
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return map[string]poller.ShardProgress{}, nil
+	p, err := lease.ReadFile(dir, key)
+	if errors.Is(err, lease.ErrLocked) {
+		return nil, fmt.Errorf("%w (esm status reads checkpoints when no esm process runs on that directory; --metrics-addr gives a running one's live view)", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 200 * time.Millisecond})
-	if err != nil {
-		if errors.Is(err, bolterrors.ErrTimeout) {
-			holder := ""
-			if b, rerr := os.ReadFile(filepath.Join(dir, "esm.pid")); rerr == nil {
-				holder = " by pid " + strings.TrimSpace(string(b))
-			}
-			return nil, fmt.Errorf("%w: %s is held%s; esm status reads checkpoints when no esm process runs on that directory (stop it, or run status on a copy of the directory)", lease.ErrLocked, dir, holder)
-		}
-		return nil, fmt.Errorf("open state store %s: %w", path, err)
-	}
-	defer db.Close()
-	out := map[string]poller.ShardProgress{}
-	err = db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(key))
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(k, v []byte) error {
-			var p poller.ShardProgress
-			if err := json.Unmarshal(v, &p); err != nil {
-				return fmt.Errorf("shard %s: %w", k, err)
-			}
-			out[string(k)] = p
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return out, nil
+	return p, err
 }
 
 // shardStates joins the listing with the progress, as the poller sees it: a shard is finished

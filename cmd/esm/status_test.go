@@ -74,7 +74,7 @@ func TestShardStates(t *testing.T) {
 	}
 }
 
-// TestStatusReadsFileStore keeps readProgress in step with lease.FileStore's layout, and checks
+// TestStatusReadsFileStore reads what lease.FileStore wrote (through lease.ReadFile), and checks
 // that a held store is reported, not waited for.
 func TestStatusReadsFileStore(t *testing.T) {
 	dir := t.TempDir()
