@@ -74,21 +74,13 @@ type DynaliteOptions struct {
 // on 127.0.0.1 and blocks until its plain port accepts connections. ctx, and
 // a 30 s limit, bound only the start: the emulator runs until
 // [Process.Stop]. Streams and consumers leave their transitional states after
-// 100ms, and up to 200 shards are allowed.
+// 100ms, and up to 10000 shards are allowed.
 //
 // The error wraps [ErrNotInstalled] when node_modules/kinesis-local is
 // missing. With automatically chosen ports, a start that loses a race for a
 // port is retried with new ports.
 func StartKinesis(ctx context.Context, opts KinesisOptions) (*Process, error) {
-	inst, err := findInstallation(opts.RepoDir, "kinesis-local", "kinesis-local/main.js")
-	if err != nil {
-		return nil, err
-	}
-	node, err := nodeBinary(opts.Node)
-	if err != nil {
-		return nil, err
-	}
-	nodeOpts, err := nodeOptions(inst.preload)
+	inst, node, nodeOpts, err := prepareNode(opts.RepoDir, opts.Node, "kinesis-local", "kinesis-local/main.js")
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +143,19 @@ func StartKinesis(ctx context.Context, opts KinesisOptions) (*Process, error) {
 	}
 }
 
+// prepareNode finds an npm-installed emulator (module, with its script at rel under
+// node_modules), the node binary and the NODE_OPTIONS that load the loopback preload.
+func prepareNode(repoDir, nodePath, module, rel string) (inst installation, node, nodeOpts string, err error) {
+	if inst, err = findInstallation(repoDir, module, rel); err != nil {
+		return inst, "", "", err
+	}
+	if node, err = nodeBinary(nodePath); err != nil {
+		return inst, "", "", err
+	}
+	nodeOpts, err = nodeOptions(inst.preload)
+	return inst, node, nodeOpts, err
+}
+
 // StartDynalite starts dynalite (the npm package pinned in package.json) on
 // 127.0.0.1 and blocks until its port accepts connections. ctx, and a 30 s
 // limit, bound only the start: the emulator runs until [Process.Stop].
@@ -161,15 +166,7 @@ func StartKinesis(ctx context.Context, opts KinesisOptions) (*Process, error) {
 // With an automatically chosen port, a start that loses a race for the port
 // is retried with a new one.
 func StartDynalite(ctx context.Context, opts DynaliteOptions) (*Process, error) {
-	inst, err := findInstallation(opts.RepoDir, "dynalite", "dynalite/cli.js")
-	if err != nil {
-		return nil, err
-	}
-	node, err := nodeBinary(opts.Node)
-	if err != nil {
-		return nil, err
-	}
-	nodeOpts, err := nodeOptions(inst.preload)
+	inst, node, nodeOpts, err := prepareNode(opts.RepoDir, opts.Node, "dynalite", "dynalite/cli.js")
 	if err != nil {
 		return nil, err
 	}

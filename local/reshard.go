@@ -12,24 +12,34 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// OpenShards lists the stream's open shards (no ending sequence number), by starting hash key.
-func OpenShards(ctx context.Context, c *kinesis.Client, stream string) ([]types.Shard, error) {
-	var open []types.Shard
+// listShards returns every shard of the stream (open and closed), following pages.
+func listShards(ctx context.Context, c *kinesis.Client, stream string) ([]types.Shard, error) {
+	var all []types.Shard
 	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
 	for {
 		out, err := c.ListShards(ctx, in)
 		if err != nil {
 			return nil, fmt.Errorf("list shards of %s: %w", stream, err)
 		}
-		for _, s := range out.Shards {
-			if s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil {
-				open = append(open, s)
-			}
-		}
+		all = append(all, out.Shards...)
 		if out.NextToken == nil {
-			break
+			return all, nil
 		}
 		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	}
+}
+
+// OpenShards lists the stream's open shards (no ending sequence number), by starting hash key.
+func OpenShards(ctx context.Context, c *kinesis.Client, stream string) ([]types.Shard, error) {
+	all, err := listShards(ctx, c, stream)
+	if err != nil {
+		return nil, err
+	}
+	var open []types.Shard
+	for _, s := range all {
+		if s.SequenceNumberRange == nil || s.SequenceNumberRange.EndingSequenceNumber == nil {
+			open = append(open, s)
+		}
 	}
 	slices.SortFunc(open, func(a, b types.Shard) int {
 		return hashKey(a.HashKeyRange.StartingHashKey).Cmp(hashKey(b.HashKeyRange.StartingHashKey))
@@ -99,25 +109,19 @@ func Resize(ctx context.Context, c *kinesis.Client, stream string, shards int32)
 
 // Lineage returns every shard of the stream (open and closed) with its parents.
 func Lineage(ctx context.Context, c *kinesis.Client, stream string) (map[string][]string, error) {
-	out := map[string][]string{}
-	in := &kinesis.ListShardsInput{StreamName: aws.String(stream)}
-	for {
-		page, err := c.ListShards(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("list shards of %s: %w", stream, err)
-		}
-		for _, s := range page.Shards {
-			var ps []string
-			for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
-				if p != nil && *p != "" {
-					ps = append(ps, *p)
-				}
-			}
-			out[aws.ToString(s.ShardId)] = ps
-		}
-		if page.NextToken == nil {
-			return out, nil
-		}
-		in = &kinesis.ListShardsInput{NextToken: page.NextToken}
+	all, err := listShards(ctx, c, stream)
+	if err != nil {
+		return nil, err
 	}
+	out := make(map[string][]string, len(all))
+	for _, s := range all {
+		var ps []string
+		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+			if p != nil && *p != "" {
+				ps = append(ps, *p)
+			}
+		}
+		out[aws.ToString(s.ShardId)] = ps
+	}
+	return out, nil
 }

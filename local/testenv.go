@@ -2,7 +2,10 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"os"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
 // Environment variables naming running emulators. scripts/emulators.sh
@@ -57,4 +60,19 @@ func TestDynamoEndpoint(ctx context.Context) (endpoint string, stop func(), err 
 		return "", nil, err
 	}
 	return p.Endpoint(), func() { _ = p.Stop() }, nil
+}
+
+// TestKinesis is TestKinesisEndpoint with a Kinesis client for that endpoint (local credentials,
+// DefaultRegion). stop is never nil when err is nil.
+func TestKinesis(ctx context.Context) (endpoint string, client *kinesis.Client, stop func(), err error) {
+	endpoint, stop, err = TestKinesisEndpoint(ctx)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("kinesis emulator: %w", err)
+	}
+	cfg, err := AWSConfig(ctx, "")
+	if err != nil {
+		stop()
+		return "", nil, nil, err
+	}
+	return endpoint, NewKinesisClient(cfg, endpoint), stop, nil
 }

@@ -34,19 +34,13 @@ func TestMain(m *testing.M) {
 
 func testMain(m *testing.M) int {
 	ctx := context.Background()
-	endpoint, stop, err := local.TestKinesisEndpoint(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
-		return 1
-	}
-	defer stop()
-	kinesisEndpoint = endpoint
-	cfg, err := local.AWSConfig(ctx, "us-east-1")
-	if err != nil {
+	var stop func()
+	var err error
+	if kinesisEndpoint, kin, stop, err = local.TestKinesis(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	kin = local.NewKinesisClient(cfg, endpoint)
+	defer stop()
 
 	dir, err := os.MkdirTemp("", "esm-e2e-")
 	if err != nil {

@@ -48,20 +48,14 @@ func testMain(m *testing.M) int {
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	endpoint, stop, err := local.TestKinesisEndpoint(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
+	var stop func()
+	var err error
+	if kinesisEndpoint, kin, stop, err = local.TestKinesis(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	stopOnce := sync.OnceFunc(stop)
 	defer stopOnce()
-	kinesisEndpoint = endpoint
-	cfg, err := local.AWSConfig(ctx, "")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	kin = local.NewKinesisClient(cfg, endpoint)
 
 	dir, err := os.MkdirTemp("", "esm-rie-")
 	if err != nil {

@@ -35,18 +35,13 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
 	ctx := context.Background()
-	ep, stop, err := local.TestKinesisEndpoint(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
-		return 1
-	}
-	defer stop()
-	cfg, err := local.AWSConfig(ctx, "")
-	if err != nil {
+	var stop func()
+	var err error
+	if endpoint, kin, stop, err = local.TestKinesis(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	endpoint, kin = ep, local.NewKinesisClient(cfg, ep)
+	defer stop()
 	return m.Run()
 }
 
