@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,8 +24,8 @@ type reader struct {
 	lastRead string // sequence number of the last record read from the shard
 	buf      []byte // event encoding buffer, reused across batches
 	slots    *slots // with ParallelizationFactor > 1: the batches in flight
-	ckMu     sync.Mutex
 }
+
 
 // position is where GetShardIterator starts: after the last record read, else after the
 // checkpoint, else the shard's starting position (its first record for shards found later).
@@ -130,7 +129,7 @@ var errStopped = errors.New("stopped")
 
 // run reads the shard until its end or until runCtx ends. Invocations and checkpoints use
 // workCtx, so a batch in flight when runCtx ends still completes (within the shutdown grace).
-func (r *reader) run(runCtx, workCtx context.Context) readerResult {
+func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 	res := readerResult{shardID: r.shardID}
 	log := r.p.log.With("shard_id", r.shardID)
 	cfg := &r.p.cfg
@@ -143,7 +142,20 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 	if cfg.ParallelizationFactor > 1 {
 		sctx, stopSlots := context.WithCancel(runCtx)
 		r.slots = newSlots(sctx, workCtx, r, cfg.ParallelizationFactor)
-		defer func() { stopSlots(); r.slots.stop() }()
+		defer func() {
+			stopSlots()
+			r.slots.stop()
+			// A slot that failed while the reader was stopping (or waiting for space) still
+			// decides the result: a store that kept failing is the mapping's error, not a stop.
+			if err := r.slots.failed(); err != nil && result.err == nil && !result.finished {
+				switch {
+				case errors.Is(err, errLost):
+					result.lost = true
+				case !errors.Is(err, errStopped):
+					result.err = err
+				}
+			}
+		}()
 	}
 	fail := func(err error) readerResult {
 		switch {

@@ -1,0 +1,143 @@
+package poller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/invoke"
+)
+
+// Regression tests for interleavings the hand-written scenarios missed (issue 11). They run
+// under testing/synctest: virtual time, and synctest.Wait to reach the instant every goroutine
+// is blocked, so the interleaving each one needs is reached every run.
+
+// timedInvoker succeeds after taking d of (virtual) time, and records every invocation's shard,
+// records and start and end times. hold, when set, is called at the start of each invocation.
+type timedInvoker struct {
+	d    time.Duration
+	hold func(shard string)
+
+	mu    sync.Mutex
+	calls []timedCall
+}
+
+type timedCall struct {
+	shard      string
+	seqs       []string
+	start, end time.Time
+}
+
+func (v *timedInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
+	var e events.KinesisEvent
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return invoke.Response{}, err
+	}
+	c := timedCall{start: time.Now()}
+	for _, r := range e.Records {
+		c.shard, _, _ = strings.Cut(r.EventID, ":")
+		c.seqs = append(c.seqs, r.Kinesis.SequenceNumber)
+	}
+	if v.hold != nil {
+		v.hold(c.shard)
+	}
+	if v.d > 0 {
+		t := time.NewTimer(v.d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	c.end = time.Now()
+	v.mu.Lock()
+	v.calls = append(v.calls, c)
+	v.mu.Unlock()
+	return invoke.Response{StatusCode: 200, ExecutedVersion: "$LATEST", Payload: []byte("{}")}, nil
+}
+
+func (v *timedInvoker) invocations() []timedCall {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]timedCall(nil), v.calls...)
+}
+
+// brokenStore accepts saves until broken is set, then fails every one; it counts the failures.
+type brokenStore struct {
+	*MemoryStore
+	broken atomic.Bool
+	failed atomic.Int64
+}
+
+func (s *brokenStore) Save(ctx context.Context, u map[string]ShardProgress) error {
+	if s.broken.Load() {
+		s.failed.Add(1)
+		return errors.New("store unreachable")
+	}
+	return s.MemoryStore.Save(ctx, u)
+}
+
+func runPoller(t *testing.T, p *Poller) (context.CancelFunc, chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	return cancel, done
+}
+
+// TestParallelStoreFailureEndsRun (issue 11, bug a): with PF > 1, slots that give up on a store
+// that keeps failing end the mapping with the store's error, also while the reader waits for
+// space in the slots, and also when the failure comes during a stop.
+func TestParallelStoreFailureEndsRun(t *testing.T) {
+	for _, stopFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stop=%t", stopFirst), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := fakekinesis.New()
+				arn := f.CreateStream("s", 1)
+				for range 200 { // one key: one slot works, and nothing else wakes the reader
+					f.Put("s", "key", []byte("x"))
+				}
+				store := &brokenStore{MemoryStore: NewMemoryStore()}
+				p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 1, ParallelizationFactor: 4,
+					PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, &timedInvoker{d: time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.retryBase, p.retryMax = 5*time.Millisecond, 20*time.Millisecond
+				store.broken.Store(true)
+				if err := store.MemoryStore.Save(context.Background(), map[string]ShardProgress{"shardId-000000000000": {Start: TrimHorizon}}); err != nil {
+					t.Fatal(err)
+				}
+				cancel, done := runPoller(t, p)
+				defer cancel()
+				if stopFirst {
+					// Stop once the first save failed: the slots still retry on workCtx and give up.
+					for store.failed.Load() == 0 {
+						time.Sleep(time.Millisecond)
+					}
+					cancel()
+				}
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				select {
+				case err := <-done:
+					if err == nil || !strings.Contains(err.Error(), "store unreachable") {
+						t.Fatalf("Run = %v, want the store's error", err)
+					}
+				default:
+					cancel()
+					t.Fatalf("Run still running a minute after the slots gave up on the store; after a stop it returned %v", <-done)
+				}
+			})
+		})
+	}
+}
