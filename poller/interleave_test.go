@@ -141,3 +141,58 @@ func TestParallelStoreFailureEndsRun(t *testing.T) {
 		})
 	}
 }
+
+// TestParallelIteratorExpiryNoRace (issue 11, bug b): with PF > 1 the reader reopens an expired
+// iterator from the shard's progress while the slots checkpoint it. Run with -race.
+func TestParallelIteratorExpiryNoRace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fakekinesis.New()
+		arn := f.CreateStream("s", 1)
+		want := map[string]bool{}
+		for i := range 400 {
+			_, seq := f.Put("s", fmt.Sprintf("key-%d", i%40), []byte("x"))
+			want[seq] = true
+		}
+		var reads, expired atomic.Int64
+		f.Inject(func(op string, _ any) error {
+			if op == fakekinesis.OpGetRecords && reads.Add(1)%2 == 0 {
+				expired.Add(1)
+				return fakekinesis.ErrExpired()
+			}
+			return nil
+		})
+		inv := &timedInvoker{d: time.Millisecond}
+		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 5, ParallelizationFactor: 4,
+			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, NewMemoryStore(), inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		for {
+			seen := 0
+			for _, c := range inv.invocations() {
+				seen += len(c.seqs)
+			}
+			if seen >= len(want) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, c := range inv.invocations() {
+			for _, s := range c.seqs {
+				got[s] = true
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d of %d records delivered", len(got), len(want))
+		}
+		if expired.Load() < 10 || f.Calls(fakekinesis.OpGetShardIterator) < 10 {
+			t.Fatalf("only %d expiries injected, %d iterators opened", expired.Load(), f.Calls(fakekinesis.OpGetShardIterator))
+		}
+	})
+}

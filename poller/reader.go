@@ -26,6 +26,15 @@ type reader struct {
 	slots    *slots // with ParallelizationFactor > 1: the batches in flight
 }
 
+// currentProgress is the shard's progress as last written. With slots, whose goroutines write it
+// in checkpoint, it is read under the slots' progress lock.
+func (r *reader) currentProgress() ShardProgress {
+	if r.slots != nil {
+		r.slots.lockProgress()
+		defer r.slots.unlockProgress()
+	}
+	return r.progress
+}
 
 // position is where GetShardIterator starts: after the last record read, else after the
 // checkpoint, else the shard's starting position (its first record for shards found later).
@@ -303,7 +312,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 func (r *reader) open(ctx context.Context) error {
 	bo := backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
 	for {
-		pos := resumePosition(r.lastRead, r.progress, r.p.cfg.StartingPositionTimestamp)
+		pos := resumePosition(r.lastRead, r.currentProgress(), r.p.cfg.StartingPositionTimestamp)
 		in := &kinesis.GetShardIteratorInput{StreamARN: &r.p.cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
 		if pos.seq != "" {
 			in.StartingSequenceNumber = aws.String(pos.seq)
