@@ -196,3 +196,81 @@ func TestParallelIteratorExpiryNoRace(t *testing.T) {
 		}
 	})
 }
+
+// TestTrimmedParentInFlightBlocksChildren (issue 11, bug c): a parent that retention trims while
+// its batch is being invoked still blocks its children until that invocation has ended.
+func TestTrimmedParentInFlightBlocksChildren(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fakekinesis.New()
+		arn := f.CreateStream("s", 1)
+		const parent = "shardId-000000000000"
+		for i := range 3 {
+			f.Put("s", fmt.Sprintf("key-%d", i), []byte("x"))
+		}
+		started, release := make(chan struct{}), make(chan struct{})
+		var mu sync.Mutex
+		var childStarts []time.Time
+		inv := &timedInvoker{d: time.Millisecond, hold: func(shard string) {
+			if shard == parent {
+				close(started)
+				<-release
+				return
+			}
+			mu.Lock()
+			childStarts = append(childStarts, time.Now())
+			mu.Unlock()
+		}}
+		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond,
+			MinPollSpacing: time.Millisecond, ShardSyncInterval: 100 * time.Millisecond}, f, NewMemoryStore(), inv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		<-started
+		kids := f.Split("s", parent)
+		for i := range 20 {
+			f.Put("s", fmt.Sprintf("key-%d", i), []byte("y"))
+		}
+		f.Trim("s", parent)
+		lists := f.Calls(fakekinesis.OpListShards)
+		time.Sleep(time.Second) // ten shard syncs see the parent gone
+		synctest.Wait()
+		if n := f.Calls(fakekinesis.OpListShards) - lists; n < 5 {
+			t.Fatalf("only %d shard syncs after the trim", n)
+		}
+		mu.Lock()
+		early := len(childStarts)
+		mu.Unlock()
+		if early > 0 {
+			t.Errorf("%d child invocations started while the trimmed parent's batch was still being invoked", early)
+		}
+		close(release)
+		for {
+			n := 0
+			for _, c := range inv.invocations() {
+				if c.shard == kids[0] || c.shard == kids[1] {
+					n += len(c.seqs)
+				}
+			}
+			if n == 20 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		var parentEnd time.Time
+		for _, c := range inv.invocations() {
+			if c.shard == parent {
+				parentEnd = c.end
+			}
+		}
+		for _, c := range inv.invocations() {
+			if c.shard != parent && c.start.Before(parentEnd) {
+				t.Errorf("child %s invoked at %v, before the parent's last invocation ended at %v", c.shard, c.start, parentEnd)
+			}
+		}
+	})
+}
