@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -273,4 +274,78 @@ func TestTrimmedParentInFlightBlocksChildren(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLatestRestartResumesWhereItStarted (issue 11, bug d): a LATEST mapping that has handled
+// nothing yet resumes after a restart where it first started, so records written while it was
+// down are delivered; records from before its first start are not.
+func TestLatestRestartResumesWhereItStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fakekinesis.New()
+		arn := f.CreateStream("s", 1)
+		f.Put("s", "key", []byte("before"))
+		time.Sleep(time.Second)
+		store := NewMemoryStore() // what a file store keeps across the restart
+		cfg := Config{StreamARN: arn, StartingPosition: Latest, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}
+		inv := &timedInvoker{}
+		run := func() (context.CancelFunc, chan error) {
+			p, err := New(cfg, f, store, inv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return runPoller(t, p)
+		}
+		cancel, done := run()
+		time.Sleep(time.Second) // polls, finds nothing new
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := len(inv.invocations()); n != 0 {
+			t.Fatalf("%d invocations before anything was written after the start", n)
+		}
+		time.Sleep(time.Second)
+		var want []string
+		for range 3 { // written while esm is down
+			_, seq := f.Put("s", "key", []byte("while down"))
+			want = append(want, seq)
+		}
+		cancel, done = run()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range inv.invocations() {
+			got = append(got, c.seqs...)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after the restart got %v, want the 3 records written while down %v", got, want)
+		}
+	})
+}
+
+// TestShardProgressJSONCompatible: progress stored before StartTimestamp existed still loads, and
+// the field is left out when zero.
+func TestShardProgressJSONCompatible(t *testing.T) {
+	var old ShardProgress
+	if err := json.Unmarshal([]byte(`{"start":"LATEST","updatedAt":"2026-01-01T00:00:00Z"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if old.Start != Latest || !old.StartTimestamp.IsZero() {
+		t.Fatalf("old progress decoded as %+v", old)
+	}
+	b, _ := json.Marshal(ShardProgress{Start: TrimHorizon})
+	if strings.Contains(string(b), "startTimestamp") {
+		t.Fatalf("zero StartTimestamp written: %s", b)
+	}
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC)
+	b, _ = json.Marshal(ShardProgress{Start: Latest, StartTimestamp: ts})
+	var back ShardProgress
+	if err := json.Unmarshal(b, &back); err != nil || !back.StartTimestamp.Equal(ts) {
+		t.Fatalf("round trip of %s: %+v, %v", b, back, err)
+	}
 }

@@ -24,6 +24,9 @@ type reader struct {
 	lastRead string // sequence number of the last record read from the shard
 	buf      []byte // event encoding buffer, reused across batches
 	slots    *slots // with ParallelizationFactor > 1: the batches in flight
+	// atTip: the first open is at LATEST itself (this run decided the LATEST start); later
+	// opens before a record was read resume AT_TIMESTAMP at the recorded start.
+	atTip bool
 }
 
 // currentProgress is the shard's progress as last written. With slots, whose goroutines write it
@@ -50,6 +53,8 @@ func resumePosition(lastRead string, pr ShardProgress, ts time.Time) position {
 		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: lastRead}
 	case pr.Checkpoint != "":
 		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: pr.Checkpoint}
+	case pr.Start == Latest && !pr.StartTimestamp.IsZero():
+		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: pr.StartTimestamp}
 	case pr.Start == Latest:
 		return position{kind: types.ShardIteratorTypeLatest}
 	case pr.Start == AtTimestamp:
@@ -312,7 +317,11 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 func (r *reader) open(ctx context.Context) error {
 	bo := backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
 	for {
-		pos := resumePosition(r.lastRead, r.currentProgress(), r.p.cfg.StartingPositionTimestamp)
+		pr := r.currentProgress()
+		pos := resumePosition(r.lastRead, pr, r.p.cfg.StartingPositionTimestamp)
+		if r.atTip && pos.kind == types.ShardIteratorTypeAtTimestamp && pr.Start == Latest {
+			pos = position{kind: types.ShardIteratorTypeLatest}
+		}
 		in := &kinesis.GetShardIteratorInput{StreamARN: &r.p.cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
 		if pos.seq != "" {
 			in.StartingSequenceNumber = aws.String(pos.seq)
@@ -322,7 +331,7 @@ func (r *reader) open(ctx context.Context) error {
 		}
 		out, err := r.p.kin.GetShardIterator(ctx, in)
 		if err == nil {
-			r.iter = out.ShardIterator
+			r.iter, r.atTip = out.ShardIterator, false
 			r.p.log.Debug("shard iterator opened", "shard_id", r.shardID, "type", pos.kind, "seq", pos.seq)
 			return nil
 		}
