@@ -142,6 +142,25 @@ func initialProgress(shards []types.Shard, position string, now time.Time) map[s
 	return out
 }
 
+// startAttempts bounds how often the first listing is tried: a brief 5xx or throttle at start is
+// survived; a stream that does not exist, or an endpoint that keeps failing, ends Run.
+const startAttempts = 5
+
+func (p *Poller) listAtStart(ctx context.Context) ([]types.Shard, error) {
+	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
+	for attempt := 1; ; attempt++ {
+		listing, err := ListShards(ctx, p.kin, p.cfg.StreamARN)
+		if err == nil || errors.Is(err, ErrStreamNotFound) || attempt == startAttempts || ctx.Err() != nil {
+			return listing, err
+		}
+		d := bo.next()
+		p.log.Warn("listing shards failed; retrying", "err", err, "attempt", attempt, "backoff", d)
+		if !sleep(ctx, d) {
+			return nil, err
+		}
+	}
+}
+
 type readerResult struct {
 	shardID  string
 	finished bool
@@ -160,7 +179,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	listing, err := ListShards(ctx, p.kin, p.cfg.StreamARN)
+	listing, err := p.listAtStart(ctx)
 	if err != nil {
 		return err
 	}
