@@ -142,21 +142,23 @@ func initialProgress(shards []types.Shard, position string, now time.Time) map[s
 	return out
 }
 
-// startAttempts bounds how often the first listing is tried: a brief 5xx or throttle at start is
-// survived; a stream that does not exist, or an endpoint that keeps failing, ends Run.
-const startAttempts = 5
+// startAttempts bounds how often the first listing and the first load of progress are tried: a
+// brief 5xx, throttle or store outage at start is survived (about 10 s with the default pacing);
+// a stream that does not exist, or a dependency that keeps failing, ends Run.
+const startAttempts = 8
 
-func (p *Poller) listAtStart(ctx context.Context) ([]types.Shard, error) {
-	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
+// atStart runs one step of the start, retrying it as startAttempts says.
+func atStart[T any](ctx context.Context, p *Poller, what string, step func() (T, error)) (T, error) {
+	bo := backoff{base: p.retryBase / 10, max: p.retryMax}
 	for attempt := 1; ; attempt++ {
-		listing, err := ListShards(ctx, p.kin, p.cfg.StreamARN)
+		v, err := step()
 		if err == nil || errors.Is(err, ErrStreamNotFound) || attempt == startAttempts || ctx.Err() != nil {
-			return listing, err
+			return v, err
 		}
 		d := bo.next()
-		p.log.Warn("listing shards failed; retrying", "err", err, "attempt", attempt, "backoff", d)
+		p.log.Warn(what+" failed; retrying", "err", err, "attempt", attempt, "backoff", d)
 		if !sleep(ctx, d) {
-			return nil, err
+			return v, err
 		}
 	}
 }
@@ -179,11 +181,11 @@ func (p *Poller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	listing, err := p.listAtStart(ctx)
+	listing, err := atStart(ctx, p, "listing shards", func() ([]types.Shard, error) { return ListShards(ctx, p.kin, p.cfg.StreamARN) })
 	if err != nil {
 		return err
 	}
-	progress, err := p.store.Load(ctx)
+	progress, err := atStart(ctx, p, "loading checkpoints", func() (map[string]ShardProgress, error) { return p.store.Load(ctx) })
 	if err != nil {
 		return fmt.Errorf("load checkpoints: %w", err)
 	}

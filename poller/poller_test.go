@@ -279,6 +279,7 @@ func TestStartFailsOnListingError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.retryBase, p.retryMax = time.Millisecond, 10*time.Millisecond
 	if err := p.Run(context.Background()); err == nil {
 		t.Fatal("Run succeeded although the stream could not be listed")
 	}
