@@ -3,8 +3,8 @@ package sim
 import (
 	"fmt"
 	"os"
-	"strings"
 	"slices"
+	"strings"
 	"time"
 )
 
