@@ -217,6 +217,9 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		resp, err := r.p.inv.Invoke(workCtx, payload)
 		took := time.Since(started)
 		if err != nil {
+			if errors.Is(err, invoke.ErrThrottled) {
+				r.p.obs.Throttled(r.shardID)
+			}
 			log().Warn("function not invoked; retrying without counting", "err", err)
 			if !sleep(runCtx, bo.next()) {
 				return errStopped
@@ -234,6 +237,9 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 			}
 		}
 		r.p.obs.BatchInvoked(r.shardID, len(recs), took, o != outcomeSuccess)
+		if o == outcomeFunctionError {
+			r.p.obs.FunctionError(r.shardID)
+		}
 		last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
 		switch o {
 		case outcomeSuccess:
@@ -287,8 +293,9 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 	return nil
 }
 
-// discard gives up on recs: their failure record goes to the on-failure destination (retried
-// until it is delivered, blocking the shard), then the checkpoint moves past them.
+// discard gives up on recs: their failure record goes to the on-failure destination, then the
+// checkpoint moves past them. A delivery that fails is retried, blocking the shard, until it
+// succeeds; with OnDestinationFailure drop, the records are dropped instead, as Lambda drops them.
 func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, condition string, invokes int, resp *FailureResponse, requestID string) error {
 	if requestID == "" { // never invoked: the failure record gets its own id
 		requestID = uuid.NewString()
@@ -322,6 +329,12 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 			if errors.Is(err, context.Canceled) && workCtx.Err() != nil {
 				return errStopped
 			}
+			r.p.obs.DestinationDeliveryFailed(r.shardID)
+			if r.p.cfg.OnDestinationFailure == DestinationFailureDrop {
+				log.Error("on-failure destination unreachable; records dropped (on-destination-failure drop)", "destination", r.p.cfg.OnFailureDestination, "err", err)
+				r.p.obs.RecordsDropped(r.shardID, len(recs))
+				return r.ackDiscarded(workCtx, recs)
+			}
 			log.Warn("on-failure destination unreachable; retrying, the shard waits", "err", err)
 			if !sleep(runCtx, bo.next()) {
 				return errStopped
@@ -330,6 +343,11 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 		log.Info("records sent to the on-failure destination", "destination", r.p.cfg.OnFailureDestination)
 		r.p.obs.RecordsDelivered(r.shardID, len(recs))
 	}
+	return r.ackDiscarded(workCtx, recs)
+}
+
+// ackDiscarded moves the checkpoint past discarded records.
+func (r *reader) ackDiscarded(workCtx context.Context, recs []types.Record) error {
 	if err := r.ack(workCtx, recs); err != nil {
 		if errors.Is(err, errLost) {
 			return err

@@ -125,6 +125,10 @@ func TestValidationMessages(t *testing.T) {
 			"", ev + "DestinationConfig: Unsupported DestinationConfig parameter for given event source mapping type."},
 		{"destination not a queue, topic or bucket", eventTemplate("DestinationConfig:\n  OnFailure:\n    Destination: " + stream),
 			"", ev + `DestinationConfig: DestinationConfig.OnFailure.Destination "` + stream + `" must be the ARN of an SQS queue, an SNS topic or an S3 bucket`},
+		{"destination a FIFO queue", eventTemplate("DestinationConfig:\n  OnFailure:\n    Destination: arn:aws:sqs:us-east-1:123456789012:failures.fifo"),
+			"", ev + "DestinationConfig: DestinationConfig.OnFailure.Destination arn:aws:sqs:us-east-1:123456789012:failures.fifo is a FIFO queue: it cannot take Lambda's on-failure message, which has no message group id, so every delivery would fail; use a standard queue"},
+		{"destination a FIFO topic", eventTemplate("DestinationConfig:\n  OnFailure:\n    Type: SNS\n    Destination: arn:aws:sns:us-east-1:123456789012:failures.fifo"),
+			"", ev + "DestinationConfig: DestinationConfig.OnFailure.Destination arn:aws:sns:us-east-1:123456789012:failures.fifo is a FIFO topic: it cannot take Lambda's on-failure message, which has no message group id, so every delivery would fail; use a standard topic"},
 		{"destination too long", eventTemplate("DestinationConfig:\n  OnFailure:\n    Destination: arn:aws:sqs:us-east-1:123456789012:" + long),
 			"", ev + "DestinationConfig: 1 validation error detected: Value 'arn:aws:sqs:us-east-1:123456789012:" + long + "' at 'destinationConfig.onFailure.destination' failed to satisfy constraint: Member must have length less than or equal to 350"},
 
