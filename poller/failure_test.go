@@ -17,6 +17,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 func TestClassifyResponse(t *testing.T) {
@@ -149,7 +150,7 @@ func startFailureHarness(t *testing.T, cfg Config, f *fakekinesis.Fake, arn stri
 		cfg.StartingPosition = TrimHorizon
 	}
 	cfg.PollInterval, cfg.MinPollSpacing, cfg.ShardSyncInterval = 10*time.Millisecond, time.Millisecond, time.Hour
-	p, err := New(cfg, f, fh.store, invoke.NewInProcess(h.handle, invoke.WithTimeout(10*time.Second)), append([]Option{WithDestination(fh.dest)}, opts...)...)
+	p, err := New(cfg, f, fh.store, inprocess.New(h.handle, inprocess.WithTimeout(10*time.Second)), append([]Option{WithDestination(fh.dest)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +474,7 @@ func TestThrottlesDoNotCountAsRetries(t *testing.T) {
 	arn := f.CreateStream("s", 1)
 	seqs := putN(f, 2, func(i int) string { return fmt.Sprint(i) })
 	h := &scripted{decide: func(int, events.KinesisEvent) (json.RawMessage, error) { return nil, nil }}
-	th := &throttler{Invoker: invoke.NewInProcess(h.handle)}
+	th := &throttler{Invoker: inprocess.New(h.handle)}
 	th.n.Store(5)
 	store, dest := NewMemoryStore(), &memDest{}
 	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, MaximumRetryAttempts: intp(0), PollInterval: 10 * time.Millisecond,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 type counting struct {
@@ -74,7 +74,7 @@ func TestObserverCountsAddUp(t *testing.T) {
 	store, dest := NewMemoryStore(), &memDest{}
 	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 2, MaximumRetryAttempts: intp(1),
 		FilterPatterns: []string{`{"data":{"ok":[{"exists":true}]}}`, `{"data":{"poison":[{"exists":true}]}}`},
-		PollInterval:   10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, invoke.NewInProcess(h), WithDestination(dest), WithObserver(obs))
+		PollInterval:   10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(h), WithDestination(dest), WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestFunctionMetricsCounted(t *testing.T) {
 		}
 		return nil, nil
 	}}
-	th := &throttler{Invoker: invoke.NewInProcess(h.handle)}
+	th := &throttler{Invoker: inprocess.New(h.handle)}
 	th.n.Store(2)
 	obs := &counting{states: map[string]string{}}
 	store := NewMemoryStore()
