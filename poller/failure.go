@@ -163,8 +163,9 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 // process handles one batch by Lambda's rules and returns once every record of it was handled or
 // discarded (and the checkpoint covers it), or with errStopped when the mapping stops:
 //
-//   - before every invocation, records older than MaximumRecordAgeInSeconds at the head of the
-//     batch are discarded (RecordAgeExceeded) and the rest is still invoked;
+//   - before every invocation, records older than MaximumRecordAgeInSeconds or than the stream's
+//     retention period at the head of the batch are discarded (RecordAgeExceeded) and the rest
+//     is still invoked;
 //   - a throttled or unreachable function is retried with backoff, never counted;
 //   - a partial batch response checkpoints the records before the lowest failed one and retries
 //     from it; when that moved the checkpoint, the rest is a new batch with a fresh retry count,
@@ -179,14 +180,17 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, payload []byte) error {
 	cfg := &r.p.cfg
 	maxRetries := cfg.RetryAttempts()
-	maxAge := time.Duration(cfg.RecordAgeSeconds()) * time.Second
 	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
 	invokes, failures := 0, 0
 	var last *FailureResponse
 	lastRequest := "" // the request id of the last invocation, for the failure record
 	for len(recs) > 0 {
-		if maxAge >= 0 {
-			if n := expiredPrefix(recs, r.p.now(), maxAge); n > 0 {
+		if limit, retention, ok := r.p.ageLimit(); ok {
+			if n := expiredPrefix(recs, r.p.now(), limit); n > 0 {
+				if retention {
+					r.p.log.Warn("records older than the stream's retention period have left the stream: discarded as RecordAgeExceeded",
+						"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(recs[0].SequenceNumber))
+				}
 				if err := r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil, lastRequest); err != nil {
 					return err
 				}

@@ -86,7 +86,7 @@ type Fake struct {
 	pageSeq uint64
 
 	injector atomic.Pointer[func(op string, in any) error]
-	calls    [3]atomic.Int64
+	calls    [4]atomic.Int64
 }
 
 type stream struct {
@@ -95,6 +95,7 @@ type stream struct {
 	counter   uint64   // last sequence counter handed out
 	shards    []*shard // index is the shard number; nil once trimmed
 	open      []*shard // open shards ordered by hash range
+	retention time.Duration // RetentionPeriodHours; 0 means the default 24 hours (see SetRetention)
 }
 
 type shard struct {
@@ -166,6 +167,8 @@ func opIndex(op string) int {
 		return 1
 	case OpGetRecords:
 		return 2
+	case OpDescribeStreamSummary:
+		return 3
 	}
 	return -1
 }
