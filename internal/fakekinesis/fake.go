@@ -92,10 +92,11 @@ type Fake struct {
 type stream struct {
 	id        int
 	name, arn string
-	counter   uint64        // last sequence counter handed out
-	shards    []*shard      // index is the shard number; nil once trimmed
-	open      []*shard      // open shards ordered by hash range
-	retention time.Duration // RetentionPeriodHours; 0 means the default 24 hours (see SetRetention)
+	counter   uint64   // last sequence counter handed out
+	shards    []*shard // index is the shard number; nil once trimmed
+	open      []*shard // open shards ordered by hash range
+	// retention is RetentionPeriodHours; 0 means the default 24 hours (see SetRetention).
+	retention time.Duration
 }
 
 type shard struct {
