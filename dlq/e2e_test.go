@@ -152,7 +152,7 @@ func TestBucketPut(t *testing.T) {
 		w.Header().Set("ETag", `"e"`)
 	}))
 	defer srv.Close()
-	id := MappingUUID("arn:aws:kinesis:us-east-1:000000000000:stream/s", "arn:aws:lambda:us-east-1:000000000000:function:f")
+	id := "3d1e0c7a-9b2f-4c55-8e61-0f4a2b7c9d13" // the mapping's UUID, as the service passes it
 	d, err := New(awsCfg, "arn:aws:s3:::failures", Options{EndpointURL: srv.URL, MappingUUID: id})
 	if err != nil {
 		t.Fatal(err)

@@ -152,6 +152,7 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 		// Lambda publishes the event counts only for a mapping whose MetricsConfig asks for them.
 		eventCounts := c.Mapping != nil && c.Mapping.MetricsConfig != nil && slices.Contains(c.Mapping.MetricsConfig.Metrics, "EventCount")
 		emf := metrics.NewEMF(os.Stdout, "esm", o.FunctionName, o.Stream, 0, metrics.WithEventCounts(eventCounts))
+		o.OnMappingUUID = emf.SetMappingUUID // the service reads it from the mapping's store
 		observers = append(observers, emf)
 		runs = append(runs, emf.Run)
 	}
