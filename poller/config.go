@@ -79,7 +79,8 @@ type Config struct {
 	// ParallelizationFactor is how many batches of one shard may be in flight at once, 1–10.
 	// Default 1.
 	ParallelizationFactor int
-	// TumblingWindow is the length of tumbling windows, 0–900 s. Default 0: no windows.
+	// TumblingWindow is the length of tumbling windows, 0–900 s. Default 0: no windows. A windowed
+	// mapping runs one batch in flight per shard whatever its ParallelizationFactor (see New).
 	TumblingWindow time.Duration
 	// FilterPatterns are the FilterCriteria patterns (JSON), OR-ed. At most MaxFilters.
 	FilterPatterns []string
@@ -223,11 +224,6 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 	}
 	if c.TumblingWindow < 0 || c.TumblingWindow > 900*time.Second {
 		return c, RangeError("tumblingWindowInSeconds", int64(c.TumblingWindow/time.Second), 0, 900)
-	}
-	if c.TumblingWindow > 0 && c.ParallelizationFactor > 1 {
-		return c, &ValidationError{Field: "TumblingWindowInSeconds", Message: fmt.Sprintf(
-			"TumblingWindowInSeconds %d needs ParallelizationFactor 1 (got %d): a window's state is carried from one invocation of the shard to the next",
-			int64(c.TumblingWindow/time.Second), c.ParallelizationFactor)}
 	}
 	switch {
 	case c.MaxFilters == 0:

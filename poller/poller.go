@@ -101,6 +101,14 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	}
 	p.enc = newEventEncoder(p.cfg.StreamARN, p.arn.Region, p.cfg.InvokeIdentityARN)
 	p.log = p.log.With("stream", p.arn.Name)
+	if p.cfg.TumblingWindow > 0 && p.cfg.ParallelizationFactor > 1 {
+		// AWS documents no rejection of this combination, so a template that deploys runs. A
+		// window's state goes from one invocation of the shard to the next, so its batches run
+		// one at a time.
+		p.log.Warn("TumblingWindowInSeconds with ParallelizationFactor > 1: running one batch in flight per shard, because a tumbling window's state passes from each invocation of a shard to the next",
+			"parallelization_factor", p.cfg.ParallelizationFactor, "tumbling_window_seconds", int(p.cfg.TumblingWindow/time.Second))
+		p.cfg.ParallelizationFactor = 1
+	}
 	return p, nil
 }
 

@@ -357,3 +357,18 @@ func TestPollerConfig(t *testing.T) {
 		t.Fatalf("poller.Config does not carry the mapping: %+v", c)
 	}
 }
+
+// TestWindowWithParallelizationFactorAccepted: AWS documents no rejection of a tumbling window
+// with ParallelizationFactor > 1, so a template that deploys is accepted (esm then runs the
+// mapping one batch in flight per shard, with a warning).
+func TestWindowWithParallelizationFactorAccepted(t *testing.T) {
+	tpl, err := Parse("t.yaml", []byte(eventTemplate("TumblingWindowInSeconds: 60\nParallelizationFactor: 4\nMetricsConfig:\n  Metrics: [EventCount]")),
+		Options{Now: fixedNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tpl.Mappings[0]
+	if m.TumblingWindowInSeconds != 60 || m.ParallelizationFactor != 4 || m.MetricsConfig == nil || m.MetricsConfig.Metrics[0] != "EventCount" {
+		t.Fatalf("mapping %+v", m)
+	}
+}
