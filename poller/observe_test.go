@@ -131,16 +131,9 @@ func TestFunctionMetricsCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	testkit.WaitFor(t, "checkpoint", 5*time.Second, func() bool {
-		pr, _ := store.Load(context.Background())
-		return pr["shardId-000000000000"].Checkpoint == seqs[1]
-	})
-	cancel()
-	if err := <-done; err != nil {
+	stop := runPoller(t, p)
+	waitCheckpoint(t, store, seqs[1])
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	c := obs.snapshot()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 // TestRetentionEndsInfiniteRetries: with Lambda's defaults (MaximumRetryAttempts and
@@ -42,9 +41,9 @@ func TestRetentionEndsInfiniteRetries(t *testing.T) {
 	}}
 	fh := startFailureHarness(t, Config{BatchSize: 1}, f, arn, h, WithClock(c.now))
 	testkit.WaitFor(t, "the record after the poison one", 5*time.Second, func() bool {
-		p, _ := fh.store.Load(context.Background())
+		pr, _ := fh.store.Load(context.Background())
 		seq := ok.Load().(string)
-		return seq != "" && p["shardId-000000000000"].Checkpoint == seq
+		return seq != "" && pr["shardId-000000000000"].Checkpoint == seq
 	})
 	dl := fh.dest.records()
 	if len(dl) != 1 || dl[0].Condition != ConditionRecordAgeExceeded || dl[0].Response != nil || dl[0].ApproximateInvokeCount != 5 ||
@@ -79,22 +78,12 @@ func TestRetentionReadAgain(t *testing.T) {
 		}
 		return nil, errors.New("poison")
 	}}
-	store, dest := NewMemoryStore(), &memDest{}
-	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 1,
-		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond, ShardSyncInterval: 5 * time.Millisecond}
-	p, err := New(cfg, f, store, inprocess.New(h.handle), WithDestination(dest), WithClock(c.now))
-	if err != nil {
+	fh := startFailureHarness(t, Config{BatchSize: 1, ShardSyncInterval: 5 * time.Millisecond}, f, arn, h, WithClock(c.now))
+	testkit.WaitFor(t, "record age exceeded", 10*time.Second, func() bool { return len(fh.dest.records()) == 1 })
+	if err := fh.stop(); err != nil {
 		t.Fatal(err)
 	}
-	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	testkit.WaitFor(t, "record age exceeded", 10*time.Second, func() bool { return len(dest.records()) == 1 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	dest := fh.dest
 	if d := dest.records()[0]; d.Condition != ConditionRecordAgeExceeded || d.ApproximateInvokeCount != 5 {
 		t.Fatalf("destination record %+v, want RecordAgeExceeded after 5 invocations (24 h), not 10 (48 h)", d)
 	}
