@@ -58,8 +58,10 @@ type RunFlags struct {
 	// Provision creates the template's stream on the emulator when it is missing.
 	Provision bool `help:"Create the template's stream (its AWS::Kinesis::Stream, with its ShardCount) on the --endpoint-url emulator when it does not exist." env:"ESM_PROVISION"`
 
-	StateDir    string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
-	SQSProtocol string `name:"sqs-protocol" help:"Protocol of the SQS on-failure destination: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
+	StateDir string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
+	// OnDestinationFailure is what a shard does when its on-failure destination cannot be reached.
+	OnDestinationFailure string `help:"When the on-failure destination cannot take a record: block (retry, holding the shard; nothing is lost) or drop (drop the records and move on, as Lambda does). Each failed send counts in DestinationDeliveryFailures." default:"block" enum:"block,drop" env:"ESM_ON_DESTINATION_FAILURE"`
+	SQSProtocol          string `name:"sqs-protocol" help:"Protocol of the SQS on-failure destination: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
 
 	FunctionName              *string        `help:"Function name, used in ARNs and to key checkpoints (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
 	Timeout                   *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
@@ -250,6 +252,7 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 		return nil, err
 	}
 	mc.PollInterval, mc.ShardSyncInterval, mc.ShutdownGrace = f.PollInterval, f.ShardSyncInterval, f.ShutdownGrace
+	mc.OnDestinationFailure = f.OnDestinationFailure
 	if f.LeaseDuration <= 0 {
 		return nil, Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))
 	}

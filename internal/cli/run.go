@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -148,7 +149,10 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 		c.Logger.Info("metrics served", "addr", c.MetricsAddr)
 	}
 	if c.EMF {
-		emf := metrics.NewEMF(os.Stdout, "esm", o.FunctionName, o.Stream, 0)
+		// Lambda publishes the event counts only for a mapping whose MetricsConfig asks for them.
+		eventCounts := c.Mapping != nil && c.Mapping.MetricsConfig != nil && slices.Contains(c.Mapping.MetricsConfig.Metrics, "EventCount")
+		emf := metrics.NewEMF(os.Stdout, "esm", o.FunctionName, o.Stream, 0, metrics.WithEventCounts(eventCounts))
+		o.OnMappingUUID = emf.SetMappingUUID // the service reads it from the mapping's store
 		observers = append(observers, emf)
 		runs = append(runs, emf.Run)
 	}

@@ -98,7 +98,7 @@ type Fake struct {
 	pageSeq uint64
 
 	injector atomic.Pointer[func(op string, in any) error]
-	calls    [3]atomic.Int64
+	calls    [4]atomic.Int64
 }
 
 type stream struct {
@@ -107,6 +107,8 @@ type stream struct {
 	counter   uint64   // last sequence counter handed out
 	shards    []*shard // index is the shard number; nil once trimmed
 	open      []*shard // open shards ordered by hash range
+	// retention is RetentionPeriodHours; 0 means the default 24 hours (see SetRetention).
+	retention time.Duration
 }
 
 type shard struct {
@@ -178,6 +180,8 @@ func opIndex(op string) int {
 		return 1
 	case OpGetRecords:
 		return 2
+	case OpDescribeStreamSummary:
+		return 3
 	}
 	return -1
 }
