@@ -103,6 +103,7 @@ func startEnvironment(cfg *config, out *lineWriter, name string) (*environment, 
 		exited:     make(chan struct{}),
 	}
 	e.srv = &http.Server{Handler: e.routes(), ReadHeaderTimeout: 10 * time.Second}
+	e.started = cfg.now() // before the Runtime API serves: init is measured from here
 	go func() { _ = e.srv.Serve(ln) }()
 
 	stdoutR, stdoutW, err := os.Pipe()
@@ -121,7 +122,6 @@ func startEnvironment(cfg *config, out *lineWriter, name string) (*environment, 
 	e.cmd.Env = e.environ()
 	e.cmd.Stdout, e.cmd.Stderr = stdoutW, stderrW
 	setProcAttr(e.cmd)
-	e.started = cfg.now()
 	err = e.cmd.Start()
 	stdoutW.Close() // the child holds its own copies
 	stderrW.Close()
@@ -359,7 +359,11 @@ func (e *environment) invoke(ctx context.Context, payload []byte) (resp invoke.R
 	if !reusable {
 		e.kill()
 	}
-	e.report(inv.id, took, cold, maxRSS)
+	var initTook time.Duration
+	if cold {
+		initTook = e.initTook // written before initDone was closed
+	}
+	e.report(inv.id, took, initTook, maxRSS)
 	return resp, reusable, nil
 }
 
@@ -373,8 +377,7 @@ func (e *environment) initError(inv *invocation, p posted) invoke.Response {
 		typ = p.errorType
 	}
 	e.out.line(fmt.Sprintf("INIT_REPORT Init Duration: %s ms\tPhase: init\tStatus: error\tError Type: %s", ms(took), typ))
-	e.initTook = took
-	e.report(inv.id, 0, true, e.maxMemoryMB())
+	e.report(inv.id, 0, took, e.maxMemoryMB())
 	return invoke.Response{StatusCode: http.StatusOK, ExecutedVersion: e.cfg.version, RequestID: inv.id,
 		FunctionError: invoke.FunctionErrorUnhandled, Payload: errorDocument(p, errorTypeInit)}
 }
@@ -417,14 +420,15 @@ func (e *environment) exitDocument(id string) []byte {
 	return invoke.ErrorDocument{ErrorType: errorTypeExit, ErrorMessage: msg}.Marshal()
 }
 
-// report writes the END and REPORT lines of an invocation.
-func (e *environment) report(id string, took time.Duration, cold bool, maxMB int) {
+// report writes the END and REPORT lines of an invocation; initTook is the init's duration for
+// the first invocation of an environment, 0 for a warm one.
+func (e *environment) report(id string, took, initTook time.Duration, maxMB int) {
 	e.out.line("END RequestId: " + id)
 	billed := math.Ceil(float64(took) / float64(time.Millisecond))
 	line := fmt.Sprintf("REPORT RequestId: %s\tDuration: %s ms\tBilled Duration: %d ms\tMemory Size: %d MB\tMax Memory Used: %d MB",
 		id, ms(took), int64(billed), e.cfg.memoryMB, maxMB)
-	if cold {
-		line += fmt.Sprintf("\tInit Duration: %s ms", ms(e.initTook))
+	if initTook > 0 {
+		line += fmt.Sprintf("\tInit Duration: %s ms", ms(initTook))
 	}
 	e.out.line(line)
 }
