@@ -101,7 +101,8 @@ func TestResumePosition(t *testing.T) {
 	}{
 		{"new child", "", ShardProgress{}, position{kind: types.ShardIteratorTypeTrimHorizon}},
 		{"trim horizon", "", ShardProgress{Start: TrimHorizon}, position{kind: types.ShardIteratorTypeTrimHorizon}},
-		{"latest", "", ShardProgress{Start: Latest}, position{kind: types.ShardIteratorTypeLatest}},
+		{"latest, stored by an older version", "", ShardProgress{Start: Latest}, position{kind: types.ShardIteratorTypeLatest}},
+		{"latest resumes where it started", "", ShardProgress{Start: Latest, StartTimestamp: ts.Add(time.Minute)}, position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts.Add(time.Minute)}},
 		{"at timestamp", "", ShardProgress{Start: AtTimestamp}, position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts}},
 		{"checkpoint wins over start", "", ShardProgress{Start: Latest, Checkpoint: "42"}, position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: "42"}},
 		{"last read wins over checkpoint", "50", ShardProgress{Checkpoint: "42"}, position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: "50"}},

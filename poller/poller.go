@@ -136,14 +136,18 @@ func ListShards(ctx context.Context, kin KinesisAPI, streamARN string) ([]types.
 
 // initialProgress decides where each shard present when the mapping first runs starts from.
 // TRIM_HORIZON and AT_TIMESTAMP keep lineage order from the oldest shards. LATEST starts every open
-// shard at its tip and treats closed shards as finished, since nothing in them is newer than now.
+// shard at its tip, recording when (see ShardProgress.StartTimestamp), and treats closed shards as
+// finished, since nothing in them is newer than now.
 func initialProgress(shards []types.Shard, position string, now time.Time) map[string]ShardProgress {
 	out := make(map[string]ShardProgress, len(shards))
 	for _, s := range shards {
 		closed := s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
 		pr := ShardProgress{Start: position, UpdatedAt: now}
-		if position == Latest && closed {
+		switch {
+		case position == Latest && closed:
 			pr = ShardProgress{Finished: true, UpdatedAt: now}
+		case position == Latest:
+			pr.StartTimestamp = now.Truncate(time.Millisecond).UTC()
 		}
 		out[deref(s.ShardId)] = pr
 	}
@@ -177,7 +181,8 @@ func (p *Poller) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load checkpoints: %w", err)
 	}
-	if len(progress) == 0 {
+	fresh := len(progress) == 0 // this run decides where the shards start
+	if fresh {
 		progress = initialProgress(listing, p.cfg.StartingPosition, p.now())
 		if p.coord == nil {
 			if err := p.store.Save(ctx, progress); err != nil {
@@ -193,6 +198,12 @@ func (p *Poller) Run(ctx context.Context) error {
 		}
 	}
 	c := &coordinator{p: p, g: newLineage(), progress: progress, cancels: map[string]context.CancelFunc{}, results: make(chan readerResult)}
+	if fresh && p.cfg.StartingPosition == Latest {
+		c.atTip = map[string]bool{}
+		for id := range progress {
+			c.atTip[id] = true
+		}
+	}
 	c.syncFinished(progress)
 	c.g.sync(listing)
 	c.reportStates()
@@ -224,6 +235,8 @@ type coordinator struct {
 	runCtx   context.Context
 	workCtx  context.Context
 	stopRun  context.CancelFunc
+	// atTip: LATEST shards whose start this run decided; their first open is at LATEST itself.
+	atTip map[string]bool
 }
 
 func (c *coordinator) syncFinished(progress map[string]ShardProgress) {
@@ -293,7 +306,8 @@ func (c *coordinator) start(id string) {
 	rctx, cancel := context.WithCancel(c.runCtx)
 	c.cancels[id] = cancel
 	c.g.running[id] = true
-	r := &reader{p: c.p, shardID: id, progress: c.progress[id]}
+	r := &reader{p: c.p, shardID: id, progress: c.progress[id], atTip: c.atTip[id]}
+	delete(c.atTip, id)
 	c.p.log.Info("shard started", "shard_id", id, "position", r.describePosition())
 	c.p.obs.ShardState(id, StateReading)
 	c.wg.Add(1)

@@ -133,10 +133,11 @@ func TestInvokerTargets(t *testing.T) {
 		{[]string{"127.0.0.1:9001"}, false},
 		{[]string{"http://127.0.0.1:9001", "http://127.0.0.1:9001"}, false}, // the same endpoint twice
 	} {
-		c.Invoke = splitTargets(tt.targets)
+		c.Invoke = tt.targets
 		c.Service.FunctionTimeout = 3 * time.Second
 		c.Logger = discardLogger()
-		inv, err := c.Invoker()
+		inv, closeInvoker, err := c.Invoker()
+		_ = closeInvoker()
 		if (err == nil) != tt.ok {
 			t.Errorf("--invoke %q: %v", tt.targets, err)
 		}

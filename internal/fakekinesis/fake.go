@@ -35,10 +35,22 @@ type optionFunc func(*config)
 func (o optionFunc) apply(c *config) { o(c) }
 
 type config struct {
-	now     func() time.Time
-	ttl     time.Duration
-	region  string
-	account string
+	now      func() time.Time
+	ttl      time.Duration
+	region   string
+	account  string
+	pageSize int // ListShards page size when MaxResults is not given
+}
+
+// WithListShardsPageSize sets how many shards a ListShards call without MaxResults returns per
+// page (default 1000, as Kinesis), so that callers' paging can be exercised with few shards.
+// Values outside [1, 1000] keep the default.
+func WithListShardsPageSize(n int) Option {
+	return optionFunc(func(c *config) {
+		if n >= 1 && n <= defaultListShards {
+			c.pageSize = n
+		}
+	})
 }
 
 // WithClock sets the clock used for arrival timestamps, iterator expiry,
@@ -125,7 +137,7 @@ type recMeta struct {
 // New returns an empty Fake. It never fails.
 func New(opts ...Option) *Fake {
 	f := &Fake{
-		cfg:    config{now: time.Now, ttl: defaultIteratorTTL, region: "us-east-1", account: "000000000000"},
+		cfg:    config{now: time.Now, ttl: defaultIteratorTTL, region: "us-east-1", account: "000000000000", pageSize: defaultListShards},
 		byName: map[string]*stream{},
 		byARN:  map[string]*stream{},
 		pages:  map[string]page{},
