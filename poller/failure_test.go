@@ -158,13 +158,13 @@ func startFailureHarness(t *testing.T, cfg Config, f *fakekinesis.Fake, arn stri
 		t.Fatal(err)
 	}
 	fh.p = p
-	fh.stop = runPoller(t, p)
+	fh.stop = startPoller(t, p)
 	return fh
 }
 
-// runPoller runs p, with retries paced in milliseconds, until the returned stop (also run at the
+// startPoller runs p, with retries paced in milliseconds, until the returned stop (also run at the
 // test's end), which returns Run's error.
-func runPoller(t *testing.T, p *Poller) (stop func() error) {
+func startPoller(t *testing.T, p *Poller) (stop func() error) {
 	t.Helper()
 	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
@@ -502,7 +502,7 @@ func TestThrottlesDoNotCountAsRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runPoller(t, p)
+	stop := startPoller(t, p)
 	waitCheckpoint(t, store, seqs[1])
 	if err := stop(); err != nil {
 		t.Fatal(err)

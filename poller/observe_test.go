@@ -131,7 +131,7 @@ func TestFunctionMetricsCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runPoller(t, p)
+	stop := startPoller(t, p)
 	waitCheckpoint(t, store, seqs[1])
 	if err := stop(); err != nil {
 		t.Fatal(err)
