@@ -20,7 +20,7 @@ type counting struct {
 	mu                                                    sync.Mutex
 	polled, filtered, invoked, failed, dropped, delivered int
 	ages                                                  int
-	errors, throttles, destinationFailures                int
+	errors, throttles, destinationFailures, invocations   int
 	states                                                map[string]string
 }
 
@@ -36,7 +36,8 @@ func (c *counting) snapshot() *counting {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return &counting{polled: c.polled, filtered: c.filtered, invoked: c.invoked, failed: c.failed, dropped: c.dropped,
-		delivered: c.delivered, ages: c.ages, errors: c.errors, throttles: c.throttles, destinationFailures: c.destinationFailures}
+		delivered: c.delivered, ages: c.ages, errors: c.errors, throttles: c.throttles, destinationFailures: c.destinationFailures,
+		invocations: c.invocations}
 }
 
 func (c *counting) RecordsPolled(_ string, n int)      { c.mu.Lock(); c.polled += n; c.mu.Unlock() }
@@ -44,6 +45,7 @@ func (c *counting) RecordsFilteredOut(_ string, n int) { c.mu.Lock(); c.filtered
 func (c *counting) BatchInvoked(_ string, n int, _ time.Duration, failed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.invocations++
 	c.invoked += n
 	if failed {
 		c.failed += n
