@@ -187,11 +187,21 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 	for len(recs) > 0 {
 		if limit, retention, ok := r.p.ageLimit(); ok {
 			if n := expiredPrefix(recs, r.p.now(), limit); n > 0 {
-				if retention {
+				var err error
+				switch {
+				case retention && r.p.dest == nil:
+					// Gone with the stream's retention: not in DroppedEventCount, as Lambda counts it.
+					r.p.log.Warn("records older than the stream's retention period have left the stream: discarded",
+						"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(recs[0].SequenceNumber))
+					err = r.ackDiscarded(workCtx, recs[:n])
+				case retention:
 					r.p.log.Warn("records older than the stream's retention period have left the stream: discarded as RecordAgeExceeded",
 						"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(recs[0].SequenceNumber))
+					fallthrough
+				default:
+					err = r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil, lastRequest)
 				}
-				if err := r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil, lastRequest); err != nil {
+				if err != nil {
 					return err
 				}
 				recs, payload = recs[n:], nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 // TestRetentionEndsInfiniteRetries: with Lambda's defaults (MaximumRetryAttempts and
@@ -111,5 +112,34 @@ func TestRetentionUnknownNeverExpires(t *testing.T) {
 	testkit.WaitFor(t, "retries", 5*time.Second, func() bool { return len(h.invocations()) >= 5 })
 	if dl := fh.dest.records(); len(dl) != 0 {
 		t.Fatalf("destination records %+v without a known retention period", dl)
+	}
+}
+
+// TestRetentionWithoutDestination: without an on-failure destination a record that outlived the
+// retention period is discarded and the shard moves on, and it is not counted in
+// DroppedEventCount, which leaves out records that expired through retention.
+func TestRetentionWithoutDestination(t *testing.T) {
+	var c clock
+	c.set(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	f := fakekinesis.New(fakekinesis.WithClock(c.now))
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 1, func(int) string { return "poison" })
+	h := &scripted{decide: func(int, events.KinesisEvent) (json.RawMessage, error) {
+		c.advance(13 * time.Hour)
+		return nil, errors.New("poison")
+	}}
+	obs := &counting{states: map[string]string{}}
+	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond},
+		f, NewMemoryStore(), inprocess.New(h.handle), WithClock(c.now), WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startPoller(t, p)
+	waitCheckpoint(t, p.store, seqs[0])
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c := obs.snapshot(); len(h.invocations()) != 2 || c.dropped != 0 {
+		t.Fatalf("%d invocations, %d dropped; want 2 (26 h > 24 h) and none counted", len(h.invocations()), c.dropped)
 	}
 }
