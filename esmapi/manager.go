@@ -274,32 +274,34 @@ func (m *Manager) Create(ctx context.Context, body []byte) (EventSourceMapping, 
 	return m.create(ctx, req)
 }
 
-func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMapping, *APIError) {
+// checkCreate checks a create request in Lambda's order (the model's constraints, the source,
+// the function, then the settings) and returns the mapping's configuration, defaults applied.
+func (m *Manager) checkCreate(req *createRequest) (poller.Config, *APIError) {
 	if req.FunctionName == nil {
-		return EventSourceMapping{}, nullError("functionName")
+		return poller.Config{}, nullError("functionName")
 	}
 	if e := req.checkModel(); e != nil {
-		return EventSourceMapping{}, e
+		return poller.Config{}, e
 	}
 	if a := req.EventSourceArn; a != nil && !arnRE.MatchString(*a) {
-		return EventSourceMapping{}, validation("1 validation error detected: Value '%s' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", *a, arnPattern)
+		return poller.Config{}, validation("1 validation error detected: Value '%s' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", *a, arnPattern)
 	}
 	if p := req.StartingPosition; p != nil && *p != poller.TrimHorizon && *p != poller.Latest && *p != poller.AtTimestamp {
-		return EventSourceMapping{}, validation("1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", *p)
+		return poller.Config{}, validation("1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", *p)
 	}
 	if req.EventSourceArn == nil || *req.EventSourceArn == "" {
-		return EventSourceMapping{}, invalidParameter(msgUnrecognizedSource)
+		return poller.Config{}, invalidParameter(msgUnrecognizedSource)
 	}
 	ref := parseFunctionName(*req.FunctionName)
 	if _, ok := m.funcs[ref.name]; !ok {
-		return EventSourceMapping{}, invalidParameter(msgFunctionNotFound)
+		return poller.Config{}, invalidParameter(msgFunctionNotFound)
 	}
 	stream, err := poller.ParseStreamARN(*req.EventSourceArn)
 	if err != nil {
-		return EventSourceMapping{}, invalidParameter("%s esm serves Kinesis stream mappings: arn:aws:kinesis:<region>:<account>:stream/<name>.", msgUnrecognizedSource)
+		return poller.Config{}, invalidParameter("%s esm serves Kinesis stream mappings: arn:aws:kinesis:<region>:<account>:stream/<name>.", msgUnrecognizedSource)
 	}
 	if e := req.checkKinesis(); e != nil {
-		return EventSourceMapping{}, e
+		return poller.Config{}, e
 	}
 	s := req.settings()
 	s.StartingPosition = req.StartingPosition
@@ -309,10 +311,18 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 	mc := m.o.Base
 	mc.StreamARN, mc.FunctionARN = stream.String(), ref.arn(stream)
 	if err := s.Apply(&mc); err != nil {
-		return EventSourceMapping{}, fromConfig(err)
+		return poller.Config{}, fromConfig(err)
 	}
 	if mc, err = mc.WithDefaults(); err != nil {
-		return EventSourceMapping{}, fromConfig(err)
+		return poller.Config{}, fromConfig(err)
+	}
+	return mc, nil
+}
+
+func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMapping, *APIError) {
+	mc, aerr := m.checkCreate(req)
+	if aerr != nil {
+		return EventSourceMapping{}, aerr
 	}
 	if _, err := m.o.Engine.ResolveStream(ctx, mc.StreamARN); err != nil {
 		if errors.Is(err, poller.ErrStreamNotFound) {

@@ -101,8 +101,8 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e11 {
 		return fmt.Errorf("timestamp %s: want Unix epoch seconds", b)
 	}
-	sec, frac := math.Modf(f)
-	t.Time = time.Unix(int64(sec), int64(frac*1e9)).UTC()
+	// Milliseconds, as it is written back: what is accepted is what is kept.
+	t.Time = time.UnixMilli(int64(math.Round(f * 1000))).UTC()
 	return nil
 }
 
