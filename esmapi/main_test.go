@@ -22,7 +22,7 @@ import (
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
@@ -147,7 +147,7 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 	}
 	var functions []esmapi.Function
 	for name, r := range fns {
-		functions = append(functions, esmapi.Function{Name: name, Invoker: invoke.NewInProcess(r.handle)})
+		functions = append(functions, esmapi.Function{Name: name, Invoker: inprocess.New(r.handle)})
 	}
 	m, err := esmapi.Open(ctx, esmapi.Options{
 		Engine:         shared,

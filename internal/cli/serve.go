@@ -16,6 +16,7 @@ import (
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -211,7 +212,7 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 			}
 			inv = i
 		} else {
-			inv = invoke.NewInProcess(handler, invoke.WithFunctionARN(t.arn), invoke.WithTimeout(t.timeout))
+			inv = inprocess.New(handler, inprocess.WithFunctionARN(t.arn), inprocess.WithTimeout(t.timeout), inprocess.WithLogger(logger))
 		}
 		if t.limit != nil {
 			inv = invoke.Limit(inv, *t.limit)
