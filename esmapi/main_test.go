@@ -78,9 +78,13 @@ func put(t *testing.T, stream string, data ...string) {
 type recorder struct {
 	mu      sync.Mutex
 	batches [][]string
+	block   func() // when set, called at the start of every invocation
 }
 
 func (r *recorder) handle(_ context.Context, e events.KinesisEvent) error {
+	if r.block != nil {
+		r.block()
+	}
 	var b []string
 	for _, rec := range e.Records {
 		b = append(b, string(rec.Kinesis.Data))
