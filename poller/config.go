@@ -324,3 +324,7 @@ func (c Config) Validate() error {
 	_, err := c.withDefaults(time.Now())
 	return err
 }
+
+// WithDefaults returns the configuration as the poller runs it: every zero field set to its
+// default, after checking every field (the error names the first field that is wrong).
+func (c Config) WithDefaults() (Config, error) { return c.withDefaults(time.Now()) }

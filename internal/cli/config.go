@@ -332,34 +332,23 @@ func streamFor(m *sam.Mapping) string {
 	return m.EventSourceArn
 }
 
-// overrideMapping applies the mapping flags that were given.
+// overrideMapping applies the mapping flags that were given, through the same service.Settings
+// as the ESM API's requests.
 func (f *RunFlags) overrideMapping(mc *poller.Config) error {
-	if f.BatchSize != nil {
-		if *f.BatchSize == 0 { // an explicit 0 is out of range, not "the default"
-			return poller.RangeError("batchSize", 0, 1, poller.MaxBatchSize)
-		}
-		mc.BatchSize = *f.BatchSize
-	}
-	if f.MaximumBatchingWindow != nil {
-		mc.MaximumBatchingWindow = time.Duration(*f.MaximumBatchingWindow) * time.Second
-	}
-	if f.StartingPosition != nil {
-		mc.StartingPosition = *f.StartingPosition
-		if f.StartingPositionTimestamp == nil {
-			mc.StartingPositionTimestamp = time.Time{}
-		}
+	s := service.Settings{
+		BatchSize:                      f.BatchSize,
+		MaximumBatchingWindowInSeconds: f.MaximumBatchingWindow,
+		StartingPosition:               f.StartingPosition,
+		Enabled:                        f.Enabled,
 	}
 	if f.StartingPositionTimestamp != nil {
 		ts, err := ParseTimestamp(*f.StartingPositionTimestamp)
 		if err != nil {
 			return Usage(err)
 		}
-		mc.StartingPositionTimestamp = ts
+		s.StartingPositionTimestamp = &ts
 	}
-	if f.Enabled != nil {
-		mc.Disabled = !*f.Enabled
-	}
-	return nil
+	return s.Apply(mc)
 }
 
 // ParseTimestamp reads an RFC 3339 time or Unix seconds (possibly fractional).
