@@ -60,23 +60,7 @@ func freeAddr(t *testing.T) string {
 func startServe(t *testing.T, env []string, args ...string) (*esmProc, string) {
 	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(esmBin, append([]string{"serve", "--endpoint-url", kinesisEndpoint, "--api-addr", addr, "--poll-interval", "100ms"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	p := &esmProc{cmd: cmd, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
-	cmd.Stderr, cmd.Stdout = p.stderr, p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("esm serve output:\n%s", tail(p.stderr.String(), 60))
-		}
-	})
+	p := spawnESM(t, env, append([]string{"serve", "--endpoint-url", kinesisEndpoint, "--api-addr", addr, "--poll-interval", "100ms"}, args...)...)
 	testkit.WaitFor(t, "esm serve to listen", 20*time.Second, func() bool {
 		select {
 		case err := <-p.done:
