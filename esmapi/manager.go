@@ -203,7 +203,7 @@ func (m *Manager) startLocked(e *entry) {
 			if err == nil {
 				var p *poller.Poller
 				p, err = m.o.Engine.NewPoller(mc, id, m.o.Progress(id), fn.Invoker,
-					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(resultObserver{e}))
+					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(resultObserver{e: e}))
 				if err == nil {
 					err = p.Run(ctx)
 				}
@@ -242,7 +242,10 @@ func (m *Manager) stop(e *entry) {
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
 // resultObserver keeps the mapping's LastProcessingResult.
-type resultObserver struct{ e *entry }
+type resultObserver struct {
+	poller.NopObserver
+	e *entry
+}
 
 func (o resultObserver) BatchInvoked(_ string, _ int, _ time.Duration, failed bool) {
 	if failed {
@@ -251,12 +254,6 @@ func (o resultObserver) BatchInvoked(_ string, _ int, _ time.Duration, failed bo
 	}
 	o.e.result.Store(new(ResultOK))
 }
-func (resultObserver) RecordsPolled(string, int)         {}
-func (resultObserver) RecordsFilteredOut(string, int)    {}
-func (resultObserver) RecordsDropped(string, int)        {}
-func (resultObserver) RecordsDelivered(string, int)      {}
-func (resultObserver) IteratorAge(string, time.Duration) {}
-func (resultObserver) ShardState(string, string)         {}
 
 // view is the mapping as the API returns it; m.mu is held.
 func (e *entry) view() EventSourceMapping {

@@ -78,7 +78,8 @@ type esmProc struct {
 
 func startESM(t *testing.T, env []string, args ...string) *esmProc {
 	t.Helper()
-	return spawnESM(t, env, append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
+	// The built-in example, unless --invoke says otherwise.
+	return spawnESM(t, append([]string{"ESM_INVOKE=example"}, env...), append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
 }
 
 // spawnESM starts the esm binary with args; the test's cleanup kills it if it still runs.

@@ -33,7 +33,7 @@ type runCmd struct {
 type versionCmd struct{}
 
 type app struct {
-	Run           runCmd      `cmd:"" help:"Run the mapping: read every shard of the stream and invoke the function (default: the example function in-process)."`
+	Run           runCmd      `cmd:"" help:"Run the mapping: read every shard of the stream and invoke the function that --invoke names."`
 	Serve         serveCmd    `cmd:"" help:"Serve Lambda's event source mapping API (aws lambda create-event-source-mapping ...) and run every mapping created through it."`
 	Validate      validateCmd `cmd:"" help:"Check a template and print its resolved Kinesis mappings."`
 	Invoke        invokeCmd   `cmd:"" help:"Invoke the function once with an event, like sam local invoke, and print its response."`
@@ -101,5 +101,6 @@ func (r *runCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	return cli.Run(ctx, c, example.Handle)
+	c.Example = example.Handle // --invoke example
+	return cli.Run(ctx, c, nil)
 }

@@ -87,7 +87,8 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, handler any) e
 	if err != nil {
 		return err
 	}
-	fns, err := f.functions(res, shared, timeout, logger, handler)
+	fns, closeFns, err := f.functions(res, shared, timeout, logger, handler)
+	defer closeFns()
 	if err != nil {
 		return err
 	}
@@ -155,15 +156,22 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, handler any) e
 	return nil
 }
 
-// functions are the --function targets and the template's functions, each with its invoker.
-func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, handler any) ([]esmapi.Function, error) {
+// functions are the --function targets and the template's functions, each with its invoker. It builds every function's invoker. closeAll, never nil, stops what the invokers started
+// (execution environments).
+func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, handler any) (fns []esmapi.Function, closeAll func(), err error) {
+	var closers []func() error
+	closeAll = func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}
 	targets := map[string][]string{}
 	var order []string
 	for _, spec := range f.Function {
 		for _, s := range strings.Fields(spec) {
 			name, target, ok := strings.Cut(s, "=")
 			if !ok || name == "" || target == "" {
-				return nil, Usage(fmt.Errorf("--function %q: want NAME=TARGET, TARGET being a URL or lambda:NAME_OR_ARN", s))
+				return nil, closeAll, Usage(fmt.Errorf("--function %q: want NAME=TARGET, TARGET being a URL or lambda:NAME_OR_ARN", s))
 			}
 			if _, seen := targets[name]; !seen {
 				order = append(order, name)
@@ -206,10 +214,11 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 		if ts := targets[name]; len(ts) > 0 {
 			c := &Config{Invoke: ts, AWS: shared.AWS, Logger: logger,
 				Service: service.Options{EndpointURL: shared.EndpointURL, FunctionTimeout: t.timeout}}
-			i, err := c.Invoker()
+			i, closeInv, err := c.Invoker()
 			if err != nil {
-				return nil, fmt.Errorf("--function %s: %w", name, err)
+				return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 			}
+			closers = append(closers, closeInv)
 			inv = i
 		} else {
 			inv = inprocess.New(handler, inprocess.WithFunctionARN(t.arn), inprocess.WithTimeout(t.timeout), inprocess.WithLogger(logger))
@@ -220,5 +229,5 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 		out = append(out, esmapi.Function{Name: name, Invoker: inv, Role: t.role})
 	}
 	slices.SortFunc(out, func(a, b esmapi.Function) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return out, closeAll, nil
 }
