@@ -78,8 +78,15 @@ type esmProc struct {
 
 func startESM(t *testing.T, env []string, args ...string) *esmProc {
 	t.Helper()
-	cmd := exec.Command(esmBin, append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
-	cmd.Env = append(append(os.Environ(), "ESM_INVOKE=example"), env...) // the built-in example, unless --invoke says otherwise
+	// The built-in example, unless --invoke says otherwise.
+	return spawnESM(t, append([]string{"ESM_INVOKE=example"}, env...), append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
+}
+
+// spawnESM starts the esm binary with args; the test's cleanup kills it if it still runs.
+func spawnESM(t *testing.T, env []string, args ...string) *esmProc {
+	t.Helper()
+	cmd := exec.Command(esmBin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	p := &esmProc{cmd: cmd, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	cmd.Stdout = p.stderr
