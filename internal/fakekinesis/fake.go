@@ -39,6 +39,7 @@ type config struct {
 	ttl     time.Duration
 	region  string
 	account string
+	efo     efoConfig
 }
 
 // WithClock sets the clock used for arrival timestamps, iterator expiry,
@@ -86,7 +87,8 @@ type Fake struct {
 	pageSeq uint64
 
 	injector atomic.Pointer[func(op string, in any) error]
-	calls    [3]atomic.Int64
+	calls    [5]atomic.Int64
+	efo      efoState
 }
 
 type stream struct {
@@ -95,6 +97,8 @@ type stream struct {
 	counter   uint64   // last sequence counter handed out
 	shards    []*shard // index is the shard number; nil once trimmed
 	open      []*shard // open shards ordered by hash range
+	// wake is closed when a record is added or a shard closes (subscribe.go).
+	wake chan struct{}
 }
 
 type shard struct {
@@ -166,6 +170,10 @@ func opIndex(op string) int {
 		return 1
 	case OpGetRecords:
 		return 2
+	case OpSubscribeToShard:
+		return 3
+	case OpSubscribeToShardEvent:
+		return 4
 	}
 	return -1
 }
@@ -377,6 +385,7 @@ func (s *stream) addShard(r [2]u128, parent, adjacent *string, now time.Time) *s
 func (s *stream) close(sh *shard, now time.Time) {
 	sh.endSeq = ptr(s.nextSeq(sh.num))
 	sh.closedAt = now
+	s.wakeSubscribers()
 }
 
 // reindex rebuilds the routing table of open shards after a change.
@@ -413,6 +422,7 @@ func (s *stream) appendRecord(sh *shard, pk string, data []byte, now time.Time) 
 		PartitionKey:                &m.pk,
 		ApproximateArrivalTimestamp: &m.arrival,
 	})
+	s.wakeSubscribers()
 	return m.seq
 }
 
