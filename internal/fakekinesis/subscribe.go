@@ -348,7 +348,8 @@ func cmpOr(d, def time.Duration) time.Duration {
 func (f *Fake) stream(ctx context.Context, c *consumer, st subStart, w *io.PipeWriter, closed <-chan struct{}) {
 	enc := eventstream.NewEncoder()
 	codec := awsjson.New11(schemas.Kinesis_20131202) // its encoder has state: one per stream
-	var failure error // how the stream ends; nil: cleanly
+	// failure is how the stream ends; nil: cleanly.
+	var failure error
 	defer func() {
 		if failure != nil && !errors.Is(failure, ErrDropped) {
 			var ae smithy.APIError
