@@ -169,7 +169,7 @@ func (r *reader) subscribe(ctx context.Context) error {
 		defer close(s.done)
 		pm.run(pctx)
 	}()
-	r.p.log.Debug("shard subscription started", "shard_id", r.shardID, "type", pos.kind, "seq", pos.seq)
+	r.p.log.Info("shard subscribed", "shard_id", r.shardID, "consumer", r.p.efo.consumer, "type", pos.kind, "seq", pos.seq)
 	return nil
 }
 
