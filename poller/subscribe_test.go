@@ -3,6 +3,7 @@ package poller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -277,5 +278,80 @@ func TestConsumerARNNeedsSubscribeAPI(t *testing.T) {
 	p, err := New(Config{StreamARN: consumer, StartingPosition: Latest}, f, NewMemoryStore(), &countingInvoker{})
 	if err != nil || p.cfg.StreamARN != arn || p.cfg.ConsumerARN != consumer {
 		t.Fatalf("consumer ARN as the source: %v %q %q", err, p.cfg.StreamARN, p.cfg.ConsumerARN)
+	}
+}
+
+// TestSubscriptionWithSlotsAndFilters: the rest of the pipeline is unchanged under enhanced
+// fan-out: with ParallelizationFactor 4 per-key order and lineage hold across a split, and
+// FilterCriteria drop the records they do not match.
+func TestSubscriptionWithSlotsAndFilters(t *testing.T) {
+	t.Run("pf=4 across a split", func(t *testing.T) {
+		h, _ := newEFOHarness(t, 1)
+		h.cfg.BatchSize, h.cfg.ParallelizationFactor = 5, 4
+		counters := map[string]int{}
+		h.put(20, 200, counters)
+		h.start()
+		testkit.WaitFor(t, "first deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
+		kids := h.fake.Split("s", "shardId-000000000000")
+		h.put(20, 200, counters)
+		testkit.WaitFor(t, "all 400 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 400 })
+		got := h.rec.deliveries()
+		checkDelivered(t, got, counters)
+		checkLineage(t, got, map[string][]string{kids[0]: {"shardId-000000000000"}, kids[1]: {"shardId-000000000000"}})
+		if n := h.fake.Calls(fakekinesis.OpGetRecords); n != 0 {
+			t.Fatalf("%d GetRecords calls", n)
+		}
+	})
+	t.Run("filters", func(t *testing.T) {
+		h, _ := newEFOHarness(t, 1)
+		h.cfg.FilterPatterns = []string{`{"partitionKey":["key-1"]}`}
+		all := map[string]int{}
+		h.put(4, 100, all)
+		h.start()
+		testkit.WaitFor(t, "key-1's 25 records", 5*time.Second, func() bool { return len(h.rec.deliveries()) >= 25 })
+		_, last := h.fake.Put("s", "key-2", []byte("unmatched tail"))
+		testkit.WaitFor(t, "the checkpoint past the filtered tail", 5*time.Second, func() bool {
+			p, _ := h.store.Load(context.Background())
+			return p["shardId-000000000000"].Checkpoint == last
+		})
+		checkDelivered(t, h.rec.deliveries(), map[string]int{"key-1": all["key-1"]})
+	})
+}
+
+// TestSubscriptionsHandedOverBetweenWorkers: leases move shards between workers reading through
+// one consumer; the new owner's subscription is refused while the old one is in use, backs off,
+// and nothing is lost or repeated.
+func TestSubscriptionsHandedOverBetweenWorkers(t *testing.T) {
+	f := fakekinesis.New(fakekinesis.WithSubscriptionTiming(0, 300*time.Millisecond))
+	arn := f.CreateStream("s", 4)
+	consumer := f.RegisterConsumer("s", "esm")
+	efoCfg := func(c *Config) { c.ConsumerARN = consumer }
+	table := newLeaseTable()
+	rec := &recorder{}
+	counters := map[string]int{}
+	put := func(n int) {
+		for i := range n {
+			k := fmt.Sprintf("key-%d", i%20)
+			f.Put("s", k, fmt.Appendf(nil, "%s:%d", k, counters[k]))
+			counters[k]++
+		}
+	}
+	put(200)
+	stopA := startWorker(t, f, arn, table, &memWorker{t: table, id: "A"}, rec, efoCfg)
+	testkit.WaitFor(t, "A holds every shard", 5*time.Second, func() bool { return table.owned()["A"] == 4 })
+	testkit.WaitFor(t, "200 records", 5*time.Second, func() bool { return len(rec.deliveries()) >= 200 })
+	startWorker(t, f, arn, table, &memWorker{t: table, id: "B"}, rec, efoCfg)
+	testkit.WaitFor(t, "an even split", 5*time.Second, func() bool { o := table.owned(); return o["A"] == 2 && o["B"] == 2 })
+	put(200)
+	testkit.WaitFor(t, "all 400 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 400 })
+	if err := stopA(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "B takes A's released shards", 5*time.Second, func() bool { return table.owned()["B"] == 4 })
+	put(100)
+	testkit.WaitFor(t, "all 500 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 500 })
+	checkDelivered(t, rec.deliveries(), counters)
+	if n := f.Calls(fakekinesis.OpGetRecords); n != 0 {
+		t.Fatalf("%d GetRecords calls", n)
 	}
 }
