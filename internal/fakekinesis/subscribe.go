@@ -219,6 +219,17 @@ func (f *Fake) SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToShar
 	if err := f.begin(ctx, OpSubscribeToShard, in); err != nil {
 		return nil, wrapSDK(OpSubscribeToShard, err)
 	}
+	// smithy-go's JSON protocol keeps event-stream decoding state in the protocol value, so
+	// concurrent subscriptions each need their own.
+	fresh := func(o *kinesis.Options) { o.Protocol = awsjson.New11(schemas.Kinesis_20131202) }
+	return f.SubscribeClient().SubscribeToShard(ctx, in, append([]func(*kinesis.Options){fresh}, optFns...)...)
+}
+
+// SubscribeClient returns a *kinesis.Client whose SubscribeToShard calls the fake serves (its other
+// operations are not served), without fault injection at the call: for tests of code that holds
+// the SDK's client itself. Unlike the fake's SubscribeToShard, its subscriptions share the
+// client's protocol value, as a real client's do.
+func (f *Fake) SubscribeClient() *kinesis.Client {
 	f.efo.once.Do(func() {
 		f.efo.client = kinesis.New(kinesis.Options{
 			Region:       f.cfg.region,
@@ -228,10 +239,7 @@ func (f *Fake) SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToShar
 			HTTPClient:   roundTripper(f.serveSubscribe),
 		})
 	})
-	// smithy-go's JSON protocol keeps event-stream decoding state in the protocol value, so
-	// concurrent subscriptions each need their own.
-	fresh := func(o *kinesis.Options) { o.Protocol = awsjson.New11(schemas.Kinesis_20131202) }
-	return f.efo.client.SubscribeToShard(ctx, in, append([]func(*kinesis.Options){fresh}, optFns...)...)
+	return f.efo.client
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
