@@ -152,7 +152,29 @@ func (r *reader) subscribe(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return errStopped
 	}
-	pos := resumePosition(r.lastRead, r.progress, r.p.cfg.StartingPositionTimestamp)
+	// As open: a LATEST start this run decided is LATEST itself the first time, and the recorded
+	// start time after that (a retry must not skip what arrived since).
+	pr := r.currentProgress()
+	pos := resumePosition(r.lastRead, pr, r.p.cfg.StartingPositionTimestamp)
+	first := pos
+	if r.atTip && pos.kind == types.ShardIteratorTypeAtTimestamp && pr.Start == Latest {
+		first = position{kind: types.ShardIteratorTypeLatest}
+	}
+	r.atTip = false
+	pctx, stop := context.WithCancel(ctx)
+	s := &subscription{events: make(chan subEvent, 1), stop: stop, done: make(chan struct{})}
+	r.sub = s
+	pm := &pump{e: r.p.efo, shardID: r.shardID, log: r.p.log.With("shard_id", r.shardID, "consumer", r.p.efo.consumer),
+		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.retry}
+	go func() {
+		defer close(s.done)
+		pm.run(pctx)
+	}()
+	r.p.log.Info("shard subscribed", "shard_id", r.shardID, "consumer", r.p.efo.consumer, "type", first.kind, "seq", first.seq)
+	return nil
+}
+
+func startingPosition(pos position) *types.StartingPosition {
 	sp := &types.StartingPosition{Type: pos.kind}
 	if pos.seq != "" {
 		sp.SequenceNumber = aws.String(pos.seq)
@@ -160,17 +182,7 @@ func (r *reader) subscribe(ctx context.Context) error {
 	if pos.kind == types.ShardIteratorTypeAtTimestamp {
 		sp.Timestamp = aws.Time(pos.timestamp)
 	}
-	pctx, stop := context.WithCancel(ctx)
-	s := &subscription{events: make(chan subEvent, 1), stop: stop, done: make(chan struct{})}
-	r.sub = s
-	pm := &pump{e: r.p.efo, shardID: r.shardID, log: r.p.log.With("shard_id", r.shardID, "consumer", r.p.efo.consumer),
-		events: s.events, pos: sp, last: r.lastRead, bo: r.p.efo.retry}
-	go func() {
-		defer close(s.done)
-		pm.run(pctx)
-	}()
-	r.p.log.Info("shard subscribed", "shard_id", r.shardID, "consumer", r.p.efo.consumer, "type", pos.kind, "seq", pos.seq)
-	return nil
+	return sp
 }
 
 // stopSubscription ends the pump and waits for it. The reader is left without a source until
@@ -274,14 +286,19 @@ type pump struct {
 	log     *slog.Logger
 	events  chan<- subEvent
 	pos     *types.StartingPosition
-	last    string // the last record handed over
-	bo      backoff
+	// fallback replaces pos after the first attempt while no continuation has come.
+	fallback *types.StartingPosition
+	last     string // the last record handed over
+	bo       backoff
 }
 
 func (m *pump) run(ctx context.Context) {
 	for {
 		in := &kinesis.SubscribeToShardInput{ConsumerARN: &m.e.consumer, ShardId: &m.shardID, StartingPosition: m.pos}
 		out, err := m.e.api.SubscribeToShard(ctx, in, m.e.opts...)
+		if m.fallback != nil {
+			m.pos, m.fallback = m.fallback, nil // a continuation, once one comes, replaces it
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return

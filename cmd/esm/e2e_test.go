@@ -85,7 +85,7 @@ func startESM(t *testing.T, env []string, args ...string) *esmProc {
 func startBin(t *testing.T, bin string, env []string, args ...string) *esmProc {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "ESM_INVOKE=example"), env...) // the built-in example, unless --invoke says otherwise
 	p := &esmProc{cmd: cmd, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	cmd.Stdout = p.stderr

@@ -35,6 +35,7 @@ func runESMOutput(t *testing.T, stdin string, args ...string) (int, string, stri
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, esmBin, args...)
+	cmd.Env = append(os.Environ(), "ESM_INVOKE=example") // the built-in example, unless --invoke says otherwise
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
 	_ = cmd.Run()
