@@ -58,6 +58,8 @@ type Poller struct {
 	filters *filter.Filters // nil: every record is invoked
 	obs     Observer
 	ready   func() // called once the mapping is running (see WithReady)
+	efo     *efo   // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
+	subOpts []func(*kinesis.Options)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 	retention           atomic.Int64 // the stream's retention period (a time.Duration); 0 until read
@@ -98,6 +100,11 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	}
 	if kin == nil || store == nil || inv == nil {
 		return nil, errors.New("poller: Kinesis client, store and invoker are required")
+	}
+	if p.cfg.ConsumerARN != "" {
+		if err := p.useSubscriptions(); err != nil {
+			return nil, err
+		}
 	}
 	p.enc = newEventEncoder(p.cfg.StreamARN, p.arn.Region, p.cfg.InvokeIdentityARN)
 	p.log = p.log.With("stream", p.arn.Name)

@@ -85,6 +85,7 @@ type harness struct {
 	store  *MemoryStore
 	rec    *recorder
 	cfg    Config
+	opts   []Option
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -100,7 +101,7 @@ func (h *harness) start() {
 	h.t.Helper()
 	cfg := h.cfg
 	cfg.StreamARN = h.arn
-	p, err := New(cfg, h.kin, h.store, inprocess.New(h.rec.handle, inprocess.WithTimeout(10*time.Second)))
+	p, err := New(cfg, h.kin, h.store, inprocess.New(h.rec.handle, inprocess.WithTimeout(10*time.Second)), h.opts...)
 	if err != nil {
 		h.t.Fatal(err)
 	}

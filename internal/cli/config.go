@@ -57,6 +57,8 @@ type RunFlags struct {
 	// MaxEnvironments caps the execution environments of exec: targets.
 	MaxEnvironments int     `help:"Most execution environments of an exec: target at once (they grow to the mapping's concurrency: shards x ParallelizationFactor); 0: 64." env:"ESM_MAX_ENVIRONMENTS" placeholder:"N"`
 	Stream          *string `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
+	// RegisterConsumer reads through an enhanced fan-out consumer, registered when missing.
+	RegisterConsumer *string `help:"Read through the stream's enhanced fan-out consumer NAME (SubscribeToShard), registering it when it does not exist (RegisterStreamConsumer) and waiting until it is ACTIVE." env:"ESM_REGISTER_CONSUMER" placeholder:"NAME"`
 	// Provision creates the template's stream on the emulator when it is missing.
 	Provision bool `help:"Create the template's stream (its AWS::Kinesis::Stream, with its ShardCount) on the --endpoint-url emulator when it does not exist." env:"ESM_PROVISION"`
 
@@ -268,6 +270,11 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 	}
 	o.LeaseTable, o.CreateLeaseTable, o.WorkerID, o.LeaseDuration = f.LeaseTable, f.CreateLeaseTable, f.WorkerID, f.LeaseDuration
 	o.Mapping = mc
+	if f.RegisterConsumer != nil {
+		o.Consumer, o.RegisterConsumer = *f.RegisterConsumer, true
+	} else if c.Provision && c.Mapping != nil && c.Mapping.Consumer != nil && c.Mapping.Consumer.LogicalID != "" {
+		o.RegisterConsumer = true // --provision registers the template's consumer too
+	}
 	c.Service = o
 	return c, nil
 }
@@ -300,7 +307,7 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 		}
 		c.Mapping, c.Warnings = m, res.Template.Warnings
 		mc = m.PollerConfig()
-		o.Stream = streamFor(m)
+		o.Stream, o.Consumer = streamFor(m), consumerFor(m)
 		o.FunctionName = m.Function.FunctionName
 		o.FunctionTimeout = time.Duration(m.Function.Timeout) * time.Second
 	case stream == nil:
@@ -310,7 +317,7 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 		return nil, Usage(errors.New("--function selects a mapping of a template, and there is none: pass --template FILE"))
 	}
 	if stream != nil {
-		o.Stream = *stream
+		o.Stream, o.Consumer = *stream, ""
 		mc.StreamARN = ""
 	}
 	if functionName != nil {
@@ -330,6 +337,19 @@ func streamFor(m *sam.Mapping) string {
 		return m.Stream.Name
 	}
 	return m.EventSourceArn
+}
+
+// consumerFor is the consumer the service looks up, when the mapping reads through one: its name
+// when the template declares it (its creation time, in the ARN, is known only once registered),
+// else its ARN.
+func consumerFor(m *sam.Mapping) string {
+	switch {
+	case m.Consumer == nil:
+		return ""
+	case m.Consumer.LogicalID != "":
+		return m.Consumer.Name
+	}
+	return m.Consumer.Arn
 }
 
 // overrideMapping applies the mapping flags that were given, through the same service.Settings
