@@ -221,8 +221,12 @@ func (r *Redriver) one(ctx context.Context, src Source, it *Item) Result {
 		return res
 	}
 	res.Message = m
-	if m.StreamARN != r.cfg.StreamARN || (m.FunctionARN != "" && r.cfg.FunctionARN != "" && m.FunctionARN != r.cfg.FunctionARN) {
-		res.Outcome, res.Detail = Skipped, fmt.Sprintf("for %s on %s, not this mapping's %s on %s", m.FunctionARN, m.StreamARN, r.cfg.FunctionARN, r.cfg.StreamARN)
+	switch {
+	case m.StreamARN != r.cfg.StreamARN:
+		res.Outcome, res.Detail = Skipped, fmt.Sprintf("for stream %s, not this mapping's %s", m.StreamARN, r.cfg.StreamARN)
+		return res
+	case m.FunctionARN != "" && r.cfg.FunctionARN != "" && m.FunctionARN != r.cfg.FunctionARN:
+		res.Outcome, res.Detail = Skipped, fmt.Sprintf("for function %s, not this mapping's %s", m.FunctionARN, r.cfg.FunctionARN)
 		return res
 	}
 	var batches []batch
