@@ -277,7 +277,7 @@ func (r *Redriver) one(ctx context.Context, src Source, it *Item) Result {
 		res.Outcome, res.Detail = Failing, fmt.Sprintf("redriven, but the message stays (the next redrive repeats it): %v", err)
 		return res
 	}
-	r.log.Info("message redriven", "item", it.ID, "shard_id", m.ShardID, "start", m.StartSequenceNumber, "end", m.EndSequenceNumber, "records", res.Records)
+	r.log.Debug("message redriven", "item", it.ID, "shard_id", m.ShardID, "start", m.StartSequenceNumber, "end", m.EndSequenceNumber, "records", res.Records)
 	res.Outcome = Redriven
 	return res
 }

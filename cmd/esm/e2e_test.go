@@ -78,7 +78,13 @@ type esmProc struct {
 
 func startESM(t *testing.T, env []string, args ...string) *esmProc {
 	t.Helper()
-	cmd := exec.Command(esmBin, append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
+	return startESMCommand(t, env, append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
+}
+
+// startESMCommand starts the esm binary with args and env added to this process's environment.
+func startESMCommand(t *testing.T, env []string, args ...string) *esmProc {
+	t.Helper()
+	cmd := exec.Command(esmBin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	p := &esmProc{cmd: cmd, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr

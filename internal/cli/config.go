@@ -53,21 +53,17 @@ type TemplateFlags struct {
 type RunFlags struct {
 	TemplateFlags `embed:""`
 
-	Invoke []string `help:"Invoke the function at Lambda-Invoke-compatible endpoints (repeatable: a pool, one invocation at a time each, e.g. aws-lambda-rie), or lambda:NAME_OR_ARN through the Lambda API. Default: the example function in-process." env:"ESM_INVOKE" sep:"none" placeholder:"URL|lambda:NAME"`
-	Stream *string  `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
+	MappingFlags `embed:""`
 	// Provision creates the template's stream on the emulator when it is missing.
 	Provision bool `help:"Create the template's stream (its AWS::Kinesis::Stream, with its ShardCount) on the --endpoint-url emulator when it does not exist." env:"ESM_PROVISION"`
 
-	StateDir    string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
-	SQSProtocol string `name:"sqs-protocol" help:"Protocol of the SQS on-failure destination: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
+	StateDir string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
 
-	FunctionName              *string        `help:"Function name, used in ARNs and to key checkpoints (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
-	Timeout                   *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
-	BatchSize                 *int           `help:"Most records per invocation, 1-10000 (default: the template's, else 100)." env:"ESM_BATCH_SIZE"`
-	MaximumBatchingWindow     *int           `name:"maximum-batching-window" help:"Seconds to gather records before invoking, 0-300 (default: the template's, else 0)." env:"ESM_MAXIMUM_BATCHING_WINDOW"`
-	StartingPosition          *string        `help:"TRIM_HORIZON, LATEST or AT_TIMESTAMP (default: the template's, else TRIM_HORIZON)." env:"ESM_STARTING_POSITION"`
-	StartingPositionTimestamp *string        `help:"With AT_TIMESTAMP: RFC 3339 time or Unix seconds." env:"ESM_STARTING_POSITION_TIMESTAMP"`
-	Enabled                   *bool          `help:"Poll the stream (--no-enabled pauses the mapping; default: the template's Enabled)." negatable:"" env:"ESM_ENABLED"`
+	BatchSize                 *int    `help:"Most records per invocation, 1-10000 (default: the template's, else 100)." env:"ESM_BATCH_SIZE"`
+	MaximumBatchingWindow     *int    `name:"maximum-batching-window" help:"Seconds to gather records before invoking, 0-300 (default: the template's, else 0)." env:"ESM_MAXIMUM_BATCHING_WINDOW"`
+	StartingPosition          *string `help:"TRIM_HORIZON, LATEST or AT_TIMESTAMP (default: the template's, else TRIM_HORIZON)." env:"ESM_STARTING_POSITION"`
+	StartingPositionTimestamp *string `help:"With AT_TIMESTAMP: RFC 3339 time or Unix seconds." env:"ESM_STARTING_POSITION_TIMESTAMP"`
+	Enabled                   *bool   `help:"Poll the stream (--no-enabled pauses the mapping; default: the template's Enabled)." negatable:"" env:"ESM_ENABLED"`
 
 	PollInterval      time.Duration `help:"Pause between polls of a caught-up shard." default:"1s" env:"ESM_POLL_INTERVAL"`
 	ShardSyncInterval time.Duration `help:"How often to list shards to find new ones." default:"60s" env:"ESM_SHARD_SYNC_INTERVAL"`
@@ -236,16 +232,14 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 	if err != nil {
 		return nil, err
 	}
-	c.Invoke, c.Provision = splitTargets(f.Invoke), f.Provision
+	f.MappingFlags.apply(c)
+	c.Provision = f.Provision
 	c.MetricsAddr, c.EMF = f.MetricsAddr, f.EMF
 	if strings.HasPrefix(c.MetricsAddr, ":") {
 		c.MetricsAddr = "127.0.0.1" + c.MetricsAddr
 	}
 	o, mc := c.Service, c.Service.Mapping
-	o.StateDir, o.SQSProtocol = f.StateDir, f.SQSProtocol
-	if f.Timeout != nil {
-		o.FunctionTimeout = *f.Timeout
-	}
+	o.StateDir = f.StateDir
 	if err := f.overrideMapping(&mc); err != nil {
 		return nil, err
 	}
