@@ -39,4 +39,6 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-func uniqueName(prefix string) string { return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), nameSeq.Add(1)) }
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), nameSeq.Add(1))
+}
