@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -201,7 +201,7 @@ func runMapping(t *testing.T, cfg poller.Config, dest poller.Destination) *mappi
 	cfg.StartingPosition = poller.TrimHorizon
 	cfg.PollInterval = 100 * time.Millisecond
 	cfg.FunctionARN = "arn:aws:lambda:us-east-1:000000000000:function:f"
-	p, err := poller.New(cfg, kin, run.store, invoke.NewInProcess(handler), poller.WithDestination(dest))
+	p, err := poller.New(cfg, kin, run.store, inprocess.New(handler), poller.WithDestination(dest))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,12 +91,27 @@ func marshal(m message) []byte {
 // Message renders the SQS message body / SNS message of a failure record.
 func Message(f poller.FailureRecord) []byte { return marshal(build(f)) }
 
-// S3Object renders the S3 object of a failure record: the message plus the payload.
+// S3Object renders the S3 object of a failure record: the message plus the payload, an escaped
+// JSON string. AWS's recorded object has its keys in sorted order at every level (KinesisBatchInfo,
+// payload, requestContext, responseContext, timestamp, version), unlike the SQS and SNS message;
+// encoding/json writes a map's keys sorted, so the message goes through one.
 func S3Object(f poller.FailureRecord) []byte {
 	m := build(f)
 	p := string(f.Payload)
 	m.Payload = &p
-	return marshal(m)
+	var sorted map[string]any
+	dec := json.NewDecoder(bytes.NewReader(marshal(m)))
+	dec.UseNumber()
+	if err := dec.Decode(&sorted); err != nil { // our own encoding: cannot happen
+		panic(fmt.Sprintf("dlq: re-read failure record: %v", err))
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(sorted); err != nil {
+		panic(fmt.Sprintf("dlq: marshal failure record: %v", err))
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // S3Key is where Lambda puts a failure record in the bucket:

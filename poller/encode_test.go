@@ -10,13 +10,14 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 // TestBatchEncoderIsThePollersEncoder: the exported encoder renders the same bytes as the
 // encoder New builds for the same mapping, defaults included, and cuts at BatchSize.
 func TestBatchEncoderIsThePollersEncoder(t *testing.T) {
 	cfg := Config{StreamARN: "arn:aws:kinesis:eu-west-1:111111111111:stream/s", BatchSize: 3, StartingPosition: Latest}
-	p, err := New(cfg, fakekinesis.New(), NewMemoryStore(), invoke.NewInProcess(func() error { return nil }))
+	p, err := New(cfg, fakekinesis.New(), NewMemoryStore(), inprocess.New(func() error { return nil }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,7 +167,8 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 //     batch are discarded (RecordAgeExceeded) and the rest is still invoked;
 //   - a throttled or unreachable function is retried with backoff, never counted;
 //   - a partial batch response checkpoints the records before the lowest failed one and retries
-//     from it; the invocation count carries on;
+//     from it; when that moved the checkpoint, the rest is a new batch with a fresh retry count,
+//     otherwise (the first record failed) the count carries on;
 //   - a function error with BisectBatchOnFunctionError splits a batch of two or more records in
 //     halves, processed in order, each with a fresh retry count (the split itself is not counted);
 //   - a failure counts toward MaximumRetryAttempts; when they are used up the remaining records are
@@ -252,7 +253,12 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 				if err := r.ack(workCtx, recs[:failedAt]); err != nil {
 					return err
 				}
+				// The checkpoint moved: the rest is a new, shrunken batch whose retry count starts
+				// again, as AWS recorded it (record 6 of [4,5,6] is then invoked 1+3 more times).
 				recs, payload = recs[failedAt:], nil
+				invokes, failures = 0, 0
+				bo.reset()
+				continue
 			}
 		case outcomeFunctionError:
 			log().Warn("function error", "invocations", invokes, "error", string(resp.Payload))

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 type counting struct {
@@ -57,7 +57,7 @@ func TestObserverCountsAddUp(t *testing.T) {
 	store, dest := NewMemoryStore(), &memDest{}
 	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 2, MaximumRetryAttempts: intp(1),
 		FilterPatterns: []string{`{"data":{"ok":[{"exists":true}]}}`, `{"data":{"poison":[{"exists":true}]}}`},
-		PollInterval:   10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, invoke.NewInProcess(h), WithDestination(dest), WithObserver(obs))
+		PollInterval:   10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(h), WithDestination(dest), WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}

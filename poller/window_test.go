@@ -16,14 +16,14 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 // TestWindowEventShape renders a windowed event and decodes it into aws-lambda-go's
 // KinesisTimeWindowEvent: every property lands where the Go type expects it.
 func TestWindowEventShape(t *testing.T) {
 	p, err := New(Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/lambda-stream", StartingPosition: TrimHorizon,
-		TumblingWindow: 2 * time.Minute}, fakekinesis.New(), NewMemoryStore(), invoke.NewInProcess(func() {}))
+		TumblingWindow: 2 * time.Minute}, fakekinesis.New(), NewMemoryStore(), inprocess.New(func() {}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestTumblingWindowSumsAcrossRestart(t *testing.T) {
 	h := &windowSums{totals: map[string]map[string]int{}}
 	run := func() func() {
 		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 7, TumblingWindow: time.Minute,
-			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, invoke.NewInProcess(h.handle), WithClock(c.now))
+			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(h.handle), WithClock(c.now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestWindowResponseWithoutStateFails(t *testing.T) {
 	h := &windowSums{totals: map[string]map[string]int{}, omit: true}
 	store, dest := NewMemoryStore(), &memDest{}
 	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, TumblingWindow: time.Minute, MaximumRetryAttempts: intp(1),
-		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, invoke.NewInProcess(h.handle), WithDestination(dest))
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(h.handle), WithDestination(dest))
 	if err != nil {
 		t.Fatal(err)
 	}

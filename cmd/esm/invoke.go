@@ -12,6 +12,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/sam"
 )
@@ -66,8 +67,8 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 		// The function's own output is its log: on stderr, as sam local invoke shows it, so that
 		// stdout holds only the response.
 		os.Stdout = os.Stderr
-		inv = invoke.NewInProcess(example.Handle,
-			invoke.WithFunctionARN(cfg.Service.Mapping.FunctionARN), invoke.WithTimeout(cfg.Service.FunctionTimeout))
+		inv = inprocess.New(example.Handle,
+			inprocess.WithFunctionARN(cfg.Service.Mapping.FunctionARN), inprocess.WithTimeout(cfg.Service.FunctionTimeout))
 	}
 	resp, err := inv.Invoke(ctx, event)
 	if err != nil {

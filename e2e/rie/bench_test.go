@@ -13,6 +13,8 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/httpinvoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -24,7 +26,7 @@ import (
 func BenchmarkInvokeOverhead(b *testing.B) {
 	payload := benchEvent(b, 10, 100)
 	b.Run("inprocess", func(b *testing.B) {
-		benchInvoker(b, invoke.NewInProcess(example.Config{Output: os.DevNull}.Handle), payload)
+		benchInvoker(b, inprocess.New(example.Config{Output: os.DevNull}.Handle), payload)
 	})
 	b.Run("rie", func(b *testing.B) {
 		r, err := local.StartRIE(context.Background(), local.RIEOptions{
@@ -34,7 +36,7 @@ func BenchmarkInvokeOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer r.Stop()
-		inv, err := invoke.NewHTTP([]string{r.Endpoint()})
+		inv, err := httpinvoke.New([]string{r.Endpoint()})
 		if err != nil {
 			b.Fatal(err)
 		}

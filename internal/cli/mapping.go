@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -56,7 +57,7 @@ func (c *Config) InvokerOr(handler any) (poller.Invoker, error) {
 	if err := c.ApplyEnvironment(); err != nil {
 		return nil, err
 	}
-	inv = invoke.NewInProcess(handler, invoke.WithFunctionARN(c.Service.Mapping.FunctionARN), invoke.WithTimeout(c.Service.FunctionTimeout))
+	inv = inprocess.New(handler, inprocess.WithFunctionARN(c.Service.Mapping.FunctionARN), inprocess.WithTimeout(c.Service.FunctionTimeout))
 	if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
 		inv = invoke.Limit(inv, *c.Mapping.Function.ReservedConcurrentExecutions)
 	}

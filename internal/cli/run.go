@@ -13,6 +13,9 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/httpinvoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
+	"github.com/kinesis-esm/esm/invoke/lambdaapi"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -42,7 +45,7 @@ func (c *Config) Invoker() (poller.Invoker, error) {
 					o.BaseEndpoint = aws.String(endpoint)
 				}
 			})
-			inv = invoke.NewLambda(client, name)
+			inv = lambdaapi.New(client, name)
 			continue
 		}
 		if !strings.HasPrefix(t, "http://") && !strings.HasPrefix(t, "https://") {
@@ -51,7 +54,7 @@ func (c *Config) Invoker() (poller.Invoker, error) {
 		urls = append(urls, t)
 	}
 	if inv == nil {
-		h, err := invoke.NewHTTP(urls, invoke.WithFunctionTimeout(c.Service.FunctionTimeout), invoke.WithLogger(c.Logger))
+		h, err := httpinvoke.New(urls, httpinvoke.WithFunctionTimeout(c.Service.FunctionTimeout), httpinvoke.WithLogger(c.Logger))
 		if err != nil {
 			return nil, Usage(fmt.Errorf("--invoke: %w", err))
 		}
@@ -103,8 +106,8 @@ func Run(ctx context.Context, c *Config, handler any) error {
 			return err
 		}
 		if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-			o.Invoker = invoke.Limit(invoke.NewInProcess(handler,
-				invoke.WithFunctionARN(o.Mapping.FunctionARN), invoke.WithTimeout(o.FunctionTimeout)),
+			o.Invoker = invoke.Limit(inprocess.New(handler,
+				inprocess.WithFunctionARN(o.Mapping.FunctionARN), inprocess.WithTimeout(o.FunctionTimeout)),
 				*c.Mapping.Function.ReservedConcurrentExecutions)
 		}
 	}

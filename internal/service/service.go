@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/dlq"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -135,7 +135,7 @@ func Run(ctx context.Context, o Options, handler any) error {
 	}
 	inv := o.Invoker
 	if inv == nil {
-		inv = invoke.NewInProcess(handler, invoke.WithFunctionARN(mc.FunctionARN), invoke.WithTimeout(o.FunctionTimeout))
+		inv = inprocess.New(handler, inprocess.WithFunctionARN(mc.FunctionARN), inprocess.WithTimeout(o.FunctionTimeout))
 	}
 
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.

@@ -1,6 +1,8 @@
-package invoke
+package httpinvoke
 
 import (
+	"github.com/kinesis-esm/esm/invoke"
+
 	"context"
 	"errors"
 	"fmt"
@@ -22,7 +24,7 @@ func TestClassifyHTTP(t *testing.T) {
 		return h
 	}
 	goPanic := `{"errorMessage":"kaboom","errorType":"string","stackTrace":[{"path":"github.com/x/f.go","line":3,"label":"handle"}]}`
-	big := strings.Repeat("x", MaxPayloadBytes+1)
+	big := strings.Repeat("x", invoke.MaxPayloadBytes+1)
 	tests := []struct {
 		name    string
 		in      attempt
@@ -94,13 +96,13 @@ func TestClassifyHTTP(t *testing.T) {
 			}
 			wantFE := ""
 			if tt.kind == kindFunctionError {
-				wantFE = FunctionErrorUnhandled
+				wantFE = invoke.FunctionErrorUnhandled
 			}
 			wantPayload := string(tt.in.body)
 			if tt.payload != "" {
 				wantPayload = tt.payload
 			}
-			wantVersion, wantID := ExecutedVersionLatest, reqID
+			wantVersion, wantID := invoke.ExecutedVersionLatest, reqID
 			if tt.version != "" {
 				wantVersion = tt.version
 			}
@@ -132,8 +134,8 @@ func TestOutcomeResult(t *testing.T) {
 		o    outcome
 		want error
 	}{
-		{name: "throttled", o: outcome{kind: kindThrottled, reason: "status 429"}, want: ErrThrottled},
-		{name: "unavailable", o: outcome{kind: kindUnavailable, reason: "status 404"}, want: ErrUnavailable},
+		{name: "throttled", o: outcome{kind: kindThrottled, reason: "status 429"}, want: invoke.ErrThrottled},
+		{name: "unavailable", o: outcome{kind: kindUnavailable, reason: "status 404"}, want: invoke.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,7 +145,7 @@ func TestOutcomeResult(t *testing.T) {
 			}
 		})
 	}
-	resp := Response{StatusCode: 200, Payload: []byte("null")}
+	resp := invoke.Response{StatusCode: 200, Payload: []byte("null")}
 	got, err := outcome{kind: kindSuccess, resp: resp}.result(ep)
 	if err != nil || string(got.Payload) != "null" {
 		t.Fatalf("success: %+v, %v", got, err)

@@ -1,6 +1,8 @@
-package invoke
+package lambdaapi
 
 import (
+	"github.com/kinesis-esm/esm/invoke"
+
 	"context"
 	"errors"
 	"fmt"
@@ -13,13 +15,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 )
 
-// LambdaAPI is the part of the Lambda client (*lambda.Client of aws-sdk-go-v2's service/lambda)
+// Client is the part of the Lambda client (*lambda.Client of aws-sdk-go-v2's service/lambda)
 // that Lambda invokes through.
-type LambdaAPI interface {
+type Client interface {
 	Invoke(ctx context.Context, in *awslambda.InvokeInput, optFns ...func(*awslambda.Options)) (*awslambda.InvokeOutput, error)
 }
 
-var _ LambdaAPI = (*awslambda.Client)(nil)
+var _ Client = (*awslambda.Client)(nil)
 
 // Lambda invokes a function through the real Lambda Invoke API, synchronously (RequestResponse),
 // as the event source mapping does. Its Invoke is safe for concurrent use; concurrency is Lambda's
@@ -27,24 +29,24 @@ var _ LambdaAPI = (*awslambda.Client)(nil)
 //
 // The client's own retryer runs first (the SDK retries throttles and 5xx by default); what is left
 // is classified once by classifyLambda.
-type Lambda struct {
-	client   LambdaAPI
+type Invoker struct {
+	client   Client
 	function string
 }
 
-// NewLambda returns an invoker of function (a name, a name with ":alias" or ":version", or an
+// New returns an invoker of function (a name, a name with ":alias" or ":version", or an
 // ARN) through client.
-func NewLambda(client LambdaAPI, function string) *Lambda {
-	return &Lambda{client: client, function: function}
+func New(client Client, function string) *Invoker {
+	return &Invoker{client: client, function: function}
 }
 
 // Invoke calls the Invoke API once. A nil error means the function ran: FunctionError is
-// FunctionErrorUnhandled when Lambda reported a function error, and StatusCode, ExecutedVersion
-// and the request ID are Lambda's. TooManyRequestsException (429) wraps ErrThrottled; every other
+// invoke.FunctionErrorUnhandled when Lambda reported a function error, and StatusCode, ExecutedVersion
+// and the request ID are Lambda's. TooManyRequestsException (429) wraps invoke.ErrThrottled; every other
 // error from Lambda (ResourceNotFoundException, a KMS or ENI error, 5xx, a transport error) wraps
-// ErrUnavailable, as Lambda counts none of them as an invocation; ctx's own end is returned
+// invoke.ErrUnavailable, as Lambda counts none of them as an invocation; ctx's own end is returned
 // wrapped as it is.
-func (l *Lambda) Invoke(ctx context.Context, payload []byte) (Response, error) {
+func (l *Invoker) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
 	out, err := l.client.Invoke(ctx, &awslambda.InvokeInput{
 		FunctionName:   aws.String(l.function),
 		InvocationType: types.InvocationTypeRequestResponse,
@@ -55,24 +57,24 @@ func (l *Lambda) Invoke(ctx context.Context, payload []byte) (Response, error) {
 
 // classifyLambda classifies the result of one Invoke API call; ctxErr is the caller's context
 // error at the time the call returned.
-func classifyLambda(function string, out *awslambda.InvokeOutput, err, ctxErr error) (Response, error) {
+func classifyLambda(function string, out *awslambda.InvokeOutput, err, ctxErr error) (invoke.Response, error) {
 	if err != nil {
 		if ctxErr != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			return Response{}, fmt.Errorf("invoke %s: %w", function, ctxErr)
+			return invoke.Response{}, fmt.Errorf("invoke %s: %w", function, ctxErr)
 		}
 		var (
 			tooMany *types.TooManyRequestsException
 			re      *awshttp.ResponseError
 		)
 		if errors.As(err, &tooMany) || (errors.As(err, &re) && re.HTTPStatusCode() == http.StatusTooManyRequests) {
-			return Response{}, fmt.Errorf("%w: invoke %s: %w", ErrThrottled, function, err)
+			return invoke.Response{}, fmt.Errorf("%w: invoke %s: %w", invoke.ErrThrottled, function, err)
 		}
-		return Response{}, fmt.Errorf("%w: invoke %s: %w", ErrUnavailable, function, err)
+		return invoke.Response{}, fmt.Errorf("%w: invoke %s: %w", invoke.ErrUnavailable, function, err)
 	}
 	if out == nil {
-		return Response{}, fmt.Errorf("%w: invoke %s: no output", ErrUnavailable, function)
+		return invoke.Response{}, fmt.Errorf("%w: invoke %s: no output", invoke.ErrUnavailable, function)
 	}
-	r := Response{
+	r := invoke.Response{
 		StatusCode:      int(out.StatusCode),
 		ExecutedVersion: aws.ToString(out.ExecutedVersion),
 		Payload:         out.Payload,
@@ -81,7 +83,7 @@ func classifyLambda(function string, out *awslambda.InvokeOutput, err, ctxErr er
 		r.RequestID = id
 	}
 	if aws.ToString(out.FunctionError) != "" {
-		r.FunctionError = FunctionErrorUnhandled
+		r.FunctionError = invoke.FunctionErrorUnhandled
 	}
 	return r, nil
 }

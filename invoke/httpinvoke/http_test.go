@@ -1,6 +1,8 @@
-package invoke
+package httpinvoke
 
 import (
+	"github.com/kinesis-esm/esm/invoke"
+
 	"context"
 	"errors"
 	"io"
@@ -80,10 +82,10 @@ func reply(status int, body string, header ...string) func(int, http.ResponseWri
 	}
 }
 
-func newHTTP(t *testing.T, endpoints []string, opts ...HTTPOption) *HTTP {
+func newHTTP(t *testing.T, endpoints []string, opts ...Option) *Pool {
 	t.Helper()
-	opts = append([]HTTPOption{WithRetries(2, time.Millisecond, 5*time.Millisecond)}, opts...)
-	h, err := NewHTTP(endpoints, opts...)
+	opts = append([]Option{WithRetries(2, time.Millisecond, 5*time.Millisecond)}, opts...)
+	h, err := New(endpoints, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func TestHTTPFunctionErrorsAreNeverRetried(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if resp.FunctionError != FunctionErrorUnhandled || resp.StatusCode != 200 {
+			if resp.FunctionError != invoke.FunctionErrorUnhandled || resp.StatusCode != 200 {
 				t.Fatalf("response %+v", resp)
 			}
 			if !strings.Contains(string(resp.Payload), `"errorType":"`+tt.errType+`"`) {
@@ -165,8 +167,8 @@ func TestHTTPRetriesWhatDidNotReachTheFunction(t *testing.T) {
 		f := newFakeEndpoint(t, reply(500, ""))
 		h := newHTTP(t, []string{f.srv.URL})
 		_, err := h.Invoke(context.Background(), []byte(`{}`))
-		if !errors.Is(err, ErrUnavailable) || f.count() != 3 || !strings.Contains(err.Error(), "status 500") {
-			t.Fatalf("err %v after %d requests; want ErrUnavailable after 3", err, f.count())
+		if !errors.Is(err, invoke.ErrUnavailable) || f.count() != 3 || !strings.Contains(err.Error(), "status 500") {
+			t.Fatalf("err %v after %d requests; want invoke.ErrUnavailable after 3", err, f.count())
 		}
 	})
 	t.Run("nothing listening", func(t *testing.T) {
@@ -175,24 +177,24 @@ func TestHTTPRetriesWhatDidNotReachTheFunction(t *testing.T) {
 		f.srv.Close()
 		h := newHTTP(t, []string{url})
 		_, err := h.Invoke(context.Background(), []byte(`{}`))
-		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "3 attempts") {
-			t.Fatalf("err %v; want ErrUnavailable after 3 attempts", err)
+		if !errors.Is(err, invoke.ErrUnavailable) || !strings.Contains(err.Error(), "3 attempts") {
+			t.Fatalf("err %v; want invoke.ErrUnavailable after 3 attempts", err)
 		}
 	})
 	t.Run("4xx is not retried", func(t *testing.T) {
 		f := newFakeEndpoint(t, reply(404, `{"message":"Function not found"}`))
 		h := newHTTP(t, []string{f.srv.URL})
 		_, err := h.Invoke(context.Background(), []byte(`{}`))
-		if !errors.Is(err, ErrUnavailable) || f.count() != 1 {
-			t.Fatalf("err %v after %d requests; want ErrUnavailable after 1", err, f.count())
+		if !errors.Is(err, invoke.ErrUnavailable) || f.count() != 1 {
+			t.Fatalf("err %v after %d requests; want invoke.ErrUnavailable after 1", err, f.count())
 		}
 	})
 	t.Run("429 is throttled, not retried here", func(t *testing.T) {
 		f := newFakeEndpoint(t, reply(429, `{"message":"Rate Exceeded."}`))
 		h := newHTTP(t, []string{f.srv.URL})
 		_, err := h.Invoke(context.Background(), []byte(`{}`))
-		if !errors.Is(err, ErrThrottled) || errors.Is(err, ErrUnavailable) || f.count() != 1 {
-			t.Fatalf("err %v after %d requests; want ErrThrottled after 1", err, f.count())
+		if !errors.Is(err, invoke.ErrThrottled) || errors.Is(err, invoke.ErrUnavailable) || f.count() != 1 {
+			t.Fatalf("err %v after %d requests; want invoke.ErrThrottled after 1", err, f.count())
 		}
 	})
 }
@@ -200,9 +202,9 @@ func TestHTTPRetriesWhatDidNotReachTheFunction(t *testing.T) {
 func TestHTTPRejectsOversizedRequests(t *testing.T) {
 	f := newFakeEndpoint(t, reply(200, "null"))
 	h := newHTTP(t, []string{f.srv.URL})
-	_, err := h.Invoke(context.Background(), make([]byte, MaxPayloadBytes+1))
-	if !errors.Is(err, ErrUnavailable) || f.count() != 0 {
-		t.Fatalf("err %v, %d requests; want ErrUnavailable and nothing sent", err, f.count())
+	_, err := h.Invoke(context.Background(), make([]byte, invoke.MaxPayloadBytes+1))
+	if !errors.Is(err, invoke.ErrUnavailable) || f.count() != 0 {
+		t.Fatalf("err %v, %d requests; want invoke.ErrUnavailable and nothing sent", err, f.count())
 	}
 }
 
@@ -279,7 +281,7 @@ func TestHTTPWaitForAnEndpointHonoursContext(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := h.Invoke(ctx, []byte(`{}`))
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrThrottled) {
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, invoke.ErrUnavailable) || errors.Is(err, invoke.ErrThrottled) {
 		t.Fatalf("err %v: want the context's deadline, not a classification", err)
 	}
 	if waited := time.Since(start); waited < 50*time.Millisecond {
@@ -314,8 +316,8 @@ func TestHTTPAbandonedInvocationHoldsTheEndpointBack(t *testing.T) {
 	go func() { <-b.entered }() // the first request never gets an answer
 	_, err := h.Invoke(context.Background(), []byte(`{}`))
 	gaveUp := time.Now()
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no answer within") {
-		t.Fatalf("err %v: want ErrUnavailable for an endpoint that never answers", err)
+	if !errors.Is(err, invoke.ErrUnavailable) || !strings.Contains(err.Error(), "no answer within") {
+		t.Fatalf("err %v: want invoke.ErrUnavailable for an endpoint that never answers", err)
 	}
 
 	// While held back, a waiting invocation still honours its context.
@@ -349,7 +351,7 @@ func TestHTTPCallerCancelIsNotAClassification(t *testing.T) {
 		cancel()
 	}()
 	_, err := h.Invoke(ctx, []byte(`{}`))
-	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, context.Canceled) || errors.Is(err, invoke.ErrUnavailable) {
 		t.Fatalf("err %v: want context.Canceled", err)
 	}
 }
@@ -358,7 +360,7 @@ func TestNewHTTPValidation(t *testing.T) {
 	tests := []struct {
 		name      string
 		endpoints []string
-		opts      []HTTPOption
+		opts      []Option
 		want      string
 	}{
 		{name: "no endpoint", want: "no endpoint"},
@@ -367,13 +369,13 @@ func TestNewHTTPValidation(t *testing.T) {
 		{name: "scheme", endpoints: []string{"ftp://127.0.0.1:9001"}, want: "scheme"},
 		{name: "no scheme", endpoints: []string{"127.0.0.1:9001"}, want: "endpoint"},
 		{name: "query", endpoints: []string{"http://127.0.0.1:9001/?x=1"}, want: "query"},
-		{name: "empty function", endpoints: []string{"http://127.0.0.1:9001"}, opts: []HTTPOption{WithFunctionName("")}, want: "function name"},
-		{name: "negative retries", endpoints: []string{"http://127.0.0.1:9001"}, opts: []HTTPOption{WithRetries(-1, 0, 0)}, want: "retries"},
-		{name: "waits reversed", endpoints: []string{"http://127.0.0.1:9001"}, opts: []HTTPOption{WithRetries(1, time.Second, time.Millisecond)}, want: "retry wait"},
+		{name: "empty function", endpoints: []string{"http://127.0.0.1:9001"}, opts: []Option{WithFunctionName("")}, want: "function name"},
+		{name: "negative retries", endpoints: []string{"http://127.0.0.1:9001"}, opts: []Option{WithRetries(-1, 0, 0)}, want: "retries"},
+		{name: "waits reversed", endpoints: []string{"http://127.0.0.1:9001"}, opts: []Option{WithRetries(1, time.Second, time.Millisecond)}, want: "retry wait"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewHTTP(tt.endpoints, tt.opts...)
+			_, err := New(tt.endpoints, tt.opts...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err %v, want one mentioning %q", err, tt.want)
 			}
@@ -408,7 +410,7 @@ func TestHTTPClientTimeoutIsNotRetriedOnTheBusyEndpoint(t *testing.T) {
 	go func() { <-b.entered }() // never answered
 	_, err := h.Invoke(context.Background(), []byte(`{}`))
 	gaveUp := time.Now()
-	if !errors.Is(err, ErrUnavailable) || f.count() != 1 {
+	if !errors.Is(err, invoke.ErrUnavailable) || f.count() != 1 {
 		t.Fatalf("err %v after %d requests: a timed-out attempt must not be retried at once", err, f.count())
 	}
 	arrived := make(chan time.Time, 1)
@@ -427,11 +429,11 @@ func TestHTTPClientTimeoutIsNotRetriedOnTheBusyEndpoint(t *testing.T) {
 }
 
 func TestNewHTTPZeroOptionsMeanDefaults(t *testing.T) {
-	h, err := NewHTTP([]string{"http://127.0.0.1:9001"}, WithFunctionTimeout(0), WithHTTPClient(nil), WithLogger(nil))
+	h, err := New([]string{"http://127.0.0.1:9001"}, WithFunctionTimeout(0), WithHTTPClient(nil), WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.timeout != DefaultTimeout || h.client == nil || h.log == nil {
+	if h.timeout != invoke.DefaultTimeout || h.client == nil || h.log == nil {
 		t.Fatalf("timeout %v, client %v, logger %v: want the defaults", h.timeout, h.client, h.log)
 	}
 }

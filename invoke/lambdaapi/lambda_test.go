@@ -1,6 +1,8 @@
-package invoke
+package lambdaapi
 
 import (
+	"github.com/kinesis-esm/esm/invoke"
+
 	"context"
 	"errors"
 	"io"
@@ -23,6 +25,12 @@ type invokeAPI struct {
 
 	mu       sync.Mutex
 	requests []recorded
+}
+
+type recorded struct {
+	method, path string
+	header       http.Header
+	body         string
 }
 
 func newInvokeAPI(t *testing.T) *invokeAPI {
@@ -90,18 +98,18 @@ func TestLambdaInvokeAPI(t *testing.T) {
 		payload  string
 	}{
 		{function: "ok", version: "3", payload: `{"batchItemFailures":null}`},
-		{function: "fails", fe: FunctionErrorUnhandled, version: "$LATEST", payload: `{"errorMessage":"boom","errorType":"errorString"}`},
-		{function: "throttled", want: ErrThrottled},
-		{function: "missing", want: ErrUnavailable},
-		{function: "kms", want: ErrUnavailable},
-		{function: "broken", want: ErrUnavailable},
+		{function: "fails", fe: invoke.FunctionErrorUnhandled, version: "$LATEST", payload: `{"errorMessage":"boom","errorType":"errorString"}`},
+		{function: "throttled", want: invoke.ErrThrottled},
+		{function: "missing", want: invoke.ErrUnavailable},
+		{function: "kms", want: invoke.ErrUnavailable},
+		{function: "broken", want: invoke.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.function, func(t *testing.T) {
-			l := NewLambda(api.client(), tt.function)
+			l := New(api.client(), tt.function)
 			resp, err := l.Invoke(context.Background(), []byte(`{"Records":[]}`))
 			if tt.want != nil {
-				if !errors.Is(err, tt.want) || (tt.want == ErrThrottled) == errors.Is(err, ErrUnavailable) {
+				if !errors.Is(err, tt.want) || (tt.want == invoke.ErrThrottled) == errors.Is(err, invoke.ErrUnavailable) {
 					t.Fatalf("err %v, want %v", err, tt.want)
 				}
 				return
@@ -133,8 +141,8 @@ func TestLambdaCallerCancel(t *testing.T) {
 	api := newInvokeAPI(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := NewLambda(api.client(), "ok").Invoke(ctx, []byte(`{}`))
-	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
+	_, err := New(api.client(), "ok").Invoke(ctx, []byte(`{}`))
+	if !errors.Is(err, context.Canceled) || errors.Is(err, invoke.ErrUnavailable) {
 		t.Fatalf("err %v: want context.Canceled, not a classification", err)
 	}
 }
@@ -146,12 +154,12 @@ func TestClassifyLambda(t *testing.T) {
 		ctxErr error
 		want   error
 	}{
-		{name: "typed throttle", err: &types.TooManyRequestsException{Message: aws.String("Rate Exceeded.")}, want: ErrThrottled},
-		{name: "resource not found", err: &types.ResourceNotFoundException{}, want: ErrUnavailable},
-		{name: "function updating", err: &types.ResourceConflictException{}, want: ErrUnavailable},
-		{name: "ENI throttled is not a concurrency throttle", err: &types.EC2ThrottledException{}, want: ErrUnavailable},
-		{name: "transport", err: errors.New("dial tcp: connection refused"), want: ErrUnavailable},
-		{name: "deadline of the SDK's own", err: context.DeadlineExceeded, want: ErrUnavailable},
+		{name: "typed throttle", err: &types.TooManyRequestsException{Message: aws.String("Rate Exceeded.")}, want: invoke.ErrThrottled},
+		{name: "resource not found", err: &types.ResourceNotFoundException{}, want: invoke.ErrUnavailable},
+		{name: "function updating", err: &types.ResourceConflictException{}, want: invoke.ErrUnavailable},
+		{name: "ENI throttled is not a concurrency throttle", err: &types.EC2ThrottledException{}, want: invoke.ErrUnavailable},
+		{name: "transport", err: errors.New("dial tcp: connection refused"), want: invoke.ErrUnavailable},
+		{name: "deadline of the SDK's own", err: context.DeadlineExceeded, want: invoke.ErrUnavailable},
 		{name: "caller cancelled", err: context.Canceled, ctxErr: context.Canceled, want: context.Canceled},
 	}
 	for _, tt := range tests {
@@ -163,7 +171,7 @@ func TestClassifyLambda(t *testing.T) {
 		})
 	}
 	resp, err := classifyLambda("f", &awslambda.InvokeOutput{StatusCode: 200, FunctionError: aws.String("Handled"), Payload: []byte(`{}`)}, nil, nil)
-	if err != nil || resp.FunctionError != FunctionErrorUnhandled {
+	if err != nil || resp.FunctionError != invoke.FunctionErrorUnhandled {
 		t.Fatalf("any FunctionError value is a function error: %+v, %v", resp, err)
 	}
 }

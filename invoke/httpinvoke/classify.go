@@ -1,6 +1,8 @@
-package invoke
+package httpinvoke
 
 import (
+	"github.com/kinesis-esm/esm/invoke"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -51,7 +53,7 @@ type outcome struct {
 	// may succeed (a transport error, a 5xx).
 	retry bool
 	// resp is the result for kindSuccess and kindFunctionError.
-	resp Response
+	resp invoke.Response
 	// reason says what the endpoint answered, for kindThrottled and kindUnavailable.
 	reason string
 	// busy: the attempt timed out without an answer, so the endpoint may still be running the
@@ -60,14 +62,14 @@ type outcome struct {
 }
 
 // result turns the outcome into Invoke's return values.
-func (o outcome) result(ep fmt.Stringer) (Response, error) {
+func (o outcome) result(ep fmt.Stringer) (invoke.Response, error) {
 	switch o.kind {
 	case kindSuccess, kindFunctionError:
 		return o.resp, nil
 	case kindThrottled:
-		return Response{}, fmt.Errorf("%w: %s: %s", ErrThrottled, ep, o.reason)
+		return invoke.Response{}, fmt.Errorf("%w: %s: %s", invoke.ErrThrottled, ep, o.reason)
 	default:
-		return Response{}, fmt.Errorf("%w: %s: %s", ErrUnavailable, ep, o.reason)
+		return invoke.Response{}, fmt.Errorf("%w: %s: %s", invoke.ErrUnavailable, ep, o.reason)
 	}
 }
 
@@ -107,9 +109,9 @@ func classifyHTTP(reqID string, a attempt) outcome {
 		}
 		return outcome{kind: kindUnavailable, retry: true, reason: a.err.Error()}
 	}
-	resp := Response{
+	resp := invoke.Response{
 		StatusCode:      http.StatusOK, // what Lambda's Invoke API answers for anything the function did
-		ExecutedVersion: ExecutedVersionLatest,
+		ExecutedVersion: invoke.ExecutedVersionLatest,
 		Payload:         a.body,
 		RequestID:       reqID,
 	}
@@ -122,26 +124,23 @@ func classifyHTTP(reqID string, a attempt) outcome {
 	success := a.status >= 200 && a.status < 300
 
 	if m := timedOutText.FindSubmatch(bytes.TrimSpace(a.body)); m != nil {
-		resp.FunctionError = FunctionErrorUnhandled
-		resp.Payload = ErrorDocument{
-			ErrorType:    "Sandbox.Timedout",
-			ErrorMessage: fmt.Sprintf("RequestId: %s Error: Task timed out after %s seconds", resp.RequestID, m[1]),
-		}.Marshal()
+		t := invoke.TimedOutAfter(resp.RequestID, string(m[1]))
+		resp.FunctionError, resp.Payload = t.FunctionError, t.Payload
 		return outcome{kind: kindFunctionError, resp: resp}
 	}
 	if a.header.Get(headerFunctionError) != "" ||
 		((success || a.status == http.StatusBadGateway) && isErrorDocument(a.body)) {
-		resp.FunctionError = FunctionErrorUnhandled
+		resp.FunctionError = invoke.FunctionErrorUnhandled
 		return outcome{kind: kindFunctionError, resp: resp}
 	}
 	switch {
 	case a.status == http.StatusTooManyRequests:
 		return outcome{kind: kindThrottled, reason: statusReason(a)}
-	case success && len(a.body) > MaxPayloadBytes:
-		resp.FunctionError = FunctionErrorUnhandled
-		resp.Payload = ErrorDocument{
+	case success && len(a.body) > invoke.MaxPayloadBytes:
+		resp.FunctionError = invoke.FunctionErrorUnhandled
+		resp.Payload = invoke.ErrorDocument{
 			ErrorType:    "Function.ResponseSizeTooLarge",
-			ErrorMessage: fmt.Sprintf("Response payload size exceeded maximum allowed payload size (%d bytes).", MaxPayloadBytes),
+			ErrorMessage: fmt.Sprintf("Response payload size exceeded maximum allowed payload size (%d bytes).", invoke.MaxPayloadBytes),
 		}.Marshal()
 		return outcome{kind: kindFunctionError, resp: resp}
 	case success:

@@ -1,10 +1,12 @@
-package invoke
+package inprocess
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambda/messages"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"go.uber.org/goleak"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -60,7 +65,7 @@ func TestInProcessOutcomes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := NewInProcess(tt.handler, WithTimeout(50*time.Millisecond), WithFunctionARN("arn:aws:lambda:us-east-1:1:function:f"))
+			p := New(tt.handler, WithTimeout(50*time.Millisecond), WithFunctionARN("arn:aws:lambda:us-east-1:1:function:f"))
 			resp, err := p.Invoke(context.Background(), event)
 			if err != nil {
 				t.Fatalf("in-process invoke returned %v", err)
@@ -75,10 +80,10 @@ func TestInProcessOutcomes(t *testing.T) {
 				}
 				return
 			}
-			if resp.FunctionError != FunctionErrorUnhandled {
+			if resp.FunctionError != invoke.FunctionErrorUnhandled {
 				t.Fatalf("FunctionError %q", resp.FunctionError)
 			}
-			var doc ErrorDocument
+			var doc invoke.ErrorDocument
 			if err := json.Unmarshal(resp.Payload, &doc); err != nil {
 				t.Fatal(err)
 			}
@@ -90,11 +95,11 @@ func TestInProcessOutcomes(t *testing.T) {
 }
 
 func TestInProcessPanicStackTrace(t *testing.T) {
-	resp, err := NewInProcess(panicsHere).Invoke(context.Background(), []byte(`{}`))
+	resp, err := New(panicsHere).Invoke(context.Background(), []byte(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc ErrorDocument
+	var doc invoke.ErrorDocument
 	if err := json.Unmarshal(resp.Payload, &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +109,7 @@ func TestInProcessPanicStackTrace(t *testing.T) {
 	found := false
 	for _, f := range doc.StackTrace {
 		// The path is relative to the module path only in -trimpath builds (as Lambda bootstraps are).
-		if f.Label == "panicsHere" && strings.HasSuffix(f.Path, "invoke/inprocess_test.go") && f.Line > 0 {
+		if f.Label == "panicsHere" && strings.HasSuffix(f.Path, "invoke/inprocess/inprocess_test.go") && f.Line > 0 {
 			found = true
 		}
 	}
@@ -116,12 +121,12 @@ func TestInProcessPanicStackTrace(t *testing.T) {
 func TestStackFrame(t *testing.T) {
 	tests := []struct {
 		function, file string
-		want           StackFrame
+		want           invoke.StackFrame
 	}{
-		{"github.com/x/y/pkg.(*T).M", "/home/u/go/pkg/mod/github.com/x/y/pkg/f.go", StackFrame{Path: "github.com/x/y/pkg/f.go", Line: 7, Label: "(*T).M"}},
-		{"main.main", "/src/app/main.go", StackFrame{Path: "app/main.go", Line: 7, Label: "main"}},
-		{"runtime.gopanic", "/usr/local/go/src/runtime/panic.go", StackFrame{Path: "runtime/panic.go", Line: 7, Label: "gopanic"}},
-		{"github.com/x/y.F.func1", "f.go", StackFrame{Path: "f.go", Line: 7, Label: "F.func1"}},
+		{"github.com/x/y/pkg.(*T).M", "/home/u/go/pkg/mod/github.com/x/y/pkg/f.go", invoke.StackFrame{Path: "github.com/x/y/pkg/f.go", Line: 7, Label: "(*T).M"}},
+		{"main.main", "/src/app/main.go", invoke.StackFrame{Path: "app/main.go", Line: 7, Label: "main"}},
+		{"runtime.gopanic", "/usr/local/go/src/runtime/panic.go", invoke.StackFrame{Path: "runtime/panic.go", Line: 7, Label: "gopanic"}},
+		{"github.com/x/y.F.func1", "f.go", invoke.StackFrame{Path: "f.go", Line: 7, Label: "F.func1"}},
 	}
 	for _, tt := range tests {
 		if got := stackFrame(tt.function, tt.file, 7); got != tt.want {
@@ -140,18 +145,18 @@ func TestInProcessLambdaContext(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		opts    []InProcessOption
+		opts    []Option
 		arn     string
 		timeout time.Duration
 	}{
-		{name: "defaults", arn: DefaultFunctionARN, timeout: 3 * time.Second},
-		{name: "configured", opts: []InProcessOption{WithFunctionARN("arn:aws:lambda:us-east-1:1:function:f"), WithTimeout(7 * time.Second)},
+		{name: "defaults", arn: invoke.DefaultFunctionARN, timeout: 3 * time.Second},
+		{name: "configured", opts: []Option{WithFunctionARN("arn:aws:lambda:us-east-1:1:function:f"), WithTimeout(7 * time.Second)},
 			arn: "arn:aws:lambda:us-east-1:1:function:f", timeout: 7 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			resp, err := NewInProcess(handler, tt.opts...).Invoke(context.Background(), []byte(`{"Records":[]}`))
+			resp, err := New(handler, tt.opts...).Invoke(context.Background(), []byte(`{"Records":[]}`))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +172,7 @@ func TestInProcessLambdaContext(t *testing.T) {
 
 func TestInProcessCallerCancel(t *testing.T) {
 	entered := make(chan struct{})
-	p := NewInProcess(func(ctx context.Context, _ events.KinesisEvent) error {
+	p := New(func(ctx context.Context, _ events.KinesisEvent) error {
 		close(entered)
 		<-ctx.Done()
 		return ctx.Err()
@@ -180,5 +185,60 @@ func TestInProcessCallerCancel(t *testing.T) {
 	_, err := p.Invoke(ctx, []byte(`{}`))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v: a caller that gave up gets its context's error, not a timeout", err)
+	}
+}
+
+// TestTimedOutHandlerDoesNotOverlapItsRetry: Invoke reports a timeout only once the timed-out
+// handler returned (Lambda kills the environment; a goroutine is waited for), so the retry the
+// caller sends next never runs alongside it.
+func TestTimedOutHandlerDoesNotOverlapItsRetry(t *testing.T) {
+	var running, overlapped atomic.Int32
+	p := New(func(ctx context.Context, _ events.KinesisEvent) error {
+		if running.Add(1) > 1 {
+			overlapped.Add(1)
+		}
+		defer running.Add(-1)
+		<-ctx.Done()
+		time.Sleep(150 * time.Millisecond) // ignores its cancelled context for a while
+		return nil
+	}, WithTimeout(50*time.Millisecond))
+	for i := 0; i < 2; i++ { // the invocation and its retry
+		resp, err := p.Invoke(context.Background(), []byte(`{"Records":[]}`))
+		if err != nil || !strings.Contains(string(resp.Payload), "Sandbox.Timedout") {
+			t.Fatalf("attempt %d: %s, %v: want a timeout", i, resp.Payload, err)
+		}
+		if n := running.Load(); n != 0 {
+			t.Fatalf("attempt %d: Invoke returned with the timed-out handler still running", i)
+		}
+	}
+	if overlapped.Load() != 0 {
+		t.Fatal("a retry ran alongside the timed-out invocation")
+	}
+}
+
+// TestHandlerOverrunningTheWaitIsLeftWithAWarning: a handler that ignores its context past the
+// overrun wait cannot be stopped; the timeout is reported then, with a warning.
+func TestHandlerOverrunningTheWaitIsLeftWithAWarning(t *testing.T) {
+	release := make(chan struct{})
+	ended := make(chan struct{})
+	var log testkit.SyncBuffer
+	p := New(func(ctx context.Context, _ events.KinesisEvent) error {
+		defer close(ended)
+		<-release
+		return nil
+	}, WithTimeout(20*time.Millisecond), WithOverrunWait(50*time.Millisecond), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	start := time.Now()
+	resp, err := p.Invoke(context.Background(), []byte(`{"Records":[]}`))
+	took := time.Since(start)
+	close(release)
+	<-ended
+	if err != nil || !strings.Contains(string(resp.Payload), "Sandbox.Timedout") {
+		t.Fatalf("%s, %v: want a timeout", resp.Payload, err)
+	}
+	if took < 70*time.Millisecond {
+		t.Fatalf("returned after %v: want the timeout plus the overrun wait", took)
+	}
+	if !strings.Contains(log.String(), "still running after its timeout") {
+		t.Fatalf("log %q: want the overrun warning", log.String())
 	}
 }

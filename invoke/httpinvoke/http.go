@@ -1,6 +1,8 @@
-package invoke
+package httpinvoke
 
 import (
+	"github.com/kinesis-esm/esm/invoke"
+
 	"bytes"
 	"context"
 	"errors"
@@ -17,7 +19,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 )
 
-// DefaultFunctionName is the function name NewHTTP puts in the invoke path: the one name
+// DefaultFunctionName is the function name New puts in the invoke path: the one name
 // aws-lambda-rie answers to.
 const DefaultFunctionName = "function"
 
@@ -33,7 +35,7 @@ const (
 	defaultRetryWaitMax = time.Second
 )
 
-// HTTP invokes a function through Lambda-Invoke-compatible HTTP endpoints: POST
+// Pool invokes a function through Lambda-Invoke-compatible HTTP endpoints: POST
 // {endpoint}/2015-03-31/functions/{name}/invocations, the API of Lambda itself and of the Runtime
 // Interface Emulator (aws-lambda-rie) that runs an unmodified bootstrap.
 //
@@ -43,7 +45,7 @@ const (
 // function (transport errors, 5xx without a function error) are retried on the same endpoint a
 // bounded number of times; function errors are never retried here. Invoke is safe for concurrent
 // use. Requests are unsigned, so real Lambda is reached through NewLambda instead.
-type HTTP struct {
+type Pool struct {
 	free     chan *endpoint // the endpoints not in use; capacity: all of them
 	client   *http.Client
 	timeout  time.Duration // the function timeout
@@ -68,8 +70,8 @@ type endpoint struct {
 
 func (e *endpoint) String() string { return e.base }
 
-// HTTPOption configures NewHTTP.
-type HTTPOption interface{ applyHTTP(*httpConfig) }
+// Option configures New.
+type Option interface{ applyHTTP(*httpConfig) }
 
 type httpOptionFunc func(*httpConfig)
 
@@ -87,15 +89,15 @@ type httpConfig struct {
 
 // WithFunctionName sets the function name in the invoke path (default DefaultFunctionName).
 // aws-lambda-rie accepts only "function".
-func WithFunctionName(name string) HTTPOption {
+func WithFunctionName(name string) Option {
 	return httpOptionFunc(func(c *httpConfig) { c.function = name })
 }
 
-// WithFunctionTimeout sets the function timeout (default DefaultTimeout; zero or negative keeps
+// WithFunctionTimeout sets the function timeout (default invoke.DefaultTimeout; zero or negative keeps
 // it), which should match the endpoint's own (AWS_LAMBDA_FUNCTION_TIMEOUT for aws-lambda-rie). An invocation with no answer
 // within the timeout plus 10 s fails as unavailable, and its endpoint is then held back for one
 // more timeout so that it is never sent a second invocation while it may still run the first.
-func WithFunctionTimeout(d time.Duration) HTTPOption {
+func WithFunctionTimeout(d time.Duration) Option {
 	return httpOptionFunc(func(c *httpConfig) {
 		if d > 0 {
 			c.timeout = d
@@ -107,7 +109,7 @@ func WithFunctionTimeout(d time.Duration) HTTPOption {
 // settings, so requests go only to the endpoints given). Its Timeout, if any, bounds each
 // attempt; an attempt that times out is not retried, and its endpoint is held back as after an
 // invocation with no answer.
-func WithHTTPClient(client *http.Client) HTTPOption {
+func WithHTTPClient(client *http.Client) Option {
 	return httpOptionFunc(func(c *httpConfig) {
 		if client != nil {
 			c.client = client
@@ -117,7 +119,7 @@ func WithHTTPClient(client *http.Client) HTTPOption {
 
 // WithLogger sets the logger for retries and held-back endpoints, at debug level (default, or
 // nil: discard). Errors are returned, never logged.
-func WithLogger(l *slog.Logger) HTTPOption {
+func WithLogger(l *slog.Logger) Option {
 	return httpOptionFunc(func(c *httpConfig) {
 		if l != nil {
 			c.log = l
@@ -128,7 +130,7 @@ func WithLogger(l *slog.Logger) HTTPOption {
 // WithRetries sets how often an attempt that did not reach the function is retried on the same
 // endpoint (default 2) and the bounds of the exponential wait between attempts (default 50 ms to
 // 1 s). Zero retries gives one attempt.
-func WithRetries(max int, minWait, maxWait time.Duration) HTTPOption {
+func WithRetries(max int, minWait, maxWait time.Duration) Option {
 	return httpOptionFunc(func(c *httpConfig) { c.retryMax, c.waitMin, c.waitMax = max, minWait, maxWait })
 }
 
@@ -144,14 +146,14 @@ func (c *httpConfig) validate() error {
 	return nil
 }
 
-// NewHTTP returns an invoker over the given endpoints: base URLs such as
+// New returns an invoker over the given endpoints: base URLs such as
 // "http://127.0.0.1:9001" (the invoke path is appended), or full invocations URLs ending in
 // "/invocations" (used as they are). Every endpoint must be distinct; each gets at most one
 // invocation at a time.
-func NewHTTP(endpoints []string, opts ...HTTPOption) (*HTTP, error) {
+func New(endpoints []string, opts ...Option) (*Pool, error) {
 	cfg := httpConfig{
 		function: DefaultFunctionName,
-		timeout:  DefaultTimeout,
+		timeout:  invoke.DefaultTimeout,
 		client:   &http.Client{Transport: newTransport()},
 		log:      slog.New(slog.DiscardHandler),
 		retryMax: defaultRetryMax,
@@ -167,7 +169,7 @@ func NewHTTP(endpoints []string, opts ...HTTPOption) (*HTTP, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("invoke: no endpoint given")
 	}
-	h := &HTTP{
+	h := &Pool{
 		free:     make(chan *endpoint, len(endpoints)), // a pool: one slot per endpoint, never more
 		client:   cfg.client,
 		timeout:  cfg.timeout,
@@ -232,29 +234,29 @@ func invocationsURL(endpoint, function string) (string, error) {
 // Invoke sends payload to a free endpoint, waiting for one as long as ctx allows, and classifies
 // the answer once (see classifyHTTP):
 //
-//   - the function ran: a nil error; Response.FunctionError is FunctionErrorUnhandled for a
+//   - the function ran: a nil error; invoke.Response.FunctionError is invoke.FunctionErrorUnhandled for a
 //     function error (X-Amz-Function-Error, an errorType/errorMessage document, a 502 from a
 //     crashed runtime, aws-lambda-rie's plain-text timeout) and Payload its error document;
-//   - 429: an error wrapping ErrThrottled;
+//   - 429: an error wrapping invoke.ErrThrottled;
 //   - anything else that did not reach the function (transport errors and 5xx after the retries,
 //     other 4xx, no answer within the timeout, a request over 6 MB): an error wrapping
-//     ErrUnavailable;
+//     invoke.ErrUnavailable;
 //   - ctx ended first: an error wrapping ctx's.
-func (h *HTTP) Invoke(ctx context.Context, payload []byte) (Response, error) {
-	if len(payload) > MaxPayloadBytes {
+func (h *Pool) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
+	if len(payload) > invoke.MaxPayloadBytes {
 		// aws-lambda-rie would cut the body silently; Lambda answers RequestTooLargeException.
-		return Response{}, fmt.Errorf("%w: request of %d bytes exceeds the %d-byte limit of a synchronous invocation", ErrUnavailable, len(payload), MaxPayloadBytes)
+		return invoke.Response{}, fmt.Errorf("%w: request of %d bytes exceeds the %d-byte limit of a synchronous invocation", invoke.ErrUnavailable, len(payload), invoke.MaxPayloadBytes)
 	}
 	ep, err := h.acquire(ctx)
 	if err != nil {
-		return Response{}, err
+		return invoke.Response{}, err
 	}
 	defer h.release(ep)
 	return h.invokeAt(ctx, ep, payload)
 }
 
 // acquire takes a free endpoint, waiting as long as ctx allows, and waits out its hold-back.
-func (h *HTTP) acquire(ctx context.Context) (*endpoint, error) {
+func (h *Pool) acquire(ctx context.Context) (*endpoint, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("invoke: %w", err)
 	}
@@ -280,15 +282,15 @@ func (h *HTTP) acquire(ctx context.Context) (*endpoint, error) {
 
 // release gives an endpoint back to the pool. It never blocks: the pool has room for every
 // endpoint and each is out at most once.
-func (h *HTTP) release(ep *endpoint) { h.free <- ep }
+func (h *Pool) release(ep *endpoint) { h.free <- ep }
 
 // CloseIdleConnections closes the HTTP client's idle keep-alive connections (see
 // http.Client.CloseIdleConnections); call it when the invoker is no longer used. It does not
 // interrupt invocations in flight.
-func (h *HTTP) CloseIdleConnections() { h.client.CloseIdleConnections() }
+func (h *Pool) CloseIdleConnections() { h.client.CloseIdleConnections() }
 
 // invokeAt runs one invocation, with its retries, on ep.
-func (h *HTTP) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (Response, error) {
+func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invoke.Response, error) {
 	reqID := h.newID()
 	limit := h.timeout + h.margin
 	actx, cancel := context.WithTimeout(ctx, limit)
@@ -325,7 +327,7 @@ func (h *HTTP) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (Resp
 	}
 	req, err := retryablehttp.NewRequestWithContext(actx, http.MethodPost, ep.url, payload)
 	if err != nil {
-		return Response{}, fmt.Errorf("%w: build request for %s: %w", ErrUnavailable, ep, err)
+		return invoke.Response{}, fmt.Errorf("%w: build request for %s: %w", invoke.ErrUnavailable, ep, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Amz-Invocation-Type", "RequestResponse")
@@ -346,13 +348,13 @@ func (h *HTTP) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (Resp
 	}
 	switch {
 	case ctx.Err() != nil:
-		return Response{}, fmt.Errorf("invoke %s, request %s: %w", ep, reqID, ctx.Err())
+		return invoke.Response{}, fmt.Errorf("invoke %s, request %s: %w", ep, reqID, ctx.Err())
 	case actx.Err() != nil:
-		return Response{}, fmt.Errorf("%w: %s: no answer within %v (function timeout %v)", ErrUnavailable, ep, limit, h.timeout)
+		return invoke.Response{}, fmt.Errorf("%w: %s: no answer within %v (function timeout %v)", invoke.ErrUnavailable, ep, limit, h.timeout)
 	case last != nil:
-		return Response{}, fmt.Errorf("%w: %s: %s (%d attempts)", ErrUnavailable, ep, last.reason, attempts)
+		return invoke.Response{}, fmt.Errorf("%w: %s: %s (%d attempts)", invoke.ErrUnavailable, ep, last.reason, attempts)
 	default:
-		return Response{}, fmt.Errorf("%w: %s: %w", ErrUnavailable, ep, doErr)
+		return invoke.Response{}, fmt.Errorf("%w: %s: %w", invoke.ErrUnavailable, ep, doErr)
 	}
 }
 
@@ -361,7 +363,7 @@ func (h *HTTP) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (Resp
 type attempt struct {
 	status int
 	header http.Header
-	body   []byte // at most MaxPayloadBytes+1 bytes
+	body   []byte // at most invoke.MaxPayloadBytes+1 bytes
 	err    error
 }
 
@@ -371,7 +373,7 @@ func readAttempt(resp *http.Response, err error) attempt {
 	if err != nil {
 		return attempt{err: err}
 	}
-	body, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxPayloadBytes+1))
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, invoke.MaxPayloadBytes+1))
 	_ = resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	if rerr != nil {
