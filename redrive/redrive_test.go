@@ -390,3 +390,20 @@ func receiveAll(t *testing.T, url string) []string {
 	}
 	return bodies
 }
+
+// TestBarReporter: on a terminal, the bar counts every message; only the messages that were not
+// redriven get a line, and the summary ends the report.
+func TestBarReporter(t *testing.T) {
+	var out bytes.Buffer
+	rep := NewBarReporter(&out)
+	rep.Begin(2)
+	rep.Result(Result{Item: "m:1", Outcome: Redriven, Message: Message{ShardID: shard0, StartSequenceNumber: "1", EndSequenceNumber: "1"}, Records: 1, Invocations: 1})
+	rep.Result(Result{Item: "m:2", Outcome: Expired, Message: Message{ShardID: shard0, StartSequenceNumber: "2", EndSequenceNumber: "3"}, Detail: "trimmed"})
+	sum := Summary{Messages: 2, Redriven: 1, Expired: 1}
+	rep.End(sum)
+	s := out.String()
+	if strings.Contains(s, "m:1") || !strings.Contains(s, "expired        m:2  shardId-000000000000 2-3: trimmed\n") ||
+		!strings.HasSuffix(s, "2 messages: 1 redriven, 0 exported, 0 still failing, 1 expired\n") || !strings.Contains(s, "(1/2, ") {
+		t.Fatalf("bar report:\n%q", s)
+	}
+}
