@@ -2,34 +2,14 @@ package redrive
 
 import (
 	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs (go test -update rewrites it)\n got:\n%s\nwant:\n%s", path, got, want)
-	}
-}
 
 // goldenMessages is a file of every kind of message: a batch, a bisected record, a range trimmed
 // by retention, a message of another stream, and something that is not a failure message.
@@ -64,7 +44,7 @@ func TestDryRunGolden(t *testing.T) {
 	if sum.WouldRedrive != 2 || sum.Expired != 1 || sum.Skipped != 1 || sum.Invalid != 1 || len(inv.calls()) != 0 {
 		t.Fatalf("summary %+v, %d invocations", sum, len(inv.calls()))
 	}
-	golden(t, "dry-run.golden", []byte(out))
+	testkit.Golden(t, "dry-run.golden", []byte(out))
 }
 
 func TestExportGolden(t *testing.T) {
@@ -82,8 +62,8 @@ func TestExportGolden(t *testing.T) {
 	if sum.Exported != 2 {
 		t.Fatalf("summary %+v", sum)
 	}
-	golden(t, "export.golden", bytes.ReplaceAll([]byte(out), []byte(path), []byte("messages.jsonl")))
-	golden(t, "export.jsonl.golden", records.Bytes())
+	testkit.Golden(t, "export.golden", bytes.ReplaceAll([]byte(out), []byte(path), []byte("messages.jsonl")))
+	testkit.Golden(t, "export.jsonl.golden", records.Bytes())
 	if left, _ := os.ReadFile(path); !bytes.Equal(left, body) {
 		t.Fatalf("an export changed the message file:\n%s", left)
 	}

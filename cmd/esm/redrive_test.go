@@ -211,13 +211,13 @@ func TestRedriveFromQueue(t *testing.T) {
 				if code != 0 {
 					t.Fatalf("dry run: exit %d\n%s%s", code, out, stderr)
 				}
-				golden(t, "redrive-dry-run.golden", normalize(out, seqs))
+				testkit.Golden(t, "redrive-dry-run.golden", normalize(out, seqs))
 				export := filepath.Join(dir, "records.jsonl")
 				code, out, stderr = runESMEnv(t, env, "", "redrive", "--template", tmpl, "--sqs-protocol", "query", "--to", export)
 				if code != 0 {
 					t.Fatalf("export: exit %d\n%s%s", code, out, stderr)
 				}
-				golden(t, "redrive-export.golden", normalize(out, seqs))
+				testkit.Golden(t, "redrive-export.golden", normalize(out, seqs))
 				checkExport(t, export, failed)
 				if v, h := queueCounts(t, sqsC, url); v != "1" || h != "0" {
 					t.Fatalf("after the dry run and the export the queue shows %s visible, %s in flight; want the message, visible", v, h)
@@ -285,29 +285,6 @@ func normalize(out string, seqs []string) []byte {
 		out = strings.ReplaceAll(out, s, fmt.Sprintf("<seq:%d>", i))
 	}
 	return []byte(messageID.ReplaceAllString(out, "<message-id>"))
-}
-
-var update = os.Getenv("ESM_UPDATE_GOLDEN") != ""
-
-// golden compares got with testdata/name; ESM_UPDATE_GOLDEN=1 rewrites it.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs (ESM_UPDATE_GOLDEN=1 rewrites it)\n got:\n%s\nwant:\n%s", path, got, want)
-	}
 }
 
 // s3Bucket is an S3 stand-in on 127.0.0.1 for one bucket, path-style: PutObject, GetObject,

@@ -224,15 +224,10 @@ type Config struct {
 // Load resolves the flags, the environment and the template into a run configuration. It makes
 // no AWS call except STS GetCallerIdentity when the template needs the account of real AWS.
 func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) {
-	logger, err := f.Logger(stderr)
+	c, err := f.LoadMapping(ctx, f.MappingFlags, f.LogFlags, stderr)
 	if err != nil {
 		return nil, err
 	}
-	c, err := f.Target(ctx, f.Stream, f.FunctionName, logger)
-	if err != nil {
-		return nil, err
-	}
-	f.MappingFlags.apply(c)
 	c.Provision = f.Provision
 	c.MetricsAddr, c.EMF = f.MetricsAddr, f.EMF
 	if strings.HasPrefix(c.MetricsAddr, ":") {
