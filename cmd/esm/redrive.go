@@ -43,11 +43,15 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
+	kind, target, err := r.pick(c.Service.Mapping.OnFailureDestination)
+	if err != nil {
+		return err
+	}
 	kin, mc, err := service.ResolveMapping(ctx, c.AWS, c.Service)
 	if err != nil {
 		return err
 	}
-	src, err := r.source(ctx, c, mc.OnFailureDestination, e.stdin)
+	src, err := r.open(ctx, c, kind, target, e.stdin)
 	if err != nil {
 		return err
 	}
@@ -102,46 +106,63 @@ func reporter(out io.Writer) redrive.Reporter {
 	return redrive.NewLineReporter(out)
 }
 
-// source is where the messages come from: --from, --queue-url, --bucket, or else the mapping's
-// on-failure destination (a queue or a bucket; a topic cannot be read back).
-func (r *redriveCmd) source(ctx context.Context, c *cli.Config, destination string, stdin io.Reader) (redrive.Source, error) {
+// Kinds of source.
+const (
+	fromFile   = "file"
+	fromQueue  = "queue"
+	fromBucket = "bucket"
+)
+
+// pick decides where the messages come from, before anything is read: --from, --queue-url,
+// --bucket, or else the mapping's on-failure destination (a queue or a bucket; a topic cannot be
+// read back, and its ARN names no queue). target is the file, the queue's URL or ARN, or the bucket.
+func (r *redriveCmd) pick(destination string) (kind, target string, err error) {
 	switch {
-	case r.From == "-":
-		return redrive.ReadMessages(stdin, "stdin")
 	case r.From != "":
-		f, err := redrive.ReadFile(r.From)
+		return fromFile, r.From, nil
+	case r.QueueURL != "":
+		return fromQueue, r.QueueURL, nil
+	case r.Bucket != "":
+		return fromBucket, r.Bucket, nil
+	case destination == "":
+		return "", "", cli.Usage(errors.New("the mapping has no on-failure destination: pass --queue-url, --bucket or --from"))
+	}
+	parts := strings.SplitN(destination, ":", 6)
+	switch {
+	case len(parts) == 6 && parts[2] == "sqs":
+		return fromQueue, destination, nil
+	case len(parts) == 6 && parts[2] == "s3":
+		return fromBucket, parts[5], nil
+	case len(parts) == 6 && parts[2] == "sns":
+		return "", "", cli.Usage(fmt.Errorf("the on-failure destination %s is an SNS topic, which cannot be read back: pass --queue-url of a queue subscribed to it", destination))
+	}
+	return "", "", cli.Usage(fmt.Errorf("on-failure destination %q: want an SQS queue or an S3 bucket", destination))
+}
+
+// open opens the source pick chose.
+func (r *redriveCmd) open(ctx context.Context, c *cli.Config, kind, target string, stdin io.Reader) (redrive.Source, error) {
+	switch kind {
+	case fromFile:
+		if target == "-" {
+			return redrive.ReadMessages(stdin, "stdin")
+		}
+		f, err := redrive.ReadFile(target)
 		if err != nil {
 			return nil, cli.Usage(fmt.Errorf("--from: %w", err))
 		}
 		return f, nil
-	case r.QueueURL != "":
-		return r.queue(c, r.QueueURL), nil
-	case r.Bucket != "":
-		return redrive.ListBucket(ctx, r.s3Client(c), r.Bucket, r.Prefix)
-	case destination == "":
-		return nil, cli.Usage(errors.New("the mapping has no on-failure destination: pass --queue-url, --bucket or --from"))
+	case fromBucket:
+		return redrive.ListBucket(ctx, r.s3Client(c), target, r.Prefix)
 	}
-	switch service := strings.SplitN(destination, ":", 4); {
-	case len(service) < 3:
-	case service[2] == "sqs":
-		url, err := redrive.QueueURL(ctx, r.sqsClient(c), destination)
-		if err != nil {
+	url := target
+	if strings.HasPrefix(target, "arn:") {
+		var err error
+		if url, err = redrive.QueueURL(ctx, r.sqsClient(c), target); err != nil {
 			return nil, err
 		}
-		return r.queue(c, url), nil
-	case service[2] == "s3":
-		bucket := destination[strings.LastIndex(destination, ":")+1:]
-		return redrive.ListBucket(ctx, r.s3Client(c), bucket, r.Prefix)
-	case service[2] == "sns":
-		return nil, cli.Usage(fmt.Errorf("the on-failure destination %s is an SNS topic, which cannot be read back: pass --queue-url of a queue subscribed to it", destination))
 	}
-	return nil, cli.Usage(fmt.Errorf("on-failure destination %q: want an SQS queue or an S3 bucket", destination))
-}
-
-// queue reads the queue at url; a receive of ten messages stays invisible for long enough to
-// invoke the function for each.
-func (r *redriveCmd) queue(c *cli.Config, url string) *redrive.Queue {
-	return redrive.NewQueue(r.sqsClient(c), url, 10*(c.Service.FunctionTimeout+10*time.Second)+time.Minute)
+	// A receive of ten messages stays invisible for long enough to invoke the function for each.
+	return redrive.NewQueue(r.sqsClient(c), url, 10*(c.Service.FunctionTimeout+10*time.Second)+time.Minute), nil
 }
 
 func (r *redriveCmd) sqsClient(c *cli.Config) *sqs.Client {

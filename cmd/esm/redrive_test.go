@@ -406,3 +406,40 @@ func TestRedriveStillFailing(t *testing.T) {
 		t.Fatalf("queue after a failing redrive: %s visible, %s in flight; want the message, visible", v, h)
 	}
 }
+
+// TestRedriveUsage: where the messages would come from is checked before anything is read; a
+// wrong choice is a usage error (exit 2) that says what to pass.
+func TestRedriveUsage(t *testing.T) {
+	noDest := filepath.Join(t.TempDir(), "template.yaml")
+	if err := os.WriteFile(noDest, []byte(`Transform: AWS::Serverless-2016-10-31
+Resources:
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Runtime: provided.al2023
+      Handler: bootstrap
+      CodeUri: bin/
+      Events:
+        Stream:
+          Type: Kinesis
+          Properties:
+            Stream: arn:aws:kinesis:us-east-1:000000000000:stream/s
+            StartingPosition: TRIM_HORIZON
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	topic := redriveTemplate(t, "s", "SNS", "arn:aws:sns:us-east-1:000000000000:failures", 1, false)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--template", noDest}, "the mapping has no on-failure destination: pass --queue-url, --bucket or --from"},
+		{[]string{"--template", topic}, "is an SNS topic, which cannot be read back: pass --queue-url of a queue subscribed to it"},
+		{[]string{"--template", topic, "--from", "f", "--queue-url", "u"}, "--queue-url and --from can't be used together"},
+	} {
+		code, out, stderr := runESMOutput(t, "", append([]string{"redrive"}, c.args...)...)
+		if code != 2 || !strings.Contains(stderr, c.want) || out != "" {
+			t.Errorf("esm redrive %q: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, stderr, c.want)
+		}
+	}
+}
