@@ -14,6 +14,7 @@ import (
 type BatchEncoder struct {
 	enc       *eventEncoder
 	batchSize int
+	slots     int // ParallelizationFactor
 }
 
 // NewBatchEncoder returns the encoder of the mapping cfg: its StreamARN, region and
@@ -28,7 +29,7 @@ func NewBatchEncoder(cfg Config) (*BatchEncoder, error) {
 		return nil, err
 	}
 	arn, _ := ParseStreamARN(c.StreamARN) // checked by withDefaults
-	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, arn.Region, c.InvokeIdentityARN), batchSize: c.BatchSize}, nil
+	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, arn.Region, c.InvokeIdentityARN), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
 }
 
 // Next renders the batch the poller would invoke first for recs (records of one shard, in
@@ -38,6 +39,10 @@ func NewBatchEncoder(cfg Config) (*BatchEncoder, error) {
 func (e *BatchEncoder) Next(shardID string, recs []types.Record) (payload []byte, n int) {
 	return e.enc.encodeBatch(nil, shardID, recs, e.batchSize, MaxPayloadBytes)
 }
+
+// Slot is the slot, 0 to ParallelizationFactor-1, whose batches hold the records of partitionKey:
+// with ParallelizationFactor > 1 a batch holds only records of one slot.
+func (e *BatchEncoder) Slot(partitionKey string) int { return slotOf(partitionKey, e.slots) }
 
 // Record renders one record as it appears in an event's Records array.
 func (e *BatchEncoder) Record(shardID string, r *types.Record) []byte {

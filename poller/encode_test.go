@@ -43,6 +43,13 @@ func TestBatchEncoderIsThePollersEncoder(t *testing.T) {
 	if single, _ := e.Next("shardId-000000000001", recs[:1]); !bytes.Equal(single, append(append([]byte(eventHead), one...), eventEnd...)) {
 		t.Fatalf("Record %s is not the event's only record %s", one, single)
 	}
+	if e.Slot("any") != 0 {
+		t.Fatal("one slot without ParallelizationFactor")
+	}
+	cfg.ParallelizationFactor = 7
+	if e, _ = NewBatchEncoder(cfg); e.Slot("k3") != slotOf("k3", 7) {
+		t.Fatal("Slot is not the poller's routing")
+	}
 	if _, err := NewBatchEncoder(Config{StreamARN: "not-an-arn"}); err == nil {
 		t.Fatal("a bad stream ARN was accepted")
 	}

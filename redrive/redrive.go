@@ -283,21 +283,22 @@ func (r *Redriver) one(ctx context.Context, src Source, it *Item) Result {
 }
 
 // streamBatches fetches the message's records from the stream and cuts them into batches as the
-// poller does: the mapping's filters, at most BatchSize records, at most 6 MiB.
+// poller does: the mapping's filters and slots, at most BatchSize records, at most 6 MiB.
 func (r *Redriver) streamBatches(ctx context.Context, m Message) ([]batch, error) {
 	recs, err := fetch(ctx, r.kin, m.StreamARN, m.ShardID, m.StartSequenceNumber, m.EndSequenceNumber)
 	if err != nil {
 		return nil, err
 	}
-	if r.filters != nil {
-		matched := recs[:0:0]
-		for i := range recs {
-			if r.match(&recs[i]) {
-				matched = append(matched, recs[i])
-			}
+	// The records the failed batch held: those the filters pass and, with ParallelizationFactor > 1,
+	// those of the first record's slot (its batch held no other).
+	slot := r.enc.Slot(aws.ToString(recs[0].PartitionKey))
+	matched := recs[:0:0]
+	for i := range recs {
+		if (r.filters == nil || r.match(&recs[i])) && r.enc.Slot(aws.ToString(recs[i].PartitionKey)) == slot {
+			matched = append(matched, recs[i])
 		}
-		recs = matched
 	}
+	recs = matched
 	if len(recs) != m.BatchSize {
 		return nil, fmt.Errorf("the range %s-%s holds %d records the mapping would invoke, the message names %d: the stream, shard or filters are not the ones that failed",
 			m.StartSequenceNumber, m.EndSequenceNumber, len(recs), m.BatchSize)

@@ -407,3 +407,40 @@ func TestBarReporter(t *testing.T) {
 		t.Fatalf("bar report:\n%q", s)
 	}
 }
+
+// TestRedriveParallelizedBatch: with ParallelizationFactor > 1 a failed batch holds only the
+// records of one slot, though its range spans the others' records too: the redrive picks the
+// same records, and invokes the same bytes.
+func TestRedriveParallelizedBatch(t *testing.T) {
+	f := fakekinesis.New(fakekinesis.WithClock(fixedClock))
+	arn := f.CreateStream("orders", 1)
+	cfg := mapping(arn)
+	cfg.ParallelizationFactor, cfg.BatchSize = 3, 10
+	enc, err := poller.NewBatchEncoder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []fakekinesis.Entry
+	slots := map[int]int{}
+	for i := range 12 {
+		key := fmt.Sprint("key-", i)
+		slots[enc.Slot(key)]++
+		entries = append(entries, fakekinesis.Entry{PartitionKey: key, Data: []byte(fmt.Sprint("r", i))})
+	}
+	poisonSlot := enc.Slot(entries[1].PartitionKey)
+	if len(slots) < 2 || slots[poisonSlot] < 2 {
+		t.Fatalf("keys spread over slots %v: the test needs the poison record's slot to hold more records, and other slots", slots)
+	}
+	entries[1].Data = []byte("poison")
+	f.PutMany("orders", entries)
+	fr, failed := failOnce(t, f, cfg)
+	if fr.BatchSize != slots[poisonSlot] {
+		t.Fatalf("the failed batch held %d records, the poison record's slot %d", fr.BatchSize, slots[poisonSlot])
+	}
+	src, _ := ReadMessages(bytes.NewReader(dlq.Message(fr)), "m")
+	inv := &fn{}
+	sum, out := run(t, cfg, f, src, WithInvoker(inv))
+	if calls := inv.calls(); sum.Redriven != 1 || len(calls) != 1 || !bytes.Equal(calls[0], failed) {
+		t.Fatalf("summary %+v\n%s\ninvoked %s\nwant %s", sum, out, calls, failed)
+	}
+}
