@@ -121,9 +121,3 @@ func S3Key(mappingUUID string, f poller.FailureRecord) string {
 	t := f.Timestamp.UTC()
 	return fmt.Sprintf("aws/lambda/%s/%s/%s/%s-%s", mappingUUID, f.ShardID, t.Format("2006/01/02"), t.Format("2006-01-02T15.04.05"), uuid.NewString())
 }
-
-// MappingUUID derives a stable UUID for a mapping (stream and function), standing in for the
-// event source mapping UUID Lambda would assign.
-func MappingUUID(streamARN, functionARN string) string {
-	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("esm:"+streamARN+"|"+functionARN)).String()
-}

@@ -35,6 +35,10 @@ import (
 // DefaultTimeout is the function timeout when none is configured: SAM's default of 3 s.
 const DefaultTimeout = 3 * time.Second
 
+// DefaultFunctionName is the function's name when none is configured: "function", the one name
+// aws-lambda-rie answers to.
+const DefaultFunctionName = "function"
+
 // DefaultFunctionARN is the InvokedFunctionArn a function sees when none is configured: function
 // "function" (the name aws-lambda-rie answers to) in the local emulators' region and account.
 const DefaultFunctionARN = "arn:aws:lambda:us-east-1:000000000000:function:function"

@@ -538,3 +538,34 @@ func TestPoisonBlocksOnlyItsShard(t *testing.T) {
 	t.Logf("while shard 0 retries a poison record, shard 1 delivered 50 records: p50 %s, max %s put→invoke", lat[25], lat[49])
 	mu.Unlock()
 }
+
+// TestDestinationDownDropMode: with OnDestinationFailure drop, an undeliverable failure record is
+// dropped as Lambda drops it: one failed send counted in DestinationDeliveryFailures, the records
+// counted as dropped, and the shard moves on.
+func TestDestinationDownDropMode(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 3, func(i int) string { return []string{"a", "poison", "c"}[i] })
+	h := &scripted{decide: func(_ int, e events.KinesisEvent) (json.RawMessage, error) {
+		if string(e.Records[0].Kinesis.Data) == "poison" {
+			return nil, errors.New("poison")
+		}
+		return nil, nil
+	}}
+	dest := &memDest{}
+	dest.down.Store(true)
+	obs := &counting{states: map[string]string{}}
+	fh := startFailureHarness(t, Config{BatchSize: 1, MaximumRetryAttempts: intp(0), OnDestinationFailure: DestinationFailureDrop},
+		f, arn, h, WithDestination(dest), WithObserver(obs))
+	testkit.WaitFor(t, "the shard to move past the poison record", 5*time.Second, func() bool {
+		p, _ := fh.store.Load(context.Background())
+		return p["shardId-000000000000"].Checkpoint == seqs[2]
+	})
+	if got := h.invocations(); fmt.Sprint(got) != "[[a] [poison] [c]]" {
+		t.Fatalf("invocations %v, want a, poison once, then c", got)
+	}
+	c := obs.snapshot()
+	if n := dest.attempts.Load(); n != 1 || c.destinationFailures != 1 || c.dropped != 1 || c.delivered != 0 || c.errors != 1 {
+		t.Fatalf("%d delivery attempts, counts %+v; want one failed send counted, one record dropped, none delivered", n, c)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +20,23 @@ type counting struct {
 	mu                                                    sync.Mutex
 	polled, filtered, invoked, failed, dropped, delivered int
 	ages                                                  int
+	errors, throttles, destinationFailures                int
 	states                                                map[string]string
+}
+
+func (c *counting) FunctionError(string) { c.mu.Lock(); c.errors++; c.mu.Unlock() }
+func (c *counting) Throttled(string)     { c.mu.Lock(); c.throttles++; c.mu.Unlock() }
+func (c *counting) DestinationDeliveryFailed(string) {
+	c.mu.Lock()
+	c.destinationFailures++
+	c.mu.Unlock()
+}
+
+func (c *counting) snapshot() *counting {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &counting{polled: c.polled, filtered: c.filtered, invoked: c.invoked, failed: c.failed, dropped: c.dropped,
+		delivered: c.delivered, ages: c.ages, errors: c.errors, throttles: c.throttles, destinationFailures: c.destinationFailures}
 }
 
 func (c *counting) RecordsPolled(_ string, n int)      { c.mu.Lock(); c.polled += n; c.mu.Unlock() }
@@ -85,5 +102,49 @@ func TestObserverCountsAddUp(t *testing.T) {
 	}
 	if obs.ages == 0 || obs.states["shardId-000000000000"] != StateFinished || obs.states[kids[0]] != StateReleased {
 		t.Fatalf("ages %d, states %v", obs.ages, obs.states)
+	}
+}
+
+// TestFunctionMetricsCounted: throttles (never invocations) and function errors (not partial
+// failures) reach the observer as Lambda's Throttles and Errors.
+func TestFunctionMetricsCounted(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 2, func(i int) string { return fmt.Sprint(i) })
+	calls := 0
+	h := &scripted{decide: func(n int, e events.KinesisEvent) (json.RawMessage, error) {
+		calls = n
+		switch n {
+		case 1:
+			return nil, errors.New("first attempt fails")
+		case 2: // a partial failure is not a function error
+			return json.RawMessage(`{"batchItemFailures":[{"itemIdentifier":"` + e.Records[1].Kinesis.SequenceNumber + `"}]}`), nil
+		}
+		return nil, nil
+	}}
+	th := &throttler{Invoker: inprocess.New(h.handle)}
+	th.n.Store(2)
+	obs := &counting{states: map[string]string{}}
+	store := NewMemoryStore()
+	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 2, ReportBatchItemFailures: true,
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, th, WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	testkit.WaitFor(t, "checkpoint", 5*time.Second, func() bool {
+		pr, _ := store.Load(context.Background())
+		return pr["shardId-000000000000"].Checkpoint == seqs[1]
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	c := obs.snapshot()
+	if calls != 3 || c.throttles != 2 || c.errors != 1 || c.failed != 4 {
+		t.Fatalf("%d invocations, counts %+v; want 3 invocations, 2 throttles, 1 function error, 4 failed-invocation records", calls, c)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,7 +24,19 @@ type reader struct {
 	lastRead string // sequence number of the last record read from the shard
 	buf      []byte // event encoding buffer, reused across batches
 	slots    *slots // with ParallelizationFactor > 1: the batches in flight
-	ckMu     sync.Mutex
+	// atTip: the first open is at LATEST itself (this run decided the LATEST start); later
+	// opens before a record was read resume AT_TIMESTAMP at the recorded start.
+	atTip bool
+}
+
+// currentProgress is the shard's progress as last written. With slots, whose goroutines write it
+// in checkpoint, it is read under the slots' progress lock.
+func (r *reader) currentProgress() ShardProgress {
+	if r.slots != nil {
+		r.slots.lockProgress()
+		defer r.slots.unlockProgress()
+	}
+	return r.progress
 }
 
 // position is where GetShardIterator starts: after the last record read, else after the
@@ -42,6 +53,8 @@ func resumePosition(lastRead string, pr ShardProgress, ts time.Time) position {
 		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: lastRead}
 	case pr.Checkpoint != "":
 		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: pr.Checkpoint}
+	case pr.Start == Latest && !pr.StartTimestamp.IsZero():
+		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: pr.StartTimestamp}
 	case pr.Start == Latest:
 		return position{kind: types.ShardIteratorTypeLatest}
 	case pr.Start == AtTimestamp:
@@ -130,7 +143,7 @@ var errStopped = errors.New("stopped")
 
 // run reads the shard until its end or until runCtx ends. Invocations and checkpoints use
 // workCtx, so a batch in flight when runCtx ends still completes (within the shutdown grace).
-func (r *reader) run(runCtx, workCtx context.Context) readerResult {
+func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 	res := readerResult{shardID: r.shardID}
 	log := r.p.log.With("shard_id", r.shardID)
 	cfg := &r.p.cfg
@@ -143,7 +156,20 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 	if cfg.ParallelizationFactor > 1 {
 		sctx, stopSlots := context.WithCancel(runCtx)
 		r.slots = newSlots(sctx, workCtx, r, cfg.ParallelizationFactor)
-		defer func() { stopSlots(); r.slots.stop() }()
+		defer func() {
+			stopSlots()
+			r.slots.stop()
+			// A slot that failed while the reader was stopping (or waiting for space) still
+			// decides the result: a store that kept failing is the mapping's error, not a stop.
+			if err := r.slots.failed(); err != nil && result.err == nil && !result.finished {
+				switch {
+				case errors.Is(err, errLost):
+					result.lost = true
+				case !errors.Is(err, errStopped):
+					result.err = err
+				}
+			}
+		}()
 	}
 	fail := func(err error) readerResult {
 		switch {
@@ -291,7 +317,11 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 func (r *reader) open(ctx context.Context) error {
 	bo := backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
 	for {
-		pos := resumePosition(r.lastRead, r.progress, r.p.cfg.StartingPositionTimestamp)
+		pr := r.currentProgress()
+		pos := resumePosition(r.lastRead, pr, r.p.cfg.StartingPositionTimestamp)
+		if r.atTip && pos.kind == types.ShardIteratorTypeAtTimestamp && pr.Start == Latest {
+			pos = position{kind: types.ShardIteratorTypeLatest}
+		}
 		in := &kinesis.GetShardIteratorInput{StreamARN: &r.p.cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
 		if pos.seq != "" {
 			in.StartingSequenceNumber = aws.String(pos.seq)
@@ -301,7 +331,7 @@ func (r *reader) open(ctx context.Context) error {
 		}
 		out, err := r.p.kin.GetShardIterator(ctx, in)
 		if err == nil {
-			r.iter = out.ShardIterator
+			r.iter, r.atTip = out.ShardIterator, false
 			r.p.log.Debug("shard iterator opened", "shard_id", r.shardID, "type", pos.kind, "seq", pos.seq)
 			return nil
 		}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,5 +175,70 @@ func TestWindowResponseWithoutStateFails(t *testing.T) {
 	d := dest.records()[0]
 	if d.ApproximateInvokeCount != 2 || d.Response == nil || d.Response.FunctionError != "" || d.StartSequenceNumber != seqs[0] {
 		t.Fatalf("destination record %+v", d)
+	}
+}
+
+// TestWindowWithParallelizationFactor: AWS documents no rejection of TumblingWindowInSeconds with
+// ParallelizationFactor > 1, so the mapping is accepted; it runs one batch in flight per shard
+// (a window's state passes from one invocation to the next), keeps the window's totals right, and
+// logs one warning naming the reason.
+func TestWindowWithParallelizationFactor(t *testing.T) {
+	var c clock
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	c.set(t0)
+	f := fakekinesis.New(fakekinesis.WithClock(c.now))
+	arn := f.CreateStream("s", 1)
+	want := map[string]int{}
+	for i := range 40 {
+		c.set(t0.Add(time.Duration(i) * time.Second))
+		k := fmt.Sprint("k", i%8) // eight keys: with slots they would spread over four
+		f.Put("s", k, []byte(strconv.Itoa(i)))
+		want[k] += i
+	}
+	var inFlight, peak atomic.Int64
+	h := &windowSums{totals: map[string]map[string]int{}}
+	handler := func(ctx context.Context, e events.KinesisTimeWindowEvent) (events.KinesisTimeWindowEventResponse, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(2 * time.Millisecond) // long enough for a second slot, were there one, to start
+		return h.handle(ctx, e)
+	}
+	var logs testkit.SyncBuffer
+	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 5, ParallelizationFactor: 4, TumblingWindow: time.Minute,
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, NewMemoryStore(), inprocess.New(handler),
+		WithClock(c.now), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatalf("a windowed mapping with ParallelizationFactor 4 was refused: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	testkit.WaitFor(t, "the window's batches", 5*time.Second, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.invokes >= 8
+	})
+	c.set(t0.Add(3 * time.Minute)) // the window is over and idle: it closes
+	testkit.WaitFor(t, "the window's totals", 5*time.Second, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.totals) == 1
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := peak.Load(); n != 1 {
+		t.Fatalf("%d batches of the shard in flight at once, want 1", n)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if got := h.totals[t0.Format(time.RFC3339)]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("window totals %v, want %v", got, want)
+	}
+	if n := strings.Count(logs.String(), "running one batch in flight per shard, because a tumbling window's state passes"); n != 1 {
+		t.Fatalf("warning logged %d times, want once:\n%s", n, logs.String())
 	}
 }

@@ -125,6 +125,10 @@ func TestValidationMessages(t *testing.T) {
 			"", ev + "DestinationConfig: Unsupported DestinationConfig parameter for given event source mapping type."},
 		{"destination not a queue, topic or bucket", eventTemplate("DestinationConfig:\n  OnFailure:\n    Destination: " + stream),
 			"", ev + `DestinationConfig: DestinationConfig.OnFailure.Destination "` + stream + `" must be the ARN of an SQS queue, an SNS topic or an S3 bucket`},
+		{"destination a FIFO queue", eventTemplate("DestinationConfig:\n  OnFailure:\n    Destination: arn:aws:sqs:us-east-1:123456789012:failures.fifo"),
+			"", ev + "DestinationConfig: DestinationConfig.OnFailure.Destination arn:aws:sqs:us-east-1:123456789012:failures.fifo is a FIFO queue: it cannot take Lambda's on-failure message, which has no message group id, so every delivery would fail; use a standard queue"},
+		{"destination a FIFO topic", eventTemplate("DestinationConfig:\n  OnFailure:\n    Type: SNS\n    Destination: arn:aws:sns:us-east-1:123456789012:failures.fifo"),
+			"", ev + "DestinationConfig: DestinationConfig.OnFailure.Destination arn:aws:sns:us-east-1:123456789012:failures.fifo is a FIFO topic: it cannot take Lambda's on-failure message, which has no message group id, so every delivery would fail; use a standard topic"},
 		{"destination too long", eventTemplate("DestinationConfig:\n  OnFailure:\n    Destination: arn:aws:sqs:us-east-1:123456789012:" + long),
 			"", ev + "DestinationConfig: 1 validation error detected: Value 'arn:aws:sqs:us-east-1:123456789012:" + long + "' at 'destinationConfig.onFailure.destination' failed to satisfy constraint: Member must have length less than or equal to 350"},
 
@@ -351,5 +355,20 @@ func TestPollerConfig(t *testing.T) {
 		!c.ReportBatchItemFailures || c.OnFailureDestination != m.DestinationConfig.OnFailure.Destination ||
 		len(c.FilterPatterns) != 2 || c.InvokeIdentityARN != m.Function.Role || c.Disabled {
 		t.Fatalf("poller.Config does not carry the mapping: %+v", c)
+	}
+}
+
+// TestWindowWithParallelizationFactorAccepted: AWS documents no rejection of a tumbling window
+// with ParallelizationFactor > 1, so a template that deploys is accepted (esm then runs the
+// mapping one batch in flight per shard, with a warning).
+func TestWindowWithParallelizationFactorAccepted(t *testing.T) {
+	tpl, err := Parse("t.yaml", []byte(eventTemplate("TumblingWindowInSeconds: 60\nParallelizationFactor: 4\nMetricsConfig:\n  Metrics: [EventCount]")),
+		Options{Now: fixedNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tpl.Mappings[0]
+	if m.TumblingWindowInSeconds != 60 || m.ParallelizationFactor != 4 || m.MetricsConfig == nil || m.MetricsConfig.Metrics[0] != "EventCount" {
+		t.Fatalf("mapping %+v", m)
 	}
 }

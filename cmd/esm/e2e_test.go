@@ -81,11 +81,11 @@ func startESM(t *testing.T, env []string, args ...string) *esmProc {
 	return startESMCommand(t, env, append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
 }
 
-// startESMCommand starts the esm binary with args and env added to this process's environment.
+// startESMCommand starts the esm binary with args, and env added to this process's environment.
 func startESMCommand(t *testing.T, env []string, args ...string) *esmProc {
 	t.Helper()
 	cmd := exec.Command(esmBin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), "ESM_INVOKE=example"), env...) // the built-in example, unless --invoke says otherwise
 	p := &esmProc{cmd: cmd, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	cmd.Stdout = p.stderr

@@ -72,15 +72,15 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		opts = append(opts, redrive.WithExport(f))
 	default:
 		c.Service.Mapping = mc
-		inv, err := c.InvokerOr(example.Handle)
+		c.Example = example.Handle // --invoke example
+		inv, closeInvoker, err := c.FunctionInvoker()
 		if err != nil {
 			return err
 		}
-		if len(c.Invoke) == 0 {
-			// The in-process function's own output is its log: on stderr, so that stdout holds
-			// only the report.
-			os.Stdout = os.Stderr
-		}
+		defer closeInvoker()
+		// An in-process function's own output is its log: on stderr, so that stdout holds only
+		// the report.
+		os.Stdout = os.Stderr
 		opts = append(opts, redrive.WithInvoker(inv))
 	}
 	opts = append(opts, redrive.WithReporter(reporter(out)))

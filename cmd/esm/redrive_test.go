@@ -98,8 +98,8 @@ func endpoints(sqsEndpoint, s3Endpoint string) []string {
 	return env
 }
 
-// putRecords writes data to the stream in one PutRecords call and returns the sequence numbers.
-func putRecords(t *testing.T, stream string, data ...string) []string {
+// putSequenced writes data to the stream in one PutRecords call and returns the sequence numbers.
+func putSequenced(t *testing.T, stream string, data ...string) []string {
 	t.Helper()
 	var recs []local.Record
 	for i, d := range data {
@@ -191,7 +191,7 @@ func TestRedriveFromQueue(t *testing.T) {
 				t.Fatal(err)
 			}
 			data := []string{"a", "b", "poison", "d", "e", "f"}
-			seqs := putRecords(t, stream, data...)
+			seqs := putSequenced(t, stream, data...)
 			tmpl := redriveTemplate(t, stream, "SQS", arn, 6, bisect)
 			env := endpoints(srv.Endpoint(), "")
 			dir := t.TempDir()
@@ -361,7 +361,7 @@ func TestRedriveFromS3(t *testing.T) {
 	srv := httptest.NewServer(bucket)
 	defer srv.Close()
 	stream := newStream(t, 1)
-	putRecords(t, stream, "a", "poison", "c")
+	putSequenced(t, stream, "a", "poison", "c")
 	tmpl := redriveTemplate(t, stream, "S3", "arn:aws:s3:::failures", 3, false)
 	env := endpoints("", srv.URL)
 	dir := t.TempDir()
@@ -393,7 +393,7 @@ func TestRedriveStillFailing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putRecords(t, stream, "poison")
+	putSequenced(t, stream, "poison")
 	tmpl := redriveTemplate(t, stream, "SQS", arn, 1, false)
 	env := endpoints(srv.Endpoint(), "")
 	failInto(t, tmpl, env, filepath.Join(t.TempDir(), "run.events"), func() bool { v, _ := queueCounts(t, sqsC, url); return v == "1" })

@@ -41,7 +41,8 @@ func runESMEnv(t *testing.T, env []string, stdin string, args ...string) (int, s
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, esmBin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	// The built-in example, unless --invoke or env says otherwise.
+	cmd.Env = append(append(os.Environ(), "ESM_INVOKE=example"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
 	_ = cmd.Run()

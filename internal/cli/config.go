@@ -54,10 +54,14 @@ type RunFlags struct {
 	TemplateFlags `embed:""`
 
 	MappingFlags `embed:""`
+	// MaxEnvironments caps the execution environments of exec: targets.
+	MaxEnvironments int `help:"Most execution environments of an exec: target at once (they grow to the mapping's concurrency: shards x ParallelizationFactor); 0: 64." env:"ESM_MAX_ENVIRONMENTS" placeholder:"N"`
 	// Provision creates the template's stream on the emulator when it is missing.
 	Provision bool `help:"Create the template's stream (its AWS::Kinesis::Stream, with its ShardCount) on the --endpoint-url emulator when it does not exist." env:"ESM_PROVISION"`
 
 	StateDir string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
+	// OnDestinationFailure is what a shard does when its on-failure destination cannot be reached.
+	OnDestinationFailure string `help:"When the on-failure destination cannot take a record: block (retry, holding the shard; nothing is lost) or drop (drop the records and move on, as Lambda does). Each failed send counts in DestinationDeliveryFailures." default:"block" enum:"block,drop" env:"ESM_ON_DESTINATION_FAILURE"`
 
 	BatchSize                 *int    `help:"Most records per invocation, 1-10000 (default: the template's, else 100)." env:"ESM_BATCH_SIZE"`
 	MaximumBatchingWindow     *int    `name:"maximum-batching-window" help:"Seconds to gather records before invoking, 0-300 (default: the template's, else 0)." env:"ESM_MAXIMUM_BATCHING_WINDOW"`
@@ -207,8 +211,13 @@ type Config struct {
 	Mapping *sam.Mapping
 	// Warnings are the template's (mappings esm skipped).
 	Warnings []string
-	// Invoke are the --invoke targets; empty means in-process.
+	// Invoke are the --invoke values (see ParseTargets); empty means in-process when Run is given
+	// a function, and an error otherwise.
 	Invoke []string
+	// MaxEnvironments caps the execution environments of exec: targets (0: the default).
+	MaxEnvironments int
+	// Example is the function --invoke example runs in-process (nil: no such target).
+	Example any
 	// Provision asks Run to create the template's stream on the emulator (ProvisionStream).
 	Provision bool
 	// AWS is the SDK configuration for the endpoint in use.
@@ -228,7 +237,10 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 	if err != nil {
 		return nil, err
 	}
-	c.Provision = f.Provision
+	if f.MaxEnvironments < 0 {
+		return nil, Usage(fmt.Errorf("--max-environments %d: must be 0 or more", f.MaxEnvironments))
+	}
+	c.Provision, c.MaxEnvironments = f.Provision, f.MaxEnvironments
 	c.MetricsAddr, c.EMF = f.MetricsAddr, f.EMF
 	if strings.HasPrefix(c.MetricsAddr, ":") {
 		c.MetricsAddr = "127.0.0.1" + c.MetricsAddr
@@ -239,6 +251,7 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 		return nil, err
 	}
 	mc.PollInterval, mc.ShardSyncInterval, mc.ShutdownGrace = f.PollInterval, f.ShardSyncInterval, f.ShutdownGrace
+	mc.OnDestinationFailure = f.OnDestinationFailure
 	if f.LeaseDuration <= 0 {
 		return nil, Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))
 	}
@@ -308,43 +321,23 @@ func streamFor(m *sam.Mapping) string {
 	return m.EventSourceArn
 }
 
-// overrideMapping applies the mapping flags that were given.
+// overrideMapping applies the mapping flags that were given, through the same service.Settings
+// as the ESM API's requests.
 func (f *RunFlags) overrideMapping(mc *poller.Config) error {
-	if f.BatchSize != nil {
-		if *f.BatchSize == 0 { // an explicit 0 is out of range, not "the default"
-			return poller.RangeError("batchSize", 0, 1, poller.MaxBatchSize)
-		}
-		mc.BatchSize = *f.BatchSize
-	}
-	if f.MaximumBatchingWindow != nil {
-		mc.MaximumBatchingWindow = time.Duration(*f.MaximumBatchingWindow) * time.Second
-	}
-	if f.StartingPosition != nil {
-		mc.StartingPosition = *f.StartingPosition
-		if f.StartingPositionTimestamp == nil {
-			mc.StartingPositionTimestamp = time.Time{}
-		}
+	s := service.Settings{
+		BatchSize:                      f.BatchSize,
+		MaximumBatchingWindowInSeconds: f.MaximumBatchingWindow,
+		StartingPosition:               f.StartingPosition,
+		Enabled:                        f.Enabled,
 	}
 	if f.StartingPositionTimestamp != nil {
 		ts, err := ParseTimestamp(*f.StartingPositionTimestamp)
 		if err != nil {
 			return Usage(err)
 		}
-		mc.StartingPositionTimestamp = ts
+		s.StartingPositionTimestamp = &ts
 	}
-	if f.Enabled != nil {
-		mc.Disabled = !*f.Enabled
-	}
-	return nil
-}
-
-// splitTargets splits --invoke values that hold several targets (ESM_INVOKE="url1 url2").
-func splitTargets(in []string) []string {
-	var out []string
-	for _, s := range in {
-		out = append(out, strings.Fields(s)...)
-	}
-	return out
+	return s.Apply(mc)
 }
 
 // ParseTimestamp reads an RFC 3339 time or Unix seconds (possibly fractional).

@@ -14,7 +14,7 @@ import (
 // on-failure destination: the flags "esm run" and "esm redrive" share. A nil pointer means the
 // flag was not given: the template's value (or Lambda's default) applies.
 type MappingFlags struct {
-	Invoke       []string       `help:"Invoke the function at Lambda-Invoke-compatible endpoints (repeatable: a pool, one invocation at a time each, e.g. aws-lambda-rie), or lambda:NAME_OR_ARN through the Lambda API. Default: the example function in-process." env:"ESM_INVOKE" sep:"none" placeholder:"URL|lambda:NAME"`
+	Invoke       []string       `help:"The function: exec:PATH [ARGS] runs its binary (a bootstrap, any runtime) in execution environments esm hosts, with the Lambda Runtime API; http(s) URLs of Lambda-Invoke-compatible endpoints (a pool, one invocation at a time each, e.g. aws-lambda-rie); lambda:NAME_OR_ARN through the Lambda API; example for the built-in example function. Repeatable (exec: and URLs)." env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
 	Stream       *string        `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
 	FunctionName *string        `help:"Function name, used in ARNs and to key checkpoints (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
 	Timeout      *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
@@ -23,7 +23,7 @@ type MappingFlags struct {
 
 // apply sets what the flags say on a configuration Target resolved.
 func (m MappingFlags) apply(c *Config) {
-	c.Invoke = splitTargets(m.Invoke)
+	c.Invoke = m.Invoke
 	c.Service.SQSProtocol = m.SQSProtocol
 	if m.Timeout != nil {
 		c.Service.FunctionTimeout = *m.Timeout
@@ -46,20 +46,26 @@ func (f TemplateFlags) LoadMapping(ctx context.Context, m MappingFlags, log LogF
 	return c, nil
 }
 
-// InvokerOr returns the invoker of the --invoke targets or, without any, handler in this process
-// with the template's environment, function ARN and timeout (each limited to the template's
-// ReservedConcurrentExecutions).
-func (c *Config) InvokerOr(handler any) (poller.Invoker, error) {
-	inv, err := c.Invoker()
+// FunctionInvoker returns the invoker of the --invoke targets and a close that ends what it
+// started, or, for --invoke example, c.Example in this process with the template's environment,
+// function ARN and timeout (limited to its ReservedConcurrentExecutions). With no target it is the
+// usage error esm run gives.
+func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
+	inv, closeFn, err := c.Invoker()
 	if err != nil || inv != nil {
-		return inv, err
+		return inv, closeFn, err
+	}
+	handler := c.inProcess(nil)
+	if handler == nil {
+		return nil, closeFn, Usage(errNoFunction)
 	}
 	if err := c.ApplyEnvironment(); err != nil {
-		return nil, err
+		return nil, closeFn, err
 	}
-	inv = inprocess.New(handler, inprocess.WithFunctionARN(c.Service.Mapping.FunctionARN), inprocess.WithTimeout(c.Service.FunctionTimeout))
+	inv = inprocess.New(handler, inprocess.WithFunctionARN(c.Service.Mapping.FunctionARN), inprocess.WithTimeout(c.Service.FunctionTimeout),
+		inprocess.WithLogger(c.Logger))
 	if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
 		inv = invoke.Limit(inv, *c.Mapping.Function.ReservedConcurrentExecutions)
 	}
-	return inv, nil
+	return inv, closeFn, nil
 }

@@ -2,7 +2,7 @@
 // read calls an event source mapping makes: ListShards, GetShardIterator and
 // GetRecords. It exists for unit tests (fault injection, resharding, iterator
 // expiry) and for benchmarks. It does not replace the kinesis-local emulator
-// tests.
+// tests. DescribeStreamSummary reports the retention period SetRetention sets.
 //
 // A *Fake satisfies any consumer-declared interface made of those three
 // methods with the signatures of *kinesis.Client. Its behaviour follows

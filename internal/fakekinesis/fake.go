@@ -35,10 +35,22 @@ type optionFunc func(*config)
 func (o optionFunc) apply(c *config) { o(c) }
 
 type config struct {
-	now     func() time.Time
-	ttl     time.Duration
-	region  string
-	account string
+	now      func() time.Time
+	ttl      time.Duration
+	region   string
+	account  string
+	pageSize int // ListShards page size when MaxResults is not given
+}
+
+// WithListShardsPageSize sets how many shards a ListShards call without MaxResults returns per
+// page (default 1000, as Kinesis), so that callers' paging can be exercised with few shards.
+// Values outside [1, 1000] keep the default.
+func WithListShardsPageSize(n int) Option {
+	return optionFunc(func(c *config) {
+		if n >= 1 && n <= defaultListShards {
+			c.pageSize = n
+		}
+	})
 }
 
 // WithClock sets the clock used for arrival timestamps, iterator expiry,
@@ -86,7 +98,7 @@ type Fake struct {
 	pageSeq uint64
 
 	injector atomic.Pointer[func(op string, in any) error]
-	calls    [3]atomic.Int64
+	calls    [4]atomic.Int64
 }
 
 type stream struct {
@@ -95,6 +107,8 @@ type stream struct {
 	counter   uint64   // last sequence counter handed out
 	shards    []*shard // index is the shard number; nil once trimmed
 	open      []*shard // open shards ordered by hash range
+	// retention is RetentionPeriodHours; 0 means the default 24 hours (see SetRetention).
+	retention time.Duration
 }
 
 type shard struct {
@@ -123,7 +137,7 @@ type recMeta struct {
 // New returns an empty Fake. It never fails.
 func New(opts ...Option) *Fake {
 	f := &Fake{
-		cfg:    config{now: time.Now, ttl: defaultIteratorTTL, region: "us-east-1", account: "000000000000"},
+		cfg:    config{now: time.Now, ttl: defaultIteratorTTL, region: "us-east-1", account: "000000000000", pageSize: defaultListShards},
 		byName: map[string]*stream{},
 		byARN:  map[string]*stream{},
 		pages:  map[string]page{},
@@ -166,6 +180,8 @@ func opIndex(op string) int {
 		return 1
 	case OpGetRecords:
 		return 2
+	case OpDescribeStreamSummary:
+		return 3
 	}
 	return -1
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/uuid"
 
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
@@ -65,11 +66,20 @@ type Options struct {
 	// Ready, when set, is called once the mapping is running (store read, shards listed, first
 	// leases claimed).
 	Ready func()
+	// MappingUUID is the mapping's UUID (Lambda's EventSourceMappingUUID: the EMF dimension, the
+	// S3 destination's object keys). The caller that created the mapping (esm serve) gives it;
+	// when empty it is read from the mapping's store (the state file or the lease table), where
+	// the mapping's first run creates it: a random version 4 UUID, stable across restarts.
+	MappingUUID string
+	// OnMappingUUID, when set, is told the mapping's UUID before the mapping starts (metrics
+	// created before the store was opened take it from here).
+	OnMappingUUID func(string)
 }
 
 // pollerOptions are the options every poller of the mapping gets, whatever its store: logging,
-// measurements, readiness and the on-failure destination client.
-func pollerOptions(o Options, cfg aws.Config, mc poller.Config) ([]poller.Option, error) {
+// measurements and readiness (the on-failure destination, which needs the mapping's UUID, comes
+// from destinationOptions once the store is open).
+func pollerOptions(o Options) []poller.Option {
 	opts := []poller.Option{poller.WithLogger(o.Logger)}
 	if o.Observer != nil {
 		opts = append(opts, poller.WithObserver(o.Observer))
@@ -77,15 +87,38 @@ func pollerOptions(o Options, cfg aws.Config, mc poller.Config) ([]poller.Option
 	if o.Ready != nil {
 		opts = append(opts, poller.WithReady(o.Ready))
 	}
-	if mc.OnFailureDestination != "" {
-		d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: o.EndpointURL, SQSProtocol: o.SQSProtocol,
-			MappingUUID: dlq.MappingUUID(mc.StreamARN, mc.FunctionARN)})
-		if err != nil {
-			return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
+	return opts
+}
+
+// mappingUUID is o.MappingUUID when the caller gave one, else the one stored returns (it reads
+// the store's, or creates and stores one); OnMappingUUID is told either way.
+func mappingUUID(ctx context.Context, o Options, stored func(context.Context) (string, error)) (string, error) {
+	id := o.MappingUUID
+	if id == "" {
+		var err error
+		if id, err = stored(ctx); err != nil {
+			return "", err
 		}
-		opts = append(opts, poller.WithDestination(d))
+	} else if _, err := uuid.Parse(id); err != nil {
+		return "", &poller.ValidationError{Field: "MappingUUID", Message: fmt.Sprintf("mapping UUID %q is not a UUID: %v", id, err)}
 	}
-	return opts, nil
+	o.Logger.Info("event source mapping", "uuid", id)
+	if o.OnMappingUUID != nil {
+		o.OnMappingUUID(id)
+	}
+	return id, nil
+}
+
+// destinationOptions is the on-failure destination client, if the mapping has one.
+func destinationOptions(o Options, cfg aws.Config, mc poller.Config, mappingUUID string) ([]poller.Option, error) {
+	if mc.OnFailureDestination == "" {
+		return nil, nil
+	}
+	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: o.EndpointURL, SQSProtocol: o.SQSProtocol, MappingUUID: mappingUUID})
+	if err != nil {
+		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
+	}
+	return []poller.Option{poller.WithDestination(d)}, nil
 }
 
 // Run runs the mapping until ctx ends, invoking o.Invoker or, when it is nil, handler in-process.
@@ -142,10 +175,7 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if _, err := poller.ListShards(ctx, kin, arn); err != nil {
 		return err
 	}
-	popts, err := pollerOptions(o, cfg, mc)
-	if err != nil {
-		return err
-	}
+	popts := pollerOptions(o)
 	if o.LeaseTable != "" {
 		return runShared(ctx, o, cfg, kin, mc, inv, popts)
 	}
@@ -154,7 +184,16 @@ func Run(ctx context.Context, o Options, handler any) error {
 		return err
 	}
 	defer store.Close()
-	p, err := poller.New(mc, kin, store.Mapping(lease.MappingKey(arn, mc.FunctionARN)), inv, popts...)
+	ms := store.Mapping(lease.MappingKey(arn, mc.FunctionARN))
+	id, err := mappingUUID(ctx, o, ms.MappingUUID)
+	if err != nil {
+		return err
+	}
+	dopts, err := destinationOptions(o, cfg, mc, id)
+	if err != nil {
+		return err
+	}
+	p, err := poller.New(mc, kin, ms, inv, append(popts, dopts...)...)
 	if err != nil {
 		return err
 	}

@@ -19,10 +19,6 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 )
 
-// DefaultFunctionName is the function name New puts in the invoke path: the one name
-// aws-lambda-rie answers to.
-const DefaultFunctionName = "function"
-
 // responseMargin is how much longer than the function timeout an HTTP invocation may take before
 // the endpoint counts as unavailable: room for a cold start (Lambda allows 10 s of init) and for
 // the endpoint's own timeout report.
@@ -87,7 +83,7 @@ type httpConfig struct {
 	waitMax  time.Duration
 }
 
-// WithFunctionName sets the function name in the invoke path (default DefaultFunctionName).
+// WithFunctionName sets the function name in the invoke path (default invoke.DefaultFunctionName).
 // aws-lambda-rie accepts only "function".
 func WithFunctionName(name string) Option {
 	return httpOptionFunc(func(c *httpConfig) { c.function = name })
@@ -152,7 +148,7 @@ func (c *httpConfig) validate() error {
 // invocation at a time.
 func New(endpoints []string, opts ...Option) (*Pool, error) {
 	cfg := httpConfig{
-		function: DefaultFunctionName,
+		function: invoke.DefaultFunctionName,
 		timeout:  invoke.DefaultTimeout,
 		client:   &http.Client{Transport: newTransport()},
 		log:      slog.New(slog.DiscardHandler),
