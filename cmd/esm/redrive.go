@@ -89,6 +89,9 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		return err
 	}
 	sum, err := rd.Run(ctx, src)
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted after %d messages: the rest are kept for the next redrive", sum.Messages)
+	}
 	if err != nil {
 		return err
 	}
