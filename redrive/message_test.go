@@ -2,6 +2,7 @@ package redrive
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -173,3 +174,36 @@ func FuzzParseMessage(f *testing.F) {
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestReadMessagesForms: a file may hold messages one a line, pretty-printed, in an array, or as
+// an SQS ReceiveMessage response (their bodies).
+func TestReadMessagesForms(t *testing.T) {
+	body := func(start string) string {
+		return `{"KinesisBatchInfo":{"shardId":"shardId-000000000000","startSequenceNumber":"` + start + `","endSequenceNumber":"9","batchSize":1,"streamArn":"` + testStream + `"}}`
+	}
+	in := body("1") + "\n" + "{\n  \"KinesisBatchInfo\": {\"shardId\": \"shardId-000000000000\", \"startSequenceNumber\": \"2\", \"endSequenceNumber\": \"9\", \"batchSize\": 1, \"streamArn\": \"" + testStream + "\"}\n}\n" +
+		"[" + body("3") + "," + body("4") + "]\n" +
+		`{"Messages":[{"MessageId":"m","Body":` + strconvQuote(body("5")) + `}]}`
+	f, err := ReadMessages(strings.NewReader(in), "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []string
+	for {
+		it, err := f.Next(context.Background())
+		if err != nil {
+			break
+		}
+		m, err := ParseMessage(it.Body)
+		if err != nil {
+			t.Fatalf("%s: %v", it.ID, err)
+		}
+		starts = append(starts, it.ID+"="+m.StartSequenceNumber)
+	}
+	if want := []string{"in:1=1", "in:2=2", "in:3=3", "in:4=4", "in:5=5"}; !reflect.DeepEqual(starts, want) {
+		t.Fatalf("read %q, want %q", starts, want)
+	}
+	if _, err := ReadMessages(strings.NewReader(body("1")+"\n{broken"), "in"); err == nil || !strings.Contains(err.Error(), "in: message 2") {
+		t.Fatalf("a broken file: %v", err)
+	}
+}
