@@ -55,9 +55,11 @@ node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
 
 # bench runs the Go benchmarks: poller throughput on the in-memory fake (one op = one 1 KiB
-# record, single core) and put-to-invoke latency on kinesis-local at two poll intervals.
+# record, single core), and put-to-invoke latency, enhanced fan-out against polling at 1 s and
+# 200 ms, on the fake and on kinesis-local.
 bench: node_modules/.package-lock.json
 	$(GO) test -run '^$$' -bench 'Poller' -benchtime 200000x -cpu 1 ./poller/
+	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./poller/
 	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./cmd/esm/
 	$(GO) test -run '^$$' -bench 'InvokeOverhead' -benchtime 5000x ./e2e/rie/
 

@@ -429,6 +429,9 @@ func scanPages(ctx context.Context, api DynamoAPI, table string, page func([]Lea
 		}
 		leases := make([]Lease, 0, len(res.Items))
 		for _, it := range res.Items {
+			if isMappingItem(it) { // the mapping's UUID (mapping_uuid.go), not a lease
+				continue
+			}
 			l, err := decodeLease(it)
 			if err != nil {
 				return nil, fmt.Errorf("lease table %s: %w", table, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 // BenchmarkPollerThroughput measures the poller's own cost per record: reading from the in-memory
@@ -20,7 +21,7 @@ import (
 func BenchmarkPollerThroughput(b *testing.B) {
 	benchPoller(b, func(target int64, done chan struct{}) Invoker {
 		var seen atomic.Int64
-		return invoke.NewInProcess(func(_ context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
+		return inprocess.New(func(_ context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
 			if seen.Add(int64(len(e.Records))) == target {
 				close(done)
 			}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 // leaseTable is an in-memory stand-in for a shared lease table, to test how the poller drives a
@@ -133,10 +133,14 @@ func (t *leaseTable) owned() map[string]int {
 	return n
 }
 
-func startWorker(t *testing.T, f *fakekinesis.Fake, arn string, table *leaseTable, w *memWorker, rec *recorder) func() error {
+func startWorker(t *testing.T, f *fakekinesis.Fake, arn string, table *leaseTable, w *memWorker, rec *recorder, tune ...func(*Config)) func() error {
 	t.Helper()
-	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
-		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}, f, w, invoke.NewInProcess(rec.handle), WithCoordinator(w))
+	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
+		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
+	for _, fn := range tune {
+		fn(&cfg)
+	}
+	p, err := New(cfg, f, w, inprocess.New(rec.handle), WithCoordinator(w))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -28,6 +29,8 @@ type KinesisAPI interface {
 	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
 	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
 	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
+	// DescribeStreamSummary gives the stream's retention period (see readRetention).
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
 }
 
 // Invoker runs the function once with an event payload. A nil error means the function was
@@ -55,8 +58,11 @@ type Poller struct {
 	filters *filter.Filters // nil: every record is invoked
 	obs     Observer
 	ready   func() // called once the mapping is running (see WithReady)
+	efo     *efo   // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
+	subOpts []func(*kinesis.Options)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
+	retention           atomic.Int64 // the stream's retention period (a time.Duration); 0 until read
 }
 
 // Option configures New.
@@ -95,8 +101,21 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	if kin == nil || store == nil || inv == nil {
 		return nil, errors.New("poller: Kinesis client, store and invoker are required")
 	}
+	if p.cfg.ConsumerARN != "" {
+		if err := p.useSubscriptions(); err != nil {
+			return nil, err
+		}
+	}
 	p.enc = newEventEncoder(p.cfg.StreamARN, p.arn.Region, p.cfg.InvokeIdentityARN)
 	p.log = p.log.With("stream", p.arn.Name)
+	if p.cfg.TumblingWindow > 0 && p.cfg.ParallelizationFactor > 1 {
+		// AWS documents no rejection of this combination, so a template that deploys runs. A
+		// window's state goes from one invocation of the shard to the next, so its batches run
+		// one at a time.
+		p.log.Warn("TumblingWindowInSeconds with ParallelizationFactor > 1: running one batch in flight per shard, because a tumbling window's state passes from each invocation of a shard to the next",
+			"parallelization_factor", p.cfg.ParallelizationFactor, "tumbling_window_seconds", int(p.cfg.TumblingWindow/time.Second))
+		p.cfg.ParallelizationFactor = 1
+	}
 	return p, nil
 }
 
@@ -191,6 +210,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.readRetention(ctx)
 	progress, err := atStart(ctx, p, "loading checkpoints", func() (map[string]ShardProgress, error) { return p.store.Load(ctx) })
 	if errors.Is(err, errStopped) {
 		return nil
@@ -424,6 +444,7 @@ func (c *coordinator) resync() {
 	}
 	c.g.sync(listing)
 	c.reportStates()
+	p.readRetention(c.runCtx)
 	if p.coord != nil {
 		if err := p.coord.Register(c.runCtx, shardInfos(listing, nil)); err != nil && c.runCtx.Err() == nil {
 			p.log.Warn("register shards failed; will retry", "err", err)

@@ -231,6 +231,15 @@ func (k simKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput,
 	return out, err
 }
 
+// DescribeStreamSummary passes the stream's retention through (the poller reads it at start and at
+// every shard sync).
+func (k simKinesis) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	if err := k.inc.gate(ctx); err != nil {
+		return nil, err
+	}
+	return k.inc.w.fake.DescribeStreamSummary(ctx, in, o...)
+}
+
 // simStore is the worker's view of the durable store, with faults. Every write that reaches the
 // store is checked: its checkpoint may cover only records that were handled, delivered, filtered
 // out or trimmed, and only the live worker may write.

@@ -1,0 +1,663 @@
+package esmapi
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// Function is a function that mappings may invoke, known by its name.
+type Function struct {
+	Name    string
+	Invoker poller.Invoker
+	// Role is the execution role's ARN: the events' invokeIdentityArn (default: poller's).
+	Role string
+}
+
+// Engine finds streams and builds pollers on clients every mapping shares
+// (internal/service.Shared).
+type Engine interface {
+	// ResolveStream returns the stream's ARN, or an error wrapping poller.ErrStreamNotFound.
+	ResolveStream(ctx context.Context, stream string) (string, error)
+	NewPoller(mc poller.Config, uuid string, store poller.Store, inv poller.Invoker, opts ...poller.Option) (*poller.Poller, error)
+}
+
+// Options configure a Manager.
+type Options struct {
+	Engine  Engine
+	Catalog Catalog
+	// Progress returns the store of a mapping's progress, keyed by its UUID.
+	Progress func(uuid string) poller.Store
+	// DeleteProgress removes a deleted mapping's progress.
+	DeleteProgress func(ctx context.Context, uuid string) error
+	Functions      []Function
+	// Base carries what every poller gets besides the mapping's own settings: the polling
+	// cadence and the shutdown grace.
+	Base   poller.Config
+	Logger *slog.Logger
+	// RestartBackoff is the first pause before a failed poller is started again; it doubles up to
+	// 30 s. Default 1 s.
+	RestartBackoff time.Duration
+}
+
+// Manager runs every mapping created through the API, one poller each, and answers the API
+// (Handler). Open it, serve its Handler, and Close it.
+type Manager struct {
+	o     Options
+	log   *slog.Logger
+	funcs map[string]Function
+
+	ctx    context.Context // the pollers' context; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // transitions and pollers
+
+	mu   sync.Mutex
+	maps map[string]*entry
+}
+
+type entry struct {
+	rec    Record
+	state  string
+	result atomic.Pointer[string] // LastProcessingResult
+	gen    int                    // which start of the poller is current
+	run    *run                   // nil: no poller
+}
+
+type run struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// transitional states: the mapping is changing and refuses updates and deletes meanwhile.
+func transitional(state string) bool {
+	switch state {
+	case StateCreating, StateEnabling, StateDisabling, StateUpdating, StateDeleting:
+		return true
+	}
+	return false
+}
+
+// Open loads the catalog's mappings and starts the enabled ones, each from its stored progress.
+func Open(ctx context.Context, o Options) (*Manager, error) {
+	if o.Engine == nil || o.Catalog == nil || o.Progress == nil || o.DeleteProgress == nil {
+		return nil, errors.New("esmapi: Engine, Catalog, Progress and DeleteProgress are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	o.RestartBackoff = cmp.Or(o.RestartBackoff, time.Second)
+	m := &Manager{o: o, log: o.Logger, funcs: map[string]Function{}, maps: map[string]*entry{}}
+	for _, f := range o.Functions {
+		if _, dup := m.funcs[f.Name]; dup {
+			return nil, fmt.Errorf("function %s registered twice", f.Name)
+		}
+		m.funcs[f.Name] = f
+	}
+	recs, err := o.Catalog.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range recs {
+		e := &entry{rec: r}
+		e.result.Store(new(ResultNone))
+		m.maps[r.Mapping.UUID] = e
+		switch {
+		case r.Deleting:
+			e.state = StateDeleting
+			m.async(func() { m.finishDelete(e) })
+		case r.Enabled:
+			e.state = StateEnabling
+			m.startLocked(e)
+		default:
+			e.state = StateDisabled
+		}
+	}
+	m.log.Info("mappings loaded", "mappings", len(recs))
+	return m, nil
+}
+
+// Close stops every poller gracefully (in-flight invocations finish and are checkpointed) and
+// waits for them.
+func (m *Manager) Close() {
+	m.cancel()
+	m.wg.Wait()
+}
+
+func (m *Manager) async(f func()) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+}
+
+// Functions are the names of the registered functions, sorted.
+func (m *Manager) Functions() []string {
+	names := make([]string, 0, len(m.funcs))
+	for n := range m.funcs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// config is the mapping's poller.Config, defaults applied.
+func (m *Manager) config(e *entry) (poller.Config, error) {
+	mc := m.o.Base
+	mc.StreamARN, mc.FunctionARN = e.rec.Mapping.EventSourceArn, e.rec.Mapping.FunctionArn
+	if f, ok := m.funcs[parseFunctionName(e.rec.FunctionName).name]; ok {
+		mc.InvokeIdentityARN = f.Role
+	}
+	if err := settingsOf(&e.rec.Mapping, e.rec.Enabled).Apply(&mc); err != nil {
+		return mc, err
+	}
+	return mc.WithDefaults()
+}
+
+// startLocked starts the mapping's poller; m.mu is held. The state becomes Enabled once the
+// poller runs (or fails: LastProcessingResult then names the problem and the poller is started
+// again after a pause).
+func (m *Manager) startLocked(e *entry) {
+	e.gen++
+	gen := e.gen
+	ctx, cancel := context.WithCancel(m.ctx)
+	r := &run{cancel: cancel, done: make(chan struct{})}
+	e.run = r
+	id := e.rec.Mapping.UUID
+	mc, cerr := m.config(e)
+	fn := m.funcs[parseFunctionName(e.rec.FunctionName).name]
+	log := m.log.With("mapping", id)
+	settle := func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if e.gen == gen && transitional(e.state) && e.state != StateDeleting && e.state != StateDisabling {
+			e.state = StateEnabled
+		}
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(r.done)
+		defer cancel()
+		backoff := m.o.RestartBackoff
+		for {
+			err := cerr
+			if err == nil && fn.Invoker == nil {
+				err = fmt.Errorf("function %s is not registered", e.rec.FunctionName)
+			}
+			if err == nil {
+				var p *poller.Poller
+				p, err = m.o.Engine.NewPoller(mc, id, m.o.Progress(id), fn.Invoker,
+					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(resultObserver{e: e}))
+				if err == nil {
+					err = p.Run(ctx)
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
+				err = errors.New("the poller stopped")
+			}
+			log.Error("mapping failed; starting it again", "error", err, "in", backoff)
+			e.result.Store(new(ResultProblem + oneLine(err)))
+			settle()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
+	}()
+}
+
+// stop stops the mapping's poller, if any, and waits for it; m.mu is not held.
+func (m *Manager) stop(e *entry) {
+	m.mu.Lock()
+	r := e.run
+	e.run = nil
+	m.mu.Unlock()
+	if r != nil {
+		r.cancel()
+		<-r.done
+	}
+}
+
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// resultObserver keeps the mapping's LastProcessingResult.
+type resultObserver struct {
+	poller.NopObserver
+	e *entry
+}
+
+func (o resultObserver) BatchInvoked(_ string, _ int, _ time.Duration, failed bool) {
+	if failed {
+		o.e.result.Store(new(ResultProblem + "Function call failed"))
+		return
+	}
+	o.e.result.Store(new(ResultOK))
+}
+
+// view is the mapping as the API returns it; m.mu is held.
+func (e *entry) view() EventSourceMapping {
+	v := e.rec.Mapping
+	v.State, v.StateTransitionReason, v.LastProcessingResult = e.state, userAction, *e.result.Load()
+	return v
+}
+
+// Create implements CreateEventSourceMapping.
+func (m *Manager) Create(ctx context.Context, body []byte) (EventSourceMapping, *APIError) {
+	req, aerr := parseCreate(body)
+	if aerr != nil {
+		return EventSourceMapping{}, aerr
+	}
+	return m.create(ctx, req)
+}
+
+// checkCreate checks a create request in Lambda's order (the model's constraints, the source,
+// the function, then the settings) and returns the mapping's configuration, defaults applied.
+func (m *Manager) checkCreate(req *createRequest) (poller.Config, *APIError) {
+	if req.FunctionName == nil {
+		return poller.Config{}, nullError("functionName")
+	}
+	if e := req.checkModel(); e != nil {
+		return poller.Config{}, e
+	}
+	if a := req.EventSourceArn; a != nil && !arnRE.MatchString(*a) {
+		return poller.Config{}, validation("1 validation error detected: Value '%s' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", *a, arnPattern)
+	}
+	if p := req.StartingPosition; p != nil && *p != poller.TrimHorizon && *p != poller.Latest && *p != poller.AtTimestamp {
+		return poller.Config{}, validation("1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", *p)
+	}
+	if req.EventSourceArn == nil || *req.EventSourceArn == "" {
+		return poller.Config{}, invalidParameter(msgUnrecognizedSource)
+	}
+	ref := parseFunctionName(*req.FunctionName)
+	if _, ok := m.funcs[ref.name]; !ok {
+		return poller.Config{}, invalidParameter(msgFunctionNotFound)
+	}
+	stream, err := poller.ParseStreamARN(*req.EventSourceArn)
+	if err != nil {
+		return poller.Config{}, invalidParameter("%s esm serves Kinesis stream mappings: arn:aws:kinesis:<region>:<account>:stream/<name>.", msgUnrecognizedSource)
+	}
+	if e := req.checkKinesis(); e != nil {
+		return poller.Config{}, e
+	}
+	s := req.settings()
+	s.StartingPosition = req.StartingPosition
+	if req.StartingPositionTimestamp != nil {
+		s.StartingPositionTimestamp = &req.StartingPositionTimestamp.Time
+	}
+	mc := m.o.Base
+	mc.StreamARN, mc.FunctionARN = stream.String(), ref.arn(stream)
+	if err := s.Apply(&mc); err != nil {
+		return poller.Config{}, fromConfig(err)
+	}
+	if mc, err = mc.WithDefaults(); err != nil {
+		return poller.Config{}, fromConfig(err)
+	}
+	return mc, nil
+}
+
+func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMapping, *APIError) {
+	mc, aerr := m.checkCreate(req)
+	if aerr != nil {
+		return EventSourceMapping{}, aerr
+	}
+	if _, err := m.o.Engine.ResolveStream(ctx, mc.StreamARN); err != nil {
+		if errors.Is(err, poller.ErrStreamNotFound) {
+			return EventSourceMapping{}, invalidParameter("Stream not found: %s", *req.EventSourceArn)
+		}
+		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	rec := Record{FunctionName: *req.FunctionName, Tags: req.Tags}
+	if req.KMSKeyArn != nil {
+		rec.Mapping.KMSKeyArn = *req.KMSKeyArn
+	}
+	rec.Mapping.MetricsConfig = req.MetricsConfig
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if other := m.conflictLocked(mc.StreamARN, mc.FunctionARN, ""); other != nil {
+		return EventSourceMapping{}, conflict(*req.EventSourceArn, *req.FunctionName, other)
+	}
+	return m.addLocked(ctx, rec, mc)
+}
+
+func conflict(streamARN, functionName string, other *entry) *APIError {
+	return &APIError{Status: 409, Type: ResourceConflict, Message: fmt.Sprintf(
+		`The event source arn (" %s ") and function (" %s ") provided mapping already exists. Please update or delete the existing mapping with UUID %s`,
+		streamARN, functionName, other.rec.Mapping.UUID)}
+}
+
+// addLocked stores a new mapping with the settings of mc (defaults applied) and starts it; m.mu
+// is held.
+func (m *Manager) addLocked(ctx context.Context, rec Record, mc poller.Config) (EventSourceMapping, *APIError) {
+	stream, _ := poller.ParseStreamARN(mc.StreamARN)
+	now := time.Now()
+	id := uuid.NewString()
+	rec.Enabled, rec.Created = !mc.Disabled, now
+	rec.Mapping.describe(mc)
+	rec.Mapping.UUID, rec.Mapping.EventSourceMappingArn, rec.Mapping.LastModified = id, mappingARN(stream, id), Timestamp{now}
+	if err := m.o.Catalog.Put(ctx, rec); err != nil {
+		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	e := &entry{rec: rec, state: StateCreating}
+	e.result.Store(new(ResultNone))
+	m.maps[id] = e
+	view := e.view()
+	if rec.Enabled {
+		m.startLocked(e)
+	} else {
+		m.async(func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if e.state == StateCreating {
+				e.state = StateDisabled
+			}
+		})
+	}
+	m.log.Info("mapping created", "mapping", id, "stream", rec.Mapping.EventSourceArn, "function", rec.Mapping.FunctionArn, "enabled", rec.Enabled)
+	return view, nil
+}
+
+// EnsureMapping creates the mapping mc describes (a template's), invoking the registered
+// function functionName, unless the stream already has a mapping to that function. It reports
+// whether it created one.
+func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc poller.Config) (EventSourceMapping, bool, error) {
+	if _, ok := m.funcs[functionName]; !ok {
+		return EventSourceMapping{}, false, fmt.Errorf("function %s is not registered", functionName)
+	}
+	mc, err := mc.WithDefaults()
+	if err != nil {
+		return EventSourceMapping{}, false, err
+	}
+	if _, err := m.o.Engine.ResolveStream(ctx, mc.StreamARN); err != nil {
+		return EventSourceMapping{}, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if other := m.conflictLocked(mc.StreamARN, mc.FunctionARN, ""); other != nil {
+		return other.view(), false, nil
+	}
+	v, aerr := m.addLocked(ctx, Record{FunctionName: functionName}, mc)
+	if aerr != nil {
+		return v, false, aerr
+	}
+	return v, true, nil
+}
+
+// conflictLocked returns another mapping of the same stream and function, if any.
+func (m *Manager) conflictLocked(streamARN, functionARN, except string) *entry {
+	for id, e := range m.maps {
+		if id != except && e.rec.Mapping.EventSourceArn == streamARN && e.rec.Mapping.FunctionArn == functionARN {
+			return e
+		}
+	}
+	return nil
+}
+
+// Get implements GetEventSourceMapping.
+func (m *Manager) Get(id string) (EventSourceMapping, *APIError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.maps[id]
+	if !ok {
+		return EventSourceMapping{}, notFound()
+	}
+	return e.view(), nil
+}
+
+// Update implements UpdateEventSourceMapping: the new settings apply live. The mapping's poller
+// is stopped (in-flight invocations finish and are checkpointed) and started again with the new
+// configuration from the stored progress, so nothing is lost or read twice.
+func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSourceMapping, *APIError) {
+	req, aerr := parseUpdate(body)
+	if aerr != nil {
+		return EventSourceMapping{}, aerr
+	}
+	if e := req.checkModel(); e != nil {
+		return EventSourceMapping{}, e
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.maps[id]
+	if !ok {
+		return EventSourceMapping{}, notFound()
+	}
+	if e.state == StateDeleting || transitional(e.state) {
+		return EventSourceMapping{}, inUse(id, e.state)
+	}
+	rec := e.rec
+	stream, _ := poller.ParseStreamARN(rec.Mapping.EventSourceArn)
+	if req.FunctionName != nil {
+		ref := parseFunctionName(*req.FunctionName)
+		if _, ok := m.funcs[ref.name]; !ok {
+			return EventSourceMapping{}, invalidParameter(msgFunctionNotFound)
+		}
+		rec.FunctionName, rec.Mapping.FunctionArn = *req.FunctionName, ref.arn(stream)
+	}
+	if e := req.checkKinesis(); e != nil {
+		return EventSourceMapping{}, e
+	}
+	mc := m.o.Base
+	mc.StreamARN, mc.FunctionARN = rec.Mapping.EventSourceArn, rec.Mapping.FunctionArn
+	if err := settingsOf(&rec.Mapping, rec.Enabled).Apply(&mc); err != nil {
+		return EventSourceMapping{}, fromConfig(err)
+	}
+	if err := req.settings().Apply(&mc); err != nil {
+		return EventSourceMapping{}, fromConfig(err)
+	}
+	mc, err := mc.WithDefaults()
+	if err != nil {
+		return EventSourceMapping{}, fromConfig(err)
+	}
+	if other := m.conflictLocked(mc.StreamARN, mc.FunctionARN, id); other != nil {
+		return EventSourceMapping{}, conflict(mc.StreamARN, rec.FunctionName, other)
+	}
+	wasEnabled := rec.Enabled
+	rec.Mapping.describe(mc)
+	rec.Enabled = !mc.Disabled
+	rec.Mapping.LastModified = Timestamp{time.Now()}
+	if req.KMSKeyArn != nil {
+		rec.Mapping.KMSKeyArn = *req.KMSKeyArn
+	}
+	if req.MetricsConfig != nil {
+		rec.Mapping.MetricsConfig = req.MetricsConfig
+		if len(req.MetricsConfig.Metrics) == 0 {
+			rec.Mapping.MetricsConfig = nil
+		}
+	}
+	if err := m.o.Catalog.Put(ctx, rec); err != nil {
+		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	e.rec = rec
+	switch {
+	case rec.Enabled && !wasEnabled:
+		e.state = StateEnabling
+	case !rec.Enabled && wasEnabled:
+		e.state = StateDisabling
+	default:
+		e.state = StateUpdating
+	}
+	view := e.view()
+	m.async(func() {
+		m.stop(e)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if e.state == StateDeleting {
+			return
+		}
+		if e.rec.Enabled {
+			m.startLocked(e)
+		} else {
+			e.state = StateDisabled
+		}
+	})
+	m.log.Info("mapping updated", "mapping", id, "state", view.State)
+	return view, nil
+}
+
+// Delete implements DeleteEventSourceMapping: the mapping is Deleting until its poller stopped
+// and its progress and definition are removed; a Get then answers 404.
+func (m *Manager) Delete(ctx context.Context, id string) (EventSourceMapping, *APIError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.maps[id]
+	if !ok {
+		return EventSourceMapping{}, notFound()
+	}
+	if transitional(e.state) {
+		return EventSourceMapping{}, inUse(id, e.state)
+	}
+	rec := e.rec
+	rec.Deleting = true
+	if err := m.o.Catalog.Put(ctx, rec); err != nil {
+		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	e.rec, e.state = rec, StateDeleting
+	view := e.view()
+	m.async(func() { m.finishDelete(e) })
+	m.log.Info("mapping deleting", "mapping", id)
+	return view, nil
+}
+
+// finishDelete stops the mapping and removes its progress and definition. A failure leaves it
+// Deleting, to be finished at the next start.
+func (m *Manager) finishDelete(e *entry) {
+	m.stop(e)
+	id := e.rec.Mapping.UUID
+	if err := m.o.DeleteProgress(m.ctx, id); err != nil {
+		m.log.Error("delete the mapping's progress", "mapping", id, "error", err)
+		return
+	}
+	if err := m.o.Catalog.Delete(m.ctx, id); err != nil {
+		m.log.Error("delete the mapping", "mapping", id, "error", err)
+		return
+	}
+	m.mu.Lock()
+	delete(m.maps, id)
+	m.mu.Unlock()
+	m.log.Info("mapping deleted", "mapping", id)
+}
+
+// ListInput are ListEventSourceMappings' query parameters.
+type ListInput struct {
+	EventSourceArn, FunctionName, Marker string
+	MaxItems                             int
+}
+
+// DefaultMaxItems is the page size when MaxItems is not given.
+const DefaultMaxItems = 100
+
+// List implements ListEventSourceMappings: mappings in creation order, a page at a time.
+func (m *Manager) List(in ListInput) ([]EventSourceMapping, string, *APIError) {
+	if in.MaxItems == 0 {
+		in.MaxItems = DefaultMaxItems
+	}
+	if in.MaxItems < 1 || in.MaxItems > 10000 {
+		return nil, "", fromConfig(poller.RangeError("maxItems", int64(in.MaxItems), 1, 10000))
+	}
+	var after cursor
+	if in.Marker != "" {
+		var err error
+		if after, err = parseCursor(in.Marker); err != nil {
+			return nil, "", invalidParameter("Invalid Marker: %s", in.Marker)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var all []*entry
+	for _, e := range m.maps {
+		if in.EventSourceArn != "" && e.rec.Mapping.EventSourceArn != in.EventSourceArn {
+			continue
+		}
+		if in.FunctionName != "" {
+			stream, _ := poller.ParseStreamARN(e.rec.Mapping.EventSourceArn)
+			if parseFunctionName(in.FunctionName).arn(stream) != e.rec.Mapping.FunctionArn {
+				continue
+			}
+		}
+		if in.Marker != "" && !after.before(cursorOf(e)) {
+			continue
+		}
+		all = append(all, e)
+	}
+	slices.SortFunc(all, func(a, b *entry) int { return cursorOf(a).compare(cursorOf(b)) })
+	next := ""
+	if len(all) > in.MaxItems {
+		all = all[:in.MaxItems]
+		next = cursorOf(all[len(all)-1]).String()
+	}
+	out := make([]EventSourceMapping, 0, len(all))
+	for _, e := range all {
+		out = append(out, e.view())
+	}
+	return out, next, nil
+}
+
+// Tags returns the tags of the mapping with this ARN.
+func (m *Manager) Tags(arn string) (map[string]string, *APIError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.byARNLocked(arn)
+	if e == nil {
+		return nil, notFound()
+	}
+	if e.rec.Tags == nil {
+		return map[string]string{}, nil
+	}
+	return e.rec.Tags, nil
+}
+
+// SetTags adds tags to (or, with remove, removes tag keys from) the mapping with this ARN.
+func (m *Manager) SetTags(ctx context.Context, arn string, add map[string]string, remove []string) *APIError {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.byARNLocked(arn)
+	if e == nil {
+		return notFound()
+	}
+	rec := e.rec
+	tags := map[string]string{}
+	for k, v := range rec.Tags {
+		tags[k] = v
+	}
+	for k, v := range add {
+		tags[k] = v
+	}
+	for _, k := range remove {
+		delete(tags, k)
+	}
+	rec.Tags = tags
+	if err := m.o.Catalog.Put(ctx, rec); err != nil {
+		return &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	e.rec = rec
+	return nil
+}
+
+func (m *Manager) byARNLocked(arn string) *entry {
+	for _, e := range m.maps {
+		if e.rec.Mapping.EventSourceMappingArn == arn {
+			return e
+		}
+	}
+	return nil
+}
