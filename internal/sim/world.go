@@ -502,7 +502,7 @@ func fnv32(s string) uint32 {
 // counts is the observer of one incarnation.
 type counts struct {
 	poller.NopObserver
-	mu                                                    sync.Mutex
+	mu                                                               sync.Mutex
 	polled, filtered, invoked, failed, dropped, delivered, throttled int
 }
 
