@@ -118,6 +118,12 @@ func Generate(seed int64) Schedule {
 	if pick(0.25) {
 		s.Keys = 1 + rng.IntN(3) // hot keys: few slots busy
 	}
+	if pick(0.2) {
+		s.InvokeTime = dur(500*time.Millisecond, 3*time.Second) // slow function: batches long in flight
+	}
+	if pick(0.2) {
+		s.ShardSync = dur(200*time.Millisecond, time.Second)
+	}
 	if pick(0.6) {
 		s.Retries = rng.IntN(4)
 		if pick(0.6) {
@@ -155,11 +161,20 @@ func Generate(seed int64) Schedule {
 		add(Event{At: at, Kind: EvPut, N: 1 + rng.IntN(30)})
 	}
 	at := func() time.Duration { return dur(time.Second, length) }
+	// A reshard is often followed closely by retention trimming the oldest closed shard, maybe
+	// the parent just closed, whose last batch may still be in flight.
+	reshard := func(kind EventKind) {
+		t := at()
+		add(Event{At: t, Kind: kind})
+		if pick(0.5) {
+			add(Event{At: t + dur(100*time.Millisecond, 2*time.Second), Kind: EvTrim})
+		}
+	}
 	for range rng.IntN(4) {
-		add(Event{At: at(), Kind: EvSplit})
+		reshard(EvSplit)
 	}
 	for range rng.IntN(3) {
-		add(Event{At: at(), Kind: EvMerge})
+		reshard(EvMerge)
 	}
 	for range rng.IntN(2) {
 		add(Event{At: at(), Kind: EvScale, N: 1 + rng.IntN(6)})
