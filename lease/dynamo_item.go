@@ -32,6 +32,9 @@ const (
 	attrPendingOwner = "pendingOwner" // S
 	// attrStart is ShardProgress.Start, kept even after the shard has a checkpoint.
 	attrStart = "startingPosition" // S
+	// attrStartTimestamp is ShardProgress.StartTimestamp (when a LATEST start was decided),
+	// RFC 3339 with nanoseconds, UTC: a restart before the first checkpoint resumes there.
+	attrStartTimestamp = "startingTimestamp" // S
 	// attrLastCheckpoint is the last checkpointed sequence number of a finished shard, whose
 	// checkpoint attribute reads SHARD_END.
 	attrLastCheckpoint = "lastCheckpoint" // S
@@ -132,6 +135,11 @@ func newProgressUpdate(pr poller.ShardProgress) (progressUpdate, error) {
 	} else {
 		u.remove = append(u.remove, "#start")
 	}
+	if !pr.StartTimestamp.IsZero() {
+		u.setS("#startts", ":startts", pr.StartTimestamp.UTC().Format(time.RFC3339Nano))
+	} else {
+		u.remove = append(u.remove, "#startts")
+	}
 	if !pr.UpdatedAt.IsZero() {
 		u.setS("#upd", ":upd", pr.UpdatedAt.UTC().Format(time.RFC3339Nano))
 	} else {
@@ -158,6 +166,7 @@ func (u *progressUpdate) setS(name, value, s string) {
 var progressNames = map[string]string{
 	"#cp": attrCheckpoint, "#sub": attrSubSequence, "#sw": attrOwnerSwitches,
 	"#last": attrLastCheckpoint, "#start": attrStart, "#upd": attrUpdatedAt, "#win": attrWindow,
+	"#startts": attrStartTimestamp,
 }
 
 // newItem is a new, unowned lease for a shard.
@@ -184,6 +193,9 @@ func newItem(si poller.ShardInfo) (map[string]types.AttributeValue, error) {
 	}
 	if pr.Start != "" {
 		it[attrStart] = str(pr.Start)
+	}
+	if !pr.StartTimestamp.IsZero() {
+		it[attrStartTimestamp] = str(pr.StartTimestamp.UTC().Format(time.RFC3339Nano))
 	}
 	if !pr.UpdatedAt.IsZero() {
 		it[attrUpdatedAt] = str(pr.UpdatedAt.UTC().Format(time.RFC3339Nano))
@@ -247,6 +259,11 @@ func decodeLease(it map[string]types.AttributeValue) (Lease, error) {
 		}
 	}
 	l.Progress = progressOf(l.Checkpoint, getS(attrLastCheckpoint), getS(attrStart), updated)
+	if s := getS(attrStartTimestamp); s != "" && err == nil {
+		if l.Progress.StartTimestamp, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			err = fmt.Errorf("attribute %s: %w", attrStartTimestamp, err)
+		}
+	}
 	if w := getS(attrWindow); w != "" && err == nil {
 		l.Progress.Window = &poller.WindowState{}
 		if err = json.Unmarshal([]byte(w), l.Progress.Window); err != nil {

@@ -322,6 +322,7 @@ func TestProgressRoundTrip(t *testing.T) {
 		{poller.ShardProgress{}, "TRIM_HORIZON"},
 		{poller.ShardProgress{Start: poller.TrimHorizon, UpdatedAt: at}, "TRIM_HORIZON"},
 		{poller.ShardProgress{Start: poller.Latest, UpdatedAt: at}, "LATEST"},
+		{poller.ShardProgress{Start: poller.Latest, StartTimestamp: at.Truncate(time.Millisecond), UpdatedAt: at}, "LATEST"},
 		{poller.ShardProgress{Start: poller.AtTimestamp, UpdatedAt: at}, "AT_TIMESTAMP"},
 		{poller.ShardProgress{Checkpoint: "49590338271490256608559692538361571095921575989136588898", UpdatedAt: at}, "49590338271490256608559692538361571095921575989136588898"},
 		{poller.ShardProgress{Checkpoint: "17", Start: poller.Latest, UpdatedAt: at}, "17"},
