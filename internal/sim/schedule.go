@@ -137,6 +137,7 @@ func Generate(seed int64) Schedule {
 	}
 	if pick(0.2) {
 		s.InvokeTime = dur(500*time.Millisecond, 3*time.Second) // slow function: batches long in flight
+		s.BatchSize = max(s.BatchSize, 10)                      // (and big enough to keep up)
 	}
 	if pick(0.2) {
 		s.ShardSync = dur(200*time.Millisecond, time.Second)
