@@ -388,13 +388,12 @@ func (d *driver) put(n int) {
 		case w.s.Filter && d.rng.IntN(4) == 0:
 			tag = "b"
 		}
+		// The record is known to the world before any reader can get it from the fake.
 		w.mu.Lock()
 		idx := w.keyCount[key]
 		w.keyCount[key]++
-		w.mu.Unlock()
 		data, _ := json.Marshal(map[string]any{"key": key, "n": idx, "tag": tag})
 		shard, seq := w.fake.Put("sim", key, data)
-		w.mu.Lock()
 		r := &rec{seq: seq, key: key, shard: shard, tag: tag, n: idx, at: time.Now().Truncate(time.Millisecond)}
 		w.recs[seq] = r
 		w.byShard[shard] = append(w.byShard[shard], r)
