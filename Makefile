@@ -20,9 +20,12 @@ test:
 	$(GO) vet ./...; \
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# test-unit runs the short tests only, without starting emulators.
+# test-unit runs the short tests of the packages whose tests need no emulator (no node on PATH
+# needed, under a minute); the packages listed in EMULATOR_PKGS start kinesis-local or dynalite
+# in their TestMain and run in "make test" only.
+EMULATOR_PKGS := /cmd/demo$$|/cmd/esm$$|/dlq$$|/e2e/rie$$|/esmapi$$|/handler$$|/handler/inproc$$|/internal/e2e$$|/lease$$|/local$$
 test-unit:
-	$(GO) test -short -count=1 ./...
+	$(GO) test -short -count=1 $$($(GO) list ./... | grep -vE '$(EMULATOR_PKGS)')
 
 # sim runs the deterministic simulation (internal/sim) over SEEDS seeds from FROM, or replays
 # one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.
