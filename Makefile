@@ -29,11 +29,13 @@ test-unit:
 
 # sim runs the deterministic simulation (internal/sim) over SEEDS seeds from FROM, or replays
 # one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.
+# LEASES=1 adds schedules with several workers on lease.Dynamo over internal/fakedynamo.
 SEEDS ?= 300
 FROM ?= 1
 SEED ?=
+LEASES ?=
 sim:
-	ESM_SIM_SEEDS=$(SEEDS) ESM_SIM_FROM=$(FROM) ESM_SIM_SEED=$(SEED) \
+	ESM_SIM_SEEDS=$(SEEDS) ESM_SIM_FROM=$(FROM) ESM_SIM_SEED=$(SEED) ESM_SIM_LEASES=$(LEASES) \
 		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/sim/ | grep -v '^=== RUN'
 
 # emulators-up starts kinesis-local and dynalite in the background and writes
