@@ -345,6 +345,9 @@ func (d simDest) Deliver(ctx context.Context, f poller.FailureRecord) error {
 	return nil
 }
 
+// PartialResponses counts the partial batch responses the function returned.
+const PartialResponses = "partial-batch-response"
+
 // simInvoker is the function: it records every invocation and fails as the schedule says.
 type simInvoker struct{ inc *incarnation }
 
@@ -404,6 +407,11 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 		timeout, d = true, 3*time.Second
 	}
 	partial := failedAt >= 0 && !timeout && w.s.Partial && len(c.seqs) > 0 && (w.active(FInvPartial) || w.chance(0.7, "partial", batchID, attempt))
+	if partial {
+		w.mu.Lock()
+		w.injected[PartialResponses]++
+		w.mu.Unlock()
+	}
 
 	keys := c.exclusive(w)
 	w.mu.Lock()
