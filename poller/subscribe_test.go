@@ -3,7 +3,6 @@ package poller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,19 +223,27 @@ func TestClosedShardDrainedWithGetRecords(t *testing.T) {
 		}
 		return nil
 	})
-	counters := map[string]int{}
-	h.put(10, 100, counters)
-	h.start()
-	testkit.WaitFor(t, "first deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
-	kids := h.fake.Split("s", "shardId-000000000000")
-	h.put(10, 100, counters)
-	testkit.WaitFor(t, "all 200 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 200 })
-	got := h.rec.deliveries()
-	checkDelivered(t, got, counters)
-	checkLineage(t, got, map[string][]string{kids[0]: {"shardId-000000000000"}, kids[1]: {"shardId-000000000000"}})
+	splitWhileReading(t, h, 10, 100)
 	if hidden.Load() == 0 || h.fake.Calls(fakekinesis.OpGetRecords) == 0 {
 		t.Fatalf("%d shard ends hidden, %d GetRecords calls: the drain did not happen", hidden.Load(), h.fake.Calls(fakekinesis.OpGetRecords))
 	}
+}
+
+// splitWhileReading puts n records over keys on the harness' one shard, starts the mapping,
+// splits the shard once records arrive, puts n more, and checks that all 2n are delivered once, in
+// order per key, every parent record before any child's.
+func splitWhileReading(t *testing.T, h *harness, keys, n int) {
+	t.Helper()
+	counters := map[string]int{}
+	h.put(keys, n, counters)
+	h.start()
+	testkit.WaitFor(t, "first deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
+	kids := h.fake.Split("s", "shardId-000000000000")
+	h.put(keys, n, counters)
+	testkit.WaitFor(t, "every record", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 2*n })
+	got := h.rec.deliveries()
+	checkDelivered(t, got, counters)
+	checkLineage(t, got, map[string][]string{kids[0]: {"shardId-000000000000"}, kids[1]: {"shardId-000000000000"}})
 }
 
 // TestSubscriptionBackPressure: while a batch is being invoked, the subscription stops taking
@@ -288,16 +295,7 @@ func TestSubscriptionWithSlotsAndFilters(t *testing.T) {
 	t.Run("pf=4 across a split", func(t *testing.T) {
 		h, _ := newEFOHarness(t, 1)
 		h.cfg.BatchSize, h.cfg.ParallelizationFactor = 5, 4
-		counters := map[string]int{}
-		h.put(20, 200, counters)
-		h.start()
-		testkit.WaitFor(t, "first deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
-		kids := h.fake.Split("s", "shardId-000000000000")
-		h.put(20, 200, counters)
-		testkit.WaitFor(t, "all 400 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 400 })
-		got := h.rec.deliveries()
-		checkDelivered(t, got, counters)
-		checkLineage(t, got, map[string][]string{kids[0]: {"shardId-000000000000"}, kids[1]: {"shardId-000000000000"}})
+		splitWhileReading(t, h, 20, 200)
 		if n := h.fake.Calls(fakekinesis.OpGetRecords); n != 0 {
 			t.Fatalf("%d GetRecords calls", n)
 		}
@@ -325,34 +323,12 @@ func TestSubscriptionsHandedOverBetweenWorkers(t *testing.T) {
 	f := fakekinesis.New(fakekinesis.WithSubscriptionTiming(0, 300*time.Millisecond))
 	arn := f.CreateStream("s", 4)
 	consumer := f.RegisterConsumer("s", "esm")
-	efoCfg := func(c *Config) { c.ConsumerARN = consumer }
-	table := newLeaseTable()
-	rec := &recorder{}
-	counters := map[string]int{}
-	put := func(n int) {
-		for i := range n {
-			k := fmt.Sprintf("key-%d", i%20)
-			f.Put("s", k, fmt.Appendf(nil, "%s:%d", k, counters[k]))
-			counters[k]++
-		}
-	}
-	put(200)
-	stopA := startWorker(t, f, arn, table, &memWorker{t: table, id: "A"}, rec, efoCfg)
-	testkit.WaitFor(t, "A holds every shard", 5*time.Second, func() bool { return table.owned()["A"] == 4 })
-	testkit.WaitFor(t, "200 records", 5*time.Second, func() bool { return len(rec.deliveries()) >= 200 })
-	startWorker(t, f, arn, table, &memWorker{t: table, id: "B"}, rec, efoCfg)
-	testkit.WaitFor(t, "an even split", 5*time.Second, func() bool { o := table.owned(); return o["A"] == 2 && o["B"] == 2 })
-	put(200)
-	testkit.WaitFor(t, "all 400 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 400 })
-	if err := stopA(); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, "B takes A's released shards", 5*time.Second, func() bool { return table.owned()["B"] == 4 })
-	put(100)
-	testkit.WaitFor(t, "all 500 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 500 })
-	checkDelivered(t, rec.deliveries(), counters)
+	workersShare(t, f, arn, func(c *Config) { c.ConsumerARN = consumer })
 	if n := f.Calls(fakekinesis.OpGetRecords); n != 0 {
 		t.Fatalf("%d GetRecords calls", n)
+	}
+	if n := f.Calls(fakekinesis.OpSubscribeToShard); n < 4+2+2 {
+		t.Fatalf("%d subscriptions: the hand-overs did not resubscribe", n)
 	}
 }
 
