@@ -2,12 +2,16 @@ package poller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -353,4 +357,36 @@ func TestConcurrentSubscriptionsOfOneClient(t *testing.T) {
 	h.putPaced(20, 200, time.Millisecond, counters)
 	testkit.WaitFor(t, "all 200 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 200 })
 	checkDelivered(t, h.rec.deliveries(), counters)
+}
+
+// TestSubscriptionFailureRules: Lambda's failure rules hold for records that arrived through a
+// subscription: a partial batch response retries the suffix from the failed record (the same
+// invocations as polling), and the record that exhausts its retries goes to the destination.
+func TestSubscriptionFailureRules(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 6, func(i int) string { return strconv.Itoa(i + 1) })
+	h := &scripted{decide: func(_ int, e events.KinesisEvent) (json.RawMessage, error) {
+		for _, r := range e.Records {
+			if string(r.Kinesis.Data) == "6" {
+				return json.RawMessage(`{"batchItemFailures":[{"itemIdentifier":"` + r.Kinesis.SequenceNumber + `"}]}`), nil
+			}
+		}
+		return nil, nil
+	}}
+	cfg := Config{BatchSize: 3, MaximumRetryAttempts: intp(3), ReportBatchItemFailures: true, ConsumerARN: f.RegisterConsumer("s", "esm")}
+	fh := startFailureHarness(t, cfg, f, arn, h)
+	testkit.WaitFor(t, "checkpoint past record 6", 5*time.Second, func() bool {
+		p, _ := fh.store.Load(context.Background())
+		return p["shardId-000000000000"].Checkpoint == seqs[5]
+	})
+	if d := fh.dest.records(); len(d) != 1 || d[0].StartSequenceNumber != seqs[5] || d[0].ApproximateInvokeCount != 4 {
+		t.Fatalf("destination records %+v", d)
+	}
+	if got, want := fmt.Sprint(h.invocations()), "[[1 2 3] [4 5 6] [6] [6] [6] [6]]"; got != want {
+		t.Fatalf("invocations %s, want %s", got, want)
+	}
+	if n := f.Calls(fakekinesis.OpGetRecords); n != 0 || f.Calls(fakekinesis.OpSubscribeToShard) == 0 {
+		t.Fatalf("%d GetRecords calls, %d subscriptions", n, f.Calls(fakekinesis.OpSubscribeToShard))
+	}
 }
