@@ -8,7 +8,7 @@ GO ?= go
 EMULATORS := scripts/emulators.sh
 EMULATORS_ENV := .emulators/env
 
-.PHONY: test test-unit emulators-up emulators-down build demo bench
+.PHONY: test test-unit emulators-up emulators-down build demo bench sim
 
 # test starts the emulators, runs vet and the full test suite against them,
 # and always stops the emulators again (on failure and on Ctrl-C too). It
@@ -23,6 +23,15 @@ test:
 # test-unit runs the short tests only, without starting emulators.
 test-unit:
 	$(GO) test -short -count=1 ./...
+
+# sim runs the deterministic simulation (internal/sim) over SEEDS seeds from FROM, or replays
+# one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.
+SEEDS ?= 300
+FROM ?= 1
+SEED ?=
+sim:
+	ESM_SIM_SEEDS=$(SEEDS) ESM_SIM_FROM=$(FROM) ESM_SIM_SEED=$(SEED) \
+		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/sim/ | grep -v '^=== RUN'
 
 # emulators-up starts kinesis-local and dynalite in the background and writes
 # their endpoints to .emulators/env; "source .emulators/env" in a shell to use

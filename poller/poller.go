@@ -161,6 +161,27 @@ func initialProgress(shards []types.Shard, position string, now time.Time) map[s
 	return out
 }
 
+// startAttempts bounds how often the first listing and the first load of progress are tried: a
+// brief 5xx, throttle or store outage at start is survived (about 10 s with the default pacing);
+// a stream that does not exist, or a dependency that keeps failing, ends Run.
+const startAttempts = 8
+
+// atStart runs one step of the start, retrying it as startAttempts says.
+func atStart[T any](ctx context.Context, p *Poller, what string, step func() (T, error)) (T, error) {
+	bo := backoff{base: p.retryBase / 10, max: p.retryMax}
+	for attempt := 1; ; attempt++ {
+		v, err := step()
+		if err == nil || errors.Is(err, ErrStreamNotFound) || attempt == startAttempts || ctx.Err() != nil {
+			return v, err
+		}
+		d := bo.next()
+		p.log.Warn(what+" failed; retrying", "err", err, "attempt", attempt, "backoff", d)
+		if !sleep(ctx, d) {
+			return v, err
+		}
+	}
+}
+
 type readerResult struct {
 	shardID  string
 	finished bool
@@ -179,12 +200,12 @@ func (p *Poller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	listing, err := ListShards(ctx, p.kin, p.cfg.StreamARN)
+	listing, err := atStart(ctx, p, "listing shards", func() ([]types.Shard, error) { return ListShards(ctx, p.kin, p.cfg.StreamARN) })
 	if err != nil {
 		return err
 	}
 	p.readRetention(ctx)
-	progress, err := p.store.Load(ctx)
+	progress, err := atStart(ctx, p, "loading checkpoints", func() (map[string]ShardProgress, error) { return p.store.Load(ctx) })
 	if err != nil {
 		return fmt.Errorf("load checkpoints: %w", err)
 	}

@@ -225,7 +225,12 @@ func TestFaultsLoseNothing(t *testing.T) {
 				}
 			}},
 		{name: "5xx on iterator", op: fakekinesis.OpGetShardIterator, err: fakekinesis.ErrInternal, times: 2},
-		{name: "5xx on listing", op: fakekinesis.OpListShards, err: fakekinesis.ErrInternal, times: 0},
+		{name: "5xx on listing", op: fakekinesis.OpListShards, err: fakekinesis.ErrInternal, times: 2,
+			verify: func(t *testing.T, h *harness) {
+				if n := h.fake.Calls(fakekinesis.OpListShards); n < 3 {
+					t.Fatalf("ListShards called %d times; the failed listings at start must be retried", n)
+				}
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -275,6 +280,7 @@ func TestStartFailsOnListingError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.retryBase, p.retryMax = time.Millisecond, 10*time.Millisecond
 	if err := p.Run(context.Background()); err == nil {
 		t.Fatal("Run succeeded although the stream could not be listed")
 	}

@@ -190,6 +190,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 		flush        bool // the previous batch was cut by the payload limit: send the rest now
 		lastPoll     time.Time
 		behind       = true
+		caughtUpAt   time.Time // when the last read that left the reader caught up started
 		ended        bool
 		children     []types.ChildShard
 		bo           = backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
@@ -243,8 +244,12 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 		}
 
 		if w := r.openWindowState(); w != nil && len(pending) == 0 && !behind &&
+			!caughtUpAt.Before(w.Start.Add(cfg.TumblingWindow)) &&
 			!r.p.now().Before(w.Start.Add(cfg.TumblingWindow+cfg.PollInterval)) {
-			// Caught up, and the open window ended a poll ago with nothing more for it: close it.
+			// Caught up by a read that started after the window ended, and the window ended a
+			// poll ago with nothing more for it: close it. A read from before the window's end
+			// (a long invocation since) or a read that failed (an expired iterator) may have
+			// missed records that still belong to the window.
 			if err := r.closeWindow(runCtx, workCtx, false); err != nil {
 				return fail(err)
 			}
@@ -309,6 +314,9 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 			r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
 		}
 		behind = aws.ToInt64(out.MillisBehindLatest) > 0 || len(out.Records) >= int(limit)
+		if !behind {
+			caughtUpAt = lastPoll
+		}
 		if out.NextShardIterator == nil {
 			ended, children = true, out.ChildShards
 		} else {

@@ -81,11 +81,24 @@ func startESM(t *testing.T, env []string, args ...string) *esmProc {
 	return startBin(t, esmBin, env, args...)
 }
 
-// startBin is startESM with another build of esm (efoBin).
+// startBin is startESM with another build of esm (efoBin): esm run on the test's kinesis-local, with
+// the built-in example unless --invoke says otherwise.
 func startBin(t *testing.T, bin string, env []string, args ...string) *esmProc {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
-	cmd.Env = append(append(os.Environ(), "ESM_INVOKE=example"), env...) // the built-in example, unless --invoke says otherwise
+	return spawnBin(t, bin, append([]string{"ESM_INVOKE=example"}, env...), append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
+}
+
+// spawnESM starts the esm binary with args; the test's cleanup kills it if it still runs.
+func spawnESM(t *testing.T, env []string, args ...string) *esmProc {
+	t.Helper()
+	return spawnBin(t, esmBin, env, args...)
+}
+
+// spawnBin is spawnESM with another build of esm.
+func spawnBin(t *testing.T, bin string, env []string, args ...string) *esmProc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	p := &esmProc{cmd: cmd, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	cmd.Stdout = p.stderr

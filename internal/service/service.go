@@ -127,11 +127,21 @@ func destinationOptions(o Options, cfg aws.Config, mc poller.Config, mappingUUID
 	if mc.OnFailureDestination == "" {
 		return nil, nil
 	}
+	d, err := destination(o, cfg, mc, mappingUUID)
+	if err != nil {
+		return nil, err
+	}
+	return []poller.Option{poller.WithDestination(d)}, nil
+}
+
+// destination is the client of the mapping's on-failure destination; an S3 bucket's object keys
+// carry the mapping's UUID.
+func destination(o Options, cfg aws.Config, mc poller.Config, mappingUUID string) (poller.Destination, error) {
 	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: o.EndpointURL, SQSProtocol: o.SQSProtocol, MappingUUID: mappingUUID})
 	if err != nil {
 		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
 	}
-	return []poller.Option{poller.WithDestination(d)}, nil
+	return d, nil
 }
 
 // Run runs the mapping until ctx ends, invoking o.Invoker or, when it is nil, handler in-process.
