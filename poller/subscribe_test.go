@@ -157,7 +157,7 @@ func TestSubscriptionDropsAndResourceInUse(t *testing.T) {
 	h.fake.Inject(func(op string, in any) error {
 		switch op {
 		case fakekinesis.OpSubscribeToShardEvent:
-			if len(in.(*types.SubscribeToShardEvent).Records) > 0 && events.Add(1)%4 == 0 {
+			if len(in.(*fakekinesis.SubscriptionEvent).Event.Records) > 0 && events.Add(1)%4 == 0 {
 				injected.Add(1)
 				return fakekinesis.ErrDropped
 			}
@@ -221,7 +221,7 @@ func TestClosedShardDrainedWithGetRecords(t *testing.T) {
 	h.cfg.BatchSize = 10
 	var hidden atomic.Int64
 	h.fake.Inject(func(op string, in any) error {
-		if ev, ok := in.(*types.SubscribeToShardEvent); ok && op == fakekinesis.OpSubscribeToShardEvent && ev.ChildShards != nil {
+		if se, ok := in.(*fakekinesis.SubscriptionEvent); ok && op == fakekinesis.OpSubscribeToShardEvent && se.Event.ChildShards != nil {
 			hidden.Add(1)
 			return fakekinesis.ErrDropped // the end never reaches the subscriber
 		}

@@ -143,7 +143,7 @@ func TestSubscribeLifetimeAndFaults(t *testing.T) {
 	}
 
 	f.Inject(func(op string, in any) error {
-		if op == fakekinesis.OpSubscribeToShardEvent && len(in.(*types.SubscribeToShardEvent).Records) > 0 {
+		if op == fakekinesis.OpSubscribeToShardEvent && len(in.(*fakekinesis.SubscriptionEvent).Event.Records) > 0 {
 			return fakekinesis.ErrDropped
 		}
 		return nil
