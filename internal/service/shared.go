@@ -6,7 +6,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -43,9 +42,9 @@ func (s *Shared) ResolveStream(ctx context.Context, stream string) (string, erro
 // (the on-failure destination client of mc.OnFailureDestination among them).
 func (s *Shared) NewPoller(mc poller.Config, uuid string, store poller.Store, inv poller.Invoker, opts ...poller.Option) (*poller.Poller, error) {
 	if mc.OnFailureDestination != "" {
-		d, err := dlq.New(s.AWS, mc.OnFailureDestination, dlq.Options{EndpointURL: s.EndpointURL, SQSProtocol: s.SQSProtocol, MappingUUID: uuid})
+		d, err := destination(s.AWS, s.EndpointURL, s.SQSProtocol, mc, uuid)
 		if err != nil {
-			return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
+			return nil, err
 		}
 		opts = append(opts, poller.WithDestination(d))
 	}
