@@ -41,12 +41,9 @@ func (s *Shared) ResolveStream(ctx context.Context, stream string) (string, erro
 // names the mapping in on-failure records, and opts are added to the options every poller gets
 // (the on-failure destination client of mc.OnFailureDestination among them).
 func (s *Shared) NewPoller(mc poller.Config, uuid string, store poller.Store, inv poller.Invoker, opts ...poller.Option) (*poller.Poller, error) {
-	if mc.OnFailureDestination != "" {
-		d, err := destination(s.AWS, s.EndpointURL, s.SQSProtocol, mc, uuid)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, poller.WithDestination(d))
+	dopts, err := destinationOptions(Options{EndpointURL: s.EndpointURL, SQSProtocol: s.SQSProtocol}, s.AWS, mc, uuid)
+	if err != nil {
+		return nil, err
 	}
-	return poller.New(mc, s.Kinesis, store, inv, opts...)
+	return poller.New(mc, s.Kinesis, store, inv, append(opts, dopts...)...)
 }
