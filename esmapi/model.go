@@ -12,6 +12,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/sam"
 )
 
 // States of a mapping, as Lambda names them.
@@ -72,20 +73,13 @@ type OnFailure struct {
 	Destination string `json:"Destination,omitempty"`
 }
 
-// FilterCriteria are the mapping's filters: patterns as JSON strings.
-type FilterCriteria struct {
-	Filters []Filter `json:"Filters"`
-}
-
-// Filter is one pattern.
-type Filter struct {
-	Pattern string `json:"Pattern"`
-}
-
-// MetricsConfig turns on the mapping's metrics (EventCount for Kinesis).
-type MetricsConfig struct {
-	Metrics []string `json:"Metrics"`
-}
+// FilterCriteria, Filter and MetricsConfig are the template's types: the same members, in JSON
+// as the API carries them.
+type (
+	FilterCriteria = sam.FilterCriteria
+	Filter         = sam.Filter
+	MetricsConfig  = sam.MetricsConfig
+)
 
 // Timestamp is a time as the Lambda API's JSON carries it: Unix epoch seconds, fractional.
 type Timestamp struct{ time.Time }

@@ -133,10 +133,14 @@ func (t *leaseTable) owned() map[string]int {
 	return n
 }
 
-func startWorker(t *testing.T, f *fakekinesis.Fake, arn string, table *leaseTable, w *memWorker, rec *recorder) func() error {
+func startWorker(t *testing.T, f *fakekinesis.Fake, arn string, table *leaseTable, w *memWorker, rec *recorder, tune ...func(*Config)) func() error {
 	t.Helper()
-	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
-		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}, f, w, inprocess.New(rec.handle), WithCoordinator(w))
+	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
+		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
+	for _, fn := range tune {
+		fn(&cfg)
+	}
+	p, err := New(cfg, f, w, inprocess.New(rec.handle), WithCoordinator(w))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,23 +60,7 @@ func freeAddr(t *testing.T) string {
 func startServe(t *testing.T, env []string, args ...string) (*esmProc, string) {
 	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(esmBin, append([]string{"serve", "--endpoint-url", kinesisEndpoint, "--api-addr", addr, "--poll-interval", "100ms"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	p := &esmProc{cmd: cmd, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
-	cmd.Stderr, cmd.Stdout = p.stderr, p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("esm serve output:\n%s", tail(p.stderr.String(), 60))
-		}
-	})
+	p := spawnESM(t, env, append([]string{"serve", "--endpoint-url", kinesisEndpoint, "--api-addr", addr, "--poll-interval", "100ms"}, args...)...)
 	testkit.WaitFor(t, "esm serve to listen", 20*time.Second, func() bool {
 		select {
 		case err := <-p.done:
@@ -149,7 +133,7 @@ func (a awsRun) waitState(t *testing.T, id, want string) {
 func TestServeAWSCLI(t *testing.T) {
 	name := newStream(t, 1)
 	out := filepath.Join(t.TempDir(), "deliveries.jsonl")
-	_, endpoint := startServe(t, []string{"EXAMPLE_OUTPUT=" + out}, "--state-dir", t.TempDir())
+	_, endpoint := startServe(t, []string{"EXAMPLE_OUTPUT=" + out}, "--state-dir", t.TempDir(), "--function", "example=example")
 	a := newAWS(t, endpoint, "AKIDLOCAL", "local")
 	arn := fmt.Sprintf("arn:aws:kinesis:%s:000000000000:stream/%s", local.DefaultRegion, name)
 
@@ -218,7 +202,7 @@ func TestServeAWSCLI(t *testing.T) {
 // CLI's SigV4 signatures are verified, and a wrong secret is refused as AWS refuses it. The
 // secret never reaches the log.
 func TestServeAWSCLISigned(t *testing.T) {
-	p, endpoint := startServe(t, nil, "--state-dir", t.TempDir(), "--api-credentials", "AKIDSERVE:serve-secret-value")
+	p, endpoint := startServe(t, nil, "--state-dir", t.TempDir(), "--function", "example=example", "--api-credentials", "AKIDSERVE:serve-secret-value")
 	code, out, errs := newAWS(t, endpoint, "AKIDSERVE", "serve-secret-value").run(t, "list-event-source-mappings")
 	if code != 0 || !strings.Contains(out, "EventSourceMappings") {
 		t.Fatalf("signed list: exit %d: %s %s", code, out, errs)
@@ -234,11 +218,81 @@ func TestServeAWSCLISigned(t *testing.T) {
 
 // TestServeRefusesOpenBindWithoutCredentials: beyond loopback, esm serve needs --api-credentials.
 func TestServeRefusesOpenBindWithoutCredentials(t *testing.T) {
-	cmd := exec.Command(esmBin, "serve", "--api-addr", "0.0.0.0:0", "--state-dir", t.TempDir())
+	cmd := exec.Command(esmBin, "serve", "--api-addr", "0.0.0.0:0", "--state-dir", t.TempDir(), "--function", "example=example")
 	out, err := cmd.CombinedOutput()
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--api-credentials") {
 		t.Fatalf("exit %v: %s", err, out)
+	}
+}
+
+// TestServeWithoutFunctions: a serve that could invoke nothing is a usage error.
+func TestServeWithoutFunctions(t *testing.T) {
+	out, err := exec.Command(esmBin, "serve", "--api-addr", freeAddr(t), "--state-dir", t.TempDir()).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--function NAME=TARGET") {
+		t.Fatalf("exit %v: %s", err, out)
+	}
+}
+
+// TestServeTemplate: --template creates the template's mapping, with its settings, when it does
+// not exist yet; a restart with the same template finds it and creates no second one.
+func TestServeTemplate(t *testing.T) {
+	stream := newStream(t, 1)
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "template.yaml")
+	if err := os.WriteFile(tmpl, []byte(`Transform: AWS::Serverless-2016-10-31
+Resources:
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Runtime: provided.al2023
+      Handler: bootstrap
+      CodeUri: .
+      Events:
+        S:
+          Type: Kinesis
+          Properties:
+            Stream: arn:aws:kinesis:us-east-1:000000000000:stream/`+stream+`
+            StartingPosition: TRIM_HORIZON
+            BatchSize: 5
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "deliveries.jsonl")
+	state := filepath.Join(dir, "state")
+	args := []string{"--state-dir", state, "--template", tmpl, "--function", "Fn=example"}
+	list := func(endpoint string) []any {
+		code, body, errs := newAWS(t, endpoint, "AKIDLOCAL", "local").run(t, "list-event-source-mappings")
+		if code != 0 {
+			t.Fatalf("list: exit %d: %s", code, errs)
+		}
+		var l struct{ EventSourceMappings []any }
+		if err := json.Unmarshal([]byte(body), &l); err != nil {
+			t.Fatal(err)
+		}
+		return l.EventSourceMappings
+	}
+	p, endpoint := startServe(t, []string{"EXAMPLE_OUTPUT=" + out}, args...)
+	first := list(endpoint)
+	if len(first) != 1 {
+		t.Fatalf("mappings after the first start: %v", first)
+	}
+	m := first[0].(map[string]any)
+	if m["BatchSize"] != 5.0 || m["FunctionArn"] != "arn:aws:lambda:us-east-1:000000000000:function:Fn" {
+		t.Fatalf("the template's mapping: %v", m)
+	}
+	putRecords(t, stream, "tmpl-1")
+	testkit.WaitFor(t, "the record", 20*time.Second, func() bool {
+		ds, _ := local.ReadDeliveries(out)
+		return len(ds) == 1 && ds[0].Data == "tmpl-1"
+	})
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	_, endpoint = startServe(t, []string{"EXAMPLE_OUTPUT=" + out}, args...)
+	again := list(endpoint)
+	if len(again) != 1 || again[0].(map[string]any)["UUID"] != m["UUID"] {
+		t.Fatalf("mappings after a restart: %v, want only %s", again, m["UUID"])
 	}
 }
 

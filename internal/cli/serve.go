@@ -19,6 +19,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/sam"
 )
 
 // DefaultAPIAddr is where "esm serve" listens by default.
@@ -28,9 +29,9 @@ const DefaultAPIAddr = "127.0.0.1:9070"
 type ServeFlags struct {
 	APIAddr        string   `name:"api-addr" help:"Address of Lambda's event source mapping API (default 127.0.0.1:9070). A bare :PORT binds 127.0.0.1; any non-loopback address needs --api-credentials." default:"127.0.0.1:9070" env:"ESM_API_ADDR" placeholder:"HOST:PORT"`
 	APICredentials string   `name:"api-credentials" help:"KEY:SECRET that API requests must be signed with (SigV4). Required to listen beyond loopback." env:"ESM_API_CREDENTIALS" placeholder:"KEY:SECRET"`
-	Function       []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (repeatable; the same NAME twice makes a pool). Default, without --function or --template: example, in-process." env:"ESM_FUNCTIONS" sep:"none" placeholder:"NAME=TARGET"`
+	Function       []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN, example). Repeatable; the same NAME twice makes a pool." env:"ESM_FUNCTIONS" sep:"none" placeholder:"NAME=TARGET"`
 
-	Template           string   `help:"SAM or CloudFormation template: registers its functions (in-process unless --function names a target) and creates its mappings when they do not exist yet." env:"ESM_TEMPLATE" placeholder:"FILE"`
+	Template           string   `help:"SAM or CloudFormation template: its functions (each needs a --function target) get its Timeout, Role and settings, and its mappings are created when they do not exist yet." env:"ESM_TEMPLATE" placeholder:"FILE"`
 	ParameterOverrides []string `help:"Template parameters in SAM's syntax: \"Key=Value Key2=Value2\" (repeatable)." env:"ESM_PARAMETER_OVERRIDES" sep:"none" placeholder:"\"K=V ...\""`
 	EndpointURL        string   `help:"Endpoint for every AWS service (a local emulator). Otherwise the SDK's AWS_ENDPOINT_URL_<SERVICE> variables apply." env:"ESM_ENDPOINT_URL" placeholder:"URL"`
 	Region             string   `help:"AWS region (default: from the AWS environment, else us-east-1)." env:"ESM_REGION"`
@@ -51,8 +52,8 @@ type ServeFlags struct {
 const defaultFunctionTimeout = 3 * time.Second
 
 // Serve runs "esm serve" until ctx ends: the API on --api-addr and every mapping created through
-// it (or by the template). handler is the in-process function for functions without a target.
-func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, handler any) error {
+// it (or by the template). example is the function of the example target, run in-process.
+func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) error {
 	logger, err := f.Logger(stderr)
 	if err != nil {
 		return err
@@ -87,7 +88,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, handler any) e
 	if err != nil {
 		return err
 	}
-	fns, closeFns, err := f.functions(res, shared, timeout, logger, handler)
+	fns, closeFns, err := f.functions(res, shared, timeout, logger, example)
 	defer closeFns()
 	if err != nil {
 		return err
@@ -156,78 +157,77 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, handler any) e
 	return nil
 }
 
-// functions are the --function targets and the template's functions, each with its invoker. It builds every function's invoker. closeAll, never nil, stops what the invokers started
-// (execution environments).
-func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, handler any) (fns []esmapi.Function, closeAll func(), err error) {
+// functions are the --function targets, each with its invoker; a template's function must be
+// given one too. The example target runs example in-process. closeAll, never nil, stops what the
+// invokers started (execution environments).
+func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, example any) (fns []esmapi.Function, closeAll func(), err error) {
 	var closers []func() error
 	closeAll = func() {
 		for _, c := range closers {
 			_ = c()
 		}
 	}
-	targets := map[string][]string{}
+	values := map[string][]string{}
 	var order []string
 	for _, spec := range f.Function {
-		for _, s := range strings.Fields(spec) {
-			name, target, ok := strings.Cut(s, "=")
-			if !ok || name == "" || target == "" {
-				return nil, closeAll, Usage(fmt.Errorf("--function %q: want NAME=TARGET, TARGET being a URL or lambda:NAME_OR_ARN", s))
-			}
-			if _, seen := targets[name]; !seen {
-				order = append(order, name)
-			}
-			targets[name] = append(targets[name], target)
+		name, target, ok := strings.Cut(strings.TrimSpace(spec), "=")
+		if !ok || name == "" || strings.TrimSpace(target) == "" {
+			return nil, closeAll, Usage(fmt.Errorf("--function %q: want NAME=TARGET, TARGET being what --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN or example)", spec))
 		}
+		if _, seen := values[name]; !seen {
+			order = append(order, name)
+		}
+		values[name] = append(values[name], target)
 	}
-	type fromTemplate struct {
-		arn, role string
-		timeout   time.Duration
-		limit     *int
-	}
-	tmpl := map[string]fromTemplate{}
+	templateFn := map[string]*sam.Function{}
 	if res != nil && res.Template != nil {
-		for _, m := range res.Template.Mappings {
-			fn := m.Function
-			if _, seen := tmpl[fn.FunctionName]; seen {
+		for i := range res.Template.Mappings {
+			fn := &res.Template.Mappings[i].Function
+			if _, seen := templateFn[fn.FunctionName]; seen {
 				continue
 			}
-			t := fromTemplate{arn: fn.FunctionArn, role: fn.Role, timeout: time.Duration(fn.Timeout) * time.Second, limit: fn.ReservedConcurrentExecutions}
-			if t.timeout == 0 {
-				t.timeout = timeout
-			}
-			tmpl[fn.FunctionName] = t
-			if _, seen := targets[fn.FunctionName]; !seen {
-				order = append(order, fn.FunctionName)
+			templateFn[fn.FunctionName] = fn
+			if _, given := values[fn.FunctionName]; !given {
+				return nil, closeAll, Usage(fmt.Errorf("the template's function %s has no target: pass --function %s=TARGET (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN or example)", fn.FunctionName, fn.FunctionName))
 			}
 		}
 	}
 	if len(order) == 0 {
-		order = []string{"example"}
+		return nil, closeAll, Usage(errors.New("no function to invoke: pass --function NAME=TARGET (repeatable), or --template with a --function for each of its functions"))
 	}
-	var out []esmapi.Function
 	for _, name := range order {
-		t, inTemplate := tmpl[name]
-		if !inTemplate {
-			t.timeout = timeout
+		targets, err := ParseTargets(values[name])
+		if err != nil {
+			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 		}
-		var inv poller.Invoker
-		if ts := targets[name]; len(ts) > 0 {
-			c := &Config{Invoke: ts, AWS: shared.AWS, Logger: logger,
-				Service: service.Options{EndpointURL: shared.EndpointURL, FunctionTimeout: t.timeout}}
-			i, closeInv, err := c.Invoker()
+		o := InvokerOptions{AWS: shared.AWS, EndpointURL: shared.EndpointURL, Timeout: timeout, Region: shared.AWS.Region,
+			FunctionName: name, Function: templateFn[name], Logger: logger}
+		fn := esmapi.Function{Name: name}
+		if tf := templateFn[name]; tf != nil {
+			fn.Role = tf.Role
+			if tf.Timeout > 0 {
+				o.Timeout = time.Duration(tf.Timeout) * time.Second
+			}
+		}
+		if targets[0].Example {
+			var arn string
+			if o.Function != nil {
+				arn = o.Function.FunctionArn
+			}
+			fn.Invoker = inprocess.New(example, inprocess.WithFunctionARN(arn), inprocess.WithTimeout(o.Timeout), inprocess.WithLogger(logger))
+			if o.Function != nil && o.Function.ReservedConcurrentExecutions != nil {
+				fn.Invoker = invoke.Limit(fn.Invoker, *o.Function.ReservedConcurrentExecutions)
+			}
+		} else {
+			inv, closeInv, err := NewInvoker(targets, o)
 			if err != nil {
 				return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 			}
 			closers = append(closers, closeInv)
-			inv = i
-		} else {
-			inv = inprocess.New(handler, inprocess.WithFunctionARN(t.arn), inprocess.WithTimeout(t.timeout), inprocess.WithLogger(logger))
+			fn.Invoker = inv
 		}
-		if t.limit != nil {
-			inv = invoke.Limit(inv, *t.limit)
-		}
-		out = append(out, esmapi.Function{Name: name, Invoker: inv, Role: t.role})
+		fns = append(fns, fn)
 	}
-	slices.SortFunc(out, func(a, b esmapi.Function) int { return strings.Compare(a.Name, b.Name) })
-	return out, closeAll, nil
+	slices.SortFunc(fns, func(a, b esmapi.Function) int { return strings.Compare(a.Name, b.Name) })
+	return fns, closeAll, nil
 }

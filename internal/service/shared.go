@@ -6,7 +6,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -42,12 +41,9 @@ func (s *Shared) ResolveStream(ctx context.Context, stream string) (string, erro
 // names the mapping in on-failure records, and opts are added to the options every poller gets
 // (the on-failure destination client of mc.OnFailureDestination among them).
 func (s *Shared) NewPoller(mc poller.Config, uuid string, store poller.Store, inv poller.Invoker, opts ...poller.Option) (*poller.Poller, error) {
-	if mc.OnFailureDestination != "" {
-		d, err := dlq.New(s.AWS, mc.OnFailureDestination, dlq.Options{EndpointURL: s.EndpointURL, SQSProtocol: s.SQSProtocol, MappingUUID: uuid})
-		if err != nil {
-			return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
-		}
-		opts = append(opts, poller.WithDestination(d))
+	dopts, err := destinationOptions(Options{EndpointURL: s.EndpointURL, SQSProtocol: s.SQSProtocol}, s.AWS, mc, uuid)
+	if err != nil {
+		return nil, err
 	}
-	return poller.New(mc, s.Kinesis, store, inv, opts...)
+	return poller.New(mc, s.Kinesis, store, inv, append(opts, dopts...)...)
 }
