@@ -29,7 +29,7 @@ const DefaultAPIAddr = "127.0.0.1:9070"
 type ServeFlags struct {
 	APIAddr        string   `name:"api-addr" help:"Address of Lambda's event source mapping API (default 127.0.0.1:9070). A bare :PORT binds 127.0.0.1; any non-loopback address needs --api-credentials." default:"127.0.0.1:9070" env:"ESM_API_ADDR" placeholder:"HOST:PORT"`
 	APICredentials string   `name:"api-credentials" help:"KEY:SECRET that API requests must be signed with (SigV4). Required to listen beyond loopback." env:"ESM_API_CREDENTIALS" placeholder:"KEY:SECRET"`
-	Function       []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN, example). Repeatable; the same NAME twice makes a pool." env:"ESM_FUNCTIONS" sep:"none" placeholder:"NAME=TARGET"`
+	Function       []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN, example). Repeatable; the same NAME twice makes a pool." env:"ESM_FUNCTION" sep:"none" placeholder:"NAME=TARGET"`
 
 	Template           string   `help:"SAM or CloudFormation template: its functions (each needs a --function target) get its Timeout, Role and settings, and its mappings are created when they do not exist yet." env:"ESM_TEMPLATE" placeholder:"FILE"`
 	ParameterOverrides []string `help:"Template parameters in SAM's syntax: \"Key=Value Key2=Value2\" (repeatable)." env:"ESM_PARAMETER_OVERRIDES" sep:"none" placeholder:"\"K=V ...\""`
