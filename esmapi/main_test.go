@@ -156,7 +156,7 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 	m, err := esmapi.Open(ctx, esmapi.Options{
 		Engine:         shared,
 		Catalog:        esmapi.FileCatalog{Dir: dir + "/mappings"},
-		Progress:       func(id string) poller.Store { return store.Mapping(id) },
+		Progress:       func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
 		DeleteProgress: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
 		Functions:      functions,
 		Base:           poller.Config{PollInterval: 50 * time.Millisecond, MinPollSpacing: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second},

@@ -38,8 +38,10 @@ type Engine interface {
 type Options struct {
 	Engine  Engine
 	Catalog Catalog
-	// Progress returns the store of a mapping's progress, keyed by its UUID.
-	Progress func(uuid string) poller.Store
+	// Progress returns the store of a mapping's progress, keyed by its UUID; it is asked each
+	// time the mapping's poller starts. A store that is a SharedProgress (lease.Dynamo) also
+	// shares the mapping's shards with other workers.
+	Progress func(ctx context.Context, uuid string) (poller.Store, error)
 	// DeleteProgress removes a deleted mapping's progress.
 	DeleteProgress func(ctx context.Context, uuid string) error
 	Functions      []Function
@@ -180,7 +182,8 @@ func (m *Manager) startLocked(e *entry) {
 	e.run = r
 	id := e.rec.Mapping.UUID
 	mc, cerr := m.config(e)
-	fn := m.funcs[parseFunctionName(e.rec.FunctionName).name]
+	fnName := e.rec.FunctionName
+	fn := m.funcs[parseFunctionName(fnName).name]
 	log := m.log.With("mapping", id)
 	settle := func() {
 		m.mu.Lock()
@@ -198,15 +201,11 @@ func (m *Manager) startLocked(e *entry) {
 		for {
 			err := cerr
 			if err == nil && fn.Invoker == nil {
-				err = fmt.Errorf("function %s is not registered", e.rec.FunctionName)
+				err = fmt.Errorf("function %s is not registered", fnName)
 			}
 			if err == nil {
-				var p *poller.Poller
-				p, err = m.o.Engine.NewPoller(mc, id, m.o.Progress(id), fn.Invoker,
+				err = m.runPoller(ctx, mc, id, fn.Invoker,
 					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(resultObserver{e: e}))
-				if err == nil {
-					err = p.Run(ctx)
-				}
 			}
 			if ctx.Err() != nil {
 				return
@@ -225,6 +224,45 @@ func (m *Manager) startLocked(e *entry) {
 			backoff = min(2*backoff, 30*time.Second)
 		}
 	}()
+}
+
+// SharedProgress is a mapping's progress shared with other workers through leases
+// (lease.Dynamo): the poller coordinates with it, and Run renews its leases meanwhile.
+type SharedProgress interface {
+	poller.Store
+	poller.Coordinator
+	Run(ctx context.Context) error
+	ClaimInterval() time.Duration
+}
+
+// runPoller runs one poller of the mapping until ctx ends or it fails.
+func (m *Manager) runPoller(ctx context.Context, mc poller.Config, id string, inv poller.Invoker, opts ...poller.Option) error {
+	store, err := m.o.Progress(ctx, id)
+	if err != nil {
+		return err
+	}
+	sp, shared := store.(SharedProgress)
+	if shared {
+		mc.ClaimInterval = sp.ClaimInterval()
+		opts = append(opts, poller.WithCoordinator(sp))
+	}
+	p, err := m.o.Engine.NewPoller(mc, id, store, inv, opts...)
+	if err != nil {
+		return err
+	}
+	if !shared {
+		return p.Run(ctx)
+	}
+	// The leases are renewed until the poller has stopped and released them.
+	lctx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
+	renewed := make(chan error, 1)
+	go func() { renewed <- sp.Run(lctx) }()
+	err = p.Run(ctx)
+	stopLeases()
+	if rerr := <-renewed; err == nil && ctx.Err() == nil {
+		err = rerr
+	}
+	return err
 }
 
 // stop stops the mapping's poller, if any, and waits for it; m.mu is not held.

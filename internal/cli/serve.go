@@ -108,7 +108,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	m, err := esmapi.Open(ctx, esmapi.Options{
 		Engine:         shared,
 		Catalog:        esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")},
-		Progress:       func(id string) poller.Store { return store.Mapping(id) },
+		Progress:       func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
 		DeleteProgress: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
 		Functions:      fns,
 		Base:           poller.Config{PollInterval: f.PollInterval, ShardSyncInterval: f.ShardSyncInterval, ShutdownGrace: f.ShutdownGrace},
