@@ -60,8 +60,7 @@ func TestRIEEventMatchesInProcess(t *testing.T) {
 	// Both mappings read the whole stream; a batch holds every record of a shard.
 	viaRIE := runMapping(t, stream, mappingConfig(100), httpInvoker(t, newWire(), 3*time.Second, r.Endpoint()), nil)
 	inProc := runMapping(t, stream, mappingConfig(100), nil, example.Config{EventDump: inProcDump}.Handle)
-	// And a handler embedded in a program: inproc.Run, configured by flags as esm run is
-	// outside Lambda, configured by flags.
+	// And a handler embedded in a program: inproc.Run, configured by flags as esm run is.
 	startDump := filepath.Join(dir, "handler-start.jsonl")
 	hctx, stopHandler := context.WithCancel(context.Background())
 	handlerDone := make(chan error, 1)
