@@ -38,8 +38,10 @@ type Engine interface {
 type Options struct {
 	Engine  Engine
 	Catalog Catalog
-	// Progress returns the store of a mapping's progress, keyed by its UUID.
-	Progress func(uuid string) poller.Store
+	// Progress returns the store of a mapping's progress, keyed by its UUID; it is asked each
+	// time the mapping's poller starts. A store that is a SharedProgress (lease.Dynamo) also
+	// shares the mapping's shards with other workers.
+	Progress func(ctx context.Context, uuid string) (poller.Store, error)
 	// DeleteProgress removes a deleted mapping's progress.
 	DeleteProgress func(ctx context.Context, uuid string) error
 	Functions      []Function
@@ -47,6 +49,14 @@ type Options struct {
 	// cadence and the shutdown grace.
 	Base   poller.Config
 	Logger *slog.Logger
+	// DeleteDelay is how long a deletion waits, once this worker stopped the mapping, before it
+	// removes the mapping's progress: with a catalog shared by several workers, the time the
+	// others need to see the deletion and stop (two SyncIntervals and a ShutdownGrace). Default 0.
+	DeleteDelay time.Duration
+	// SyncInterval, when positive, is how often a catalog shared with other workers
+	// (DynamoCatalog) is read again to apply what they changed (see Sync). 0: the catalog is
+	// this process's alone.
+	SyncInterval time.Duration
 	// RestartBackoff is the first pause before a failed poller is started again; it doubles up to
 	// 30 s. Default 1 s.
 	RestartBackoff time.Duration
@@ -65,6 +75,9 @@ type Manager struct {
 
 	mu   sync.Mutex
 	maps map[string]*entry
+	// deleted are the mappings deleted while this process runs: a catalog read from before
+	// their deletion must not bring them back.
+	deleted map[string]bool
 }
 
 type entry struct {
@@ -98,7 +111,7 @@ func Open(ctx context.Context, o Options) (*Manager, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	o.RestartBackoff = cmp.Or(o.RestartBackoff, time.Second)
-	m := &Manager{o: o, log: o.Logger, funcs: map[string]Function{}, maps: map[string]*entry{}}
+	m := &Manager{o: o, log: o.Logger, funcs: map[string]Function{}, maps: map[string]*entry{}, deleted: map[string]bool{}}
 	for _, f := range o.Functions {
 		if _, dup := m.funcs[f.Name]; dup {
 			return nil, fmt.Errorf("function %s registered twice", f.Name)
@@ -128,6 +141,9 @@ func Open(ctx context.Context, o Options) (*Manager, error) {
 		}
 	}
 	m.log.Info("mappings loaded", "mappings", len(recs))
+	if o.SyncInterval > 0 {
+		m.async(m.syncLoop)
+	}
 	return m, nil
 }
 
@@ -180,7 +196,8 @@ func (m *Manager) startLocked(e *entry) {
 	e.run = r
 	id := e.rec.Mapping.UUID
 	mc, cerr := m.config(e)
-	fn := m.funcs[parseFunctionName(e.rec.FunctionName).name]
+	fnName := e.rec.FunctionName
+	fn := m.funcs[parseFunctionName(fnName).name]
 	log := m.log.With("mapping", id)
 	settle := func() {
 		m.mu.Lock()
@@ -198,15 +215,11 @@ func (m *Manager) startLocked(e *entry) {
 		for {
 			err := cerr
 			if err == nil && fn.Invoker == nil {
-				err = fmt.Errorf("function %s is not registered", e.rec.FunctionName)
+				err = fmt.Errorf("function %s is not registered", fnName)
 			}
 			if err == nil {
-				var p *poller.Poller
-				p, err = m.o.Engine.NewPoller(mc, id, m.o.Progress(id), fn.Invoker,
+				err = m.runPoller(ctx, mc, id, fn.Invoker,
 					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(resultObserver{e: e}))
-				if err == nil {
-					err = p.Run(ctx)
-				}
 			}
 			if ctx.Err() != nil {
 				return
@@ -225,6 +238,45 @@ func (m *Manager) startLocked(e *entry) {
 			backoff = min(2*backoff, 30*time.Second)
 		}
 	}()
+}
+
+// SharedProgress is a mapping's progress shared with other workers through leases
+// (lease.Dynamo): the poller coordinates with it, and Run renews its leases meanwhile.
+type SharedProgress interface {
+	poller.Store
+	poller.Coordinator
+	Run(ctx context.Context) error
+	ClaimInterval() time.Duration
+}
+
+// runPoller runs one poller of the mapping until ctx ends or it fails.
+func (m *Manager) runPoller(ctx context.Context, mc poller.Config, id string, inv poller.Invoker, opts ...poller.Option) error {
+	store, err := m.o.Progress(ctx, id)
+	if err != nil {
+		return err
+	}
+	sp, shared := store.(SharedProgress)
+	if shared {
+		mc.ClaimInterval = sp.ClaimInterval()
+		opts = append(opts, poller.WithCoordinator(sp))
+	}
+	p, err := m.o.Engine.NewPoller(mc, id, store, inv, opts...)
+	if err != nil {
+		return err
+	}
+	if !shared {
+		return p.Run(ctx)
+	}
+	// The leases are renewed until the poller has stopped and released them.
+	lctx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
+	renewed := make(chan error, 1)
+	go func() { renewed <- sp.Run(lctx) }()
+	err = p.Run(ctx)
+	stopLeases()
+	if rerr := <-renewed; err == nil && ctx.Err() == nil {
+		err = rerr
+	}
+	return err
 }
 
 // stop stops the mapping's poller, if any, and waits for it; m.mu is not held.
@@ -471,10 +523,10 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	if other := m.conflictLocked(mc.StreamARN, mc.FunctionARN, id); other != nil {
 		return EventSourceMapping{}, conflict(mc.StreamARN, rec.FunctionName, other)
 	}
-	wasEnabled := rec.Enabled
 	rec.Mapping.describe(mc)
 	rec.Enabled = !mc.Disabled
 	rec.Mapping.LastModified = Timestamp{time.Now()}
+	rec.Revision++
 	if req.KMSKeyArn != nil {
 		rec.Mapping.KMSKeyArn = *req.KMSKeyArn
 	}
@@ -487,6 +539,17 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	if err := m.o.Catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
+	m.replaceLocked(e, rec)
+	view := e.view()
+	m.log.Info("mapping updated", "mapping", id, "state", view.State)
+	return view, nil
+}
+
+// replaceLocked gives the mapping its new settings: Updating (Enabling, Disabling) while its
+// poller stops, the batch in flight finishing, then Enabled once it runs again with them from the
+// stored progress (or Disabled). m.mu is held.
+func (m *Manager) replaceLocked(e *entry, rec Record) {
+	wasEnabled := e.rec.Enabled
 	e.rec = rec
 	switch {
 	case rec.Enabled && !wasEnabled:
@@ -496,7 +559,6 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	default:
 		e.state = StateUpdating
 	}
-	view := e.view()
 	m.async(func() {
 		m.stop(e)
 		m.mu.Lock()
@@ -510,8 +572,6 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 			e.state = StateDisabled
 		}
 	})
-	m.log.Info("mapping updated", "mapping", id, "state", view.State)
-	return view, nil
 }
 
 // Delete implements DeleteEventSourceMapping: the mapping is Deleting until its poller stopped
@@ -528,6 +588,7 @@ func (m *Manager) Delete(ctx context.Context, id string) (EventSourceMapping, *A
 	}
 	rec := e.rec
 	rec.Deleting = true
+	rec.Revision++
 	if err := m.o.Catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
@@ -542,7 +603,16 @@ func (m *Manager) Delete(ctx context.Context, id string) (EventSourceMapping, *A
 // Deleting, to be finished at the next start.
 func (m *Manager) finishDelete(e *entry) {
 	m.stop(e)
+	if m.o.DeleteDelay > 0 {
+		select {
+		case <-m.ctx.Done(): // the next start finishes the deletion
+			return
+		case <-time.After(m.o.DeleteDelay):
+		}
+	}
+	m.mu.Lock()
 	id := e.rec.Mapping.UUID
+	m.mu.Unlock()
 	if err := m.o.DeleteProgress(m.ctx, id); err != nil {
 		m.log.Error("delete the mapping's progress", "mapping", id, "error", err)
 		return
@@ -553,6 +623,7 @@ func (m *Manager) finishDelete(e *entry) {
 	}
 	m.mu.Lock()
 	delete(m.maps, id)
+	m.deleted[id] = true
 	m.mu.Unlock()
 	m.log.Info("mapping deleted", "mapping", id)
 }
@@ -646,6 +717,7 @@ func (m *Manager) SetTags(ctx context.Context, arn string, add map[string]string
 		delete(tags, k)
 	}
 	rec.Tags = tags
+	rec.Revision++
 	if err := m.o.Catalog.Put(ctx, rec); err != nil {
 		return &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}

@@ -68,6 +68,8 @@ type world struct {
 	saves    int
 	cur      *incarnation
 	lostAck  bool
+	// consumer is the consumer the mapping reads through, with EFO.
+	consumer string
 }
 
 func (w *world) violate(format string, args ...any) {
@@ -128,6 +130,8 @@ type incarnation struct {
 	obs    *counts
 	// what the wrappers saw, for the observer check
 	polled, invokedRecs, failedInvokes, delivered, filtered int
+	// pushed: records its subscriptions were sent (with EFO).
+	pushed int
 }
 
 var errDead = errors.New("sim: worker is dead")
