@@ -37,7 +37,13 @@ const (
 // Config is one event source mapping. A zero field means its default, given in its comment.
 type Config struct {
 	// StreamARN is the stream's ARN, arn:aws:kinesis:<region>:<account>:stream/<name>. Required.
+	// An enhanced fan-out consumer ARN given here (as Lambda's EventSourceArn may be) moves to
+	// ConsumerARN, and StreamARN becomes its stream's.
 	StreamARN string
+	// ConsumerARN, when set, is the stream's enhanced fan-out consumer the mapping reads through
+	// (SubscribeToShard; see SubscribeAPI):
+	// arn:aws:kinesis:<region>:<account>:stream/<name>/consumer/<consumer>:<creation epoch seconds>.
+	ConsumerARN string
 	// FunctionARN is the mapped function's ARN (used in the on-failure record and the handler's
 	// context). Optional.
 	FunctionARN string
@@ -141,7 +147,7 @@ func ParseStreamARN(s string) (StreamARN, error) {
 	name := strings.TrimPrefix(parts[5], "stream/")
 	if name == "" || strings.Contains(name, "/") {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
-			"EventSourceArn %q: stream name missing or an enhanced fan-out consumer ARN (not supported yet)", s)}
+			"EventSourceArn %q: stream name missing, or not a stream ARN (a consumer ARN is ConsumerARN's)", s)}
 	}
 	if parts[3] == "" {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf("EventSourceArn %q has no region", s)}
@@ -158,6 +164,9 @@ func (a StreamARN) String() string {
 func (c Config) withDefaults(now time.Time) (Config, error) {
 	if c.StreamARN == "" {
 		return c, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
+	}
+	if err := c.splitConsumerARN(); err != nil {
+		return c, err
 	}
 	arn, err := ParseStreamARN(c.StreamARN)
 	if err != nil {

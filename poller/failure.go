@@ -182,16 +182,27 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 	maxRetries := cfg.RetryAttempts()
 	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
 	invokes, failures := 0, 0
+	attempted := false // an invoke was tried: from then on the retention period applies
 	var last *FailureResponse
 	lastRequest := "" // the request id of the last invocation, for the failure record
 	for len(recs) > 0 {
-		if limit, retention, ok := r.p.ageLimit(); ok {
+		if limit, retention, ok := r.p.ageLimit(attempted); ok {
 			if n := expiredPrefix(recs, r.p.now(), limit); n > 0 {
-				if retention {
+				var err error
+				switch {
+				case retention && r.p.dest == nil:
+					// Gone with the stream's retention: not in DroppedEventCount, as Lambda counts it.
+					r.p.log.Warn("records older than the stream's retention period have left the stream: discarded",
+						"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(recs[0].SequenceNumber))
+					err = r.ackDiscarded(workCtx, recs[:n])
+				case retention:
 					r.p.log.Warn("records older than the stream's retention period have left the stream: discarded as RecordAgeExceeded",
 						"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(recs[0].SequenceNumber))
+					fallthrough
+				default:
+					err = r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil, lastRequest)
 				}
-				if err := r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil, lastRequest); err != nil {
+				if err != nil {
 					return err
 				}
 				recs, payload = recs[n:], nil
@@ -220,10 +231,9 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		started := time.Now()
 		resp, err := r.p.inv.Invoke(workCtx, payload)
 		took := time.Since(started)
+		attempted = true
 		if err != nil {
-			if errors.Is(err, invoke.ErrThrottled) {
-				r.p.obs.Throttled(r.shardID)
-			}
+			r.observeInvoke(0, took, err, false, false)
 			log().Warn("function not invoked; retrying without counting", "err", err)
 			if !sleep(runCtx, bo.next()) {
 				return errStopped
@@ -240,10 +250,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 				o = outcomeInvalid // a windowed function must return its state
 			}
 		}
-		r.p.obs.BatchInvoked(r.shardID, len(recs), took, o != outcomeSuccess)
-		if o == outcomeFunctionError {
-			r.p.obs.FunctionError(r.shardID)
-		}
+		r.observeInvoke(len(recs), took, nil, o != outcomeSuccess, o == outcomeFunctionError)
 		last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
 		switch o {
 		case outcomeSuccess:
@@ -295,6 +302,22 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		}
 	}
 	return nil
+}
+
+// observeInvoke reports one invoke request as Lambda's metrics count it: a throttle when the
+// request was refused as throttled (err), otherwise, when it reached the function (err nil), an
+// invocation with its records, duration and whether the batch failed, and a function error.
+func (r *reader) observeInvoke(records int, took time.Duration, err error, failed, functionError bool) {
+	if err != nil {
+		if errors.Is(err, invoke.ErrThrottled) {
+			r.p.obs.Throttled(r.shardID)
+		}
+		return
+	}
+	r.p.obs.BatchInvoked(r.shardID, records, took, failed)
+	if functionError {
+		r.p.obs.FunctionError(r.shardID)
+	}
 }
 
 // discard gives up on recs: their failure record goes to the on-failure destination, then the

@@ -149,24 +149,44 @@ func startFailureHarness(t *testing.T, cfg Config, f *fakekinesis.Fake, arn stri
 	if cfg.StartingPosition == "" {
 		cfg.StartingPosition = TrimHorizon
 	}
-	cfg.PollInterval, cfg.MinPollSpacing, cfg.ShardSyncInterval = 10*time.Millisecond, time.Millisecond, time.Hour
+	cfg.PollInterval, cfg.MinPollSpacing = 10*time.Millisecond, time.Millisecond
+	if cfg.ShardSyncInterval == 0 {
+		cfg.ShardSyncInterval = time.Hour
+	}
 	p, err := New(cfg, f, fh.store, inprocess.New(h.handle, inprocess.WithTimeout(10*time.Second)), append([]Option{WithDestination(fh.dest)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
 	fh.p = p
+	fh.stop = startPoller(t, p)
+	return fh
+}
+
+// startPoller runs p, with retries paced in milliseconds, until the returned stop (also run at the
+// test's end), which returns Run's error.
+func startPoller(t *testing.T, p *Poller) (stop func() error) {
+	t.Helper()
+	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	var once sync.Once
 	var runErr error
-	fh.stop = func() error {
+	stop = func() error {
 		once.Do(func() { cancel(); runErr = <-done })
 		return runErr
 	}
-	t.Cleanup(func() { _ = fh.stop() })
-	return fh
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// waitCheckpoint waits until the store's checkpoint of shard 0 is seq.
+func waitCheckpoint(t *testing.T, store Store, seq string) {
+	t.Helper()
+	testkit.WaitFor(t, "checkpoint "+seq, 5*time.Second, func() bool {
+		pr, _ := store.Load(context.Background())
+		return pr["shardId-000000000000"].Checkpoint == seq
+	})
 }
 
 func intp(v int) *int { return &v }
@@ -482,16 +502,9 @@ func TestThrottlesDoNotCountAsRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	testkit.WaitFor(t, "checkpoint", 5*time.Second, func() bool {
-		pr, _ := store.Load(context.Background())
-		return pr["shardId-000000000000"].Checkpoint == seqs[1]
-	})
-	cancel()
-	if err := <-done; err != nil {
+	stop := startPoller(t, p)
+	waitCheckpoint(t, store, seqs[1])
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	if len(dest.records()) != 0 || len(h.invocations()) != 1 {
@@ -557,10 +570,7 @@ func TestDestinationDownDropMode(t *testing.T) {
 	obs := &counting{states: map[string]string{}}
 	fh := startFailureHarness(t, Config{BatchSize: 1, MaximumRetryAttempts: intp(0), OnDestinationFailure: DestinationFailureDrop},
 		f, arn, h, WithDestination(dest), WithObserver(obs))
-	testkit.WaitFor(t, "the shard to move past the poison record", 5*time.Second, func() bool {
-		p, _ := fh.store.Load(context.Background())
-		return p["shardId-000000000000"].Checkpoint == seqs[2]
-	})
+	waitCheckpoint(t, fh.store, seqs[2])
 	if got := h.invocations(); fmt.Sprint(got) != "[[a] [poison] [c]]" {
 		t.Fatalf("invocations %v, want a, poison once, then c", got)
 	}

@@ -20,7 +20,7 @@ type counting struct {
 	mu                                                    sync.Mutex
 	polled, filtered, invoked, failed, dropped, delivered int
 	ages                                                  int
-	errors, throttles, destinationFailures                int
+	errors, throttles, destinationFailures, invocations   int
 	states                                                map[string]string
 }
 
@@ -36,7 +36,8 @@ func (c *counting) snapshot() *counting {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return &counting{polled: c.polled, filtered: c.filtered, invoked: c.invoked, failed: c.failed, dropped: c.dropped,
-		delivered: c.delivered, ages: c.ages, errors: c.errors, throttles: c.throttles, destinationFailures: c.destinationFailures}
+		delivered: c.delivered, ages: c.ages, errors: c.errors, throttles: c.throttles, destinationFailures: c.destinationFailures,
+		invocations: c.invocations}
 }
 
 func (c *counting) RecordsPolled(_ string, n int)      { c.mu.Lock(); c.polled += n; c.mu.Unlock() }
@@ -44,6 +45,7 @@ func (c *counting) RecordsFilteredOut(_ string, n int) { c.mu.Lock(); c.filtered
 func (c *counting) BatchInvoked(_ string, n int, _ time.Duration, failed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.invocations++
 	c.invoked += n
 	if failed {
 		c.failed += n
@@ -131,16 +133,9 @@ func TestFunctionMetricsCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	testkit.WaitFor(t, "checkpoint", 5*time.Second, func() bool {
-		pr, _ := store.Load(context.Background())
-		return pr["shardId-000000000000"].Checkpoint == seqs[1]
-	})
-	cancel()
-	if err := <-done; err != nil {
+	stop := startPoller(t, p)
+	waitCheckpoint(t, store, seqs[1])
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	c := obs.snapshot()

@@ -58,6 +58,8 @@ type Poller struct {
 	filters *filter.Filters // nil: every record is invoked
 	obs     Observer
 	ready   func() // called once the mapping is running (see WithReady)
+	efo     *efo   // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
+	subOpts []func(*kinesis.Options)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 	retention           atomic.Int64 // the stream's retention period (a time.Duration); 0 until read
@@ -98,6 +100,11 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	}
 	if kin == nil || store == nil || inv == nil {
 		return nil, errors.New("poller: Kinesis client, store and invoker are required")
+	}
+	if p.cfg.ConsumerARN != "" {
+		if err := p.useSubscriptions(); err != nil {
+			return nil, err
+		}
 	}
 	p.enc = newEventEncoder(p.cfg.StreamARN, p.arn.Region, p.cfg.InvokeIdentityARN)
 	p.log = p.log.With("stream", p.arn.Name)
@@ -154,6 +161,27 @@ func initialProgress(shards []types.Shard, position string, now time.Time) map[s
 	return out
 }
 
+// startAttempts bounds how often the first listing and the first load of progress are tried: a
+// brief 5xx, throttle or store outage at start is survived (about 10 s with the default pacing);
+// a stream that does not exist, or a dependency that keeps failing, ends Run.
+const startAttempts = 8
+
+// atStart runs one step of the start, retrying it as startAttempts says.
+func atStart[T any](ctx context.Context, p *Poller, what string, step func() (T, error)) (T, error) {
+	bo := backoff{base: p.retryBase / 10, max: p.retryMax}
+	for attempt := 1; ; attempt++ {
+		v, err := step()
+		if err == nil || errors.Is(err, ErrStreamNotFound) || attempt == startAttempts || ctx.Err() != nil {
+			return v, err
+		}
+		d := bo.next()
+		p.log.Warn(what+" failed; retrying", "err", err, "attempt", attempt, "backoff", d)
+		if !sleep(ctx, d) {
+			return v, err
+		}
+	}
+}
+
 type readerResult struct {
 	shardID  string
 	finished bool
@@ -172,12 +200,12 @@ func (p *Poller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	listing, err := ListShards(ctx, p.kin, p.cfg.StreamARN)
+	listing, err := atStart(ctx, p, "listing shards", func() ([]types.Shard, error) { return ListShards(ctx, p.kin, p.cfg.StreamARN) })
 	if err != nil {
 		return err
 	}
 	p.readRetention(ctx)
-	progress, err := p.store.Load(ctx)
+	progress, err := atStart(ctx, p, "loading checkpoints", func() (map[string]ShardProgress, error) { return p.store.Load(ctx) })
 	if err != nil {
 		return fmt.Errorf("load checkpoints: %w", err)
 	}

@@ -27,6 +27,9 @@ type reader struct {
 	// atTip: the first open is at LATEST itself (this run decided the LATEST start); later
 	// opens before a record was read resume AT_TIMESTAMP at the recorded start.
 	atTip bool
+
+	// sub: with enhanced fan-out, the subscription records are pushed on (subscribe.go).
+	sub *subscription
 }
 
 // currentProgress is the shard's progress as last written. With slots, whose goroutines write it
@@ -147,6 +150,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 	res := readerResult{shardID: r.shardID}
 	log := r.p.log.With("shard_id", r.shardID)
 	cfg := &r.p.cfg
+	defer r.closeSubscription()
 	if err := r.open(runCtx); err != nil {
 		if !errors.Is(err, errStopped) {
 			res.err = err
@@ -186,6 +190,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 		flush        bool // the previous batch was cut by the payload limit: send the rest now
 		lastPoll     time.Time
 		behind       = true
+		caughtUpAt   time.Time // when the last read that left the reader caught up started
 		ended        bool
 		children     []types.ChildShard
 		bo           = backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
@@ -239,8 +244,12 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 		}
 
 		if w := r.openWindowState(); w != nil && len(pending) == 0 && !behind &&
+			!caughtUpAt.Before(w.Start.Add(cfg.TumblingWindow)) &&
 			!r.p.now().Before(w.Start.Add(cfg.TumblingWindow+cfg.PollInterval)) {
-			// Caught up, and the open window ended a poll ago with nothing more for it: close it.
+			// Caught up by a read that started after the window ended, and the window ended a
+			// poll ago with nothing more for it: close it. A read from before the window's end
+			// (a long invocation since) or a read that failed (an expired iterator) may have
+			// missed records that still belong to the window.
 			if err := r.closeWindow(runCtx, workCtx, false); err != nil {
 				return fail(err)
 			}
@@ -259,7 +268,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 				continue // the window closed: invoke what is pending
 			}
 		}
-		if !sleep(runCtx, wait) {
+		if !r.await(runCtx, wait) {
 			return res
 		}
 
@@ -270,7 +279,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 		// One batch per read, or with slots enough for every slot (Kinesis returns at most 10000).
 		limit := int32(min(MaxBatchSize, cfg.BatchSize*cfg.ParallelizationFactor) - len(pending))
 		lastPoll = r.p.now()
-		out, err := r.p.kin.GetRecords(runCtx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
+		out, err := r.next(runCtx, limit)
 		if err != nil {
 			switch classifyRead(runCtx, err) {
 			case readStopped:
@@ -305,6 +314,9 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 			r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
 		}
 		behind = aws.ToInt64(out.MillisBehindLatest) > 0 || len(out.Records) >= int(limit)
+		if !behind {
+			caughtUpAt = r.caughtUpTime(lastPoll)
+		}
 		if out.NextShardIterator == nil {
 			ended, children = true, out.ChildShards
 		} else {
@@ -313,8 +325,19 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 	}
 }
 
+// next reads the shard's next records: with GetRecords, or from the subscription (subscribe.go).
+func (r *reader) next(ctx context.Context, limit int32) (*kinesis.GetRecordsOutput, error) {
+	if r.sub != nil {
+		return r.readSubscription(ctx, limit)
+	}
+	return r.p.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
+}
+
 // open gets a shard iterator for the current position, retrying transient failures.
 func (r *reader) open(ctx context.Context) error {
+	if r.subscribing() { // enhanced fan-out: subscribe instead (subscribe.go)
+		return r.subscribe(ctx)
+	}
 	bo := backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
 	for {
 		pr := r.currentProgress()

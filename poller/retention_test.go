@@ -42,9 +42,9 @@ func TestRetentionEndsInfiniteRetries(t *testing.T) {
 	}}
 	fh := startFailureHarness(t, Config{BatchSize: 1}, f, arn, h, WithClock(c.now))
 	testkit.WaitFor(t, "the record after the poison one", 5*time.Second, func() bool {
-		p, _ := fh.store.Load(context.Background())
+		pr, _ := fh.store.Load(context.Background())
 		seq := ok.Load().(string)
-		return seq != "" && p["shardId-000000000000"].Checkpoint == seq
+		return seq != "" && pr["shardId-000000000000"].Checkpoint == seq
 	})
 	dl := fh.dest.records()
 	if len(dl) != 1 || dl[0].Condition != ConditionRecordAgeExceeded || dl[0].Response != nil || dl[0].ApproximateInvokeCount != 5 ||
@@ -79,22 +79,12 @@ func TestRetentionReadAgain(t *testing.T) {
 		}
 		return nil, errors.New("poison")
 	}}
-	store, dest := NewMemoryStore(), &memDest{}
-	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 1,
-		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond, ShardSyncInterval: 5 * time.Millisecond}
-	p, err := New(cfg, f, store, inprocess.New(h.handle), WithDestination(dest), WithClock(c.now))
-	if err != nil {
+	fh := startFailureHarness(t, Config{BatchSize: 1, ShardSyncInterval: 5 * time.Millisecond}, f, arn, h, WithClock(c.now))
+	testkit.WaitFor(t, "record age exceeded", 10*time.Second, func() bool { return len(fh.dest.records()) == 1 })
+	if err := fh.stop(); err != nil {
 		t.Fatal(err)
 	}
-	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	testkit.WaitFor(t, "record age exceeded", 10*time.Second, func() bool { return len(dest.records()) == 1 })
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	dest := fh.dest
 	if d := dest.records()[0]; d.Condition != ConditionRecordAgeExceeded || d.ApproximateInvokeCount != 5 {
 		t.Fatalf("destination record %+v, want RecordAgeExceeded after 5 invocations (24 h), not 10 (48 h)", d)
 	}
@@ -122,5 +112,52 @@ func TestRetentionUnknownNeverExpires(t *testing.T) {
 	testkit.WaitFor(t, "retries", 5*time.Second, func() bool { return len(h.invocations()) >= 5 })
 	if dl := fh.dest.records(); len(dl) != 0 {
 		t.Fatalf("destination records %+v without a known retention period", dl)
+	}
+}
+
+// TestRetentionWithoutDestination: without an on-failure destination a record that outlived the
+// retention period is discarded and the shard moves on, and it is not counted in
+// DroppedEventCount, which leaves out records that expired through retention.
+func TestRetentionWithoutDestination(t *testing.T) {
+	var c clock
+	c.set(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	f := fakekinesis.New(fakekinesis.WithClock(c.now))
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 1, func(int) string { return "poison" })
+	h := &scripted{decide: func(int, events.KinesisEvent) (json.RawMessage, error) {
+		c.advance(13 * time.Hour)
+		return nil, errors.New("poison")
+	}}
+	obs := &counting{states: map[string]string{}}
+	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond},
+		f, NewMemoryStore(), inprocess.New(h.handle), WithClock(c.now), WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startPoller(t, p)
+	waitCheckpoint(t, p.store, seqs[0])
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c := obs.snapshot(); len(h.invocations()) != 2 || c.dropped != 0 {
+		t.Fatalf("%d invocations, %d dropped; want 2 (26 h > 24 h) and none counted", len(h.invocations()), c.dropped)
+	}
+}
+
+// TestRetentionAppliesToRetriesOnly: a record read for the first time is invoked even when it is
+// already older than the retention period (Kinesis trims lazily: a backlog at the trim horizon is
+// still delivered); only retrying it past the retention period gives up on it.
+func TestRetentionAppliesToRetriesOnly(t *testing.T) {
+	var c clock
+	c.set(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	f := fakekinesis.New(fakekinesis.WithClock(c.now))
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 1, func(int) string { return "old" })
+	c.advance(30 * time.Hour)
+	h := &scripted{decide: func(int, events.KinesisEvent) (json.RawMessage, error) { return nil, nil }}
+	fh := startFailureHarness(t, Config{BatchSize: 1}, f, arn, h, WithClock(c.now))
+	waitCheckpoint(t, fh.store, seqs[0])
+	if n, dl := len(h.invocations()), fh.dest.records(); n != 1 || len(dl) != 0 {
+		t.Fatalf("%d invocations, destination records %+v; want the old record invoked once and nothing discarded", n, dl)
 	}
 }

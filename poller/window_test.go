@@ -206,9 +206,10 @@ func TestWindowWithParallelizationFactor(t *testing.T) {
 		return h.handle(ctx, e)
 	}
 	var logs testkit.SyncBuffer
+	obs := &counting{states: map[string]string{}}
 	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 5, ParallelizationFactor: 4, TumblingWindow: time.Minute,
 		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, NewMemoryStore(), inprocess.New(handler),
-		WithClock(c.now), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		WithClock(c.now), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithObserver(obs))
 	if err != nil {
 		t.Fatalf("a windowed mapping with ParallelizationFactor 4 was refused: %v", err)
 	}
@@ -237,6 +238,10 @@ func TestWindowWithParallelizationFactor(t *testing.T) {
 	defer h.mu.Unlock()
 	if got := h.totals[t0.Format(time.RFC3339)]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("window totals %v, want %v", got, want)
+	}
+	if c := obs.snapshot(); c.invocations != h.invokes || c.invoked != 40 {
+		t.Fatalf("observer saw %d invocations of %d records; the handler ran %d times (the final one too) with 40 records",
+			c.invocations, c.invoked, h.invokes)
 	}
 	if n := strings.Count(logs.String(), "running one batch in flight per shard, because a tumbling window's state passes"); n != 1 {
 		t.Fatalf("warning logged %d times, want once:\n%s", n, logs.String())

@@ -95,8 +95,8 @@ func TestValidationMessages(t *testing.T) {
 			"", "t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: 1 validation error detected: Value 'orders' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: arn:(aws[a-zA-Z0-9-]*):([a-zA-Z0-9\\-])+:([a-z]{2}(-gov)?-[a-z]+-\\d{1})?:(\\d{12})?:(.*)"},
 		{"stream is a queue", eventTemplate("Stream: arn:aws:sqs:us-east-1:123456789012:q\nStartingPosition: LATEST"),
 			"", `t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: EventSourceArn "arn:aws:sqs:us-east-1:123456789012:q" is not a Kinesis stream ARN (arn:aws:kinesis:<region>:<account>:stream/<name>)`},
-		{"stream is a consumer", eventTemplate("Stream: " + stream + "/consumer/c:1540591608\nStartingPosition: LATEST"),
-			"", `t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: EventSourceArn "` + stream + `/consumer/c:1540591608": stream name missing or an enhanced fan-out consumer ARN (not supported yet)`},
+		{"consumer without its creation time", eventTemplate("Stream: " + stream + "/consumer/c\nStartingPosition: LATEST"),
+			"", `t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: EventSourceArn "` + stream + `/consumer/c" is not a Kinesis stream consumer ARN (arn:aws:kinesis:<region>:<account>:stream/<name>/consumer/<consumer>:<epoch seconds>): no creation timestamp after the consumer name`},
 		{"stream in another region", eventTemplate("Stream: arn:aws:kinesis:eu-west-1:123456789012:stream/s\nStartingPosition: LATEST"),
 			"", "t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: stream arn:aws:kinesis:eu-west-1:123456789012:stream/s is in eu-west-1 but the function runs in us-east-1 (AWS::Region, --region): Lambda reads streams of its own region only"},
 

@@ -3,7 +3,7 @@
 // mapping comes from the SAM template that deploys the function (template.yaml), flags and ESM_*
 // environment variables.
 //
-// Commands: run, serve, validate, invoke, generate-event, status, version.
+// Commands: run, serve, validate, invoke, generate-event, status, redrive, version.
 //
 // Exit codes: 0 after a clean stop, 2 for invalid configuration or usage, 1 for a runtime failure.
 // Errors are one line on stderr.
@@ -39,6 +39,7 @@ type app struct {
 	Invoke        invokeCmd   `cmd:"" help:"Invoke the function once with an event, like sam local invoke, and print its response."`
 	GenerateEvent generateCmd `cmd:"" name:"generate-event" help:"Print a Kinesis event for the given records, as esm would send it."`
 	Status        statusCmd   `cmd:"" help:"Show the mapping's shards as a lineage tree, with their state and checkpoint."`
+	Redrive       redriveCmd  `cmd:"" help:"Bring the records the mapping gave up on back from its on-failure destination: invoke the function with them again, as Lambda would have."`
 	Version       versionCmd  `cmd:"" help:"Print the version."`
 }
 
@@ -87,6 +88,8 @@ func run(args []string, e env) int {
 		err = a.GenerateEvent.run(ctx, e)
 	case "status":
 		err = a.Status.run(ctx, e)
+	case "redrive":
+		err = a.Redrive.run(ctx, e)
 	default:
 		err = cli.Usage(fmt.Errorf("unknown command %q", kctx.Command()))
 	}

@@ -53,25 +53,23 @@ type TemplateFlags struct {
 type RunFlags struct {
 	TemplateFlags `embed:""`
 
-	Invoke []string `help:"The function: exec:PATH [ARGS] runs its binary (a bootstrap, any runtime) in execution environments esm hosts, with the Lambda Runtime API; http(s) URLs of Lambda-Invoke-compatible endpoints (a pool, one invocation at a time each, e.g. aws-lambda-rie); lambda:NAME_OR_ARN through the Lambda API; example for the built-in example function. Repeatable (exec: and URLs)." env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
+	MappingFlags `embed:""`
 	// MaxEnvironments caps the execution environments of exec: targets.
-	MaxEnvironments int     `help:"Most execution environments of an exec: target at once (they grow to the mapping's concurrency: shards x ParallelizationFactor); 0: 64." env:"ESM_MAX_ENVIRONMENTS" placeholder:"N"`
-	Stream          *string `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
+	MaxEnvironments int `help:"Most execution environments of an exec: target at once (they grow to the mapping's concurrency: shards x ParallelizationFactor); 0: 64." env:"ESM_MAX_ENVIRONMENTS" placeholder:"N"`
+	// RegisterConsumer reads through an enhanced fan-out consumer, registered when missing.
+	RegisterConsumer *string `help:"Read through the stream's enhanced fan-out consumer NAME (SubscribeToShard), registering it when it does not exist (RegisterStreamConsumer) and waiting until it is ACTIVE." env:"ESM_REGISTER_CONSUMER" placeholder:"NAME"`
 	// Provision creates the template's stream on the emulator when it is missing.
 	Provision bool `help:"Create the template's stream (its AWS::Kinesis::Stream, with its ShardCount) on the --endpoint-url emulator when it does not exist." env:"ESM_PROVISION"`
 
 	StateDir string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
 	// OnDestinationFailure is what a shard does when its on-failure destination cannot be reached.
 	OnDestinationFailure string `help:"When the on-failure destination cannot take a record: block (retry, holding the shard; nothing is lost) or drop (drop the records and move on, as Lambda does). Each failed send counts in DestinationDeliveryFailures." default:"block" enum:"block,drop" env:"ESM_ON_DESTINATION_FAILURE"`
-	SQSProtocol          string `name:"sqs-protocol" help:"Protocol of the SQS on-failure destination: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
 
-	FunctionName              *string        `help:"Function name, used in ARNs and to key checkpoints (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
-	Timeout                   *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
-	BatchSize                 *int           `help:"Most records per invocation, 1-10000 (default: the template's, else 100)." env:"ESM_BATCH_SIZE"`
-	MaximumBatchingWindow     *int           `name:"maximum-batching-window" help:"Seconds to gather records before invoking, 0-300 (default: the template's, else 0)." env:"ESM_MAXIMUM_BATCHING_WINDOW"`
-	StartingPosition          *string        `help:"TRIM_HORIZON, LATEST or AT_TIMESTAMP (default: the template's, else TRIM_HORIZON)." env:"ESM_STARTING_POSITION"`
-	StartingPositionTimestamp *string        `help:"With AT_TIMESTAMP: RFC 3339 time or Unix seconds." env:"ESM_STARTING_POSITION_TIMESTAMP"`
-	Enabled                   *bool          `help:"Poll the stream (--no-enabled pauses the mapping; default: the template's Enabled)." negatable:"" env:"ESM_ENABLED"`
+	BatchSize                 *int    `help:"Most records per invocation, 1-10000 (default: the template's, else 100)." env:"ESM_BATCH_SIZE"`
+	MaximumBatchingWindow     *int    `name:"maximum-batching-window" help:"Seconds to gather records before invoking, 0-300 (default: the template's, else 0)." env:"ESM_MAXIMUM_BATCHING_WINDOW"`
+	StartingPosition          *string `help:"TRIM_HORIZON, LATEST or AT_TIMESTAMP (default: the template's, else TRIM_HORIZON)." env:"ESM_STARTING_POSITION"`
+	StartingPositionTimestamp *string `help:"With AT_TIMESTAMP: RFC 3339 time or Unix seconds." env:"ESM_STARTING_POSITION_TIMESTAMP"`
+	Enabled                   *bool   `help:"Poll the stream (--no-enabled pauses the mapping; default: the template's Enabled)." negatable:"" env:"ESM_ENABLED"`
 
 	PollInterval      time.Duration `help:"Pause between polls of a caught-up shard." default:"1s" env:"ESM_POLL_INTERVAL"`
 	ShardSyncInterval time.Duration `help:"How often to list shards to find new ones." default:"60s" env:"ESM_SHARD_SYNC_INTERVAL"`
@@ -237,27 +235,20 @@ type Config struct {
 // Load resolves the flags, the environment and the template into a run configuration. It makes
 // no AWS call except STS GetCallerIdentity when the template needs the account of real AWS.
 func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) {
-	logger, err := f.Logger(stderr)
-	if err != nil {
-		return nil, err
-	}
-	c, err := f.Target(ctx, f.Stream, f.FunctionName, logger)
+	c, err := f.LoadMapping(ctx, f.MappingFlags, f.LogFlags, stderr)
 	if err != nil {
 		return nil, err
 	}
 	if f.MaxEnvironments < 0 {
 		return nil, Usage(fmt.Errorf("--max-environments %d: must be 0 or more", f.MaxEnvironments))
 	}
-	c.Invoke, c.Provision, c.MaxEnvironments = f.Invoke, f.Provision, f.MaxEnvironments
+	c.Provision, c.MaxEnvironments = f.Provision, f.MaxEnvironments
 	c.MetricsAddr, c.EMF = f.MetricsAddr, f.EMF
 	if strings.HasPrefix(c.MetricsAddr, ":") {
 		c.MetricsAddr = "127.0.0.1" + c.MetricsAddr
 	}
 	o, mc := c.Service, c.Service.Mapping
-	o.StateDir, o.SQSProtocol = f.StateDir, f.SQSProtocol
-	if f.Timeout != nil {
-		o.FunctionTimeout = *f.Timeout
-	}
+	o.StateDir = f.StateDir
 	if err := f.overrideMapping(&mc); err != nil {
 		return nil, err
 	}
@@ -268,6 +259,11 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 	}
 	o.LeaseTable, o.CreateLeaseTable, o.WorkerID, o.LeaseDuration = f.LeaseTable, f.CreateLeaseTable, f.WorkerID, f.LeaseDuration
 	o.Mapping = mc
+	if f.RegisterConsumer != nil {
+		o.Consumer, o.RegisterConsumer = *f.RegisterConsumer, true
+	} else if c.Provision && c.Mapping != nil && c.Mapping.Consumer != nil && c.Mapping.Consumer.LogicalID != "" {
+		o.RegisterConsumer = true // --provision registers the template's consumer too
+	}
 	c.Service = o
 	return c, nil
 }
@@ -300,7 +296,7 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 		}
 		c.Mapping, c.Warnings = m, res.Template.Warnings
 		mc = m.PollerConfig()
-		o.Stream = streamFor(m)
+		o.Stream, o.Consumer = streamFor(m), consumerFor(m)
 		o.FunctionName = m.Function.FunctionName
 		o.FunctionTimeout = time.Duration(m.Function.Timeout) * time.Second
 	case stream == nil:
@@ -310,7 +306,7 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 		return nil, Usage(errors.New("--function selects a mapping of a template, and there is none: pass --template FILE"))
 	}
 	if stream != nil {
-		o.Stream = *stream
+		o.Stream, o.Consumer = *stream, ""
 		mc.StreamARN = ""
 	}
 	if functionName != nil {
@@ -330,6 +326,19 @@ func streamFor(m *sam.Mapping) string {
 		return m.Stream.Name
 	}
 	return m.EventSourceArn
+}
+
+// consumerFor is the consumer the service looks up, when the mapping reads through one: its name
+// when the template declares it (its creation time, in the ARN, is known only once registered),
+// else its ARN.
+func consumerFor(m *sam.Mapping) string {
+	switch {
+	case m.Consumer == nil:
+		return ""
+	case m.Consumer.LogicalID != "":
+		return m.Consumer.Name
+	}
+	return m.Consumer.Arn
 }
 
 // overrideMapping applies the mapping flags that were given, through the same service.Settings

@@ -29,6 +29,10 @@
 // stream or shard, because misuse there is a bug in the test itself.
 // The three API methods never panic. They report errors as Kinesis does.
 //
+// Enhanced fan-out: RegisterConsumer, RegisterStreamConsumer,
+// DescribeStreamConsumer and SubscribeToShard (see subscribe.go), served
+// through the SDK's own client and event-stream decoder.
+//
 // Not emulated: per-shard rate limits (inject ErrThrottled instead), DryRun,
-// StreamId, enhanced fan-out, writes through the API, and stream deletion.
+// StreamId, writes through the API, and stream deletion.
 package fakekinesis

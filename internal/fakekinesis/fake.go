@@ -40,6 +40,7 @@ type config struct {
 	region   string
 	account  string
 	pageSize int // ListShards page size when MaxResults is not given
+	efo      efoConfig
 }
 
 // WithListShardsPageSize sets how many shards a ListShards call without MaxResults returns per
@@ -98,7 +99,8 @@ type Fake struct {
 	pageSeq uint64
 
 	injector atomic.Pointer[func(op string, in any) error]
-	calls    [4]atomic.Int64
+	calls    [6]atomic.Int64
+	efo      efoState
 }
 
 type stream struct {
@@ -109,6 +111,8 @@ type stream struct {
 	open      []*shard // open shards ordered by hash range
 	// retention is RetentionPeriodHours; 0 means the default 24 hours (see SetRetention).
 	retention time.Duration
+	// wake is closed when a record is added or a shard closes (subscribe.go).
+	wake chan struct{}
 }
 
 type shard struct {
@@ -182,6 +186,10 @@ func opIndex(op string) int {
 		return 2
 	case OpDescribeStreamSummary:
 		return 3
+	case OpSubscribeToShard:
+		return 4
+	case OpSubscribeToShardEvent:
+		return 5
 	}
 	return -1
 }
@@ -393,6 +401,7 @@ func (s *stream) addShard(r [2]u128, parent, adjacent *string, now time.Time) *s
 func (s *stream) close(sh *shard, now time.Time) {
 	sh.endSeq = ptr(s.nextSeq(sh.num))
 	sh.closedAt = now
+	s.wakeSubscribers()
 }
 
 // reindex rebuilds the routing table of open shards after a change.
@@ -429,6 +438,7 @@ func (s *stream) appendRecord(sh *shard, pk string, data []byte, now time.Time) 
 		PartitionKey:                &m.pk,
 		ApproximateArrivalTimestamp: &m.arrival,
 	})
+	s.wakeSubscribers()
 	return m.seq
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,8 +28,17 @@ import (
 
 // Options is everything needed to run one mapping in this process.
 type Options struct {
-	// Stream is the stream's name or ARN.
+	// Stream is the stream's name or ARN, or an enhanced fan-out consumer's ARN (then the mapping
+	// reads through that consumer).
 	Stream string
+	// Consumer, when set, is the enhanced fan-out consumer of Stream the mapping reads through
+	// (SubscribeToShard): its ARN, or its name. It must be ACTIVE, or be waited for.
+	Consumer string
+	// RegisterConsumer registers Consumer (a name) when it does not exist, and waits until it is
+	// ACTIVE.
+	RegisterConsumer bool
+	// SubscribeOptions are client options for every SubscribeToShard call.
+	SubscribeOptions []func(*kinesis.Options)
 	// EndpointURL, when set, is where every AWS call goes (a local emulator); otherwise the SDK's
 	// own resolution applies, AWS_ENDPOINT_URL_KINESIS included.
 	EndpointURL string
@@ -81,6 +91,9 @@ type Options struct {
 // from destinationOptions once the store is open).
 func pollerOptions(o Options) []poller.Option {
 	opts := []poller.Option{poller.WithLogger(o.Logger)}
+	if subOpts := slices.Concat(buildSubscribeOptions, o.SubscribeOptions); len(subOpts) > 0 {
+		opts = append(opts, poller.WithSubscribeOptions(subOpts...))
+	}
 	if o.Observer != nil {
 		opts = append(opts, poller.WithObserver(o.Observer))
 	}
@@ -114,11 +127,21 @@ func destinationOptions(o Options, cfg aws.Config, mc poller.Config, mappingUUID
 	if mc.OnFailureDestination == "" {
 		return nil, nil
 	}
-	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: o.EndpointURL, SQSProtocol: o.SQSProtocol, MappingUUID: mappingUUID})
+	d, err := destination(cfg, o.EndpointURL, o.SQSProtocol, mc, mappingUUID)
+	if err != nil {
+		return nil, err
+	}
+	return []poller.Option{poller.WithDestination(d)}, nil
+}
+
+// destination is the client of the mapping's on-failure destination; an S3 bucket's object keys
+// carry the mapping's UUID.
+func destination(cfg aws.Config, endpointURL, sqsProtocol string, mc poller.Config, mappingUUID string) (poller.Destination, error) {
+	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: endpointURL, SQSProtocol: sqsProtocol, MappingUUID: mappingUUID})
 	if err != nil {
 		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
 	}
-	return []poller.Option{poller.WithDestination(d)}, nil
+	return d, nil
 }
 
 // Run runs the mapping until ctx ends, invoking o.Invoker or, when it is nil, handler in-process.
@@ -156,13 +179,22 @@ func Run(ctx context.Context, o Options, handler any) error {
 			ko.BaseEndpoint = aws.String(o.EndpointURL)
 		}
 	})
-	arn, err := ResolveStreamARN(ctx, kin, o.Stream)
+	stream, consumer, err := splitSource(o.Stream, o.Consumer)
+	if err != nil {
+		return err
+	}
+	arn, err := ResolveStreamARN(ctx, kin, stream)
 	if err != nil {
 		return err
 	}
 	sa, _ := poller.ParseStreamARN(arn)
 	mc := o.Mapping
 	mc.StreamARN = arn
+	if consumer != "" {
+		if mc.ConsumerARN, err = ResolveConsumer(ctx, kin, arn, consumer, o.RegisterConsumer, o.Logger); err != nil {
+			return err
+		}
+	}
 	if mc.FunctionARN == "" {
 		mc.FunctionARN = FunctionARN(sa, o.FunctionName)
 	}
@@ -198,7 +230,7 @@ func Run(ctx context.Context, o Options, handler any) error {
 		return err
 	}
 	abs, _ := filepath.Abs(o.StateDir)
-	o.Logger.Info("esm running", "stream", arn, "function", mc.FunctionARN, "state_dir", abs, "pid", os.Getpid())
+	o.Logger.Info("esm running", "stream", arn, "function", mc.FunctionARN, "state_dir", abs, "pid", os.Getpid(), "consumer", mc.ConsumerARN)
 	return p.Run(ctx)
 }
 
