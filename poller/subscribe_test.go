@@ -18,6 +18,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 // subscriptions is the fake seen through a log of every SubscribeToShard call and its outcome.
@@ -388,5 +389,75 @@ func TestSubscriptionFailureRules(t *testing.T) {
 	}
 	if n := f.Calls(fakekinesis.OpGetRecords); n != 0 || f.Calls(fakekinesis.OpSubscribeToShard) == 0 {
 		t.Fatalf("%d GetRecords calls, %d subscriptions", n, f.Calls(fakekinesis.OpSubscribeToShard))
+	}
+}
+
+// TestStaleCaughtUpEventKeepsWindowOpen: an event that says "caught up" but was made before the
+// window's last records arrived (a connection that held it: here the fake holds it until after the
+// window's end) must not close the window: it is closed once, after all its records.
+func TestStaleCaughtUpEventKeepsWindowOpen(t *testing.T) {
+	h, _ := newEFOHarness(t, 1)
+	const window = 3 * time.Second
+	h.cfg.TumblingWindow = window
+	sums := &windowSums{totals: map[string]map[string]int{}}
+	var mu sync.Mutex
+	finals := map[string]int{} // window start → final invocations
+	inv := inprocess.New(func(ctx context.Context, e events.KinesisTimeWindowEvent) (events.KinesisTimeWindowEventResponse, error) {
+		if e.IsFinalInvokeForWindow {
+			mu.Lock()
+			finals[e.Window.Start.UTC().Format(time.RFC3339)]++
+			mu.Unlock()
+		}
+		return sums.handle(ctx, e)
+	})
+	var hold atomic.Bool
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	h.fake.Inject(func(op string, in any) error {
+		if op == fakekinesis.OpSubscribeToShardEvent && hold.CompareAndSwap(true, false) {
+			held <- struct{}{}
+			<-release
+		}
+		return nil
+	})
+	cfg := h.cfg
+	cfg.StreamARN = h.arn
+	p, err := New(cfg, h.kin, h.store, inv, h.opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// Both records in one window: the first early in it, the second a heartbeat (1 s) later.
+	testkit.WaitFor(t, "the start of a window", 2*window, func() bool { return time.Since(time.Now().Truncate(window)) < 300*time.Millisecond })
+	start := time.Now().Truncate(window)
+	_, first := h.fake.Put("s", "k", []byte("1"))
+	testkit.WaitFor(t, "the first record's checkpoint", 5*time.Second, func() bool {
+		pr, _ := h.store.Load(context.Background())
+		return pr["shardId-000000000000"].Checkpoint == first || pr["shardId-000000000000"].Window != nil
+	})
+	hold.Store(true)
+	<-held // the next event (caught up: nothing new) is made, and held back
+	h.fake.Put("s", "k", []byte("2"))
+	if time.Now().Truncate(window) != start {
+		t.Fatal("the second record missed the first one's window: the machine is too slow for this test")
+	}
+	testkit.WaitFor(t, "the window's end and a poll", 2*window, func() bool { return time.Now().After(start.Add(window + 100*time.Millisecond)) })
+	close(release) // the stale event arrives after the window's end, before the record
+	testkit.WaitFor(t, "the window closed with both records, or twice", 10*time.Second, func() bool {
+		sums.mu.Lock()
+		defer sums.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		return sums.totals[start.UTC().Format(time.RFC3339)]["k"] == 3 || finals[start.UTC().Format(time.RFC3339)] > 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for w, n := range finals {
+		if n != 1 {
+			t.Fatalf("window %s closed %d times: it was closed before its records were handled (finals %v)", w, n, finals)
+		}
 	}
 }
