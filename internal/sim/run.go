@@ -65,8 +65,9 @@ func RunSchedule(s Schedule, dir string) Result {
 		parents: map[string][]string{}, trimmed: map[string]bool{}, handled: map[string]bool{}, sent: map[string]bool{},
 		inflight: map[string]int{}, errKinds: map[string]int{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
 	}
-	w.fake = fakekinesis.New(fakekinesis.WithIteratorTTL(s.IteratorTTL), fakekinesis.WithListShardsPageSize(s.ListPageSize))
+	w.fake = fakekinesis.New(fakekinesis.WithIteratorTTL(s.IteratorTTL), fakekinesis.WithListShardsPageSize(s.ListPageSize), s.subscriptionTiming())
 	w.arn = w.fake.CreateStream("sim", s.Shards)
+	w.useSubscriptions()
 	var closeStore func()
 	if s.FileStore {
 		fs, err := lease.OpenFile(dir)
@@ -140,6 +141,7 @@ func (d *driver) start() {
 	if w.s.Filter {
 		cfg.FilterPatterns = []string{`{"data":{"tag":["a","poison"]}}`}
 	}
+	cfg.ConsumerARN = w.consumer // with EFO
 	p, err := poller.New(cfg, simKinesis{inc}, simStore{inc}, simInvoker{inc},
 		poller.WithDestination(simDest{inc}), poller.WithObserver(inc.obs),
 		poller.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -319,8 +321,8 @@ func (d *driver) put(n int) {
 		w.keyCount[key]++
 		w.mu.Unlock()
 		data, _ := json.Marshal(map[string]any{"key": key, "n": idx, "tag": tag})
+		w.mu.Lock() // known before it can be read: a subscription pushes it at once
 		shard, seq := w.fake.Put("sim", key, data)
-		w.mu.Lock()
 		r := &rec{seq: seq, key: key, shard: shard, tag: tag, n: idx, at: time.Now().Truncate(time.Millisecond)}
 		w.recs[seq] = r
 		w.byShard[shard] = append(w.byShard[shard], r)

@@ -28,6 +28,11 @@ type Schedule struct {
 	InvokeTime          time.Duration // typical invocation duration
 	FailRate, PoisonPct float64       // per invocation; per record (percent)
 
+	// EFO: the mapping reads through a consumer, whose subscriptions last SubLifetime
+	// (subscribe.go).
+	EFO         bool
+	SubLifetime time.Duration
+
 	Events []Event
 	Length time.Duration // time of the last event
 }
@@ -115,6 +120,9 @@ func Generate(seed int64) Schedule {
 	if pick(0.5) {
 		s.PF = 2 + rng.IntN(9)
 	}
+	if pick(0.25) {
+		s.Keys = 1 + rng.IntN(3) // hot keys: few slots busy
+	}
 	if pick(0.6) {
 		s.Retries = rng.IntN(4)
 		if pick(0.6) {
@@ -166,11 +174,10 @@ func Generate(seed int64) Schedule {
 	}
 	for range rng.IntN(8) {
 		f := faultKinds[rng.IntN(len(faultKinds))]
-		d := dur(100*time.Millisecond, 10*time.Second)
-		if f == FStoreDown && pick(0.3) {
-			d = dur(40*time.Second, 90*time.Second) // long enough that the mapping gives up
-		}
-		add(Event{At: at(), Kind: EvFault, Fault: f, D: d})
+		add(Event{At: at(), Kind: EvFault, Fault: f, D: dur(100*time.Millisecond, 10*time.Second)})
+	}
+	if pick(0.3) { // a store outage long enough that the mapping gives up and exits
+		add(Event{At: at(), Kind: EvFault, Fault: FStoreDown, D: dur(40*time.Second, 90*time.Second)})
 	}
 	for range rng.IntN(3) {
 		add(Event{At: at(), Kind: EvCrash, D: dur(0, 5*time.Second)})
@@ -181,8 +188,9 @@ func Generate(seed int64) Schedule {
 	for range rng.IntN(2) {
 		add(Event{At: at(), Kind: EvStop, D: dur(0, 5*time.Second)})
 	}
-	slices.SortStableFunc(s.Events, func(a, b Event) int { return int(a.At - b.At) })
 	s.Length = length
+	s.withSubscriptions()
+	slices.SortStableFunc(s.Events, func(a, b Event) int { return int(a.At - b.At) })
 	return s
 }
 
@@ -191,6 +199,9 @@ func (s Schedule) String() string {
 	fmt.Fprintf(&b, "seed %d: latest=%t shards=%d keys=%d PF=%d batch=%d bisect=%t partial=%t retries=%d window=%s filter=%t filestore=%t poll=%s sync=%s ttl=%s page=%d invoke=%s fail=%.3f poison=%.2f%%\n",
 		s.Seed, s.Latest, s.Shards, s.Keys, s.PF, s.BatchSize, s.Bisect, s.Partial, s.Retries, s.Window, s.Filter, s.FileStore,
 		s.PollInterval, s.ShardSync, s.IteratorTTL, s.ListPageSize, s.InvokeTime, s.FailRate, s.PoisonPct)
+	if s.EFO {
+		fmt.Fprintf(&b, "  read through a consumer; subscriptions last %s\n", s.SubLifetime)
+	}
 	puts, n := 0, 0
 	for _, e := range s.Events {
 		if e.Kind == EvPut {

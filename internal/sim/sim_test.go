@@ -95,7 +95,7 @@ func TestSimulation(t *testing.T) {
 	t.Log("\n" + b.String())
 	if len(seeds) >= 20 { // fewer seeds need not cover every kind
 		// Every kind of fault and event must have happened across the runs.
-		for _, k := range append(slices.Clone(faultKinds), string(EvCrash), string(EvFreeze), string(EvStop),
+		for _, k := range append(append(slices.Clone(faultKinds), subscriptionFaults...), string(EvCrash), string(EvFreeze), string(EvStop),
 			string(EvSplit), string(EvMerge), string(EvTrim), "poison-record") {
 			if injected[k] == 0 {
 				t.Errorf("no run injected %s", k)
