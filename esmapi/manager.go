@@ -31,6 +31,8 @@ type Function struct {
 type Engine interface {
 	// ResolveStream returns the stream's ARN, or an error wrapping poller.ErrStreamNotFound.
 	ResolveStream(ctx context.Context, stream string) (string, error)
+	// ResolveConsumer checks that the enhanced fan-out consumer of the stream is registered.
+	ResolveConsumer(ctx context.Context, streamARN, consumerARN string) error
 	NewPoller(mc poller.Config, uuid string, store poller.Store, inv poller.Invoker, opts ...poller.Option) (*poller.Poller, error)
 }
 
@@ -345,9 +347,9 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Config, *APIError) {
 	if _, ok := m.funcs[ref.name]; !ok {
 		return poller.Config{}, invalidParameter(msgFunctionNotFound)
 	}
-	stream, err := poller.ParseStreamARN(*req.EventSourceArn)
+	stream, err := sourceStream(*req.EventSourceArn)
 	if err != nil {
-		return poller.Config{}, invalidParameter("%s esm serves Kinesis stream mappings: arn:aws:kinesis:<region>:<account>:stream/<name>.", msgUnrecognizedSource)
+		return poller.Config{}, invalidParameter("%s esm serves Kinesis mappings: arn:aws:kinesis:<region>:<account>:stream/<name>, or a consumer of one.", msgUnrecognizedSource)
 	}
 	if e := req.checkKinesis(); e != nil {
 		return poller.Config{}, e
@@ -358,7 +360,7 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Config, *APIError) {
 		s.StartingPositionTimestamp = &req.StartingPositionTimestamp.Time
 	}
 	mc := m.o.Base
-	mc.StreamARN, mc.FunctionARN = stream.String(), ref.arn(stream)
+	mc.StreamARN, mc.FunctionARN = *req.EventSourceArn, ref.arn(stream) // a consumer ARN moves to ConsumerARN
 	if err := s.Apply(&mc); err != nil {
 		return poller.Config{}, fromConfig(err)
 	}
@@ -375,9 +377,14 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 	}
 	if _, err := m.o.Engine.ResolveStream(ctx, mc.StreamARN); err != nil {
 		if errors.Is(err, poller.ErrStreamNotFound) {
-			return EventSourceMapping{}, invalidParameter("Stream not found: %s", *req.EventSourceArn)
+			return EventSourceMapping{}, invalidParameter("Stream not found: %s", mc.StreamARN)
 		}
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	if mc.ConsumerARN != "" {
+		if err := m.o.Engine.ResolveConsumer(ctx, mc.StreamARN, mc.ConsumerARN); err != nil {
+			return EventSourceMapping{}, invalidParameter("Stream consumer not found: %s (%s)", mc.ConsumerARN, oneLine(err))
+		}
 	}
 	rec := Record{FunctionName: *req.FunctionName, Tags: req.Tags}
 	if req.KMSKeyArn != nil {
@@ -386,7 +393,7 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 	rec.Mapping.MetricsConfig = req.MetricsConfig
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if other := m.conflictLocked(mc.StreamARN, mc.FunctionARN, ""); other != nil {
+	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, ""); other != nil {
 		return EventSourceMapping{}, conflict(*req.EventSourceArn, *req.FunctionName, other)
 	}
 	return m.addLocked(ctx, rec, mc)
@@ -401,7 +408,7 @@ func conflict(streamARN, functionName string, other *entry) *APIError {
 // addLocked stores a new mapping with the settings of mc (defaults applied) and starts it; m.mu
 // is held.
 func (m *Manager) addLocked(ctx context.Context, rec Record, mc poller.Config) (EventSourceMapping, *APIError) {
-	stream, _ := poller.ParseStreamARN(mc.StreamARN)
+	stream, _ := poller.ParseStreamARN(mc.StreamARN) // defaults applied: the stream's, not a consumer's
 	now := time.Now()
 	id := uuid.NewString()
 	rec.Enabled, rec.Created = !mc.Disabled, now
@@ -445,7 +452,7 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc pol
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if other := m.conflictLocked(mc.StreamARN, mc.FunctionARN, ""); other != nil {
+	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, ""); other != nil {
 		return other.view(), false, nil
 	}
 	v, aerr := m.addLocked(ctx, Record{FunctionName: functionName}, mc)
@@ -497,7 +504,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 		return EventSourceMapping{}, inUse(id, e.state)
 	}
 	rec := e.rec
-	stream, _ := poller.ParseStreamARN(rec.Mapping.EventSourceArn)
+	stream, _ := sourceStream(rec.Mapping.EventSourceArn)
 	if req.FunctionName != nil {
 		ref := parseFunctionName(*req.FunctionName)
 		if _, ok := m.funcs[ref.name]; !ok {
@@ -520,8 +527,8 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	if err != nil {
 		return EventSourceMapping{}, fromConfig(err)
 	}
-	if other := m.conflictLocked(mc.StreamARN, mc.FunctionARN, id); other != nil {
-		return EventSourceMapping{}, conflict(mc.StreamARN, rec.FunctionName, other)
+	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, id); other != nil {
+		return EventSourceMapping{}, conflict(sourceOf(mc), rec.FunctionName, other)
 	}
 	rec.Mapping.describe(mc)
 	rec.Enabled = !mc.Disabled
@@ -660,7 +667,7 @@ func (m *Manager) List(in ListInput) ([]EventSourceMapping, string, *APIError) {
 			continue
 		}
 		if in.FunctionName != "" {
-			stream, _ := poller.ParseStreamARN(e.rec.Mapping.EventSourceArn)
+			stream, _ := sourceStream(e.rec.Mapping.EventSourceArn)
 			if parseFunctionName(in.FunctionName).arn(stream) != e.rec.Mapping.FunctionArn {
 				continue
 			}

@@ -416,3 +416,33 @@ func TestWindowNotClosedOnStaleCatchUp(t *testing.T) {
 		}
 	})
 }
+
+// downStore fails every load and save.
+type downStore struct{}
+
+func (downStore) Load(context.Context) (map[string]ShardProgress, error) {
+	return nil, errors.New("store unreachable")
+}
+func (downStore) Save(context.Context, map[string]ShardProgress) error {
+	return errors.New("store unreachable")
+}
+
+// TestStopWhileStartingIsGraceful (found by the simulation, seed 144): a stop that arrives while
+// the start still retries an unreachable store ends Run with nil, as any graceful stop does.
+func TestStopWhileStartingIsGraceful(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fakekinesis.New()
+		arn := f.CreateStream("s", 1)
+		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon}, f, downStore{}, &timedInvoker{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		time.Sleep(time.Second) // a few failed loads
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run = %v after a stop during the start, want nil", err)
+		}
+	})
+}

@@ -171,13 +171,16 @@ func atStart[T any](ctx context.Context, p *Poller, what string, step func() (T,
 	bo := backoff{base: p.retryBase / 10, max: p.retryMax}
 	for attempt := 1; ; attempt++ {
 		v, err := step()
-		if err == nil || errors.Is(err, ErrStreamNotFound) || attempt == startAttempts || ctx.Err() != nil {
+		if err != nil && ctx.Err() != nil {
+			return v, errStopped // stopped while starting: a graceful stop, not a failure
+		}
+		if err == nil || errors.Is(err, ErrStreamNotFound) || attempt == startAttempts {
 			return v, err
 		}
 		d := bo.next()
 		p.log.Warn(what+" failed; retrying", "err", err, "attempt", attempt, "backoff", d)
 		if !sleep(ctx, d) {
-			return v, err
+			return v, errStopped
 		}
 	}
 }
@@ -201,11 +204,17 @@ func (p *Poller) Run(ctx context.Context) error {
 		return nil
 	}
 	listing, err := atStart(ctx, p, "listing shards", func() ([]types.Shard, error) { return ListShards(ctx, p.kin, p.cfg.StreamARN) })
+	if errors.Is(err, errStopped) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	p.readRetention(ctx)
 	progress, err := atStart(ctx, p, "loading checkpoints", func() (map[string]ShardProgress, error) { return p.store.Load(ctx) })
+	if errors.Is(err, errStopped) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("load checkpoints: %w", err)
 	}

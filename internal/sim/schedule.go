@@ -120,6 +120,9 @@ func Generate(seed int64) Schedule {
 	if pick(0.5) {
 		s.PF = 2 + rng.IntN(9)
 	}
+	if pick(0.25) {
+		s.Keys = 1 + rng.IntN(3) // hot keys: few slots busy
+	}
 	if pick(0.6) {
 		s.Retries = rng.IntN(4)
 		if pick(0.6) {
@@ -171,11 +174,10 @@ func Generate(seed int64) Schedule {
 	}
 	for range rng.IntN(8) {
 		f := faultKinds[rng.IntN(len(faultKinds))]
-		d := dur(100*time.Millisecond, 10*time.Second)
-		if f == FStoreDown && pick(0.3) {
-			d = dur(40*time.Second, 90*time.Second) // long enough that the mapping gives up
-		}
-		add(Event{At: at(), Kind: EvFault, Fault: f, D: d})
+		add(Event{At: at(), Kind: EvFault, Fault: f, D: dur(100*time.Millisecond, 10*time.Second)})
+	}
+	if pick(0.3) { // a store outage long enough that the mapping gives up and exits
+		add(Event{At: at(), Kind: EvFault, Fault: FStoreDown, D: dur(40*time.Second, 90*time.Second)})
 	}
 	for range rng.IntN(3) {
 		add(Event{At: at(), Kind: EvCrash, D: dur(0, 5*time.Second)})

@@ -129,7 +129,7 @@ type incarnation struct {
 	done   chan error
 	obs    *counts
 	// what the wrappers saw, for the observer check
-	polled, invokedRecs, failedInvokes, delivered, filtered int
+	polled, invokedRecs, failedInvokes, delivered, filtered, throttles int
 	// pushed: records its subscriptions were sent (with EFO).
 	pushed int
 }
@@ -369,6 +369,9 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 	attempt := fmt.Sprint(w.attempt[batchID])
 	w.mu.Unlock()
 	if w.active(FInvThrottle) {
+		w.mu.Lock()
+		inc.throttles++
+		w.mu.Unlock()
 		return invoke.Response{}, fmt.Errorf("%w: sim", invoke.ErrThrottled)
 	}
 
@@ -429,10 +432,8 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 		c.failed = true
 		resp.FunctionError = invoke.FunctionErrorUnhandled
 		resp.Payload = fmt.Appendf(nil, `{"errorMessage":%q,"errorType":"errorString"}`, msg)
-		if len(c.seqs) > 0 {
-			inc.failedInvokes++
-			inc.invokedRecs += len(c.seqs)
-		}
+		inc.failedInvokes++ // final window invocations (no records) count too
+		inc.invokedRecs += len(c.seqs)
 		return resp, nil
 	}
 	switch {
@@ -465,11 +466,9 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 		}
 	}
 	resp.Payload, _ = json.Marshal(body)
-	if len(c.seqs) > 0 {
-		inc.invokedRecs += len(c.seqs)
-		if c.failed {
-			inc.failedInvokes++
-		}
+	inc.invokedRecs += len(c.seqs)
+	if c.failed {
+		inc.failedInvokes++
 	}
 	return resp, nil
 }
@@ -507,9 +506,11 @@ func fnv32(s string) uint32 {
 // counts is the observer of one incarnation.
 type counts struct {
 	poller.NopObserver
-	mu                                                    sync.Mutex
-	polled, filtered, invoked, failed, dropped, delivered int
+	mu                                                               sync.Mutex
+	polled, filtered, invoked, failed, dropped, delivered, throttled int
 }
+
+func (c *counts) Throttled(string) { c.mu.Lock(); c.throttled++; c.mu.Unlock() }
 
 func (c *counts) RecordsPolled(_ string, n int)      { c.mu.Lock(); c.polled += n; c.mu.Unlock() }
 func (c *counts) RecordsFilteredOut(_ string, n int) { c.mu.Lock(); c.filtered += n; c.mu.Unlock() }
