@@ -134,6 +134,7 @@ type Dynamo struct {
 	legacy    map[string]observation // leases of the previous protocol: counter and since when
 	cleanup   map[string]bool        // finished parents to check for deletion
 	lastCand  map[string]bool        // the candidates of the last Claim
+	pending   map[string]bool        // placed here at some point and not seen owned by another since
 }
 
 // heldLease is a lease this worker holds. mu serialises the lease's writes (checkpoint,
@@ -240,7 +241,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...DynamoOption) (
 		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{},
 		children: map[string][]string{}, cache: map[string]Lease{}, missing: map[string]bool{},
 		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
-		cleanup: map[string]bool{}, lastCand: map[string]bool{},
+		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{},
 	}, nil
 }
 

@@ -171,6 +171,19 @@ func (d *Dynamo) plan1() (wanted, lineage []string) {
 			}
 		}
 	}
+	// Leases placed here under an earlier placement stay watched until they are seen owned by
+	// someone else: one handed over to this worker just before the placement moved it
+	// elsewhere names this worker, which adopts it and hands it on.
+	for _, id := range wanted {
+		d.pending[id] = true
+	}
+	for id := range d.pending {
+		if !slices.Contains(wanted, id) && d.held[id] == nil {
+			if p, ok := d.polls[id]; !ok || !now.Before(p.next) {
+				wanted = append(wanted, id)
+			}
+		}
+	}
 	slices.Sort(wanted)
 	lineage = slices.Compact(slices.Sorted(slices.Values(lineage)))
 	return wanted, lineage
@@ -213,6 +226,11 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 		}
 		delete(d.missing, id)
 		if d.held[id] != nil || it.Finished() {
+			delete(d.pending, id)
+			continue
+		}
+		if d.plan.owner[id] != d.id && it.Owner != d.id {
+			delete(d.pending, id) // placed elsewhere now, and not ours
 			continue
 		}
 		if it.OwnerEpoch == 0 && it.Owner != "" && it.Owner != d.id {
@@ -349,6 +367,9 @@ func (d *Dynamo) noteFailure(id string, err error, what string) {
 		d.log.Debug(what+": another worker was first", "shard_id", id)
 		return
 	}
+	d.mu.Lock()
+	d.pending[id] = true // it may have gone through: read it again
+	d.mu.Unlock()
 	d.log.Warn(what+" failed; will retry", "shard_id", id, "err", err)
 }
 
@@ -410,7 +431,7 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 		// The poller starts it from the Initial it registered, which is what the item holds.
 		d.held[id] = &heldLease{counter: 1, fresh: true}
 	}
-	d.log.Debug("lease created", "shard_id", id, "checkpoint", checkpointAttr(si.Initial))
+	d.log.Info("lease taken", "shard_id", id, "reason", "created", "lease_counter", 1)
 }
 
 // grab claims a candidate the placement does not cover yet (a new child): create it, or take

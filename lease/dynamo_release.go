@@ -105,6 +105,12 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	case isConditionFailed(err):
 		d.lose(id, h, "release failed its condition")
 	default:
+		// It may have gone through (a lost response): forget the lease either way. If the
+		// item still names this worker, a later read of it adopts it again.
+		d.drop(id, h)
+		d.mu.Lock()
+		d.pending[id] = true
+		d.mu.Unlock()
 		return fmt.Errorf("release lease %s: %w", id, err)
 	}
 	return nil
