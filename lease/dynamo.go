@@ -134,6 +134,8 @@ type Dynamo struct {
 	legacy    map[string]observation // leases of the previous protocol: counter and since when
 	cleanup   map[string]bool        // finished parents to check for deletion
 	lastCand  map[string]bool        // the candidates of the last Claim
+	cycles    int                    // claim cycles run
+	lastCycle time.Time
 	pending   map[string]bool        // placed here at some point and not seen owned by another since
 }
 
@@ -684,4 +686,15 @@ func scanTable(ctx context.Context, api DynamoAPI, table string) (map[string]Lea
 func isRoster(it map[string]types.AttributeValue) bool {
 	v, ok := it[attrKey].(*types.AttributeValueMemberS)
 	return ok && v.Value == rosterKey
+}
+
+// DebugState describes this worker's view of one shard (simulations and tests).
+func (d *Dynamo) DebugState(shardID string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.cfg.now()
+	l, known := d.cache[shardID]
+	return fmt.Sprintf("%s: cycles=%d last=%s joined=%v alive=%v placed=%q settled=%v held=%v cached=%v owner=%q epoch=%d poll=%+v pending=%v members=%d agreed=%v",
+		d.id, d.cycles, d.lastCycle.Format("15:04:05.000"), d.joined, d.aliveLocked(now), d.plan.owner[shardID], d.settledLocked(shardID, now), d.held[shardID] != nil, known, l.Owner, l.OwnerEpoch,
+		d.polls[shardID], d.pending[shardID], len(d.members), d.agreedLocked())
 }

@@ -20,6 +20,10 @@ const maxPollsPerCycle = 5 * batchGetMax
 // placed here. Failures are logged and retried at the next cycle; only a cancelled ctx ends it
 // early.
 func (d *Dynamo) cycle(ctx context.Context) error {
+	d.mu.Lock()
+	d.cycles++
+	d.lastCycle = d.cfg.now()
+	d.mu.Unlock()
 	d.beatOnce(ctx)
 	now := d.cfg.now()
 	d.mu.Lock()
@@ -193,7 +197,8 @@ func (d *Dynamo) plan1() (wanted, lineage []string) {
 // wanted ones that are free.
 func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 	ids := append(slices.Clone(lineage), wanted...)
-	ids = slices.Compact(ids)
+	slices.Sort(ids)
+	ids = slices.Compact(ids) // BatchGetItem refuses duplicate keys
 	if len(ids) > maxPollsPerCycle {
 		ids = ids[:maxPollsPerCycle]
 	}

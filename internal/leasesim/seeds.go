@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/fakedynamo"
+	"github.com/kinesis-esm/esm/lease"
 )
 
 // FaultRun is one seed of the protocol under faults: 4 workers on 8 shards with records
@@ -39,7 +42,7 @@ func FaultRun(seed uint64) (violations []string, summary string) {
 		}
 		return fakedynamo.NoFault
 	}
-	cfg := Config{Shards: 8, Workers: 4, LeaseDuration: 3 * time.Second, Seed: seed, Latency: 2 * time.Millisecond, ShardSync: 5 * time.Second}
+	cfg := Config{Shards: 8, Workers: 4, LeaseDuration: 3 * time.Second, Seed: seed, ShardSync: 5 * time.Second}
 	w := newWorld(cfg, fakedynamo.WithFaults(faults))
 	put := map[rec]bool{}
 	produce := func(n int) {
@@ -86,8 +89,23 @@ func FaultRun(seed uint64) (violations []string, summary string) {
 	for time.Now().Before(deadline) && w.missing(put) > 0 {
 		time.Sleep(time.Second)
 	}
-	w.stopAll()
 	lost := w.missing(put)
+	if lost > 0 && debugSeeds {
+		ls, _ := lease.ListLeases(context.Background(), w.db, w.table)
+		for _, l := range ls {
+			fmt.Printf("lease %s owner=%s epoch=%d counter=%d cp=%s parents=%v children=%v\n", l.ShardID, l.Owner, l.OwnerEpoch, l.Counter, l.Checkpoint, l.Parents, l.Children)
+		}
+		r, _ := w.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &w.table, Key: map[string]types.AttributeValue{"leaseKey": &types.AttributeValueMemberS{Value: "!esm-workers"}}})
+		fmt.Printf("roster %v\n", r.Item["workers"])
+		w.mu.Lock()
+		fmt.Printf("running %v\nworkers %v\n", w.running, slices.Sorted(mapsKeys(w.workers)))
+		fmt.Println("logs", w.counts.n)
+		for _, sw := range w.workers {
+			fmt.Println(time.Now().Format("15:04:05.000"), sw.d.DebugState("shardId-000000000005"))
+		}
+		w.mu.Unlock()
+	}
+	w.stopAll()
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -177,6 +195,8 @@ func (w *world) parentsOf(child string) []string {
 }
 
 // missing counts the records put but not delivered.
+var debugSeeds = false
+
 type rec struct{ shard, seq string }
 
 func (w *world) missing(put map[rec]bool) int {

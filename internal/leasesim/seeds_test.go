@@ -31,3 +31,18 @@ func TestFaultSeeds(t *testing.T) {
 	}
 	t.Logf("%d seeds, %d with violations", *seeds, failed)
 }
+
+func TestOneSeed(t *testing.T) {
+	if *one == 0 {
+		t.Skip("-one SEED")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		v, summary := FaultRun(uint64(*one))
+		for _, x := range v {
+			t.Log(x)
+		}
+		t.Log(summary)
+	})
+}
+
+var one = flag.Int("one", 0, "run this seed only (TestOneSeed)")
