@@ -452,7 +452,9 @@ func (d *Dynamo) grab(ctx context.Context, id string) {
 	d.take(ctx, l)
 	d.mu.Lock()
 	if h := d.held[id]; h != nil {
-		h.fresh = false // taken from an item the last Load did not return
+		// The poller starts it from what the last Load returned, which was the item as read
+		// before the take: fine unless the take showed other progress.
+		h.fresh = d.cache[id].Progress == l.Progress
 	}
 	d.mu.Unlock()
 }

@@ -19,8 +19,9 @@ import (
 //   - a finished shard's lease is released (unowned);
 //   - a lease placed on another worker is handed over: the item names the new owner and its
 //     epoch, and the new owner adopts it at its next read of it;
-//   - a lease released while this worker's heartbeat is late is kept: it is either renewed by
-//     the next heartbeat or taken once this worker is declared dead;
+//   - a lease released while this worker's heartbeat is late is forgotten without a write: a
+//     later read adopts it again if it is still this worker's, else it was taken once this
+//     worker was declared dead;
 //   - any other (this worker is stopping) is handed to the worker the placement gives it to
 //     without this one.
 //
@@ -71,7 +72,13 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	case gone:
 		return nil
 	case !alive && !fin:
-		return nil // kept; see above
+		// No write while the heartbeat is late: forget the lease; if the item still names
+		// this worker once the heartbeat is back, a read of it adopts it again.
+		d.drop(id, h)
+		d.mu.Lock()
+		d.pending[id] = true
+		d.mu.Unlock()
+		return nil
 	}
 	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#e": attrOwnerEpoch, "#p": attrPendingOwner}
 	values := map[string]types.AttributeValue{":me": str(d.id), ":cur": num(cur), ":next": num(cur + 1)}

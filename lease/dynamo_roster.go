@@ -123,7 +123,10 @@ func (d *Dynamo) join(ctx context.Context) error {
 // epoch: a worker declared dead finds out here, drops every lease and joins again.
 func (d *Dynamo) heartbeat(ctx context.Context) error {
 	d.mu.Lock()
-	epoch, next, leaving, known := d.epoch, d.beat+1, d.leaving, int64(len(d.infos))
+	// Every attempt writes a new value: after a lost response the roster may hold the last
+	// attempt's, and rewriting it would look, to the others, like no heartbeat at all.
+	d.beat++
+	epoch, next, leaving, known := d.epoch, d.beat, d.leaving, int64(len(d.infos))
 	d.mu.Unlock()
 	sent := d.cfg.now()
 	expr := "SET #m.#me.#h = :h, #m.#me.#u = :u"
@@ -154,7 +157,7 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	if d.epoch != epoch { // expelled and joined again meanwhile
 		return nil
 	}
-	d.beat, d.lastBeat, d.beats, d.beatFailures, d.publishedKnown = next, sent, d.beats+1, 0, known
+	d.lastBeat, d.beats, d.beatFailures, d.publishedKnown = sent, d.beats+1, 0, known
 	return d.observeRosterLocked(out.Attributes, sent, d.cfg.now())
 }
 

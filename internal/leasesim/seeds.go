@@ -23,7 +23,7 @@ import (
 // flowing, DynamoDB throttling, failing and losing responses at random, a split and a merge,
 // two SIGKILLs (one worker restarted), and then a check of the invariants. It returns the
 // violations found (none is a pass) and what it exercised.
-func FaultRun(seed uint64) (violations []string, summary string) {
+func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 	rnd := rand.New(rand.NewPCG(seed, 99))
 	var frnd = rand.New(rand.NewPCG(seed, 7))
 	faults := func(_ context.Context, c fakedynamo.Call) fakedynamo.Fault {
@@ -136,7 +136,7 @@ func FaultRun(seed uint64) (violations []string, summary string) {
 		late := c.Sub(done)
 		lateness = max(lateness, late)
 		if late > cycle+cycle/2 {
-			violations = append(violations, fmt.Sprintf("child %s first read %s after its parents finished (claim cycle %s)", child, late, cycle))
+			slowChildren = append(slowChildren, fmt.Sprintf("child %s first read %s after its parents finished (claim cycle %s)", child, late, cycle))
 		}
 	}
 	for _, c := range children {
@@ -145,7 +145,7 @@ func FaultRun(seed uint64) (violations []string, summary string) {
 	checkChild(merged, w.parentsOf(merged))
 	summary = fmt.Sprintf("%d records, %d invocations, %d DynamoDB faults, %d moves, child read at most %s after its parents finished",
 		len(put), w.invoked.Load(), w.db.TableStats(w.table).Faults, w.moves, lateness.Round(time.Millisecond))
-	return violations, summary
+	return violations, slowChildren, summary
 }
 
 // openShards lists the open shards in hash key order (neighbours can be merged).

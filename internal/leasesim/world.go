@@ -163,9 +163,13 @@ func (c *checkingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 
 // countHandler counts log records by message (and drops them).
 type countHandler struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu   sync.Mutex
+	n    map[string]int
+	next slog.Handler // also logs here, when set (debugging one seed)
 }
+
+// debugLog, when set, receives the lease code's log lines too.
+var debugLog slog.Handler
 
 func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
 func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
@@ -175,9 +179,17 @@ func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	h.n[r.Message]++
 	h.mu.Unlock()
+	if h.next != nil {
+		return h.next.Handle(context.Background(), r)
+	}
 	return nil
 }
-func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	if h.next == nil {
+		return h
+	}
+	return &countHandler{n: h.n, next: h.next.WithAttrs(as), mu: sync.Mutex{}}
+}
 func (h *countHandler) WithGroup(string) slog.Handler      { return h }
 func (h *countHandler) count(msg string) int {
 	h.mu.Lock()
@@ -199,7 +211,7 @@ func newWorld(cfg Config, opts ...fakedynamo.Option) *world {
 	if cfg.TableRead > 0 {
 		opts = append(opts, fakedynamo.WithTableCapacity(cfg.TableRead, cfg.TableWrite))
 	}
-	counts := &countHandler{n: map[string]int{}}
+	counts := &countHandler{n: map[string]int{}, next: debugLog}
 	w := &world{
 		cfg: cfg, db: fakedynamo.New(opts...), kin: fakekinesis.New(), rnd: rand.New(rand.NewPCG(cfg.Seed, 15)),
 		stream: "sim", table: "sim-leases", counts: counts, log: slog.New(counts),
@@ -238,8 +250,8 @@ func (o *observed) Claim(ctx context.Context, candidates []string) ([]string, er
 		if ok && prev == o.sw.id {
 			continue
 		}
-		if ok {
-			w.faults = append(w.faults, fmt.Sprintf("%s starts %s while %s runs it", o.sw.id, id, prev))
+		if other := w.workers[prev]; ok && other != nil && other.d.Held(id) {
+			w.faults = append(w.faults, fmt.Sprintf("%s starts %s while %s holds it", o.sw.id, id, prev))
 		}
 		w.running[id] = o.sw.id
 		if _, seen := w.claimed[id]; !seen {
