@@ -8,7 +8,7 @@ GO ?= go
 EMULATORS := scripts/emulators.sh
 EMULATORS_ENV := .emulators/env
 
-.PHONY: test test-unit emulators-up emulators-down build demo bench
+.PHONY: test test-unit emulators-up emulators-down build demo bench sim
 
 # test starts the emulators, runs vet and the full test suite against them,
 # and always stops the emulators again (on failure and on Ctrl-C too). It
@@ -23,6 +23,15 @@ test:
 # test-unit runs the short tests only, without starting emulators.
 test-unit:
 	$(GO) test -short -count=1 ./...
+
+# sim runs the deterministic simulation (internal/sim) over SEEDS seeds from FROM, or replays
+# one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.
+SEEDS ?= 300
+FROM ?= 1
+SEED ?=
+sim:
+	ESM_SIM_SEEDS=$(SEEDS) ESM_SIM_FROM=$(FROM) ESM_SIM_SEED=$(SEED) \
+		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/sim/ | grep -v '^=== RUN'
 
 # emulators-up starts kinesis-local and dynalite in the background and writes
 # their endpoints to .emulators/env; "source .emulators/env" in a shell to use
@@ -46,9 +55,11 @@ node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
 
 # bench runs the Go benchmarks: poller throughput on the in-memory fake (one op = one 1 KiB
-# record, single core) and put-to-invoke latency on kinesis-local at two poll intervals.
+# record, single core), and put-to-invoke latency, enhanced fan-out against polling at 1 s and
+# 200 ms, on the fake and on kinesis-local.
 bench: node_modules/.package-lock.json
 	$(GO) test -run '^$$' -bench 'Poller' -benchtime 200000x -cpu 1 ./poller/
+	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./poller/
 	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./cmd/esm/
 	$(GO) test -run '^$$' -bench 'InvokeOverhead' -benchtime 5000x ./e2e/rie/
 

@@ -140,8 +140,9 @@ type Options struct {
 	// SQSProtocol is "json" (the SDK's default, for real SQS) or "query" (for emulators that speak
 	// only the query protocol, such as goaws; real SQS accepts it too).
 	SQSProtocol string
-	// MappingUUID names the mapping in S3 keys. Default: MappingUUID(stream, function) is the
-	// caller's to pass; empty means "esm".
+	// MappingUUID is the mapping's UUID, which names it in S3 object keys (aws/lambda/<UUID>/...),
+	// as Lambda's event source mapping UUID does; the service passes the one kept with the
+	// mapping's progress. Empty means "esm".
 	MappingUUID string
 }
 

@@ -22,7 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -152,7 +152,7 @@ func TestBucketPut(t *testing.T) {
 		w.Header().Set("ETag", `"e"`)
 	}))
 	defer srv.Close()
-	id := MappingUUID("arn:aws:kinesis:us-east-1:000000000000:stream/s", "arn:aws:lambda:us-east-1:000000000000:function:f")
+	id := "3d1e0c7a-9b2f-4c55-8e61-0f4a2b7c9d13" // the mapping's UUID, as the service passes it
 	d, err := New(awsCfg, "arn:aws:s3:::failures", Options{EndpointURL: srv.URL, MappingUUID: id})
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ type mappingRun struct {
 
 // runMapping runs a poller on kinesis-local with an in-process handler that fails whenever a
 // batch holds a record whose data is "poison".
-func runMapping(t *testing.T, cfg poller.Config, dest poller.Destination) *mappingRun {
+func runMapping(t *testing.T, cfg poller.Config, dest poller.Destination, opts ...poller.Option) *mappingRun {
 	t.Helper()
 	run := &mappingRun{store: poller.NewMemoryStore(), calls: make(chan []string, 1000)}
 	handler := func(_ context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
@@ -201,7 +201,7 @@ func runMapping(t *testing.T, cfg poller.Config, dest poller.Destination) *mappi
 	cfg.StartingPosition = poller.TrimHorizon
 	cfg.PollInterval = 100 * time.Millisecond
 	cfg.FunctionARN = "arn:aws:lambda:us-east-1:000000000000:function:f"
-	p, err := poller.New(cfg, kin, run.store, invoke.NewInProcess(handler), poller.WithDestination(dest))
+	p, err := poller.New(cfg, kin, run.store, inprocess.New(handler), append([]poller.Option{poller.WithDestination(dest)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,5 +366,70 @@ func TestDestinationOutage(t *testing.T) {
 	}
 	if len(bodies) != 1 || !strings.Contains(bodies[0], seqs[1]) {
 		t.Fatalf("queue holds %q, want the poison record's failure message", bodies)
+	}
+}
+
+// failureCounts counts what Lambda counts when a destination cannot be reached.
+type failureCounts struct {
+	poller.NopObserver
+	mu                              sync.Mutex
+	deliveryFailures, dropped, sent int
+}
+
+func (c *failureCounts) DestinationDeliveryFailed(string) {
+	c.mu.Lock()
+	c.deliveryFailures++
+	c.mu.Unlock()
+}
+func (c *failureCounts) RecordsDropped(_ string, n int)   { c.mu.Lock(); c.dropped += n; c.mu.Unlock() }
+func (c *failureCounts) RecordsDelivered(_ string, n int) { c.mu.Lock(); c.sent += n; c.mu.Unlock() }
+
+func (c *failureCounts) get() (failures, dropped, sent int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deliveryFailures, c.dropped, c.sent
+}
+
+// TestDestinationOutageDropMode: with --on-destination-failure drop, goaws answering 503 makes the
+// poison record's failure record undeliverable; as Lambda does, the records are dropped, the
+// failure is counted (DestinationDeliveryFailures, DroppedEventCount) and the shard moves on.
+func TestDestinationOutageDropMode(t *testing.T) {
+	ctx := context.Background()
+	streamARN, seqs := newStream(t, []string{"a", "poison", "c", "d"})
+	queueURL, queueARN, err := local.CreateQueue(ctx, sqsC, uniqueName("outage-drop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest, err := New(awsCfg, queueARN, Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqsSrv.SetDown(true)
+	t.Cleanup(func() { sqsSrv.SetDown(false) })
+	counts := &failureCounts{}
+	run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 1, MaximumRetryAttempts: ptr(0), OnFailureDestination: queueARN,
+		OnDestinationFailure: poller.DestinationFailureDrop}, dest, poller.WithObserver(counts))
+	testkit.WaitFor(t, "the shard to move past the poison record", 30*time.Second, func() bool { return checkpointOf(run) == seqs[3] })
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+	sqsSrv.SetDown(false)
+	close(run.calls)
+	var calls []string
+	for c := range run.calls {
+		calls = append(calls, c...)
+	}
+	if fmt.Sprint(calls) != "[a poison c d]" {
+		t.Fatalf("invocations %v, want every record once: the shard did not wait", calls)
+	}
+	if failures, dropped, sent := counts.get(); failures != 1 || dropped != 1 || sent != 0 {
+		t.Fatalf("DestinationDeliveryFailures %d, dropped %d, delivered %d; want 1, 1, 0", failures, dropped, sent)
+	}
+	bodies, err := local.ReceiveAll(ctx, sqsC, queueURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bodies) != 0 {
+		t.Fatalf("queue holds %q; the dropped failure record must not arrive later", bodies)
 	}
 }

@@ -91,12 +91,27 @@ func marshal(m message) []byte {
 // Message renders the SQS message body / SNS message of a failure record.
 func Message(f poller.FailureRecord) []byte { return marshal(build(f)) }
 
-// S3Object renders the S3 object of a failure record: the message plus the payload.
+// S3Object renders the S3 object of a failure record: the message plus the payload, an escaped
+// JSON string. AWS's recorded object has its keys in sorted order at every level (KinesisBatchInfo,
+// payload, requestContext, responseContext, timestamp, version), unlike the SQS and SNS message;
+// encoding/json writes a map's keys sorted, so the message goes through one.
 func S3Object(f poller.FailureRecord) []byte {
 	m := build(f)
 	p := string(f.Payload)
 	m.Payload = &p
-	return marshal(m)
+	var sorted map[string]any
+	dec := json.NewDecoder(bytes.NewReader(marshal(m)))
+	dec.UseNumber()
+	if err := dec.Decode(&sorted); err != nil { // our own encoding: cannot happen
+		panic(fmt.Sprintf("dlq: re-read failure record: %v", err))
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(sorted); err != nil {
+		panic(fmt.Sprintf("dlq: marshal failure record: %v", err))
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // S3Key is where Lambda puts a failure record in the bucket:
@@ -105,10 +120,4 @@ func S3Object(f poller.FailureRecord) []byte {
 func S3Key(mappingUUID string, f poller.FailureRecord) string {
 	t := f.Timestamp.UTC()
 	return fmt.Sprintf("aws/lambda/%s/%s/%s/%s-%s", mappingUUID, f.ShardID, t.Format("2006/01/02"), t.Format("2006-01-02T15.04.05"), uuid.NewString())
-}
-
-// MappingUUID derives a stable UUID for a mapping (stream and function), standing in for the
-// event source mapping UUID Lambda would assign.
-func MappingUUID(streamARN, functionARN string) string {
-	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("esm:"+streamARN+"|"+functionARN)).String()
 }

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,38 +77,42 @@ func TestMessageMatchesAWSRecordings(t *testing.T) {
 	}
 }
 
+// TestS3ObjectMatchesAWSRecording compares the S3 object with AWS's recording byte for byte, key
+// order included (sorted at every level in the recording). The payload is stored as an escaped
+// JSON string, as Lambda's documentation describes it; the recording's tool decodes strings, so
+// the golden has the recorded payload object re-encoded as that string.
 func TestS3ObjectMatchesAWSRecording(t *testing.T) {
-	var want map[string]any
-	if err := json.Unmarshal(recorded(t)["s3_object"], &want); err != nil {
+	var rec struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	raw := recorded(t)["s3_object"]
+	if err := json.Unmarshal(raw, &rec); err != nil {
 		t.Fatal(err)
 	}
-	payload, err := json.Marshal(want["payload"])
-	if err != nil {
+	payload := compact(t, rec.Payload)
+	var quoted bytes.Buffer // Lambda writes <, > and & as they are
+	enc := json.NewEncoder(&quoted)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(payload); err != nil {
 		t.Fatal(err)
+	}
+	want := strings.Replace(compact(t, raw), `"payload":`+payload, `"payload":`+strings.TrimSpace(quoted.String()), 1)
+	if !strings.Contains(want, `"payload":"{`) {
+		t.Fatal("golden: the recorded payload was not found to re-encode")
 	}
 	f := failure(poller.ConditionRetryAttemptsExhausted, 2,
 		&poller.FailureResponse{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: "Unhandled"}, "<sequence-number:1>")
 	f.ShardID = "<kinesis-shard-id>"
-	f.Payload = payload
-	var got map[string]any
-	if err := json.Unmarshal(S3Object(f), &got); err != nil {
-		t.Fatal(err)
+	f.Payload = []byte(payload)
+	if got := string(S3Object(f)); got != want {
+		t.Fatalf("S3 object differs from AWS's recording\n got: %s\nwant: %s", got, want)
 	}
-	// The payload is stored as an escaped JSON string, as Lambda's documentation describes it
-	// (the recording's tool decodes strings, so it cannot tell): decode it to compare.
-	s, ok := got["payload"].(string)
-	if !ok {
-		t.Fatalf("payload is %T, want a JSON string", got["payload"])
+	// The payload is exactly the event the function received.
+	var obj struct {
+		Payload string `json:"payload"`
 	}
-	var p any
-	if err := json.Unmarshal([]byte(s), &p); err != nil {
-		t.Fatal(err)
-	}
-	got["payload"] = p
-	if !reflect.DeepEqual(got, want) {
-		g, _ := json.Marshal(got)
-		w, _ := json.Marshal(want)
-		t.Fatalf("S3 object differs from AWS's recording\n got: %s\nwant: %s", g, w)
+	if err := json.Unmarshal(S3Object(f), &obj); err != nil || obj.Payload != payload {
+		t.Fatalf("payload %q (%v), want the event unchanged", obj.Payload, err)
 	}
 }
 
@@ -118,8 +122,5 @@ func TestS3Key(t *testing.T) {
 	re := regexp.MustCompile(`^aws/lambda/6f1c1e9a-0000-4000-8000-000000000000/shardId-000000000003/2026/02/03/2026-02-03T03\.05\.06-[0-9a-f-]{36}$`)
 	if !re.MatchString(key) {
 		t.Fatalf("key %q does not follow aws/lambda/<uuid>/<shard>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<uuid> in UTC", key)
-	}
-	if MappingUUID("s", "f") != MappingUUID("s", "f") || MappingUUID("s", "f") == MappingUUID("s", "g") {
-		t.Fatal("MappingUUID is not stable per mapping")
 	}
 }

@@ -3,8 +3,6 @@ package handler_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -31,19 +29,4 @@ func handle(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResp
 //	go run . --endpoint-url http://127.0.0.1:4568 --parameter-overrides "StreamName=orders"
 func ExampleStart() {
 	handler.Start(handle)
-}
-
-// Run embeds the mapping in a program of its own, stopped by its context.
-func ExampleRun() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	err := handler.Run(ctx, handle, handler.WithArgs(
-		"--template", "template.yaml",
-		"--function", "OrdersFunction",
-		"--endpoint-url", "http://127.0.0.1:4568",
-		"--state-dir", ".esm",
-	))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
 }

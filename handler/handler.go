@@ -2,108 +2,119 @@
 //
 //	func handle(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error)
 //
-// wherever it runs. Inside Lambda (AWS_LAMBDA_RUNTIME_API set) Start is lambda.Start. Anywhere
-// else Start runs esm with the handler in-process: it reads the Kinesis mapping from template.yaml
-// (the same file that deploys the function), the flags of "esm run" given to the program and the
-// ESM_* environment variables, polls the stream and invokes the handler as Lambda would. So the
-// same main package runs on a laptop against local emulators (go run . --endpoint-url ...), in a
-// container, and on Lambda, unchanged.
+// wherever it runs. Inside Lambda (AWS_LAMBDA_RUNTIME_API set) Start is lambda.Start, and the
+// binary holds nothing else: this package depends only on aws-lambda-go and the standard
+// library, so a function costs what it costs with lambda.Start (TestSlimHandlerSize holds it to
+// 1.3x that, and checks that no AWS SDK client is linked in).
 //
-// Outside Lambda the handler sees the template's environment variables (those not already set in
-// the process's environment) and a context with Lambda's deadline and lambdacontext.
+// Anywhere else Start runs the esm command on the program itself: "esm run --invoke exec:<this
+// binary> <the program's arguments>". esm reads the Kinesis mapping from template.yaml (the same
+// file that deploys the function), the flags given to the program and the ESM_* environment
+// variables, polls the stream and runs this very binary in execution environments that speak the
+// Lambda Runtime API, with Lambda's lifecycle. So the same main package runs on a laptop against
+// local emulators (go run . --endpoint-url ...), in a container, and on Lambda, unchanged.
+//
+// The esm command is found as ESM_BIN names it, else as "esm" on PATH, else it is built and run
+// with "go run github.com/kinesis-esm/esm/cmd/esm" in the current directory (inside the
+// function's module, which requires esm; see deps.go).
+//
+// To embed esm with a handler in-process instead (a program or a test), use handler/inproc.
 package handler
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"os/exec"
 	"os/signal"
-	"path/filepath"
+	"strings"
 	"syscall"
 
-	"github.com/alecthomas/kong"
 	"github.com/aws/aws-lambda-go/lambda"
-
-	"github.com/kinesis-esm/esm/internal/cli"
 )
 
-// runtimeAPIEnv is set by Lambda (and by aws-lambda-rie) for the function's process.
+// runtimeAPIEnv is set by Lambda (and by esm's execution environments, and aws-lambda-rie) for
+// the function's process.
 const runtimeAPIEnv = "AWS_LAMBDA_RUNTIME_API"
 
-// Start runs fn and does not return. Inside Lambda it is lambda.Start(fn). Elsewhere it runs the
-// template's Kinesis mapping with fn in-process until SIGINT or SIGTERM, reading the program's
-// arguments as esm run's flags (--help lists them), then exits: 0 after a clean stop, 2 for
-// invalid configuration, 1 for a runtime failure, with the error on one line of stderr.
+// esmBinEnv names the esm command to run outside Lambda.
+const esmBinEnv = "ESM_BIN"
+
+// esmPackage is the esm command, for go run.
+const esmPackage = "github.com/kinesis-esm/esm/cmd/esm"
+
+// Start runs fn and does not return. Inside Lambda it is lambda.Start(fn). Elsewhere it runs
+// "esm run --invoke exec:<this program>" with the program's arguments (--help lists esm run's
+// flags) until SIGINT or SIGTERM, which it passes on, then exits with esm's exit code: 0 after a
+// clean stop, 2 for invalid configuration, 1 for a runtime failure.
 func Start(fn any) {
 	if os.Getenv(runtimeAPIEnv) != "" {
 		lambda.Start(fn)
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := Run(ctx, fn, WithArgs(os.Args[1:]...))
-	stop()
+	code, err := runESM(os.Args[1:])
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "esm:", cli.OneLine(err))
+		fmt.Fprintln(os.Stderr, "esm:", err)
 	}
-	os.Exit(cli.ExitCode(err))
+	os.Exit(code)
 }
 
-// Option configures Run.
-type Option interface{ apply(*options) }
-
-type options struct {
-	args   []string
-	stderr io.Writer
-	name   string
+// runESM runs esm run on this program, passing signals on, and returns its exit code.
+func runESM(args []string) (int, error) {
+	for _, a := range args {
+		if a == "--invoke" || strings.HasPrefix(a, "--invoke=") {
+			return 2, errors.New("--invoke: a handler started with handler.Start is this program itself; use the esm command to invoke other targets")
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return 1, fmt.Errorf("find this program: %w", err)
+	}
+	cmd, err := esmCommand(append([]string{"run", "--invoke", "exec:" + shellQuote(self)}, args...))
+	if err != nil {
+		return 1, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return 1, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case s := <-sigs:
+			_ = cmd.Process.Signal(s)
+		case err := <-done:
+			var exit *exec.ExitError
+			switch {
+			case err == nil:
+				return 0, nil
+			case errors.As(err, &exit) && exit.ExitCode() >= 0:
+				return exit.ExitCode(), nil // esm reported the error itself
+			}
+			return 1, fmt.Errorf("%s: %w", cmd.Path, err)
+		}
+	}
 }
 
-type optionFunc func(*options)
+// esmCommand is the esm command with args: ESM_BIN, else esm on PATH, else go run.
+func esmCommand(args []string) (*exec.Cmd, error) {
+	if bin := os.Getenv(esmBinEnv); bin != "" {
+		return exec.Command(bin, args...), nil
+	}
+	if bin, err := exec.LookPath("esm"); err == nil {
+		return exec.Command(bin, args...), nil
+	}
+	if gobin, err := exec.LookPath("go"); err == nil {
+		return exec.Command(gobin, append([]string{"run", esmPackage}, args...)...), nil
+	}
+	return nil, fmt.Errorf("outside Lambda, handler.Start runs the esm command, and there is none: install it (go install %s@latest), put it on PATH or name it in %s", esmPackage, esmBinEnv)
+}
 
-func (f optionFunc) apply(o *options) { f(o) }
-
-// WithArgs gives Run the flags of esm run, e.g. "--endpoint-url", "http://127.0.0.1:4568"
-// (default: none, so template.yaml in the working directory and the ESM_* environment).
-func WithArgs(args ...string) Option { return optionFunc(func(o *options) { o.args = args }) }
-
-// WithStderr sets where the logs (and --help) go (default os.Stderr).
-func WithStderr(w io.Writer) Option { return optionFunc(func(o *options) { o.stderr = w }) }
-
-// Run runs the mapping with fn in-process until ctx ends; it returns nil after a clean stop (and
-// after --help printed the usage).
-// Configuration errors wrap poller.ErrInvalidConfig. It never calls lambda.Start: use it to embed
-// esm in a program or a test.
-func Run(ctx context.Context, fn any, opts ...Option) error {
-	o := options{stderr: os.Stderr, name: "handler"}
-	if len(os.Args) > 0 {
-		o.name = filepath.Base(os.Args[0])
-	}
-	for _, opt := range opts {
-		opt.apply(&o)
-	}
-	if fn == nil {
-		return cli.Usage(errors.New("handler: no function given"))
-	}
-	var flags cli.RunFlags
-	helped := false
-	parser, err := kong.New(&flags, kong.Name(o.name),
-		kong.Description("Runs this Lambda handler locally behind esm's Kinesis event source mapping. Inside Lambda it is lambda.Start."),
-		kong.Writers(o.stderr, o.stderr), kong.Exit(func(int) { helped = true }))
-	if err != nil {
-		return fmt.Errorf("handler: flags: %w", err)
-	}
-	if _, err := parser.Parse(o.args); helped { // --help printed the usage
-		return nil
-	} else if err != nil {
-		return cli.Usage(err)
-	}
-	if len(flags.Invoke) > 0 {
-		return cli.Usage(errors.New("--invoke: a handler started with handler.Start or Run is invoked in-process; use the esm command to invoke other targets"))
-	}
-	c, err := flags.Load(ctx, o.stderr)
-	if err != nil {
-		return err
-	}
-	return cli.Run(ctx, c, fn)
+// shellQuote quotes a path for exec:'s shell-like splitting.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -1,8 +1,9 @@
 package handler
 
 import (
+	"bufio"
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,21 +11,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
-	"github.com/kinesis-esm/esm/poller"
 )
-
-var kinesisEndpoint string
 
 const childEnv = "HANDLER_TEST_START_CHILD"
 
@@ -34,155 +32,7 @@ func TestMain(m *testing.M) {
 			return fmt.Sprintf("handled %d records of %s", len(e.Records), e.Records[0].EventSourceArn), nil
 		})
 	}
-	endpoint, stop, err := local.TestKinesisEndpoint(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
-		os.Exit(1)
-	}
-	kinesisEndpoint = endpoint
-	code := m.Run()
-	stop()
-	os.Exit(code)
-}
-
-const template = `Transform: AWS::Serverless-2016-10-31
-Parameters:
-  StreamName: {Type: String, Default: not-this-one}
-Resources:
-  Stream:
-    Type: AWS::Kinesis::Stream
-    Properties: {Name: !Ref StreamName, ShardCount: 1}
-  Fn:
-    Type: AWS::Serverless::Function
-    Properties:
-      Handler: bootstrap
-      Runtime: provided.al2023
-      CodeUri: .
-      Timeout: 7
-      Environment:
-        Variables:
-          HANDLER_TEST_FROM_TEMPLATE: !Sub "stream ${StreamName}"
-      Events:
-        K:
-          Type: Kinesis
-          Properties:
-            Stream: !GetAtt Stream.Arn
-            StartingPosition: TRIM_HORIZON
-            BatchSize: 2
-`
-
-// TestRunDeliversRecords: Run, configured by a template, its parameter overrides and flags, polls
-// kinesis-local and hands the records to the function in-process, with the template's environment
-// and timeout; a cancelled context is a clean stop.
-func TestRunDeliversRecords(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cfg, err := local.AWSConfig(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kin := local.NewKinesisClient(cfg, kinesisEndpoint)
-	stream := fmt.Sprintf("handler-%d", time.Now().UnixNano())
-	if _, err := local.CreateStream(ctx, kin, stream, 1); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	tpl := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(tpl, []byte(template), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Unsetenv("HANDLER_TEST_FROM_TEMPLATE") })
-
-	type seen struct {
-		data, env, arn string
-		deadline       time.Duration
-		batch          int
-	}
-	got := make(chan seen, 10)
-	fn := func(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
-		lc, _ := lambdacontext.FromContext(ctx)
-		dl, _ := ctx.Deadline()
-		for _, r := range e.Records {
-			got <- seen{string(r.Kinesis.Data), os.Getenv("HANDLER_TEST_FROM_TEMPLATE"), lc.InvokedFunctionArn, time.Until(dl), len(e.Records)}
-		}
-		return events.KinesisEventResponse{}, nil
-	}
-	if _, err := local.PutRecords(ctx, kin, stream, []local.Record{{PartitionKey: "k", Data: []byte("a")}, {PartitionKey: "k", Data: []byte("b")}, {PartitionKey: "k", Data: []byte("c")}}); err != nil {
-		t.Fatal(err)
-	}
-	var logs testkit.SyncBuffer
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(runCtx, fn, WithStderr(&logs), WithArgs("--template", tpl, "--endpoint-url", kinesisEndpoint,
-			"--parameter-overrides", "StreamName="+stream, "--state-dir", filepath.Join(dir, "state"), "--poll-interval", "100ms"))
-	}()
-	var all []string
-	for len(all) < 3 {
-		select {
-		case s := <-got:
-			all = append(all, s.data)
-			if s.env != "stream "+stream {
-				t.Errorf("the function saw HANDLER_TEST_FROM_TEMPLATE=%q, want the template's %q", s.env, "stream "+stream)
-			}
-			if !strings.HasSuffix(s.arn, ":function:Fn") {
-				t.Errorf("InvokedFunctionArn %q, want the template function's", s.arn)
-			}
-			if s.deadline < 5*time.Second || s.deadline > 7*time.Second {
-				t.Errorf("the function had %s left, want the template's Timeout of 7s", s.deadline)
-			}
-			if s.batch > 2 {
-				t.Errorf("batch of %d records; the template's BatchSize is 2", s.batch)
-			}
-		case err := <-done:
-			t.Fatalf("Run returned early: %v\n%s", err, logs.String())
-		case <-ctx.Done():
-			t.Fatalf("records not delivered; got %v\n%s", all, logs.String())
-		}
-	}
-	if strings.Join(all, ",") != "a,b,c" {
-		t.Errorf("delivered %v, want a,b,c in order", all)
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Run after cancel: %v", err)
-	}
-}
-
-func TestRunRejectsBadConfiguration(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte(strings.Replace(template, "BatchSize: 2", "BatchSize: 10001", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fn := func(context.Context, events.KinesisEvent) error { return nil }
-	for _, tt := range []struct {
-		name string
-		args []string
-		want string
-	}{
-		{"template out of range", []string{"--template", bad}, "at 'batchSize' failed to satisfy constraint: Member must have value less than or equal to 10000"},
-		{"no template, no stream", []string{"--template-missing-flag"}, "unknown flag --template-missing-flag"},
-		{"missing template", []string{"--template", filepath.Join(dir, "nope.yaml")}, "nope.yaml: no such file"},
-		{"invoke targets", []string{"--invoke", "http://127.0.0.1:1"}, "invoked in-process"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			err := Run(context.Background(), fn, WithArgs(append(tt.args, "--state-dir", filepath.Join(dir, "state"))...), WithStderr(io.Discard))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Run: %v; want an error containing %q", err, tt.want)
-			}
-			if code := cli.ExitCode(err); code != 2 {
-				t.Errorf("exit code %d, want 2", code)
-			}
-			if _, err := os.Stat(filepath.Join(dir, "state")); !os.IsNotExist(err) {
-				t.Error("a state directory was created for a configuration that cannot run")
-			}
-		})
-	}
-	err := Run(context.Background(), fn, WithArgs("--template", bad), WithStderr(io.Discard))
-	if !errors.Is(err, poller.ErrInvalidConfig) {
-		t.Errorf("a template error does not wrap poller.ErrInvalidConfig: %v", err)
-	}
+	os.Exit(m.Run())
 }
 
 // TestStartInsideLambda runs Start in a child process whose environment says it is inside Lambda
@@ -233,5 +83,140 @@ func TestStartInsideLambda(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no response through the Runtime API; child output:\n%s", out.String())
+	}
+}
+
+// build builds pkg for Linux as a Lambda bootstrap is built (static, -trimpath, lambda.norpc),
+// stripped (-s -w) unless symbols are wanted, and returns its path.
+func build(t *testing.T, pkg string, strip bool) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	args := []string{"build", "-o", out, "-trimpath", "-tags", "lambda.norpc"}
+	if strip {
+		args = append(args, "-ldflags=-s -w")
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// maxSizeRatio is how much bigger a handler.Start binary may be than the same handler's with
+// plain lambda.Start.
+const maxSizeRatio = 1.3
+
+// TestSlimHandlerSize: the example function with handler.Start, stripped, is at most 1.3 times the
+// size of the same function with plain lambda.Start, and links no AWS SDK service client and
+// none of esm's service (the poller, the CLI).
+func TestSlimHandlerSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds three binaries")
+	}
+	t.Parallel()
+	plain := build(t, "./testdata/plain", true)
+	slim := build(t, "./testdata/slim", true)
+	ps, ss := fileSize(t, plain), fileSize(t, slim)
+	t.Logf("stripped: lambda.Start %d bytes, handler.Start %d bytes (%.3fx)", ps, ss, float64(ss)/float64(ps))
+	if float64(ss) > maxSizeRatio*float64(ps) {
+		t.Fatalf("handler.Start binary is %d bytes, %.2fx the %d of lambda.Start: the bound is %.1fx", ss, float64(ss)/float64(ps), ps, maxSizeRatio)
+	}
+	info, err := exec.Command("go", "version", "-m", slim).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m: %v\n%s", err, info)
+	}
+	if bytes.Contains(info, []byte("aws-sdk-go-v2")) || !bytes.Contains(info, []byte("github.com/aws/aws-lambda-go")) {
+		t.Fatalf("modules of the handler.Start binary: want aws-lambda-go and no AWS SDK:\n%s", info)
+	}
+	// The symbols, from a build that keeps them.
+	nm, err := exec.Command("go", "tool", "nm", build(t, "./testdata/slim", false)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool nm: %v\n%s", err, nm)
+	}
+	forbidden := regexp.MustCompile(`aws-sdk-go-v2/service/|kinesis-esm/esm/(poller|internal/cli|internal/service|lease|invoke)`)
+	sc := bufio.NewScanner(bytes.NewReader(nm))
+	symbols := 0
+	for sc.Scan() {
+		symbols++
+		if forbidden.MatchString(sc.Text()) {
+			t.Fatalf("handler.Start links %q", sc.Text())
+		}
+	}
+	if symbols < 1000 || !bytes.Contains(nm, []byte("aws-lambda-go/lambda.Start")) {
+		t.Fatalf("%d symbols, lambda.Start among them: %v; the symbol check saw no real binary", symbols, bytes.Contains(nm, []byte("lambda.Start")))
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestStartOutsideLambdaRunsTheMapping: a program whose main is handler.Start(fn), run outside
+// Lambda with esm's flags (as go run . runs it), runs the mapping: esm polls kinesis-local and
+// runs the program itself under the Runtime API, with START and REPORT lines for its
+// invocations; SIGTERM to the program is a clean stop of both.
+func TestStartOutsideLambdaRunsTheMapping(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs kinesis-local")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	endpoint, kin, stop, err := local.TestKinesis(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	stream := fmt.Sprintf("handler-start-%d", os.Getpid())
+	if _, err := local.CreateStream(ctx, kin, stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.PutRecords(ctx, kin, stream, []local.Record{{PartitionKey: "a", Data: []byte("one")}, {PartitionKey: "b", Data: []byte("two")}}); err != nil {
+		t.Fatal(err)
+	}
+	esm := filepath.Join(t.TempDir(), "esm")
+	if b, err := exec.Command("go", "build", "-o", esm, "github.com/kinesis-esm/esm/cmd/esm").CombinedOutput(); err != nil {
+		t.Fatalf("build esm: %v\n%s", err, b)
+	}
+	prog := build(t, "./testdata/slim", true)
+	dir := t.TempDir()
+	deliveries := filepath.Join(dir, "out.jsonl")
+	cmd := exec.Command(prog, "--stream", stream, "--endpoint-url", endpoint, "--state-dir", filepath.Join(dir, "state"),
+		"--poll-interval", "100ms")
+	cmd.Dir = dir // no template.yaml: flags only
+	cmd.Env = append(os.Environ(), "ESM_BIN="+esm, "EXAMPLE_OUTPUT="+deliveries)
+	var out testkit.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	testkit.WaitFor(t, "both records delivered", time.Minute, func() bool {
+		b, _ := os.ReadFile(deliveries)
+		return bytes.Count(b, []byte("\n")) >= 2
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("stop: %v\n%s", err, out.String())
+	}
+	log := out.String()
+	if !regexp.MustCompile(`(?m)^START RequestId: \S+ Version: \$LATEST$`).MatchString(log) ||
+		!regexp.MustCompile(`(?m)^REPORT RequestId: \S+\tDuration: `).MatchString(log) {
+		t.Fatalf("no START/REPORT lines in the program's output:\n%s", log)
+	}
+	if !strings.Contains(log, "exec:") {
+		t.Fatalf("output does not show esm running the program under exec::\n%s", log)
 	}
 }

@@ -10,12 +10,16 @@
 // Lambda counts function errors toward MaximumRetryAttempts and does not count the third kind;
 // keeping the three apart at this boundary is what lets the poller apply Lambda's rules.
 //
-// Three invokers implement [Invoker]:
+// This package holds only what every invoker and the poller share, and depends on nothing but
+// the standard library, so that importing it (as the poller does, for [Response]) links no
+// transport. Each transport lives in a package of its own, with its dependencies:
 //
-//   - [NewInProcess]: a Go handler in this process, through aws-lambda-go's lambda.NewHandler;
-//   - [NewHTTP]: Lambda-Invoke-compatible HTTP endpoints, such as aws-lambda-rie running an
-//     unmodified bootstrap, one invocation in flight per endpoint;
-//   - [NewLambda]: the real Lambda Invoke API through aws-sdk-go-v2.
+//   - invoke/inprocess: a Go handler in this process, through aws-lambda-go's lambda.NewHandler;
+//   - invoke/httpinvoke: Lambda-Invoke-compatible HTTP endpoints, such as aws-lambda-rie running
+//     an unmodified bootstrap, one invocation in flight per endpoint (go-retryablehttp);
+//   - invoke/lambdaapi: the real Lambda Invoke API through aws-sdk-go-v2;
+//   - invoke/execenv: unmodified function binaries run by esm itself in execution environments
+//     that speak the Lambda Runtime API, with Lambda's lifecycle.
 //
 // [Limit] caps how many invocations run at once across shards, as reserved concurrency does.
 package invoke
@@ -24,7 +28,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 )
+
+// DefaultTimeout is the function timeout when none is configured: SAM's default of 3 s.
+const DefaultTimeout = 3 * time.Second
+
+// DefaultFunctionName is the function's name when none is configured: "function", the one name
+// aws-lambda-rie answers to.
+const DefaultFunctionName = "function"
+
+// DefaultFunctionARN is the InvokedFunctionArn a function sees when none is configured: function
+// "function" (the name aws-lambda-rie answers to) in the local emulators' region and account.
+const DefaultFunctionARN = "arn:aws:lambda:us-east-1:000000000000:function:function"
 
 // Invoker runs the function once with an event payload. It is the interface the poller consumes
 // (poller.Invoker has the same method set); every invoker in this package implements it.
@@ -44,12 +61,7 @@ func (f InvokerFunc) Invoke(ctx context.Context, payload []byte) (Response, erro
 	return f(ctx, payload)
 }
 
-var (
-	_ Invoker = InvokerFunc(nil)
-	_ Invoker = (*InProcess)(nil)
-	_ Invoker = (*HTTP)(nil)
-	_ Invoker = (*Lambda)(nil)
-)
+var _ Invoker = InvokerFunc(nil)
 
 // MaxPayloadBytes is Lambda's limit for a synchronous invocation's request and its response:
 // 6 MB (6,291,456 bytes).
@@ -116,4 +128,21 @@ func (d ErrorDocument) Marshal() []byte {
 		return []byte(`{"errorMessage":"error document","errorType":"Runtime.MarshalError"}`)
 	}
 	return b
+}
+
+// TimedOut is Lambda's response to invocation reqID that passed the function timeout: a function
+// error with the Sandbox.Timedout document Lambda writes itself ("RequestId: <id> Error: Task
+// timed out after 3.00 seconds").
+func TimedOut(reqID string, timeout time.Duration) Response {
+	return TimedOutAfter(reqID, fmt.Sprintf("%.2f", timeout.Seconds()))
+}
+
+// TimedOutAfter is TimedOut with the seconds already rendered, as an endpoint reported them.
+func TimedOutAfter(reqID, seconds string) Response {
+	doc := ErrorDocument{
+		ErrorType:    "Sandbox.Timedout",
+		ErrorMessage: fmt.Sprintf("RequestId: %s Error: Task timed out after %s seconds", reqID, seconds),
+	}
+	return Response{StatusCode: 200, ExecutedVersion: ExecutedVersionLatest, FunctionError: FunctionErrorUnhandled,
+		Payload: doc.Marshal(), RequestID: reqID}
 }

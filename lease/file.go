@@ -132,6 +132,9 @@ func (m *Mapping) Load(context.Context) (map[string]poller.ShardProgress, error)
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
+			if string(k) == mappingUUIDKey { // the mapping's UUID, not a shard
+				return nil
+			}
 			var pr poller.ShardProgress
 			if err := json.Unmarshal(v, &pr); err != nil {
 				return fmt.Errorf("shard %s: %w", k, err)

@@ -87,7 +87,7 @@ func startESM(t *testing.T, dir, id, stream, table string, leaseDuration time.Du
 	p := &esmProc{id: id, log: &logBuffer{}, out: filepath.Join(dir, id+".jsonl"), done: make(chan struct{})}
 	p.cmd = exec.Command(esmBinary(t), "run", "--stream", stream, "--lease-table", table, "--worker-id", id,
 		"--lease-duration", leaseDuration.String(), "--batch-size", "10", "--poll-interval", "200ms",
-		"--shard-sync-interval", "5s", "--shutdown-grace", "10s", "--log-level", "debug",
+		"--shard-sync-interval", "5s", "--shutdown-grace", "10s", "--log-level", "debug", "--invoke", "example",
 		"--state-dir", filepath.Join(dir, "unused-"+id))
 	p.cmd.Dir = dir // no template.yaml there: flags only
 	p.cmd.Env = processEnv(append([]string{"EXAMPLE_OUTPUT=" + p.out}, env...)...)

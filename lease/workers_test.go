@@ -16,7 +16,7 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -219,7 +219,7 @@ func TestWorkersShareStream(t *testing.T) {
 	for i := range nWorkers {
 		id := fmt.Sprintf("worker-%d", i)
 		ids = append(ids, id)
-		ws = append(ws, startWorker(t, cfg, kin, ddb, table, id, invoke.NewInProcess(rec.handler(id)), log))
+		ws = append(ws, startWorker(t, cfg, kin, ddb, table, id, inprocess.New(rec.handler(id)), log))
 	}
 	testkit.WaitFor(t, "balance at cold start", 30*time.Second, func() bool { o, n := openOwners(t, table); return n == 8 && balanced(o, n, ids) })
 	t.Logf("cold start: 4 workers own 2 of 8 shards each after %s", time.Since(start).Round(time.Millisecond))

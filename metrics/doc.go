@@ -9,12 +9,16 @@
 // Every metric carries the labels function (the function name) and stream (the stream name or
 // ARN, as the mapping was given it); the per-shard ones also carry shard (the shard ID).
 //
-// The six event counts keep the names of Lambda's event source mapping metrics
-// (MetricsConfig EventCount), without a prefix and without Prometheus's _total suffix, so that a
-// CloudWatch dashboard, alarm or runbook translates to PromQL by name: PolledEventCount here is
-// the PolledEventCount of the Lambda console. They are per shard; sum them by (function, stream)
-// for Lambda's per-mapping value. The metrics esm adds that Lambda does not have are prefixed
-// esm_ and follow Prometheus's conventions (base units, _seconds).
+// The six event counts keep the names of Lambda's event source mapping metrics, without a prefix
+// and without Prometheus's _total suffix, so that a CloudWatch dashboard, alarm or runbook
+// translates to PromQL by name: PolledEventCount here is the PolledEventCount of the Lambda
+// console. Lambda publishes them only for a mapping whose MetricsConfig is {Metrics:
+// [EventCount]}; /metrics always has them and says so in their help text (EMF honours
+// MetricsConfig). They are per shard; sum them by (function, stream) for Lambda's per-mapping
+// value. Lambda's always-on function metrics Invocations, Errors, Throttles and
+// DestinationDeliveryFailures keep their names too, per (function, stream). The metrics esm adds
+// that Lambda does not have are prefixed esm_ and follow Prometheus's conventions (base units,
+// _seconds).
 //
 //	PolledEventCount{function,stream,shard}                   counter
 //	    Records read from the shard by GetRecords. Lambda: records the event source mapping read
@@ -32,6 +36,17 @@
 //	    delivery failed). Records lost to the stream's retention are not counted.
 //	OnFailureDestinationDeliveredEventCount{function,stream,shard} counter
 //	    Records whose failure record reached the on-failure destination (SQS, SNS or S3).
+//	Invocations{function,stream}                              counter
+//	    Lambda's Invocations: invocations that reached the function, whatever their outcome.
+//	Errors{function,stream}                                   counter
+//	    Lambda's Errors: invocations that failed with a function error (an error returned, a
+//	    panic, a timeout). Partial and invalid batch responses are not errors.
+//	Throttles{function,stream}                                counter
+//	    Lambda's Throttles: invoke requests refused as throttled (429, reserved concurrency);
+//	    they reach no function and are retried without counting toward MaximumRetryAttempts.
+//	DestinationDeliveryFailures{function,stream}              counter
+//	    Lambda's DestinationDeliveryFailures: sends to the on-failure destination that failed,
+//	    one per attempt (--on-destination-failure block retries them; drop drops the records).
 //	IteratorAge{function,stream,shard}                        gauge, milliseconds
 //	    Lambda's IteratorAge: the age of the last record of the latest batch when it was sent to
 //	    the function (now minus the record's ApproximateArrivalTimestamp). Like Lambda it is not
@@ -63,24 +78,32 @@
 //
 // # Embedded metric format
 //
-// An [EMF] writes one JSON line per interval in which anything happened (an interval of empty
-// polls writes zero counts, as Lambda does; a worker that reads nothing writes nothing), in the
-// namespace it is given, stamped with the time it is written, with the dimension set
-// [FunctionName, StreamName] and the values aggregated over the interval and all shards:
+// An [EMF] writes one JSON line per interval in which anything Lambda would publish happened, in
+// the namespace it is given, stamped with the time it is written, with the values aggregated over
+// the interval and all shards. Each line has up to two metric directives, with Lambda's
+// dimensions:
 //
-//	PolledEventCount, FilteredOutEventCount, InvokedEventCount, FailedInvokeEventCount,
-//	DroppedEventCount, OnFailureDestinationDeliveredEventCount   Count, as above
-//	Invocations   Count: invocations that reached the function
-//	IteratorAge   Milliseconds: one value per batch sent, as above
-//	Duration      Milliseconds: one value per invocation, as esm_invocation_duration_seconds
+//	dimension FunctionName, always (Lambda's function metrics):
+//	  Invocations, Errors, Throttles, DestinationDeliveryFailures   Count, as above
+//	  Duration      Milliseconds: one value per invocation, as esm_invocation_duration_seconds
+//	  IteratorAge   Milliseconds: one value per batch sent, as above
+//	dimension EventSourceMappingUUID, only with [WithEventCounts] (the mapping's MetricsConfig
+//	lists EventCount, as Lambda requires for these):
+//	  PolledEventCount, FilteredOutEventCount, InvokedEventCount, FailedInvokeEventCount,
+//	  DroppedEventCount, OnFailureDestinationDeliveredEventCount   Count, as above
+//
+// The root also carries StreamName, as a property (not a dimension). EventSourceMappingUUID is
+// the mapping's UUID: a random version 4 UUID created with the mapping's progress and kept with
+// it ([WithMappingUUID], [EMF.SetMappingUUID]). With event counts on, an interval of empty polls
+// writes zero counts, as Lambda does; without them, an interval with no invocation, throttle,
+// delivery failure or batch writes nothing; a worker that reads nothing writes nothing.
 //
 // IteratorAge and Duration are lists of the observed values, so CloudWatch computes Maximum,
 // Average and percentiles from them. One line holds at most 100 values of a metric (the
 // format's limit); more spread over more lines. Past 1000 values in an interval a uniform sample
 // of 1000 is kept, with the exact minimum and maximum, so memory stays bounded at any rate
 // (CloudWatch's SampleCount of these two is then the sample's size; Invocations stays exact).
-// The dimension set has no shard, as Lambda's metrics have none, and StreamName stands for
-// Lambda's EventSourceMappingUUID, which esm does not have.
+// No dimension names a shard, as Lambda's metrics have none.
 //
 // # HTTP endpoints
 //

@@ -20,8 +20,8 @@ const DefaultEMFInterval = time.Minute
 // EMF names and units.
 const (
 	emfFunctionName = "FunctionName"
+	emfMappingUUID  = "EventSourceMappingUUID"
 	emfStreamName   = "StreamName"
-	emfInvocations  = "Invocations"
 	emfDuration     = "Duration"
 	unitCount       = "Count"
 	unitMillis      = "Milliseconds"
@@ -41,15 +41,17 @@ const (
 // Its observer methods are safe for concurrent use and take one short lock. Nothing is written
 // before Run or Flush.
 type EMF struct {
-	w         io.Writer
-	namespace string
-	function  string
-	stream    string
-	interval  time.Duration
-	now       func() time.Time // the clock; tests replace it
+	w           io.Writer
+	namespace   string
+	function    string
+	stream      string
+	interval    time.Duration
+	eventCounts bool             // MetricsConfig EventCount: write the six event counts
+	now         func() time.Time // the clock; tests replace it
 
-	mu  sync.Mutex // guards agg
-	agg emfAggregate
+	mu          sync.Mutex // guards agg and mappingUUID
+	agg         emfAggregate
+	mappingUUID string
 
 	wmu sync.Mutex // serialises writes to w
 }
@@ -58,20 +60,44 @@ var _ poller.Observer = (*EMF)(nil)
 
 // emfAggregate is what one interval observed.
 type emfAggregate struct {
-	active                                                bool // anything observed at all
+	active                                                bool // a function metric was observed
+	counted                                               bool // an event count was observed
 	polled, filtered, invoked, failed, dropped, delivered int64
-	invocations                                           int64
+	invocations, errors, throttles, destinationFailures   int64
 	age, duration                                         sampler // milliseconds
 }
+
+// EMFOption configures NewEMF.
+type EMFOption func(*EMF)
+
+// WithEventCounts writes the six event counts, as Lambda publishes them only for a mapping whose
+// MetricsConfig lists EventCount. Without it, only the function metrics are written.
+func WithEventCounts(on bool) EMFOption { return func(e *EMF) { e.eventCounts = on } }
+
+// WithMappingUUID sets the mapping's UUID, the EventSourceMappingUUID dimension (see
+// SetMappingUUID when it is known only later).
+func WithMappingUUID(id string) EMFOption { return func(e *EMF) { e.mappingUUID = id } }
 
 // NewEMF returns an EMF that writes to w the measurements of the mapping of function on stream,
 // in the CloudWatch namespace, aggregated over interval (DefaultEMFInterval when interval ≤ 0).
 // Start it with Run.
-func NewEMF(w io.Writer, namespace, function, stream string, interval time.Duration) *EMF {
+func NewEMF(w io.Writer, namespace, function, stream string, interval time.Duration, opts ...EMFOption) *EMF {
 	if interval <= 0 {
 		interval = DefaultEMFInterval
 	}
-	return &EMF{w: w, namespace: namespace, function: function, stream: stream, interval: interval, now: time.Now}
+	e := &EMF{w: w, namespace: namespace, function: function, stream: stream, interval: interval, now: time.Now}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// SetMappingUUID sets the EventSourceMappingUUID dimension once the mapping's UUID is known (the
+// service reads it from the mapping's store). Safe for concurrent use.
+func (e *EMF) SetMappingUUID(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.mappingUUID = id
 }
 
 // Run writes the aggregated measurements every interval until ctx ends, then writes what the
@@ -104,16 +130,16 @@ func (e *EMF) Run(ctx context.Context) error {
 // nothing was observed. Safe for concurrent use with the observer methods and with Run.
 func (e *EMF) Flush() error {
 	e.mu.Lock()
-	agg := e.agg
+	agg, id := e.agg, e.mappingUUID
 	e.agg = emfAggregate{}
 	e.mu.Unlock()
-	if !agg.active {
+	if !agg.active && !(e.eventCounts && agg.counted) {
 		return nil
 	}
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
 	var errs []error
-	for _, line := range e.encode(agg, e.now()) {
+	for _, line := range e.encode(agg, id, e.now()) {
 		if _, err := e.w.Write(line); err != nil {
 			errs = append(errs, err)
 		}
@@ -144,11 +170,27 @@ func (e *EMF) RecordsDropped(_ string, n int) { e.count(&e.agg.dropped, n) }
 // RecordsDelivered adds n to OnFailureDestinationDeliveredEventCount.
 func (e *EMF) RecordsDelivered(_ string, n int) { e.count(&e.agg.delivered, n) }
 
+// FunctionError adds one to Errors.
+func (e *EMF) FunctionError(string) { e.function1(&e.agg.errors) }
+
+// Throttled adds one to Throttles.
+func (e *EMF) Throttled(string) { e.function1(&e.agg.throttles) }
+
+// DestinationDeliveryFailed adds one to DestinationDeliveryFailures.
+func (e *EMF) DestinationDeliveryFailed(string) { e.function1(&e.agg.destinationFailures) }
+
+func (e *EMF) function1(c *int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.agg.active = true
+	*c++
+}
+
 // BatchInvoked counts the invocation and its records and keeps its duration.
 func (e *EMF) BatchInvoked(_ string, records int, d time.Duration, failed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.agg.active = true
+	e.agg.active, e.agg.counted = true, true
 	e.agg.invocations++
 	e.agg.invoked += int64(max(records, 0))
 	if failed {
@@ -168,10 +210,12 @@ func (e *EMF) IteratorAge(_ string, age time.Duration) {
 // ShardState is ignored: Lambda has no such metric.
 func (e *EMF) ShardState(string, string) {}
 
+// count adds to an event count: the interval is written only when event counts are on (or a
+// function metric was observed).
 func (e *EMF) count(c *int64, n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.agg.active = true
+	e.agg.counted = true
 	*c += int64(max(n, 0))
 }
 
@@ -201,31 +245,42 @@ type emfValue struct {
 	values     []float64 // nil for a count
 }
 
-// encode renders agg as documents stamped at now, each a line ending in a newline.
-func (e *EMF) encode(agg emfAggregate, now time.Time) [][]byte {
-	first := []emfValue{
-		{name: NamePolledEventCount, unit: unitCount, count: agg.polled},
-		{name: NameFilteredOutEventCount, unit: unitCount, count: agg.filtered},
-		{name: NameInvokedEventCount, unit: unitCount, count: agg.invoked},
-		{name: NameFailedInvokeEventCount, unit: unitCount, count: agg.failed},
-		{name: NameDroppedEventCount, unit: unitCount, count: agg.dropped},
-		{name: NameOnFailureDestinationDeliveredEventCount, unit: unitCount, count: agg.delivered},
-		{name: emfInvocations, unit: unitCount, count: agg.invocations},
+// encode renders agg as documents stamped at now, each a line ending in a newline. The first
+// line holds the counts: Lambda's function metrics under the FunctionName dimension and, with
+// event counts on, the event source mapping metrics under EventSourceMappingUUID. IteratorAge and
+// Duration values beyond the first 100 of each go on further lines.
+func (e *EMF) encode(agg emfAggregate, mappingUUID string, now time.Time) [][]byte {
+	function := []emfValue{
+		{name: NameInvocations, unit: unitCount, count: agg.invocations},
+		{name: NameErrors, unit: unitCount, count: agg.errors},
+		{name: NameThrottles, unit: unitCount, count: agg.throttles},
+		{name: NameDestinationDeliveryFailures, unit: unitCount, count: agg.destinationFailures},
+	}
+	var mapping []emfValue
+	if e.eventCounts {
+		mapping = []emfValue{
+			{name: NamePolledEventCount, unit: unitCount, count: agg.polled},
+			{name: NameFilteredOutEventCount, unit: unitCount, count: agg.filtered},
+			{name: NameInvokedEventCount, unit: unitCount, count: agg.invoked},
+			{name: NameFailedInvokeEventCount, unit: unitCount, count: agg.failed},
+			{name: NameDroppedEventCount, unit: unitCount, count: agg.dropped},
+			{name: NameOnFailureDestinationDeliveredEventCount, unit: unitCount, count: agg.delivered},
+		}
 	}
 	ages, durations := agg.age.values(), agg.duration.values()
 	var lines [][]byte
 	for i := 0; i == 0 || i < len(ages) || i < len(durations); i += emfMaxValues {
-		var vals []emfValue
+		var fn, esm []emfValue
 		if i == 0 {
-			vals = first
-		}
-		if part := chunk(ages, i); len(part) > 0 {
-			vals = append(vals, emfValue{name: NameIteratorAge, unit: unitMillis, values: part})
+			fn, esm = function, mapping
 		}
 		if part := chunk(durations, i); len(part) > 0 {
-			vals = append(vals, emfValue{name: emfDuration, unit: unitMillis, values: part})
+			fn = append(fn, emfValue{name: emfDuration, unit: unitMillis, values: part})
 		}
-		lines = append(lines, e.document(vals, now))
+		if part := chunk(ages, i); len(part) > 0 {
+			fn = append(fn, emfValue{name: NameIteratorAge, unit: unitMillis, values: part})
+		}
+		lines = append(lines, e.document(fn, esm, mappingUUID, now))
 	}
 	return lines
 }
@@ -238,26 +293,37 @@ func chunk(vs []float64, i int) []float64 {
 	return vs[i:min(i+emfMaxValues, len(vs))]
 }
 
-// document renders one EMF document: the _aws metadata, the dimensions, then the metrics.
-func (e *EMF) document(vals []emfValue, now time.Time) []byte {
-	meta := emfMetadata{
-		Timestamp: now.UnixMilli(),
-		CloudWatchMetrics: []emfDirective{{
-			Namespace:  e.namespace,
-			Dimensions: [][]string{{emfFunctionName, emfStreamName}},
-			Metrics:    make([]emfMetric, 0, len(vals)),
-		}},
+// document renders one EMF document: the _aws metadata with one directive for the function
+// metrics (dimension FunctionName) and, when there are any, one for the mapping's (dimension
+// EventSourceMappingUUID; FunctionName while the UUID is unknown), then the dimension values,
+// the stream's name as a property, and the metrics.
+func (e *EMF) document(fn, esm []emfValue, mappingUUID string, now time.Time) []byte {
+	directive := func(dim string, vals []emfValue) emfDirective {
+		d := emfDirective{Namespace: e.namespace, Dimensions: [][]string{{dim}}, Metrics: make([]emfMetric, 0, len(vals))}
+		for _, v := range vals {
+			d.Metrics = append(d.Metrics, emfMetric{Name: v.name, Unit: v.unit})
+		}
+		return d
 	}
-	for _, v := range vals {
-		meta.CloudWatchMetrics[0].Metrics = append(meta.CloudWatchMetrics[0].Metrics, emfMetric{Name: v.name, Unit: v.unit})
+	meta := emfMetadata{Timestamp: now.UnixMilli(), CloudWatchMetrics: []emfDirective{directive(emfFunctionName, fn)}}
+	if len(esm) > 0 {
+		dim := emfMappingUUID
+		if mappingUUID == "" {
+			dim = emfFunctionName
+		}
+		meta.CloudWatchMetrics = append(meta.CloudWatchMetrics, directive(dim, esm))
 	}
 	b := []byte(`{"_aws":`)
 	b = appendJSON(b, meta)
 	b = append(b, `,"`+emfFunctionName+`":`...)
 	b = appendJSON(b, e.function)
+	if mappingUUID != "" {
+		b = append(b, `,"`+emfMappingUUID+`":`...)
+		b = appendJSON(b, mappingUUID)
+	}
 	b = append(b, `,"`+emfStreamName+`":`...)
 	b = appendJSON(b, e.stream)
-	for _, v := range vals {
+	for _, v := range append(fn, esm...) {
 		b = append(b, ',')
 		b = appendJSON(b, v.name)
 		b = append(b, ':')

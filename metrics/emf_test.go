@@ -62,24 +62,25 @@ func parseEMF(t *testing.T, out string) []emfDoc {
 		if err := json.Unmarshal(line, &d.root); err != nil {
 			t.Fatal(err)
 		}
-		if d.AWS.Timestamp <= 0 || len(d.AWS.CloudWatchMetrics) != 1 {
+		if d.AWS.Timestamp <= 0 || len(d.AWS.CloudWatchMetrics) == 0 || len(d.AWS.CloudWatchMetrics) > 2 {
 			t.Fatalf("bad _aws envelope: %s", line)
 		}
-		dir := d.AWS.CloudWatchMetrics[0]
-		if dir.Namespace == "" || len(dir.Dimensions) == 0 || len(dir.Metrics) == 0 || len(dir.Metrics) > 100 {
-			t.Fatalf("bad metric directive: %s", line)
-		}
-		for _, set := range dir.Dimensions {
-			for _, dim := range set {
-				var s string
-				if err := json.Unmarshal(d.root[dim], &s); err != nil {
-					t.Fatalf("dimension %s is not a string root member: %s", dim, line)
+		for _, dir := range d.AWS.CloudWatchMetrics {
+			if dir.Namespace == "" || len(dir.Dimensions) == 0 || len(dir.Metrics) == 0 || len(dir.Metrics) > 100 {
+				t.Fatalf("bad metric directive: %s", line)
+			}
+			for _, set := range dir.Dimensions {
+				for _, dim := range set {
+					var s string
+					if err := json.Unmarshal(d.root[dim], &s); err != nil || s == "" {
+						t.Fatalf("dimension %s is not a non-empty string root member: %s", dim, line)
+					}
 				}
 			}
-		}
-		for _, m := range dir.Metrics {
-			if !isNumber(d.root[m.Name]) && !isNumbers(d.root[m.Name]) {
-				t.Fatalf("metric %s is not a number or a list of at most 100 numbers: %s", m.Name, line)
+			for _, m := range dir.Metrics {
+				if !isNumber(d.root[m.Name]) && !isNumbers(d.root[m.Name]) {
+					t.Fatalf("metric %s is not a number or a list of at most 100 numbers: %s", m.Name, line)
+				}
 			}
 		}
 		docs = append(docs, d)
@@ -120,9 +121,11 @@ func (d emfDoc) values(t *testing.T, name string) []float64 {
 }
 
 func (d emfDoc) unit(name string) string {
-	for _, m := range d.AWS.CloudWatchMetrics[0].Metrics {
-		if m.Name == name {
-			return m.Unit
+	for _, dir := range d.AWS.CloudWatchMetrics {
+		for _, m := range dir.Metrics {
+			if m.Name == name {
+				return m.Unit
+			}
 		}
 	}
 	return ""
@@ -130,15 +133,17 @@ func (d emfDoc) unit(name string) string {
 
 var emfTestTime = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
-func newTestEMF(w *syncBuffer, interval time.Duration) *EMF {
-	e := NewEMF(w, "ESM", "fn", "orders", interval)
+const testMappingUUID = "8f3b6c2e-41d7-4a9e-b5c0-2e7d9a1f6b34"
+
+func newTestEMF(w *syncBuffer, interval time.Duration, opts ...EMFOption) *EMF {
+	e := NewEMF(w, "ESM", "fn", "orders", interval, append([]EMFOption{WithMappingUUID(testMappingUUID)}, opts...)...)
 	e.now = func() time.Time { return emfTestTime }
 	return e
 }
 
 func TestEMFDocument(t *testing.T) {
 	var out syncBuffer
-	e := newTestEMF(&out, time.Minute)
+	e := newTestEMF(&out, time.Minute, WithEventCounts(true))
 	e.RecordsPolled("s0", 10)
 	e.RecordsPolled("s1", 5)
 	e.RecordsFilteredOut("s0", 2)
@@ -159,17 +164,20 @@ func TestEMFDocument(t *testing.T) {
 		t.Fatalf("%d documents, want 1:\n%s", len(docs), out.String())
 	}
 	d := docs[0]
-	dir := d.AWS.CloudWatchMetrics[0]
-	if d.AWS.Timestamp != emfTestTime.UnixMilli() || dir.Namespace != "ESM" ||
-		!slices.EqualFunc(dir.Dimensions, [][]string{{"FunctionName", "StreamName"}}, slices.Equal) {
-		t.Errorf("envelope: timestamp %d namespace %q dimensions %v", d.AWS.Timestamp, dir.Namespace, dir.Dimensions)
+	fn, esm := d.AWS.CloudWatchMetrics[0], d.AWS.CloudWatchMetrics[1]
+	if d.AWS.Timestamp != emfTestTime.UnixMilli() || fn.Namespace != "ESM" || esm.Namespace != "ESM" ||
+		!slices.EqualFunc(fn.Dimensions, [][]string{{"FunctionName"}}, slices.Equal) ||
+		!slices.EqualFunc(esm.Dimensions, [][]string{{"EventSourceMappingUUID"}}, slices.Equal) {
+		t.Errorf("envelope: timestamp %d directives %+v", d.AWS.Timestamp, d.AWS.CloudWatchMetrics)
 	}
-	if string(d.root["FunctionName"]) != `"fn"` || string(d.root["StreamName"]) != `"orders"` {
-		t.Errorf("dimension values %s %s", d.root["FunctionName"], d.root["StreamName"])
+	if string(d.root["FunctionName"]) != `"fn"` || string(d.root["EventSourceMappingUUID"]) != `"`+testMappingUUID+`"` ||
+		string(d.root["StreamName"]) != `"orders"` {
+		t.Errorf("dimension values %s %s %s", d.root["FunctionName"], d.root["EventSourceMappingUUID"], d.root["StreamName"])
 	}
 	for name, want := range map[string]int64{
 		"PolledEventCount": 15, "FilteredOutEventCount": 2, "InvokedEventCount": 21, "FailedInvokeEventCount": 13,
 		"DroppedEventCount": 2, "OnFailureDestinationDeliveredEventCount": 3, "Invocations": 3,
+		"Errors": 0, "Throttles": 0, "DestinationDeliveryFailures": 0,
 	} {
 		if got := d.count(t, name); got != want {
 			t.Errorf("%s = %d, want %d", name, got, want)
@@ -196,7 +204,7 @@ func TestEMFDocument(t *testing.T) {
 
 func TestEMFEmptyPollsWriteZeroCounts(t *testing.T) {
 	var out syncBuffer
-	e := newTestEMF(&out, time.Minute)
+	e := newTestEMF(&out, time.Minute, WithEventCounts(true))
 	e.RecordsPolled("s0", 0)
 	if err := e.Flush(); err != nil {
 		t.Fatal(err)
@@ -215,7 +223,7 @@ func TestEMFEmptyPollsWriteZeroCounts(t *testing.T) {
 
 func TestEMFManyValuesSpreadOverLines(t *testing.T) {
 	var out syncBuffer
-	e := newTestEMF(&out, time.Minute)
+	e := newTestEMF(&out, time.Minute, WithEventCounts(true))
 	for i := range 250 {
 		e.IteratorAge("s0", time.Duration(i)*time.Millisecond)
 	}
@@ -262,7 +270,7 @@ func TestEMFSamplerBounded(t *testing.T) {
 
 func TestEMFRunFlushesEveryIntervalAndOnStop(t *testing.T) {
 	var out syncBuffer
-	e := newTestEMF(&out, 20*time.Millisecond)
+	e := newTestEMF(&out, 20*time.Millisecond, WithEventCounts(true))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
@@ -296,7 +304,7 @@ var errDiskFull = errors.New("disk full")
 func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
 
 func TestEMFWriteError(t *testing.T) {
-	e := NewEMF(failingWriter{}, "ESM", "fn", "orders", time.Hour)
+	e := NewEMF(failingWriter{}, "ESM", "fn", "orders", time.Hour, WithEventCounts(true))
 	e.RecordsPolled("s0", 1)
 	err := e.Flush()
 	var we *EMFWriteError

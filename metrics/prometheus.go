@@ -22,6 +22,10 @@ const (
 	NameDroppedEventCount                       = "DroppedEventCount"
 	NameOnFailureDestinationDeliveredEventCount = "OnFailureDestinationDeliveredEventCount"
 	NameIteratorAge                             = "IteratorAge"
+	NameInvocations                             = "Invocations"
+	NameErrors                                  = "Errors"
+	NameThrottles                               = "Throttles"
+	NameDestinationDeliveryFailures             = "DestinationDeliveryFailures"
 	NameInvocationDuration                      = "esm_invocation_duration_seconds"
 	NameBatchSize                               = "esm_batch_size"
 	NameShardState                              = "esm_shard_state"
@@ -55,6 +59,7 @@ type Prometheus struct {
 	state                                                 *prometheus.GaugeVec   // by shard, state
 	owned                                                 *prometheus.GaugeVec   // by shard
 	duration, batchSize                                   prometheus.Observer
+	invocations, errors, throttles, destinationFailures   prometheus.Counter // by function and stream, as Lambda's
 
 	shards sync.Map // shard ID → *shardMetrics
 }
@@ -91,21 +96,29 @@ func NewPrometheus(reg prometheus.Registerer, function, stream string) *Promethe
 		return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets},
 			[]string{LabelFunction, LabelStream}))
 	}
+	perFunction := func(name, help string) *prometheus.CounterVec {
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help},
+			[]string{LabelFunction, LabelStream}))
+	}
 	curry := prometheus.Labels{LabelFunction: function, LabelStream: stream}
+	// The six event counts are Lambda's opt-in event source mapping metrics (MetricsConfig
+	// EventCount); esm always exposes them here, and honours MetricsConfig in EMF.
+	const optIn = "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]}); always exposed here: "
+	const always = "Lambda function metric, always on in Lambda: "
 
 	return &Prometheus{
 		polled: counter(NamePolledEventCount,
-			"Lambda ESM metric: records read successfully from the shard (an empty poll adds 0).").MustCurryWith(curry),
+			optIn+"records read successfully from the shard (an empty poll adds 0).").MustCurryWith(curry),
 		filtered: counter(NameFilteredOutEventCount,
-			"Lambda ESM metric: records removed by FilterCriteria; they never reach the function.").MustCurryWith(curry),
+			optIn+"records removed by FilterCriteria; they never reach the function.").MustCurryWith(curry),
 		invoked: counter(NameInvokedEventCount,
-			"Lambda ESM metric: records in invocations that reached the function; a retried batch counts again.").MustCurryWith(curry),
+			optIn+"records in invocations that reached the function; a retried batch counts again.").MustCurryWith(curry),
 		failed: counter(NameFailedInvokeEventCount,
-			"Lambda ESM metric: records in invocations that failed, including those that returned a non-empty batchItemFailures.").MustCurryWith(curry),
+			optIn+"records in invocations that failed, including those that returned a non-empty batchItemFailures.").MustCurryWith(curry),
 		dropped: counter(NameDroppedEventCount,
-			"Lambda ESM metric: records discarded after MaximumRecordAgeInSeconds or MaximumRetryAttempts without reaching an on-failure destination.").MustCurryWith(curry),
+			optIn+"records discarded after MaximumRecordAgeInSeconds or MaximumRetryAttempts without reaching an on-failure destination.").MustCurryWith(curry),
 		delivered: counter(NameOnFailureDestinationDeliveredEventCount,
-			"Lambda ESM metric: records whose failure record reached the on-failure destination.").MustCurryWith(curry),
+			optIn+"records whose failure record reached the on-failure destination.").MustCurryWith(curry),
 		iteratorAge: gauge(NameIteratorAge,
 			"Lambda IteratorAge in milliseconds: age of the last record of the latest batch when it was sent to the function. Absent for shards this worker does not read.",
 			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
@@ -116,8 +129,16 @@ func NewPrometheus(reg prometheus.Registerer, function, stream string) *Promethe
 			"1 while this worker holds the shard's lease and reads it (state reading), else 0.",
 			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
 		duration: histogram(NameInvocationDuration,
-			"Duration of each invocation that reached the function, as esm saw it, in seconds; its count is Lambda's Invocations.",
+			"Duration of each invocation that reached the function, as esm saw it, in seconds (Lambda's Duration, which is in milliseconds); its count is Lambda's Invocations.",
 			durationBuckets).With(curry),
+		invocations: perFunction(NameInvocations,
+			always+"invocations that reached the function, whatever their outcome.").With(curry),
+		errors: perFunction(NameErrors,
+			always+"invocations that failed with a function error (an error returned, a panic, a timeout); partial and invalid batch responses are not errors.").With(curry),
+		throttles: perFunction(NameThrottles,
+			always+"invoke requests refused as throttled; they reach no function and are retried without counting.").With(curry),
+		destinationFailures: perFunction(NameDestinationDeliveryFailures,
+			always+"sends to the on-failure destination that failed (each attempt; --on-destination-failure block retries, drop drops the records).").With(curry),
 		batchSize: histogram(NameBatchSize,
 			"Records per invocation.", batchSizeBuckets).With(curry),
 	}
@@ -188,7 +209,17 @@ func (p *Prometheus) BatchInvoked(shardID string, records int, d time.Duration, 
 	}
 	p.duration.Observe(d.Seconds())
 	p.batchSize.Observe(float64(records))
+	p.invocations.Inc()
 }
+
+// FunctionError adds one to Errors.
+func (p *Prometheus) FunctionError(string) { p.errors.Inc() }
+
+// Throttled adds one to Throttles.
+func (p *Prometheus) Throttled(string) { p.throttles.Inc() }
+
+// DestinationDeliveryFailed adds one to DestinationDeliveryFailures.
+func (p *Prometheus) DestinationDeliveryFailed(string) { p.destinationFailures.Inc() }
 
 // IteratorAge sets the shard's IteratorAge, in milliseconds.
 func (p *Prometheus) IteratorAge(shardID string, age time.Duration) {

@@ -146,7 +146,13 @@ func TestPrometheusHelpNamesLambdaMeaning(t *testing.T) {
 	p.ShardState("s", poller.StateReading)
 	p.IteratorAge("s", time.Second)
 	p.BatchInvoked("s", 1, time.Millisecond, false)
+	p.BatchInvoked("s", 1, time.Millisecond, true)
+	p.FunctionError("s")
+	p.Throttled("s")
+	p.Throttled("s")
+	p.DestinationDeliveryFailed("s")
 	f := gather(t, reg)
+	// The help text says which are Lambda's opt-in metrics (MetricsConfig EventCount).
 	for _, name := range []string{
 		NamePolledEventCount, NameFilteredOutEventCount, NameInvokedEventCount, NameFailedInvokeEventCount,
 		NameDroppedEventCount, NameOnFailureDestinationDeliveredEventCount,
@@ -155,8 +161,21 @@ func TestPrometheusHelpNamesLambdaMeaning(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s not registered", name)
 		}
-		if mf.GetType() != dto.MetricType_COUNTER || !strings.HasPrefix(mf.GetHelp(), "Lambda ESM metric: ") {
+		if mf.GetType() != dto.MetricType_COUNTER || !strings.HasPrefix(mf.GetHelp(), "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]})") {
 			t.Errorf("%s: type %v, help %q", name, mf.GetType(), mf.GetHelp())
+		}
+	}
+	// Lambda's function metrics, always on, one series per function and stream.
+	for name, want := range map[string]float64{NameInvocations: 2, NameErrors: 1, NameThrottles: 2, NameDestinationDeliveryFailures: 1} {
+		mf, ok := f[name]
+		if !ok {
+			t.Fatalf("%s not registered", name)
+		}
+		if mf.GetType() != dto.MetricType_COUNTER || !strings.HasPrefix(mf.GetHelp(), "Lambda function metric, always on in Lambda: ") {
+			t.Errorf("%s: type %v, help %q", name, mf.GetType(), mf.GetHelp())
+		}
+		if ms := mf.GetMetric(); len(ms) != 1 || ms[0].GetCounter().GetValue() != want || len(ms[0].GetLabel()) != 2 {
+			t.Errorf("%s = %v, want one series {function, stream} at %v", name, ms, want)
 		}
 	}
 	if mf := f[NameIteratorAge]; mf.GetType() != dto.MetricType_GAUGE || !strings.Contains(mf.GetHelp(), "milliseconds") {

@@ -68,3 +68,21 @@ func (t tee) ShardState(shardID, state string) {
 		o.ShardState(shardID, state)
 	}
 }
+
+func (t tee) FunctionError(shardID string) {
+	for _, o := range t {
+		o.FunctionError(shardID)
+	}
+}
+
+func (t tee) Throttled(shardID string) {
+	for _, o := range t {
+		o.Throttled(shardID)
+	}
+}
+
+func (t tee) DestinationDeliveryFailed(shardID string) {
+	for _, o := range t {
+		o.DestinationDeliveryFailed(shardID)
+	}
+}

@@ -31,6 +31,9 @@ func (r *recorder) RecordsDropped(s string, n int)          { r.add("dropped %s 
 func (r *recorder) RecordsDelivered(s string, n int)        { r.add("delivered %s %d", s, n) }
 func (r *recorder) IteratorAge(s string, age time.Duration) { r.add("age %s %v", s, age) }
 func (r *recorder) ShardState(s, state string)              { r.add("state %s %s", s, state) }
+func (r *recorder) FunctionError(s string)                  { r.add("error %s", s) }
+func (r *recorder) Throttled(s string)                      { r.add("throttled %s", s) }
+func (r *recorder) DestinationDeliveryFailed(s string)      { r.add("destination failed %s", s) }
 
 func TestTeeFansOut(t *testing.T) {
 	a, b := &recorder{}, &recorder{}
@@ -42,9 +45,12 @@ func TestTeeFansOut(t *testing.T) {
 	o.RecordsDelivered("s", 1)
 	o.IteratorAge("s", time.Minute)
 	o.ShardState("s", poller.StateReading)
+	o.FunctionError("s")
+	o.Throttled("s")
+	o.DestinationDeliveryFailed("s")
 	want := []string{
 		"polled s 3", "filtered s 1", "invoked s 2 1s true", "dropped s 1", "delivered s 1",
-		"age s 1m0s", "state s reading",
+		"age s 1m0s", "state s reading", "error s", "throttled s", "destination failed s",
 	}
 	for name, r := range map[string]*recorder{"first": a, "second": b} {
 		if !slices.Equal(r.calls, want) {

@@ -16,6 +16,12 @@ const (
 	AtTimestamp = "AT_TIMESTAMP"
 )
 
+// What to do when the on-failure destination cannot take a record (Config.OnDestinationFailure).
+const (
+	DestinationFailureBlock = "block" // retry the delivery, holding the shard: nothing is lost
+	DestinationFailureDrop  = "drop"  // drop the records and move on, as Lambda does
+)
+
 // Limits Lambda applies to a Kinesis event source mapping.
 const (
 	MaxBatchSize          = 10000
@@ -31,7 +37,13 @@ const (
 // Config is one event source mapping. A zero field means its default, given in its comment.
 type Config struct {
 	// StreamARN is the stream's ARN, arn:aws:kinesis:<region>:<account>:stream/<name>. Required.
+	// An enhanced fan-out consumer ARN given here (as Lambda's EventSourceArn may be) moves to
+	// ConsumerARN, and StreamARN becomes its stream's.
 	StreamARN string
+	// ConsumerARN, when set, is the stream's enhanced fan-out consumer the mapping reads through
+	// (SubscribeToShard; see SubscribeAPI):
+	// arn:aws:kinesis:<region>:<account>:stream/<name>/consumer/<consumer>:<creation epoch seconds>.
+	ConsumerARN string
 	// FunctionARN is the mapped function's ARN (used in the on-failure record and the handler's
 	// context). Optional.
 	FunctionARN string
@@ -65,10 +77,16 @@ type Config struct {
 	// OnFailureDestination is the ARN of the SQS queue, SNS topic or S3 bucket that receives a
 	// record of each discarded batch (DestinationConfig.OnFailure.Destination). Optional.
 	OnFailureDestination string
+	// OnDestinationFailure is what happens when the on-failure destination cannot take a record:
+	// DestinationFailureBlock (the default) retries the delivery and holds the shard until it
+	// succeeds, so nothing is lost; DestinationFailureDrop drops the records and moves on, as
+	// Lambda does. Either way each failed send counts in DestinationDeliveryFailures.
+	OnDestinationFailure string
 	// ParallelizationFactor is how many batches of one shard may be in flight at once, 1–10.
 	// Default 1.
 	ParallelizationFactor int
-	// TumblingWindow is the length of tumbling windows, 0–900 s. Default 0: no windows.
+	// TumblingWindow is the length of tumbling windows, 0–900 s. Default 0: no windows. A windowed
+	// mapping runs one batch in flight per shard whatever its ParallelizationFactor (see New).
 	TumblingWindow time.Duration
 	// FilterPatterns are the FilterCriteria patterns (JSON), OR-ed. At most MaxFilters.
 	FilterPatterns []string
@@ -129,7 +147,7 @@ func ParseStreamARN(s string) (StreamARN, error) {
 	name := strings.TrimPrefix(parts[5], "stream/")
 	if name == "" || strings.Contains(name, "/") {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
-			"EventSourceArn %q: stream name missing or an enhanced fan-out consumer ARN (not supported yet)", s)}
+			"EventSourceArn %q: stream name missing, or not a stream ARN (a consumer ARN is ConsumerARN's)", s)}
 	}
 	if parts[3] == "" {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf("EventSourceArn %q has no region", s)}
@@ -146,6 +164,9 @@ func (a StreamARN) String() string {
 func (c Config) withDefaults(now time.Time) (Config, error) {
 	if c.StreamARN == "" {
 		return c, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
+	}
+	if err := c.splitConsumerARN(); err != nil {
+		return c, err
 	}
 	arn, err := ParseStreamARN(c.StreamARN)
 	if err != nil {
@@ -195,6 +216,15 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 			return c, err
 		}
 	}
+	switch c.OnDestinationFailure {
+	case "":
+		c.OnDestinationFailure = DestinationFailureBlock
+	case DestinationFailureBlock, DestinationFailureDrop:
+	default:
+		return c, &ValidationError{Field: "OnDestinationFailure", Message: fmt.Sprintf(
+			"OnDestinationFailure %q: want %s (hold the shard until the destination takes the record) or %s (drop the records, as Lambda does)",
+			c.OnDestinationFailure, DestinationFailureBlock, DestinationFailureDrop)}
+	}
 	switch {
 	case c.ParallelizationFactor == 0:
 		c.ParallelizationFactor = 1
@@ -203,11 +233,6 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 	}
 	if c.TumblingWindow < 0 || c.TumblingWindow > 900*time.Second {
 		return c, RangeError("tumblingWindowInSeconds", int64(c.TumblingWindow/time.Second), 0, 900)
-	}
-	if c.TumblingWindow > 0 && c.ParallelizationFactor > 1 {
-		return c, &ValidationError{Field: "TumblingWindowInSeconds", Message: fmt.Sprintf(
-			"TumblingWindowInSeconds %d needs ParallelizationFactor 1 (got %d): a window's state is carried from one invocation of the shard to the next",
-			int64(c.TumblingWindow/time.Second), c.ParallelizationFactor)}
 	}
 	switch {
 	case c.MaxFilters == 0:
@@ -250,12 +275,20 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 }
 
 // checkDestinationARN accepts the on-failure destinations Lambda allows for a Kinesis mapping:
-// an SQS queue, an SNS topic or an S3 bucket.
+// an SQS queue, an SNS topic or an S3 bucket. A FIFO queue or topic is refused: Lambda accepts
+// one, but its message has no message group id, so every delivery fails (a blocking shard would
+// wait for good).
 func checkDestinationARN(arn string) error {
 	parts := strings.SplitN(arn, ":", 6)
 	if len(parts) == 6 && parts[0] == "arn" {
 		switch parts[2] {
 		case "sqs", "sns":
+			if parts[3] != "" && strings.HasSuffix(parts[5], ".fifo") {
+				kind := map[string]string{"sqs": "queue", "sns": "topic"}[parts[2]]
+				return &ValidationError{Field: "DestinationConfig", Message: fmt.Sprintf(
+					"DestinationConfig.OnFailure.Destination %s is a FIFO %s: it cannot take Lambda's on-failure message, which has no message group id, so every delivery would fail; use a standard %s",
+					arn, kind, kind)}
+			}
 			if parts[3] != "" && parts[5] != "" {
 				return nil
 			}
@@ -300,3 +333,7 @@ func (c Config) Validate() error {
 	_, err := c.withDefaults(time.Now())
 	return err
 }
+
+// WithDefaults returns the configuration as the poller runs it: every zero field set to its
+// default, after checking every field (the error names the first field that is wrong).
+func (c Config) WithDefaults() (Config, error) { return c.withDefaults(time.Now()) }

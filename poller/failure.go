@@ -163,11 +163,13 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 // process handles one batch by Lambda's rules and returns once every record of it was handled or
 // discarded (and the checkpoint covers it), or with errStopped when the mapping stops:
 //
-//   - before every invocation, records older than MaximumRecordAgeInSeconds at the head of the
-//     batch are discarded (RecordAgeExceeded) and the rest is still invoked;
+//   - before every invocation, records older than MaximumRecordAgeInSeconds or than the stream's
+//     retention period at the head of the batch are discarded (RecordAgeExceeded) and the rest
+//     is still invoked;
 //   - a throttled or unreachable function is retried with backoff, never counted;
 //   - a partial batch response checkpoints the records before the lowest failed one and retries
-//     from it; the invocation count carries on;
+//     from it; when that moved the checkpoint, the rest is a new batch with a fresh retry count,
+//     otherwise (the first record failed) the count carries on;
 //   - a function error with BisectBatchOnFunctionError splits a batch of two or more records in
 //     halves, processed in order, each with a fresh retry count (the split itself is not counted);
 //   - a failure counts toward MaximumRetryAttempts; when they are used up the remaining records are
@@ -178,15 +180,29 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, payload []byte) error {
 	cfg := &r.p.cfg
 	maxRetries := cfg.RetryAttempts()
-	maxAge := time.Duration(cfg.RecordAgeSeconds()) * time.Second
 	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
 	invokes, failures := 0, 0
+	attempted := false // an invoke was tried: from then on the retention period applies
 	var last *FailureResponse
 	lastRequest := "" // the request id of the last invocation, for the failure record
 	for len(recs) > 0 {
-		if maxAge >= 0 {
-			if n := expiredPrefix(recs, r.p.now(), maxAge); n > 0 {
-				if err := r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil, lastRequest); err != nil {
+		if limit, retention, ok := r.p.ageLimit(attempted); ok {
+			if n := expiredPrefix(recs, r.p.now(), limit); n > 0 {
+				var err error
+				switch {
+				case retention && r.p.dest == nil:
+					// Gone with the stream's retention: not in DroppedEventCount, as Lambda counts it.
+					r.p.log.Warn("records older than the stream's retention period have left the stream: discarded",
+						"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(recs[0].SequenceNumber))
+					err = r.ackDiscarded(workCtx, recs[:n])
+				case retention:
+					r.p.log.Warn("records older than the stream's retention period have left the stream: discarded as RecordAgeExceeded",
+						"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(recs[0].SequenceNumber))
+					fallthrough
+				default:
+					err = r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil, lastRequest)
+				}
+				if err != nil {
 					return err
 				}
 				recs, payload = recs[n:], nil
@@ -215,7 +231,9 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		started := time.Now()
 		resp, err := r.p.inv.Invoke(workCtx, payload)
 		took := time.Since(started)
+		attempted = true
 		if err != nil {
+			r.observeInvoke(0, took, err, false, false)
 			log().Warn("function not invoked; retrying without counting", "err", err)
 			if !sleep(runCtx, bo.next()) {
 				return errStopped
@@ -232,7 +250,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 				o = outcomeInvalid // a windowed function must return its state
 			}
 		}
-		r.p.obs.BatchInvoked(r.shardID, len(recs), took, o != outcomeSuccess)
+		r.observeInvoke(len(recs), took, nil, o != outcomeSuccess, o == outcomeFunctionError)
 		last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
 		switch o {
 		case outcomeSuccess:
@@ -252,7 +270,12 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 				if err := r.ack(workCtx, recs[:failedAt]); err != nil {
 					return err
 				}
+				// The checkpoint moved: the rest is a new, shrunken batch whose retry count starts
+				// again, as AWS recorded it (record 6 of [4,5,6] is then invoked 1+3 more times).
 				recs, payload = recs[failedAt:], nil
+				invokes, failures = 0, 0
+				bo.reset()
+				continue
 			}
 		case outcomeFunctionError:
 			log().Warn("function error", "invocations", invokes, "error", string(resp.Payload))
@@ -281,8 +304,25 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 	return nil
 }
 
-// discard gives up on recs: their failure record goes to the on-failure destination (retried
-// until it is delivered, blocking the shard), then the checkpoint moves past them.
+// observeInvoke reports one invoke request as Lambda's metrics count it: a throttle when the
+// request was refused as throttled (err), otherwise, when it reached the function (err nil), an
+// invocation with its records, duration and whether the batch failed, and a function error.
+func (r *reader) observeInvoke(records int, took time.Duration, err error, failed, functionError bool) {
+	if err != nil {
+		if errors.Is(err, invoke.ErrThrottled) {
+			r.p.obs.Throttled(r.shardID)
+		}
+		return
+	}
+	r.p.obs.BatchInvoked(r.shardID, records, took, failed)
+	if functionError {
+		r.p.obs.FunctionError(r.shardID)
+	}
+}
+
+// discard gives up on recs: their failure record goes to the on-failure destination, then the
+// checkpoint moves past them. A delivery that fails is retried, blocking the shard, until it
+// succeeds; with OnDestinationFailure drop, the records are dropped instead, as Lambda drops them.
 func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, condition string, invokes int, resp *FailureResponse, requestID string) error {
 	if requestID == "" { // never invoked: the failure record gets its own id
 		requestID = uuid.NewString()
@@ -316,6 +356,12 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 			if errors.Is(err, context.Canceled) && workCtx.Err() != nil {
 				return errStopped
 			}
+			r.p.obs.DestinationDeliveryFailed(r.shardID)
+			if r.p.cfg.OnDestinationFailure == DestinationFailureDrop {
+				log.Error("on-failure destination unreachable; records dropped (on-destination-failure drop)", "destination", r.p.cfg.OnFailureDestination, "err", err)
+				r.p.obs.RecordsDropped(r.shardID, len(recs))
+				return r.ackDiscarded(workCtx, recs)
+			}
 			log.Warn("on-failure destination unreachable; retrying, the shard waits", "err", err)
 			if !sleep(runCtx, bo.next()) {
 				return errStopped
@@ -324,6 +370,11 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 		log.Info("records sent to the on-failure destination", "destination", r.p.cfg.OnFailureDestination)
 		r.p.obs.RecordsDelivered(r.shardID, len(recs))
 	}
+	return r.ackDiscarded(workCtx, recs)
+}
+
+// ackDiscarded moves the checkpoint past discarded records.
+func (r *reader) ackDiscarded(workCtx context.Context, recs []types.Record) error {
 	if err := r.ack(workCtx, recs); err != nil {
 		if errors.Is(err, errLost) {
 			return err

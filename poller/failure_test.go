@@ -17,6 +17,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 func TestClassifyResponse(t *testing.T) {
@@ -148,24 +149,44 @@ func startFailureHarness(t *testing.T, cfg Config, f *fakekinesis.Fake, arn stri
 	if cfg.StartingPosition == "" {
 		cfg.StartingPosition = TrimHorizon
 	}
-	cfg.PollInterval, cfg.MinPollSpacing, cfg.ShardSyncInterval = 10*time.Millisecond, time.Millisecond, time.Hour
-	p, err := New(cfg, f, fh.store, invoke.NewInProcess(h.handle, invoke.WithTimeout(10*time.Second)), append([]Option{WithDestination(fh.dest)}, opts...)...)
+	cfg.PollInterval, cfg.MinPollSpacing = 10*time.Millisecond, time.Millisecond
+	if cfg.ShardSyncInterval == 0 {
+		cfg.ShardSyncInterval = time.Hour
+	}
+	p, err := New(cfg, f, fh.store, inprocess.New(h.handle, inprocess.WithTimeout(10*time.Second)), append([]Option{WithDestination(fh.dest)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
 	fh.p = p
+	fh.stop = startPoller(t, p)
+	return fh
+}
+
+// startPoller runs p, with retries paced in milliseconds, until the returned stop (also run at the
+// test's end), which returns Run's error.
+func startPoller(t *testing.T, p *Poller) (stop func() error) {
+	t.Helper()
+	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	var once sync.Once
 	var runErr error
-	fh.stop = func() error {
+	stop = func() error {
 		once.Do(func() { cancel(); runErr = <-done })
 		return runErr
 	}
-	t.Cleanup(func() { _ = fh.stop() })
-	return fh
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// waitCheckpoint waits until the store's checkpoint of shard 0 is seq.
+func waitCheckpoint(t *testing.T, store Store, seq string) {
+	t.Helper()
+	testkit.WaitFor(t, "checkpoint "+seq, 5*time.Second, func() bool {
+		pr, _ := store.Load(context.Background())
+		return pr["shardId-000000000000"].Checkpoint == seq
+	})
 }
 
 func intp(v int) *int { return &v }
@@ -179,9 +200,11 @@ func putN(f *fakekinesis.Fake, n int, data func(i int) string) []string {
 	return seqs
 }
 
-// TestPartialBatchRetriesSuffix is AWS's recorded case: BatchSize 3, six records, record 6 reported
-// failed every time, MaximumRetryAttempts 3 → one destination record for record 6 alone with
-// approximateInvokeCount 4 and functionError null; records 1–5 handled once.
+// TestPartialBatchRetriesSuffix replays AWS's recording (A.3 kinesis_records and sqs_payload):
+// BatchSize 3, six records, record 6 reported failed every time, MaximumRetryAttempts 3. Records
+// 1–5 are delivered once; record 6 five times: once in [4,5,6], whose partial response moves the
+// checkpoint to it, then 1+3 times alone, as the retry count starts again for the shrunken batch.
+// One destination record names record 6 alone with approximateInvokeCount 4 and functionError null.
 func TestPartialBatchRetriesSuffix(t *testing.T) {
 	f := fakekinesis.New()
 	arn := f.CreateStream("s", 1)
@@ -205,9 +228,43 @@ func TestPartialBatchRetriesSuffix(t *testing.T) {
 		d.StartSequenceNumber != seqs[5] || d.EndSequenceNumber != seqs[5] || d.Response == nil || d.Response.FunctionError != "" {
 		t.Fatalf("destination record %+v", d)
 	}
-	want := [][]string{{"1", "2", "3"}, {"4", "5", "6"}, {"6"}, {"6"}, {"6"}}
-	if got := h.invocations(); fmt.Sprint(got) != fmt.Sprint(want) {
+	want := [][]string{{"1", "2", "3"}, {"4", "5", "6"}, {"6"}, {"6"}, {"6"}, {"6"}}
+	got := h.invocations()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("invocations %v, want %v", got, want)
+	}
+	// The recording's delivery log, sorted by partition key as the recording's test sorts it.
+	deliveries := map[string]int{}
+	for _, call := range got {
+		for _, d := range call {
+			deliveries[d]++
+		}
+	}
+	if fmt.Sprint(deliveries) != "map[1:1 2:1 3:1 4:1 5:1 6:5]" {
+		t.Fatalf("deliveries per record %v, want record 6 five times and the others once", deliveries)
+	}
+}
+
+// TestPartialFailureOfFirstRecordCountsOn: when the lowest failed record is the batch's first,
+// nothing moves, so the retry count carries on (MaximumRetryAttempts 2 → 3 invocations).
+func TestPartialFailureOfFirstRecordCountsOn(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 2, func(i int) string { return fmt.Sprint(i + 1) })
+	h := &scripted{decide: func(_ int, e events.KinesisEvent) (json.RawMessage, error) {
+		return json.RawMessage(fmt.Sprintf(`{"batchItemFailures":[{"itemIdentifier":%q}]}`, e.Records[0].Kinesis.SequenceNumber)), nil
+	}}
+	fh := startFailureHarness(t, Config{BatchSize: 2, MaximumRetryAttempts: intp(2), ReportBatchItemFailures: true}, f, arn, h)
+	testkit.WaitFor(t, "checkpoint past both records", 5*time.Second, func() bool {
+		p, _ := fh.store.Load(context.Background())
+		return p["shardId-000000000000"].Checkpoint == seqs[1]
+	})
+	dl := fh.dest.records()
+	if len(dl) != 1 || dl[0].ApproximateInvokeCount != 3 || dl[0].BatchSize != 2 || dl[0].StartSequenceNumber != seqs[0] {
+		t.Fatalf("destination records %+v, want both records after 3 invocations", dl)
+	}
+	if n := len(h.invocations()); n != 3 {
+		t.Fatalf("%d invocations, want 3", n)
 	}
 }
 
@@ -437,7 +494,7 @@ func TestThrottlesDoNotCountAsRetries(t *testing.T) {
 	arn := f.CreateStream("s", 1)
 	seqs := putN(f, 2, func(i int) string { return fmt.Sprint(i) })
 	h := &scripted{decide: func(int, events.KinesisEvent) (json.RawMessage, error) { return nil, nil }}
-	th := &throttler{Invoker: invoke.NewInProcess(h.handle)}
+	th := &throttler{Invoker: inprocess.New(h.handle)}
 	th.n.Store(5)
 	store, dest := NewMemoryStore(), &memDest{}
 	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, MaximumRetryAttempts: intp(0), PollInterval: 10 * time.Millisecond,
@@ -445,16 +502,9 @@ func TestThrottlesDoNotCountAsRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.retryBase, p.retryMax = time.Millisecond, 5*time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	testkit.WaitFor(t, "checkpoint", 5*time.Second, func() bool {
-		pr, _ := store.Load(context.Background())
-		return pr["shardId-000000000000"].Checkpoint == seqs[1]
-	})
-	cancel()
-	if err := <-done; err != nil {
+	stop := startPoller(t, p)
+	waitCheckpoint(t, store, seqs[1])
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	if len(dest.records()) != 0 || len(h.invocations()) != 1 {
@@ -500,4 +550,32 @@ func TestPoisonBlocksOnlyItsShard(t *testing.T) {
 	slices.Sort(lat)
 	t.Logf("while shard 0 retries a poison record, shard 1 delivered 50 records: p50 %s, max %s put→invoke", lat[25], lat[49])
 	mu.Unlock()
+}
+
+// TestDestinationDownDropMode: with OnDestinationFailure drop, an undeliverable failure record is
+// dropped as Lambda drops it: one failed send counted in DestinationDeliveryFailures, the records
+// counted as dropped, and the shard moves on.
+func TestDestinationDownDropMode(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 3, func(i int) string { return []string{"a", "poison", "c"}[i] })
+	h := &scripted{decide: func(_ int, e events.KinesisEvent) (json.RawMessage, error) {
+		if string(e.Records[0].Kinesis.Data) == "poison" {
+			return nil, errors.New("poison")
+		}
+		return nil, nil
+	}}
+	dest := &memDest{}
+	dest.down.Store(true)
+	obs := &counting{states: map[string]string{}}
+	fh := startFailureHarness(t, Config{BatchSize: 1, MaximumRetryAttempts: intp(0), OnDestinationFailure: DestinationFailureDrop},
+		f, arn, h, WithDestination(dest), WithObserver(obs))
+	waitCheckpoint(t, fh.store, seqs[2])
+	if got := h.invocations(); fmt.Sprint(got) != "[[a] [poison] [c]]" {
+		t.Fatalf("invocations %v, want a, poison once, then c", got)
+	}
+	c := obs.snapshot()
+	if n := dest.attempts.Load(); n != 1 || c.destinationFailures != 1 || c.dropped != 1 || c.delivered != 0 || c.errors != 1 {
+		t.Fatalf("%d delivery attempts, counts %+v; want one failed send counted, one record dropped, none delivered", n, c)
+	}
 }

@@ -8,7 +8,7 @@ import (
 
 // lineage is the shard graph of a stream and what is known of each shard's progress. It decides
 // which shards may be read: a shard is ready when it is not finished, not being read, and every
-// parent is finished. A parent is finished when the store says so, or when a complete ListShards
+// parent is finished and no longer being read. A parent is finished when the store says so, or when a complete ListShards
 // no longer returns it (retention trimmed it away). A parent that is merely unknown (a child learnt
 // from ChildShards whose other parent was never listed) blocks its child until the next listing
 // settles it. It is owned by the coordinator goroutine and needs no locking.
@@ -101,7 +101,9 @@ func (g *lineage) ready() []string {
 		}
 		ok := true
 		for _, p := range n.parents {
-			if !g.finished[p] {
+			// A parent trimmed by retention counts as finished, but while its reader still runs
+			// (a batch in flight) the children wait for it.
+			if !g.finished[p] || g.running[p] {
 				ok = false
 				break
 			}
@@ -114,12 +116,12 @@ func (g *lineage) ready() []string {
 	return out
 }
 
-// waitingOn returns the unfinished parents of a shard.
+// waitingOn returns the parents a shard waits for: unfinished, or trimmed but still being read.
 func (g *lineage) waitingOn(id string) []string {
 	var out []string
 	if n := g.shards[id]; n != nil {
 		for _, p := range n.parents {
-			if !g.finished[p] {
+			if !g.finished[p] || g.running[p] {
 				out = append(out, p)
 			}
 		}

@@ -101,7 +101,8 @@ func TestResumePosition(t *testing.T) {
 	}{
 		{"new child", "", ShardProgress{}, position{kind: types.ShardIteratorTypeTrimHorizon}},
 		{"trim horizon", "", ShardProgress{Start: TrimHorizon}, position{kind: types.ShardIteratorTypeTrimHorizon}},
-		{"latest", "", ShardProgress{Start: Latest}, position{kind: types.ShardIteratorTypeLatest}},
+		{"latest, stored by an older version", "", ShardProgress{Start: Latest}, position{kind: types.ShardIteratorTypeLatest}},
+		{"latest resumes where it started", "", ShardProgress{Start: Latest, StartTimestamp: ts.Add(time.Minute)}, position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts.Add(time.Minute)}},
 		{"at timestamp", "", ShardProgress{Start: AtTimestamp}, position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts}},
 		{"checkpoint wins over start", "", ShardProgress{Start: Latest, Checkpoint: "42"}, position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: "42"}},
 		{"last read wins over checkpoint", "50", ShardProgress{Checkpoint: "42"}, position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: "50"}},
@@ -161,6 +162,11 @@ func TestConfigValidation(t *testing.T) {
 		{"parallelization 11", func(c *Config) { c.ParallelizationFactor = 11 }, "parallelizationFactor", "less than or equal to 10"},
 		{"tumbling 901", func(c *Config) { c.TumblingWindow = 901 * time.Second }, "tumblingWindowInSeconds", "Value '901'"},
 		{"destination not a queue", func(c *Config) { c.OnFailureDestination = "arn:aws:lambda:us-east-1:1:function:f" }, "DestinationConfig", "SQS queue, an SNS topic or an S3 bucket"},
+		{"FIFO queue destination", func(c *Config) { c.OnFailureDestination = "arn:aws:sqs:us-east-1:1:failures.fifo" }, "DestinationConfig",
+			"arn:aws:sqs:us-east-1:1:failures.fifo is a FIFO queue: it cannot take Lambda's on-failure message, which has no message group id"},
+		{"FIFO topic destination", func(c *Config) { c.OnFailureDestination = "arn:aws:sns:us-east-1:1:failures.fifo" }, "DestinationConfig",
+			"arn:aws:sns:us-east-1:1:failures.fifo is a FIFO topic"},
+		{"on destination failure unknown", func(c *Config) { c.OnDestinationFailure = "retry" }, "OnDestinationFailure", `OnDestinationFailure "retry": want block`},
 		{"six filters", func(c *Config) { c.FilterPatterns = make([]string, 6) }, "FilterCriteria", "at most 5"},
 		{"negative poll interval", func(c *Config) { c.PollInterval = -time.Second }, "PollInterval", "must be positive"},
 	}
@@ -181,6 +187,9 @@ func TestConfigValidation(t *testing.T) {
 	c, err := base.withDefaults(now)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.OnDestinationFailure != DestinationFailureBlock {
+		t.Fatalf("OnDestinationFailure default %q, want block", c.OnDestinationFailure)
 	}
 	if c.BatchSize != 100 || c.PollInterval != time.Second || c.ShardSyncInterval != time.Minute || c.InvokeIdentityARN != "arn:aws:iam::123456789012:role/esm" {
 		t.Fatalf("defaults not applied: %+v", c)

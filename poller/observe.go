@@ -32,6 +32,16 @@ type Observer interface {
 	// RecordsDelivered: records whose failure record reached the on-failure destination
 	// (OnFailureDestinationDeliveredEventCount).
 	RecordsDelivered(shardID string, n int)
+	// FunctionError: an invocation that reached the function failed with a function error (an
+	// error returned, a panic, a timeout): Lambda's Errors. Partial and invalid batch responses
+	// are not function errors.
+	FunctionError(shardID string)
+	// Throttled: an invoke request refused as throttled; it reached no function and is retried
+	// without counting: Lambda's Throttles.
+	Throttled(shardID string)
+	// DestinationDeliveryFailed: a send to the on-failure destination failed:
+	// Lambda's DestinationDeliveryFailures.
+	DestinationDeliveryFailed(shardID string)
 	// IteratorAge: how old the last record of a batch is when it is sent to the function.
 	IteratorAge(shardID string, age time.Duration)
 	// ShardState: a shard changed state (StatePending, StateReading, StateFinished, StateReleased).
@@ -46,6 +56,9 @@ func (NopObserver) RecordsFilteredOut(string, int)                {}
 func (NopObserver) BatchInvoked(string, int, time.Duration, bool) {}
 func (NopObserver) RecordsDropped(string, int)                    {}
 func (NopObserver) RecordsDelivered(string, int)                  {}
+func (NopObserver) FunctionError(string)                          {}
+func (NopObserver) Throttled(string)                              {}
+func (NopObserver) DestinationDeliveryFailed(string)              {}
 func (NopObserver) IteratorAge(string, time.Duration)             {}
 func (NopObserver) ShardState(string, string)                     {}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -12,14 +13,31 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 type counting struct {
 	mu                                                    sync.Mutex
 	polled, filtered, invoked, failed, dropped, delivered int
 	ages                                                  int
+	errors, throttles, destinationFailures, invocations   int
 	states                                                map[string]string
+}
+
+func (c *counting) FunctionError(string) { c.mu.Lock(); c.errors++; c.mu.Unlock() }
+func (c *counting) Throttled(string)     { c.mu.Lock(); c.throttles++; c.mu.Unlock() }
+func (c *counting) DestinationDeliveryFailed(string) {
+	c.mu.Lock()
+	c.destinationFailures++
+	c.mu.Unlock()
+}
+
+func (c *counting) snapshot() *counting {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &counting{polled: c.polled, filtered: c.filtered, invoked: c.invoked, failed: c.failed, dropped: c.dropped,
+		delivered: c.delivered, ages: c.ages, errors: c.errors, throttles: c.throttles, destinationFailures: c.destinationFailures,
+		invocations: c.invocations}
 }
 
 func (c *counting) RecordsPolled(_ string, n int)      { c.mu.Lock(); c.polled += n; c.mu.Unlock() }
@@ -27,6 +45,7 @@ func (c *counting) RecordsFilteredOut(_ string, n int) { c.mu.Lock(); c.filtered
 func (c *counting) BatchInvoked(_ string, n int, _ time.Duration, failed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.invocations++
 	c.invoked += n
 	if failed {
 		c.failed += n
@@ -57,7 +76,7 @@ func TestObserverCountsAddUp(t *testing.T) {
 	store, dest := NewMemoryStore(), &memDest{}
 	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 2, MaximumRetryAttempts: intp(1),
 		FilterPatterns: []string{`{"data":{"ok":[{"exists":true}]}}`, `{"data":{"poison":[{"exists":true}]}}`},
-		PollInterval:   10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, invoke.NewInProcess(h), WithDestination(dest), WithObserver(obs))
+		PollInterval:   10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(h), WithDestination(dest), WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,5 +104,42 @@ func TestObserverCountsAddUp(t *testing.T) {
 	}
 	if obs.ages == 0 || obs.states["shardId-000000000000"] != StateFinished || obs.states[kids[0]] != StateReleased {
 		t.Fatalf("ages %d, states %v", obs.ages, obs.states)
+	}
+}
+
+// TestFunctionMetricsCounted: throttles (never invocations) and function errors (not partial
+// failures) reach the observer as Lambda's Throttles and Errors.
+func TestFunctionMetricsCounted(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 2, func(i int) string { return fmt.Sprint(i) })
+	calls := 0
+	h := &scripted{decide: func(n int, e events.KinesisEvent) (json.RawMessage, error) {
+		calls = n
+		switch n {
+		case 1:
+			return nil, errors.New("first attempt fails")
+		case 2: // a partial failure is not a function error
+			return json.RawMessage(`{"batchItemFailures":[{"itemIdentifier":"` + e.Records[1].Kinesis.SequenceNumber + `"}]}`), nil
+		}
+		return nil, nil
+	}}
+	th := &throttler{Invoker: inprocess.New(h.handle)}
+	th.n.Store(2)
+	obs := &counting{states: map[string]string{}}
+	store := NewMemoryStore()
+	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 2, ReportBatchItemFailures: true,
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, th, WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startPoller(t, p)
+	waitCheckpoint(t, store, seqs[1])
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	c := obs.snapshot()
+	if calls != 3 || c.throttles != 2 || c.errors != 1 || c.failed != 4 {
+		t.Fatalf("%d invocations, counts %+v; want 3 invocations, 2 throttles, 1 function error, 4 failed-invocation records", calls, c)
 	}
 }

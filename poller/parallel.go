@@ -19,6 +19,11 @@ type slots struct {
 	track   *tracker
 	wg      sync.WaitGroup
 
+	// ck is held while the shard's progress is read or written (one checkpoint write at a time,
+	// moving forward only). A channel rather than a mutex: it is held across a store's retries,
+	// and a goroutine waiting on a channel counts as blocked for testing/synctest.
+	ck chan struct{}
+
 	mu    sync.Mutex
 	err   error         // first error of a slot (errLost, errStopped or fatal)
 	space chan struct{} // signalled when outstanding records drop
@@ -90,7 +95,7 @@ func slotOf(partitionKey string, n int) int {
 }
 
 func newSlots(runCtx, workCtx context.Context, r *reader, n int) *slots {
-	s := &slots{r: r, workCtx: workCtx, track: newTracker(), space: make(chan struct{}, 1), max: 2 * n * r.p.cfg.BatchSize}
+	s := &slots{r: r, workCtx: workCtx, track: newTracker(), ck: make(chan struct{}, 1), space: make(chan struct{}, 1), max: 2 * n * r.p.cfg.BatchSize}
 	for range n {
 		q := &slotQueue{ready: make(chan struct{}, 1)}
 		s.queues = append(s.queues, q)
@@ -120,13 +125,22 @@ func (s *slots) work(runCtx, workCtx context.Context, q *slotQueue) {
 		err := r.process(runCtx, workCtx, recs[:n], payload)
 		buf = payload[:0]
 		if err != nil {
-			s.mu.Lock()
-			if s.err == nil {
-				s.err = err
-			}
-			s.mu.Unlock()
+			s.fail(err)
 			return
 		}
+	}
+}
+
+// fail records a slot's error and wakes a dispatch waiting for space, which then returns it.
+func (s *slots) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	select {
+	case s.space <- struct{}{}:
+	default:
 	}
 }
 
@@ -167,6 +181,9 @@ func (s *slots) dispatch(ctx context.Context, recs []types.Record) error {
 	}
 	return s.failed()
 }
+
+func (s *slots) lockProgress()   { s.ck <- struct{}{} }
+func (s *slots) unlockProgress() { <-s.ck }
 
 func (s *slots) failed() error {
 	s.mu.Lock()
@@ -251,8 +268,8 @@ func (r *reader) ack(ctx context.Context, recs []types.Record) error {
 	if r.slots == nil {
 		return r.checkpoint(ctx, deref(recs[len(recs)-1].SequenceNumber))
 	}
-	r.ckMu.Lock() // checkpoints move forward only, one write at a time
-	defer r.ckMu.Unlock()
+	r.slots.lockProgress() // checkpoints move forward only, one write at a time
+	defer r.slots.unlockProgress()
 	last := r.slots.track.finish(recs)
 	select {
 	case r.slots.space <- struct{}{}:

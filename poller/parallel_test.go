@@ -15,7 +15,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 func TestTrackerFinishedPrefix(t *testing.T) {
@@ -86,7 +86,7 @@ func TestParallelizationFactorTenInFlight(t *testing.T) {
 	}
 	store := NewMemoryStore()
 	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 10, ParallelizationFactor: 10,
-		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, invoke.NewInProcess(handler))
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(handler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestParallelCrashLosesNothing(t *testing.T) {
 	}
 	run := func() func() {
 		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 10, ParallelizationFactor: 10,
-			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, invoke.NewInProcess(handler))
+			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(handler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -28,6 +29,8 @@ type KinesisAPI interface {
 	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
 	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
 	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
+	// DescribeStreamSummary gives the stream's retention period (see readRetention).
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
 }
 
 // Invoker runs the function once with an event payload. A nil error means the function was
@@ -55,8 +58,11 @@ type Poller struct {
 	filters *filter.Filters // nil: every record is invoked
 	obs     Observer
 	ready   func() // called once the mapping is running (see WithReady)
+	efo     *efo   // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
+	subOpts []func(*kinesis.Options)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
+	retention           atomic.Int64 // the stream's retention period (a time.Duration); 0 until read
 }
 
 // Option configures New.
@@ -95,8 +101,21 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	if kin == nil || store == nil || inv == nil {
 		return nil, errors.New("poller: Kinesis client, store and invoker are required")
 	}
+	if p.cfg.ConsumerARN != "" {
+		if err := p.useSubscriptions(); err != nil {
+			return nil, err
+		}
+	}
 	p.enc = newEventEncoder(p.cfg.StreamARN, p.arn.Region, p.cfg.InvokeIdentityARN)
 	p.log = p.log.With("stream", p.arn.Name)
+	if p.cfg.TumblingWindow > 0 && p.cfg.ParallelizationFactor > 1 {
+		// AWS documents no rejection of this combination, so a template that deploys runs. A
+		// window's state goes from one invocation of the shard to the next, so its batches run
+		// one at a time.
+		p.log.Warn("TumblingWindowInSeconds with ParallelizationFactor > 1: running one batch in flight per shard, because a tumbling window's state passes from each invocation of a shard to the next",
+			"parallelization_factor", p.cfg.ParallelizationFactor, "tumbling_window_seconds", int(p.cfg.TumblingWindow/time.Second))
+		p.cfg.ParallelizationFactor = 1
+	}
 	return p, nil
 }
 
@@ -124,18 +143,46 @@ func ListShards(ctx context.Context, kin KinesisAPI, streamARN string) ([]types.
 
 // initialProgress decides where each shard present when the mapping first runs starts from.
 // TRIM_HORIZON and AT_TIMESTAMP keep lineage order from the oldest shards. LATEST starts every open
-// shard at its tip and treats closed shards as finished, since nothing in them is newer than now.
+// shard at its tip, recording when (see ShardProgress.StartTimestamp), and treats closed shards as
+// finished, since nothing in them is newer than now.
 func initialProgress(shards []types.Shard, position string, now time.Time) map[string]ShardProgress {
 	out := make(map[string]ShardProgress, len(shards))
 	for _, s := range shards {
 		closed := s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
 		pr := ShardProgress{Start: position, UpdatedAt: now}
-		if position == Latest && closed {
+		switch {
+		case position == Latest && closed:
 			pr = ShardProgress{Finished: true, UpdatedAt: now}
+		case position == Latest:
+			pr.StartTimestamp = now.Truncate(time.Millisecond).UTC()
 		}
 		out[deref(s.ShardId)] = pr
 	}
 	return out
+}
+
+// startAttempts bounds how often the first listing and the first load of progress are tried: a
+// brief 5xx, throttle or store outage at start is survived (about 10 s with the default pacing);
+// a stream that does not exist, or a dependency that keeps failing, ends Run.
+const startAttempts = 8
+
+// atStart runs one step of the start, retrying it as startAttempts says.
+func atStart[T any](ctx context.Context, p *Poller, what string, step func() (T, error)) (T, error) {
+	bo := backoff{base: p.retryBase / 10, max: p.retryMax}
+	for attempt := 1; ; attempt++ {
+		v, err := step()
+		if err != nil && ctx.Err() != nil {
+			return v, errStopped // stopped while starting: a graceful stop, not a failure
+		}
+		if err == nil || errors.Is(err, ErrStreamNotFound) || attempt == startAttempts {
+			return v, err
+		}
+		d := bo.next()
+		p.log.Warn(what+" failed; retrying", "err", err, "attempt", attempt, "backoff", d)
+		if !sleep(ctx, d) {
+			return v, errStopped
+		}
+	}
 }
 
 type readerResult struct {
@@ -156,15 +203,23 @@ func (p *Poller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	listing, err := ListShards(ctx, p.kin, p.cfg.StreamARN)
+	listing, err := atStart(ctx, p, "listing shards", func() ([]types.Shard, error) { return ListShards(ctx, p.kin, p.cfg.StreamARN) })
+	if errors.Is(err, errStopped) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	progress, err := p.store.Load(ctx)
+	p.readRetention(ctx)
+	progress, err := atStart(ctx, p, "loading checkpoints", func() (map[string]ShardProgress, error) { return p.store.Load(ctx) })
+	if errors.Is(err, errStopped) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("load checkpoints: %w", err)
 	}
-	if len(progress) == 0 {
+	fresh := len(progress) == 0 // this run decides where the shards start
+	if fresh {
 		progress = initialProgress(listing, p.cfg.StartingPosition, p.now())
 		if p.coord == nil {
 			if err := p.store.Save(ctx, progress); err != nil {
@@ -180,6 +235,12 @@ func (p *Poller) Run(ctx context.Context) error {
 		}
 	}
 	c := &coordinator{p: p, g: newLineage(), progress: progress, cancels: map[string]context.CancelFunc{}, results: make(chan readerResult)}
+	if fresh && p.cfg.StartingPosition == Latest {
+		c.atTip = map[string]bool{}
+		for id := range progress {
+			c.atTip[id] = true
+		}
+	}
 	c.syncFinished(progress)
 	c.g.sync(listing)
 	c.reportStates()
@@ -211,6 +272,8 @@ type coordinator struct {
 	runCtx   context.Context
 	workCtx  context.Context
 	stopRun  context.CancelFunc
+	// atTip: LATEST shards whose start this run decided; their first open is at LATEST itself.
+	atTip map[string]bool
 }
 
 func (c *coordinator) syncFinished(progress map[string]ShardProgress) {
@@ -280,7 +343,8 @@ func (c *coordinator) start(id string) {
 	rctx, cancel := context.WithCancel(c.runCtx)
 	c.cancels[id] = cancel
 	c.g.running[id] = true
-	r := &reader{p: c.p, shardID: id, progress: c.progress[id]}
+	r := &reader{p: c.p, shardID: id, progress: c.progress[id], atTip: c.atTip[id]}
+	delete(c.atTip, id)
 	c.p.log.Info("shard started", "shard_id", id, "position", r.describePosition())
 	c.p.obs.ShardState(id, StateReading)
 	c.wg.Add(1)
@@ -380,6 +444,7 @@ func (c *coordinator) resync() {
 	}
 	c.g.sync(listing)
 	c.reportStates()
+	p.readRetention(c.runCtx)
 	if p.coord != nil {
 		if err := p.coord.Register(c.runCtx, shardInfos(listing, nil)); err != nil && c.runCtx.Err() == nil {
 			p.log.Warn("register shards failed; will retry", "err", err)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -85,6 +85,7 @@ type harness struct {
 	store  *MemoryStore
 	rec    *recorder
 	cfg    Config
+	opts   []Option
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -100,7 +101,7 @@ func (h *harness) start() {
 	h.t.Helper()
 	cfg := h.cfg
 	cfg.StreamARN = h.arn
-	p, err := New(cfg, h.kin, h.store, invoke.NewInProcess(h.rec.handle, invoke.WithTimeout(10*time.Second)))
+	p, err := New(cfg, h.kin, h.store, inprocess.New(h.rec.handle, inprocess.WithTimeout(10*time.Second)), h.opts...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -224,7 +225,12 @@ func TestFaultsLoseNothing(t *testing.T) {
 				}
 			}},
 		{name: "5xx on iterator", op: fakekinesis.OpGetShardIterator, err: fakekinesis.ErrInternal, times: 2},
-		{name: "5xx on listing", op: fakekinesis.OpListShards, err: fakekinesis.ErrInternal, times: 0},
+		{name: "5xx on listing", op: fakekinesis.OpListShards, err: fakekinesis.ErrInternal, times: 2,
+			verify: func(t *testing.T, h *harness) {
+				if n := h.fake.Calls(fakekinesis.OpListShards); n < 3 {
+					t.Fatalf("ListShards called %d times; the failed listings at start must be retried", n)
+				}
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,10 +276,11 @@ func TestStartFailsOnListingError(t *testing.T) {
 	})
 	cfg := h.cfg
 	cfg.StreamARN = h.arn
-	p, err := New(cfg, h.kin, h.store, invoke.NewInProcess(h.rec.handle))
+	p, err := New(cfg, h.kin, h.store, inprocess.New(h.rec.handle))
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.retryBase, p.retryMax = time.Millisecond, 10*time.Millisecond
 	if err := p.Run(context.Background()); err == nil {
 		t.Fatal("Run succeeded although the stream could not be listed")
 	}
@@ -282,7 +289,7 @@ func TestStartFailsOnListingError(t *testing.T) {
 	}
 	cfg.StreamARN = "arn:aws:kinesis:us-east-1:000000000000:stream/missing"
 	h.fake.Inject(nil)
-	p, _ = New(cfg, h.kin, h.store, invoke.NewInProcess(h.rec.handle))
+	p, _ = New(cfg, h.kin, h.store, inprocess.New(h.rec.handle))
 	if err := p.Run(context.Background()); !errors.Is(err, ErrStreamNotFound) {
 		t.Fatalf("missing stream: err = %v, want ErrStreamNotFound", err)
 	}
@@ -435,7 +442,7 @@ func TestReadyAfterStart(t *testing.T) {
 	ready := make(chan struct{})
 	cfg := h.cfg
 	cfg.StreamARN = h.arn
-	p, err := New(cfg, h.kin, h.store, invoke.NewInProcess(h.rec.handle), WithReady(func() { close(ready) }))
+	p, err := New(cfg, h.kin, h.store, inprocess.New(h.rec.handle), WithReady(func() { close(ready) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,7 +567,7 @@ func TestStoreErrorsRetriedThenFatal(t *testing.T) {
 			store := &flakyStore{MemoryStore: NewMemoryStore()}
 			cfg := h.cfg
 			cfg.StreamARN = h.arn
-			p, err := New(cfg, h.kin, store, invoke.NewInProcess(h.rec.handle))
+			p, err := New(cfg, h.kin, store, inprocess.New(h.rec.handle))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,7 +24,22 @@ type reader struct {
 	lastRead string // sequence number of the last record read from the shard
 	buf      []byte // event encoding buffer, reused across batches
 	slots    *slots // with ParallelizationFactor > 1: the batches in flight
-	ckMu     sync.Mutex
+	// atTip: the first open is at LATEST itself (this run decided the LATEST start); later
+	// opens before a record was read resume AT_TIMESTAMP at the recorded start.
+	atTip bool
+
+	// sub: with enhanced fan-out, the subscription records are pushed on (subscribe.go).
+	sub *subscription
+}
+
+// currentProgress is the shard's progress as last written. With slots, whose goroutines write it
+// in checkpoint, it is read under the slots' progress lock.
+func (r *reader) currentProgress() ShardProgress {
+	if r.slots != nil {
+		r.slots.lockProgress()
+		defer r.slots.unlockProgress()
+	}
+	return r.progress
 }
 
 // position is where GetShardIterator starts: after the last record read, else after the
@@ -42,6 +56,8 @@ func resumePosition(lastRead string, pr ShardProgress, ts time.Time) position {
 		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: lastRead}
 	case pr.Checkpoint != "":
 		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: pr.Checkpoint}
+	case pr.Start == Latest && !pr.StartTimestamp.IsZero():
+		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: pr.StartTimestamp}
 	case pr.Start == Latest:
 		return position{kind: types.ShardIteratorTypeLatest}
 	case pr.Start == AtTimestamp:
@@ -130,10 +146,11 @@ var errStopped = errors.New("stopped")
 
 // run reads the shard until its end or until runCtx ends. Invocations and checkpoints use
 // workCtx, so a batch in flight when runCtx ends still completes (within the shutdown grace).
-func (r *reader) run(runCtx, workCtx context.Context) readerResult {
+func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 	res := readerResult{shardID: r.shardID}
 	log := r.p.log.With("shard_id", r.shardID)
 	cfg := &r.p.cfg
+	defer r.closeSubscription()
 	if err := r.open(runCtx); err != nil {
 		if !errors.Is(err, errStopped) {
 			res.err = err
@@ -143,7 +160,20 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 	if cfg.ParallelizationFactor > 1 {
 		sctx, stopSlots := context.WithCancel(runCtx)
 		r.slots = newSlots(sctx, workCtx, r, cfg.ParallelizationFactor)
-		defer func() { stopSlots(); r.slots.stop() }()
+		defer func() {
+			stopSlots()
+			r.slots.stop()
+			// A slot that failed while the reader was stopping (or waiting for space) still
+			// decides the result: a store that kept failing is the mapping's error, not a stop.
+			if err := r.slots.failed(); err != nil && result.err == nil && !result.finished {
+				switch {
+				case errors.Is(err, errLost):
+					result.lost = true
+				case !errors.Is(err, errStopped):
+					result.err = err
+				}
+			}
+		}()
 	}
 	fail := func(err error) readerResult {
 		switch {
@@ -160,6 +190,7 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 		flush        bool // the previous batch was cut by the payload limit: send the rest now
 		lastPoll     time.Time
 		behind       = true
+		caughtUpAt   time.Time // when the last read that left the reader caught up started
 		ended        bool
 		children     []types.ChildShard
 		bo           = backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
@@ -213,8 +244,12 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 		}
 
 		if w := r.openWindowState(); w != nil && len(pending) == 0 && !behind &&
+			!caughtUpAt.Before(w.Start.Add(cfg.TumblingWindow)) &&
 			!r.p.now().Before(w.Start.Add(cfg.TumblingWindow+cfg.PollInterval)) {
-			// Caught up, and the open window ended a poll ago with nothing more for it: close it.
+			// Caught up by a read that started after the window ended, and the window ended a
+			// poll ago with nothing more for it: close it. A read from before the window's end
+			// (a long invocation since) or a read that failed (an expired iterator) may have
+			// missed records that still belong to the window.
 			if err := r.closeWindow(runCtx, workCtx, false); err != nil {
 				return fail(err)
 			}
@@ -233,7 +268,7 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 				continue // the window closed: invoke what is pending
 			}
 		}
-		if !sleep(runCtx, wait) {
+		if !r.await(runCtx, wait) {
 			return res
 		}
 
@@ -244,7 +279,7 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 		// One batch per read, or with slots enough for every slot (Kinesis returns at most 10000).
 		limit := int32(min(MaxBatchSize, cfg.BatchSize*cfg.ParallelizationFactor) - len(pending))
 		lastPoll = r.p.now()
-		out, err := r.p.kin.GetRecords(runCtx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
+		out, err := r.next(runCtx, limit)
 		if err != nil {
 			switch classifyRead(runCtx, err) {
 			case readStopped:
@@ -279,6 +314,9 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 			r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
 		}
 		behind = aws.ToInt64(out.MillisBehindLatest) > 0 || len(out.Records) >= int(limit)
+		if !behind {
+			caughtUpAt = r.caughtUpTime(lastPoll)
+		}
 		if out.NextShardIterator == nil {
 			ended, children = true, out.ChildShards
 		} else {
@@ -287,11 +325,26 @@ func (r *reader) run(runCtx, workCtx context.Context) readerResult {
 	}
 }
 
+// next reads the shard's next records: with GetRecords, or from the subscription (subscribe.go).
+func (r *reader) next(ctx context.Context, limit int32) (*kinesis.GetRecordsOutput, error) {
+	if r.sub != nil {
+		return r.readSubscription(ctx, limit)
+	}
+	return r.p.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
+}
+
 // open gets a shard iterator for the current position, retrying transient failures.
 func (r *reader) open(ctx context.Context) error {
+	if r.subscribing() { // enhanced fan-out: subscribe instead (subscribe.go)
+		return r.subscribe(ctx)
+	}
 	bo := backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
 	for {
-		pos := resumePosition(r.lastRead, r.progress, r.p.cfg.StartingPositionTimestamp)
+		pr := r.currentProgress()
+		pos := resumePosition(r.lastRead, pr, r.p.cfg.StartingPositionTimestamp)
+		if r.atTip && pos.kind == types.ShardIteratorTypeAtTimestamp && pr.Start == Latest {
+			pos = position{kind: types.ShardIteratorTypeLatest}
+		}
 		in := &kinesis.GetShardIteratorInput{StreamARN: &r.p.cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
 		if pos.seq != "" {
 			in.StartingSequenceNumber = aws.String(pos.seq)
@@ -301,7 +354,7 @@ func (r *reader) open(ctx context.Context) error {
 		}
 		out, err := r.p.kin.GetShardIterator(ctx, in)
 		if err == nil {
-			r.iter = out.ShardIterator
+			r.iter, r.atTip = out.ShardIterator, false
 			r.p.log.Debug("shard iterator opened", "shard_id", r.shardID, "type", pos.kind, "seq", pos.seq)
 			return nil
 		}

@@ -18,6 +18,11 @@ type ShardProgress struct {
 	// AT_TIMESTAMP), decided once when the mapping first saw the stream. Shards found later (children)
 	// have none and start at their first record.
 	Start string `json:"start,omitempty"`
+	// StartTimestamp is when a LATEST start was decided (millisecond precision, as Kinesis
+	// arrival times). A shard that has no checkpoint yet is reopened AT_TIMESTAMP there after a
+	// restart, so that records written while esm was down are not skipped. Progress stored
+	// without it (older versions) reopens at LATEST.
+	StartTimestamp time.Time `json:"startTimestamp,omitzero"`
 	// Window is the open tumbling window and its state (TumblingWindowInSeconds > 0).
 	Window *WindowState `json:"window,omitempty"`
 	// UpdatedAt is when the progress was last written.

@@ -122,9 +122,12 @@ func (r *reader) closeWindow(runCtx, workCtx context.Context, early bool) error 
 		if !r.held() {
 			return errLost
 		}
+		started := time.Now()
 		resp, err := r.p.inv.Invoke(workCtx, payload)
+		_, hasState := windowResponse(resp.Payload)
+		r.observeInvoke(0, time.Since(started), err, resp.Failed() || !hasState, resp.Failed())
 		if err == nil && !resp.Failed() {
-			if _, ok := windowResponse(resp.Payload); ok {
+			if hasState {
 				break
 			}
 			log.Warn("final window invocation returned no state; retrying", "response", string(resp.Payload))

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,14 +18,14 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 // TestWindowEventShape renders a windowed event and decodes it into aws-lambda-go's
 // KinesisTimeWindowEvent: every property lands where the Go type expects it.
 func TestWindowEventShape(t *testing.T) {
 	p, err := New(Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/lambda-stream", StartingPosition: TrimHorizon,
-		TumblingWindow: 2 * time.Minute}, fakekinesis.New(), NewMemoryStore(), invoke.NewInProcess(func() {}))
+		TumblingWindow: 2 * time.Minute}, fakekinesis.New(), NewMemoryStore(), inprocess.New(func() {}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +119,7 @@ func TestTumblingWindowSumsAcrossRestart(t *testing.T) {
 	h := &windowSums{totals: map[string]map[string]int{}}
 	run := func() func() {
 		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 7, TumblingWindow: time.Minute,
-			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, invoke.NewInProcess(h.handle), WithClock(c.now))
+			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(h.handle), WithClock(c.now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +161,7 @@ func TestWindowResponseWithoutStateFails(t *testing.T) {
 	h := &windowSums{totals: map[string]map[string]int{}, omit: true}
 	store, dest := NewMemoryStore(), &memDest{}
 	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, TumblingWindow: time.Minute, MaximumRetryAttempts: intp(1),
-		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, invoke.NewInProcess(h.handle), WithDestination(dest))
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(h.handle), WithDestination(dest))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,5 +175,75 @@ func TestWindowResponseWithoutStateFails(t *testing.T) {
 	d := dest.records()[0]
 	if d.ApproximateInvokeCount != 2 || d.Response == nil || d.Response.FunctionError != "" || d.StartSequenceNumber != seqs[0] {
 		t.Fatalf("destination record %+v", d)
+	}
+}
+
+// TestWindowWithParallelizationFactor: AWS documents no rejection of TumblingWindowInSeconds with
+// ParallelizationFactor > 1, so the mapping is accepted; it runs one batch in flight per shard
+// (a window's state passes from one invocation to the next), keeps the window's totals right, and
+// logs one warning naming the reason.
+func TestWindowWithParallelizationFactor(t *testing.T) {
+	var c clock
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	c.set(t0)
+	f := fakekinesis.New(fakekinesis.WithClock(c.now))
+	arn := f.CreateStream("s", 1)
+	want := map[string]int{}
+	for i := range 40 {
+		c.set(t0.Add(time.Duration(i) * time.Second))
+		k := fmt.Sprint("k", i%8) // eight keys: with slots they would spread over four
+		f.Put("s", k, []byte(strconv.Itoa(i)))
+		want[k] += i
+	}
+	var inFlight, peak atomic.Int64
+	h := &windowSums{totals: map[string]map[string]int{}}
+	handler := func(ctx context.Context, e events.KinesisTimeWindowEvent) (events.KinesisTimeWindowEventResponse, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(2 * time.Millisecond) // long enough for a second slot, were there one, to start
+		return h.handle(ctx, e)
+	}
+	var logs testkit.SyncBuffer
+	obs := &counting{states: map[string]string{}}
+	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 5, ParallelizationFactor: 4, TumblingWindow: time.Minute,
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, NewMemoryStore(), inprocess.New(handler),
+		WithClock(c.now), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithObserver(obs))
+	if err != nil {
+		t.Fatalf("a windowed mapping with ParallelizationFactor 4 was refused: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	testkit.WaitFor(t, "the window's batches", 5*time.Second, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.invokes >= 8
+	})
+	c.set(t0.Add(3 * time.Minute)) // the window is over and idle: it closes
+	testkit.WaitFor(t, "the window's totals", 5*time.Second, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.totals) == 1
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := peak.Load(); n != 1 {
+		t.Fatalf("%d batches of the shard in flight at once, want 1", n)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if got := h.totals[t0.Format(time.RFC3339)]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("window totals %v, want %v", got, want)
+	}
+	if c := obs.snapshot(); c.invocations != h.invokes || c.invoked != 40 {
+		t.Fatalf("observer saw %d invocations of %d records; the handler ran %d times (the final one too) with 40 records",
+			c.invocations, c.invoked, h.invokes)
+	}
+	if n := strings.Count(logs.String(), "running one batch in flight per shard, because a tumbling window's state passes"); n != 1 {
+		t.Fatalf("warning logged %d times, want once:\n%s", n, logs.String())
 	}
 }

@@ -24,6 +24,8 @@ type Mapping struct {
 	Source   string   `json:"Source"`
 	Function Function `json:"Function"`
 	Stream   Stream   `json:"Stream"`
+	// Consumer is the enhanced fan-out consumer the mapping reads through, when its source is one.
+	Consumer *StreamConsumer `json:"Consumer,omitempty"`
 
 	EventSourceArn                 string            `json:"EventSourceArn"`
 	StartingPosition               string            `json:"StartingPosition"`
@@ -447,10 +449,11 @@ func (b *builder) settings(m *Mapping, props *node, path, streamKey string, sam 
 	if !eventSourceARN.MatchString(src) {
 		return p.fail(streamKey, nil, "1 validation error detected: Value '%s' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", src, eventSourceARNPattern)
 	}
-	sa, err := poller.ParseStreamARN(src)
+	sa, consumer, err := b.source(src)
 	if err != nil {
 		return p.fail(streamKey, err, "")
 	}
+	m.Consumer = consumer
 	if sa.Region != r.opts.Region {
 		return p.fail(streamKey, nil, "stream %s is in %s but the function runs in %s (AWS::Region, --region): Lambda reads streams of its own region only", src, sa.Region, r.opts.Region)
 	}

@@ -95,8 +95,8 @@ func TestValidationMessages(t *testing.T) {
 			"", "t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: 1 validation error detected: Value 'orders' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: arn:(aws[a-zA-Z0-9-]*):([a-zA-Z0-9\\-])+:([a-z]{2}(-gov)?-[a-z]+-\\d{1})?:(\\d{12})?:(.*)"},
 		{"stream is a queue", eventTemplate("Stream: arn:aws:sqs:us-east-1:123456789012:q\nStartingPosition: LATEST"),
 			"", `t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: EventSourceArn "arn:aws:sqs:us-east-1:123456789012:q" is not a Kinesis stream ARN (arn:aws:kinesis:<region>:<account>:stream/<name>)`},
-		{"stream is a consumer", eventTemplate("Stream: " + stream + "/consumer/c:1540591608\nStartingPosition: LATEST"),
-			"", `t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: EventSourceArn "` + stream + `/consumer/c:1540591608": stream name missing or an enhanced fan-out consumer ARN (not supported yet)`},
+		{"consumer without its creation time", eventTemplate("Stream: " + stream + "/consumer/c\nStartingPosition: LATEST"),
+			"", `t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: EventSourceArn "` + stream + `/consumer/c" is not a Kinesis stream consumer ARN (arn:aws:kinesis:<region>:<account>:stream/<name>/consumer/<consumer>:<epoch seconds>): no creation timestamp after the consumer name`},
 		{"stream in another region", eventTemplate("Stream: arn:aws:kinesis:eu-west-1:123456789012:stream/s\nStartingPosition: LATEST"),
 			"", "t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: stream arn:aws:kinesis:eu-west-1:123456789012:stream/s is in eu-west-1 but the function runs in us-east-1 (AWS::Region, --region): Lambda reads streams of its own region only"},
 
@@ -125,6 +125,10 @@ func TestValidationMessages(t *testing.T) {
 			"", ev + "DestinationConfig: Unsupported DestinationConfig parameter for given event source mapping type."},
 		{"destination not a queue, topic or bucket", eventTemplate("DestinationConfig:\n  OnFailure:\n    Destination: " + stream),
 			"", ev + `DestinationConfig: DestinationConfig.OnFailure.Destination "` + stream + `" must be the ARN of an SQS queue, an SNS topic or an S3 bucket`},
+		{"destination a FIFO queue", eventTemplate("DestinationConfig:\n  OnFailure:\n    Destination: arn:aws:sqs:us-east-1:123456789012:failures.fifo"),
+			"", ev + "DestinationConfig: DestinationConfig.OnFailure.Destination arn:aws:sqs:us-east-1:123456789012:failures.fifo is a FIFO queue: it cannot take Lambda's on-failure message, which has no message group id, so every delivery would fail; use a standard queue"},
+		{"destination a FIFO topic", eventTemplate("DestinationConfig:\n  OnFailure:\n    Type: SNS\n    Destination: arn:aws:sns:us-east-1:123456789012:failures.fifo"),
+			"", ev + "DestinationConfig: DestinationConfig.OnFailure.Destination arn:aws:sns:us-east-1:123456789012:failures.fifo is a FIFO topic: it cannot take Lambda's on-failure message, which has no message group id, so every delivery would fail; use a standard topic"},
 		{"destination too long", eventTemplate("DestinationConfig:\n  OnFailure:\n    Destination: arn:aws:sqs:us-east-1:123456789012:" + long),
 			"", ev + "DestinationConfig: 1 validation error detected: Value 'arn:aws:sqs:us-east-1:123456789012:" + long + "' at 'destinationConfig.onFailure.destination' failed to satisfy constraint: Member must have length less than or equal to 350"},
 
@@ -351,5 +355,20 @@ func TestPollerConfig(t *testing.T) {
 		!c.ReportBatchItemFailures || c.OnFailureDestination != m.DestinationConfig.OnFailure.Destination ||
 		len(c.FilterPatterns) != 2 || c.InvokeIdentityARN != m.Function.Role || c.Disabled {
 		t.Fatalf("poller.Config does not carry the mapping: %+v", c)
+	}
+}
+
+// TestWindowWithParallelizationFactorAccepted: AWS documents no rejection of a tumbling window
+// with ParallelizationFactor > 1, so a template that deploys is accepted (esm then runs the
+// mapping one batch in flight per shard, with a warning).
+func TestWindowWithParallelizationFactorAccepted(t *testing.T) {
+	tpl, err := Parse("t.yaml", []byte(eventTemplate("TumblingWindowInSeconds: 60\nParallelizationFactor: 4\nMetricsConfig:\n  Metrics: [EventCount]")),
+		Options{Now: fixedNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tpl.Mappings[0]
+	if m.TumblingWindowInSeconds != 60 || m.ParallelizationFactor != 4 || m.MetricsConfig == nil || m.MetricsConfig.Metrics[0] != "EventCount" {
+		t.Fatalf("mapping %+v", m)
 	}
 }

@@ -129,7 +129,7 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 		return err
 	}
 	defer logFile.Close()
-	esm := exec.Command(esmBin, "run", "--template", tmpl, "--sqs-protocol", "query", "--poll-interval", "250ms",
+	esm := exec.Command(esmBin, "run", "--invoke", "example", "--template", tmpl, "--sqs-protocol", "query", "--poll-interval", "250ms",
 		"--state-dir", filepath.Join(work, "state"), "--metrics-addr", metricsAddr)
 	esm.Env = append(os.Environ(),
 		"AWS_ENDPOINT_URL_KINESIS="+emu.Endpoint(), "AWS_ENDPOINT_URL_SQS="+sqsSrv.Endpoint(),

@@ -16,6 +16,7 @@ import (
 func runESM(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(esmBin, args...)
+	cmd.Env = append(os.Environ(), "ESM_INVOKE=example") // the built-in example, unless --invoke says otherwise
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	done := make(chan error, 1)

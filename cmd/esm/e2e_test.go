@@ -78,7 +78,26 @@ type esmProc struct {
 
 func startESM(t *testing.T, env []string, args ...string) *esmProc {
 	t.Helper()
-	cmd := exec.Command(esmBin, append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
+	return startBin(t, esmBin, env, args...)
+}
+
+// startBin is startESM with another build of esm (efoBin): esm run on the test's kinesis-local, with
+// the built-in example unless --invoke says otherwise.
+func startBin(t *testing.T, bin string, env []string, args ...string) *esmProc {
+	t.Helper()
+	return spawnBin(t, bin, append([]string{"ESM_INVOKE=example"}, env...), append([]string{"run", "--endpoint-url", kinesisEndpoint}, args...)...)
+}
+
+// spawnESM starts the esm binary with args; the test's cleanup kills it if it still runs.
+func spawnESM(t *testing.T, env []string, args ...string) *esmProc {
+	t.Helper()
+	return spawnBin(t, esmBin, env, args...)
+}
+
+// spawnBin is spawnESM with another build of esm.
+func spawnBin(t *testing.T, bin string, env []string, args ...string) *esmProc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	p := &esmProc{cmd: cmd, stderr: &testkit.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = p.stderr
@@ -173,12 +192,12 @@ func produce(ctx context.Context, stream string, keys, total int, progress func(
 func TestReshardingLosesNothing(t *testing.T) {
 	for _, kill := range []bool{false, true} {
 		t.Run(map[bool]string{false: "continuous", true: "sigkill-restart"}[kill], func(t *testing.T) {
-			testResharding(t, kill)
+			testResharding(t, kill, source{})
 		})
 	}
 }
 
-func testResharding(t *testing.T, kill bool) {
+func testResharding(t *testing.T, kill bool, src source) {
 	const total, keys = 2000, 50
 	stream := newStream(t, 4)
 	dir := t.TempDir()
@@ -186,7 +205,8 @@ func testResharding(t *testing.T, kill bool) {
 	env := []string{"EXAMPLE_OUTPUT=" + out, "EXAMPLE_DELAY=25ms"}
 	args := []string{"--stream", stream, "--state-dir", filepath.Join(dir, "state"), "--batch-size", "5",
 		"--poll-interval", "200ms", "--shard-sync-interval", "10s"}
-	proc := startESM(t, env, args...)
+	args = append(args, src.args...)
+	proc := src.start(t, env, args...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -218,7 +238,7 @@ func testResharding(t *testing.T, kill bool) {
 		_ = proc.cmd.Process.Kill() // SIGKILL: no chance to checkpoint or clean up
 		proc.wait(t)
 		preKill = len(readDeliveries(t, out))
-		proc = startESM(t, env, args...)
+		proc = src.start(t, env, args...)
 	}
 	testkit.WaitFor(t, "1500 records written", time.Minute, func() bool { return written.Load() >= 1500 })
 	if err := local.Resize(ctx, kin, stream, 8); err != nil {
@@ -249,6 +269,9 @@ func testResharding(t *testing.T, kill bool) {
 		t.Fatalf("%d deliveries for %d records: duplicates without any failure", len(got), total)
 	}
 	logPickup(t, got, lineage)
+	if src.check != nil {
+		src.check(t, stream, proc.stderr.String())
+	}
 }
 
 // checkOnlyInFlightRepeated: after a SIGKILL, the only records delivered twice are those of the

@@ -12,6 +12,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/sam"
 )
@@ -19,7 +20,7 @@ import (
 type invokeCmd struct {
 	cli.TemplateFlags `embed:""`
 	Event             string         `help:"Event JSON to invoke with (- for stdin), e.g. from esm generate-event." required:"" short:"e" env:"ESM_EVENT" placeholder:"FILE"`
-	Invoke            []string       `help:"Invoke the function at a Lambda-Invoke-compatible endpoint (aws-lambda-rie), or lambda:NAME_OR_ARN. Default: the example function in-process." env:"ESM_INVOKE" sep:"none" placeholder:"URL|lambda:NAME"`
+	Invoke            []string       `help:"The function, as esm run takes it: exec:PATH [ARGS], a Lambda-Invoke-compatible endpoint (aws-lambda-rie), lambda:NAME_OR_ARN, or example. Default: the example function in-process." env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
 	Timeout           *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
 	cli.LogFlags      `embed:""`
 }
@@ -55,10 +56,11 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 	if c.Timeout != nil {
 		cfg.Service.FunctionTimeout = *c.Timeout
 	}
-	inv, err := cfg.Invoker()
+	inv, closeInvoker, err := cfg.Invoker()
 	if err != nil {
 		return err
 	}
+	defer closeInvoker()
 	if inv == nil {
 		if err := cfg.ApplyEnvironment(); err != nil {
 			return err
@@ -66,8 +68,8 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 		// The function's own output is its log: on stderr, as sam local invoke shows it, so that
 		// stdout holds only the response.
 		os.Stdout = os.Stderr
-		inv = invoke.NewInProcess(example.Handle,
-			invoke.WithFunctionARN(cfg.Service.Mapping.FunctionARN), invoke.WithTimeout(cfg.Service.FunctionTimeout))
+		inv = inprocess.New(example.Handle,
+			inprocess.WithFunctionARN(cfg.Service.Mapping.FunctionARN), inprocess.WithTimeout(cfg.Service.FunctionTimeout))
 	}
 	resp, err := inv.Invoke(ctx, event)
 	if err != nil {

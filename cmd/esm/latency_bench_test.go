@@ -5,26 +5,33 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
 )
 
 // BenchmarkPutToInvokeLatency measures, on kinesis-local, the time from a PutRecords call to the
 // in-process handler receiving the record, one record at a time, with puts spread evenly over the
-// phases of the poll cycle. One op is one record. Reported: p50 and p99 in milliseconds.
+// phases of the poll cycle: polling at two intervals, and enhanced fan-out through a registered
+// consumer (kinesis-local pushes subscription events about once a second). One op is one record.
+// Reported: p50 and p99 in milliseconds.
 func BenchmarkPutToInvokeLatency(b *testing.B) {
-	for _, interval := range []time.Duration{time.Second, 200 * time.Millisecond} {
-		b.Run("poll="+interval.String(), func(b *testing.B) {
+	for _, tt := range []struct {
+		name     string
+		interval time.Duration
+		efo      bool
+	}{{"poll=1s", time.Second, false}, {"poll=200ms", 200 * time.Millisecond, false}, {"efo", time.Second, true}} {
+		interval := tt.interval
+		b.Run(tt.name, func(b *testing.B) {
 			stream := fmt.Sprintf("bench-latency-%d", streamSeq.Add(1))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -40,13 +47,16 @@ func BenchmarkPutToInvokeLatency(b *testing.B) {
 				return events.KinesisEventResponse{}, nil
 			}
 			errc := make(chan error, 1)
-			go func() {
-				errc <- service.Run(ctx, service.Options{
-					Stream: stream, EndpointURL: kinesisEndpoint, StateDir: filepath.Join(b.TempDir(), "state"),
-					Mapping: poller.Config{StartingPosition: poller.Latest, PollInterval: interval},
-					Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-				}, handler)
-			}()
+			o := service.Options{
+				Stream: stream, EndpointURL: kinesisEndpoint, StateDir: filepath.Join(b.TempDir(), "state"),
+				Mapping: poller.Config{StartingPosition: poller.Latest, PollInterval: interval},
+				Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+			}
+			if tt.efo {
+				o.Consumer, o.RegisterConsumer = "bench", true
+				o.SubscribeOptions = []func(*kinesis.Options){local.NoInitialResponse}
+			}
+			go func() { errc <- service.Run(ctx, o, handler) }()
 			// The first record proves the shard is being read; it is not measured.
 			warm := func() bool {
 				if _, err := local.PutRecords(ctx, kin, stream, []local.Record{{PartitionKey: "k", Data: []byte("warm")}}); err != nil {
@@ -61,29 +71,15 @@ func BenchmarkPutToInvokeLatency(b *testing.B) {
 			}
 			for !warm() {
 			}
-			lat := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for i := range b.N {
-				// The previous record arrived just after a poll: waiting a fraction of the interval
-				// puts this one at that phase of the cycle. Golden-ratio fractions cover the cycle
-				// evenly, so the median is close to the true one with few samples.
-				phase := math.Mod(float64(i+1)*0.6180339887, 1)
-				time.Sleep(time.Duration(phase * float64(interval)))
-				start := time.Now()
+			testkit.PutToInvoke(b, interval, func(i int) {
 				if _, err := local.PutRecords(ctx, kin, stream, []local.Record{{PartitionKey: "k", Data: []byte(strconv.Itoa(i))}}); err != nil {
 					b.Fatal(err)
 				}
-				lat = append(lat, (<-received).Sub(start))
-			}
-			b.StopTimer()
+			}, received)
 			cancel()
 			if err := <-errc; err != nil {
 				b.Fatal(err)
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds())/1000, "p99-ms")
-			b.ReportMetric(0, "ns/op")
 		})
 	}
 }

@@ -3,7 +3,7 @@
 // mapping comes from the SAM template that deploys the function (template.yaml), flags and ESM_*
 // environment variables.
 //
-// Commands: run, validate, invoke, generate-event, status, version.
+// Commands: run, serve, validate, invoke, generate-event, status, redrive, version.
 //
 // Exit codes: 0 after a clean stop, 2 for invalid configuration or usage, 1 for a runtime failure.
 // Errors are one line on stderr.
@@ -33,11 +33,13 @@ type runCmd struct {
 type versionCmd struct{}
 
 type app struct {
-	Run           runCmd      `cmd:"" help:"Run the mapping: read every shard of the stream and invoke the function (default: the example function in-process)."`
+	Run           runCmd      `cmd:"" help:"Run the mapping: read every shard of the stream and invoke the function that --invoke names."`
+	Serve         serveCmd    `cmd:"" help:"Serve Lambda's event source mapping API (aws lambda create-event-source-mapping ...) and run every mapping created through it."`
 	Validate      validateCmd `cmd:"" help:"Check a template and print its resolved Kinesis mappings."`
 	Invoke        invokeCmd   `cmd:"" help:"Invoke the function once with an event, like sam local invoke, and print its response."`
 	GenerateEvent generateCmd `cmd:"" name:"generate-event" help:"Print a Kinesis event for the given records, as esm would send it."`
 	Status        statusCmd   `cmd:"" help:"Show the mapping's shards as a lineage tree, with their state and checkpoint."`
+	Redrive       redriveCmd  `cmd:"" help:"Bring the records the mapping gave up on back from its on-failure destination: invoke the function with them again, as Lambda would have."`
 	Version       versionCmd  `cmd:"" help:"Print the version."`
 }
 
@@ -76,6 +78,8 @@ func run(args []string, e env) int {
 		fmt.Fprintln(e.stdout, "esm", version)
 	case "run":
 		err = a.Run.run(ctx, e)
+	case "serve":
+		err = a.Serve.run(ctx, e)
 	case "validate":
 		err = a.Validate.run(ctx, e)
 	case "invoke":
@@ -84,6 +88,8 @@ func run(args []string, e env) int {
 		err = a.GenerateEvent.run(ctx, e)
 	case "status":
 		err = a.Status.run(ctx, e)
+	case "redrive":
+		err = a.Redrive.run(ctx, e)
 	default:
 		err = cli.Usage(fmt.Errorf("unknown command %q", kctx.Command()))
 	}
@@ -98,5 +104,6 @@ func (r *runCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	return cli.Run(ctx, c, example.Handle)
+	c.Example = example.Handle // --invoke example
+	return cli.Run(ctx, c, nil)
 }

@@ -32,9 +32,17 @@ const repoTemplate = "../../template.yaml"
 // runESMOutput runs the esm binary to completion and returns its exit code, stdout and stderr.
 func runESMOutput(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
+	return runESMEnv(t, nil, stdin, args...)
+}
+
+// runESMEnv is runESMOutput with env added to this process's environment.
+func runESMEnv(t *testing.T, env []string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, esmBin, args...)
+	// The built-in example, unless --invoke or env says otherwise.
+	cmd.Env = append(append(os.Environ(), "ESM_INVOKE=example"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
 	_ = cmd.Run()

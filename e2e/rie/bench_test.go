@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"testing"
@@ -13,18 +14,22 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/execenv"
+	"github.com/kinesis-esm/esm/invoke/httpinvoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/local"
 )
 
 // BenchmarkInvokeOverhead measures what one invocation costs beyond the handler's own work, for
 // a 10-record event (100 bytes of data each) and the example handler writing to /dev/null:
-// in process (invoke.NewInProcess) and through one aws-lambda-rie instance over HTTP
-// (invoke.NewHTTP). It reports invocations per second and the p50 and p99 latency of one
+// in process (invoke/inprocess), through one aws-lambda-rie instance over HTTP
+// (invoke/httpinvoke), and through one of esm's own execution environments (invoke/execenv,
+// exec:). It reports invocations per second and the p50 and p99 latency of one
 // invocation, as seen by the poller. Run it with "make bench".
 func BenchmarkInvokeOverhead(b *testing.B) {
 	payload := benchEvent(b, 10, 100)
 	b.Run("inprocess", func(b *testing.B) {
-		benchInvoker(b, invoke.NewInProcess(example.Config{Output: os.DevNull}.Handle), payload)
+		benchInvoker(b, inprocess.New(example.Config{Output: os.DevNull}.Handle), payload)
 	})
 	b.Run("rie", func(b *testing.B) {
 		r, err := local.StartRIE(context.Background(), local.RIEOptions{
@@ -34,7 +39,7 @@ func BenchmarkInvokeOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer r.Stop()
-		inv, err := invoke.NewHTTP([]string{r.Endpoint()})
+		inv, err := httpinvoke.New([]string{r.Endpoint()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -43,6 +48,18 @@ func BenchmarkInvokeOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		benchInvoker(b, inv, payload)
+	})
+	b.Run("exec", func(b *testing.B) {
+		pool, err := execenv.New([]string{bootstrapBin}, execenv.WithMaxEnvironments(1), execenv.WithOutput(io.Discard),
+			execenv.WithEnvironment(map[string]string{"EXAMPLE_OUTPUT": os.DevNull}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+		if _, err := pool.Invoke(context.Background(), payload); err != nil { // the cold start
+			b.Fatal(err)
+		}
+		benchInvoker(b, pool, payload)
 	})
 }
 

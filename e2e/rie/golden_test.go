@@ -13,15 +13,17 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/example"
-	"github.com/kinesis-esm/esm/handler"
+	"github.com/kinesis-esm/esm/handler/inproc"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/local"
 )
 
 // TestRIEEventMatchesInProcess: the same handler, given the same records, decodes the same event
-// whether it runs as a bootstrap under aws-lambda-rie (over HTTP) or in this process
-// (invoke.NewInProcess, through service.Run, and through handler.Run as handler.Start runs it
-// outside Lambda): the events it re-marshals are equal byte for byte.
+// whether it runs as a bootstrap under aws-lambda-rie (over HTTP), as the same bootstrap in esm's
+// own execution environments (exec:, the Runtime API esm hosts), or in this process (the
+// in-process invoker through service.Run, with its fast decoding, and through inproc.Run): the
+// events it re-marshals are equal byte for byte.
 func TestRIEEventMatchesInProcess(t *testing.T) {
 	t.Parallel()
 	stream := newStream(t, 2)
@@ -46,7 +48,15 @@ func TestRIEEventMatchesInProcess(t *testing.T) {
 
 	dir := t.TempDir()
 	rieDump, inProcDump := filepath.Join(dir, "rie.jsonl"), filepath.Join(dir, "inprocess.jsonl")
+	execDump := filepath.Join(dir, "exec.jsonl")
 	r := startRIE(t, 3*time.Second, "EXAMPLE_EVENT_DUMP="+rieDump)
+	pool, err := execenv.New([]string{bootstrapBin}, execenv.WithEnvironment(map[string]string{"EXAMPLE_EVENT_DUMP": execDump}),
+		execenv.WithOutput(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	viaExec := runMapping(t, stream, mappingConfig(100), pool, nil)
 	// Both mappings read the whole stream; a batch holds every record of a shard.
 	viaRIE := runMapping(t, stream, mappingConfig(100), httpInvoker(t, newWire(), 3*time.Second, r.Endpoint()), nil)
 	inProc := runMapping(t, stream, mappingConfig(100), nil, example.Config{EventDump: inProcDump}.Handle)
@@ -56,21 +66,25 @@ func TestRIEEventMatchesInProcess(t *testing.T) {
 	hctx, stopHandler := context.WithCancel(context.Background())
 	handlerDone := make(chan error, 1)
 	go func() {
-		handlerDone <- handler.Run(hctx, example.Config{EventDump: startDump}.Handle, handler.WithArgs(
+		handlerDone <- inproc.Run(hctx, example.Config{EventDump: startDump}.Handle, inproc.WithArgs(
 			"--stream", stream, "--endpoint-url", kinesisEndpoint, "--state-dir", filepath.Join(dir, "handler-state"),
-			"--starting-position", "TRIM_HORIZON", "--batch-size", "100", "--poll-interval", "100ms"), handler.WithStderr(io.Discard))
+			"--starting-position", "TRIM_HORIZON", "--batch-size", "100", "--poll-interval", "100ms"), inproc.WithStderr(io.Discard))
 	}()
-	for _, dump := range []string{rieDump, inProcDump, startDump} {
+	for _, dump := range []string{rieDump, inProcDump, startDump, execDump} {
 		testkit.WaitFor(t, "every record in "+filepath.Base(dump), 30*time.Second, func() bool { return recordCount(t, dump) >= len(recs) })
 	}
 	viaRIE.stop(t)
+	viaExec.stop(t)
 	inProc.stop(t)
 	stopHandler()
 	if err := <-handlerDone; err != nil {
 		t.Fatalf("handler.Run: %v", err)
 	}
 	if fromStart := sortedLines(t, startDump); !slices.EqualFunc(fromStart, sortedLines(t, rieDump), bytes.Equal) {
-		t.Fatalf("events differ between aws-lambda-rie and handler.Run:\n%s", bytes.Join(fromStart, []byte("\n")))
+		t.Fatalf("events differ between aws-lambda-rie and inproc.Run:\n%s", bytes.Join(fromStart, []byte("\n")))
+	}
+	if fromExec := sortedLines(t, execDump); !slices.EqualFunc(fromExec, sortedLines(t, rieDump), bytes.Equal) {
+		t.Fatalf("events differ between aws-lambda-rie and exec:\n%s", bytes.Join(fromExec, []byte("\n")))
 	}
 
 	got, want := sortedLines(t, rieDump), sortedLines(t, inProcDump)

@@ -27,6 +27,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/httpinvoke"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -341,9 +342,9 @@ func (w *wire) client() *http.Client { return &http.Client{Transport: w} }
 func (w *wire) close() { w.base.(*http.Transport).CloseIdleConnections() }
 
 // httpInvoker is an invoke.HTTP over endpoints whose traffic w records.
-func httpInvoker(t *testing.T, w *wire, timeout time.Duration, endpoints ...string) *invoke.HTTP {
+func httpInvoker(t *testing.T, w *wire, timeout time.Duration, endpoints ...string) *httpinvoke.Pool {
 	t.Helper()
-	inv, err := invoke.NewHTTP(endpoints, invoke.WithHTTPClient(w.client()), invoke.WithFunctionTimeout(timeout))
+	inv, err := httpinvoke.New(endpoints, httpinvoke.WithHTTPClient(w.client()), httpinvoke.WithFunctionTimeout(timeout))
 	if err != nil {
 		t.Fatal(err)
 	}

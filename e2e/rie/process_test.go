@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/httpinvoke"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -23,7 +23,7 @@ func TestStartRIEListensOnLoopbackAndStopEndsTheRuntime(t *testing.T) {
 	t.Parallel()
 	trace := filepath.Join(t.TempDir(), "trace.jsonl")
 	r := startRIE(t, 3*time.Second, "EXAMPLE_TRACE="+trace, "EXAMPLE_OUTPUT="+os.DevNull)
-	inv, err := invoke.NewHTTP([]string{r.Endpoint()})
+	inv, err := httpinvoke.New([]string{r.Endpoint()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,21 +53,23 @@ type TemplateFlags struct {
 type RunFlags struct {
 	TemplateFlags `embed:""`
 
-	Invoke []string `help:"Invoke the function at Lambda-Invoke-compatible endpoints (repeatable: a pool, one invocation at a time each, e.g. aws-lambda-rie), or lambda:NAME_OR_ARN through the Lambda API. Default: the example function in-process." env:"ESM_INVOKE" sep:"none" placeholder:"URL|lambda:NAME"`
-	Stream *string  `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
+	MappingFlags `embed:""`
+	// MaxEnvironments caps the execution environments of exec: targets.
+	MaxEnvironments int `help:"Most execution environments of an exec: target at once (they grow to the mapping's concurrency: shards x ParallelizationFactor); 0: 64." env:"ESM_MAX_ENVIRONMENTS" placeholder:"N"`
+	// RegisterConsumer reads through an enhanced fan-out consumer, registered when missing.
+	RegisterConsumer *string `help:"Read through the stream's enhanced fan-out consumer NAME (SubscribeToShard), registering it when it does not exist (RegisterStreamConsumer) and waiting until it is ACTIVE." env:"ESM_REGISTER_CONSUMER" placeholder:"NAME"`
 	// Provision creates the template's stream on the emulator when it is missing.
 	Provision bool `help:"Create the template's stream (its AWS::Kinesis::Stream, with its ShardCount) on the --endpoint-url emulator when it does not exist." env:"ESM_PROVISION"`
 
-	StateDir    string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
-	SQSProtocol string `name:"sqs-protocol" help:"Protocol of the SQS on-failure destination: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
+	StateDir string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
+	// OnDestinationFailure is what a shard does when its on-failure destination cannot be reached.
+	OnDestinationFailure string `help:"When the on-failure destination cannot take a record: block (retry, holding the shard; nothing is lost) or drop (drop the records and move on, as Lambda does). Each failed send counts in DestinationDeliveryFailures." default:"block" enum:"block,drop" env:"ESM_ON_DESTINATION_FAILURE"`
 
-	FunctionName              *string        `help:"Function name, used in ARNs and to key checkpoints (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
-	Timeout                   *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
-	BatchSize                 *int           `help:"Most records per invocation, 1-10000 (default: the template's, else 100)." env:"ESM_BATCH_SIZE"`
-	MaximumBatchingWindow     *int           `name:"maximum-batching-window" help:"Seconds to gather records before invoking, 0-300 (default: the template's, else 0)." env:"ESM_MAXIMUM_BATCHING_WINDOW"`
-	StartingPosition          *string        `help:"TRIM_HORIZON, LATEST or AT_TIMESTAMP (default: the template's, else TRIM_HORIZON)." env:"ESM_STARTING_POSITION"`
-	StartingPositionTimestamp *string        `help:"With AT_TIMESTAMP: RFC 3339 time or Unix seconds." env:"ESM_STARTING_POSITION_TIMESTAMP"`
-	Enabled                   *bool          `help:"Poll the stream (--no-enabled pauses the mapping; default: the template's Enabled)." negatable:"" env:"ESM_ENABLED"`
+	BatchSize                 *int    `help:"Most records per invocation, 1-10000 (default: the template's, else 100)." env:"ESM_BATCH_SIZE"`
+	MaximumBatchingWindow     *int    `name:"maximum-batching-window" help:"Seconds to gather records before invoking, 0-300 (default: the template's, else 0)." env:"ESM_MAXIMUM_BATCHING_WINDOW"`
+	StartingPosition          *string `help:"TRIM_HORIZON, LATEST or AT_TIMESTAMP (default: the template's, else TRIM_HORIZON)." env:"ESM_STARTING_POSITION"`
+	StartingPositionTimestamp *string `help:"With AT_TIMESTAMP: RFC 3339 time or Unix seconds." env:"ESM_STARTING_POSITION_TIMESTAMP"`
+	Enabled                   *bool   `help:"Poll the stream (--no-enabled pauses the mapping; default: the template's Enabled)." negatable:"" env:"ESM_ENABLED"`
 
 	PollInterval      time.Duration `help:"Pause between polls of a caught-up shard." default:"1s" env:"ESM_POLL_INTERVAL"`
 	ShardSyncInterval time.Duration `help:"How often to list shards to find new ones." default:"60s" env:"ESM_SHARD_SYNC_INTERVAL"`
@@ -211,8 +213,13 @@ type Config struct {
 	Mapping *sam.Mapping
 	// Warnings are the template's (mappings esm skipped).
 	Warnings []string
-	// Invoke are the --invoke targets; empty means in-process.
+	// Invoke are the --invoke values (see ParseTargets); empty means in-process when Run is given
+	// a function, and an error otherwise.
 	Invoke []string
+	// MaxEnvironments caps the execution environments of exec: targets (0: the default).
+	MaxEnvironments int
+	// Example is the function --invoke example runs in-process (nil: no such target).
+	Example any
 	// Provision asks Run to create the template's stream on the emulator (ProvisionStream).
 	Provision bool
 	// AWS is the SDK configuration for the endpoint in use.
@@ -228,33 +235,35 @@ type Config struct {
 // Load resolves the flags, the environment and the template into a run configuration. It makes
 // no AWS call except STS GetCallerIdentity when the template needs the account of real AWS.
 func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) {
-	logger, err := f.Logger(stderr)
+	c, err := f.LoadMapping(ctx, f.MappingFlags, f.LogFlags, stderr)
 	if err != nil {
 		return nil, err
 	}
-	c, err := f.Target(ctx, f.Stream, f.FunctionName, logger)
-	if err != nil {
-		return nil, err
+	if f.MaxEnvironments < 0 {
+		return nil, Usage(fmt.Errorf("--max-environments %d: must be 0 or more", f.MaxEnvironments))
 	}
-	c.Invoke, c.Provision = splitTargets(f.Invoke), f.Provision
+	c.Provision, c.MaxEnvironments = f.Provision, f.MaxEnvironments
 	c.MetricsAddr, c.EMF = f.MetricsAddr, f.EMF
 	if strings.HasPrefix(c.MetricsAddr, ":") {
 		c.MetricsAddr = "127.0.0.1" + c.MetricsAddr
 	}
 	o, mc := c.Service, c.Service.Mapping
-	o.StateDir, o.SQSProtocol = f.StateDir, f.SQSProtocol
-	if f.Timeout != nil {
-		o.FunctionTimeout = *f.Timeout
-	}
+	o.StateDir = f.StateDir
 	if err := f.overrideMapping(&mc); err != nil {
 		return nil, err
 	}
 	mc.PollInterval, mc.ShardSyncInterval, mc.ShutdownGrace = f.PollInterval, f.ShardSyncInterval, f.ShutdownGrace
+	mc.OnDestinationFailure = f.OnDestinationFailure
 	if f.LeaseDuration <= 0 {
 		return nil, Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))
 	}
 	o.LeaseTable, o.CreateLeaseTable, o.WorkerID, o.LeaseDuration = f.LeaseTable, f.CreateLeaseTable, f.WorkerID, f.LeaseDuration
 	o.Mapping = mc
+	if f.RegisterConsumer != nil {
+		o.Consumer, o.RegisterConsumer = *f.RegisterConsumer, true
+	} else if c.Provision && c.Mapping != nil && c.Mapping.Consumer != nil && c.Mapping.Consumer.LogicalID != "" {
+		o.RegisterConsumer = true // --provision registers the template's consumer too
+	}
 	c.Service = o
 	return c, nil
 }
@@ -287,7 +296,7 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 		}
 		c.Mapping, c.Warnings = m, res.Template.Warnings
 		mc = m.PollerConfig()
-		o.Stream = streamFor(m)
+		o.Stream, o.Consumer = streamFor(m), consumerFor(m)
 		o.FunctionName = m.Function.FunctionName
 		o.FunctionTimeout = time.Duration(m.Function.Timeout) * time.Second
 	case stream == nil:
@@ -297,7 +306,7 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 		return nil, Usage(errors.New("--function selects a mapping of a template, and there is none: pass --template FILE"))
 	}
 	if stream != nil {
-		o.Stream = *stream
+		o.Stream, o.Consumer = *stream, ""
 		mc.StreamARN = ""
 	}
 	if functionName != nil {
@@ -319,43 +328,36 @@ func streamFor(m *sam.Mapping) string {
 	return m.EventSourceArn
 }
 
-// overrideMapping applies the mapping flags that were given.
+// consumerFor is the consumer the service looks up, when the mapping reads through one: its name
+// when the template declares it (its creation time, in the ARN, is known only once registered),
+// else its ARN.
+func consumerFor(m *sam.Mapping) string {
+	switch {
+	case m.Consumer == nil:
+		return ""
+	case m.Consumer.LogicalID != "":
+		return m.Consumer.Name
+	}
+	return m.Consumer.Arn
+}
+
+// overrideMapping applies the mapping flags that were given, through the same service.Settings
+// as the ESM API's requests.
 func (f *RunFlags) overrideMapping(mc *poller.Config) error {
-	if f.BatchSize != nil {
-		if *f.BatchSize == 0 { // an explicit 0 is out of range, not "the default"
-			return poller.RangeError("batchSize", 0, 1, poller.MaxBatchSize)
-		}
-		mc.BatchSize = *f.BatchSize
-	}
-	if f.MaximumBatchingWindow != nil {
-		mc.MaximumBatchingWindow = time.Duration(*f.MaximumBatchingWindow) * time.Second
-	}
-	if f.StartingPosition != nil {
-		mc.StartingPosition = *f.StartingPosition
-		if f.StartingPositionTimestamp == nil {
-			mc.StartingPositionTimestamp = time.Time{}
-		}
+	s := service.Settings{
+		BatchSize:                      f.BatchSize,
+		MaximumBatchingWindowInSeconds: f.MaximumBatchingWindow,
+		StartingPosition:               f.StartingPosition,
+		Enabled:                        f.Enabled,
 	}
 	if f.StartingPositionTimestamp != nil {
 		ts, err := ParseTimestamp(*f.StartingPositionTimestamp)
 		if err != nil {
 			return Usage(err)
 		}
-		mc.StartingPositionTimestamp = ts
+		s.StartingPositionTimestamp = &ts
 	}
-	if f.Enabled != nil {
-		mc.Disabled = !*f.Enabled
-	}
-	return nil
-}
-
-// splitTargets splits --invoke values that hold several targets (ESM_INVOKE="url1 url2").
-func splitTargets(in []string) []string {
-	var out []string
-	for _, s := range in {
-		out = append(out, strings.Fields(s)...)
-	}
-	return out
+	return s.Apply(mc)
 }
 
 // ParseTimestamp reads an RFC 3339 time or Unix seconds (possibly fractional).

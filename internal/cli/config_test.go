@@ -133,10 +133,11 @@ func TestInvokerTargets(t *testing.T) {
 		{[]string{"127.0.0.1:9001"}, false},
 		{[]string{"http://127.0.0.1:9001", "http://127.0.0.1:9001"}, false}, // the same endpoint twice
 	} {
-		c.Invoke = splitTargets(tt.targets)
+		c.Invoke = tt.targets
 		c.Service.FunctionTimeout = 3 * time.Second
 		c.Logger = discardLogger()
-		inv, err := c.Invoker()
+		inv, closeInvoker, err := c.Invoker()
+		_ = closeInvoker()
 		if (err == nil) != tt.ok {
 			t.Errorf("--invoke %q: %v", tt.targets, err)
 		}
@@ -173,5 +174,31 @@ func TestNoAccountLookupUnlessNeeded(t *testing.T) {
 	}
 	if _, err := (TemplateFlags{Template: named}).Resolve(context.Background(), true); err == nil {
 		t.Fatal("a template naming AWS::AccountId resolved without looking the account up")
+	}
+}
+
+// TestOnDestinationFailure: block by default; drop from the flag or ESM_ON_DESTINATION_FAILURE;
+// anything else is a usage error.
+func TestOnDestinationFailure(t *testing.T) {
+	t.Chdir(t.TempDir()) // no template.yaml: flag-only mode
+	base := []string{"--stream", "s", "--endpoint-url", "http://127.0.0.1:1"}
+	c, err := load(t, base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Service.Mapping.OnDestinationFailure; got != poller.DestinationFailureBlock {
+		t.Fatalf("default %q, want block", got)
+	}
+	if c, err = load(t, append(base, "--on-destination-failure", "drop")...); err != nil || c.Service.Mapping.OnDestinationFailure != poller.DestinationFailureDrop {
+		t.Fatalf("--on-destination-failure drop: %v, %+v", err, c)
+	}
+	t.Setenv("ESM_ON_DESTINATION_FAILURE", "drop")
+	if c, err = load(t, base...); err != nil || c.Service.Mapping.OnDestinationFailure != poller.DestinationFailureDrop {
+		t.Fatalf("ESM_ON_DESTINATION_FAILURE=drop: %v, %+v", err, c)
+	}
+	var f RunFlags
+	p, _ := kong.New(&f)
+	if _, err := p.Parse(append(base, "--on-destination-failure", "retry")); err == nil {
+		t.Fatal("--on-destination-failure retry accepted")
 	}
 }

@@ -5,62 +5,51 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
-
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
 )
 
-// lambdaPrefix marks an --invoke target that is a function of the real Lambda API.
-const lambdaPrefix = "lambda:"
+// errNoFunction is esm run's answer when nothing says which function to invoke.
+var errNoFunction = errors.New("no function to invoke: give --invoke exec:PATH (the function's bootstrap binary, e.g. bin/bootstrap-amd64 from make bootstrap; esm runs it under the Lambda Runtime API), an http(s) endpoint of aws-lambda-rie, lambda:NAME_OR_ARN for a function on Lambda, or example for the built-in example function; or start your own handler with handler.Start(fn) and go run .")
 
 // Invoker returns the invoker of the --invoke targets, limited to the template's
-// ReservedConcurrentExecutions, or nil when there are none (the handler runs in-process).
-func (c *Config) Invoker() (poller.Invoker, error) {
-	if len(c.Invoke) == 0 {
-		return nil, nil
+// ReservedConcurrentExecutions, and a close that ends what it started; nil (and a no-op close)
+// when the function runs in this process: no target, or the example.
+func (c *Config) Invoker() (poller.Invoker, func() error, error) {
+	nop := func() error { return nil }
+	targets, err := ParseTargets(c.Invoke)
+	if err != nil || len(targets) == 0 || targets[0].Example {
+		return nil, nop, err
 	}
-	var inv invoke.Invoker
-	var urls []string
-	for _, t := range c.Invoke {
-		if name, ok := strings.CutPrefix(t, lambdaPrefix); ok {
-			if len(c.Invoke) > 1 {
-				return nil, Usage(fmt.Errorf("--invoke %s: a Lambda function is invoked alone, not in a pool with %d other targets", t, len(c.Invoke)-1))
-			}
-			if name == "" {
-				return nil, Usage(errors.New("--invoke lambda: needs a function name or ARN, e.g. lambda:my-function"))
-			}
-			endpoint := c.Service.EndpointURL
-			client := awslambda.NewFromConfig(c.AWS, func(o *awslambda.Options) {
-				if endpoint != "" {
-					o.BaseEndpoint = aws.String(endpoint)
-				}
-			})
-			inv = invoke.NewLambda(client, name)
-			continue
-		}
-		if !strings.HasPrefix(t, "http://") && !strings.HasPrefix(t, "https://") {
-			return nil, Usage(fmt.Errorf("--invoke %q: want an http(s) URL of a Lambda-Invoke-compatible endpoint, or lambda:NAME_OR_ARN", t))
-		}
-		urls = append(urls, t)
+	o := InvokerOptions{AWS: c.AWS, EndpointURL: c.Service.EndpointURL, Timeout: c.Service.FunctionTimeout,
+		Region: c.Service.Region, FunctionName: c.Service.FunctionName, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger}
+	if c.Mapping != nil {
+		o.Function = &c.Mapping.Function
 	}
-	if inv == nil {
-		h, err := invoke.NewHTTP(urls, invoke.WithFunctionTimeout(c.Service.FunctionTimeout), invoke.WithLogger(c.Logger))
-		if err != nil {
-			return nil, Usage(fmt.Errorf("--invoke: %w", err))
-		}
-		inv = h
+	inv, closeFn, err := NewInvoker(targets, o)
+	if err != nil {
+		return nil, nop, err
 	}
-	if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-		inv = invoke.Limit(inv, *c.Mapping.Function.ReservedConcurrentExecutions)
+	return inv, closeFn, nil
+}
+
+// inProcess is the function to run in this process: fn when given (handler.Run), the example
+// for --invoke example, else nil.
+func (c *Config) inProcess(fn any) any {
+	if fn != nil {
+		return fn
 	}
-	return inv, nil
+	if t, err := ParseTargets(c.Invoke); err == nil && len(t) == 1 && t[0].Example {
+		return c.Example
+	}
+	return nil
 }
 
 // ApplyEnvironment gives an in-process function the template's environment variables: each
@@ -81,11 +70,17 @@ func (c *Config) ApplyEnvironment() error {
 }
 
 // Run runs the configured mapping until ctx ends, invoking the --invoke targets or, without any,
-// handler in this process (with the template's environment).
-func Run(ctx context.Context, c *Config, handler any) error {
-	inv, err := c.Invoker()
+// fn in this process (with the template's environment); with neither, it is a usage error that
+// says how to give a function.
+func Run(ctx context.Context, c *Config, fn any) error {
+	inv, closeInvoker, err := c.Invoker()
 	if err != nil {
 		return err
+	}
+	defer closeInvoker()
+	handler := c.inProcess(fn)
+	if inv == nil && handler == nil {
+		return Usage(errNoFunction)
 	}
 	for _, w := range c.Warnings {
 		c.Logger.Warn("template", "warning", w)
@@ -103,10 +98,13 @@ func Run(ctx context.Context, c *Config, handler any) error {
 			return err
 		}
 		if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-			o.Invoker = invoke.Limit(invoke.NewInProcess(handler,
-				invoke.WithFunctionARN(o.Mapping.FunctionARN), invoke.WithTimeout(o.FunctionTimeout)),
+			o.Invoker = invoke.Limit(inprocess.New(handler,
+				inprocess.WithFunctionARN(o.Mapping.FunctionARN), inprocess.WithTimeout(o.FunctionTimeout), inprocess.WithLogger(c.Logger)),
 				*c.Mapping.Function.ReservedConcurrentExecutions)
 		}
+	}
+	if inv != nil {
+		c.Logger.Info("function", "invoke", strings.Join(c.Invoke, " "))
 	}
 	if c.Mapping != nil {
 		c.Logger.Info("mapping from template", "mapping", c.Mapping.ID, "function", o.FunctionName, "stream", o.Stream)
@@ -145,7 +143,10 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 		c.Logger.Info("metrics served", "addr", c.MetricsAddr)
 	}
 	if c.EMF {
-		emf := metrics.NewEMF(os.Stdout, "esm", o.FunctionName, o.Stream, 0)
+		// Lambda publishes the event counts only for a mapping whose MetricsConfig asks for them.
+		eventCounts := c.Mapping != nil && c.Mapping.MetricsConfig != nil && slices.Contains(c.Mapping.MetricsConfig.Metrics, "EventCount")
+		emf := metrics.NewEMF(os.Stdout, "esm", o.FunctionName, o.Stream, 0, metrics.WithEventCounts(eventCounts))
+		o.OnMappingUUID = emf.SetMappingUUID // the service reads it from the mapping's store
 		observers = append(observers, emf)
 		runs = append(runs, emf.Run)
 	}

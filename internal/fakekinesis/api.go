@@ -53,7 +53,7 @@ func (f *Fake) ListShards(ctx context.Context, in *kinesis.ListShardsInput, _ ..
 }
 
 func (f *Fake) listShards(in *kinesis.ListShardsInput) (*kinesis.ListShardsOutput, error) {
-	limit := defaultListShards
+	limit := f.cfg.pageSize
 	if in.MaxResults != nil {
 		m := int(*in.MaxResults)
 		if m < 1 || m > maxListShardsInput {

@@ -2,7 +2,7 @@
 // read calls an event source mapping makes: ListShards, GetShardIterator and
 // GetRecords. It exists for unit tests (fault injection, resharding, iterator
 // expiry) and for benchmarks. It does not replace the kinesis-local emulator
-// tests.
+// tests. DescribeStreamSummary reports the retention period SetRetention sets.
 //
 // A *Fake satisfies any consumer-declared interface made of those three
 // methods with the signatures of *kinesis.Client. Its behaviour follows
@@ -29,6 +29,10 @@
 // stream or shard, because misuse there is a bug in the test itself.
 // The three API methods never panic. They report errors as Kinesis does.
 //
+// Enhanced fan-out: RegisterConsumer, RegisterStreamConsumer,
+// DescribeStreamConsumer and SubscribeToShard (see subscribe.go), served
+// through the SDK's own client and event-stream decoder.
+//
 // Not emulated: per-shard rate limits (inject ErrThrottled instead), DryRun,
-// StreamId, enhanced fan-out, writes through the API, and stream deletion.
+// StreamId, writes through the API, and stream deletion.
 package fakekinesis

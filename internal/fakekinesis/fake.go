@@ -35,10 +35,23 @@ type optionFunc func(*config)
 func (o optionFunc) apply(c *config) { o(c) }
 
 type config struct {
-	now     func() time.Time
-	ttl     time.Duration
-	region  string
-	account string
+	now      func() time.Time
+	ttl      time.Duration
+	region   string
+	account  string
+	pageSize int // ListShards page size when MaxResults is not given
+	efo      efoConfig
+}
+
+// WithListShardsPageSize sets how many shards a ListShards call without MaxResults returns per
+// page (default 1000, as Kinesis), so that callers' paging can be exercised with few shards.
+// Values outside [1, 1000] keep the default.
+func WithListShardsPageSize(n int) Option {
+	return optionFunc(func(c *config) {
+		if n >= 1 && n <= defaultListShards {
+			c.pageSize = n
+		}
+	})
 }
 
 // WithClock sets the clock used for arrival timestamps, iterator expiry,
@@ -86,7 +99,8 @@ type Fake struct {
 	pageSeq uint64
 
 	injector atomic.Pointer[func(op string, in any) error]
-	calls    [3]atomic.Int64
+	calls    [6]atomic.Int64
+	efo      efoState
 }
 
 type stream struct {
@@ -95,6 +109,10 @@ type stream struct {
 	counter   uint64   // last sequence counter handed out
 	shards    []*shard // index is the shard number; nil once trimmed
 	open      []*shard // open shards ordered by hash range
+	// retention is RetentionPeriodHours; 0 means the default 24 hours (see SetRetention).
+	retention time.Duration
+	// wake is closed when a record is added or a shard closes (subscribe.go).
+	wake chan struct{}
 }
 
 type shard struct {
@@ -123,7 +141,7 @@ type recMeta struct {
 // New returns an empty Fake. It never fails.
 func New(opts ...Option) *Fake {
 	f := &Fake{
-		cfg:    config{now: time.Now, ttl: defaultIteratorTTL, region: "us-east-1", account: "000000000000"},
+		cfg:    config{now: time.Now, ttl: defaultIteratorTTL, region: "us-east-1", account: "000000000000", pageSize: defaultListShards},
 		byName: map[string]*stream{},
 		byARN:  map[string]*stream{},
 		pages:  map[string]page{},
@@ -166,6 +184,12 @@ func opIndex(op string) int {
 		return 1
 	case OpGetRecords:
 		return 2
+	case OpDescribeStreamSummary:
+		return 3
+	case OpSubscribeToShard:
+		return 4
+	case OpSubscribeToShardEvent:
+		return 5
 	}
 	return -1
 }
@@ -377,6 +401,7 @@ func (s *stream) addShard(r [2]u128, parent, adjacent *string, now time.Time) *s
 func (s *stream) close(sh *shard, now time.Time) {
 	sh.endSeq = ptr(s.nextSeq(sh.num))
 	sh.closedAt = now
+	s.wakeSubscribers()
 }
 
 // reindex rebuilds the routing table of open shards after a change.
@@ -413,6 +438,7 @@ func (s *stream) appendRecord(sh *shard, pk string, data []byte, now time.Time) 
 		PartitionKey:                &m.pk,
 		ApproximateArrivalTimestamp: &m.arrival,
 	})
+	s.wakeSubscribers()
 	return m.seq
 }
 

@@ -32,6 +32,15 @@ func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Clie
 	if err := lease.EnsureTable(ctx, ddb, o.LeaseTable, o.CreateLeaseTable); err != nil {
 		return err
 	}
+	mid, err := mappingUUID(ctx, o, func(ctx context.Context) (string, error) { return lease.MappingUUID(ctx, ddb, o.LeaseTable) })
+	if err != nil {
+		return err
+	}
+	dopts, err := destinationOptions(o, cfg, mc, mid)
+	if err != nil {
+		return err
+	}
+	popts = append(popts, dopts...)
 	id := cmp.Or(o.WorkerID, DefaultWorkerID())
 	opts := []lease.DynamoOption{lease.WithLogger(o.Logger)}
 	if o.LeaseDuration > 0 {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,17 +18,27 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/uuid"
 
 	"github.com/kinesis-esm/esm/dlq"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 )
 
 // Options is everything needed to run one mapping in this process.
 type Options struct {
-	// Stream is the stream's name or ARN.
+	// Stream is the stream's name or ARN, or an enhanced fan-out consumer's ARN (then the mapping
+	// reads through that consumer).
 	Stream string
+	// Consumer, when set, is the enhanced fan-out consumer of Stream the mapping reads through
+	// (SubscribeToShard): its ARN, or its name. It must be ACTIVE, or be waited for.
+	Consumer string
+	// RegisterConsumer registers Consumer (a name) when it does not exist, and waits until it is
+	// ACTIVE.
+	RegisterConsumer bool
+	// SubscribeOptions are client options for every SubscribeToShard call.
+	SubscribeOptions []func(*kinesis.Options)
 	// EndpointURL, when set, is where every AWS call goes (a local emulator); otherwise the SDK's
 	// own resolution applies, AWS_ENDPOINT_URL_KINESIS included.
 	EndpointURL string
@@ -65,27 +76,72 @@ type Options struct {
 	// Ready, when set, is called once the mapping is running (store read, shards listed, first
 	// leases claimed).
 	Ready func()
+	// MappingUUID is the mapping's UUID (Lambda's EventSourceMappingUUID: the EMF dimension, the
+	// S3 destination's object keys). The caller that created the mapping (esm serve) gives it;
+	// when empty it is read from the mapping's store (the state file or the lease table), where
+	// the mapping's first run creates it: a random version 4 UUID, stable across restarts.
+	MappingUUID string
+	// OnMappingUUID, when set, is told the mapping's UUID before the mapping starts (metrics
+	// created before the store was opened take it from here).
+	OnMappingUUID func(string)
 }
 
 // pollerOptions are the options every poller of the mapping gets, whatever its store: logging,
-// measurements, readiness and the on-failure destination client.
-func pollerOptions(o Options, cfg aws.Config, mc poller.Config) ([]poller.Option, error) {
+// measurements and readiness (the on-failure destination, which needs the mapping's UUID, comes
+// from destinationOptions once the store is open).
+func pollerOptions(o Options) []poller.Option {
 	opts := []poller.Option{poller.WithLogger(o.Logger)}
+	if subOpts := slices.Concat(buildSubscribeOptions, o.SubscribeOptions); len(subOpts) > 0 {
+		opts = append(opts, poller.WithSubscribeOptions(subOpts...))
+	}
 	if o.Observer != nil {
 		opts = append(opts, poller.WithObserver(o.Observer))
 	}
 	if o.Ready != nil {
 		opts = append(opts, poller.WithReady(o.Ready))
 	}
-	if mc.OnFailureDestination != "" {
-		d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: o.EndpointURL, SQSProtocol: o.SQSProtocol,
-			MappingUUID: dlq.MappingUUID(mc.StreamARN, mc.FunctionARN)})
-		if err != nil {
-			return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
+	return opts
+}
+
+// mappingUUID is o.MappingUUID when the caller gave one, else the one stored returns (it reads
+// the store's, or creates and stores one); OnMappingUUID is told either way.
+func mappingUUID(ctx context.Context, o Options, stored func(context.Context) (string, error)) (string, error) {
+	id := o.MappingUUID
+	if id == "" {
+		var err error
+		if id, err = stored(ctx); err != nil {
+			return "", err
 		}
-		opts = append(opts, poller.WithDestination(d))
+	} else if _, err := uuid.Parse(id); err != nil {
+		return "", &poller.ValidationError{Field: "MappingUUID", Message: fmt.Sprintf("mapping UUID %q is not a UUID: %v", id, err)}
 	}
-	return opts, nil
+	o.Logger.Info("event source mapping", "uuid", id)
+	if o.OnMappingUUID != nil {
+		o.OnMappingUUID(id)
+	}
+	return id, nil
+}
+
+// destinationOptions is the on-failure destination client, if the mapping has one.
+func destinationOptions(o Options, cfg aws.Config, mc poller.Config, mappingUUID string) ([]poller.Option, error) {
+	if mc.OnFailureDestination == "" {
+		return nil, nil
+	}
+	d, err := destination(cfg, o.EndpointURL, o.SQSProtocol, mc, mappingUUID)
+	if err != nil {
+		return nil, err
+	}
+	return []poller.Option{poller.WithDestination(d)}, nil
+}
+
+// destination is the client of the mapping's on-failure destination; an S3 bucket's object keys
+// carry the mapping's UUID.
+func destination(cfg aws.Config, endpointURL, sqsProtocol string, mc poller.Config, mappingUUID string) (poller.Destination, error) {
+	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: endpointURL, SQSProtocol: sqsProtocol, MappingUUID: mappingUUID})
+	if err != nil {
+		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
+	}
+	return d, nil
 }
 
 // Run runs the mapping until ctx ends, invoking o.Invoker or, when it is nil, handler in-process.
@@ -123,29 +179,35 @@ func Run(ctx context.Context, o Options, handler any) error {
 			ko.BaseEndpoint = aws.String(o.EndpointURL)
 		}
 	})
-	arn, err := ResolveStreamARN(ctx, kin, o.Stream)
+	stream, consumer, err := splitSource(o.Stream, o.Consumer)
+	if err != nil {
+		return err
+	}
+	arn, err := ResolveStreamARN(ctx, kin, stream)
 	if err != nil {
 		return err
 	}
 	sa, _ := poller.ParseStreamARN(arn)
 	mc := o.Mapping
 	mc.StreamARN = arn
+	if consumer != "" {
+		if mc.ConsumerARN, err = ResolveConsumer(ctx, kin, arn, consumer, o.RegisterConsumer, o.Logger); err != nil {
+			return err
+		}
+	}
 	if mc.FunctionARN == "" {
 		mc.FunctionARN = FunctionARN(sa, o.FunctionName)
 	}
 	inv := o.Invoker
 	if inv == nil {
-		inv = invoke.NewInProcess(handler, invoke.WithFunctionARN(mc.FunctionARN), invoke.WithTimeout(o.FunctionTimeout))
+		inv = inprocess.New(handler, inprocess.WithFunctionARN(mc.FunctionARN), inprocess.WithTimeout(o.FunctionTimeout))
 	}
 
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
 	if _, err := poller.ListShards(ctx, kin, arn); err != nil {
 		return err
 	}
-	popts, err := pollerOptions(o, cfg, mc)
-	if err != nil {
-		return err
-	}
+	popts := pollerOptions(o)
 	if o.LeaseTable != "" {
 		return runShared(ctx, o, cfg, kin, mc, inv, popts)
 	}
@@ -154,12 +216,21 @@ func Run(ctx context.Context, o Options, handler any) error {
 		return err
 	}
 	defer store.Close()
-	p, err := poller.New(mc, kin, store.Mapping(lease.MappingKey(arn, mc.FunctionARN)), inv, popts...)
+	ms := store.Mapping(lease.MappingKey(arn, mc.FunctionARN))
+	id, err := mappingUUID(ctx, o, ms.MappingUUID)
+	if err != nil {
+		return err
+	}
+	dopts, err := destinationOptions(o, cfg, mc, id)
+	if err != nil {
+		return err
+	}
+	p, err := poller.New(mc, kin, ms, inv, append(popts, dopts...)...)
 	if err != nil {
 		return err
 	}
 	abs, _ := filepath.Abs(o.StateDir)
-	o.Logger.Info("esm running", "stream", arn, "function", mc.FunctionARN, "state_dir", abs, "pid", os.Getpid())
+	o.Logger.Info("esm running", "stream", arn, "function", mc.FunctionARN, "state_dir", abs, "pid", os.Getpid(), "consumer", mc.ConsumerARN)
 	return p.Run(ctx)
 }
 

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/local"
+)
+
+// Enhanced fan-out end to end, on kinesis-local. The esm binary of these tests is built with
+// -tags esm_kinesislocal: its subscriptions expect no initial-response message, which
+// kinesis-local never sends (see local.NoInitialResponse). Everything else is the production
+// binary.
+
+// source is how an end-to-end esm reads its stream: polling (the zero value) or through a consumer.
+type source struct {
+	bin   string   // the esm binary; "" is esmBin
+	args  []string // more "esm run" arguments
+	check func(t *testing.T, stream, output string)
+}
+
+func (s source) start(t *testing.T, env []string, args ...string) *esmProc {
+	t.Helper()
+	return startBin(t, cmp.Or(s.bin, esmBin), env, args...)
+}
+
+var efoBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// efoBin builds esm with -tags esm_kinesislocal, once per test binary, next to esmBin.
+func efoBin(t *testing.T) string {
+	t.Helper()
+	efoBuild.once.Do(func() {
+		efoBuild.path = esmBin + "-efo"
+		cmd := exec.Command("go", "build", "-tags", "esm_kinesislocal", "-o", efoBuild.path, ".")
+		cmd.Stderr = os.Stderr
+		efoBuild.err = cmd.Run()
+	})
+	if efoBuild.err != nil {
+		t.Fatalf("build esm for kinesis-local subscriptions: %v", efoBuild.err)
+	}
+	return efoBuild.path
+}
+
+// consumerSource reads through the consumer named consumer, registered by esm itself; check
+// asserts that it was registered and that at least subscribed shards were read through
+// subscriptions.
+func consumerSource(t *testing.T, consumer string, subscribed int) source {
+	return source{bin: efoBin(t), args: []string{"--register-consumer", consumer}, check: func(t *testing.T, stream, out string) {
+		t.Helper()
+		c := describeConsumer(t, stream, consumer)
+		if c.ConsumerStatus != types.ConsumerStatusActive || !strings.Contains(out, "consumer="+aws.ToString(c.ConsumerARN)) {
+			t.Fatalf("consumer %s is %s; esm's log does not name it:\n%s", consumer, c.ConsumerStatus, tail(out, 20))
+		}
+		n := strings.Count(out, "shard subscribed")
+		if n < subscribed {
+			t.Fatalf("%d shards subscribed, want at least %d: the records did not come through the consumer\n%s", n, subscribed, tail(out, 30))
+		}
+		t.Logf("%d shards subscribed, %d subscriptions refused as in use, %d closed shards drained with GetRecords", n,
+			strings.Count(out, "shard subscription in use"), strings.Count(out, "reading the rest with GetRecords"))
+	}}
+}
+
+func describeConsumer(t *testing.T, stream, consumer string) *types.ConsumerDescription {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sum, err := kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := kin.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{
+		StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: &consumer})
+	if err != nil {
+		t.Fatalf("describe consumer %s of %s: %v", consumer, stream, err)
+	}
+	return out.ConsumerDescription
+}
+
+// TestEFOReshardingLosesNothing is TestReshardingLosesNothing through a registered consumer: a
+// 4-shard stream split, merged and re-sized under load, read with SubscribeToShard (closed shards,
+// which kinesis-local's subscriptions never end, drained with GetRecords), optionally killed with
+// SIGKILL and restarted (resubscribing while the killed process' subscriptions may still be in use).
+func TestEFOReshardingLosesNothing(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run(map[bool]string{false: "continuous", true: "sigkill-restart"}[kill], func(t *testing.T) {
+			testResharding(t, kill, consumerSource(t, fmt.Sprintf("esm-e2e-%d", streamSeq.Add(1)), 8))
+		})
+	}
+}
+
+// TestTemplateStreamConsumer: a template whose mapping reads an AWS::Kinesis::StreamConsumer's
+// ConsumerARN validates, and runs on kinesis-local: --provision creates the stream and registers
+// the consumer, and every record arrives through it.
+func TestTemplateStreamConsumer(t *testing.T) {
+	const tpl, total, keys = "../../sam/testdata/consumer.yaml", 40, 4
+	stream := fmt.Sprintf("e2e-%d-%d", os.Getpid(), streamSeq.Add(1))
+	code, out, stderr := runESMOutput(t, "", "validate", "--template", tpl, "--parameter-overrides", "StreamName="+stream)
+	if code != 0 || !strings.Contains(out, "stream/"+stream+"/consumer/"+stream+"-esm") {
+		t.Fatalf("esm validate: exit code %d\n%s%s", code, out, stderr)
+	}
+	deliveries := filepath.Join(t.TempDir(), "deliveries.jsonl")
+	proc := source{bin: efoBin(t)}.start(t, []string{"EXAMPLE_OUTPUT=" + deliveries}, "--template", tpl,
+		"--parameter-overrides", "StreamName="+stream, "--provision", "--state-dir", filepath.Join(t.TempDir(), "state"))
+	testkit.WaitFor(t, "esm to provision and start", 30*time.Second, func() bool { return strings.Contains(proc.stderr.String(), "mapping started") })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	perKey, err := produce(ctx, stream, keys, total, func(int) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "all records delivered", time.Minute, func() bool { return uniqueCount(readDeliveries(t, deliveries)) >= total })
+	if code := proc.stop(t); code != 0 {
+		t.Fatalf("esm exited %d after SIGTERM, want 0", code)
+	}
+	got := readDeliveries(t, deliveries)
+	lineage, err := local.Lineage(ctx, kin, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := local.FailedChecks(local.VerifyDeliveries(got, perKey, lineage)); bad != "" {
+		t.Fatal(bad)
+	}
+	consumerSource(t, stream+"-esm", 2).check(t, stream, proc.stderr.String())
+}

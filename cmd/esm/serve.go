@@ -1,0 +1,16 @@
+package main
+
+import (
+	"context"
+
+	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/cli"
+)
+
+type serveCmd struct {
+	cli.ServeFlags `embed:""`
+}
+
+func (s *serveCmd) run(ctx context.Context, e env) error {
+	return s.Serve(ctx, e.stderr, example.Handle)
+}

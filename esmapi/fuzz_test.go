@@ -1,0 +1,109 @@
+package esmapi
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+func fuzzManager() *Manager {
+	return &Manager{funcs: map[string]Function{"fn": {Name: "fn"}}}
+}
+
+var fuzzSeeds = []string{
+	``, `{}`, `null`, `[]`, `{"FunctionName":"fn"}`,
+	`{"FunctionName":"fn","EventSourceArn":"arn:aws:kinesis:us-east-1:000000000000:stream/s","StartingPosition":"TRIM_HORIZON"}`,
+	`{"FunctionName":"arn:aws:lambda:us-east-1:000000000000:function:fn:live","EventSourceArn":"arn:aws:kinesis:us-east-1:000000000000:stream/s","StartingPosition":"AT_TIMESTAMP","StartingPositionTimestamp":1700000000.5}`,
+	`{"FunctionName":"fn","EventSourceArn":"arn:aws:kinesis:us-east-1:000000000000:stream/s","StartingPosition":"LATEST","BatchSize":10001}`,
+	`{"FunctionName":"fn","EventSourceArn":"arn:aws:kinesis:us-east-1:000000000000:stream/s","StartingPosition":"LATEST","MaximumRecordAgeInSeconds":30}`,
+	`{"FunctionName":"fn","EventSourceArn":"arn:aws:kinesis:us-east-1:000000000000:stream/s","StartingPosition":"LATEST","FilterCriteria":{"Filters":[{"Pattern":"{\"data\":{\"a\":[1]}}"}]},"FunctionResponseTypes":["ReportBatchItemFailures"],"DestinationConfig":{"OnFailure":{"Destination":"arn:aws:sqs:us-east-1:000000000000:q"}},"ParallelizationFactor":10,"TumblingWindowInSeconds":900,"BisectBatchOnFunctionError":true,"MaximumRetryAttempts":10000,"MaximumBatchingWindowInSeconds":300,"Tags":{"a":"b"}}`,
+	`{"FunctionName":"fn","EventSourceArn":"arn:aws:kinesis:us-east-1:000000000000:stream/s","StartingPosition":"LATEST","StartingPositionTimestamp":1e300}`,
+	`{"FunctionName":"fn","EventSourceArn":"arn:aws:sqs:us-east-1:000000000000:q","StartingPosition":"LATEST","ScalingConfig":{}}`,
+	`{"BatchSize":"ten"}`, `{"FunctionName":7}`,
+}
+
+// FuzzCreateRequest drives CreateEventSourceMapping's parser and checks with arbitrary bodies: no
+// panic; every refusal is a 4xx with a known type and a message; every acceptance describes a
+// mapping whose stored settings rebuild the same configuration (what a restart and an update
+// start from).
+func FuzzCreateRequest(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	m := fuzzManager()
+	known := map[string]bool{InvalidParameterValue: true, Validation: true, Serialization: true}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, aerr := parseCreate(body)
+		if aerr == nil {
+			var mc poller.Config
+			mc, aerr = m.checkCreate(req)
+			if aerr == nil {
+				if err := mc.Validate(); err != nil {
+					t.Fatalf("accepted a configuration that does not validate: %v", err)
+				}
+				checkRoundTrip(t, m, req)
+				return
+			}
+		}
+		if aerr.Status < 400 || aerr.Status > 499 || !known[aerr.Type] || aerr.Message == "" {
+			t.Fatalf("refusal %+v", aerr)
+		}
+	})
+}
+
+// checkRoundTrip describes the accepted mapping and rebuilds its configuration from the stored
+// settings, as a restart does.
+func checkRoundTrip(t *testing.T, m *Manager, req *createRequest) {
+	t.Helper()
+	mc, _ := m.checkCreate(req)
+	var esm EventSourceMapping
+	esm.describe(mc)
+	b, err := json.Marshal(Record{Mapping: esm, FunctionName: *req.FunctionName, Enabled: !mc.Disabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatalf("the stored form does not read back: %v", err)
+	}
+	again, err := m.config(&entry{rec: rec})
+	if err != nil {
+		t.Fatalf("stored settings do not rebuild: %v", err)
+	}
+	again.InvokeIdentityARN = mc.InvokeIdentityARN
+	if !reflect.DeepEqual(normal(again), normal(mc)) {
+		t.Fatalf("round trip changed the configuration:\n%+v\n%+v", again, mc)
+	}
+}
+
+// normal makes equal configurations compare equal: no filters is nil, times are UTC, nil
+// retries and record age are their defaults.
+func normal(c poller.Config) poller.Config {
+	if len(c.FilterPatterns) == 0 {
+		c.FilterPatterns = nil
+	}
+	c.StartingPositionTimestamp = c.StartingPositionTimestamp.UTC()
+	c.MaximumRetryAttempts, c.MaximumRecordAgeInSeconds = new(c.RetryAttempts()), new(c.RecordAgeSeconds())
+	return c
+}
+
+// FuzzUpdateRequest drives UpdateEventSourceMapping's parser and model checks.
+func FuzzUpdateRequest(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, aerr := parseUpdate(body)
+		if aerr == nil {
+			aerr = req.checkModel()
+		}
+		if aerr == nil {
+			aerr = req.checkKinesis()
+		}
+		if aerr != nil && (aerr.Status != 400 || aerr.Message == "") {
+			t.Fatalf("refusal %+v", aerr)
+		}
+	})
+}

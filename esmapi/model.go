@@ -1,0 +1,407 @@
+package esmapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/sam"
+)
+
+// States of a mapping, as Lambda names them.
+const (
+	StateCreating  = "Creating"
+	StateEnabling  = "Enabling"
+	StateEnabled   = "Enabled"
+	StateDisabling = "Disabling"
+	StateDisabled  = "Disabled"
+	StateUpdating  = "Updating"
+	StateDeleting  = "Deleting"
+)
+
+// LastProcessingResult values.
+const (
+	ResultNone    = "No records processed"
+	ResultOK      = "OK"
+	ResultProblem = "PROBLEM: " // followed by what went wrong
+)
+
+// userAction is the StateTransitionReason of every change made through the API.
+const userAction = "User action"
+
+// EventSourceMapping is a Kinesis mapping as the API returns it (Lambda's
+// EventSourceMappingConfiguration): every field AWS returns for a Kinesis mapping, in AWS's order.
+type EventSourceMapping struct {
+	BatchSize                      int               `json:"BatchSize"`
+	BisectBatchOnFunctionError     bool              `json:"BisectBatchOnFunctionError"`
+	DestinationConfig              DestinationConfig `json:"DestinationConfig"`
+	EventSourceArn                 string            `json:"EventSourceArn"`
+	EventSourceMappingArn          string            `json:"EventSourceMappingArn"`
+	FilterCriteria                 *FilterCriteria   `json:"FilterCriteria,omitempty"`
+	FunctionArn                    string            `json:"FunctionArn"`
+	FunctionResponseTypes          []string          `json:"FunctionResponseTypes"`
+	KMSKeyArn                      string            `json:"KMSKeyArn,omitempty"`
+	LastModified                   Timestamp         `json:"LastModified"`
+	LastProcessingResult           string            `json:"LastProcessingResult"`
+	MaximumBatchingWindowInSeconds int               `json:"MaximumBatchingWindowInSeconds"`
+	MaximumRecordAgeInSeconds      int               `json:"MaximumRecordAgeInSeconds"`
+	MaximumRetryAttempts           int               `json:"MaximumRetryAttempts"`
+	MetricsConfig                  *MetricsConfig    `json:"MetricsConfig,omitempty"`
+	ParallelizationFactor          int               `json:"ParallelizationFactor"`
+	StartingPosition               string            `json:"StartingPosition"`
+	StartingPositionTimestamp      *Timestamp        `json:"StartingPositionTimestamp,omitempty"`
+	State                          string            `json:"State"`
+	StateTransitionReason          string            `json:"StateTransitionReason"`
+	TumblingWindowInSeconds        int               `json:"TumblingWindowInSeconds"`
+	UUID                           string            `json:"UUID"`
+}
+
+// DestinationConfig is the mapping's on-failure destination; {"OnFailure": {}} when it has none.
+type DestinationConfig struct {
+	OnFailure OnFailure `json:"OnFailure"`
+}
+
+// OnFailure names the SQS queue, SNS topic or S3 bucket of discarded batches.
+type OnFailure struct {
+	Destination string `json:"Destination,omitempty"`
+}
+
+// FilterCriteria, Filter and MetricsConfig are the template's types: the same members, in JSON
+// as the API carries them.
+type (
+	FilterCriteria = sam.FilterCriteria
+	Filter         = sam.Filter
+	MetricsConfig  = sam.MetricsConfig
+)
+
+// Timestamp is a time as the Lambda API's JSON carries it: Unix epoch seconds, fractional.
+type Timestamp struct{ time.Time }
+
+// MarshalJSON writes epoch seconds with millisecond precision.
+func (t Timestamp) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', -1, 64)), nil
+}
+
+// UnmarshalJSON reads epoch seconds (a number, possibly fractional).
+func (t *Timestamp) UnmarshalJSON(b []byte) error {
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e11 {
+		return fmt.Errorf("timestamp %s: want Unix epoch seconds", b)
+	}
+	// Milliseconds, as it is written back: what is accepted is what is kept.
+	t.Time = time.UnixMilli(int64(math.Round(f * 1000))).UTC()
+	return nil
+}
+
+// destinationIn is DestinationConfig as a request gives it; OnSuccess is refused.
+type destinationIn struct {
+	OnFailure *struct {
+		Destination *string `json:"Destination"`
+	} `json:"OnFailure"`
+	OnSuccess json.RawMessage `json:"OnSuccess"`
+}
+
+// settingsIn are the members Create and Update share.
+type settingsIn struct {
+	FunctionName                   *string         `json:"FunctionName"`
+	Enabled                        *bool           `json:"Enabled"`
+	BatchSize                      *int            `json:"BatchSize"`
+	FilterCriteria                 *FilterCriteria `json:"FilterCriteria"`
+	MaximumBatchingWindowInSeconds *int            `json:"MaximumBatchingWindowInSeconds"`
+	ParallelizationFactor          *int            `json:"ParallelizationFactor"`
+	DestinationConfig              *destinationIn  `json:"DestinationConfig"`
+	MaximumRecordAgeInSeconds      *int            `json:"MaximumRecordAgeInSeconds"`
+	BisectBatchOnFunctionError     *bool           `json:"BisectBatchOnFunctionError"`
+	MaximumRetryAttempts           *int            `json:"MaximumRetryAttempts"`
+	TumblingWindowInSeconds        *int            `json:"TumblingWindowInSeconds"`
+	FunctionResponseTypes          *[]string       `json:"FunctionResponseTypes"`
+	KMSKeyArn                      *string         `json:"KMSKeyArn"`
+	MetricsConfig                  *MetricsConfig  `json:"MetricsConfig"`
+	ScalingConfig                  json.RawMessage `json:"ScalingConfig"`
+	ProvisionedPollerConfig        json.RawMessage `json:"ProvisionedPollerConfig"`
+	LoggingConfig                  json.RawMessage `json:"LoggingConfig"`
+	SourceAccessConfigurations     json.RawMessage `json:"SourceAccessConfigurations"`
+	DocumentDBEventSourceConfig    json.RawMessage `json:"DocumentDBEventSourceConfig"`
+	AmazonManagedKafkaConfig       json.RawMessage `json:"AmazonManagedKafkaEventSourceConfig"`
+	SelfManagedKafkaConfig         json.RawMessage `json:"SelfManagedKafkaEventSourceConfig"`
+}
+
+// createRequest is CreateEventSourceMapping's body.
+type createRequest struct {
+	settingsIn
+	EventSourceArn            *string           `json:"EventSourceArn"`
+	StartingPosition          *string           `json:"StartingPosition"`
+	StartingPositionTimestamp *Timestamp        `json:"StartingPositionTimestamp"`
+	Tags                      map[string]string `json:"Tags"`
+	Topics                    json.RawMessage   `json:"Topics"`
+	Queues                    json.RawMessage   `json:"Queues"`
+	SelfManagedEventSource    json.RawMessage   `json:"SelfManagedEventSource"`
+}
+
+// updateRequest is UpdateEventSourceMapping's body. It has no member for the stream or the
+// starting position: those cannot change, as in AWS.
+type updateRequest struct {
+	settingsIn
+}
+
+// maxBody bounds a request body; Lambda's requests are far smaller.
+const maxBody = 1 << 20
+
+// decodeBody parses a JSON request body into v. An empty body is an empty request.
+func decodeBody(body []byte, v any) *APIError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return &APIError{Status: 400, Type: Serialization, Message: "Could not parse the request body: " + err.Error()}
+	}
+	return nil
+}
+
+// parseCreate parses a CreateEventSourceMapping body. It is the parser the fuzz test drives.
+func parseCreate(body []byte) (*createRequest, *APIError) {
+	var r createRequest
+	if e := decodeBody(body, &r); e != nil {
+		return nil, e
+	}
+	return &r, nil
+}
+
+// parseUpdate parses an UpdateEventSourceMapping body.
+func parseUpdate(body []byte) (*updateRequest, *APIError) {
+	var r updateRequest
+	if e := decodeBody(body, &r); e != nil {
+		return nil, e
+	}
+	return &r, nil
+}
+
+// Patterns and lengths of the API model.
+var (
+	arnPattern          = `arn:(aws[a-zA-Z0-9-]*):([a-zA-Z0-9\-])+:([a-z]{2}(-gov)?-[a-z]+-\d{1})?:(\d{12})?:(.*)`
+	arnRE               = regexp.MustCompile(`^` + arnPattern + `$`)
+	functionNamePattern = `(arn:(aws[a-zA-Z-]*)?:lambda:)?([a-z]{2}(-gov)?-[a-z]+-\d{1}:)?(\d{12}:)?(function:)?([a-zA-Z0-9-_]+)(:(\$LATEST|[a-zA-Z0-9-_]+))?`
+	functionNameRE      = regexp.MustCompile(`^` + functionNamePattern + `$`)
+)
+
+func nullError(member string) *APIError {
+	return validation("1 validation error detected: Value null at '%s' failed to satisfy constraint: Member must not be null", member)
+}
+
+// checkModel applies the API model's own constraints on the members only the API has (the
+// mapping's settings are poller's to check).
+func (s *settingsIn) checkModel() *APIError {
+	if s.FunctionName != nil {
+		n := *s.FunctionName
+		switch {
+		case len(n) < 1:
+			return validation("1 validation error detected: Value '%s' at 'functionName' failed to satisfy constraint: Member must have length greater than or equal to 1", n)
+		case len(n) > 140:
+			return validation("1 validation error detected: Value '%s' at 'functionName' failed to satisfy constraint: Member must have length less than or equal to 140", n)
+		case !functionNameRE.MatchString(n):
+			return validation("1 validation error detected: Value '%s' at 'functionName' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", n, functionNamePattern)
+		}
+	}
+	if v := s.MaximumRecordAgeInSeconds; v != nil && (*v < -1 || *v > 604800) {
+		return fromConfig(poller.RangeError("maximumRecordAgeInSeconds", int64(*v), -1, 604800))
+	}
+	if t := s.FunctionResponseTypes; t != nil && len(*t) > 1 {
+		return validation("1 validation error detected: Value '[%s]' at 'functionResponseTypes' failed to satisfy constraint: Member must have length less than or equal to 1", strings.Join(*t, ", "))
+	}
+	if d := s.DestinationConfig; d != nil && d.OnFailure != nil && d.OnFailure.Destination != nil && len(*d.OnFailure.Destination) > 350 {
+		return validation("1 validation error detected: Value '%s' at 'destinationConfig.onFailure.destination' failed to satisfy constraint: Member must have length less than or equal to 350", *d.OnFailure.Destination)
+	}
+	if f := s.FilterCriteria; f != nil {
+		for i, p := range f.Filters {
+			if len(p.Pattern) > 4096 {
+				return validation("1 validation error detected: Value '%s' at 'filterCriteria.filters.%d.member.pattern' failed to satisfy constraint: Member must have length less than or equal to 4096", p.Pattern, i+1)
+			}
+		}
+	}
+	return nil
+}
+
+// checkKinesis refuses what applies to other kinds of source only (spec §1.2: recommended
+// InvalidParameterValueException, AWS's answer is unconfirmed) and OnSuccess destinations.
+func (s *settingsIn) checkKinesis() *APIError {
+	if d := s.DestinationConfig; d != nil && len(d.OnSuccess) > 0 && string(d.OnSuccess) != "null" {
+		return invalidParameter(msgOnSuccess)
+	}
+	for name, raw := range map[string]json.RawMessage{
+		"ScalingConfig": s.ScalingConfig, "ProvisionedPollerConfig": s.ProvisionedPollerConfig, "LoggingConfig": s.LoggingConfig,
+		"SourceAccessConfigurations": s.SourceAccessConfigurations, "DocumentDBEventSourceConfig": s.DocumentDBEventSourceConfig,
+		"AmazonManagedKafkaEventSourceConfig": s.AmazonManagedKafkaConfig, "SelfManagedKafkaEventSourceConfig": s.SelfManagedKafkaConfig,
+	} {
+		if len(raw) > 0 && string(raw) != "null" {
+			return invalidParameter("%s is not supported for a Kinesis event source mapping.", name)
+		}
+	}
+	return nil
+}
+
+// settings are the request's mapping settings in service terms.
+func (s *settingsIn) settings() service.Settings {
+	out := service.Settings{
+		BatchSize:                      s.BatchSize,
+		MaximumBatchingWindowInSeconds: s.MaximumBatchingWindowInSeconds,
+		Enabled:                        s.Enabled,
+		ParallelizationFactor:          s.ParallelizationFactor,
+		BisectBatchOnFunctionError:     s.BisectBatchOnFunctionError,
+		MaximumRetryAttempts:           s.MaximumRetryAttempts,
+		MaximumRecordAgeInSeconds:      s.MaximumRecordAgeInSeconds,
+		TumblingWindowInSeconds:        s.TumblingWindowInSeconds,
+		FunctionResponseTypes:          s.FunctionResponseTypes,
+	}
+	if d := s.DestinationConfig; d != nil && d.OnFailure != nil {
+		dest := ""
+		if d.OnFailure.Destination != nil {
+			dest = *d.OnFailure.Destination
+		}
+		out.OnFailureDestination = &dest
+	}
+	if f := s.FilterCriteria; f != nil {
+		patterns := []string{}
+		for _, p := range f.Filters {
+			patterns = append(patterns, p.Pattern)
+		}
+		out.FilterPatterns = &patterns
+	}
+	return out
+}
+
+// settingsOf are every setting of a stored mapping, to rebuild its poller.Config.
+func settingsOf(m *EventSourceMapping, enabled bool) service.Settings {
+	s := service.Settings{
+		BatchSize:                      new(m.BatchSize),
+		MaximumBatchingWindowInSeconds: new(m.MaximumBatchingWindowInSeconds),
+		StartingPosition:               new(m.StartingPosition),
+		Enabled:                        new(enabled),
+		ParallelizationFactor:          new(m.ParallelizationFactor),
+		BisectBatchOnFunctionError:     new(m.BisectBatchOnFunctionError),
+		MaximumRetryAttempts:           new(m.MaximumRetryAttempts),
+		MaximumRecordAgeInSeconds:      new(m.MaximumRecordAgeInSeconds),
+		TumblingWindowInSeconds:        new(m.TumblingWindowInSeconds),
+		FunctionResponseTypes:          new(m.FunctionResponseTypes),
+		OnFailureDestination:           new(m.DestinationConfig.OnFailure.Destination),
+		FilterPatterns:                 new([]string{}),
+	}
+	if m.StartingPositionTimestamp != nil {
+		s.StartingPositionTimestamp = new(m.StartingPositionTimestamp.Time)
+	}
+	if m.FilterCriteria != nil {
+		for _, f := range m.FilterCriteria.Filters {
+			*s.FilterPatterns = append(*s.FilterPatterns, f.Pattern)
+		}
+	}
+	return s
+}
+
+// describe fills the mapping's settings from mc, which has its defaults applied: the one place
+// where the API learns Lambda's defaults is poller.Config.WithDefaults.
+func (m *EventSourceMapping) describe(mc poller.Config) {
+	m.EventSourceArn = sourceOf(mc)
+	m.FunctionArn = mc.FunctionARN
+	m.BatchSize = mc.BatchSize
+	m.MaximumBatchingWindowInSeconds = int(mc.MaximumBatchingWindow / time.Second)
+	m.ParallelizationFactor = mc.ParallelizationFactor
+	m.BisectBatchOnFunctionError = mc.BisectBatchOnFunctionError
+	m.MaximumRetryAttempts = mc.RetryAttempts()
+	m.MaximumRecordAgeInSeconds = mc.RecordAgeSeconds()
+	m.TumblingWindowInSeconds = int(mc.TumblingWindow / time.Second)
+	m.FunctionResponseTypes = []string{}
+	if mc.ReportBatchItemFailures {
+		m.FunctionResponseTypes = []string{service.ReportBatchItemFailures}
+	}
+	m.DestinationConfig = DestinationConfig{OnFailure: OnFailure{Destination: mc.OnFailureDestination}}
+	m.FilterCriteria = nil
+	if len(mc.FilterPatterns) > 0 {
+		m.FilterCriteria = &FilterCriteria{}
+		for _, p := range mc.FilterPatterns {
+			m.FilterCriteria.Filters = append(m.FilterCriteria.Filters, Filter{Pattern: p})
+		}
+	}
+	m.StartingPosition = mc.StartingPosition
+	m.StartingPositionTimestamp = nil
+	if !mc.StartingPositionTimestamp.IsZero() {
+		m.StartingPositionTimestamp = &Timestamp{mc.StartingPositionTimestamp}
+	}
+}
+
+// sourceOf is the mapping's EventSourceArn: its enhanced fan-out consumer's ARN, or its stream's.
+func sourceOf(mc poller.Config) string {
+	if mc.ConsumerARN != "" {
+		return mc.ConsumerARN
+	}
+	return mc.StreamARN
+}
+
+// sourceStream is the stream of an EventSourceArn: a stream ARN, or an enhanced fan-out
+// consumer's ARN.
+func sourceStream(arn string) (poller.StreamARN, error) {
+	if poller.IsConsumerARN(arn) {
+		ca, err := poller.ParseConsumerARN(arn)
+		return ca.Stream, err
+	}
+	return poller.ParseStreamARN(arn)
+}
+
+// functionRef is a FunctionName parsed: a name, function ARN, qualified ARN or partial ARN.
+type functionRef struct {
+	partition, region, account string // empty when not given
+	name, qualifier            string
+}
+
+func parseFunctionName(s string) functionRef {
+	var r functionRef
+	parts := strings.Split(s, ":")
+	switch {
+	case strings.HasPrefix(s, "arn:") && len(parts) >= 7:
+		r.partition, r.region, r.account, r.name = parts[1], parts[3], parts[4], parts[6]
+		if len(parts) > 7 {
+			r.qualifier = parts[7]
+		}
+	case len(parts) >= 3 && parts[1] == "function":
+		r.account, r.name = parts[0], parts[2]
+		if len(parts) > 3 {
+			r.qualifier = parts[3]
+		}
+	default:
+		r.name = parts[0]
+		if len(parts) > 1 {
+			r.qualifier = parts[1]
+		}
+	}
+	return r
+}
+
+// arn is the function's ARN, qualified when a qualifier was given, in the stream's partition,
+// region and account where the name did not say.
+func (r functionRef) arn(stream poller.StreamARN) string {
+	p, reg, acct := stream.Partition, stream.Region, stream.Account
+	if r.partition != "" {
+		p = r.partition
+	}
+	if r.region != "" {
+		reg = r.region
+	}
+	if r.account != "" {
+		acct = r.account
+	}
+	a := fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", p, reg, acct, r.name)
+	if r.qualifier != "" {
+		a += ":" + r.qualifier
+	}
+	return a
+}
+
+// mappingARN is the EventSourceMappingArn of the mapping uuid on stream.
+func mappingARN(stream poller.StreamARN, uuid string) string {
+	return fmt.Sprintf("arn:%s:lambda:%s:%s:event-source-mapping:%s", stream.Partition, stream.Region, stream.Account, uuid)
+}

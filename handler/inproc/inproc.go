@@ -1,0 +1,79 @@
+// Package inproc runs esm with a Go handler in this process: the mapping of template.yaml, the
+// flags of "esm run" and the ESM_* environment variables, the handler called through
+// aws-lambda-go as Lambda would call it. Use it to embed esm in a program or a test; a function's
+// main package uses handler.Start, which links none of this into the Lambda binary.
+//
+// The handler sees the template's environment variables (those not already set in the process's
+// environment) and a context with Lambda's deadline and lambdacontext.
+package inproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/kinesis-esm/esm/internal/cli"
+)
+
+// Option configures Run.
+type Option interface{ apply(*options) }
+
+type options struct {
+	args   []string
+	stderr io.Writer
+	name   string
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithArgs gives Run the flags of esm run, e.g. "--endpoint-url", "http://127.0.0.1:4568"
+// (default: none, so template.yaml in the working directory and the ESM_* environment).
+func WithArgs(args ...string) Option { return optionFunc(func(o *options) { o.args = args }) }
+
+// WithStderr sets where the logs (and --help) go (default os.Stderr).
+func WithStderr(w io.Writer) Option { return optionFunc(func(o *options) { o.stderr = w }) }
+
+// Run runs the mapping with fn in-process until ctx ends; it returns nil after a clean stop (and
+// after --help printed the usage).
+// Configuration errors wrap poller.ErrInvalidConfig. It never calls lambda.Start: use it to embed
+// esm in a program or a test.
+func Run(ctx context.Context, fn any, opts ...Option) error {
+	o := options{stderr: os.Stderr, name: "handler"}
+	if len(os.Args) > 0 {
+		o.name = filepath.Base(os.Args[0])
+	}
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	if fn == nil {
+		return cli.Usage(errors.New("handler: no function given"))
+	}
+	var flags cli.RunFlags
+	helped := false
+	parser, err := kong.New(&flags, kong.Name(o.name),
+		kong.Description("Runs this Lambda handler locally behind esm's Kinesis event source mapping. Inside Lambda it is lambda.Start."),
+		kong.Writers(o.stderr, o.stderr), kong.Exit(func(int) { helped = true }))
+	if err != nil {
+		return fmt.Errorf("handler: flags: %w", err)
+	}
+	if _, err := parser.Parse(o.args); helped { // --help printed the usage
+		return nil
+	} else if err != nil {
+		return cli.Usage(err)
+	}
+	if len(flags.Invoke) > 0 {
+		return cli.Usage(errors.New("--invoke: a handler given to Run is invoked in-process; use the esm command to invoke other targets"))
+	}
+	c, err := flags.Load(ctx, o.stderr)
+	if err != nil {
+		return err
+	}
+	return cli.Run(ctx, c, fn)
+}

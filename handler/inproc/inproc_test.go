@@ -1,0 +1,175 @@
+package inproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/kinesis-esm/esm/internal/cli"
+	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+var kinesisEndpoint string
+
+func TestMain(m *testing.M) {
+	endpoint, stop, err := local.TestKinesisEndpoint(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
+		os.Exit(1)
+	}
+	kinesisEndpoint = endpoint
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+const template = `Transform: AWS::Serverless-2016-10-31
+Parameters:
+  StreamName: {Type: String, Default: not-this-one}
+Resources:
+  Stream:
+    Type: AWS::Kinesis::Stream
+    Properties: {Name: !Ref StreamName, ShardCount: 1}
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Handler: bootstrap
+      Runtime: provided.al2023
+      CodeUri: .
+      Timeout: 7
+      Environment:
+        Variables:
+          HANDLER_TEST_FROM_TEMPLATE: !Sub "stream ${StreamName}"
+      Events:
+        K:
+          Type: Kinesis
+          Properties:
+            Stream: !GetAtt Stream.Arn
+            StartingPosition: TRIM_HORIZON
+            BatchSize: 2
+`
+
+// TestRunDeliversRecords: Run, configured by a template, its parameter overrides and flags, polls
+// kinesis-local and hands the records to the function in-process, with the template's environment
+// and timeout; a cancelled context is a clean stop.
+func TestRunDeliversRecords(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, err := local.AWSConfig(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kin := local.NewKinesisClient(cfg, kinesisEndpoint)
+	stream := fmt.Sprintf("handler-%d", time.Now().UnixNano())
+	if _, err := local.CreateStream(ctx, kin, stream, 1); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tpl := filepath.Join(dir, "template.yaml")
+	if err := os.WriteFile(tpl, []byte(template), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Unsetenv("HANDLER_TEST_FROM_TEMPLATE") })
+
+	type seen struct {
+		data, env, arn string
+		deadline       time.Duration
+		batch          int
+	}
+	got := make(chan seen, 10)
+	fn := func(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
+		lc, _ := lambdacontext.FromContext(ctx)
+		dl, _ := ctx.Deadline()
+		for _, r := range e.Records {
+			got <- seen{string(r.Kinesis.Data), os.Getenv("HANDLER_TEST_FROM_TEMPLATE"), lc.InvokedFunctionArn, time.Until(dl), len(e.Records)}
+		}
+		return events.KinesisEventResponse{}, nil
+	}
+	if _, err := local.PutRecords(ctx, kin, stream, []local.Record{{PartitionKey: "k", Data: []byte("a")}, {PartitionKey: "k", Data: []byte("b")}, {PartitionKey: "k", Data: []byte("c")}}); err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.SyncBuffer
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(runCtx, fn, WithStderr(&logs), WithArgs("--template", tpl, "--endpoint-url", kinesisEndpoint,
+			"--parameter-overrides", "StreamName="+stream, "--state-dir", filepath.Join(dir, "state"), "--poll-interval", "100ms"))
+	}()
+	var all []string
+	for len(all) < 3 {
+		select {
+		case s := <-got:
+			all = append(all, s.data)
+			if s.env != "stream "+stream {
+				t.Errorf("the function saw HANDLER_TEST_FROM_TEMPLATE=%q, want the template's %q", s.env, "stream "+stream)
+			}
+			if !strings.HasSuffix(s.arn, ":function:Fn") {
+				t.Errorf("InvokedFunctionArn %q, want the template function's", s.arn)
+			}
+			if s.deadline < 5*time.Second || s.deadline > 7*time.Second {
+				t.Errorf("the function had %s left, want the template's Timeout of 7s", s.deadline)
+			}
+			if s.batch > 2 {
+				t.Errorf("batch of %d records; the template's BatchSize is 2", s.batch)
+			}
+		case err := <-done:
+			t.Fatalf("Run returned early: %v\n%s", err, logs.String())
+		case <-ctx.Done():
+			t.Fatalf("records not delivered; got %v\n%s", all, logs.String())
+		}
+	}
+	if strings.Join(all, ",") != "a,b,c" {
+		t.Errorf("delivered %v, want a,b,c in order", all)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+}
+
+func TestRunRejectsBadConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(template, "BatchSize: 2", "BatchSize: 10001", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fn := func(context.Context, events.KinesisEvent) error { return nil }
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"template out of range", []string{"--template", bad}, "at 'batchSize' failed to satisfy constraint: Member must have value less than or equal to 10000"},
+		{"no template, no stream", []string{"--template-missing-flag"}, "unknown flag --template-missing-flag"},
+		{"missing template", []string{"--template", filepath.Join(dir, "nope.yaml")}, "nope.yaml: no such file"},
+		{"invoke targets", []string{"--invoke", "http://127.0.0.1:1"}, "invoked in-process"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Run(context.Background(), fn, WithArgs(append(tt.args, "--state-dir", filepath.Join(dir, "state"))...), WithStderr(io.Discard))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Run: %v; want an error containing %q", err, tt.want)
+			}
+			if code := cli.ExitCode(err); code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "state")); !os.IsNotExist(err) {
+				t.Error("a state directory was created for a configuration that cannot run")
+			}
+		})
+	}
+	err := Run(context.Background(), fn, WithArgs("--template", bad), WithStderr(io.Discard))
+	if !errors.Is(err, poller.ErrInvalidConfig) {
+		t.Errorf("a template error does not wrap poller.ErrInvalidConfig: %v", err)
+	}
+}

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// MappingFlags name the mapping's stream and function and say how to reach the function and the
+// on-failure destination: the flags "esm run" and "esm redrive" share. A nil pointer means the
+// flag was not given: the template's value (or Lambda's default) applies.
+type MappingFlags struct {
+	Invoke       []string       `help:"The function: exec:PATH [ARGS] runs its binary (a bootstrap, any runtime) in execution environments esm hosts, with the Lambda Runtime API; http(s) URLs of Lambda-Invoke-compatible endpoints (a pool, one invocation at a time each, e.g. aws-lambda-rie); lambda:NAME_OR_ARN through the Lambda API; example for the built-in example function. Repeatable (exec: and URLs)." env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
+	Stream       *string        `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
+	FunctionName *string        `help:"Function name, used in ARNs and to key checkpoints (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
+	Timeout      *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
+	SQSProtocol  string         `name:"sqs-protocol" help:"Protocol of the SQS on-failure destination: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
+}
+
+// apply sets what the flags say on a configuration Target resolved.
+func (m MappingFlags) apply(c *Config) {
+	c.Invoke = m.Invoke
+	c.Service.SQSProtocol = m.SQSProtocol
+	if m.Timeout != nil {
+		c.Service.FunctionTimeout = *m.Timeout
+	}
+}
+
+// LoadMapping resolves the template flags and the mapping flags into the mapping's configuration,
+// without the settings only a run has (state, leases, metrics): what a tool working on the mapping
+// from outside its run needs (esm redrive).
+func (f TemplateFlags) LoadMapping(ctx context.Context, m MappingFlags, log LogFlags, stderr io.Writer) (*Config, error) {
+	logger, err := log.Logger(stderr)
+	if err != nil {
+		return nil, err
+	}
+	c, err := f.Target(ctx, m.Stream, m.FunctionName, logger)
+	if err != nil {
+		return nil, err
+	}
+	m.apply(c)
+	return c, nil
+}
+
+// FunctionInvoker returns the invoker of the --invoke targets and a close that ends what it
+// started, or, for --invoke example, c.Example in this process with the template's environment,
+// function ARN and timeout (limited to its ReservedConcurrentExecutions). With no target it is the
+// usage error esm run gives.
+func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
+	inv, closeFn, err := c.Invoker()
+	if err != nil || inv != nil {
+		return inv, closeFn, err
+	}
+	handler := c.inProcess(nil)
+	if handler == nil {
+		return nil, closeFn, Usage(errNoFunction)
+	}
+	if err := c.ApplyEnvironment(); err != nil {
+		return nil, closeFn, err
+	}
+	inv = inprocess.New(handler, inprocess.WithFunctionARN(c.Service.Mapping.FunctionARN), inprocess.WithTimeout(c.Service.FunctionTimeout),
+		inprocess.WithLogger(c.Logger))
+	if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
+		inv = invoke.Limit(inv, *c.Mapping.Function.ReservedConcurrentExecutions)
+	}
+	return inv, closeFn, nil
+}

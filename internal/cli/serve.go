@@ -1,0 +1,285 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kinesis-esm/esm/esmapi"
+	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
+	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/sam"
+)
+
+// DefaultAPIAddr is where "esm serve" listens by default.
+const DefaultAPIAddr = "127.0.0.1:9070"
+
+// ServeFlags are the flags of "esm serve".
+type ServeFlags struct {
+	APIAddr        string   `name:"api-addr" help:"Address of Lambda's event source mapping API (default 127.0.0.1:9070). A bare :PORT binds 127.0.0.1; any non-loopback address needs --api-credentials." default:"127.0.0.1:9070" env:"ESM_API_ADDR" placeholder:"HOST:PORT"`
+	APICredentials string   `name:"api-credentials" help:"KEY:SECRET that API requests must be signed with (SigV4). Required to listen beyond loopback." env:"ESM_API_CREDENTIALS" placeholder:"KEY:SECRET"`
+	Function       []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN, example). Repeatable; the same NAME twice makes a pool." env:"ESM_FUNCTION" sep:"none" placeholder:"NAME=TARGET"`
+
+	Template           string   `help:"SAM or CloudFormation template: its functions (each needs a --function target) get its Timeout, Role and settings, and its mappings are created when they do not exist yet." env:"ESM_TEMPLATE" placeholder:"FILE"`
+	ParameterOverrides []string `help:"Template parameters in SAM's syntax: \"Key=Value Key2=Value2\" (repeatable)." env:"ESM_PARAMETER_OVERRIDES" sep:"none" placeholder:"\"K=V ...\""`
+	EndpointURL        string   `help:"Endpoint for every AWS service (a local emulator). Otherwise the SDK's AWS_ENDPOINT_URL_<SERVICE> variables apply." env:"ESM_ENDPOINT_URL" placeholder:"URL"`
+	Region             string   `help:"AWS region (default: from the AWS environment, else us-east-1)." env:"ESM_REGION"`
+
+	StateDir         string        `help:"Directory of the mappings and their checkpoints (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
+	LeaseTable       string        `help:"DynamoDB table of the mappings, shared by every worker that serves them; each mapping's leases and checkpoints live in the table <NAME>-<UUID>. Instead of --state-dir." env:"ESM_LEASE_TABLE" placeholder:"NAME"`
+	CreateLeaseTable bool          `help:"Create the tables when they do not exist (--no-create-lease-table: fail instead)." default:"true" negatable:"" env:"ESM_CREATE_LEASE_TABLE"`
+	WorkerID         string        `help:"This worker's id in the lease tables, unique among the workers (default: hostname-pid)." env:"ESM_WORKER_ID" placeholder:"ID"`
+	LeaseDuration    time.Duration `help:"How long a worker's lease lasts without renewal. The same for every worker." default:"10s" env:"ESM_LEASE_DURATION"`
+	SyncInterval     time.Duration `help:"With --lease-table: how often to read the shared mappings again to apply what other workers changed." default:"2s" env:"ESM_SYNC_INTERVAL"`
+	SQSProtocol      string        `name:"sqs-protocol" help:"Protocol of SQS on-failure destinations: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
+	Timeout          time.Duration `help:"Timeout of functions invoked over HTTP or in-process that the template does not time (default 3s)." env:"ESM_TIMEOUT"`
+
+	PollInterval      time.Duration `help:"Pause between polls of a caught-up shard." default:"1s" env:"ESM_POLL_INTERVAL"`
+	ShardSyncInterval time.Duration `help:"How often to list shards to find new ones." default:"60s" env:"ESM_SHARD_SYNC_INTERVAL"`
+	ShutdownGrace     time.Duration `help:"How long a stop or an update waits for in-flight invocations." default:"30s" env:"ESM_SHUTDOWN_GRACE"`
+
+	LogFlags `embed:""`
+}
+
+// defaultFunctionTimeout is a function's timeout when nothing sets one, as in SAM.
+const defaultFunctionTimeout = 3 * time.Second
+
+// Serve runs "esm serve" until ctx ends: the API on --api-addr and every mapping created through
+// it (or by the template). example is the function of the example target, run in-process.
+func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) error {
+	logger, err := f.Logger(stderr)
+	if err != nil {
+		return err
+	}
+	addr := esmapi.NormalizeAddr(f.APIAddr)
+	var creds *esmapi.Credentials
+	if f.APICredentials != "" {
+		c, err := esmapi.ParseCredentials(f.APICredentials)
+		if err != nil {
+			return Usage(fmt.Errorf("--api-credentials: %w", err))
+		}
+		creds = &c
+	}
+	if creds == nil && !esmapi.Loopback(addr) {
+		return Usage(fmt.Errorf("--api-addr %s is not a loopback address: pass --api-credentials KEY:SECRET, and every request must then be signed with them", addr))
+	}
+	if f.LeaseDuration <= 0 || f.SyncInterval <= 0 {
+		return Usage(fmt.Errorf("--lease-duration %s and --sync-interval %s must be positive", f.LeaseDuration, f.SyncInterval))
+	}
+	timeout := f.Timeout
+	if timeout == 0 {
+		timeout = defaultFunctionTimeout
+	}
+	tf := TemplateFlags{Template: f.Template, ParameterOverrides: f.ParameterOverrides, EndpointURL: f.EndpointURL, Region: f.Region}
+	var res *Resolved
+	if f.Template != "" {
+		if res, err = tf.Resolve(ctx, true); err != nil {
+			return err
+		}
+	}
+	shared, err := service.NewShared(ctx, f.Region, f.EndpointURL, f.SQSProtocol)
+	if err != nil {
+		return err
+	}
+	fns, closeFns, err := f.functions(res, shared, timeout, logger, example)
+	defer closeFns()
+	if err != nil {
+		return err
+	}
+
+	// Listen before anything is written: a port in use fails first.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--api-addr %s: %w", addr, err)
+	}
+	defer ln.Close()
+	o := esmapi.Options{
+		Engine:    shared,
+		Functions: fns,
+		Base:      poller.Config{PollInterval: f.PollInterval, ShardSyncInterval: f.ShardSyncInterval, ShutdownGrace: f.ShutdownGrace},
+		Logger:    logger,
+	}
+	where := "state_dir"
+	if f.LeaseTable != "" {
+		if err := f.sharedStores(ctx, shared, logger, &o); err != nil {
+			return err
+		}
+		where = "lease_table"
+	} else {
+		store, err := lease.OpenFile(f.StateDir)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		o.Catalog = esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}
+		o.Progress = func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil }
+		o.DeleteProgress = func(_ context.Context, id string) error { return store.DeleteMapping(id) }
+	}
+	m, err := esmapi.Open(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if res != nil && res.Template != nil {
+		for _, w := range res.Template.Warnings {
+			logger.Warn("template", "warning", w)
+		}
+		for i := range res.Template.Mappings {
+			tm := &res.Template.Mappings[i]
+			mc := tm.PollerConfig()
+			if mc.StreamARN, err = shared.ResolveStream(ctx, streamFor(tm)); err != nil {
+				return fmt.Errorf("template mapping %s: %w", tm.ID, err)
+			}
+			v, created, err := m.EnsureMapping(ctx, tm.Function.FunctionName, mc)
+			if err != nil {
+				return fmt.Errorf("template mapping %s: %w", tm.ID, err)
+			}
+			logger.Info("template mapping", "mapping", tm.ID, "uuid", v.UUID, "created", created)
+		}
+	}
+
+	var h http.Handler = m.Handler()
+	auth := "none (loopback only)"
+	if creds != nil {
+		h, auth = esmapi.RequireSigV4(h, *creds, time.Now), "SigV4 with the --api-credentials key "+creds.AccessKeyID
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info("esm serve: Lambda's event source mapping API", "addr", ln.Addr().String(), "auth", auth,
+		"functions", strings.Join(m.Functions(), ","), where, cmp.Or(f.LeaseTable, f.StateDir))
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+		return fmt.Errorf("serve the API: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+// sharedStores keeps the mappings in the --lease-table table and each mapping's progress in a
+// lease table of its own, <table>-<UUID>, through which the workers share its shards.
+func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, logger *slog.Logger, o *esmapi.Options) error {
+	ddb := dynamodb.NewFromConfig(shared.AWS, func(do *dynamodb.Options) {
+		if shared.EndpointURL != "" {
+			do.BaseEndpoint = aws.String(shared.EndpointURL)
+		}
+	})
+	catalog := esmapi.DynamoCatalog{API: ddb, Table: f.LeaseTable}
+	if err := catalog.Ensure(ctx, f.CreateLeaseTable); err != nil {
+		return err
+	}
+	worker := cmp.Or(f.WorkerID, service.DefaultWorkerID())
+	table := func(id string) string { return f.LeaseTable + "-" + id }
+	o.Catalog, o.SyncInterval = catalog, f.SyncInterval
+	o.DeleteDelay = 2*f.SyncInterval + f.ShutdownGrace
+	o.Progress = func(ctx context.Context, id string) (poller.Store, error) {
+		if err := lease.EnsureTable(ctx, ddb, table(id), true); err != nil {
+			return nil, err
+		}
+		return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration))
+	}
+	o.DeleteProgress = func(ctx context.Context, id string) error {
+		_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table(id))})
+		var nf *ddbtypes.ResourceNotFoundException
+		if err != nil && !errors.As(err, &nf) {
+			return fmt.Errorf("delete lease table %s: %w", table(id), err)
+		}
+		return nil
+	}
+	logger.Info("mappings shared", "lease_table", f.LeaseTable, "worker_id", worker)
+	return nil
+}
+
+// functions are the --function targets, each with its invoker; a template's function must be
+// given one too. The example target runs example in-process. closeAll, never nil, stops what the
+// invokers started (execution environments).
+func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, example any) (fns []esmapi.Function, closeAll func(), err error) {
+	var closers []func() error
+	closeAll = func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}
+	values := map[string][]string{}
+	var order []string
+	for _, spec := range f.Function {
+		name, target, ok := strings.Cut(strings.TrimSpace(spec), "=")
+		if !ok || name == "" || strings.TrimSpace(target) == "" {
+			return nil, closeAll, Usage(fmt.Errorf("--function %q: want NAME=TARGET, TARGET being what --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN or example)", spec))
+		}
+		if _, seen := values[name]; !seen {
+			order = append(order, name)
+		}
+		values[name] = append(values[name], target)
+	}
+	templateFn := map[string]*sam.Function{}
+	if res != nil && res.Template != nil {
+		for i := range res.Template.Mappings {
+			fn := &res.Template.Mappings[i].Function
+			if _, seen := templateFn[fn.FunctionName]; seen {
+				continue
+			}
+			templateFn[fn.FunctionName] = fn
+			if _, given := values[fn.FunctionName]; !given {
+				return nil, closeAll, Usage(fmt.Errorf("the template's function %s has no target: pass --function %s=TARGET (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN or example)", fn.FunctionName, fn.FunctionName))
+			}
+		}
+	}
+	if len(order) == 0 {
+		return nil, closeAll, Usage(errors.New("no function to invoke: pass --function NAME=TARGET (repeatable), or --template with a --function for each of its functions"))
+	}
+	for _, name := range order {
+		targets, err := ParseTargets(values[name])
+		if err != nil {
+			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
+		}
+		o := InvokerOptions{AWS: shared.AWS, EndpointURL: shared.EndpointURL, Timeout: timeout, Region: shared.AWS.Region,
+			FunctionName: name, Function: templateFn[name], Logger: logger}
+		fn := esmapi.Function{Name: name}
+		if tf := templateFn[name]; tf != nil {
+			fn.Role = tf.Role
+			if tf.Timeout > 0 {
+				o.Timeout = time.Duration(tf.Timeout) * time.Second
+			}
+		}
+		if targets[0].Example {
+			var arn string
+			if o.Function != nil {
+				arn = o.Function.FunctionArn
+			}
+			fn.Invoker = inprocess.New(example, inprocess.WithFunctionARN(arn), inprocess.WithTimeout(o.Timeout), inprocess.WithLogger(logger))
+			if o.Function != nil && o.Function.ReservedConcurrentExecutions != nil {
+				fn.Invoker = invoke.Limit(fn.Invoker, *o.Function.ReservedConcurrentExecutions)
+			}
+		} else {
+			inv, closeInv, err := NewInvoker(targets, o)
+			if err != nil {
+				return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
+			}
+			closers = append(closers, closeInv)
+			fn.Invoker = inv
+		}
+		fns = append(fns, fn)
+	}
+	slices.SortFunc(fns, func(a, b esmapi.Function) int { return strings.Compare(a.Name, b.Name) })
+	return fns, closeAll, nil
+}

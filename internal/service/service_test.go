@@ -1,0 +1,51 @@
+package service
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// TestS3DestinationKeyCarriesMappingUUID: the UUID the service resolved for the mapping names it
+// in the S3 destination's object keys (aws/lambda/<UUID>/<shard>/...), as Lambda's ESM UUID does.
+func TestS3DestinationKeyCarriesMappingUUID(t *testing.T) {
+	var path string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path = r.URL.Path
+		w.Header().Set("ETag", `"e"`)
+	}))
+	defer srv.Close()
+	o := Options{EndpointURL: srv.URL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx := context.Background()
+	cfg, err := AWSConfig(ctx, "us-east-1", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told string
+	o.OnMappingUUID = func(id string) { told = id }
+	id, err := mappingUUID(ctx, o, func(context.Context) (string, error) { return "5e0f2a6b-8c1d-4e7f-9a3b-6d2c1e0f9a8b", nil })
+	if err != nil || told != id {
+		t.Fatalf("mappingUUID = %q (%v), told %q", id, err, told)
+	}
+	d, err := destination(cfg, o.EndpointURL, "", poller.Config{OnFailureDestination: "arn:aws:s3:::failures"}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := poller.FailureRecord{ShardID: "shardId-000000000001", Timestamp: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), BatchSize: 1}
+	if err := d.Deliver(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if want := "/failures/aws/lambda/" + id + "/shardId-000000000001/2026/12/01/"; !strings.HasPrefix(path, want) {
+		t.Fatalf("object path %q, want it under %s", path, want)
+	}
+	if _, err := mappingUUID(ctx, Options{MappingUUID: "not-a-uuid", Logger: o.Logger}, nil); err == nil {
+		t.Fatal("a given mapping UUID that is not a UUID was accepted")
+	}
+}

@@ -1,0 +1,154 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Invariants checked after every run (besides those checked as they happen: overlapping
+// invocations, checkpoints passing unhandled records, writes by a worker that is not the live
+// one, failure records that do not match their range, and the goroutines the bubble waits for).
+const (
+	InvLost       = "nothing lost"
+	InvOrder      = "per-key order of first deliveries"
+	InvLineage    = "lineage on invocation end times"
+	InvOverlap    = "no overlapping invocations (shard at PF 1, key at PF > 1)"
+	InvCheckpoint = "checkpoints cover only handled records, written by the live worker"
+	InvWindow     = "window totals and carried state"
+	InvObserver   = "observer counts add up"
+	InvGoroutines = "every goroutine stopped"
+)
+
+// Invariants lists them in report order.
+var Invariants = []string{InvLost, InvOrder, InvLineage, InvOverlap, InvCheckpoint, InvWindow, InvObserver, InvGoroutines}
+
+func (w *world) check(res *Result, incs []*incarnation) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	perKind := map[string]int{}
+	bad := func(format string, args ...any) {
+		kind, _, _ := strings.Cut(format, ":")
+		if perKind[kind]++; perKind[kind] <= 5 {
+			res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
+		}
+	}
+	// Nothing lost.
+	for _, r := range w.recs {
+		res.Checked[InvLost]++
+		if !w.doneLocked(r) && !w.trimmed[r.shard] {
+			bad("lost: %s (%s:%d, shard %s) was neither handled, delivered nor filtered", r.seq, r.key, r.n, r.shard)
+		}
+	}
+
+	calls := slices.Clone(w.calls)
+	slices.SortStableFunc(calls, func(a, b *call) int { return a.start.Compare(b.start) })
+
+	// Per-key order of first deliveries: the first time the function sees each record, the
+	// records of one key come in put order.
+	seen := map[string]bool{}
+	last := map[string]int{}
+	for _, c := range calls {
+		for _, seq := range c.seqs {
+			if seen[seq] {
+				continue
+			}
+			seen[seq] = true
+			r := w.recs[seq]
+			res.Checked[InvOrder]++
+			if n, ok := last[r.key]; ok && r.n < n {
+				bad("order: %s:%d first seen at %s after %s:%d", r.key, r.n, c.start.Sub(epoch), r.key, n)
+			}
+			last[r.key] = max(last[r.key], r.n)
+		}
+	}
+
+	// Lineage: no invocation of a shard starts before every invocation of each of its ancestors
+	// has ended.
+	lastEnd := map[string]time.Time{}
+	for _, c := range calls {
+		if c.end.After(lastEnd[c.shard]) {
+			lastEnd[c.shard] = c.end
+		}
+	}
+	firstStart := map[string]time.Time{}
+	for _, c := range calls {
+		if t, ok := firstStart[c.shard]; !ok || c.start.Before(t) {
+			firstStart[c.shard] = c.start
+		}
+	}
+	if os.Getenv("ESM_SIM_DEBUG") != "" {
+		for shard, start := range firstStart {
+			fmt.Fprintf(os.Stderr, "%s parents=%v first=%s last=%s trimmed=%t\n", shard, w.parents[shard], start.Sub(epoch), lastEnd[shard].Sub(epoch), w.trimmed[shard])
+		}
+	}
+	for shard, start := range firstStart {
+		for _, a := range w.ancestorsLocked(shard) {
+			end, ok := lastEnd[a]
+			if !ok {
+				continue
+			}
+			res.Checked[InvLineage]++
+			if start.Before(end) {
+				bad("lineage: %s invoked at %s, before its ancestor %s's last invocation ended at %s",
+					shard, start.Sub(epoch), a, end.Sub(epoch))
+			}
+		}
+	}
+	res.Checked[InvOverlap] += len(calls)
+	res.Checked[InvCheckpoint] += w.saves
+
+	// Windows: each final invocation carries the number of the window's records the function
+	// handled (not discarded, not filtered out).
+	if w.s.Window > 0 {
+		for _, c := range calls {
+			if !c.final || !c.responded || c.failed || w.trimmed[c.shard] {
+				continue
+			}
+			want := 0
+			for _, r := range w.byShard[c.shard] {
+				if w.handled[r.seq] && r.at.Truncate(w.s.Window).Equal(c.window) {
+					want++
+				}
+			}
+			res.Checked[InvWindow]++
+			if c.state != want {
+				bad("window %s of %s: final state %d, the window has %d handled records", c.window.Sub(epoch), c.shard, c.state, want)
+			}
+		}
+	}
+
+	// The observer's counts are what the function, the destination and Kinesis saw.
+	for _, inc := range incs {
+		o := inc.obs
+		o.mu.Lock()
+		res.Checked[InvObserver]++
+		if !inc.polledMatches(o.polled) || o.invoked != inc.invokedRecs || o.failed != inc.failedInvokes ||
+			o.delivered != inc.delivered || o.dropped != 0 || o.filtered > inc.filtered || o.throttled != inc.throttles {
+			bad("observer of worker %d: polled %d/%d invoked %d/%d failed %d/%d delivered %d/%d dropped %d filtered %d/≤%d throttled %d/%d (observer/actual)",
+				inc.id, o.polled, inc.polled, o.invoked, inc.invokedRecs, o.failed, inc.failedInvokes, o.delivered, inc.delivered,
+				o.dropped, o.filtered, inc.filtered, o.throttled, inc.throttles)
+		}
+		o.mu.Unlock()
+	}
+	res.Checked[InvGoroutines] += len(incs)
+}
+
+func (w *world) ancestorsLocked(shard string) []string {
+	var out []string
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(id string) {
+		for _, p := range w.parents[id] {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+				walk(p)
+			}
+		}
+	}
+	walk(shard)
+	return out
+}

@@ -1,0 +1,387 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// Result is what one run did and found.
+type Result struct {
+	Schedule   Schedule
+	Violations []string
+	Trace      []string
+	Injected   map[string]int // fault kind or event → how often it took effect
+	Checked    map[string]int // invariant → how many cases it judged
+}
+
+// Failed reports whether an invariant broke.
+func (r Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Report is a short account of a failing run: the schedule, what broke and the trace's tail.
+func (r Result) Report() string {
+	var b strings.Builder
+	b.WriteString(r.Schedule.String())
+	b.WriteString("violations:\n")
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	fmt.Fprintf(&b, "trace (last %d steps):\n", traceTail)
+	for _, l := range r.Trace[max(0, len(r.Trace)-traceTail):] {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	fmt.Fprintf(&b, "replay: make sim SEED=%d\n", r.Schedule.Seed)
+	return b.String()
+}
+
+// traceTail is how much of a failing run's trace is printed (ESM_SIM_TRACE sets it).
+var traceTail = 40
+
+// Run plays the seed's schedule. It must be called inside a testing/synctest bubble; dir is a
+// directory for the file store (runs that use one).
+func Run(seed int64, dir string) Result {
+	return RunSchedule(Generate(seed), dir)
+}
+
+// RunSchedule plays a schedule (see Run).
+func RunSchedule(s Schedule, dir string) Result {
+	w := &world{
+		s: s, now: time.Now,
+		recs: map[string]*rec{}, byShard: map[string][]*rec{}, keyCount: map[string]int{},
+		parents: map[string][]string{}, trimmed: map[string]bool{}, handled: map[string]bool{}, sent: map[string]bool{},
+		inflight: map[string]int{}, errKinds: map[string]int{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
+	}
+	w.fake = fakekinesis.New(fakekinesis.WithIteratorTTL(s.IteratorTTL), fakekinesis.WithListShardsPageSize(s.ListPageSize), s.subscriptionTiming())
+	w.arn = w.fake.CreateStream("sim", s.Shards)
+	w.useSubscriptions()
+	var closeStore func()
+	if s.FileStore {
+		fs, err := lease.OpenFile(dir)
+		if err != nil {
+			return Result{Schedule: s, Violations: []string{"open file store: " + err.Error()}}
+		}
+		w.base = fs.Mapping(lease.MappingKey(w.arn, "sim"))
+		closeStore = func() { _ = fs.Close() }
+	} else {
+		w.base = poller.NewMemoryStore()
+		closeStore = func() {}
+	}
+	defer closeStore()
+	w.refreshGraph()
+	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0xe7e7)) // choices of keys and shards
+
+	d := &driver{w: w, rng: rng}
+	d.start()
+	begin := time.Now()
+	for _, e := range s.Events {
+		d.until(begin.Add(e.At))
+		d.apply(e)
+	}
+	// Heal everything and let the mapping catch up, then stop it gracefully.
+	w.mu.Lock()
+	clear(w.faults)
+	w.mu.Unlock()
+	d.until(time.Now().Add(time.Second))
+	if d.inc == nil {
+		d.start()
+	}
+	deadline := time.Now().Add(30 * time.Minute)
+	for !w.settled() && time.Now().Before(deadline) {
+		d.until(time.Now().Add(time.Second))
+		if d.inc == nil {
+			d.start()
+		}
+	}
+	d.stop(true)
+	w.logf("run ended")
+	res := Result{Schedule: s, Trace: w.trace, Injected: w.injected, Checked: map[string]int{}}
+	w.check(&res, d.incs)
+	res.Violations = append(res.Violations, w.errs...)
+	return res
+}
+
+// driver plays a schedule: it owns the worker's lifecycle.
+type driver struct {
+	w       *world
+	rng     *rand.Rand
+	inc     *incarnation
+	incs    []*incarnation
+	restart time.Time // when a stopped or crashed worker comes back
+}
+
+func (d *driver) start() {
+	w := d.w
+	inc := &incarnation{id: len(d.incs) + 1, w: w, dead: make(chan struct{}), obs: &counts{}, done: make(chan error, 1)}
+	retries := w.s.Retries
+	start := poller.TrimHorizon
+	if w.s.Latest {
+		start = poller.Latest
+	}
+	cfg := poller.Config{
+		StreamARN: w.arn, FunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:sim",
+		StartingPosition: start, BatchSize: w.s.BatchSize, ParallelizationFactor: w.s.PF,
+		BisectBatchOnFunctionError: w.s.Bisect, ReportBatchItemFailures: w.s.Partial, MaximumRetryAttempts: &retries,
+		OnFailureDestination: "arn:aws:sqs:us-east-1:000000000000:sim-dlq", TumblingWindow: w.s.Window,
+		PollInterval: w.s.PollInterval, MinPollSpacing: 200 * time.Millisecond, ShardSyncInterval: w.s.ShardSync,
+	}
+	if w.s.Filter {
+		cfg.FilterPatterns = []string{`{"data":{"tag":["a","poison"]}}`}
+	}
+	cfg.ConsumerARN = w.consumer // with EFO
+	p, err := poller.New(cfg, simKinesis{inc}, simStore{inc}, simInvoker{inc},
+		poller.WithDestination(simDest{inc}), poller.WithObserver(inc.obs),
+		poller.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		w.violate("poller.New: %v", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	inc.cancel = cancel
+	w.mu.Lock()
+	w.cur = inc
+	w.mu.Unlock()
+	go func() { inc.done <- p.Run(ctx) }()
+	d.inc = inc
+	d.incs = append(d.incs, inc)
+	w.logf("worker %d started", inc.id)
+}
+
+// stop ends the worker: gracefully (its Run must return nil, unless the store is failing), or
+// as a crash (memory lost at once; nothing it does afterwards reaches anything).
+func (d *driver) stop(graceful bool) {
+	inc := d.inc
+	if inc == nil {
+		return
+	}
+	w := d.w
+	if !graceful {
+		close(inc.dead)
+	}
+	inc.cancel()
+	err := <-inc.done
+	switch {
+	case !graceful:
+	case err != nil && !persistentFault(err):
+		w.violate("graceful stop of worker %d: Run = %v", inc.id, err)
+	}
+	if graceful {
+		close(inc.dead)
+	}
+	w.mu.Lock()
+	w.cur = nil
+	w.mu.Unlock()
+	d.inc = nil
+	w.logf("worker %d stopped (graceful=%t, err=%v)", inc.id, graceful, err)
+}
+
+// until advances virtual time to t, restarting the worker when it is due and noticing when it
+// exits by itself (a failure that persisted: exit 1, and a supervisor starts it again).
+func (d *driver) until(t time.Time) {
+	for {
+		if d.inc == nil && !time.Now().Before(d.restart) {
+			d.start()
+		}
+		wait := time.Until(t)
+		if wait <= 0 {
+			return
+		}
+		var done chan error
+		if d.inc != nil {
+			done = d.inc.done
+		} else if r := time.Until(d.restart); r < wait {
+			wait = r
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case err := <-done:
+			timer.Stop()
+			w := d.w
+			if err == nil {
+				w.violate("worker %d: Run returned nil without a stop", d.inc.id)
+			} else if !persistentFault(err) {
+				w.violate("worker %d exited: %v", d.inc.id, err)
+			}
+			w.mu.Lock()
+			w.injected["exit-on-persistent-failure"]++
+			w.cur = nil
+			w.mu.Unlock()
+			close(d.inc.dead)
+			w.logf("worker %d exited: %v", d.inc.id, err)
+			d.inc = nil
+			d.restart = time.Now().Add(time.Second)
+		}
+	}
+}
+
+func (d *driver) apply(e Event) {
+	w := d.w
+	switch e.Kind {
+	case EvPut:
+		d.put(e.N)
+		return
+	case EvSplit:
+		open := w.fake.OpenShards("sim")
+		w.fake.Split("sim", open[d.rng.IntN(len(open))])
+	case EvMerge:
+		open := w.fake.OpenShards("sim")
+		if len(open) < 2 {
+			return
+		}
+		i := d.rng.IntN(len(open) - 1)
+		w.fake.Merge("sim", open[i], open[i+1])
+	case EvScale:
+		n := len(w.fake.OpenShards("sim"))
+		target := min(max(e.N, (n+1)/2), 2*n)
+		if target == n {
+			return
+		}
+		w.fake.UpdateShardCount("sim", target)
+	case EvTrim:
+		// Retention trims the oldest data first: a closed shard goes only once its parents have
+		// gone (they closed before it did).
+		var closed []string
+		w.mu.Lock()
+		for _, id := range w.fake.ClosedShards("sim") {
+			ok := true
+			for _, p := range w.parents[id] {
+				ok = ok && w.trimmed[p]
+			}
+			if ok {
+				closed = append(closed, id)
+			}
+		}
+		if len(closed) == 0 {
+			w.mu.Unlock()
+			return
+		}
+		id := closed[d.rng.IntN(len(closed))]
+		w.trimmed[id] = true
+		w.mu.Unlock()
+		w.fake.Trim("sim", id)
+	case EvFault:
+		w.mu.Lock()
+		w.faults[e.Fault] = time.Now().Add(e.D)
+		w.mu.Unlock()
+	case EvCrash:
+		if d.inc == nil {
+			return
+		}
+		d.stop(false)
+		d.restart = time.Now().Add(e.D)
+	case EvFreeze:
+		if d.inc == nil {
+			return
+		}
+		w.mu.Lock()
+		d.inc.frozen = time.Now().Add(e.D)
+		w.mu.Unlock()
+	case EvStop:
+		if d.inc == nil {
+			return
+		}
+		d.stop(true)
+		d.restart = time.Now().Add(e.D)
+	}
+	w.mu.Lock()
+	w.injected[string(e.Kind)]++
+	w.mu.Unlock()
+	w.logf("%s", e)
+	w.refreshGraph()
+}
+
+// put writes n records over the keys; a few are poison, some are filtered out (tag b).
+func (d *driver) put(n int) {
+	w := d.w
+	for range n {
+		key := fmt.Sprintf("key-%d", d.rng.IntN(w.s.Keys))
+		tag := "a"
+		switch {
+		case d.rng.Float64()*100 < w.s.PoisonPct:
+			tag = "poison"
+		case w.s.Filter && d.rng.IntN(4) == 0:
+			tag = "b"
+		}
+		w.mu.Lock()
+		idx := w.keyCount[key]
+		w.keyCount[key]++
+		w.mu.Unlock()
+		data, _ := json.Marshal(map[string]any{"key": key, "n": idx, "tag": tag})
+		w.mu.Lock() // known before it can be read: a subscription pushes it at once
+		shard, seq := w.fake.Put("sim", key, data)
+		r := &rec{seq: seq, key: key, shard: shard, tag: tag, n: idx, at: time.Now().Truncate(time.Millisecond)}
+		w.recs[seq] = r
+		w.byShard[shard] = append(w.byShard[shard], r)
+		if tag == "poison" {
+			w.injected["poison-record"]++
+		}
+		w.mu.Unlock()
+	}
+}
+
+// refreshGraph learns the parents of every shard from a listing (trimmed shards stay known).
+func (w *world) refreshGraph() {
+	in := &kinesis.ListShardsInput{StreamARN: &w.arn}
+	for {
+		out, err := w.fake.ListShards(context.Background(), in)
+		if err != nil {
+			w.violate("sim listing: %v", err)
+			return
+		}
+		w.mu.Lock()
+		for _, sh := range out.Shards {
+			w.parents[*sh.ShardId] = parentsOf(sh)
+		}
+		w.mu.Unlock()
+		if out.NextToken == nil {
+			return
+		}
+		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	}
+}
+
+func parentsOf(sh types.Shard) []string {
+	var ps []string
+	for _, p := range []*string{sh.ParentShardId, sh.AdjacentParentShardId} {
+		if p != nil {
+			ps = append(ps, *p)
+		}
+	}
+	return ps
+}
+
+// settled reports whether every record was handled, delivered, filtered out or trimmed.
+func (w *world) settled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range w.recs {
+		if !w.doneLocked(r) && !w.trimmed[r.shard] {
+			return false
+		}
+	}
+	return true
+}
+
+func slicesSort(s []string) { slices.Sort(s) }
+
+// persistentFault reports whether a worker's exit came from a fault the schedule kept up longer
+// than the poller's retry budget: the store, or the listing at start.
+func persistentFault(err error) bool {
+	return strings.Contains(err.Error(), "sim: store") || strings.Contains(err.Error(), "InternalFailure")
+}
+
+var _ = errors.New

@@ -1,0 +1,216 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Schedule is everything one seed does: the mapping's settings and the timed events.
+type Schedule struct {
+	Seed   int64
+	Shards int // at creation
+	Keys   int
+
+	Latest              bool // StartingPosition LATEST (else TRIM_HORIZON)
+	PF, BatchSize       int
+	Bisect, Partial     bool
+	Retries             int // MaximumRetryAttempts (-1: forever)
+	Window              time.Duration
+	Filter              bool
+	FileStore           bool
+	PollInterval        time.Duration
+	ShardSync           time.Duration
+	IteratorTTL         time.Duration
+	ListPageSize        int
+	InvokeTime          time.Duration // typical invocation duration
+	FailRate, PoisonPct float64       // per invocation; per record (percent)
+
+	// EFO: the mapping reads through a consumer, whose subscriptions last SubLifetime
+	// (subscribe.go).
+	EFO         bool
+	SubLifetime time.Duration
+
+	Events []Event
+	Length time.Duration // time of the last event
+}
+
+// EventKind names what an Event does.
+type EventKind string
+
+// Event kinds.
+const (
+	EvPut    EventKind = "put"    // N records over the keys
+	EvSplit  EventKind = "split"  // split an open shard
+	EvMerge  EventKind = "merge"  // merge two adjacent open shards
+	EvScale  EventKind = "scale"  // UpdateShardCount to N
+	EvTrim   EventKind = "trim"   // retention removes a closed shard
+	EvFault  EventKind = "fault"  // Fault active for D
+	EvCrash  EventKind = "crash"  // the worker dies (memory lost, store kept); restarts after D
+	EvFreeze EventKind = "freeze" // the worker stops for D (SIGSTOP)
+	EvStop   EventKind = "stop"   // graceful stop; restarts after D
+)
+
+// Fault kinds a fault window can hold.
+const (
+	FKinThrottle  = "kinesis-throttle"
+	FKin5xx       = "kinesis-5xx"
+	FKinExpired   = "kinesis-iterator-expired"
+	FKinDropped   = "kinesis-response-dropped"
+	FKinList5xx   = "kinesis-listshards-5xx"
+	FStoreDown    = "store-down"
+	FStoreLostAck = "store-write-ok-response-lost"
+	FDestDown     = "destination-down"
+	FInvThrottle  = "invoke-throttled"
+	FInvError     = "invoke-function-error"
+	FInvTimeout   = "invoke-timeout"
+	FInvPartial   = "invoke-partial-response"
+)
+
+var faultKinds = []string{FKinThrottle, FKin5xx, FKinExpired, FKinDropped, FKinList5xx, FStoreDown, FStoreLostAck,
+	FDestDown, FInvThrottle, FInvError, FInvTimeout, FInvPartial}
+
+// Event is one step of a schedule.
+type Event struct {
+	At    time.Duration
+	Kind  EventKind
+	N     int
+	D     time.Duration
+	Fault string
+}
+
+func (e Event) String() string {
+	s := fmt.Sprintf("%8s %s", e.At.Round(time.Millisecond), e.Kind)
+	if e.Fault != "" {
+		s += " " + e.Fault
+	}
+	if e.N != 0 {
+		s += fmt.Sprintf(" n=%d", e.N)
+	}
+	if e.D != 0 {
+		s += fmt.Sprintf(" for %s", e.D.Round(time.Millisecond))
+	}
+	return s
+}
+
+// Generate derives a schedule from a seed.
+func Generate(seed int64) Schedule {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
+	pick := func(p float64) bool { return rng.Float64() < p }
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	s := Schedule{
+		Seed:         seed,
+		Shards:       1 + rng.IntN(4),
+		Keys:         5 + rng.IntN(60),
+		PF:           1,
+		BatchSize:    1 + rng.IntN(20),
+		Bisect:       pick(0.5),
+		Partial:      pick(0.5),
+		Retries:      -1,
+		FileStore:    pick(0.3),
+		PollInterval: dur(100*time.Millisecond, time.Second),
+		ShardSync:    dur(time.Second, 15*time.Second),
+		IteratorTTL:  5 * time.Minute,
+		ListPageSize: 1000,
+		InvokeTime:   dur(time.Millisecond, 300*time.Millisecond),
+		FailRate:     0.05 * rng.Float64(),
+	}
+	if pick(0.5) {
+		s.PF = 2 + rng.IntN(9)
+	}
+	if pick(0.25) {
+		s.Keys = 1 + rng.IntN(3) // hot keys: few slots busy
+	}
+	if pick(0.6) {
+		s.Retries = rng.IntN(4)
+		if pick(0.6) {
+			s.PoisonPct = 0.5 + 2*rng.Float64()
+		}
+	}
+	if s.PF == 1 && pick(0.35) {
+		s.Window = time.Duration(1+rng.IntN(20)) * time.Second
+	}
+	s.Filter = pick(0.3)
+	if pick(0.4) {
+		s.IteratorTTL = dur(2*time.Second, 20*time.Second)
+	}
+	if pick(0.5) {
+		s.ListPageSize = 1 + rng.IntN(3)
+	}
+
+	length := dur(time.Minute, 4*time.Minute)
+	add := func(e Event) { s.Events = append(s.Events, e) }
+	first := time.Duration(0)
+	if pick(0.25) {
+		// LATEST: producers start a second after the worker, and the worker often goes down
+		// before its first checkpoint, while records are written.
+		s.Latest, first = true, time.Second
+		if pick(0.6) {
+			kind := EvCrash
+			if pick(0.5) {
+				kind = EvStop
+			}
+			add(Event{At: dur(200*time.Millisecond, 900*time.Millisecond), Kind: kind, D: dur(time.Second, 3*time.Second)})
+		}
+	}
+	// Producers: bursts over the keys.
+	for at := first; at < length; at += dur(50*time.Millisecond, 2*time.Second) {
+		add(Event{At: at, Kind: EvPut, N: 1 + rng.IntN(30)})
+	}
+	at := func() time.Duration { return dur(time.Second, length) }
+	for range rng.IntN(4) {
+		add(Event{At: at(), Kind: EvSplit})
+	}
+	for range rng.IntN(3) {
+		add(Event{At: at(), Kind: EvMerge})
+	}
+	for range rng.IntN(2) {
+		add(Event{At: at(), Kind: EvScale, N: 1 + rng.IntN(6)})
+	}
+	for range rng.IntN(3) {
+		add(Event{At: at(), Kind: EvTrim})
+	}
+	for range rng.IntN(8) {
+		f := faultKinds[rng.IntN(len(faultKinds))]
+		add(Event{At: at(), Kind: EvFault, Fault: f, D: dur(100*time.Millisecond, 10*time.Second)})
+	}
+	if pick(0.3) { // a store outage long enough that the mapping gives up and exits
+		add(Event{At: at(), Kind: EvFault, Fault: FStoreDown, D: dur(40*time.Second, 90*time.Second)})
+	}
+	for range rng.IntN(3) {
+		add(Event{At: at(), Kind: EvCrash, D: dur(0, 5*time.Second)})
+	}
+	for range rng.IntN(2) {
+		add(Event{At: at(), Kind: EvFreeze, D: dur(time.Second, 40*time.Second)})
+	}
+	for range rng.IntN(2) {
+		add(Event{At: at(), Kind: EvStop, D: dur(0, 5*time.Second)})
+	}
+	s.Length = length
+	s.withSubscriptions()
+	slices.SortStableFunc(s.Events, func(a, b Event) int { return int(a.At - b.At) })
+	return s
+}
+
+func (s Schedule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: latest=%t shards=%d keys=%d PF=%d batch=%d bisect=%t partial=%t retries=%d window=%s filter=%t filestore=%t poll=%s sync=%s ttl=%s page=%d invoke=%s fail=%.3f poison=%.2f%%\n",
+		s.Seed, s.Latest, s.Shards, s.Keys, s.PF, s.BatchSize, s.Bisect, s.Partial, s.Retries, s.Window, s.Filter, s.FileStore,
+		s.PollInterval, s.ShardSync, s.IteratorTTL, s.ListPageSize, s.InvokeTime, s.FailRate, s.PoisonPct)
+	if s.EFO {
+		fmt.Fprintf(&b, "  read through a consumer; subscriptions last %s\n", s.SubLifetime)
+	}
+	puts, n := 0, 0
+	for _, e := range s.Events {
+		if e.Kind == EvPut {
+			puts++
+			n += e.N
+			continue
+		}
+		fmt.Fprintf(&b, "  %s\n", e)
+	}
+	fmt.Fprintf(&b, "  (%d put bursts, %d records, over %s)\n", puts, n, s.Length.Round(time.Second))
+	return b.String()
+}

@@ -1,0 +1,110 @@
+package sim
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Seeds: ESM_SIM_SEED replays one seed; ESM_SIM_SEEDS runs that many from ESM_SIM_FROM (make
+// sim). Without either the test runs a fixed budget of seeds for CI; -short runs a few.
+// ESM_SIM_TRACE sets how many trace lines a failing seed prints.
+func seedsToRun(t *testing.T) []int64 {
+	if s := os.Getenv("ESM_SIM_SEED"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("ESM_SIM_SEED=%q: %v", s, err)
+		}
+		return []int64{n}
+	}
+	// The CI budget: about 60–90 s on 2 cores (make test runs with -race).
+	count, from := 75, int64(1)
+	if raceEnabled {
+		count = 25
+	}
+	if testing.Short() {
+		count = 4
+	}
+	if s := os.Getenv("ESM_SIM_SEEDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("ESM_SIM_SEEDS=%q: %v", s, err)
+		}
+		count = n
+	}
+	if s := os.Getenv("ESM_SIM_FROM"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("ESM_SIM_FROM=%q: %v", s, err)
+		}
+		from = n
+	}
+	out := make([]int64, count)
+	for i := range out {
+		out[i] = from + int64(i)
+	}
+	return out
+}
+
+func TestSimulation(t *testing.T) {
+	seeds := seedsToRun(t)
+	if s := os.Getenv("ESM_SIM_TRACE"); s != "" {
+		traceTail, _ = strconv.Atoi(s)
+	}
+	injected, checked := map[string]int{}, map[string]int{}
+	failed := 0
+	began := time.Now()
+	for _, seed := range seeds {
+		var res Result
+		dir := t.TempDir()
+		synctest.Test(t, func(t *testing.T) { res = Run(seed, dir) })
+		for k, v := range res.Injected {
+			injected[k] += v
+		}
+		for k, v := range res.Checked {
+			checked[k] += v
+		}
+		if res.Failed() {
+			failed++
+			t.Errorf("seed %d broke an invariant:\n%s", seed, res.Report())
+			if failed >= 3 {
+				break
+			}
+		}
+		if os.Getenv("ESM_SIM_SEED") != "" {
+			t.Logf("%s", res.Schedule)
+		}
+	}
+	took := time.Since(began)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d seeds in %s: %.1f seeds/s, %d failed\n", len(seeds), took.Round(time.Millisecond), float64(len(seeds))/took.Seconds(), failed)
+	b.WriteString("invariants (cases judged):\n")
+	for _, inv := range Invariants {
+		fmt.Fprintf(&b, "  %-70s %d\n", inv, checked[inv])
+	}
+	b.WriteString("injected (times each took effect):\n")
+	for _, k := range slices.Sorted(maps.Keys(injected)) {
+		fmt.Fprintf(&b, "  %-40s %d\n", k, injected[k])
+	}
+	t.Log("\n" + b.String())
+	if len(seeds) >= 20 { // fewer seeds need not cover every kind
+		// Every kind of fault and event must have happened across the runs.
+		for _, k := range append(append(slices.Clone(faultKinds), subscriptionFaults...), string(EvCrash), string(EvFreeze), string(EvStop),
+			string(EvSplit), string(EvMerge), string(EvTrim), "poison-record") {
+			if injected[k] == 0 {
+				t.Errorf("no run injected %s", k)
+			}
+		}
+		for _, inv := range Invariants {
+			if checked[inv] == 0 {
+				t.Errorf("no run judged %q", inv)
+			}
+		}
+	}
+}

@@ -1,0 +1,526 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// rec is one record put by a producer.
+type rec struct {
+	seq, key, shard, tag string
+	n                    int // its index among the key's records
+	at                   time.Time
+}
+
+// call is one invocation as the function saw it.
+type call struct {
+	inc        int
+	shard      string
+	seqs       []string
+	final      bool // the final invocation of a tumbling window
+	window     time.Time
+	state      int // window state returned (final: the window's total)
+	start, end time.Time
+	responded  bool // returned a response (BatchInvoked), not throttled nor killed
+	failed     bool // function error, timeout or partial failure
+	killed     bool // the worker died while it ran
+}
+
+// world is one run's shared state. Everything the poller touches goes through one incarnation's
+// wrappers (Kinesis, store, destination, invoker, observer), which consult the world's faults.
+type world struct {
+	s    Schedule
+	fake *fakekinesis.Fake
+	arn  string
+	base poller.Store // durable: survives crashes
+
+	mu       sync.Mutex
+	now      func() time.Time
+	recs     map[string]*rec // by sequence number
+	byShard  map[string][]*rec
+	keyCount map[string]int
+	parents  map[string][]string
+	trimmed  map[string]bool
+	handled  map[string]bool // the function succeeded for it (or reported it handled)
+	sent     map[string]bool // delivered to the on-failure destination
+	calls    []*call
+	inflight map[string]int // shard (PF 1) or key (PF > 1) → invocations running
+	faults   map[string]time.Time
+	injected map[string]int // fault kind → times it took effect
+	attempt  map[string]int // batch (first seq) → invocations so far, for deterministic choices
+	errs     []string
+	errKinds map[string]int
+	trace    []string
+	saves    int
+	cur      *incarnation
+	lostAck  bool
+	// consumer is the consumer the mapping reads through, with EFO.
+	consumer string
+}
+
+func (w *world) violate(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.violateLocked(format, args...)
+}
+
+func (w *world) violateLocked(format string, args ...any) {
+	kind, _, _ := strings.Cut(format, " ")
+	if w.errKinds[kind]++; w.errKinds[kind] <= 5 {
+		w.errs = append(w.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+func (w *world) logf(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.trace = append(w.trace, fmt.Sprintf("%8s ", w.now().Sub(epoch).Round(time.Millisecond))+fmt.Sprintf(format, args...))
+}
+
+var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) // synctest's start of time
+
+// active reports whether a fault is on now, and counts it when it is.
+func (w *world) active(kind string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if until, ok := w.faults[kind]; ok && w.now().Before(until) {
+		w.injected[kind]++
+		return true
+	}
+	return false
+}
+
+// chance is a deterministic coin for a decision about a batch: the same seed, batch and attempt
+// give the same answer whatever the goroutine order.
+func (w *world) chance(p float64, parts ...string) bool {
+	if p <= 0 {
+		return false
+	}
+	h := fnv.New64a()
+	fmt.Fprint(h, w.s.Seed)
+	for _, s := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(s))
+	}
+	return float64(h.Sum64()%1_000_000)/1_000_000 < p
+}
+
+// incarnation is one run of the worker process: its memory dies with it, the store stays.
+type incarnation struct {
+	id     int
+	w      *world
+	dead   chan struct{}
+	frozen time.Time // guarded by w.mu
+	cancel context.CancelFunc
+	done   chan error
+	obs    *counts
+	// what the wrappers saw, for the observer check
+	polled, invokedRecs, failedInvokes, delivered, filtered, throttles int
+	// pushed: records its subscriptions were sent (with EFO).
+	pushed int
+}
+
+var errDead = errors.New("sim: worker is dead")
+
+// gate is what every call of the worker passes: a dead worker does nothing, a frozen one waits.
+func (inc *incarnation) gate(ctx context.Context) error {
+	for {
+		inc.w.mu.Lock()
+		wait := inc.frozen.Sub(inc.w.now())
+		inc.w.mu.Unlock()
+		select {
+		case <-inc.dead:
+			return errDead
+		default:
+		}
+		if wait <= 0 {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-inc.dead:
+			t.Stop()
+			return errDead
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+func (inc *incarnation) isDead() bool {
+	select {
+	case <-inc.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// kinesis wraps the fake with the schedule's faults.
+type simKinesis struct{ inc *incarnation }
+
+func (k simKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if err := k.inc.gate(ctx); err != nil {
+		return nil, err
+	}
+	if k.inc.w.active(FKinList5xx) {
+		return nil, fakekinesis.ErrInternal()
+	}
+	return k.inc.w.fake.ListShards(ctx, in, o...)
+}
+
+func (k simKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if err := k.inc.gate(ctx); err != nil {
+		return nil, err
+	}
+	w := k.inc.w
+	switch {
+	case w.active(FKinThrottle):
+		return nil, fakekinesis.ErrThrottled()
+	case w.active(FKin5xx):
+		return nil, fakekinesis.ErrInternal()
+	}
+	out, err := w.fake.GetShardIterator(ctx, in, o...)
+	if err == nil && w.active(FKinDropped) {
+		return nil, context.DeadlineExceeded // the response was lost on the way
+	}
+	return out, err
+}
+
+func (k simKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	if err := k.inc.gate(ctx); err != nil {
+		return nil, err
+	}
+	w := k.inc.w
+	switch {
+	case w.active(FKinThrottle):
+		return nil, fakekinesis.ErrThrottled()
+	case w.active(FKin5xx):
+		return nil, fakekinesis.ErrInternal()
+	case w.active(FKinExpired):
+		return nil, fakekinesis.ErrExpired()
+	}
+	out, err := w.fake.GetRecords(ctx, in, o...)
+	if err == nil && w.active(FKinDropped) {
+		return nil, context.DeadlineExceeded
+	}
+	if err == nil {
+		w.mu.Lock()
+		k.inc.polled += len(out.Records)
+		if w.s.Filter {
+			for _, r := range out.Records {
+				if w.recs[*r.SequenceNumber].tag == "b" {
+					k.inc.filtered++
+				}
+			}
+		}
+		w.mu.Unlock()
+	}
+	return out, err
+}
+
+// DescribeStreamSummary passes the stream's retention through (the poller reads it at start and at
+// every shard sync).
+func (k simKinesis) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	if err := k.inc.gate(ctx); err != nil {
+		return nil, err
+	}
+	return k.inc.w.fake.DescribeStreamSummary(ctx, in, o...)
+}
+
+// simStore is the worker's view of the durable store, with faults. Every write that reaches the
+// store is checked: its checkpoint may cover only records that were handled, delivered, filtered
+// out or trimmed, and only the live worker may write.
+type simStore struct{ inc *incarnation }
+
+func (s simStore) Load(ctx context.Context) (map[string]poller.ShardProgress, error) {
+	if err := s.inc.gate(ctx); err != nil {
+		return nil, err
+	}
+	if s.inc.w.active(FStoreDown) {
+		return nil, errors.New("sim: store unreachable")
+	}
+	return s.inc.w.base.Load(ctx)
+}
+
+func (s simStore) Save(ctx context.Context, u map[string]poller.ShardProgress) error {
+	if err := s.inc.gate(ctx); err != nil {
+		return err
+	}
+	w := s.inc.w
+	if w.active(FStoreDown) {
+		return errors.New("sim: store unreachable")
+	}
+	w.mu.Lock()
+	if w.cur != s.inc {
+		w.violateLocked("checkpoint written by worker %d, which is not the live one", s.inc.id)
+	}
+	for id, pr := range u {
+		w.checkCheckpointLocked(id, pr)
+	}
+	w.saves++
+	w.mu.Unlock()
+	if err := w.base.Save(ctx, u); err != nil {
+		return err
+	}
+	if w.active(FStoreLostAck) {
+		return errors.New("sim: store write applied, response lost")
+	}
+	return nil
+}
+
+// checkCheckpointLocked is invariant 1 at the instant of the write.
+func (w *world) checkCheckpointLocked(shard string, pr poller.ShardProgress) {
+	for _, r := range w.byShard[shard] {
+		covered := pr.Finished || (pr.Checkpoint != "" && fakekinesis.CompareSeq(r.seq, pr.Checkpoint) <= 0)
+		if !covered {
+			break
+		}
+		if !w.doneLocked(r) {
+			w.violateLocked("checkpoint %s of %s (finished=%t) passes record %s (%s:%d), which was neither handled, delivered nor filtered",
+				pr.Checkpoint, shard, pr.Finished, r.seq, r.key, r.n)
+			return
+		}
+	}
+}
+
+func (w *world) doneLocked(r *rec) bool {
+	return w.handled[r.seq] || w.sent[r.seq] || (w.s.Filter && r.tag == "b")
+}
+
+// simDest is the on-failure destination.
+type simDest struct{ inc *incarnation }
+
+func (d simDest) Deliver(ctx context.Context, f poller.FailureRecord) error {
+	if err := d.inc.gate(ctx); err != nil {
+		return err
+	}
+	w := d.inc.w
+	if w.active(FDestDown) {
+		return errors.New("sim: destination unreachable")
+	}
+	// The records are those of the event the failure record carries (with PF > 1 a batch holds
+	// some keys only, so its sequence number range also spans other slots' records).
+	var e events.KinesisEvent
+	if err := json.Unmarshal(f.Payload, &e); err != nil {
+		w.violate("failure record payload: %v", err)
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range e.Records {
+		seq := r.Kinesis.SequenceNumber
+		if fakekinesis.CompareSeq(seq, f.StartSequenceNumber) < 0 || fakekinesis.CompareSeq(seq, f.EndSequenceNumber) > 0 || w.recs[seq] == nil || w.recs[seq].shard != f.ShardID {
+			w.violateLocked("failure record for %s %s..%s carries record %s outside it", f.ShardID, f.StartSequenceNumber, f.EndSequenceNumber, seq)
+		}
+		w.sent[seq] = true
+	}
+	if len(e.Records) != f.BatchSize {
+		w.violateLocked("failure record for %s says %d records, its event holds %d", f.ShardID, f.BatchSize, len(e.Records))
+	}
+	d.inc.delivered += f.BatchSize
+	return nil
+}
+
+// simInvoker is the function: it records every invocation and fails as the schedule says.
+type simInvoker struct{ inc *incarnation }
+
+func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
+	inc, w := v.inc, v.inc.w
+	if err := inc.gate(ctx); err != nil {
+		return invoke.Response{}, fmt.Errorf("%w: %w", invoke.ErrUnavailable, err)
+	}
+	var e events.KinesisTimeWindowEvent
+	if err := json.Unmarshal(payload, &e); err != nil {
+		w.violate("event does not decode: %v", err)
+		return invoke.Response{}, err
+	}
+	c := &call{inc: inc.id, shard: e.ShardID, final: e.IsFinalInvokeForWindow, window: e.Window.Start.Time}
+	for _, r := range e.Records {
+		c.shard, _, _ = strings.Cut(r.EventID, ":")
+		c.seqs = append(c.seqs, r.Kinesis.SequenceNumber)
+	}
+	if c.shard == "" {
+		w.violate("invocation without a shard: %s", payload)
+		return invoke.Response{}, errors.New("no shard")
+	}
+	batchID := c.shard + "/" + e.Window.Start.String()
+	if len(c.seqs) > 0 {
+		batchID = c.seqs[0] + "/" + c.seqs[len(c.seqs)-1]
+	}
+	w.mu.Lock()
+	w.attempt[batchID]++
+	attempt := fmt.Sprint(w.attempt[batchID])
+	w.mu.Unlock()
+	if w.active(FInvThrottle) {
+		w.mu.Lock()
+		inc.throttles++
+		w.mu.Unlock()
+		return invoke.Response{}, fmt.Errorf("%w: sim", invoke.ErrThrottled)
+	}
+
+	// Decide the outcome before running: poison records fail every time they are invoked.
+	failedAt := -1
+	timeout := false
+	w.mu.Lock()
+	for i, seq := range c.seqs {
+		if w.recs[seq].tag == "poison" {
+			failedAt = i
+			break
+		}
+	}
+	w.mu.Unlock()
+	if failedAt < 0 && len(c.seqs) > 0 && (w.active(FInvError) || w.chance(w.s.FailRate, "fail", batchID, attempt)) {
+		failedAt = int(fnv32(batchID+attempt) % uint32(len(c.seqs)))
+	}
+	if failedAt < 0 && c.final && w.chance(w.s.FailRate, "final", batchID, attempt) {
+		failedAt = 0
+	}
+	d := w.s.InvokeTime
+	if w.active(FInvTimeout) {
+		timeout, d = true, 3*time.Second
+	}
+	partial := failedAt >= 0 && !timeout && w.s.Partial && len(c.seqs) > 0 && (w.active(FInvPartial) || w.chance(0.7, "partial", batchID, attempt))
+
+	keys := c.keys(w)
+	w.mu.Lock()
+	c.start = w.now()
+	for _, k := range keys {
+		if w.inflight[k] > 0 {
+			w.violateLocked("overlapping invocations of %s (%s, worker %d) at %s", k, c.shard, inc.id, c.start.Sub(epoch))
+		}
+		w.inflight[k]++
+	}
+	w.calls = append(w.calls, c)
+	w.mu.Unlock()
+
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-inc.dead:
+		t.Stop()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c.end = w.now()
+	for _, k := range keys {
+		w.inflight[k]--
+	}
+	if inc.isDead() {
+		c.killed = true
+		return invoke.Response{}, fmt.Errorf("%w: %w", invoke.ErrUnavailable, errDead)
+	}
+	c.responded = true
+	resp := invoke.Response{StatusCode: 200, ExecutedVersion: "$LATEST", RequestID: fmt.Sprintf("req-%d-%d", inc.id, len(w.calls))}
+	fail := func(msg string) (invoke.Response, error) {
+		c.failed = true
+		resp.FunctionError = invoke.FunctionErrorUnhandled
+		resp.Payload = fmt.Appendf(nil, `{"errorMessage":%q,"errorType":"errorString"}`, msg)
+		inc.failedInvokes++ // final window invocations (no records) count too
+		inc.invokedRecs += len(c.seqs)
+		return resp, nil
+	}
+	switch {
+	case timeout:
+		return fail("Task timed out")
+	case failedAt >= 0 && !partial:
+		return fail("induced failure")
+	}
+	handled := c.seqs
+	var body struct {
+		State    map[string]string                `json:"state,omitempty"`
+		Failures []events.KinesisBatchItemFailure `json:"batchItemFailures,omitempty"`
+	}
+	if partial {
+		handled = c.seqs[:failedAt]
+		body.Failures = []events.KinesisBatchItemFailure{{ItemIdentifier: c.seqs[failedAt]}}
+		c.failed = true
+	}
+	for _, seq := range handled {
+		w.handled[seq] = true
+	}
+	if w.s.Window > 0 {
+		n := 0
+		fmt.Sscan(e.State["n"], &n)
+		c.state = n + len(handled)
+		body.State = map[string]string{"n": fmt.Sprint(c.state)}
+		if c.final {
+			w.trace = append(w.trace, fmt.Sprintf("%8s worker %d: final invocation of window %s of %s: %d records",
+				w.now().Sub(epoch).Round(time.Millisecond), inc.id, c.window.Sub(epoch), c.shard, c.state))
+		}
+	}
+	resp.Payload, _ = json.Marshal(body)
+	inc.invokedRecs += len(c.seqs)
+	if c.failed {
+		inc.failedInvokes++
+	}
+	return resp, nil
+}
+
+// keys are what may not be invoked twice at once: the shard with PF 1, each partition key with
+// PF > 1.
+func (c *call) keys(w *world) []string {
+	if w.s.PF == 1 {
+		return []string{"shard " + c.shard}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[string]bool{}
+	for _, seq := range c.seqs {
+		seen["key "+w.recs[seq].key] = true
+	}
+	return sortedKeys(seen)
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range maps.Keys(m) {
+		out = append(out, k)
+	}
+	slicesSort(out)
+	return out
+}
+
+func fnv32(s string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// counts is the observer of one incarnation.
+type counts struct {
+	poller.NopObserver
+	mu                                                               sync.Mutex
+	polled, filtered, invoked, failed, dropped, delivered, throttled int
+}
+
+func (c *counts) Throttled(string) { c.mu.Lock(); c.throttled++; c.mu.Unlock() }
+
+func (c *counts) RecordsPolled(_ string, n int)      { c.mu.Lock(); c.polled += n; c.mu.Unlock() }
+func (c *counts) RecordsFilteredOut(_ string, n int) { c.mu.Lock(); c.filtered += n; c.mu.Unlock() }
+func (c *counts) RecordsDropped(_ string, n int)     { c.mu.Lock(); c.dropped += n; c.mu.Unlock() }
+func (c *counts) RecordsDelivered(_ string, n int)   { c.mu.Lock(); c.delivered += n; c.mu.Unlock() }
+func (c *counts) BatchInvoked(_ string, n int, _ time.Duration, failed bool) {
+	c.mu.Lock()
+	c.invoked += n
+	if failed {
+		c.failed++
+	}
+	c.mu.Unlock()
+}

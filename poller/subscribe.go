@@ -1,0 +1,461 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
+)
+
+// Enhanced fan-out. With Config.ConsumerARN, a reader gets its shard's records from one
+// SubscribeToShard subscription instead of GetRecords; everything after the records arrive
+// (batching, failure rules, slots, filters, windows, checkpoints, leases, metrics) is the same.
+//
+// A pump goroutine per reader holds the subscription: it subscribes after the reader's position,
+// renews the subscription from the last ContinuationSequenceNumber before Kinesis' 5-minute
+// lifetime ends (and after a drop, or an end it did not ask for), backs off on
+// ResourceInUseException, and hands events to the reader through a channel of one: while the
+// reader's batches are being invoked the pump stops reading the stream, and HTTP/2 flow control
+// stops Kinesis, so nothing buffers without bound. Records at or before the last one handed over
+// are dropped, so a renewal repeats nothing.
+//
+// The shard's end: the event with ChildShards finishes it. A subscription that never says so (an
+// emulator that keeps streaming a closed shard) is not waited on: once ListShards shows the shard
+// closed, the reader reads the rest with GetRecords from its last record, to the end and its
+// ChildShards, as a polling reader does. That holds on Kinesis too.
+
+// SubscribeAPI is the part of the Kinesis client an enhanced fan-out mapping reads with, besides
+// KinesisAPI. *kinesis.Client has it.
+type SubscribeAPI interface {
+	SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error)
+}
+
+// WithSubscribeOptions adds client options to every SubscribeToShard call (after esm's own).
+func WithSubscribeOptions(fns ...func(*kinesis.Options)) Option {
+	return func(p *Poller) { p.subOpts = append(p.subOpts, fns...) }
+}
+
+// Subscription timings.
+const (
+	// subscriptionRenewal is when a subscription is renewed: before Kinesis ends it at 5 minutes.
+	subscriptionRenewal = 4*time.Minute + 45*time.Second
+	subscribeRetryBase  = 500 * time.Millisecond
+	subscribeRetryMax   = 5 * time.Second
+)
+
+// efo is a mapping's enhanced fan-out state.
+type efo struct {
+	api      SubscribeAPI
+	consumer string
+	opts     []func(*kinesis.Options)
+	renew    time.Duration // subscriptionRenewal; shorter in tests
+	retry    backoff       // the pacing of failed subscribe calls (copied per pump)
+
+	mu     sync.Mutex
+	closed map[string]bool // shards some ListShards showed closed
+}
+
+// useSubscriptions sets the poller up to read through Config.ConsumerARN. The Kinesis client must
+// implement SubscribeAPI.
+func (p *Poller) useSubscriptions() error {
+	api, ok := p.kin.(SubscribeAPI)
+	if !ok {
+		return fmt.Errorf("poller: ConsumerARN %s needs a Kinesis client with SubscribeToShard (SubscribeAPI)", p.cfg.ConsumerARN)
+	}
+	if p.efo == nil { // tests set their own timings
+		p.efo = &efo{renew: subscriptionRenewal, retry: backoff{base: subscribeRetryBase, max: subscribeRetryMax}}
+	}
+	e := p.efo
+	e.api, e.consumer, e.closed = api, p.cfg.ConsumerARN, map[string]bool{}
+	e.opts = append([]func(*kinesis.Options){freshProtocol}, p.subOpts...)
+	p.kin = listingTap{KinesisAPI: p.kin, efo: p.efo}
+	return nil
+}
+
+// freshProtocol gives each subscription its own copy of the client's default protocol:
+// smithy-go's JSON protocol keeps its event-stream decoder state in the protocol value, which the
+// concurrent subscriptions of one client would otherwise share (a data race on the decode buffer).
+func freshProtocol(o *kinesis.Options) {
+	if _, ok := o.Protocol.(*awsjson.Protocol); ok {
+		o.Protocol = awsjson.New11(schemas.Kinesis_20131202)
+	}
+}
+
+// listingTap notes the shards each ListShards shows closed.
+type listingTap struct {
+	KinesisAPI
+	efo *efo
+}
+
+func (t listingTap) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	out, err := t.KinesisAPI.ListShards(ctx, in, optFns...)
+	if err == nil {
+		t.efo.mu.Lock()
+		for _, s := range out.Shards {
+			if s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil {
+				t.efo.closed[deref(s.ShardId)] = true
+			}
+		}
+		t.efo.mu.Unlock()
+	}
+	return out, err
+}
+
+func (e *efo) isClosed(shardID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed[shardID]
+}
+
+// subEvent is what the pump hands the reader: one event's new records (none, for an event that
+// only says how far behind the reader is), or a fatal error.
+type subEvent struct {
+	records  []types.Record
+	behind   int64
+	at       time.Time // when it arrived
+	end      bool      // the shard's end: children follow
+	children []types.ChildShard
+	err      error
+}
+
+// subscription is a reader's enhanced fan-out source. The reader goroutine owns every field but
+// events, which the pump sends on.
+type subscription struct {
+	events chan subEvent
+	stop   context.CancelFunc
+	done   chan struct{}
+	cur    subEvent // the event being taken apart
+	has    bool     // cur holds something not yet handed to the reader
+	// caughtUp is when the reader was last shown to be caught up: by a probe (see windowProbe),
+	// or, for lack of one, by an event that said so.
+	caughtUp time.Time
+	probed   time.Time // the last probe
+}
+
+// subscribing reports whether the reader reads through a subscription: the mapping has a
+// consumer, and no ListShards has shown the shard closed (a closed shard is read with GetRecords).
+func (r *reader) subscribing() bool {
+	e := r.p.efo
+	if r.sub != nil || e == nil || e.isClosed(r.shardID) {
+		return r.sub != nil
+	}
+	r.sub = &subscription{}
+	return true
+}
+
+// subscribe (re)starts the pump at the reader's position.
+func (r *reader) subscribe(ctx context.Context) error {
+	r.stopSubscription()
+	if err := ctx.Err(); err != nil {
+		return errStopped
+	}
+	// As open: a LATEST start this run decided is LATEST itself the first time, and the recorded
+	// start time after that (a retry must not skip what arrived since).
+	pr := r.currentProgress()
+	pos := resumePosition(r.lastRead, pr, r.p.cfg.StartingPositionTimestamp)
+	first := pos
+	if r.atTip && pos.kind == types.ShardIteratorTypeAtTimestamp && pr.Start == Latest {
+		first = position{kind: types.ShardIteratorTypeLatest}
+	}
+	r.atTip = false
+	pctx, stop := context.WithCancel(ctx)
+	s := &subscription{events: make(chan subEvent, 1), stop: stop, done: make(chan struct{})}
+	r.sub = s
+	pm := &pump{e: r.p.efo, shardID: r.shardID, log: r.p.log.With("shard_id", r.shardID, "consumer", r.p.efo.consumer),
+		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.retry, now: r.p.now}
+	go func() {
+		defer close(s.done)
+		pm.run(pctx)
+	}()
+	r.p.log.Info("shard subscribed", "shard_id", r.shardID, "consumer", r.p.efo.consumer, "type", first.kind, "seq", first.seq)
+	return nil
+}
+
+func startingPosition(pos position) *types.StartingPosition {
+	sp := &types.StartingPosition{Type: pos.kind}
+	if pos.seq != "" {
+		sp.SequenceNumber = aws.String(pos.seq)
+	}
+	if pos.kind == types.ShardIteratorTypeAtTimestamp {
+		sp.Timestamp = aws.Time(pos.timestamp)
+	}
+	return sp
+}
+
+// caughtUpTime is when the reader was last known to be caught up, given that a read that started
+// at readStart left it so: the read's start when polling; with a subscription, the start of the
+// last probe that found nothing (see windowProbe).
+func (r *reader) caughtUpTime(readStart time.Time) time.Time {
+	if r.sub == nil {
+		return readStart
+	}
+	return r.sub.caughtUp
+}
+
+// stopSubscription ends the pump and waits for it. The reader is left without a source until
+// open.
+func (r *reader) stopSubscription() {
+	if s := r.sub; s != nil && s.stop != nil {
+		s.stop()
+		<-s.done
+		r.sub = &subscription{}
+	}
+}
+
+// closeSubscription ends the pump for good (when run returns).
+func (r *reader) closeSubscription() {
+	r.stopSubscription()
+	r.sub = nil
+}
+
+// await waits up to d before the next read: a polling reader sleeps, a subscribed one returns as
+// soon as the pump has handed something over. It reports false when ctx ended.
+func (r *reader) await(ctx context.Context, d time.Duration) bool {
+	s := r.sub
+	if s == nil {
+		return sleep(ctx, d)
+	}
+	if s.has || r.p.efo.isClosed(r.shardID) {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case s.cur = <-s.events:
+		s.has = true
+		return true
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// subIterator stands in for NextShardIterator while a subscription is open.
+var subIterator = "subscription"
+
+// readSubscription takes what the pump has handed over, up to limit records, without waiting, in
+// GetRecords' shape: a nil NextShardIterator and the ChildShards at the shard's end. Once
+// ListShards shows the shard closed, it stops the subscription and reads the rest with GetRecords.
+func (r *reader) readSubscription(ctx context.Context, limit int32) (*kinesis.GetRecordsOutput, error) {
+	s := r.sub
+	if !s.has && r.p.efo.isClosed(r.shardID) {
+		r.closeSubscription()
+		r.p.log.Info("shard closed; reading the rest with GetRecords", "shard_id", r.shardID, "after", r.lastRead)
+		if err := r.open(ctx); err != nil {
+			return nil, fmt.Errorf("open closed shard %s: %w", r.shardID, err)
+		}
+		return r.next(ctx, limit)
+	}
+	// A subscription is reported behind unless a probe showed otherwise (see windowProbe): what
+	// the reader does when caught up, closing an idle tumbling window, needs proof.
+	out := &kinesis.GetRecordsOutput{NextShardIterator: &subIterator, MillisBehindLatest: aws.Int64(1)}
+	for len(out.Records) < int(limit) {
+		if !s.has {
+			select {
+			case s.cur = <-s.events:
+				s.has = true
+			default:
+			}
+			if !s.has {
+				break
+			}
+		}
+		if s.cur.err != nil {
+			if len(out.Records) > 0 {
+				break // hand over what came before the error first
+			}
+			err := s.cur.err
+			s.cur, s.has = subEvent{}, false
+			return nil, err
+		}
+		n := min(int(limit)-len(out.Records), len(s.cur.records))
+		out.Records = append(out.Records, s.cur.records[:n]...)
+		s.cur.records = s.cur.records[n:]
+		*out.MillisBehindLatest = s.cur.behind
+		if len(s.cur.records) > 0 {
+			*out.MillisBehindLatest = max(s.cur.behind, 1)
+			break
+		}
+		if s.cur.end {
+			out.NextShardIterator, out.ChildShards = nil, s.cur.children
+		}
+		s.cur, s.has = subEvent{}, false
+		if out.NextShardIterator == nil {
+			break
+		}
+	}
+	if len(out.Records) == 0 && !s.has && r.windowProbe(ctx) {
+		*out.MillisBehindLatest = 0
+	}
+	return out, nil
+}
+
+// windowProbe decides whether an idle tumbling window may close. Polling shows it: a read that
+// started after the window's end and found nothing. A subscription cannot: an event that says
+// "caught up" may have been made long before it arrives (a stalled or frozen connection), and an
+// empty hand-over proves nothing. So once the open window has ended a poll ago, the reader asks
+// GetRecords after its last record, at most once per poll interval: nothing there, and the window
+// may close (the probe's start is when the reader was caught up); records there are left to the
+// subscription, which delivers them.
+func (r *reader) windowProbe(ctx context.Context) bool {
+	s, cfg := r.sub, &r.p.cfg
+	w := r.openWindowState()
+	if w == nil {
+		return false
+	}
+	end, now := w.Start.Add(cfg.TumblingWindow), r.p.now()
+	if !s.caughtUp.Before(end) || now.Before(end.Add(cfg.PollInterval)) || now.Sub(s.probed) < cfg.PollInterval {
+		return false
+	}
+	s.probed = now
+	pos := resumePosition(r.lastRead, r.currentProgress(), cfg.StartingPositionTimestamp)
+	in := &kinesis.GetShardIteratorInput{StreamARN: &cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
+	if pos.seq != "" {
+		in.StartingSequenceNumber = aws.String(pos.seq)
+	}
+	if pos.kind == types.ShardIteratorTypeAtTimestamp {
+		in.Timestamp = aws.Time(pos.timestamp)
+	}
+	it, err := r.p.kin.GetShardIterator(ctx, in)
+	if err != nil {
+		return false
+	}
+	out, err := r.p.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
+	if err != nil || len(out.Records) > 0 {
+		return false
+	}
+	s.caughtUp = now
+	return true
+}
+
+// pump holds one shard's subscription and hands its events over.
+type pump struct {
+	e       *efo
+	shardID string
+	log     *slog.Logger
+	events  chan<- subEvent
+	pos     *types.StartingPosition
+	// fallback replaces pos after the first attempt while no continuation has come.
+	fallback *types.StartingPosition
+	last     string // the last record handed over
+	bo       backoff
+	now      func() time.Time
+}
+
+func (m *pump) run(ctx context.Context) {
+	for {
+		in := &kinesis.SubscribeToShardInput{ConsumerARN: &m.e.consumer, ShardId: &m.shardID, StartingPosition: m.pos}
+		out, err := m.e.api.SubscribeToShard(ctx, in, m.e.opts...)
+		if m.fallback != nil {
+			m.pos, m.fallback = m.fallback, nil // a continuation, once one comes, replaces it
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			var invalid *types.InvalidArgumentException
+			if errors.As(err, &invalid) {
+				m.send(ctx, subEvent{err: fmt.Errorf("subscribe to shard %s at %s %s: %w",
+					m.shardID, m.pos.Type, aws.ToString(m.pos.SequenceNumber), err)})
+				return
+			}
+			d := m.bo.next()
+			var inUse *types.ResourceInUseException
+			if errors.As(err, &inUse) {
+				m.log.Info("shard subscription in use; backing off", "backoff", d)
+			} else {
+				m.log.Warn("subscribe to shard failed; backing off", "err", err, "backoff", d)
+			}
+			if !sleep(ctx, d) {
+				return
+			}
+			continue
+		}
+		got, ended, err := m.consume(ctx, out.GetStream())
+		switch {
+		case ended || ctx.Err() != nil:
+			return
+		case err != nil:
+			m.log.Warn("shard subscription dropped; resubscribing", "err", err, "at", aws.ToString(m.pos.SequenceNumber))
+		default:
+			m.log.Debug("shard subscription renewed", "shard_id", m.shardID, "at", aws.ToString(m.pos.SequenceNumber))
+		}
+		if got {
+			m.bo.reset()
+		} else if !sleep(ctx, m.bo.next()) { // a subscription that yields nothing: do not spin
+			return
+		}
+	}
+}
+
+// consume hands the stream's events over until the shard ends (ended), the stream ends or fails,
+// or the renewal time comes. got says whether any event arrived.
+func (m *pump) consume(ctx context.Context, es *kinesis.SubscribeToShardEventStream) (got, ended bool, err error) {
+	defer es.Close()
+	renew := time.NewTimer(m.e.renew)
+	defer renew.Stop()
+	for {
+		select {
+		case ev, ok := <-es.Events():
+			if !ok {
+				return got, false, es.Err()
+			}
+			e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+			if !ok {
+				continue
+			}
+			got = true
+			v := &e.Value
+			recs := v.Records
+			for len(recs) > 0 && m.last != "" && compareSeq(deref(recs[0].SequenceNumber), m.last) <= 0 {
+				recs = recs[1:] // handed over before a renewal
+			}
+			if len(recs) > 0 {
+				m.last = deref(recs[len(recs)-1].SequenceNumber)
+			}
+			if v.ContinuationSequenceNumber != nil {
+				m.pos = &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: v.ContinuationSequenceNumber}
+			}
+			end := v.ContinuationSequenceNumber == nil || len(v.ChildShards) > 0
+			se := subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), at: m.now(), end: end, children: v.ChildShards}
+			if !m.send(ctx, se) { // events without records too: they say the reader is caught up
+				return got, false, nil
+			}
+			if end {
+				return got, true, nil
+			}
+		case <-renew.C:
+			return got, false, nil
+		case <-ctx.Done():
+			return got, false, nil
+		}
+	}
+}
+
+func (m *pump) send(ctx context.Context, ev subEvent) bool {
+	select {
+	case m.events <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// compareSeq orders two Kinesis sequence numbers (decimal strings of up to 128 digits).
+func compareSeq(a, b string) int {
+	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
+}

@@ -1,0 +1,44 @@
+package redrive
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/kinesis-esm/esm/local"
+)
+
+// The package's tests read Kinesis from the in-memory fake (deterministic sequence numbers and
+// arrival times, and retention that can be trimmed at will) and queues from goaws in-process.
+var (
+	awsCfg  aws.Config
+	sqsSrv  *local.SQSServer
+	sqsC    *sqs.Client
+	nameSeq atomic.Int64
+)
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	var err error
+	if awsCfg, err = local.AWSConfig(context.Background(), ""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if sqsSrv, err = local.StartSQS(); err != nil {
+		fmt.Fprintln(os.Stderr, "sqs emulator:", err)
+		return 1
+	}
+	defer sqsSrv.Close()
+	sqsC = local.NewSQSClient(awsCfg, sqsSrv.Endpoint())
+	return m.Run()
+}
+
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), nameSeq.Add(1))
+}
