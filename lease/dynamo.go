@@ -694,7 +694,23 @@ func (d *Dynamo) DebugState(shardID string) string {
 	defer d.mu.Unlock()
 	now := d.cfg.now()
 	l, known := d.cache[shardID]
-	return fmt.Sprintf("%s: cycles=%d last=%s joined=%v alive=%v placed=%q settled=%v held=%v cached=%v owner=%q epoch=%d poll=%+v pending=%v members=%d agreed=%v",
+	var hs string
+	if h := d.held[shardID]; h != nil {
+		hs = fmt.Sprintf("fresh=%v finished=%v handTo=%q announced=%v", h.fresh, h.finished, h.handTo, h.announced)
+	}
+	var ps []string
+	for _, p := range nonEmpty(d.infos[shardID].Parents) {
+		pl, ok := d.cache[p]
+		ps = append(ps, fmt.Sprintf("%s cached=%v finished=%v", p, ok, pl.Finished()))
+	}
+	return fmt.Sprintf("%s %s cand=%v parents=%v children-of-parent=%v", hs, d.id, d.lastCand[shardID], ps, d.children[firstOr(d.infos[shardID].Parents)]) + fmt.Sprintf(" %s: cycles=%d last=%s joined=%v alive=%v placed=%q settled=%v held=%v cached=%v owner=%q epoch=%d poll=%+v pending=%v members=%d agreed=%v",
 		d.id, d.cycles, d.lastCycle.Format("15:04:05.000"), d.joined, d.aliveLocked(now), d.plan.owner[shardID], d.settledLocked(shardID, now), d.held[shardID] != nil, known, l.Owner, l.OwnerEpoch,
 		d.polls[shardID], d.pending[shardID], len(d.members), d.agreedLocked())
+}
+
+func firstOr(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	return ss[0]
 }

@@ -208,16 +208,6 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 	items := d.batchGet(ctx, ids)
 	now := d.cfg.now()
 	d.mu.Lock()
-	for _, p := range lineage {
-		// A parent without an item whose child has one was finished and deleted (children
-		// get items only once their parents are finished; see cleanUp).
-		if it, ok := items[p]; ok && it == nil && slices.ContainsFunc(d.children[p], func(c string) bool {
-			_, known := d.cache[c]
-			return known || d.held[c] != nil
-		}) {
-			d.cache[p] = finishedMarker(p)
-		}
-	}
 	var take []Lease
 	for _, id := range wanted {
 		it, ok := items[id]
@@ -249,8 +239,39 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 		}
 		d.backoffLocked(id, now)
 	}
+	for _, p := range append(slices.Clone(lineage), wanted...) {
+		// A parent without an item whose child has one was finished and deleted (children
+		// get items only once their parents are finished; see cleanUp).
+		if it, ok := items[p]; ok && it == nil && slices.ContainsFunc(d.children[p], func(c string) bool {
+			_, known := d.cache[c]
+			return known || d.held[c] != nil
+		}) {
+			d.cache[p] = finishedMarker(p)
+		}
+	}
 	d.mu.Unlock()
-	parallel(take, func(l Lease) { d.take(ctx, l) })
+	parallel(d.confirmFree(ctx, take), func(l Lease) { d.take(ctx, l) })
+}
+
+// confirmFree keeps the leases that are free by a consistent read of the roster made after
+// they were read: a worker that joined since this worker's last (eventually consistent) read
+// would otherwise look gone. An entry, once replaced or removed, never comes back, so an owner
+// whose entry a consistent read does not show with the lease's epoch is gone for good.
+func (d *Dynamo) confirmFree(ctx context.Context, ls []Lease) []Lease {
+	others := slices.ContainsFunc(ls, func(l Lease) bool { return l.Owner != "" && l.Owner != d.id && l.OwnerEpoch != 0 })
+	if !others {
+		return ls
+	}
+	if err := d.readRoster(ctx, true); err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("read roster failed; will retry", "err", err)
+		}
+		return slices.DeleteFunc(ls, func(l Lease) bool { return l.Owner != "" && l.Owner != d.id && l.OwnerEpoch != 0 })
+	}
+	now := d.cfg.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.DeleteFunc(ls, func(l Lease) bool { return l.Owner != d.id && !d.freeLocked(l, now) })
 }
 
 // batchGet reads leases consistently: id → item, nil when absent; ids not read are left out.
@@ -447,6 +468,9 @@ func (d *Dynamo) grab(ctx context.Context, id string) {
 	d.mu.Unlock()
 	if !known {
 		d.create(ctx, id, false)
+		return
+	}
+	if len(d.confirmFree(ctx, []Lease{l})) == 0 {
 		return
 	}
 	d.take(ctx, l)

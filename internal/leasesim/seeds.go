@@ -101,7 +101,7 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 		fmt.Printf("running %v\nworkers %v\n", w.running, slices.Sorted(mapsKeys(w.workers)))
 		fmt.Println("logs", w.counts.n)
 		for _, sw := range w.workers {
-			fmt.Println(time.Now().Format("15:04:05.000"), sw.d.DebugState("shardId-000000000005"))
+			fmt.Println(time.Now().Format("15:04:05.000"), sw.d.DebugState("shardId-000000000009"))
 		}
 		w.mu.Unlock()
 	}
