@@ -68,6 +68,16 @@ bench: node_modules/.package-lock.json
 	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./cmd/esm/
 	$(GO) test -run '^$$' -bench 'InvokeOverhead' -benchtime 5000x ./e2e/rie/
 
+.PHONY: sim-scale
+
+# sim-scale runs the lease protocol at 10,000 shards over 100 workers in virtual time (real
+# pollers and lease code on the in-memory Kinesis and DynamoDB with capacity accounting) and
+# prints one line per target of issue 15, then 300 seeds of it under faults. CI runs the same
+# tests at 1,000 shards / 10 workers as part of "make test".
+sim-scale:
+	$(GO) test -count=1 -timeout 60m -run 'TestScale' -v ./internal/leasesim/ -args -scale=full 2>&1 | grep -E 'target|^(--- |ok|FAIL)'
+	$(GO) test -count=1 -timeout 30m -run 'TestFaultSeeds' -v ./internal/leasesim/ -args -seeds=300 2>&1 | grep -E 'seeds,|violations|^(--- FAIL|ok|FAIL)'
+
 .PHONY: bootstrap rie
 
 # bootstrap builds the example function as a Lambda custom-runtime bootstrap for provided.al2023,

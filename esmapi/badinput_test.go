@@ -1,9 +1,14 @@
 package esmapi_test
 
 import (
+	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
 )
@@ -183,5 +188,34 @@ func TestResourceInUse(t *testing.T) {
 	}
 	if got := slow.records(); len(got) != 1 || got[0] != "held" {
 		t.Fatalf("the held batch was invoked %v", got)
+	}
+}
+
+// TestConsumerSource: an enhanced fan-out consumer's ARN is an EventSourceArn, as in Lambda: the
+// mapping keeps it as its EventSourceArn; an unregistered consumer is refused.
+func TestConsumerSource(t *testing.T) {
+	s := startServer(t, t.TempDir(), map[string]*recorder{"fn": {}})
+	_, arn := newStream(t)
+	ctx := context.Background()
+	out, err := kin.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("esmapi-consumer")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer := aws.ToString(out.Consumer.ConsumerARN)
+	r := s.call(t, "POST", mappings, map[string]any{"FunctionName": "fn", "EventSourceArn": consumer, "StartingPosition": "LATEST", "Enabled": false})
+	if r.status != 202 || r.body["EventSourceArn"] != consumer || r.body["FunctionArn"] != "arn:aws:lambda:us-east-1:000000000000:function:fn" {
+		t.Fatalf("create on a consumer: %d %v", r.status, r.body)
+	}
+	if d := s.call(t, "POST", mappings, map[string]any{"FunctionName": "fn", "EventSourceArn": consumer, "StartingPosition": "LATEST"}); d.status != 409 {
+		t.Fatalf("a second mapping of the consumer: %d %v", d.status, d.body)
+	}
+	l := s.call(t, "GET", mappings+"?EventSourceArn="+url.QueryEscape(consumer), nil)
+	if got, _ := l.body["EventSourceMappings"].([]any); len(got) != 1 {
+		t.Fatalf("list by consumer: %v", l.body)
+	}
+	missing := arn + "/consumer/nobody:1700000000"
+	if r := s.call(t, "POST", mappings, map[string]any{"FunctionName": "fn", "EventSourceArn": missing, "StartingPosition": "LATEST"}); r.status != 400 ||
+		r.errorType != "InvalidParameterValueException" || !strings.Contains(r.body["message"].(string), "Stream consumer not found: "+missing) {
+		t.Fatalf("an unregistered consumer: %d %s %v", r.status, r.errorType, r.body)
 	}
 }

@@ -22,6 +22,9 @@ type Record struct {
 	Enabled bool `json:"Enabled"`
 	// Deleting is set by DeleteEventSourceMapping; a restart finishes the deletion.
 	Deleting bool `json:"Deleting,omitempty"`
+	// Revision counts the changes of the record; workers sharing a catalog apply a record whose
+	// revision is higher than theirs.
+	Revision int64 `json:"Revision"`
 	// Created orders ListEventSourceMappings.
 	Created time.Time         `json:"Created"`
 	Tags    map[string]string `json:"Tags,omitempty"`

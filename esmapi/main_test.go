@@ -33,6 +33,7 @@ import (
 
 var (
 	kinesisEndpoint string
+	dynamoEndpoint  string
 	kin             *kinesis.Client
 	streamSeq       atomic.Int64
 )
@@ -47,6 +48,12 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer stop()
+	var stopDynamo func()
+	if dynamoEndpoint, stopDynamo, err = local.TestDynamoEndpoint(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stopDynamo()
 	return m.Run()
 }
 
@@ -156,7 +163,7 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 	m, err := esmapi.Open(ctx, esmapi.Options{
 		Engine:         shared,
 		Catalog:        esmapi.FileCatalog{Dir: dir + "/mappings"},
-		Progress:       func(id string) poller.Store { return store.Mapping(id) },
+		Progress:       func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
 		DeleteProgress: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
 		Functions:      functions,
 		Base:           poller.Config{PollInterval: 50 * time.Millisecond, MinPollSpacing: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second},
@@ -176,6 +183,29 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 	return s
 }
 
+// startOpen serves the API of a Manager opened with o (Engine and Logger filled in).
+func startOpen(t *testing.T, o esmapi.Options) *server {
+	t.Helper()
+	ctx := context.Background()
+	shared, err := service.NewShared(ctx, local.DefaultRegion, kinesisEndpoint, "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Engine = shared
+	m, err := esmapi.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{m: m, http: httptest.NewServer(m.Handler())}
+	s.client = lambda.New(lambda.Options{
+		Region:       local.DefaultRegion,
+		BaseEndpoint: aws.String(s.http.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDLOCAL", "local", ""),
+	})
+	t.Cleanup(s.close)
+	return s
+}
+
 // close stops the server as a process exit would: the API, then every mapping, then the store.
 func (s *server) close() {
 	if s.closed {
@@ -184,7 +214,9 @@ func (s *server) close() {
 	s.closed = true
 	s.http.Close()
 	s.m.Close()
-	_ = s.store.Close()
+	if s.store != nil {
+		_ = s.store.Close()
+	}
 }
 
 // waitState waits until the mapping's State is want.

@@ -31,6 +31,8 @@ type Function struct {
 type Engine interface {
 	// ResolveStream returns the stream's ARN, or an error wrapping poller.ErrStreamNotFound.
 	ResolveStream(ctx context.Context, stream string) (string, error)
+	// ResolveConsumer checks that the enhanced fan-out consumer of the stream is registered.
+	ResolveConsumer(ctx context.Context, streamARN, consumerARN string) error
 	NewPoller(mc poller.Config, uuid string, store poller.Store, inv poller.Invoker, opts ...poller.Option) (*poller.Poller, error)
 }
 
@@ -38,8 +40,10 @@ type Engine interface {
 type Options struct {
 	Engine  Engine
 	Catalog Catalog
-	// Progress returns the store of a mapping's progress, keyed by its UUID.
-	Progress func(uuid string) poller.Store
+	// Progress returns the store of a mapping's progress, keyed by its UUID; it is asked each
+	// time the mapping's poller starts. A store that is a SharedProgress (lease.Dynamo) also
+	// shares the mapping's shards with other workers.
+	Progress func(ctx context.Context, uuid string) (poller.Store, error)
 	// DeleteProgress removes a deleted mapping's progress.
 	DeleteProgress func(ctx context.Context, uuid string) error
 	Functions      []Function
@@ -47,6 +51,14 @@ type Options struct {
 	// cadence and the shutdown grace.
 	Base   poller.Config
 	Logger *slog.Logger
+	// DeleteDelay is how long a deletion waits, once this worker stopped the mapping, before it
+	// removes the mapping's progress: with a catalog shared by several workers, the time the
+	// others need to see the deletion and stop (two SyncIntervals and a ShutdownGrace). Default 0.
+	DeleteDelay time.Duration
+	// SyncInterval, when positive, is how often a catalog shared with other workers
+	// (DynamoCatalog) is read again to apply what they changed (see Sync). 0: the catalog is
+	// this process's alone.
+	SyncInterval time.Duration
 	// RestartBackoff is the first pause before a failed poller is started again; it doubles up to
 	// 30 s. Default 1 s.
 	RestartBackoff time.Duration
@@ -65,6 +77,9 @@ type Manager struct {
 
 	mu   sync.Mutex
 	maps map[string]*entry
+	// deleted are the mappings deleted while this process runs: a catalog read from before
+	// their deletion must not bring them back.
+	deleted map[string]bool
 }
 
 type entry struct {
@@ -98,7 +113,7 @@ func Open(ctx context.Context, o Options) (*Manager, error) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	o.RestartBackoff = cmp.Or(o.RestartBackoff, time.Second)
-	m := &Manager{o: o, log: o.Logger, funcs: map[string]Function{}, maps: map[string]*entry{}}
+	m := &Manager{o: o, log: o.Logger, funcs: map[string]Function{}, maps: map[string]*entry{}, deleted: map[string]bool{}}
 	for _, f := range o.Functions {
 		if _, dup := m.funcs[f.Name]; dup {
 			return nil, fmt.Errorf("function %s registered twice", f.Name)
@@ -128,6 +143,9 @@ func Open(ctx context.Context, o Options) (*Manager, error) {
 		}
 	}
 	m.log.Info("mappings loaded", "mappings", len(recs))
+	if o.SyncInterval > 0 {
+		m.async(m.syncLoop)
+	}
 	return m, nil
 }
 
@@ -180,7 +198,8 @@ func (m *Manager) startLocked(e *entry) {
 	e.run = r
 	id := e.rec.Mapping.UUID
 	mc, cerr := m.config(e)
-	fn := m.funcs[parseFunctionName(e.rec.FunctionName).name]
+	fnName := e.rec.FunctionName
+	fn := m.funcs[parseFunctionName(fnName).name]
 	log := m.log.With("mapping", id)
 	settle := func() {
 		m.mu.Lock()
@@ -198,15 +217,11 @@ func (m *Manager) startLocked(e *entry) {
 		for {
 			err := cerr
 			if err == nil && fn.Invoker == nil {
-				err = fmt.Errorf("function %s is not registered", e.rec.FunctionName)
+				err = fmt.Errorf("function %s is not registered", fnName)
 			}
 			if err == nil {
-				var p *poller.Poller
-				p, err = m.o.Engine.NewPoller(mc, id, m.o.Progress(id), fn.Invoker,
+				err = m.runPoller(ctx, mc, id, fn.Invoker,
 					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(resultObserver{e: e}))
-				if err == nil {
-					err = p.Run(ctx)
-				}
 			}
 			if ctx.Err() != nil {
 				return
@@ -225,6 +240,45 @@ func (m *Manager) startLocked(e *entry) {
 			backoff = min(2*backoff, 30*time.Second)
 		}
 	}()
+}
+
+// SharedProgress is a mapping's progress shared with other workers through leases
+// (lease.Dynamo): the poller coordinates with it, and Run renews its leases meanwhile.
+type SharedProgress interface {
+	poller.Store
+	poller.Coordinator
+	Run(ctx context.Context) error
+	ClaimInterval() time.Duration
+}
+
+// runPoller runs one poller of the mapping until ctx ends or it fails.
+func (m *Manager) runPoller(ctx context.Context, mc poller.Config, id string, inv poller.Invoker, opts ...poller.Option) error {
+	store, err := m.o.Progress(ctx, id)
+	if err != nil {
+		return err
+	}
+	sp, shared := store.(SharedProgress)
+	if shared {
+		mc.ClaimInterval = sp.ClaimInterval()
+		opts = append(opts, poller.WithCoordinator(sp))
+	}
+	p, err := m.o.Engine.NewPoller(mc, id, store, inv, opts...)
+	if err != nil {
+		return err
+	}
+	if !shared {
+		return p.Run(ctx)
+	}
+	// The leases are renewed until the poller has stopped and released them.
+	lctx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
+	renewed := make(chan error, 1)
+	go func() { renewed <- sp.Run(lctx) }()
+	err = p.Run(ctx)
+	stopLeases()
+	if rerr := <-renewed; err == nil && ctx.Err() == nil {
+		err = rerr
+	}
+	return err
 }
 
 // stop stops the mapping's poller, if any, and waits for it; m.mu is not held.
@@ -293,9 +347,9 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Config, *APIError) {
 	if _, ok := m.funcs[ref.name]; !ok {
 		return poller.Config{}, invalidParameter(msgFunctionNotFound)
 	}
-	stream, err := poller.ParseStreamARN(*req.EventSourceArn)
+	stream, err := sourceStream(*req.EventSourceArn)
 	if err != nil {
-		return poller.Config{}, invalidParameter("%s esm serves Kinesis stream mappings: arn:aws:kinesis:<region>:<account>:stream/<name>.", msgUnrecognizedSource)
+		return poller.Config{}, invalidParameter("%s esm serves Kinesis mappings: arn:aws:kinesis:<region>:<account>:stream/<name>, or a consumer of one.", msgUnrecognizedSource)
 	}
 	if e := req.checkKinesis(); e != nil {
 		return poller.Config{}, e
@@ -306,7 +360,7 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Config, *APIError) {
 		s.StartingPositionTimestamp = &req.StartingPositionTimestamp.Time
 	}
 	mc := m.o.Base
-	mc.StreamARN, mc.FunctionARN = stream.String(), ref.arn(stream)
+	mc.StreamARN, mc.FunctionARN = *req.EventSourceArn, ref.arn(stream) // a consumer ARN moves to ConsumerARN
 	if err := s.Apply(&mc); err != nil {
 		return poller.Config{}, fromConfig(err)
 	}
@@ -323,9 +377,14 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 	}
 	if _, err := m.o.Engine.ResolveStream(ctx, mc.StreamARN); err != nil {
 		if errors.Is(err, poller.ErrStreamNotFound) {
-			return EventSourceMapping{}, invalidParameter("Stream not found: %s", *req.EventSourceArn)
+			return EventSourceMapping{}, invalidParameter("Stream not found: %s", mc.StreamARN)
 		}
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	if mc.ConsumerARN != "" {
+		if err := m.o.Engine.ResolveConsumer(ctx, mc.StreamARN, mc.ConsumerARN); err != nil {
+			return EventSourceMapping{}, invalidParameter("Stream consumer not found: %s (%s)", mc.ConsumerARN, oneLine(err))
+		}
 	}
 	rec := Record{FunctionName: *req.FunctionName, Tags: req.Tags}
 	if req.KMSKeyArn != nil {
@@ -334,7 +393,7 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 	rec.Mapping.MetricsConfig = req.MetricsConfig
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if other := m.conflictLocked(mc.StreamARN, mc.FunctionARN, ""); other != nil {
+	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, ""); other != nil {
 		return EventSourceMapping{}, conflict(*req.EventSourceArn, *req.FunctionName, other)
 	}
 	return m.addLocked(ctx, rec, mc)
@@ -349,7 +408,7 @@ func conflict(streamARN, functionName string, other *entry) *APIError {
 // addLocked stores a new mapping with the settings of mc (defaults applied) and starts it; m.mu
 // is held.
 func (m *Manager) addLocked(ctx context.Context, rec Record, mc poller.Config) (EventSourceMapping, *APIError) {
-	stream, _ := poller.ParseStreamARN(mc.StreamARN)
+	stream, _ := poller.ParseStreamARN(mc.StreamARN) // defaults applied: the stream's, not a consumer's
 	now := time.Now()
 	id := uuid.NewString()
 	rec.Enabled, rec.Created = !mc.Disabled, now
@@ -393,7 +452,7 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc pol
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if other := m.conflictLocked(mc.StreamARN, mc.FunctionARN, ""); other != nil {
+	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, ""); other != nil {
 		return other.view(), false, nil
 	}
 	v, aerr := m.addLocked(ctx, Record{FunctionName: functionName}, mc)
@@ -445,7 +504,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 		return EventSourceMapping{}, inUse(id, e.state)
 	}
 	rec := e.rec
-	stream, _ := poller.ParseStreamARN(rec.Mapping.EventSourceArn)
+	stream, _ := sourceStream(rec.Mapping.EventSourceArn)
 	if req.FunctionName != nil {
 		ref := parseFunctionName(*req.FunctionName)
 		if _, ok := m.funcs[ref.name]; !ok {
@@ -468,13 +527,13 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	if err != nil {
 		return EventSourceMapping{}, fromConfig(err)
 	}
-	if other := m.conflictLocked(mc.StreamARN, mc.FunctionARN, id); other != nil {
-		return EventSourceMapping{}, conflict(mc.StreamARN, rec.FunctionName, other)
+	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, id); other != nil {
+		return EventSourceMapping{}, conflict(sourceOf(mc), rec.FunctionName, other)
 	}
-	wasEnabled := rec.Enabled
 	rec.Mapping.describe(mc)
 	rec.Enabled = !mc.Disabled
 	rec.Mapping.LastModified = Timestamp{time.Now()}
+	rec.Revision++
 	if req.KMSKeyArn != nil {
 		rec.Mapping.KMSKeyArn = *req.KMSKeyArn
 	}
@@ -487,6 +546,17 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	if err := m.o.Catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
+	m.replaceLocked(e, rec)
+	view := e.view()
+	m.log.Info("mapping updated", "mapping", id, "state", view.State)
+	return view, nil
+}
+
+// replaceLocked gives the mapping its new settings: Updating (Enabling, Disabling) while its
+// poller stops, the batch in flight finishing, then Enabled once it runs again with them from the
+// stored progress (or Disabled). m.mu is held.
+func (m *Manager) replaceLocked(e *entry, rec Record) {
+	wasEnabled := e.rec.Enabled
 	e.rec = rec
 	switch {
 	case rec.Enabled && !wasEnabled:
@@ -496,7 +566,6 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	default:
 		e.state = StateUpdating
 	}
-	view := e.view()
 	m.async(func() {
 		m.stop(e)
 		m.mu.Lock()
@@ -510,8 +579,6 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 			e.state = StateDisabled
 		}
 	})
-	m.log.Info("mapping updated", "mapping", id, "state", view.State)
-	return view, nil
 }
 
 // Delete implements DeleteEventSourceMapping: the mapping is Deleting until its poller stopped
@@ -528,6 +595,7 @@ func (m *Manager) Delete(ctx context.Context, id string) (EventSourceMapping, *A
 	}
 	rec := e.rec
 	rec.Deleting = true
+	rec.Revision++
 	if err := m.o.Catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
@@ -542,7 +610,16 @@ func (m *Manager) Delete(ctx context.Context, id string) (EventSourceMapping, *A
 // Deleting, to be finished at the next start.
 func (m *Manager) finishDelete(e *entry) {
 	m.stop(e)
+	if m.o.DeleteDelay > 0 {
+		select {
+		case <-m.ctx.Done(): // the next start finishes the deletion
+			return
+		case <-time.After(m.o.DeleteDelay):
+		}
+	}
+	m.mu.Lock()
 	id := e.rec.Mapping.UUID
+	m.mu.Unlock()
 	if err := m.o.DeleteProgress(m.ctx, id); err != nil {
 		m.log.Error("delete the mapping's progress", "mapping", id, "error", err)
 		return
@@ -553,6 +630,7 @@ func (m *Manager) finishDelete(e *entry) {
 	}
 	m.mu.Lock()
 	delete(m.maps, id)
+	m.deleted[id] = true
 	m.mu.Unlock()
 	m.log.Info("mapping deleted", "mapping", id)
 }
@@ -589,7 +667,7 @@ func (m *Manager) List(in ListInput) ([]EventSourceMapping, string, *APIError) {
 			continue
 		}
 		if in.FunctionName != "" {
-			stream, _ := poller.ParseStreamARN(e.rec.Mapping.EventSourceArn)
+			stream, _ := sourceStream(e.rec.Mapping.EventSourceArn)
 			if parseFunctionName(in.FunctionName).arn(stream) != e.rec.Mapping.FunctionArn {
 				continue
 			}
@@ -646,6 +724,7 @@ func (m *Manager) SetTags(ctx context.Context, arn string, add map[string]string
 		delete(tags, k)
 	}
 	rec.Tags = tags
+	rec.Revision++
 	if err := m.o.Catalog.Put(ctx, rec); err != nil {
 		return &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}

@@ -306,7 +306,7 @@ func settingsOf(m *EventSourceMapping, enabled bool) service.Settings {
 // describe fills the mapping's settings from mc, which has its defaults applied: the one place
 // where the API learns Lambda's defaults is poller.Config.WithDefaults.
 func (m *EventSourceMapping) describe(mc poller.Config) {
-	m.EventSourceArn = mc.StreamARN
+	m.EventSourceArn = sourceOf(mc)
 	m.FunctionArn = mc.FunctionARN
 	m.BatchSize = mc.BatchSize
 	m.MaximumBatchingWindowInSeconds = int(mc.MaximumBatchingWindow / time.Second)
@@ -332,6 +332,24 @@ func (m *EventSourceMapping) describe(mc poller.Config) {
 	if !mc.StartingPositionTimestamp.IsZero() {
 		m.StartingPositionTimestamp = &Timestamp{mc.StartingPositionTimestamp}
 	}
+}
+
+// sourceOf is the mapping's EventSourceArn: its enhanced fan-out consumer's ARN, or its stream's.
+func sourceOf(mc poller.Config) string {
+	if mc.ConsumerARN != "" {
+		return mc.ConsumerARN
+	}
+	return mc.StreamARN
+}
+
+// sourceStream is the stream of an EventSourceArn: a stream ARN, or an enhanced fan-out
+// consumer's ARN.
+func sourceStream(arn string) (poller.StreamARN, error) {
+	if poller.IsConsumerARN(arn) {
+		ca, err := poller.ParseConsumerARN(arn)
+		return ca.Stream, err
+	}
+	return poller.ParseStreamARN(arn)
 }
 
 // functionRef is a FunctionName parsed: a name, function ARN, qualified ARN or partial ARN.

@@ -26,6 +26,11 @@ const (
 	attrStartHash     = "startingHashKey"              // S
 	attrEndHash       = "endingHashKey"                // S
 
+	// attrOwnerEpoch is the epoch of the owner's roster entry when it took the lease: the
+	// lease is valid while that entry, with that epoch, is in the roster and its heartbeat
+	// moves. Absent on leases written by the previous protocol (and by KCL).
+	attrOwnerEpoch = "leaseOwnerEpoch" // N
+
 	// attrPendingOwner names the worker that asked for the lease in a cooperative hand-over. The
 	// owner stops reading, checkpoints and releases the lease, which stays reserved for that
 	// worker (unowned, with pendingOwner) until it takes it or a lease duration passes.
@@ -61,6 +66,9 @@ type Lease struct {
 	// PendingOwner is the worker a cooperative hand-over was requested for ("" when none); on an
 	// unowned lease, the worker it is reserved for.
 	PendingOwner string
+	// OwnerEpoch is the epoch of the owner's roster entry the lease is valid under; 0 on a
+	// lease of the previous protocol.
+	OwnerEpoch int64
 	// OwnerSwitchesSinceCheckpoint counts ownership changes since the last checkpoint.
 	OwnerSwitchesSinceCheckpoint int64
 	Parents, Children            []string
@@ -245,6 +253,7 @@ func decodeLease(it map[string]types.AttributeValue) (Lease, error) {
 	}
 	l.Owner = getS(attrOwner)
 	l.Counter = getN(attrCounter)
+	l.OwnerEpoch = getN(attrOwnerEpoch)
 	l.PendingOwner = getS(attrPendingOwner)
 	l.OwnerSwitchesSinceCheckpoint = getN(attrOwnerSwitches)
 	l.Parents = getSS(attrParents)

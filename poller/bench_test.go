@@ -38,9 +38,17 @@ func BenchmarkPollerOverhead(b *testing.B) {
 	})
 }
 
+// BenchmarkPollerOverheadEFO is BenchmarkPollerOverhead with the records pushed through an
+// enhanced fan-out subscription: the event stream's encoding and the SDK's decoding included.
+func BenchmarkPollerOverheadEFO(b *testing.B) {
+	benchPoller(b, func(target int64, done chan struct{}) Invoker {
+		return &countingInvoker{target: target, done: done}
+	}, func(f *fakekinesis.Fake, c *Config) { c.ConsumerARN = f.RegisterConsumer("bench", "esm") })
+}
+
 // benchPoller runs a mapping over b.N 1 KiB records of one shard, with the invoker newInvoker
 // makes (it closes done once it has seen target records), at BatchSize 100 and 10,000.
-func benchPoller(b *testing.B, newInvoker func(target int64, done chan struct{}) Invoker) {
+func benchPoller(b *testing.B, newInvoker func(target int64, done chan struct{}) Invoker, tune ...func(*fakekinesis.Fake, *Config)) {
 	for _, batch := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			f := fakekinesis.New()
@@ -55,8 +63,12 @@ func benchPoller(b *testing.B, newInvoker func(target int64, done chan struct{})
 				f.PutMany("bench", entries)
 			}
 			done := make(chan struct{})
-			p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: batch, MinPollSpacing: time.Nanosecond,
-				PollInterval: time.Millisecond, ShardSyncInterval: time.Hour}, f, NewMemoryStore(), newInvoker(int64(b.N), done))
+			cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: batch, MinPollSpacing: time.Nanosecond,
+				PollInterval: time.Millisecond, ShardSyncInterval: time.Hour}
+			for _, fn := range tune {
+				fn(f, &cfg)
+			}
+			p, err := New(cfg, f, NewMemoryStore(), newInvoker(int64(b.N), done))
 			if err != nil {
 				b.Fatal(err)
 			}

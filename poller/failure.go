@@ -182,10 +182,11 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 	maxRetries := cfg.RetryAttempts()
 	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
 	invokes, failures := 0, 0
+	attempted := false // an invoke was tried: from then on the retention period applies
 	var last *FailureResponse
 	lastRequest := "" // the request id of the last invocation, for the failure record
 	for len(recs) > 0 {
-		if limit, retention, ok := r.p.ageLimit(); ok {
+		if limit, retention, ok := r.p.ageLimit(attempted); ok {
 			if n := expiredPrefix(recs, r.p.now(), limit); n > 0 {
 				var err error
 				switch {
@@ -230,6 +231,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		started := time.Now()
 		resp, err := r.p.inv.Invoke(workCtx, payload)
 		took := time.Since(started)
+		attempted = true
 		if err != nil {
 			r.observeInvoke(0, took, err, false, false)
 			log().Warn("function not invoked; retrying without counting", "err", err)

@@ -159,7 +159,12 @@ func startWorker(t *testing.T, f *fakekinesis.Fake, arn string, table *leaseTabl
 // releases its leases to the other.
 func TestWorkersShareShardsThroughCoordinator(t *testing.T) {
 	f := fakekinesis.New()
-	arn := f.CreateStream("s", 4)
+	workersShare(t, f, f.CreateStream("s", 4))
+}
+
+// workersShare runs the scenario of TestWorkersShareShardsThroughCoordinator on the 4-shard
+// stream "s" of f, with tune applied to each worker's configuration.
+func workersShare(t *testing.T, f *fakekinesis.Fake, arn string, tune ...func(*Config)) {
 	table := newLeaseTable()
 	rec := &recorder{}
 	counters := map[string]int{}
@@ -171,9 +176,9 @@ func TestWorkersShareShardsThroughCoordinator(t *testing.T) {
 		}
 	}
 	put(200)
-	stopA := startWorker(t, f, arn, table, &memWorker{t: table, id: "A"}, rec)
+	stopA := startWorker(t, f, arn, table, &memWorker{t: table, id: "A"}, rec, tune...)
 	testkit.WaitFor(t, "A holds every shard", 5*time.Second, func() bool { return table.owned()["A"] == 4 })
-	startWorker(t, f, arn, table, &memWorker{t: table, id: "B"}, rec)
+	startWorker(t, f, arn, table, &memWorker{t: table, id: "B"}, rec, tune...)
 	testkit.WaitFor(t, "an even split", 5*time.Second, func() bool { o := table.owned(); return o["A"] == 2 && o["B"] == 2 })
 	put(200)
 	testkit.WaitFor(t, "all 400 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 400 })

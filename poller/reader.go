@@ -315,7 +315,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
 		}
 		behind = aws.ToInt64(out.MillisBehindLatest) > 0 || len(out.Records) >= int(limit)
 		if !behind {
-			caughtUpAt = lastPoll
+			caughtUpAt = r.caughtUpTime(lastPoll)
 		}
 		if out.NextShardIterator == nil {
 			ended, children = true, out.ChildShards

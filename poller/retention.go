@@ -32,13 +32,17 @@ func (p *Poller) readRetention(ctx context.Context) {
 }
 
 // ageLimit is how old a record may be before it is discarded, and whether the limit is the
-// stream's retention period: the shorter of MaximumRecordAgeInSeconds and the retention period.
-// A record older than the retention period has left the stream (Lambda retries "until the record
-// expires"), so retrying it from memory would block its shard for good. ok is false when neither
-// limit is known.
-func (p *Poller) ageLimit() (limit time.Duration, retention, ok bool) {
+// stream's retention period: MaximumRecordAgeInSeconds, or for a batch being retried the shorter
+// of it and the retention period. A record retried past the retention period has left the stream
+// (Lambda retries "until the record expires"), so retrying it from memory would block its shard
+// for good. A record read for the first time is invoked even when it is older (Kinesis trims
+// lazily, and a backlog at the trim horizon is still delivered). ok is false when no limit applies.
+func (p *Poller) ageLimit(retrying bool) (limit time.Duration, retention, ok bool) {
 	maxAge := time.Duration(p.cfg.RecordAgeSeconds()) * time.Second
-	ret := time.Duration(p.retention.Load())
+	var ret time.Duration
+	if retrying {
+		ret = time.Duration(p.retention.Load())
+	}
 	switch {
 	case ret > 0 && (maxAge < 0 || ret < maxAge):
 		return ret, true, true

@@ -143,3 +143,21 @@ func TestRetentionWithoutDestination(t *testing.T) {
 		t.Fatalf("%d invocations, %d dropped; want 2 (26 h > 24 h) and none counted", len(h.invocations()), c.dropped)
 	}
 }
+
+// TestRetentionAppliesToRetriesOnly: a record read for the first time is invoked even when it is
+// already older than the retention period (Kinesis trims lazily: a backlog at the trim horizon is
+// still delivered); only retrying it past the retention period gives up on it.
+func TestRetentionAppliesToRetriesOnly(t *testing.T) {
+	var c clock
+	c.set(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+	f := fakekinesis.New(fakekinesis.WithClock(c.now))
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 1, func(int) string { return "old" })
+	c.advance(30 * time.Hour)
+	h := &scripted{decide: func(int, events.KinesisEvent) (json.RawMessage, error) { return nil, nil }}
+	fh := startFailureHarness(t, Config{BatchSize: 1}, f, arn, h, WithClock(c.now))
+	waitCheckpoint(t, fh.store, seqs[0])
+	if n, dl := len(h.invocations()), fh.dest.records(); n != 1 || len(dl) != 0 {
+		t.Fatalf("%d invocations, destination records %+v; want the old record invoked once and nothing discarded", n, dl)
+	}
+}

@@ -116,11 +116,13 @@ func (e *efo) isClosed(shardID string) bool {
 	return e.closed[shardID]
 }
 
-// subEvent is what the pump hands the reader: one event's new records, or a fatal error.
+// subEvent is what the pump hands the reader: one event's new records (none, for an event that
+// only says how far behind the reader is), or a fatal error.
 type subEvent struct {
 	records  []types.Record
 	behind   int64
-	end      bool // the shard's end: children follow
+	at       time.Time // when it arrived
+	end      bool      // the shard's end: children follow
 	children []types.ChildShard
 	err      error
 }
@@ -133,6 +135,10 @@ type subscription struct {
 	done   chan struct{}
 	cur    subEvent // the event being taken apart
 	has    bool     // cur holds something not yet handed to the reader
+	// caughtUp is when the reader was last shown to be caught up: by a probe (see windowProbe),
+	// or, for lack of one, by an event that said so.
+	caughtUp time.Time
+	probed   time.Time // the last probe
 }
 
 // subscribing reports whether the reader reads through a subscription: the mapping has a
@@ -165,7 +171,7 @@ func (r *reader) subscribe(ctx context.Context) error {
 	s := &subscription{events: make(chan subEvent, 1), stop: stop, done: make(chan struct{})}
 	r.sub = s
 	pm := &pump{e: r.p.efo, shardID: r.shardID, log: r.p.log.With("shard_id", r.shardID, "consumer", r.p.efo.consumer),
-		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.retry}
+		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.retry, now: r.p.now}
 	go func() {
 		defer close(s.done)
 		pm.run(pctx)
@@ -183,6 +189,16 @@ func startingPosition(pos position) *types.StartingPosition {
 		sp.Timestamp = aws.Time(pos.timestamp)
 	}
 	return sp
+}
+
+// caughtUpTime is when the reader was last known to be caught up, given that a read that started
+// at readStart left it so: the read's start when polling; with a subscription, the start of the
+// last probe that found nothing (see windowProbe).
+func (r *reader) caughtUpTime(readStart time.Time) time.Time {
+	if r.sub == nil {
+		return readStart
+	}
+	return r.sub.caughtUp
 }
 
 // stopSubscription ends the pump and waits for it. The reader is left without a source until
@@ -240,7 +256,9 @@ func (r *reader) readSubscription(ctx context.Context, limit int32) (*kinesis.Ge
 		}
 		return r.next(ctx, limit)
 	}
-	out := &kinesis.GetRecordsOutput{NextShardIterator: &subIterator, MillisBehindLatest: aws.Int64(0)}
+	// A subscription is reported behind unless a probe showed otherwise (see windowProbe): what
+	// the reader does when caught up, closing an idle tumbling window, needs proof.
+	out := &kinesis.GetRecordsOutput{NextShardIterator: &subIterator, MillisBehindLatest: aws.Int64(1)}
 	for len(out.Records) < int(limit) {
 		if !s.has {
 			select {
@@ -276,7 +294,48 @@ func (r *reader) readSubscription(ctx context.Context, limit int32) (*kinesis.Ge
 			break
 		}
 	}
+	if len(out.Records) == 0 && !s.has && r.windowProbe(ctx) {
+		*out.MillisBehindLatest = 0
+	}
 	return out, nil
+}
+
+// windowProbe decides whether an idle tumbling window may close. Polling shows it: a read that
+// started after the window's end and found nothing. A subscription cannot: an event that says
+// "caught up" may have been made long before it arrives (a stalled or frozen connection), and an
+// empty hand-over proves nothing. So once the open window has ended a poll ago, the reader asks
+// GetRecords after its last record, at most once per poll interval: nothing there, and the window
+// may close (the probe's start is when the reader was caught up); records there are left to the
+// subscription, which delivers them.
+func (r *reader) windowProbe(ctx context.Context) bool {
+	s, cfg := r.sub, &r.p.cfg
+	w := r.openWindowState()
+	if w == nil {
+		return false
+	}
+	end, now := w.Start.Add(cfg.TumblingWindow), r.p.now()
+	if !s.caughtUp.Before(end) || now.Before(end.Add(cfg.PollInterval)) || now.Sub(s.probed) < cfg.PollInterval {
+		return false
+	}
+	s.probed = now
+	pos := resumePosition(r.lastRead, r.currentProgress(), cfg.StartingPositionTimestamp)
+	in := &kinesis.GetShardIteratorInput{StreamARN: &cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
+	if pos.seq != "" {
+		in.StartingSequenceNumber = aws.String(pos.seq)
+	}
+	if pos.kind == types.ShardIteratorTypeAtTimestamp {
+		in.Timestamp = aws.Time(pos.timestamp)
+	}
+	it, err := r.p.kin.GetShardIterator(ctx, in)
+	if err != nil {
+		return false
+	}
+	out, err := r.p.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
+	if err != nil || len(out.Records) > 0 {
+		return false
+	}
+	s.caughtUp = now
+	return true
 }
 
 // pump holds one shard's subscription and hands its events over.
@@ -290,6 +349,7 @@ type pump struct {
 	fallback *types.StartingPosition
 	last     string // the last record handed over
 	bo       backoff
+	now      func() time.Time
 }
 
 func (m *pump) run(ctx context.Context) {
@@ -367,10 +427,8 @@ func (m *pump) consume(ctx context.Context, es *kinesis.SubscribeToShardEventStr
 				m.pos = &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: v.ContinuationSequenceNumber}
 			}
 			end := v.ContinuationSequenceNumber == nil || len(v.ChildShards) > 0
-			if len(recs) == 0 && !end {
-				continue
-			}
-			if !m.send(ctx, subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), end: end, children: v.ChildShards}) {
+			se := subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), at: m.now(), end: end, children: v.ChildShards}
+			if !m.send(ctx, se) { // events without records too: they say the reader is caught up
 				return got, false, nil
 			}
 			if end {

@@ -2,19 +2,23 @@ package poller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 // subscriptions is the fake seen through a log of every SubscribeToShard call and its outcome.
@@ -154,7 +158,7 @@ func TestSubscriptionDropsAndResourceInUse(t *testing.T) {
 	h.fake.Inject(func(op string, in any) error {
 		switch op {
 		case fakekinesis.OpSubscribeToShardEvent:
-			if len(in.(*types.SubscribeToShardEvent).Records) > 0 && events.Add(1)%4 == 0 {
+			if len(in.(*fakekinesis.SubscriptionEvent).Event.Records) > 0 && events.Add(1)%4 == 0 {
 				injected.Add(1)
 				return fakekinesis.ErrDropped
 			}
@@ -218,25 +222,33 @@ func TestClosedShardDrainedWithGetRecords(t *testing.T) {
 	h.cfg.BatchSize = 10
 	var hidden atomic.Int64
 	h.fake.Inject(func(op string, in any) error {
-		if ev, ok := in.(*types.SubscribeToShardEvent); ok && op == fakekinesis.OpSubscribeToShardEvent && ev.ChildShards != nil {
+		if se, ok := in.(*fakekinesis.SubscriptionEvent); ok && op == fakekinesis.OpSubscribeToShardEvent && se.Event.ChildShards != nil {
 			hidden.Add(1)
 			return fakekinesis.ErrDropped // the end never reaches the subscriber
 		}
 		return nil
 	})
-	counters := map[string]int{}
-	h.put(10, 100, counters)
-	h.start()
-	testkit.WaitFor(t, "first deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
-	kids := h.fake.Split("s", "shardId-000000000000")
-	h.put(10, 100, counters)
-	testkit.WaitFor(t, "all 200 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 200 })
-	got := h.rec.deliveries()
-	checkDelivered(t, got, counters)
-	checkLineage(t, got, map[string][]string{kids[0]: {"shardId-000000000000"}, kids[1]: {"shardId-000000000000"}})
+	splitWhileReading(t, h, 10, 100)
 	if hidden.Load() == 0 || h.fake.Calls(fakekinesis.OpGetRecords) == 0 {
 		t.Fatalf("%d shard ends hidden, %d GetRecords calls: the drain did not happen", hidden.Load(), h.fake.Calls(fakekinesis.OpGetRecords))
 	}
+}
+
+// splitWhileReading puts n records over keys on the harness' one shard, starts the mapping,
+// splits the shard once records arrive, puts n more, and checks that all 2n are delivered once, in
+// order per key, every parent record before any child's.
+func splitWhileReading(t *testing.T, h *harness, keys, n int) {
+	t.Helper()
+	counters := map[string]int{}
+	h.put(keys, n, counters)
+	h.start()
+	testkit.WaitFor(t, "first deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
+	kids := h.fake.Split("s", "shardId-000000000000")
+	h.put(keys, n, counters)
+	testkit.WaitFor(t, "every record", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 2*n })
+	got := h.rec.deliveries()
+	checkDelivered(t, got, counters)
+	checkLineage(t, got, map[string][]string{kids[0]: {"shardId-000000000000"}, kids[1]: {"shardId-000000000000"}})
 }
 
 // TestSubscriptionBackPressure: while a batch is being invoked, the subscription stops taking
@@ -288,16 +300,7 @@ func TestSubscriptionWithSlotsAndFilters(t *testing.T) {
 	t.Run("pf=4 across a split", func(t *testing.T) {
 		h, _ := newEFOHarness(t, 1)
 		h.cfg.BatchSize, h.cfg.ParallelizationFactor = 5, 4
-		counters := map[string]int{}
-		h.put(20, 200, counters)
-		h.start()
-		testkit.WaitFor(t, "first deliveries", 5*time.Second, func() bool { return len(h.rec.deliveries()) > 0 })
-		kids := h.fake.Split("s", "shardId-000000000000")
-		h.put(20, 200, counters)
-		testkit.WaitFor(t, "all 400 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 400 })
-		got := h.rec.deliveries()
-		checkDelivered(t, got, counters)
-		checkLineage(t, got, map[string][]string{kids[0]: {"shardId-000000000000"}, kids[1]: {"shardId-000000000000"}})
+		splitWhileReading(t, h, 20, 200)
 		if n := h.fake.Calls(fakekinesis.OpGetRecords); n != 0 {
 			t.Fatalf("%d GetRecords calls", n)
 		}
@@ -325,34 +328,12 @@ func TestSubscriptionsHandedOverBetweenWorkers(t *testing.T) {
 	f := fakekinesis.New(fakekinesis.WithSubscriptionTiming(0, 300*time.Millisecond))
 	arn := f.CreateStream("s", 4)
 	consumer := f.RegisterConsumer("s", "esm")
-	efoCfg := func(c *Config) { c.ConsumerARN = consumer }
-	table := newLeaseTable()
-	rec := &recorder{}
-	counters := map[string]int{}
-	put := func(n int) {
-		for i := range n {
-			k := fmt.Sprintf("key-%d", i%20)
-			f.Put("s", k, fmt.Appendf(nil, "%s:%d", k, counters[k]))
-			counters[k]++
-		}
-	}
-	put(200)
-	stopA := startWorker(t, f, arn, table, &memWorker{t: table, id: "A"}, rec, efoCfg)
-	testkit.WaitFor(t, "A holds every shard", 5*time.Second, func() bool { return table.owned()["A"] == 4 })
-	testkit.WaitFor(t, "200 records", 5*time.Second, func() bool { return len(rec.deliveries()) >= 200 })
-	startWorker(t, f, arn, table, &memWorker{t: table, id: "B"}, rec, efoCfg)
-	testkit.WaitFor(t, "an even split", 5*time.Second, func() bool { o := table.owned(); return o["A"] == 2 && o["B"] == 2 })
-	put(200)
-	testkit.WaitFor(t, "all 400 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 400 })
-	if err := stopA(); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, "B takes A's released shards", 5*time.Second, func() bool { return table.owned()["B"] == 4 })
-	put(100)
-	testkit.WaitFor(t, "all 500 records", 10*time.Second, func() bool { return len(rec.deliveries()) >= 500 })
-	checkDelivered(t, rec.deliveries(), counters)
+	workersShare(t, f, arn, func(c *Config) { c.ConsumerARN = consumer })
 	if n := f.Calls(fakekinesis.OpGetRecords); n != 0 {
 		t.Fatalf("%d GetRecords calls", n)
+	}
+	if n := f.Calls(fakekinesis.OpSubscribeToShard); n < 4+2+2 {
+		t.Fatalf("%d subscriptions: the hand-overs did not resubscribe", n)
 	}
 }
 
@@ -377,4 +358,106 @@ func TestConcurrentSubscriptionsOfOneClient(t *testing.T) {
 	h.putPaced(20, 200, time.Millisecond, counters)
 	testkit.WaitFor(t, "all 200 records", 10*time.Second, func() bool { return len(h.rec.deliveries()) >= 200 })
 	checkDelivered(t, h.rec.deliveries(), counters)
+}
+
+// TestSubscriptionFailureRules: Lambda's failure rules hold for records that arrived through a
+// subscription: a partial batch response retries the suffix from the failed record (the same
+// invocations as polling), and the record that exhausts its retries goes to the destination.
+func TestSubscriptionFailureRules(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 6, func(i int) string { return strconv.Itoa(i + 1) })
+	h := &scripted{decide: func(_ int, e events.KinesisEvent) (json.RawMessage, error) {
+		for _, r := range e.Records {
+			if string(r.Kinesis.Data) == "6" {
+				return json.RawMessage(`{"batchItemFailures":[{"itemIdentifier":"` + r.Kinesis.SequenceNumber + `"}]}`), nil
+			}
+		}
+		return nil, nil
+	}}
+	cfg := Config{BatchSize: 3, MaximumRetryAttempts: intp(3), ReportBatchItemFailures: true, ConsumerARN: f.RegisterConsumer("s", "esm")}
+	fh := startFailureHarness(t, cfg, f, arn, h)
+	testkit.WaitFor(t, "checkpoint past record 6", 5*time.Second, func() bool {
+		p, _ := fh.store.Load(context.Background())
+		return p["shardId-000000000000"].Checkpoint == seqs[5]
+	})
+	if d := fh.dest.records(); len(d) != 1 || d[0].StartSequenceNumber != seqs[5] || d[0].ApproximateInvokeCount != 4 {
+		t.Fatalf("destination records %+v", d)
+	}
+	if got, want := fmt.Sprint(h.invocations()), "[[1 2 3] [4 5 6] [6] [6] [6] [6]]"; got != want {
+		t.Fatalf("invocations %s, want %s", got, want)
+	}
+	if n := f.Calls(fakekinesis.OpGetRecords); n != 0 || f.Calls(fakekinesis.OpSubscribeToShard) == 0 {
+		t.Fatalf("%d GetRecords calls, %d subscriptions", n, f.Calls(fakekinesis.OpSubscribeToShard))
+	}
+}
+
+// TestStaleCaughtUpEventKeepsWindowOpen: an event that says "caught up" but was made before the
+// window's last records arrived (a connection that held it: here the fake holds it until after the
+// window's end) must not close the window: it is closed once, after all its records.
+func TestStaleCaughtUpEventKeepsWindowOpen(t *testing.T) {
+	h, _ := newEFOHarness(t, 1)
+	const window = 3 * time.Second
+	h.cfg.TumblingWindow = window
+	sums := &windowSums{totals: map[string]map[string]int{}}
+	var mu sync.Mutex
+	finals := map[string]int{} // window start → final invocations
+	inv := inprocess.New(func(ctx context.Context, e events.KinesisTimeWindowEvent) (events.KinesisTimeWindowEventResponse, error) {
+		if e.IsFinalInvokeForWindow {
+			mu.Lock()
+			finals[e.Window.Start.UTC().Format(time.RFC3339)]++
+			mu.Unlock()
+		}
+		return sums.handle(ctx, e)
+	})
+	var hold atomic.Bool
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	h.fake.Inject(func(op string, in any) error {
+		if op == fakekinesis.OpSubscribeToShardEvent && hold.CompareAndSwap(true, false) {
+			held <- struct{}{}
+			<-release
+		}
+		return nil
+	})
+	cfg := h.cfg
+	cfg.StreamARN = h.arn
+	p, err := New(cfg, h.kin, h.store, inv, h.opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// Both records in one window: the first early in it, the second a heartbeat (1 s) later.
+	testkit.WaitFor(t, "the start of a window", 2*window, func() bool { return time.Since(time.Now().Truncate(window)) < 300*time.Millisecond })
+	start := time.Now().Truncate(window)
+	_, first := h.fake.Put("s", "k", []byte("1"))
+	testkit.WaitFor(t, "the first record's checkpoint", 5*time.Second, func() bool {
+		pr, _ := h.store.Load(context.Background())
+		return pr["shardId-000000000000"].Checkpoint == first || pr["shardId-000000000000"].Window != nil
+	})
+	hold.Store(true)
+	<-held // the next event (caught up: nothing new) is made, and held back
+	h.fake.Put("s", "k", []byte("2"))
+	if time.Now().Truncate(window) != start {
+		t.Fatal("the second record missed the first one's window: the machine is too slow for this test")
+	}
+	testkit.WaitFor(t, "the window's end and a poll", 2*window, func() bool { return time.Now().After(start.Add(window + 100*time.Millisecond)) })
+	close(release) // the stale event arrives after the window's end, before the record
+	testkit.WaitFor(t, "the window closed with both records, or twice", 10*time.Second, func() bool {
+		sums.mu.Lock()
+		defer sums.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		return sums.totals[start.UTC().Format(time.RFC3339)]["k"] == 3 || finals[start.UTC().Format(time.RFC3339)] > 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for w, n := range finals {
+		if n != 1 {
+			t.Fatalf("window %s closed %d times: it was closed before its records were handled (finals %v)", w, n, finals)
+		}
+	}
 }

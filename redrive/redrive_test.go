@@ -92,7 +92,10 @@ func failOnce(t *testing.T, f *fakekinesis.Fake, cfg poller.Config) (poller.Fail
 	cfg.OnFailureDestination = "arn:aws:sqs:us-east-1:000000000000:failures"
 	inv := &fn{fail: poisoned}
 	dest := make(capture, 10)
-	p, err := poller.New(cfg, f, poller.NewMemoryStore(), inv, poller.WithDestination(dest))
+	// The poller's clock is the fake's, a second on: the records are fresh, whatever the date, for
+	// the record-age and retention rules.
+	p, err := poller.New(cfg, f, poller.NewMemoryStore(), inv, poller.WithDestination(dest),
+		poller.WithClock(func() time.Time { return fixedClock().Add(time.Second) }))
 	if err != nil {
 		t.Fatal(err)
 	}

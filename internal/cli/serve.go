@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
@@ -29,17 +34,21 @@ const DefaultAPIAddr = "127.0.0.1:9070"
 type ServeFlags struct {
 	APIAddr        string   `name:"api-addr" help:"Address of Lambda's event source mapping API (default 127.0.0.1:9070). A bare :PORT binds 127.0.0.1; any non-loopback address needs --api-credentials." default:"127.0.0.1:9070" env:"ESM_API_ADDR" placeholder:"HOST:PORT"`
 	APICredentials string   `name:"api-credentials" help:"KEY:SECRET that API requests must be signed with (SigV4). Required to listen beyond loopback." env:"ESM_API_CREDENTIALS" placeholder:"KEY:SECRET"`
-	Function       []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN, example). Repeatable; the same NAME twice makes a pool." env:"ESM_FUNCTIONS" sep:"none" placeholder:"NAME=TARGET"`
+	Function       []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN, example). Repeatable; the same NAME twice makes a pool." env:"ESM_FUNCTION" sep:"none" placeholder:"NAME=TARGET"`
 
 	Template           string   `help:"SAM or CloudFormation template: its functions (each needs a --function target) get its Timeout, Role and settings, and its mappings are created when they do not exist yet." env:"ESM_TEMPLATE" placeholder:"FILE"`
 	ParameterOverrides []string `help:"Template parameters in SAM's syntax: \"Key=Value Key2=Value2\" (repeatable)." env:"ESM_PARAMETER_OVERRIDES" sep:"none" placeholder:"\"K=V ...\""`
 	EndpointURL        string   `help:"Endpoint for every AWS service (a local emulator). Otherwise the SDK's AWS_ENDPOINT_URL_<SERVICE> variables apply." env:"ESM_ENDPOINT_URL" placeholder:"URL"`
 	Region             string   `help:"AWS region (default: from the AWS environment, else us-east-1)." env:"ESM_REGION"`
 
-	StateDir    string        `help:"Directory of the mappings and their checkpoints (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
-	LeaseTable  string        `help:"DynamoDB lease table to share the mappings across workers (not supported by esm serve yet)." env:"ESM_LEASE_TABLE" placeholder:"NAME"`
-	SQSProtocol string        `name:"sqs-protocol" help:"Protocol of SQS on-failure destinations: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
-	Timeout     time.Duration `help:"Timeout of functions invoked over HTTP or in-process that the template does not time (default 3s)." env:"ESM_TIMEOUT"`
+	StateDir         string        `help:"Directory of the mappings and their checkpoints (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
+	LeaseTable       string        `help:"DynamoDB table of the mappings, shared by every worker that serves them; each mapping's leases and checkpoints live in the table <NAME>-<UUID>. Instead of --state-dir." env:"ESM_LEASE_TABLE" placeholder:"NAME"`
+	CreateLeaseTable bool          `help:"Create the tables when they do not exist (--no-create-lease-table: fail instead)." default:"true" negatable:"" env:"ESM_CREATE_LEASE_TABLE"`
+	WorkerID         string        `help:"This worker's id in the lease tables, unique among the workers (default: hostname-pid)." env:"ESM_WORKER_ID" placeholder:"ID"`
+	LeaseDuration    time.Duration `help:"How long a worker's lease lasts without renewal. The same for every worker." default:"10s" env:"ESM_LEASE_DURATION"`
+	SyncInterval     time.Duration `help:"With --lease-table: how often to read the shared mappings again to apply what other workers changed." default:"2s" env:"ESM_SYNC_INTERVAL"`
+	SQSProtocol      string        `name:"sqs-protocol" help:"Protocol of SQS on-failure destinations: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
+	Timeout          time.Duration `help:"Timeout of functions invoked over HTTP or in-process that the template does not time (default 3s)." env:"ESM_TIMEOUT"`
 
 	PollInterval      time.Duration `help:"Pause between polls of a caught-up shard." default:"1s" env:"ESM_POLL_INTERVAL"`
 	ShardSyncInterval time.Duration `help:"How often to list shards to find new ones." default:"60s" env:"ESM_SHARD_SYNC_INTERVAL"`
@@ -70,8 +79,8 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	if creds == nil && !esmapi.Loopback(addr) {
 		return Usage(fmt.Errorf("--api-addr %s is not a loopback address: pass --api-credentials KEY:SECRET, and every request must then be signed with them", addr))
 	}
-	if f.LeaseTable != "" {
-		return Usage(errors.New("--lease-table: esm serve keeps its mappings in --state-dir only, for now"))
+	if f.LeaseDuration <= 0 || f.SyncInterval <= 0 {
+		return Usage(fmt.Errorf("--lease-duration %s and --sync-interval %s must be positive", f.LeaseDuration, f.SyncInterval))
 	}
 	timeout := f.Timeout
 	if timeout == 0 {
@@ -100,20 +109,29 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 		return fmt.Errorf("--api-addr %s: %w", addr, err)
 	}
 	defer ln.Close()
-	store, err := lease.OpenFile(f.StateDir)
-	if err != nil {
-		return err
+	o := esmapi.Options{
+		Engine:    shared,
+		Functions: fns,
+		Base:      poller.Config{PollInterval: f.PollInterval, ShardSyncInterval: f.ShardSyncInterval, ShutdownGrace: f.ShutdownGrace},
+		Logger:    logger,
 	}
-	defer store.Close()
-	m, err := esmapi.Open(ctx, esmapi.Options{
-		Engine:         shared,
-		Catalog:        esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")},
-		Progress:       func(id string) poller.Store { return store.Mapping(id) },
-		DeleteProgress: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
-		Functions:      fns,
-		Base:           poller.Config{PollInterval: f.PollInterval, ShardSyncInterval: f.ShardSyncInterval, ShutdownGrace: f.ShutdownGrace},
-		Logger:         logger,
-	})
+	where := "state_dir"
+	if f.LeaseTable != "" {
+		if err := f.sharedStores(ctx, shared, logger, &o); err != nil {
+			return err
+		}
+		where = "lease_table"
+	} else {
+		store, err := lease.OpenFile(f.StateDir)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		o.Catalog = esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}
+		o.Progress = func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil }
+		o.DeleteProgress = func(_ context.Context, id string) error { return store.DeleteMapping(id) }
+	}
+	m, err := esmapi.Open(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -145,7 +163,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("esm serve: Lambda's event source mapping API", "addr", ln.Addr().String(), "auth", auth,
-		"functions", strings.Join(m.Functions(), ","), "state_dir", f.StateDir)
+		"functions", strings.Join(m.Functions(), ","), where, cmp.Or(f.LeaseTable, f.StateDir))
 	select {
 	case <-ctx.Done():
 	case err = <-served:
@@ -154,6 +172,40 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+// sharedStores keeps the mappings in the --lease-table table and each mapping's progress in a
+// lease table of its own, <table>-<UUID>, through which the workers share its shards.
+func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, logger *slog.Logger, o *esmapi.Options) error {
+	ddb := dynamodb.NewFromConfig(shared.AWS, func(do *dynamodb.Options) {
+		if shared.EndpointURL != "" {
+			do.BaseEndpoint = aws.String(shared.EndpointURL)
+		}
+	})
+	catalog := esmapi.DynamoCatalog{API: ddb, Table: f.LeaseTable}
+	if err := catalog.Ensure(ctx, f.CreateLeaseTable); err != nil {
+		return err
+	}
+	worker := cmp.Or(f.WorkerID, service.DefaultWorkerID())
+	table := func(id string) string { return f.LeaseTable + "-" + id }
+	o.Catalog, o.SyncInterval = catalog, f.SyncInterval
+	o.DeleteDelay = 2*f.SyncInterval + f.ShutdownGrace
+	o.Progress = func(ctx context.Context, id string) (poller.Store, error) {
+		if err := lease.EnsureTable(ctx, ddb, table(id), true); err != nil {
+			return nil, err
+		}
+		return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration))
+	}
+	o.DeleteProgress = func(ctx context.Context, id string) error {
+		_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table(id))})
+		var nf *ddbtypes.ResourceNotFoundException
+		if err != nil && !errors.As(err, &nf) {
+			return fmt.Errorf("delete lease table %s: %w", table(id), err)
+		}
+		return nil
+	}
+	logger.Info("mappings shared", "lease_table", f.LeaseTable, "worker_id", worker)
 	return nil
 }
 

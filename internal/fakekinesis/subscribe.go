@@ -32,12 +32,20 @@ const (
 	// OpSubscribeToShard is a SubscribeToShard call. Inject gets its *kinesis.SubscribeToShardInput;
 	// an error is returned by the call, as for GetRecords.
 	OpSubscribeToShard = "SubscribeToShard"
-	// OpSubscribeToShardEvent is one event about to be sent on a subscription. Inject gets the
-	// *types.SubscribeToShardEvent; an error ends the subscription instead: ErrDropped cuts the
-	// connection (the stream's Err is a read error), a modelled exception such as
+	// OpSubscribeToShardEvent is one event about to be sent on a subscription. Inject gets a
+	// *SubscriptionEvent; an error ends the subscription instead: ErrDropped cuts the connection
+	// (the stream's Err is a read error), a modelled exception such as
 	// *types.ResourceInUseException arrives as an exception message.
 	OpSubscribeToShardEvent = "SubscribeToShardEvent"
 )
+
+// SubscriptionEvent is what an Inject callback gets for OpSubscribeToShardEvent.
+type SubscriptionEvent struct {
+	// Context is the context the SubscribeToShard call was made with (its values included), so a
+	// callback can tell whose subscription it is.
+	Context context.Context
+	Event   *types.SubscribeToShardEvent
+}
 
 // Subscription timings, as Kinesis documents them.
 const (
@@ -392,7 +400,7 @@ func (f *Fake) stream(ctx context.Context, c *consumer, st subStart, w *io.PipeW
 		}
 		if ev != nil && (len(ev.Records) > 0 || ev.ChildShards != nil || !sentOnce) {
 			if fn := f.injector.Load(); fn != nil {
-				if err := (*fn)(OpSubscribeToShardEvent, ev); err != nil {
+				if err := (*fn)(OpSubscribeToShardEvent, &SubscriptionEvent{Context: ctx, Event: ev}); err != nil {
 					failure = err
 					return
 				}

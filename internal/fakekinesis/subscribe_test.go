@@ -24,7 +24,7 @@ var (
 	_ Subscriber = (*kinesis.Client)(nil)
 )
 
-func subscribe(t *testing.T, f *fakekinesis.Fake, consumer, shard string, pos types.StartingPosition) *kinesis.SubscribeToShardEventStream {
+func subscribe(t testing.TB, f *fakekinesis.Fake, consumer, shard string, pos types.StartingPosition) *kinesis.SubscribeToShardEventStream {
 	t.Helper()
 	out, err := f.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: &consumer, ShardId: &shard, StartingPosition: &pos})
 	if err != nil {
@@ -35,7 +35,7 @@ func subscribe(t *testing.T, f *fakekinesis.Fake, consumer, shard string, pos ty
 }
 
 // next returns the next event, or nil when the stream ended.
-func next(t *testing.T, es *kinesis.SubscribeToShardEventStream) *types.SubscribeToShardEvent {
+func next(t testing.TB, es *kinesis.SubscribeToShardEventStream) *types.SubscribeToShardEvent {
 	t.Helper()
 	select {
 	case ev, ok := <-es.Events():
@@ -143,7 +143,7 @@ func TestSubscribeLifetimeAndFaults(t *testing.T) {
 	}
 
 	f.Inject(func(op string, in any) error {
-		if op == fakekinesis.OpSubscribeToShardEvent && len(in.(*types.SubscribeToShardEvent).Records) > 0 {
+		if op == fakekinesis.OpSubscribeToShardEvent && len(in.(*fakekinesis.SubscriptionEvent).Event.Records) > 0 {
 			return fakekinesis.ErrDropped
 		}
 		return nil

@@ -1,5 +1,5 @@
 // Package service wires one event source mapping together: AWS clients, the state store, the
-// invoker and the poller. The CLI and handler.Run both go through it.
+// invoker and the poller. The CLI and handler/inproc both go through it.
 package service
 
 import (
@@ -133,7 +133,7 @@ func destinationOptions(o Options, cfg aws.Config, mc poller.Config, mappingUUID
 	if mc.OnFailureDestination == "" {
 		return nil, nil
 	}
-	d, err := destination(o, cfg, mc, mappingUUID)
+	d, err := destination(cfg, o.EndpointURL, o.SQSProtocol, mc, mappingUUID)
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +142,8 @@ func destinationOptions(o Options, cfg aws.Config, mc poller.Config, mappingUUID
 
 // destination is the client of the mapping's on-failure destination; an S3 bucket's object keys
 // carry the mapping's UUID.
-func destination(o Options, cfg aws.Config, mc poller.Config, mappingUUID string) (poller.Destination, error) {
-	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: o.EndpointURL, SQSProtocol: o.SQSProtocol, MappingUUID: mappingUUID})
+func destination(cfg aws.Config, endpointURL, sqsProtocol string, mc poller.Config, mappingUUID string) (poller.Destination, error) {
+	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: endpointURL, SQSProtocol: sqsProtocol, MappingUUID: mappingUUID})
 	if err != nil {
 		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
 	}

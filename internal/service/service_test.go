@@ -34,7 +34,7 @@ func TestS3DestinationKeyCarriesMappingUUID(t *testing.T) {
 	if err != nil || told != id {
 		t.Fatalf("mappingUUID = %q (%v), told %q", id, err, told)
 	}
-	d, err := destination(o, cfg, poller.Config{OnFailureDestination: "arn:aws:s3:::failures"}, id)
+	d, err := destination(cfg, o.EndpointURL, "", poller.Config{OnFailureDestination: "arn:aws:s3:::failures"}, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -35,6 +36,13 @@ func NewShared(ctx context.Context, region, endpoint, sqsProtocol string) (*Shar
 // poller.ErrStreamNotFound.
 func (s *Shared) ResolveStream(ctx context.Context, stream string) (string, error) {
 	return ResolveStreamARN(ctx, s.Kinesis, stream)
+}
+
+// ResolveConsumer checks that the enhanced fan-out consumer consumerARN of the stream is
+// registered, waiting while it is being created.
+func (s *Shared) ResolveConsumer(ctx context.Context, streamARN, consumerARN string) error {
+	_, err := ResolveConsumer(ctx, s.Kinesis, streamARN, consumerARN, false, slog.New(slog.DiscardHandler))
+	return err
 }
 
 // NewPoller builds one mapping's poller on the shared clients: store holds its progress, uuid

@@ -72,8 +72,9 @@ func RunSchedule(s Schedule, dir string) Result {
 		parents: map[string][]string{}, trimmed: map[string]bool{}, handled: map[string]bool{}, sent: map[string]bool{},
 		inflight: map[string]int{}, errKinds: map[string]int{}, live: map[int]*incarnation{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
 	}
-	w.fake = fakekinesis.New(fakekinesis.WithIteratorTTL(s.IteratorTTL), fakekinesis.WithListShardsPageSize(s.ListPageSize))
+	w.fake = fakekinesis.New(fakekinesis.WithIteratorTTL(s.IteratorTTL), fakekinesis.WithListShardsPageSize(s.ListPageSize), s.subscriptionTiming())
 	w.arn = w.fake.CreateStream("sim", s.Shards)
+	w.useSubscriptions()
 	var closeStore func()
 	if s.FileStore {
 		fs, err := lease.OpenFile(dir)
@@ -194,6 +195,7 @@ func (d *driver) start(sl *slot) {
 		cfg.ClaimInterval = dyn.ClaimInterval()
 		opts = append(opts, poller.WithCoordinator(simCoord{inc: inc, c: dyn}))
 	}
+	cfg.ConsumerARN = w.consumer // with EFO
 	p, err := poller.New(cfg, simKinesis{inc}, simStore{inc}, simInvoker{inc}, opts...)
 	if err != nil {
 		w.violate("poller.New: %v", err)

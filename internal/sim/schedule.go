@@ -31,6 +31,11 @@ type Schedule struct {
 	InvokeTime          time.Duration // typical invocation duration
 	FailRate, PoisonPct float64       // per invocation; per record (percent)
 
+	// EFO: the mapping reads through a consumer, whose subscriptions last SubLifetime
+	// (subscribe.go).
+	EFO         bool
+	SubLifetime time.Duration
+
 	Events []Event
 	Length time.Duration // time of the last event
 }
@@ -216,8 +221,9 @@ func Generate(seed int64) Schedule {
 	for range rng.IntN(2) {
 		add(Event{At: at(), Kind: EvStop, D: dur(0, 5*time.Second), W: rng.IntN(s.Workers)})
 	}
-	slices.SortStableFunc(s.Events, func(a, b Event) int { return int(a.At - b.At) })
 	s.Length = length
+	s.withSubscriptions()
+	slices.SortStableFunc(s.Events, func(a, b Event) int { return int(a.At - b.At) })
 	return s
 }
 
@@ -226,6 +232,9 @@ func (s Schedule) String() string {
 	fmt.Fprintf(&b, "seed %d: workers=%d lease=%s latest=%t shards=%d keys=%d PF=%d batch=%d bisect=%t partial=%t retries=%d window=%s filter=%t filestore=%t poll=%s sync=%s ttl=%s page=%d invoke=%s fail=%.3f poison=%.2f%%\n",
 		s.Seed, s.Workers, s.LeaseDuration, s.Latest, s.Shards, s.Keys, s.PF, s.BatchSize, s.Bisect, s.Partial, s.Retries, s.Window, s.Filter, s.FileStore,
 		s.PollInterval, s.ShardSync, s.IteratorTTL, s.ListPageSize, s.InvokeTime, s.FailRate, s.PoisonPct)
+	if s.EFO {
+		fmt.Fprintf(&b, "  read through a consumer; subscriptions last %s\n", s.SubLifetime)
+	}
 	puts, n := 0, 0
 	for _, e := range s.Events {
 		if e.Kind == EvPut {

@@ -97,7 +97,7 @@ func TestSimulation(t *testing.T) {
 		// Every kind of fault and event must have happened across the runs.
 		// (A partial-response fault window often meets no failing batch: the responses count.)
 		kinds := slices.DeleteFunc(slices.Clone(faultKinds), func(k string) bool { return k == FInvPartial })
-		for _, k := range append(kinds, string(EvCrash), string(EvFreeze), string(EvStop),
+		for _, k := range append(append(kinds, subscriptionFaults...), string(EvCrash), string(EvFreeze), string(EvStop),
 			string(EvSplit), string(EvMerge), string(EvTrim), "poison-record", PartialResponses) {
 			if injected[k] == 0 {
 				t.Errorf("no run injected %s", k)

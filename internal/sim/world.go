@@ -74,6 +74,8 @@ type world struct {
 	saves    int
 	live     map[int]*incarnation // worker slot → its running incarnation
 	db       *fakedynamo.DB       // the lease table, with several workers
+	// consumer is the consumer the mapping reads through, with EFO.
+	consumer string
 }
 
 func (w *world) violate(format string, args ...any) {
@@ -136,6 +138,8 @@ type incarnation struct {
 	obs    *counts
 	// what the wrappers saw, for the observer check
 	polled, invokedRecs, failedInvokes, delivered, filtered, throttles int
+	// pushed: records its subscriptions were sent (with EFO).
+	pushed int
 }
 
 var errDead = errors.New("sim: worker is dead")
@@ -633,3 +637,25 @@ func (d simDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*
 }
 
 var debug = os.Getenv("ESM_SIM_DEBUG") != ""
+
+func (d simDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if err := d.before(ctx); err != nil {
+		return nil, err
+	}
+	return d.inc.w.db.GetItem(ctx, in, o...)
+}
+
+func (d simDynamo) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if err := d.before(ctx); err != nil {
+		return nil, err
+	}
+	return d.inc.w.db.BatchGetItem(ctx, in, o...)
+}
+
+func (d simDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if err := d.before(ctx); err != nil {
+		return nil, err
+	}
+	out, err := d.inc.w.db.DeleteItem(ctx, in, o...)
+	return out, d.after(err)
+}

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,6 +52,7 @@ type environment struct {
 	cmd     *exec.Cmd
 	started time.Time
 	readers sync.WaitGroup // the stdout and stderr forwarders
+	outputs []*output      // the read ends of the process's stdout and stderr
 
 	// next hands an invocation to the runtime's pending GET /next.
 	next chan *invocation
@@ -131,9 +133,11 @@ func startEnvironment(cfg *config, out *lineWriter, name string) (*environment, 
 		_ = e.srv.Close()
 		return nil, err
 	}
-	e.readers.Add(2)
-	go e.forward(stdoutR)
-	go e.forward(stderrR)
+	e.outputs = []*output{{f: stdoutR}, {f: stderrR}}
+	e.readers.Add(len(e.outputs))
+	for _, o := range e.outputs {
+		go e.forward(o)
+	}
 	go func() {
 		_ = e.cmd.Wait()
 		e.state = e.cmd.ProcessState
@@ -228,6 +232,8 @@ func (e *environment) handleNext(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	e.current, e.lastID = inv, inv.id
 	e.mu.Unlock()
+	// Before the runtime has the event, so that nothing it logs for it comes first.
+	e.out.line(fmt.Sprintf("START RequestId: %s Version: %s", inv.id, e.cfg.version))
 	h := w.Header()
 	h.Set(headerRequestID, inv.id)
 	h.Set(headerDeadline, strconv.FormatInt(inv.deadline.UnixMilli(), 10))
@@ -322,7 +328,6 @@ func (e *environment) invoke(ctx context.Context, payload []byte) (resp invoke.R
 	case <-ctx.Done():
 		return invoke.Response{}, true, fmt.Errorf("invoke: %w", ctx.Err())
 	}
-	e.out.line(fmt.Sprintf("START RequestId: %s Version: %s", inv.id, e.cfg.version))
 	timer := time.NewTimer(inv.deadline.Sub(e.cfg.now()))
 	defer timer.Stop()
 
@@ -420,9 +425,13 @@ func (e *environment) exitDocument(id string) []byte {
 	return invoke.ErrorDocument{ErrorType: errorTypeExit, ErrorMessage: msg}.Marshal()
 }
 
-// report writes the END and REPORT lines of an invocation; initTook is the init's duration for
-// the first invocation of an environment, 0 for a warm one.
+// report writes the END and REPORT lines of an invocation, once what the function wrote before
+// it answered has been forwarded (for up to 50 ms); initTook is the init's duration for the
+// first invocation of an environment, 0 for a warm one.
 func (e *environment) report(id string, took, initTook time.Duration, maxMB int) {
+	for deadline := time.Now().Add(50 * time.Millisecond); time.Now().Before(deadline) && !e.drained(); {
+		time.Sleep(time.Millisecond)
+	}
 	e.out.line("END RequestId: " + id)
 	billed := math.Ceil(float64(took) / float64(time.Millisecond))
 	line := fmt.Sprintf("REPORT RequestId: %s\tDuration: %s ms\tBilled Duration: %d ms\tMemory Size: %d MB\tMax Memory Used: %d MB",
@@ -460,19 +469,54 @@ func (e *environment) stop() {
 	e.stopOnce.Do(func() {
 		e.kill()
 		<-e.exited
-		e.readers.Wait()
+		// A child that left the process group may hold the output open: its log is cut after a
+		// second.
+		done := make(chan struct{})
+		go func() { e.readers.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			for _, o := range e.outputs {
+				_ = o.f.Close()
+			}
+			<-done
+		}
 		_ = e.srv.Close()
 	})
+}
+
+// output is one of the process's output streams as esm reads it.
+type output struct {
+	f *os.File
+	// busy: the forwarder holds bytes it has not written yet.
+	busy atomic.Bool
+}
+
+// drained reports whether everything the process wrote so far has been forwarded.
+func (e *environment) drained() bool {
+	for _, o := range e.outputs {
+		if o.busy.Load() || unread(o.f) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // forward copies one of the process's output streams to the log, line by line, each with the
 // request ID of the invocation in flight (or of the latest one, for lines that come after it). A
 // line longer than the buffer is written in pieces.
-func (e *environment) forward(r *os.File) {
+func (e *environment) forward(o *output) {
 	defer e.readers.Done()
-	defer r.Close()
-	br := bufio.NewReaderSize(r, 64*1024)
+	defer o.f.Close()
+	br := bufio.NewReaderSize(readerFunc(func(p []byte) (int, error) {
+		n, err := o.f.Read(p)
+		if n > 0 {
+			o.busy.Store(true)
+		}
+		return n, err
+	}), 64*1024)
 	for {
+		o.busy.Store(br.Buffered() > 0)
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
 			e.logLine(bytes.TrimSuffix(line, []byte("\n")))
@@ -480,13 +524,19 @@ func (e *environment) forward(r *os.File) {
 		switch {
 		case err == nil, errors.Is(err, bufio.ErrBufferFull):
 		case errors.Is(err, io.EOF), errors.Is(err, os.ErrClosed):
+			o.busy.Store(false)
 			return
 		default:
+			o.busy.Store(false)
 			e.cfg.log.Debug("function output", "environment", e.name, "error", err)
 			return
 		}
 	}
 }
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // logLine writes one line of the function's output: time, request ID, line.
 func (e *environment) logLine(line []byte) {

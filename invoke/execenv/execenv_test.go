@@ -431,3 +431,22 @@ func writeFile(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestNewFindsTheBinary: a missing binary fails at once; a bare name is looked up in PATH, with a
+// hint when the file is in the working directory.
+func TestNewFindsTheBinary(t *testing.T) {
+	if _, err := New([]string{filepath.Join(t.TempDir(), "nope")}); err == nil {
+		t.Fatal("a missing binary was accepted")
+	}
+	if _, err := New(nil); err == nil {
+		t.Fatal("no binary was accepted")
+	}
+	t.Chdir(filepath.Dir(bashBootstrap))
+	_, err := New([]string{"bootstrap"})
+	if err == nil || !strings.Contains(err.Error(), "./bootstrap") {
+		t.Fatalf("err %v: want the hint to write ./bootstrap", err)
+	}
+	if p, err := New([]string{"./bootstrap"}); err != nil || p.cfg.command[0] != bashBootstrap {
+		t.Fatalf("./bootstrap: %v", err)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -182,6 +183,9 @@ func New(command []string, opts ...Option) (*Pool, error) {
 	}
 	path, err := exec.LookPath(command[0])
 	if err != nil {
+		if _, serr := os.Stat(command[0]); serr == nil && !strings.ContainsRune(command[0], filepath.Separator) {
+			return nil, fmt.Errorf("exec: %w (for the file in this directory, write ./%s)", err, command[0])
+		}
 		return nil, fmt.Errorf("exec: %w", err)
 	}
 	if path, err = filepath.Abs(path); err != nil {

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // setProcAttr puts the process in a process group of its own (so that a kill reaches the
@@ -41,4 +43,20 @@ func (e *environment) maxMemoryMB() int {
 		}
 	}
 	return 0
+}
+
+// unread is how many bytes wait in the pipe f reads (FIONREAD, TIOCINQ on Linux); 0 when unknown.
+func unread(f *os.File) int {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) {
+		v, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ)
+		if err == nil {
+			n = v
+		}
+	})
+	return n
 }

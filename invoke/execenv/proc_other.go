@@ -2,7 +2,10 @@
 
 package execenv
 
-import "os/exec"
+import (
+	"os"
+	"os/exec"
+)
 
 // setProcAttr: without Linux's process groups and parent-death signal, the process is only
 // killed by esm itself.
@@ -13,3 +16,6 @@ func killGroup(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
 
 // maxMemoryMB is unknown outside Linux.
 func (e *environment) maxMemoryMB() int { return 0 }
+
+// unread is unknown outside Linux: the log is not waited for.
+func unread(*os.File) int { return 0 }
