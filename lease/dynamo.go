@@ -137,6 +137,7 @@ type Dynamo struct {
 	cycles    int                    // claim cycles run
 	lastCycle time.Time
 	pending   map[string]bool        // placed here at some point and not seen owned by another since
+	waiting   map[string]bool        // placed here, owned by another live worker that does not hand it over
 }
 
 // heldLease is a lease this worker holds. mu serialises the lease's writes (checkpoint,
@@ -243,7 +244,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...DynamoOption) (
 		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{},
 		children: map[string][]string{}, cache: map[string]Lease{}, missing: map[string]bool{},
 		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
-		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{},
+		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
 	}, nil
 }
 
@@ -584,6 +585,26 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	parallel(create, func(id string) { d.create(ctx, id, true) })
 	parallel(grab, func(id string) { d.grab(ctx, id) })
 
+	// Leases placed elsewhere that no reader runs here (adopted after another worker asked)
+	// are handed over now.
+	d.mu.Lock()
+	var idle []string
+	for id, h := range d.held {
+		if h.handTo != "" && !h.announced {
+			idle = append(idle, id)
+		}
+	}
+	d.mu.Unlock()
+	parallel(idle, func(id string) {
+		d.mu.Lock()
+		h := d.held[id]
+		d.mu.Unlock()
+		if h != nil {
+			if err := d.release(ctx, id, h, "no reader here"); err != nil && ctx.Err() == nil {
+				d.log.Warn("hand-over failed; will retry", "shard_id", id, "err", err)
+			}
+		}
+	})
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []string

@@ -222,6 +222,7 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 		delete(d.missing, id)
 		if d.held[id] != nil || it.Finished() {
 			delete(d.pending, id)
+			delete(d.waiting, id)
 			continue
 		}
 		if d.plan.owner[id] != d.id && it.Owner != d.id {
@@ -234,8 +235,12 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 			}
 		}
 		if d.freeLocked(*it, now) || it.Owner == d.id { // free, or handed over to this worker
+			delete(d.waiting, id)
 			take = append(take, *it)
 			continue
+		}
+		if d.plan.owner[id] == d.id && d.polls[id].tries >= pollEager {
+			d.waiting[id] = true // ask the owner, through the roster, to look at it
 		}
 		d.backoffLocked(id, now)
 	}

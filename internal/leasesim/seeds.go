@@ -100,8 +100,16 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 		w.mu.Lock()
 		fmt.Printf("running %v\nworkers %v\n", w.running, slices.Sorted(mapsKeys(w.workers)))
 		fmt.Println("logs", w.counts.n)
-		for _, sw := range w.workers {
-			fmt.Println(time.Now().Format("15:04:05.000"), sw.d.DebugState("shardId-000000000009"))
+		stuck := map[string]bool{}
+		for r := range put {
+			if !w.delivered[r.shard+":"+r.seq] {
+				stuck[r.shard] = true
+			}
+		}
+		for s := range stuck {
+			for _, sw := range w.workers {
+				fmt.Println(time.Now().Format("15:04:05.000"), s, sw.d.DebugState(s))
+			}
 		}
 		w.mu.Unlock()
 	}
