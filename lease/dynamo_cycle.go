@@ -492,6 +492,12 @@ func (d *Dynamo) grab(ctx context.Context, id string) {
 // a stream that reshards does not grow the table for ever.
 func (d *Dynamo) cleanUp(ctx context.Context) {
 	d.mu.Lock()
+	if !d.agreedLocked() {
+		// A worker that has not listed the children yet could take a deleted parent for a
+		// shard never read and create its lease again: wait until every member knows them.
+		d.mu.Unlock()
+		return
+	}
 	var parents []string
 	var ids []string
 	for p := range d.cleanup {
