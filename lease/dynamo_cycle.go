@@ -408,12 +408,21 @@ func asCCF(err error, target **types.ConditionalCheckFailedException) bool {
 	return err != nil && errorsAs(err, target)
 }
 
-// create creates the lease of a shard placed here, owned by this worker. A shard with children
-// that have leases already was finished and deleted (see cleanUp): it is never created again.
+// create creates the lease of a shard placed here, owned by this worker. A shard with a
+// descendant that has a lease already was finished and deleted (see cleanUp): it is never
+// created again.
 func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 	d.mu.Lock()
 	si, ok := d.infos[id]
-	kids := slices.Clone(d.children[id])
+	// Every descendant: a parent deleted after its children started may have children that
+	// were deleted in turn, once theirs started; the newest generation always has items.
+	var kids []string
+	for queue := slices.Clone(d.children[id]); len(queue) > 0; queue = queue[1:] {
+		if c := queue[0]; !slices.Contains(kids, c) {
+			kids = append(kids, c)
+			queue = append(queue, d.children[c]...)
+		}
+	}
 	epoch := d.epoch
 	d.mu.Unlock()
 	if !ok {

@@ -125,6 +125,13 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 	cycle := min(time.Second, cfg.LeaseDuration/10) // the claim interval
 	lateness := time.Duration(0)
 	checkChild := func(child string, parents []string) {
+		// Lineage: no record of the child before every parent's last invocation ended.
+		for _, p := range parents {
+			if f, ok := w.firstCall[child]; ok && f.Before(w.lastEnd[p]) {
+				violations = append(violations, fmt.Sprintf("child %s invoked at %s, before its parent %s's last invocation ended at %s",
+					child, f.Sub(w.t0), p, w.lastEnd[p].Sub(w.t0)))
+			}
+		}
 		var done time.Time
 		for _, p := range parents {
 			f, ok := w.finished[p]
