@@ -551,6 +551,17 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	d.cycleMu.Lock()
 	defer d.cycleMu.Unlock()
 	d.mu.Lock()
+	// A poller that still claims is not stopping: a reader stopped for another reason (a
+	// shard trimmed while being read) made this worker say it was leaving.
+	clearLeaving := d.leaving && d.running
+	d.leaving = false
+	d.mu.Unlock()
+	if clearLeaving {
+		d.mu.Lock()
+		d.membersChanged = d.cfg.now()
+		d.mu.Unlock()
+	}
+	d.mu.Lock()
 	reuse := !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse
 	d.lastLoad = time.Time{}
 	d.mu.Unlock()
@@ -633,7 +644,7 @@ func (d *Dynamo) settledLocked(id string, now time.Time) bool {
 // freeLocked: nobody alive holds the lease as far as this worker knows.
 func (d *Dynamo) freeLocked(l Lease, now time.Time) bool {
 	switch {
-	case l.Owner == "":
+	case l.Owner == "" || l.HandedOver: // nobody reads a lease not taken up yet
 		return true
 	case l.Owner == d.id:
 		return l.OwnerEpoch != d.epoch

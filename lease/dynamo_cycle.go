@@ -68,7 +68,7 @@ func (d *Dynamo) declareDeadMembers(ctx context.Context) {
 	}
 	for _, id := range dead {
 		o := d.beats2[id]
-		if r := rank(id, live); len(r) > 0 && r[0] == d.id || now.Sub(o.since) >= d.cfg.leaseDuration+d.ClaimInterval() {
+		if r := rank(id, live); len(r) > 0 && r[0] == d.id || d.plan.load[id] > 0 {
 			todo = append(todo, victim{id, o.m})
 		}
 	}
@@ -84,7 +84,7 @@ func (d *Dynamo) declareDeadMembers(ctx context.Context) {
 func (d *Dynamo) placementMembersLocked(without string) []string {
 	var out []string
 	for id, m := range d.members {
-		if !m.leaving && id != without {
+		if (!m.leaving || id == d.id) && id != without { // our own flag never moves our leases
 			out = append(out, id)
 		}
 	}
@@ -334,14 +334,14 @@ func (d *Dynamo) batchGet(ctx context.Context, ids []string) map[string]*Lease {
 func (d *Dynamo) take(ctx context.Context, l Lease) {
 	d.mu.Lock()
 	epoch := d.epoch
-	if l.Owner == d.id && l.OwnerEpoch == epoch { // handed over to us: nothing to write
+	if l.Owner == d.id && l.OwnerEpoch == epoch && !l.HandedOver { // ours already: nothing to write
 		d.held[l.ShardID] = &heldLease{counter: l.Counter}
 		d.mu.Unlock()
 		d.log.Info("lease taken", "shard_id", l.ShardID, "reason", "handed over", "lease_counter", l.Counter)
 		return
 	}
 	d.mu.Unlock()
-	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#e": attrOwnerEpoch, "#p": attrPendingOwner}
+	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#e": attrOwnerEpoch, "#p": attrPendingOwner, "#ho": attrHandedOver}
 	values := map[string]types.AttributeValue{":me": str(d.id), ":cur": num(l.Counter), ":next": num(l.Counter + 1), ":ep": num(epoch)}
 	expr := "SET #o = :me, #e = :ep, #c = :next"
 	cond := "#c = :cur AND "
@@ -353,16 +353,22 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 		cond += "#o = :old"
 		values[":old"] = str(l.Owner)
 		reason = "owner gone"
-		if l.Owner == d.id {
+		switch {
+		case l.Owner == d.id && l.HandedOver:
+			reason = "handed over"
+		case l.HandedOver:
+			reason = "handed over, not taken up"
+		case l.Owner == d.id:
 			reason = "owned by this worker's previous run"
-		} else {
+		}
+		if l.Owner != d.id {
 			expr += ", #sw = if_not_exists(#sw, :zero) + :one"
 			names["#sw"], values[":zero"], values[":one"] = attrOwnerSwitches, num(0), num(1)
 		}
 	}
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(l.ShardID),
-		UpdateExpression:                    aws.String(expr + " REMOVE #p"),
+		UpdateExpression:                    aws.String(expr + " REMOVE #p, #ho"),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,

@@ -2,6 +2,8 @@ package leasesim
 
 import (
 	"flag"
+	"log/slog"
+	"os"
 	"testing"
 	"testing/synctest"
 )
@@ -57,4 +59,13 @@ func TestScaleRolling(t *testing.T) {
 		t.Skip("simulation")
 	}
 	synctest.Test(t, func(t *testing.T) { report(t, Rolling(size())) })
+}
+
+func TestDebugRolling(t *testing.T) {
+	if *one == 0 {
+		t.Skip()
+	}
+	debugLog = slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo})
+	defer func() { debugLog = nil }()
+	synctest.Test(t, func(t *testing.T) { t.Log(Format(Rolling(Config{Shards: 100, Workers: 4, Seed: 1}))) })
 }

@@ -264,6 +264,9 @@ func (o *observed) Claim(ctx context.Context, candidates []string) ([]string, er
 			w.moves++
 			if at, ok := w.stopped[id]; ok {
 				w.gaps = append(w.gaps, now.Sub(at))
+				if debugLog != nil && now.Sub(at) > 5*time.Second {
+					fmt.Printf("GAP %s %s stopped at %s, started by %s at %s\n", id, now.Sub(at), at.Sub(w.t0), o.sw.id, now.Sub(w.t0))
+				}
 			}
 		}
 		w.everRun[id] = true
