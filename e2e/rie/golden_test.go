@@ -60,8 +60,7 @@ func TestRIEEventMatchesInProcess(t *testing.T) {
 	// Both mappings read the whole stream; a batch holds every record of a shard.
 	viaRIE := runMapping(t, stream, mappingConfig(100), httpInvoker(t, newWire(), 3*time.Second, r.Endpoint()), nil)
 	inProc := runMapping(t, stream, mappingConfig(100), nil, example.Config{EventDump: inProcDump}.Handle)
-	// And the way a user runs their own handler locally: handler.Run, as handler.Start does
-	// outside Lambda, configured by flags.
+	// And a handler embedded in a program: inproc.Run, configured by flags as esm run is.
 	startDump := filepath.Join(dir, "handler-start.jsonl")
 	hctx, stopHandler := context.WithCancel(context.Background())
 	handlerDone := make(chan error, 1)
@@ -78,7 +77,7 @@ func TestRIEEventMatchesInProcess(t *testing.T) {
 	inProc.stop(t)
 	stopHandler()
 	if err := <-handlerDone; err != nil {
-		t.Fatalf("handler.Run: %v", err)
+		t.Fatalf("inproc.Run: %v", err)
 	}
 	if fromStart := sortedLines(t, startDump); !slices.EqualFunc(fromStart, sortedLines(t, rieDump), bytes.Equal) {
 		t.Fatalf("events differ between aws-lambda-rie and inproc.Run:\n%s", bytes.Join(fromStart, []byte("\n")))

@@ -40,7 +40,7 @@ Resources:
             Enabled: false
 `
 
-// load parses args as RunFlags (as handler.Run does) and loads them.
+// load parses args as RunFlags (as inproc.Run does) and loads them.
 func load(t *testing.T, args ...string) (*Config, error) {
 	t.Helper()
 	var f RunFlags

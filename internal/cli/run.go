@@ -40,7 +40,7 @@ func (c *Config) Invoker() (poller.Invoker, func() error, error) {
 	return inv, closeFn, nil
 }
 
-// inProcess is the function to run in this process: fn when given (handler.Run), the example
+// inProcess is the function to run in this process: fn when given (inproc.Run), the example
 // for --invoke example, else nil.
 func (c *Config) inProcess(fn any) any {
 	if fn != nil {

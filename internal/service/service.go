@@ -1,5 +1,5 @@
 // Package service wires one event source mapping together: AWS clients, the state store, the
-// invoker and the poller. The CLI and handler.Run both go through it.
+// invoker and the poller. The CLI and handler/inproc both go through it.
 package service
 
 import (

@@ -40,7 +40,7 @@ const (
 // its ctx allows, and gives it back when it has an answer. Attempts that did not reach the
 // function (transport errors, 5xx without a function error) are retried on the same endpoint a
 // bounded number of times; function errors are never retried here. Invoke is safe for concurrent
-// use. Requests are unsigned, so real Lambda is reached through NewLambda instead.
+// use. Requests are unsigned, so real Lambda is reached through invoke/lambdaapi instead.
 type Pool struct {
 	free     chan *endpoint // the endpoints not in use; capacity: all of them
 	client   *http.Client
