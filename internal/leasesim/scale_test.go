@@ -39,7 +39,13 @@ func TestScaleSteady(t *testing.T) {
 		cold = lines[0].Measured
 		report(t, lines)
 	})
-	synctest.Test(t, func(t *testing.T) { report(t, Capped(size(), cold)) })
+	synctest.Test(t, func(t *testing.T) {
+		lines := Capped(size(), cold)
+		// The slowdown under the cap is reported, not asserted (see DESIGN.md); nothing may
+		// be lost and nobody may exit.
+		report(t, lines[1:])
+		t.Log(lines[0])
+	})
 }
 
 func TestScaleStaggered(t *testing.T) {
