@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,11 +27,15 @@ import (
 func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 	rnd := rand.New(rand.NewPCG(seed, 99))
 	var frnd = rand.New(rand.NewPCG(seed, 7))
+	var fmu sync.Mutex // fault functions run concurrently
 	faults := func(_ context.Context, c fakedynamo.Call) fakedynamo.Fault {
 		if c.Op == fakedynamo.OpCreateTable || c.Op == fakedynamo.OpDescribeTable {
 			return fakedynamo.NoFault
 		}
-		switch x := frnd.Float64(); {
+		fmu.Lock()
+		x := frnd.Float64()
+		fmu.Unlock()
+		switch {
 		case x < 0.02:
 			return fakedynamo.Throttle
 		case x < 0.03:
