@@ -137,6 +137,7 @@ type Dynamo struct {
 	cycles    int                    // claim cycles run
 	lastCycle time.Time
 	pending   map[string]bool        // placed here at some point and not seen owned by another since
+	waiting   map[string]bool        // placed here, owned by another live worker that does not hand it over
 }
 
 // heldLease is a lease this worker holds. mu serialises the lease's writes (checkpoint,
@@ -243,7 +244,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...DynamoOption) (
 		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{},
 		children: map[string][]string{}, cache: map[string]Lease{}, missing: map[string]bool{},
 		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
-		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{},
+		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
 	}, nil
 }
 
@@ -550,6 +551,17 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	d.cycleMu.Lock()
 	defer d.cycleMu.Unlock()
 	d.mu.Lock()
+	// A poller that still claims is not stopping: a reader stopped for another reason (a
+	// shard trimmed while being read) made this worker say it was leaving.
+	clearLeaving := d.leaving && d.running
+	d.leaving = false
+	d.mu.Unlock()
+	if clearLeaving {
+		d.mu.Lock()
+		d.membersChanged = d.cfg.now()
+		d.mu.Unlock()
+	}
+	d.mu.Lock()
 	reuse := !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse
 	d.lastLoad = time.Time{}
 	d.mu.Unlock()
@@ -584,6 +596,26 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	parallel(create, func(id string) { d.create(ctx, id, true) })
 	parallel(grab, func(id string) { d.grab(ctx, id) })
 
+	// Leases placed elsewhere that no reader runs here (adopted after another worker asked)
+	// are handed over now.
+	d.mu.Lock()
+	var idle []string
+	for id, h := range d.held {
+		if h.handTo != "" && !h.announced {
+			idle = append(idle, id)
+		}
+	}
+	d.mu.Unlock()
+	parallel(idle, func(id string) {
+		d.mu.Lock()
+		h := d.held[id]
+		d.mu.Unlock()
+		if h != nil {
+			if err := d.release(ctx, id, h, "no reader here"); err != nil && ctx.Err() == nil {
+				d.log.Warn("hand-over failed; will retry", "shard_id", id, "err", err)
+			}
+		}
+	})
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []string
@@ -612,7 +644,7 @@ func (d *Dynamo) settledLocked(id string, now time.Time) bool {
 // freeLocked: nobody alive holds the lease as far as this worker knows.
 func (d *Dynamo) freeLocked(l Lease, now time.Time) bool {
 	switch {
-	case l.Owner == "":
+	case l.Owner == "" || l.HandedOver: // nobody reads a lease not taken up yet
 		return true
 	case l.Owner == d.id:
 		return l.OwnerEpoch != d.epoch

@@ -68,7 +68,7 @@ func (d *Dynamo) declareDeadMembers(ctx context.Context) {
 	}
 	for _, id := range dead {
 		o := d.beats2[id]
-		if r := rank(id, live); len(r) > 0 && r[0] == d.id || now.Sub(o.since) >= d.cfg.leaseDuration+d.ClaimInterval() {
+		if r := rank(id, live); len(r) > 0 && r[0] == d.id || d.plan.load[id] > 0 {
 			todo = append(todo, victim{id, o.m})
 		}
 	}
@@ -84,7 +84,7 @@ func (d *Dynamo) declareDeadMembers(ctx context.Context) {
 func (d *Dynamo) placementMembersLocked(without string) []string {
 	var out []string
 	for id, m := range d.members {
-		if !m.leaving && id != without {
+		if (!m.leaving || id == d.id) && id != without { // our own flag never moves our leases
 			out = append(out, id)
 		}
 	}
@@ -222,6 +222,7 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 		delete(d.missing, id)
 		if d.held[id] != nil || it.Finished() {
 			delete(d.pending, id)
+			delete(d.waiting, id)
 			continue
 		}
 		if d.plan.owner[id] != d.id && it.Owner != d.id {
@@ -234,8 +235,12 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 			}
 		}
 		if d.freeLocked(*it, now) || it.Owner == d.id { // free, or handed over to this worker
+			delete(d.waiting, id)
 			take = append(take, *it)
 			continue
+		}
+		if d.plan.owner[id] == d.id && d.polls[id].tries >= pollEager {
+			d.waiting[id] = true // ask the owner, through the roster, to look at it
 		}
 		d.backoffLocked(id, now)
 	}
@@ -329,14 +334,14 @@ func (d *Dynamo) batchGet(ctx context.Context, ids []string) map[string]*Lease {
 func (d *Dynamo) take(ctx context.Context, l Lease) {
 	d.mu.Lock()
 	epoch := d.epoch
-	if l.Owner == d.id && l.OwnerEpoch == epoch { // handed over to us: nothing to write
+	if l.Owner == d.id && l.OwnerEpoch == epoch && !l.HandedOver { // ours already: nothing to write
 		d.held[l.ShardID] = &heldLease{counter: l.Counter}
 		d.mu.Unlock()
 		d.log.Info("lease taken", "shard_id", l.ShardID, "reason", "handed over", "lease_counter", l.Counter)
 		return
 	}
 	d.mu.Unlock()
-	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#e": attrOwnerEpoch, "#p": attrPendingOwner}
+	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#e": attrOwnerEpoch, "#p": attrPendingOwner, "#ho": attrHandedOver}
 	values := map[string]types.AttributeValue{":me": str(d.id), ":cur": num(l.Counter), ":next": num(l.Counter + 1), ":ep": num(epoch)}
 	expr := "SET #o = :me, #e = :ep, #c = :next"
 	cond := "#c = :cur AND "
@@ -348,16 +353,22 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 		cond += "#o = :old"
 		values[":old"] = str(l.Owner)
 		reason = "owner gone"
-		if l.Owner == d.id {
+		switch {
+		case l.Owner == d.id && l.HandedOver:
+			reason = "handed over"
+		case l.HandedOver:
+			reason = "handed over, not taken up"
+		case l.Owner == d.id:
 			reason = "owned by this worker's previous run"
-		} else {
+		}
+		if l.Owner != d.id {
 			expr += ", #sw = if_not_exists(#sw, :zero) + :one"
 			names["#sw"], values[":zero"], values[":one"] = attrOwnerSwitches, num(0), num(1)
 		}
 	}
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(l.ShardID),
-		UpdateExpression:                    aws.String(expr + " REMOVE #p"),
+		UpdateExpression:                    aws.String(expr + " REMOVE #p, #ho"),
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
@@ -403,12 +414,21 @@ func asCCF(err error, target **types.ConditionalCheckFailedException) bool {
 	return err != nil && errorsAs(err, target)
 }
 
-// create creates the lease of a shard placed here, owned by this worker. A shard with children
-// that have leases already was finished and deleted (see cleanUp): it is never created again.
+// create creates the lease of a shard placed here, owned by this worker. A shard with a
+// descendant that has a lease already was finished and deleted (see cleanUp): it is never
+// created again.
 func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 	d.mu.Lock()
 	si, ok := d.infos[id]
-	kids := slices.Clone(d.children[id])
+	// Every descendant: a parent deleted after its children started may have children that
+	// were deleted in turn, once theirs started; the newest generation always has items.
+	var kids []string
+	for queue := slices.Clone(d.children[id]); len(queue) > 0; queue = queue[1:] {
+		if c := queue[0]; !slices.Contains(kids, c) {
+			kids = append(kids, c)
+			queue = append(queue, d.children[c]...)
+		}
+	}
 	epoch := d.epoch
 	d.mu.Unlock()
 	if !ok {
@@ -487,6 +507,12 @@ func (d *Dynamo) grab(ctx context.Context, id string) {
 // a stream that reshards does not grow the table for ever.
 func (d *Dynamo) cleanUp(ctx context.Context) {
 	d.mu.Lock()
+	if !d.agreedLocked() {
+		// A worker that has not listed the children yet could take a deleted parent for a
+		// shard never read and create its lease again: wait until every member knows them.
+		d.mu.Unlock()
+		return
+	}
 	var parents []string
 	var ids []string
 	for p := range d.cleanup {

@@ -30,6 +30,10 @@ const (
 	// lease is valid while that entry, with that epoch, is in the roster and its heartbeat
 	// moves. Absent on leases written by the previous protocol (and by KCL).
 	attrOwnerEpoch = "leaseOwnerEpoch" // N
+	// attrHandedOver marks a lease handed to leaseOwner that it has not taken up yet (taking
+	// it up removes the mark with a write): nobody reads it yet, so whoever the placement
+	// now gives it to may take it.
+	attrHandedOver = "handedOver" // BOOL
 
 	// attrPendingOwner names the worker that asked for the lease in a cooperative hand-over. The
 	// owner stops reading, checkpoints and releases the lease, which stays reserved for that
@@ -69,6 +73,8 @@ type Lease struct {
 	// OwnerEpoch is the epoch of the owner's roster entry the lease is valid under; 0 on a
 	// lease of the previous protocol.
 	OwnerEpoch int64
+	// HandedOver: handed to Owner, not taken up yet.
+	HandedOver bool
 	// OwnerSwitchesSinceCheckpoint counts ownership changes since the last checkpoint.
 	OwnerSwitchesSinceCheckpoint int64
 	Parents, Children            []string
@@ -254,6 +260,9 @@ func decodeLease(it map[string]types.AttributeValue) (Lease, error) {
 	l.Owner = getS(attrOwner)
 	l.Counter = getN(attrCounter)
 	l.OwnerEpoch = getN(attrOwnerEpoch)
+	if b, ok := it[attrHandedOver].(*types.AttributeValueMemberBOOL); ok {
+		l.HandedOver = b.Value
+	}
 	l.PendingOwner = getS(attrPendingOwner)
 	l.OwnerSwitchesSinceCheckpoint = getN(attrOwnerSwitches)
 	l.Parents = getSS(attrParents)

@@ -44,6 +44,11 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 		d.stopReadAt = d.cfg.now()
 	}
 	d.mu.Unlock()
+	if stopping {
+		// A reader stopped that was neither handed over nor finished: the worker is stopping.
+		// Say so first, so that the others count without it and read what it hands them.
+		d.markLeaving(ctx)
+	}
 	if stopping && stale {
 		// Hand over to the workers that are there now (consistently read): another may have
 		// stopped since the last read.
@@ -82,11 +87,13 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	}
 	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#e": attrOwnerEpoch, "#p": attrPendingOwner}
 	values := map[string]types.AttributeValue{":me": str(d.id), ":cur": num(cur), ":next": num(cur + 1)}
-	expr := "SET #c = :next REMOVE #o, #e, #p"
+	expr := "SET #c = :next REMOVE #o, #e, #p, #ho"
+	names["#ho"] = attrHandedOver
 	if to != "" {
-		expr = "SET #c = :next, #o = :to, #e = :te, #sw = if_not_exists(#sw, :zero) + :one REMOVE #p"
-		names["#sw"] = attrOwnerSwitches
+		expr = "SET #c = :next, #o = :to, #e = :te, #sw = if_not_exists(#sw, :zero) + :one, #ho = :t REMOVE #p"
+		names["#sw"], names["#ho"] = attrOwnerSwitches, attrHandedOver
 		values[":to"], values[":te"], values[":zero"], values[":one"] = str(to), num(toEpoch), num(0), num(1)
+		values[":t"] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(id),

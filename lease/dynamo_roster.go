@@ -27,7 +27,11 @@ const (
 	memberBeat  = "h"
 	memberLeave = "l"
 	memberKnown = "u" // how many shards the worker knows of
+	memberWaits = "w" // leases placed on the worker that another live worker owns and does not hand over
 )
+
+// maxWaits bounds the leases one roster entry asks about.
+const maxWaits = 20
 
 // member is one roster entry.
 type member struct {
@@ -35,6 +39,7 @@ type member struct {
 	beat    int64
 	known   int64
 	leaving bool
+	waits   []string
 }
 
 // beatObs is what this worker has seen of another's heartbeat: the value and since when.
@@ -70,6 +75,9 @@ func decodeRoster(item map[string]types.AttributeValue) (map[string]member, erro
 		}
 		if b, ok := e.Value[memberLeave].(*types.AttributeValueMemberBOOL); ok {
 			mb.leaving = b.Value
+		}
+		if w, ok := e.Value[memberWaits].(*types.AttributeValueMemberSS); ok {
+			mb.waits = w.Value
 		}
 		out[id] = mb
 	}
@@ -127,6 +135,10 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	// attempt's, and rewriting it would look, to the others, like no heartbeat at all.
 	d.beat++
 	epoch, next, leaving, known := d.epoch, d.beat, d.leaving, int64(len(d.infos))
+	waits := slices.Sorted(maps.Keys(d.waiting))
+	if len(waits) > maxWaits {
+		waits = waits[:maxWaits]
+	}
 	d.mu.Unlock()
 	sent := d.cfg.now()
 	expr := "SET #m.#me.#h = :h, #m.#me.#u = :u"
@@ -135,6 +147,13 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	if leaving {
 		expr += ", #m.#me.#l = :t"
 		names["#l"], values[":t"] = memberLeave, &types.AttributeValueMemberBOOL{Value: true}
+	}
+	names["#w"] = memberWaits
+	if len(waits) > 0 {
+		expr += ", #m.#me.#w = :w"
+		values[":w"] = &types.AttributeValueMemberSS{Value: waits}
+	} else {
+		expr += " REMOVE #m.#me.#w"
 	}
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
@@ -218,6 +237,18 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 	for id := range d.beats2 {
 		if _, ok := ms[id]; !ok {
 			delete(d.beats2, id)
+		}
+	}
+	// Another worker waits for leases that name this one: read them (and adopt and hand on
+	// those that do).
+	for id, m := range ms {
+		if id == d.id {
+			continue
+		}
+		for _, s := range m.waits {
+			if d.held[s] == nil {
+				d.pending[s] = true
+			}
 		}
 	}
 	if !maps.EqualFunc(ms, d.members, func(a, b member) bool { return a.epoch == b.epoch && a.leaving == b.leaving && a.known == b.known }) {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -189,3 +190,138 @@ func TestEnsureTable(t *testing.T) {
 	}
 }
 
+
+// drive runs a worker's heartbeat and its claim cycles (as the poller would, every
+// ClaimInterval) until stop is called.
+func drive(t *testing.T, d *Dynamo, candidates []string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = d.Run(ctx); done <- struct{}{} }()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		tk := time.NewTicker(d.ClaimInterval())
+		defer tk.Stop()
+		for {
+			if _, err := d.Load(ctx); err == nil {
+				_, _ = d.Claim(ctx, candidates)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done; <-done }
+}
+
+// TestLegacyTableMigrates: a table written by the previous protocol (leases without an owner
+// epoch, renewed by bumping leaseCounter) keeps working. A lease whose counter stands still
+// for a lease duration is taken, with its checkpoint; one an old worker still renews is left
+// alone until it stops.
+func TestLegacyTableMigrates(t *testing.T) {
+	table := newTable(t)
+	ctx := context.Background()
+	ids := shardIDs(2)
+	legacy := func(id, owner string, counter int64, checkpoint string) {
+		t.Helper()
+		_, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: map[string]types.AttributeValue{
+			attrKey: str(id), attrOwner: str(owner), attrCounter: num(counter), attrCheckpoint: str(checkpoint),
+			attrSubSequence: num(0), attrOwnerSwitches: num(0), attrStart: str(poller.TrimHorizon),
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	legacy(ids[0], "old-live", 5, "111")
+	legacy(ids[1], "old-dead", 3, "222")
+	log, _ := testLogger(t)
+	d, err := NewDynamo(ddb, table, "new", WithLeaseDuration(2*time.Second), WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Register(ctx, infos(ids)); err != nil {
+		t.Fatal(err)
+	}
+	// The old live worker keeps renewing.
+	renewCtx, stopRenew := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for c := int64(6); renewCtx.Err() == nil; c++ {
+			_, _ = ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &table, Key: key(ids[0]),
+				UpdateExpression: aws.String("SET #c = :c"), ExpressionAttributeNames: map[string]string{"#c": attrCounter},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":c": num(c)}})
+			select {
+			case <-renewCtx.Done():
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+	stop := drive(t, d, ids)
+	defer stop()
+	testkit.WaitFor(t, "the dead old worker's lease taken", 15*time.Second, func() bool { return leasesOf(t, table)[ids[1]].Owner == "new" })
+	l := leasesOf(t, table)[ids[1]]
+	if l.Progress.Checkpoint != "222" || l.OwnerEpoch == 0 {
+		t.Fatalf("migrated lease %+v: checkpoint lost or no epoch", l)
+	}
+	if o := leasesOf(t, table)[ids[0]].Owner; o != "old-live" {
+		t.Fatalf("a lease an old worker renews was taken by %s", o)
+	}
+	stopRenew()
+	<-renewed
+	testkit.WaitFor(t, "the old worker's lease taken once it stopped renewing", 15*time.Second, func() bool { return leasesOf(t, table)[ids[0]].Owner == "new" })
+	if l := leasesOf(t, table)[ids[0]]; l.Progress.Checkpoint != "111" {
+		t.Fatalf("migrated lease %+v lost its checkpoint", l)
+	}
+}
+
+// TestPreCreatedTableWithHashKeyOnly: a table created beforehand with the hash key leaseKey
+// alone and no index (as Terraform or CloudFormation provision KCL's) works without any change
+// to it: two workers share its shards.
+func TestPreCreatedTableWithHashKeyOnly(t *testing.T) {
+	ctx := context.Background()
+	table := uniqueName("precreated")
+	if _, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: &table, BillingMode: types.BillingModePayPerRequest,
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dropTableAtEnd(t, table)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := EnsureTable(wctx, ddb, table, false); err != nil {
+		t.Fatal(err)
+	}
+	ids := shardIDs(6)
+	log, _ := testLogger(t)
+	var stops []func()
+	for _, id := range []string{"a", "b"} {
+		d, err := NewDynamo(ddb, table, id, WithLeaseDuration(3*time.Second), WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Register(ctx, infos(ids)); err != nil {
+			t.Fatal(err)
+		}
+		stops = append(stops, drive(t, d, ids))
+	}
+	testkit.WaitFor(t, "3 + 3 of 6 shards", 20*time.Second, func() bool { o := owners(leasesOf(t, table)); return o["a"] == 3 && o["b"] == 3 })
+	out, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Table.GlobalSecondaryIndexes) != 0 || len(out.Table.KeySchema) != 1 {
+		t.Fatalf("the table was changed: %+v", out.Table)
+	}
+	for _, s := range stops {
+		s()
+	}
+	for _, l := range leasesOf(t, table) {
+		if l.Owner != "" {
+			t.Fatalf("after both stopped: %+v", l)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package leasesim
 
 import (
 	"flag"
+	"log/slog"
+	"os"
 	"testing"
 	"testing/synctest"
 )
@@ -37,7 +39,13 @@ func TestScaleSteady(t *testing.T) {
 		cold = lines[0].Measured
 		report(t, lines)
 	})
-	synctest.Test(t, func(t *testing.T) { report(t, Capped(size(), cold)) })
+	synctest.Test(t, func(t *testing.T) {
+		lines := Capped(size(), cold)
+		// The slowdown under the cap is reported, not asserted (see DESIGN.md); nothing may
+		// be lost and nobody may exit.
+		report(t, lines[1:])
+		t.Log(lines[0])
+	})
 }
 
 func TestScaleStaggered(t *testing.T) {
@@ -57,4 +65,13 @@ func TestScaleRolling(t *testing.T) {
 		t.Skip("simulation")
 	}
 	synctest.Test(t, func(t *testing.T) { report(t, Rolling(size())) })
+}
+
+func TestDebugRolling(t *testing.T) {
+	if *one == 0 {
+		t.Skip()
+	}
+	debugLog = slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelInfo})
+	defer func() { debugLog = nil }()
+	synctest.Test(t, func(t *testing.T) { t.Log(Format(Rolling(Config{Shards: 100, Workers: 4, Seed: 1}))) })
 }

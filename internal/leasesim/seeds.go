@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,11 +27,15 @@ import (
 func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 	rnd := rand.New(rand.NewPCG(seed, 99))
 	var frnd = rand.New(rand.NewPCG(seed, 7))
+	var fmu sync.Mutex // fault functions run concurrently
 	faults := func(_ context.Context, c fakedynamo.Call) fakedynamo.Fault {
 		if c.Op == fakedynamo.OpCreateTable || c.Op == fakedynamo.OpDescribeTable {
 			return fakedynamo.NoFault
 		}
-		switch x := frnd.Float64(); {
+		fmu.Lock()
+		x := frnd.Float64()
+		fmu.Unlock()
+		switch {
 		case x < 0.02:
 			return fakedynamo.Throttle
 		case x < 0.03:
@@ -100,8 +105,16 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 		w.mu.Lock()
 		fmt.Printf("running %v\nworkers %v\n", w.running, slices.Sorted(mapsKeys(w.workers)))
 		fmt.Println("logs", w.counts.n)
-		for _, sw := range w.workers {
-			fmt.Println(time.Now().Format("15:04:05.000"), sw.d.DebugState("shardId-000000000009"))
+		stuck := map[string]bool{}
+		for r := range put {
+			if !w.delivered[r.shard+":"+r.seq] {
+				stuck[r.shard] = true
+			}
+		}
+		for s := range stuck {
+			for _, sw := range w.workers {
+				fmt.Println(time.Now().Format("15:04:05.000"), s, sw.d.DebugState(s))
+			}
 		}
 		w.mu.Unlock()
 	}
@@ -117,6 +130,13 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 	cycle := min(time.Second, cfg.LeaseDuration/10) // the claim interval
 	lateness := time.Duration(0)
 	checkChild := func(child string, parents []string) {
+		// Lineage: no record of the child before every parent's last invocation ended.
+		for _, p := range parents {
+			if f, ok := w.firstCall[child]; ok && f.Before(w.lastEnd[p]) {
+				violations = append(violations, fmt.Sprintf("child %s invoked at %s, before its parent %s's last invocation ended at %s",
+					child, f.Sub(w.t0), p, w.lastEnd[p].Sub(w.t0)))
+			}
+		}
 		var done time.Time
 		for _, p := range parents {
 			f, ok := w.finished[p]

@@ -75,6 +75,8 @@ type world struct {
 	exits    []error
 	inflight  map[string]string // shard → worker invoking it now
 	delivered map[string]bool   // eventIDs invoked
+	firstCall map[string]time.Time // shard → when its first invocation started
+	lastEnd   map[string]time.Time // shard → when its last invocation ended
 	invoked  atomic.Int64
 }
 
@@ -218,6 +220,7 @@ func newWorld(cfg Config, opts ...fakedynamo.Option) *world {
 		workers: map[string]*simWorker{}, running: map[string]string{}, stopped: map[string]time.Time{},
 		everRun: map[string]bool{}, finished: map[string]time.Time{}, claimed: map[string]time.Time{},
 		inflight: map[string]string{}, t0: time.Now(), delivered: map[string]bool{},
+		firstCall: map[string]time.Time{}, lastEnd: map[string]time.Time{},
 	}
 	w.arn = w.kin.CreateStream(w.stream, cfg.Shards)
 	if err := lease.EnsureTable(context.Background(), w.db, w.table, true); err != nil {
@@ -261,6 +264,9 @@ func (o *observed) Claim(ctx context.Context, candidates []string) ([]string, er
 			w.moves++
 			if at, ok := w.stopped[id]; ok {
 				w.gaps = append(w.gaps, now.Sub(at))
+				if debugLog != nil && now.Sub(at) > 5*time.Second {
+					fmt.Printf("GAP %s %s stopped at %s, started by %s at %s\n", id, now.Sub(at), at.Sub(w.t0), o.sw.id, now.Sub(w.t0))
+				}
 			}
 		}
 		w.everRun[id] = true
@@ -414,10 +420,14 @@ func (w *world) invoke(worker string, payload []byte) (invoke.Response, error) {
 		w.faults = append(w.faults, fmt.Sprintf("%s invokes %s while %s does", worker, shard, other))
 	}
 	w.inflight[shard] = worker
+	if _, ok := w.firstCall[shard]; !ok {
+		w.firstCall[shard] = time.Now()
+	}
 	w.mu.Unlock()
 	time.Sleep(10 * time.Millisecond) // the handler's work, in virtual time
 	w.mu.Lock()
 	delete(w.inflight, shard)
+	w.lastEnd[shard] = time.Now()
 	w.mu.Unlock()
 	w.invoked.Add(1)
 	w.noteDelivered(payload)
