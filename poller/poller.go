@@ -240,7 +240,9 @@ func (p *Poller) Run(ctx context.Context) error {
 		}
 	}
 	c := &coordinator{p: p, g: newLineage(), progress: progress, cancels: map[string]context.CancelFunc{}, results: make(chan readerResult)}
-	if fresh && p.cfg.StartingPosition == Latest {
+	// With a coordinator a shard is read only once its lease is taken, seconds after the start
+	// was decided: LATEST then would skip what arrived meanwhile, so it opens AT_TIMESTAMP.
+	if fresh && p.cfg.StartingPosition == Latest && p.coord == nil {
 		c.atTip = map[string]bool{}
 		for id := range progress {
 			c.atTip[id] = true
