@@ -450,9 +450,26 @@ func (d *Dynamo) Load(ctx context.Context) (map[string]poller.ShardProgress, err
 	if err := d.cycle(ctx); err != nil {
 		return nil, err
 	}
+	// The first Load reads the whole table: the poller takes an empty answer for a mapping that
+	// never ran (a LATEST start decided now, lineage ignored), and the cache holds only the
+	// leases placed on this worker, none yet.
+	var all map[string]Lease
+	d.mu.Lock()
+	first := d.lastLoad.IsZero()
+	d.mu.Unlock()
+	if first {
+		m, err := scanTable(ctx, d.api, d.table)
+		if err != nil {
+			return nil, err
+		}
+		all = m
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[string]poller.ShardProgress, len(d.cache))
+	out := make(map[string]poller.ShardProgress, len(d.cache)+len(all))
+	for id, l := range all {
+		out[id] = l.Progress
+	}
 	for id, l := range d.cache {
 		out[id] = l.Progress
 	}
