@@ -597,7 +597,7 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	}
 	d.lastCand = cand
 	for _, id := range candidates {
-		if !ready || d.held[id] != nil || d.cache[id].Finished() {
+		if !ready || d.held[id] != nil || d.cache[id].Finished() || d.parentBusyLocked(id, now) {
 			continue
 		}
 		switch {
@@ -645,6 +645,19 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 		out = append(out, id)
 	}
 	return out, nil
+}
+
+// parentBusyLocked: a parent of the shard is unfinished and owned by another live worker. The
+// poller counts a parent the listing no longer shows (trimmed by retention) as finished, but
+// its owner elsewhere may still be invoking its last batch: the child waits for its
+// checkpoint (invariant 3) or for the owner's lease to lapse.
+func (d *Dynamo) parentBusyLocked(id string, now time.Time) bool {
+	for _, p := range nonEmpty(d.infos[id].Parents) {
+		if l, ok := d.cache[p]; ok && !l.Finished() && l.Owner != "" && l.Owner != d.id && !d.freeLocked(l, now) {
+			return true
+		}
+	}
+	return false
 }
 
 // settledLocked: the placement applies to the shard. A shard of the first listing without

@@ -170,7 +170,9 @@ func (d *Dynamo) plan1() (wanted, lineage []string) {
 			continue
 		}
 		for _, p := range ps {
-			if pl, ok := d.cache[p]; (!ok || !pl.Finished()) && d.held[p] == nil && d.infos[p].ShardID != "" {
+			// A parent the listing no longer shows (trimmed) is read too until the child is
+			// held: another worker may still be reading its last batch (see Claim).
+			if pl, ok := d.cache[p]; (!ok || !pl.Finished()) && d.held[p] == nil && (d.infos[p].ShardID != "" || d.held[id] == nil) {
 				lineage = append(lineage, p)
 			}
 		}
@@ -243,6 +245,13 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 			d.waiting[id] = true // ask the owner, through the roster, to look at it
 		}
 		d.backoffLocked(id, now)
+	}
+	for _, p := range lineage {
+		// A trimmed parent without an item is not read by anyone: never created (it was
+		// closed before a LATEST start) or finished and deleted.
+		if it, ok := items[p]; ok && it == nil && d.infos[p].ShardID == "" {
+			d.cache[p] = finishedMarker(p)
+		}
 	}
 	for _, p := range append(slices.Clone(lineage), wanted...) {
 		// A parent without an item whose child has one was finished and deleted (children
