@@ -61,6 +61,10 @@ type Delivery struct {
 	BatchSize    int    `json:"batchSize"`
 	// ReceivedAt is when the invocation started, in Unix milliseconds.
 	ReceivedAt int64 `json:"receivedAt"`
+	// InvokedAt and DoneAt are when the invocation started and when it had handled its records
+	// (just before its lines were written), in Unix nanoseconds: lineage is judged on them.
+	InvokedAt int64 `json:"invokedAt,omitempty"`
+	DoneAt    int64 `json:"doneAt,omitempty"`
 }
 
 // Trace is one line of EXAMPLE_TRACE: one invocation.
@@ -241,11 +245,12 @@ func (c Config) record(reqID string, start time.Time, e events.KinesisEvent) err
 		return nil
 	}
 	var buf []byte
+	done := time.Now().UnixNano()
 	for _, r := range e.Records {
 		line, err := json.Marshal(Delivery{
 			RequestID: reqID, ShardID: shardOf(r.EventID), Sequence: r.Kinesis.SequenceNumber,
 			PartitionKey: r.Kinesis.PartitionKey, Data: string(r.Kinesis.Data), BatchSize: len(e.Records),
-			ReceivedAt: start.UnixMilli(),
+			ReceivedAt: start.UnixMilli(), InvokedAt: start.UnixNano(), DoneAt: done,
 		})
 		if err != nil {
 			return err

@@ -42,6 +42,30 @@ func (c *countingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 	return c.DynamoAPI.UpdateItem(ctx, in, o...)
 }
 
+func (c *countingAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c.calls.Add(1)
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.DynamoAPI.GetItem(ctx, in, o...)
+}
+
+func (c *countingAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.calls.Add(1)
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.DynamoAPI.BatchGetItem(ctx, in, o...)
+}
+
+func (c *countingAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	c.calls.Add(1)
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.DynamoAPI.DeleteItem(ctx, in, o...)
+}
+
 func (c *countingAPI) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	c.calls.Add(1)
 	if c.cut.Load() {

@@ -26,12 +26,24 @@ const (
 	attrStartHash     = "startingHashKey"              // S
 	attrEndHash       = "endingHashKey"                // S
 
+	// attrOwnerEpoch is the epoch of the owner's roster entry when it took the lease: the
+	// lease is valid while that entry, with that epoch, is in the roster and its heartbeat
+	// moves. Absent on leases written by the previous protocol (and by KCL).
+	attrOwnerEpoch = "leaseOwnerEpoch" // N
+	// attrHandedOver marks a lease handed to leaseOwner that it has not taken up yet (taking
+	// it up removes the mark with a write): nobody reads it yet, so whoever the placement
+	// now gives it to may take it.
+	attrHandedOver = "handedOver" // BOOL
+
 	// attrPendingOwner names the worker that asked for the lease in a cooperative hand-over. The
 	// owner stops reading, checkpoints and releases the lease, which stays reserved for that
 	// worker (unowned, with pendingOwner) until it takes it or a lease duration passes.
 	attrPendingOwner = "pendingOwner" // S
 	// attrStart is ShardProgress.Start, kept even after the shard has a checkpoint.
 	attrStart = "startingPosition" // S
+	// attrStartTimestamp is ShardProgress.StartTimestamp (when a LATEST start was decided),
+	// RFC 3339 with nanoseconds, UTC: a restart before the first checkpoint resumes there.
+	attrStartTimestamp = "startingTimestamp" // S
 	// attrLastCheckpoint is the last checkpointed sequence number of a finished shard, whose
 	// checkpoint attribute reads SHARD_END.
 	attrLastCheckpoint = "lastCheckpoint" // S
@@ -58,6 +70,11 @@ type Lease struct {
 	// PendingOwner is the worker a cooperative hand-over was requested for ("" when none); on an
 	// unowned lease, the worker it is reserved for.
 	PendingOwner string
+	// OwnerEpoch is the epoch of the owner's roster entry the lease is valid under; 0 on a
+	// lease of the previous protocol.
+	OwnerEpoch int64
+	// HandedOver: handed to Owner, not taken up yet.
+	HandedOver bool
 	// OwnerSwitchesSinceCheckpoint counts ownership changes since the last checkpoint.
 	OwnerSwitchesSinceCheckpoint int64
 	Parents, Children            []string
@@ -132,6 +149,11 @@ func newProgressUpdate(pr poller.ShardProgress) (progressUpdate, error) {
 	} else {
 		u.remove = append(u.remove, "#start")
 	}
+	if !pr.StartTimestamp.IsZero() {
+		u.setS("#startts", ":startts", pr.StartTimestamp.UTC().Format(time.RFC3339Nano))
+	} else {
+		u.remove = append(u.remove, "#startts")
+	}
 	if !pr.UpdatedAt.IsZero() {
 		u.setS("#upd", ":upd", pr.UpdatedAt.UTC().Format(time.RFC3339Nano))
 	} else {
@@ -158,6 +180,7 @@ func (u *progressUpdate) setS(name, value, s string) {
 var progressNames = map[string]string{
 	"#cp": attrCheckpoint, "#sub": attrSubSequence, "#sw": attrOwnerSwitches,
 	"#last": attrLastCheckpoint, "#start": attrStart, "#upd": attrUpdatedAt, "#win": attrWindow,
+	"#startts": attrStartTimestamp,
 }
 
 // newItem is a new, unowned lease for a shard.
@@ -184,6 +207,9 @@ func newItem(si poller.ShardInfo) (map[string]types.AttributeValue, error) {
 	}
 	if pr.Start != "" {
 		it[attrStart] = str(pr.Start)
+	}
+	if !pr.StartTimestamp.IsZero() {
+		it[attrStartTimestamp] = str(pr.StartTimestamp.UTC().Format(time.RFC3339Nano))
 	}
 	if !pr.UpdatedAt.IsZero() {
 		it[attrUpdatedAt] = str(pr.UpdatedAt.UTC().Format(time.RFC3339Nano))
@@ -233,6 +259,10 @@ func decodeLease(it map[string]types.AttributeValue) (Lease, error) {
 	}
 	l.Owner = getS(attrOwner)
 	l.Counter = getN(attrCounter)
+	l.OwnerEpoch = getN(attrOwnerEpoch)
+	if b, ok := it[attrHandedOver].(*types.AttributeValueMemberBOOL); ok {
+		l.HandedOver = b.Value
+	}
 	l.PendingOwner = getS(attrPendingOwner)
 	l.OwnerSwitchesSinceCheckpoint = getN(attrOwnerSwitches)
 	l.Parents = getSS(attrParents)
@@ -247,6 +277,11 @@ func decodeLease(it map[string]types.AttributeValue) (Lease, error) {
 		}
 	}
 	l.Progress = progressOf(l.Checkpoint, getS(attrLastCheckpoint), getS(attrStart), updated)
+	if s := getS(attrStartTimestamp); s != "" && err == nil {
+		if l.Progress.StartTimestamp, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			err = fmt.Errorf("attribute %s: %w", attrStartTimestamp, err)
+		}
+	}
 	if w := getS(attrWindow); w != "" && err == nil {
 		l.Progress.Window = &poller.WindowState{}
 		if err = json.Unmarshal([]byte(w), l.Progress.Window); err != nil {

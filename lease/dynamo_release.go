@@ -2,17 +2,30 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
+		"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Release implements poller.Coordinator: the lease becomes unowned, reserved for the worker a
-// hand-over was requested for if there is one, conditional on this worker still holding it. A
-// lease not held (never taken, lost, released already) is left alone.
+// Release implements poller.Coordinator. The poller calls it once the shard's reader stopped
+// after its last checkpoint:
+//   - a finished shard's lease is released (unowned);
+//   - a lease placed on another worker is handed over: the item names the new owner and its
+//     epoch, and the new owner adopts it at its next read of it;
+//   - a lease released while this worker's heartbeat is late is forgotten without a write: a
+//     later read adopts it again if it is still this worker's, else it was taken once this
+//     worker was declared dead;
+//   - any other (this worker is stopping) is handed to the worker the placement gives it to
+//     without this one.
+//
+// A lease not held (never taken, lost, released already) is left alone.
 func (d *Dynamo) Release(ctx context.Context, shardID string) error {
 	d.mu.Lock()
 	h := d.held[shardID]
@@ -24,120 +37,115 @@ func (d *Dynamo) Release(ctx context.Context, shardID string) error {
 }
 
 func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why string) error {
+	d.mu.Lock()
+	stopping := h.handTo == "" && !h.finished && !h.gone
+	stale := d.cfg.now().Sub(d.stopReadAt) > 100*time.Millisecond
+	if stopping && stale {
+		d.stopReadAt = d.cfg.now()
+	}
+	d.mu.Unlock()
+	if stopping {
+		// A reader stopped that was neither handed over nor finished: the worker is stopping.
+		// Say so first, so that the others count without it and read what it hands them.
+		d.markLeaving(ctx)
+	}
+	if stopping && stale {
+		// Hand over to the workers that are there now (consistently read): another may have
+		// stopped since the last read.
+		if err := d.readRoster(ctx, true); err != nil {
+			d.log.Warn("read roster before hand-over failed", "err", err)
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := d.cfg.now()
 	d.mu.Lock()
-	gone, cur, to := h.gone, h.counter, h.pending
+	gone, cur, to, fin := h.gone, h.counter, h.handTo, h.finished
+	alive := d.aliveLocked(now)
+	if !gone && !fin && to == "" && alive {
+		to = d.successorLocked(id)
+	}
+	var toEpoch int64
+	if m, ok := d.members[to]; ok && to != d.id {
+		toEpoch = m.epoch
+	} else {
+		to = ""
+	}
+	h.announced = false
 	d.mu.Unlock()
-	if gone {
+	switch {
+	case gone:
+		return nil
+	case !alive && !fin:
+		// No write while the heartbeat is late: forget the lease; if the item still names
+		// this worker once the heartbeat is back, a read of it adopts it again.
+		d.drop(id, h)
+		d.mu.Lock()
+		d.pending[id] = true
+		d.mu.Unlock()
 		return nil
 	}
-	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#p": attrPendingOwner}
+	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#e": attrOwnerEpoch, "#p": attrPendingOwner}
 	values := map[string]types.AttributeValue{":me": str(d.id), ":cur": num(cur), ":next": num(cur + 1)}
-	if to != "" && to != d.id {
-		// The lease is released but stays reserved for the requester (pendingOwner), which
-		// takes it at its next Claim; a requester that died never owned it, and after a lease
-		// duration anyone may take it. Conditional on the request too: a requester that
-		// withdrew it (it stopped) gets nothing, and the lease is simply released.
-		tn, tv := maps.Clone(names), maps.Clone(values)
-		tn["#sw"] = attrOwnerSwitches
-		tv[":to"], tv[":zero"], tv[":one"] = str(to), num(0), num(1)
-		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &d.table, Key: key(id),
-			UpdateExpression:          aws.String("SET #c = :next, #sw = if_not_exists(#sw, :zero) + :one REMOVE #o"),
-			ConditionExpression:       aws.String("#o = :me AND #c = :cur AND #p = :to"),
-			ExpressionAttributeNames:  tn,
-			ExpressionAttributeValues: tv,
-		})
-		if err == nil {
-			d.drop(id, h)
-			d.log.Info("hand-over completed", "shard_id", id, "new_owner", to, "reason", why, "lease_counter", cur+1)
-			return nil
-		}
-		if !isConditionFailed(err) {
-			return d.releaseFailed(id, h, err)
-		}
+	expr := "SET #c = :next REMOVE #o, #e, #p, #ho"
+	names["#ho"] = attrHandedOver
+	if to != "" {
+		expr = "SET #c = :next, #o = :to, #e = :te, #sw = if_not_exists(#sw, :zero) + :one, #ho = :t REMOVE #p"
+		names["#sw"], names["#ho"] = attrOwnerSwitches, attrHandedOver
+		values[":to"], values[":te"], values[":zero"], values[":one"] = str(to), num(toEpoch), num(0), num(1)
+		values[":t"] = &types.AttributeValueMemberBOOL{Value: true}
 	}
-	_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(id),
-		UpdateExpression:          aws.String("SET #c = :next REMOVE #o, #p"),
+		UpdateExpression:          aws.String(expr),
 		ConditionExpression:       aws.String("#o = :me AND #c = :cur"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
 	})
 	switch {
 	case err == nil:
 		d.drop(id, h)
-		d.log.Info("lease released", "shard_id", id, "reason", why, "lease_counter", cur+1)
+		if l, derr := decodeLease(out.Attributes); derr == nil {
+			d.mu.Lock()
+			d.cache[id] = l
+			d.mu.Unlock()
+		}
+		if to != "" {
+			d.log.Info("lease handed over", "shard_id", id, "new_owner", to, "reason", why, "lease_counter", cur+1)
+		} else {
+			d.log.Info("lease released", "shard_id", id, "reason", why, "lease_counter", cur+1)
+		}
 	case isConditionFailed(err):
 		d.lose(id, h, "release failed its condition")
 	default:
-		return d.releaseFailed(id, h, err)
+		// It may have gone through (a lost response): forget the lease either way. If the
+		// item still names this worker, a later read of it adopts it again.
+		d.drop(id, h)
+		d.mu.Lock()
+		d.pending[id] = true
+		d.mu.Unlock()
+		return fmt.Errorf("release lease %s: %w", id, err)
 	}
 	return nil
 }
 
-func (d *Dynamo) releaseFailed(id string, h *heldLease, err error) error {
-	d.mu.Lock()
-	h.announced = false // the next Claim retries it unless a reader takes it up again
-	d.mu.Unlock()
-	return fmt.Errorf("release lease %s: %w", id, err)
+// successorLocked is the worker the placement gives a shard to without this worker.
+func (d *Dynamo) successorLocked(id string) string {
+	ms := d.placementMembersLocked(d.id)
+	if len(ms) == 0 {
+		return ""
+	}
+	if d.succKey != d.planKey || d.succ.owner == nil {
+		d.succ, d.succKey = d.placeLocked(ms), d.planKey
+	}
+	if o := d.succ.owner[id]; o != "" {
+		return o
+	}
+	return rank(id, ms)[0]
 }
 
-// withdraw, at shutdown, takes back this worker's hand-over requests, those still waiting and
-// those already granted (leases released and reserved for it), and releases the leases the
-// table says it owns but it does not hold (a previous incarnation's), so that nobody waits for
-// them to expire. An owner cannot grant a request once it is withdrawn (see release).
-func (d *Dynamo) withdraw(ctx context.Context) {
-	leases, _, err := d.scan(ctx)
-	if err != nil {
-		d.log.Warn("withdraw hand-over requests failed", "err", err)
-		return
-	}
-	held := d.heldLeases()
-	var asked []string
-	var owned []Lease
-	for id, l := range leases {
-		if _, ok := held[id]; ok {
-			continue
-		}
-		if l.PendingOwner == d.id {
-			asked = append(asked, id)
-		}
-		if l.Owner == d.id {
-			owned = append(owned, l)
-		}
-	}
-	parallel(asked, func(id string) {
-		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &d.table, Key: key(id),
-			UpdateExpression:          aws.String("REMOVE #p"),
-			ConditionExpression:       aws.String("#p = :me"),
-			ExpressionAttributeNames:  map[string]string{"#p": attrPendingOwner},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(d.id)},
-		})
-		if err != nil && !isConditionFailed(err) {
-			d.log.Warn("withdraw hand-over request failed", "shard_id", id, "err", err)
-		}
-	})
-	parallel(owned, func(l Lease) {
-		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &d.table, Key: key(l.ShardID),
-			UpdateExpression:          aws.String("SET #c = :next REMOVE #o, #p"),
-			ConditionExpression:       aws.String("#o = :me AND #c = :cur"),
-			ExpressionAttributeNames:  map[string]string{"#o": attrOwner, "#c": attrCounter, "#p": attrPendingOwner},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":me": str(d.id), ":cur": num(l.Counter), ":next": num(l.Counter + 1)},
-		})
-		switch {
-		case err == nil:
-			d.log.Info("lease released", "shard_id", l.ShardID, "reason", "owned but not held at shutdown", "lease_counter", l.Counter+1)
-		case !isConditionFailed(err):
-			d.log.Warn("release at shutdown failed; the lease will expire", "shard_id", l.ShardID, "err", err)
-		}
-	})
-}
-
-// releaseAll releases every lease still held (worker shutdown).
+// releaseAll hands over every lease still held (worker shutdown, after the poller returned).
 func (d *Dynamo) releaseAll(ctx context.Context) {
 	parallel(sortedKeys(d.heldLeases()), func(id string) {
 		d.mu.Lock()
@@ -147,7 +155,50 @@ func (d *Dynamo) releaseAll(ctx context.Context) {
 			return
 		}
 		if err := d.release(ctx, id, h, "worker stopping"); err != nil {
-			d.log.Warn("release at shutdown failed; the lease will expire", "shard_id", id, "err", err)
+			d.log.Warn("release at shutdown failed; the lease will be taken once this worker is declared dead", "shard_id", id, "err", err)
+		}
+	})
+	// Leases handed to this worker that it had not adopted yet go on too, placed by the
+	// roster as it is now (workers that stopped meanwhile handed theirs to this one).
+	if err := d.readRoster(ctx, true); err != nil {
+		d.log.Warn("read roster at shutdown failed", "err", err)
+	}
+	d.mu.Lock()
+	withMe := append(d.placementMembersLocked(d.id), d.id)
+	slices.Sort(withMe)
+	pl := d.placeLocked(withMe)
+	var ids []string
+	for id := range d.infos {
+		if d.held[id] == nil && (pl.owner[id] == d.id || d.cache[id].Owner == d.id) {
+			ids = append(ids, id)
+		}
+	}
+	d.mu.Unlock()
+	var adopt []string
+	for id, l := range d.batchGet(ctx, ids) {
+		if l != nil && l.Owner == d.id && !l.Finished() {
+			d.mu.Lock()
+			d.held[id] = &heldLease{counter: l.Counter}
+			d.mu.Unlock()
+			adopt = append(adopt, id)
+		}
+	}
+	parallel(adopt, func(id string) {
+		d.mu.Lock()
+		h := d.held[id]
+		d.mu.Unlock()
+		if err := d.release(ctx, id, h, "handed over to a stopping worker"); err != nil {
+			d.log.Warn("release at shutdown failed; the lease will be taken once this worker is declared dead", "shard_id", id, "err", err)
 		}
 	})
 }
+
+func (d *Dynamo) heldLeases() map[string]*heldLease {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.held)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

@@ -42,6 +42,7 @@ func (r *recorder) handler(worker string) func(context.Context, events.KinesisEv
 			return events.KinesisEventResponse{}, nil
 		}
 		shard, _, _ := strings.Cut(e.Records[0].EventID, ":")
+		start := time.Now() // lineage is judged on invocation start and end times
 		r.mu.Lock()
 		if other, ok := r.inflight[shard]; ok {
 			r.overlaps = append(r.overlaps, fmt.Sprintf("%s invoked %s while %s was", worker, shard, other))
@@ -59,9 +60,11 @@ func (r *recorder) handler(worker string) func(context.Context, events.KinesisEv
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		delete(r.inflight, shard)
+		done := time.Now()
 		for _, rec := range e.Records {
 			r.got = append(r.got, example.Delivery{ShardID: shard, Sequence: rec.Kinesis.SequenceNumber,
-				PartitionKey: rec.Kinesis.PartitionKey, Data: string(rec.Kinesis.Data), BatchSize: len(e.Records)})
+				PartitionKey: rec.Kinesis.PartitionKey, Data: string(rec.Kinesis.Data), BatchSize: len(e.Records),
+				InvokedAt: start.UnixNano(), DoneAt: done.UnixNano()})
 			r.by = append(r.by, worker)
 		}
 		return events.KinesisEventResponse{}, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/kinesis-esm/esm/example"
 )
@@ -45,7 +46,9 @@ type Check struct {
 // "k:0", "k:1", … in that order (written[k] of them):
 //   - every record was delivered;
 //   - per key, first deliveries came in put order;
-//   - no record of a child shard was delivered before the last record of each of its parents.
+//   - no invocation of a child shard started before the last invocation of each of its parents
+//     had ended (judged on the deliveries' InvokedAt and DoneAt), and when the stream was
+//     resharded at least one parent→child pair had deliveries.
 func VerifyDeliveries(got []example.Delivery, written map[string]int, lineage map[string][]string) []Check {
 	total := 0
 	for _, n := range written {
@@ -78,16 +81,20 @@ func VerifyDeliveries(got []example.Delivery, written map[string]int, lineage ma
 		}
 	}
 
-	first, last := map[string]int{}, map[string]int{}
-	for i, d := range got {
-		if _, ok := first[d.ShardID]; !ok {
-			first[d.ShardID] = i
+	// Lineage on invocation times: no invocation of a child started before the last invocation
+	// of each of its parents had ended. The deliveries file is written at the end of each
+	// invocation, so its order alone cannot tell.
+	first, last := map[string]int64{}, map[string]int64{}
+	for _, d := range got {
+		if t, ok := first[d.ShardID]; !ok || d.InvokedAt < t {
+			first[d.ShardID] = d.InvokedAt
 		}
-		last[d.ShardID] = i
+		last[d.ShardID] = max(last[d.ShardID], d.DoneAt)
 	}
 	lin := Check{Name: "parents drained before children", OK: true}
-	pairs := 0
+	pairs, edges := 0, 0
 	for child, parents := range lineage {
+		edges += len(parents)
 		fc, ok := first[child]
 		if !ok {
 			continue
@@ -98,13 +105,20 @@ func VerifyDeliveries(got []example.Delivery, written map[string]int, lineage ma
 				continue
 			}
 			pairs++
+			if (fc == 0 || lp == 0) && lin.OK {
+				lin.OK, lin.Detail = false, fmt.Sprintf("deliveries of %s or %s carry no invocation times", child, p)
+			}
 			if lp > fc && lin.OK {
-				lin.OK, lin.Detail = false, fmt.Sprintf("%s started (delivery %d) before %s was drained (delivery %d)", child, fc, p, lp)
+				lin.OK, lin.Detail = false, fmt.Sprintf("%s invoked at %s, before the last invocation of its parent %s ended at %s (%s later)",
+					child, time.Unix(0, fc).UTC().Format(time.StampMicro), p, time.Unix(0, lp).UTC().Format(time.StampMicro), time.Duration(lp-fc))
 			}
 		}
 	}
-	if lin.OK {
-		lin.Detail = fmt.Sprintf("%d parent→child pairs checked", pairs)
+	switch {
+	case lin.OK && edges > 0 && pairs == 0:
+		lin.OK, lin.Detail = false, "the stream was resharded but no parent and child both had deliveries: nothing was judged"
+	case lin.OK:
+		lin.Detail = fmt.Sprintf("%d parent→child pairs checked on invocation start and end times", pairs)
 	}
 	return []Check{all, order, lin}
 }

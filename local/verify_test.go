@@ -8,9 +8,17 @@ import (
 )
 
 func TestVerifyDeliveries(t *testing.T) {
+	// Each delivery is its own invocation, 10 ns long, invoked in list order, unless at says
+	// otherwise.
+	n := int64(0)
 	d := func(shard, data string) example.Delivery {
 		k, _, _ := strings.Cut(data, ":")
-		return example.Delivery{ShardID: shard, PartitionKey: k, Data: data}
+		n += 100
+		return example.Delivery{ShardID: shard, PartitionKey: k, Data: data, InvokedAt: n, DoneAt: n + 10}
+	}
+	at := func(e example.Delivery, start, end int64) example.Delivery {
+		e.InvokedAt, e.DoneAt = start, end
+		return e
 	}
 	written := map[string]int{"a": 2, "b": 1}
 	lineage := map[string][]string{"s1": {"s0"}}
@@ -24,6 +32,10 @@ func TestVerifyDeliveries(t *testing.T) {
 		{"lost", []example.Delivery{d("s0", "a:0"), d("s1", "a:1")}, "every record delivered"},
 		{"reordered", []example.Delivery{d("s1", "a:1"), d("s0", "a:0"), d("s0", "b:0")}, "order per partition key"},
 		{"child before parent", []example.Delivery{d("s0", "a:0"), d("s1", "a:1"), d("s0", "b:0")}, "parents drained before children"},
+		// Written after the parent's line, but invoked while the parent's last invocation ran.
+		{"child invoked during the parent's last invocation", []example.Delivery{at(d("s0", "a:0"), 0, 50), at(d("s0", "b:0"), 10, 100), at(d("s1", "a:1"), 60, 110)}, "parents drained before children"},
+		{"no pair judged", []example.Delivery{d("s0", "a:0"), d("s0", "b:0"), d("s0", "a:1")}, "nothing was judged"},
+		{"no times", []example.Delivery{{ShardID: "s0", PartitionKey: "a", Data: "a:0"}, {ShardID: "s0", PartitionKey: "b", Data: "b:0"}, {ShardID: "s1", PartitionKey: "a", Data: "a:1"}}, "no invocation times"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

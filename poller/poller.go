@@ -58,8 +58,10 @@ type Poller struct {
 	filters *filter.Filters // nil: every record is invoked
 	obs     Observer
 	ready   func() // called once the mapping is running (see WithReady)
-	efo     *efo   // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
-	subOpts []func(*kinesis.Options)
+	// readiness, when set, follows the store's health (see WithReadiness).
+	readiness *Readiness
+	efo       *efo // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
+	subOpts   []func(*kinesis.Options)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 	retention           atomic.Int64 // the stream's retention period (a time.Duration); 0 until read
@@ -100,6 +102,9 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	}
 	if kin == nil || store == nil || inv == nil {
 		return nil, errors.New("poller: Kinesis client, store and invoker are required")
+	}
+	if p.readiness != nil {
+		p.store = trackedStore{Store: store, r: p.readiness}
 	}
 	if p.cfg.ConsumerARN != "" {
 		if err := p.useSubscriptions(); err != nil {
@@ -274,6 +279,8 @@ type coordinator struct {
 	stopRun  context.CancelFunc
 	// atTip: LATEST shards whose start this run decided; their first open is at LATEST itself.
 	atTip map[string]bool
+	// claimed: a claim of leases succeeded.
+	claimed bool
 }
 
 func (c *coordinator) syncFinished(progress map[string]ShardProgress) {
@@ -311,6 +318,9 @@ func (c *coordinator) run(ctx context.Context) error {
 	}
 	if p.ready != nil {
 		p.ready()
+	}
+	if p.readiness != nil {
+		p.readiness.start(p.coord != nil && !c.claimed)
 	}
 	for {
 		if c.runCtx.Err() == nil && p.coord == nil {
@@ -484,6 +494,12 @@ func (c *coordinator) claim() {
 		candidates = append(candidates, id)
 	}
 	held, err := p.coord.Claim(c.runCtx, candidates)
+	if p.readiness != nil {
+		p.readiness.stored(err, true)
+	}
+	if err == nil {
+		c.claimed = true
+	}
 	if err != nil {
 		if c.runCtx.Err() == nil {
 			p.log.Warn("claim leases failed; will retry", "err", err)

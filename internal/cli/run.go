@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
@@ -128,17 +127,13 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 	if c.MetricsAddr != "" {
 		reg := metrics.NewRegistry()
 		observers = append(observers, metrics.NewPrometheus(reg, o.FunctionName, o.Stream))
-		var ready atomic.Bool
-		srv := metrics.NewServer(c.MetricsAddr, reg, func() error {
-			if !ready.Load() {
-				return errors.New("starting: the store is not read or no leases are claimed yet")
-			}
-			return nil
-		})
+		// Ready while the mapping runs and its store answers, with leases after a claim succeeded.
+		readiness := poller.NewReadiness()
+		srv := metrics.NewServer(c.MetricsAddr, reg, readiness.Err)
 		if _, err := srv.Listen(); err != nil { // a port in use fails before anything is polled
 			return nil, fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
 		}
-		o.Ready = func() { ready.Store(true) }
+		o.Readiness = readiness
 		runs = append(runs, srv.Run)
 		c.Logger.Info("metrics served", "addr", c.MetricsAddr)
 	}

@@ -76,6 +76,9 @@ type Options struct {
 	// Ready, when set, is called once the mapping is running (store read, shards listed, first
 	// leases claimed).
 	Ready func()
+	// Readiness, when set, follows the mapping's readiness: ready while it runs and its store
+	// answers (see poller.Readiness).
+	Readiness *poller.Readiness
 	// MappingUUID is the mapping's UUID (Lambda's EventSourceMappingUUID: the EMF dimension, the
 	// S3 destination's object keys). The caller that created the mapping (esm serve) gives it;
 	// when empty it is read from the mapping's store (the state file or the lease table), where
@@ -99,6 +102,9 @@ func pollerOptions(o Options) []poller.Option {
 	}
 	if o.Ready != nil {
 		opts = append(opts, poller.WithReady(o.Ready))
+	}
+	if o.Readiness != nil {
+		opts = append(opts, poller.WithReadiness(o.Readiness))
 	}
 	return opts
 }

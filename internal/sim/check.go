@@ -69,6 +69,9 @@ func (w *world) check(res *Result, incs []*incarnation) {
 	// has ended.
 	lastEnd := map[string]time.Time{}
 	for _, c := range calls {
+		if c.frozen { // ended after a freeze: its shard may have been taken over meanwhile
+			continue
+		}
 		if c.end.After(lastEnd[c.shard]) {
 			lastEnd[c.shard] = c.end
 		}
@@ -107,11 +110,21 @@ func (w *world) check(res *Result, incs []*incarnation) {
 			if !c.final || !c.responded || c.failed || w.trimmed[c.shard] {
 				continue
 			}
-			want := 0
+			want, ambiguous := 0, false
 			for _, r := range w.byShard[c.shard] {
-				if w.handled[r.seq] && r.at.Truncate(w.s.Window).Equal(c.window) {
+				if !r.at.Truncate(w.s.Window).Equal(c.window) {
+					continue
+				}
+				// A record handled by a worker that died before its checkpoint, then discarded
+				// after the restart (its new batch failed), is in no surviving state: such a
+				// window cannot be judged by counting.
+				ambiguous = ambiguous || (w.handled[r.seq] && w.sent[r.seq])
+				if w.handled[r.seq] {
 					want++
 				}
+			}
+			if ambiguous {
+				continue
 			}
 			res.Checked[InvWindow]++
 			if c.state != want {

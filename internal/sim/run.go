@@ -7,14 +7,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/internal/fakedynamo"
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
@@ -63,7 +70,7 @@ func RunSchedule(s Schedule, dir string) Result {
 		s: s, now: time.Now,
 		recs: map[string]*rec{}, byShard: map[string][]*rec{}, keyCount: map[string]int{},
 		parents: map[string][]string{}, trimmed: map[string]bool{}, handled: map[string]bool{}, sent: map[string]bool{},
-		inflight: map[string]int{}, errKinds: map[string]int{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
+		inflight: map[string]int{}, errKinds: map[string]int{}, live: map[int]*incarnation{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
 	}
 	w.fake = fakekinesis.New(fakekinesis.WithIteratorTTL(s.IteratorTTL), fakekinesis.WithListShardsPageSize(s.ListPageSize), s.subscriptionTiming())
 	w.arn = w.fake.CreateStream("sim", s.Shards)
@@ -84,9 +91,18 @@ func RunSchedule(s Schedule, dir string) Result {
 	w.refreshGraph()
 	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0xe7e7)) // choices of keys and shards
 
-	d := &driver{w: w, rng: rng}
-	d.start()
+	d := &driver{w: w, rng: rng, slots: make([]*slot, s.Workers)}
+	for i := range d.slots {
+		d.slots[i] = &slot{n: i}
+	}
+	if s.Workers > 1 {
+		w.db = fakedynamo.New()
+		if err := lease.EnsureTable(context.Background(), w.db, leaseTable, true); err != nil {
+			return Result{Schedule: s, Violations: []string{"lease table: " + err.Error()}}
+		}
+	}
 	begin := time.Now()
+	d.until(begin)
 	for _, e := range s.Events {
 		d.until(begin.Add(e.At))
 		d.apply(e)
@@ -95,18 +111,33 @@ func RunSchedule(s Schedule, dir string) Result {
 	w.mu.Lock()
 	clear(w.faults)
 	w.mu.Unlock()
-	d.until(time.Now().Add(time.Second))
-	if d.inc == nil {
-		d.start()
+	for _, sl := range d.slots {
+		sl.restart = time.Time{}
 	}
 	deadline := time.Now().Add(30 * time.Minute)
-	for !w.settled() && time.Now().Before(deadline) {
+	for d.until(time.Now().Add(time.Second)); !w.settled() && time.Now().Before(deadline); {
 		d.until(time.Now().Add(time.Second))
-		if d.inc == nil {
-			d.start()
+	}
+	if !w.settled() && w.db != nil && os.Getenv("ESM_SIM_DEBUG") != "" {
+		out, _ := w.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(leaseTable)})
+		for _, it := range out.Items {
+			var b strings.Builder
+			for _, k := range slices.Sorted(maps.Keys(it)) {
+				switch v := it[k].(type) {
+				case *dtypes.AttributeValueMemberS:
+					fmt.Fprintf(&b, " %s=%s", k, v.Value)
+				case *dtypes.AttributeValueMemberN:
+					fmt.Fprintf(&b, " %s=%s", k, v.Value)
+				case *dtypes.AttributeValueMemberSS:
+					fmt.Fprintf(&b, " %s=%v", k, v.Value)
+				}
+			}
+			fmt.Fprintf(os.Stderr, "lease%s\n", b.String())
 		}
 	}
-	d.stop(true)
+	for _, sl := range d.slots {
+		d.stop(sl, true)
+	}
 	w.logf("run ended")
 	res := Result{Schedule: s, Trace: w.trace, Injected: w.injected, Checked: map[string]int{}}
 	w.check(&res, d.incs)
@@ -114,18 +145,26 @@ func RunSchedule(s Schedule, dir string) Result {
 	return res
 }
 
-// driver plays a schedule: it owns the worker's lifecycle.
+const leaseTable = "sim-leases"
+
+// driver plays a schedule: it owns the workers' lifecycles.
 type driver struct {
-	w       *world
-	rng     *rand.Rand
-	inc     *incarnation
-	incs    []*incarnation
-	restart time.Time // when a stopped or crashed worker comes back
+	w     *world
+	rng   *rand.Rand
+	slots []*slot
+	incs  []*incarnation
 }
 
-func (d *driver) start() {
+// slot is one worker (a container): its current incarnation, or when it comes back.
+type slot struct {
+	n       int
+	inc     *incarnation
+	restart time.Time
+}
+
+func (d *driver) start(sl *slot) {
 	w := d.w
-	inc := &incarnation{id: len(d.incs) + 1, w: w, dead: make(chan struct{}), obs: &counts{}, done: make(chan error, 1)}
+	inc := &incarnation{id: len(d.incs) + 1, slot: sl.n, w: w, dead: make(chan struct{}), obs: &counts{}, done: make(chan error, 1)}
 	retries := w.s.Retries
 	start := poller.TrimHorizon
 	if w.s.Latest {
@@ -141,29 +180,54 @@ func (d *driver) start() {
 	if w.s.Filter {
 		cfg.FilterPatterns = []string{`{"data":{"tag":["a","poison"]}}`}
 	}
+	opts := []poller.Option{poller.WithDestination(simDest{inc}), poller.WithObserver(inc.obs),
+		poller.WithLogger(w.debugLogger(inc))}
+	inc.base = w.base
+	var runLeases func(context.Context) error
+	if w.db != nil {
+		dyn, err := lease.NewDynamo(simDynamo{inc}, leaseTable, fmt.Sprintf("worker-%d-%d", sl.n, inc.id),
+			lease.WithLeaseDuration(w.s.LeaseDuration), lease.WithLogger(w.debugLogger(inc)))
+		if err != nil {
+			w.violate("lease.NewDynamo: %v", err)
+			return
+		}
+		inc.base, runLeases = dyn, dyn.Run
+		cfg.ClaimInterval = dyn.ClaimInterval()
+		opts = append(opts, poller.WithCoordinator(simCoord{inc: inc, c: dyn}))
+	}
 	cfg.ConsumerARN = w.consumer // with EFO
-	p, err := poller.New(cfg, simKinesis{inc}, simStore{inc}, simInvoker{inc},
-		poller.WithDestination(simDest{inc}), poller.WithObserver(inc.obs),
-		poller.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	p, err := poller.New(cfg, simKinesis{inc}, simStore{inc}, simInvoker{inc}, opts...)
 	if err != nil {
 		w.violate("poller.New: %v", err)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	inc.cancel = cancel
+	lctx, stopLeases := context.WithCancel(context.Background())
+	leasesDone := make(chan error, 1)
+	if runLeases != nil {
+		go func() { leasesDone <- runLeases(lctx) }()
+	} else {
+		leasesDone <- nil
+	}
+	inc.cancel = func() { cancel() }
 	w.mu.Lock()
-	w.cur = inc
+	w.live[sl.n] = inc
 	w.mu.Unlock()
-	go func() { inc.done <- p.Run(ctx) }()
-	d.inc = inc
+	go func() {
+		err := p.Run(ctx)
+		stopLeases() // after the poller: its last checkpoints need the leases
+		<-leasesDone
+		inc.done <- err
+	}()
+	sl.inc = inc
 	d.incs = append(d.incs, inc)
-	w.logf("worker %d started", inc.id)
+	w.logf("worker %d (slot %d) started", inc.id, sl.n)
 }
 
-// stop ends the worker: gracefully (its Run must return nil, unless the store is failing), or
-// as a crash (memory lost at once; nothing it does afterwards reaches anything).
-func (d *driver) stop(graceful bool) {
-	inc := d.inc
+// stop ends a worker: gracefully (its Run must return nil, unless the store is failing), or as
+// a crash (memory lost at once; nothing it does afterwards reaches anything).
+func (d *driver) stop(sl *slot, graceful bool) {
+	inc := sl.inc
 	if inc == nil {
 		return
 	}
@@ -182,49 +246,58 @@ func (d *driver) stop(graceful bool) {
 		close(inc.dead)
 	}
 	w.mu.Lock()
-	w.cur = nil
+	delete(w.live, sl.n)
 	w.mu.Unlock()
-	d.inc = nil
+	sl.inc = nil
 	w.logf("worker %d stopped (graceful=%t, err=%v)", inc.id, graceful, err)
 }
 
-// until advances virtual time to t, restarting the worker when it is due and noticing when it
+// until advances virtual time to t, restarting workers when they are due and noticing when one
 // exits by itself (a failure that persisted: exit 1, and a supervisor starts it again).
 func (d *driver) until(t time.Time) {
 	for {
-		if d.inc == nil && !time.Now().Before(d.restart) {
-			d.start()
+		for _, sl := range d.slots {
+			if sl.inc == nil && !time.Now().Before(sl.restart) {
+				d.start(sl)
+			}
 		}
 		wait := time.Until(t)
 		if wait <= 0 {
 			return
 		}
-		var done chan error
-		if d.inc != nil {
-			done = d.inc.done
-		} else if r := time.Until(d.restart); r < wait {
-			wait = r
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv}}
+		var which []*slot
+		for _, sl := range d.slots {
+			if sl.inc != nil {
+				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sl.inc.done)})
+				which = append(which, sl)
+			} else if r := time.Until(sl.restart); r < wait {
+				wait = r
+			}
 		}
 		timer := time.NewTimer(wait)
-		select {
-		case <-timer.C:
-		case err := <-done:
-			timer.Stop()
-			w := d.w
-			if err == nil {
-				w.violate("worker %d: Run returned nil without a stop", d.inc.id)
-			} else if !persistentFault(err) {
-				w.violate("worker %d exited: %v", d.inc.id, err)
-			}
-			w.mu.Lock()
-			w.injected["exit-on-persistent-failure"]++
-			w.cur = nil
-			w.mu.Unlock()
-			close(d.inc.dead)
-			w.logf("worker %d exited: %v", d.inc.id, err)
-			d.inc = nil
-			d.restart = time.Now().Add(time.Second)
+		cases[0].Chan = reflect.ValueOf(timer.C)
+		i, v, _ := reflect.Select(cases)
+		timer.Stop()
+		if i == 0 {
+			continue
 		}
+		sl := which[i-1]
+		err, _ := v.Interface().(error)
+		w := d.w
+		if err == nil {
+			w.violate("worker %d: Run returned nil without a stop", sl.inc.id)
+		} else if !persistentFault(err) {
+			w.violate("worker %d exited: %v", sl.inc.id, err)
+		}
+		w.mu.Lock()
+		w.injected["exit-on-persistent-failure"]++
+		delete(w.live, sl.n)
+		w.mu.Unlock()
+		close(sl.inc.dead)
+		w.logf("worker %d exited: %v", sl.inc.id, err)
+		sl.inc = nil
+		sl.restart = time.Now().Add(time.Second)
 	}
 }
 
@@ -278,24 +351,25 @@ func (d *driver) apply(e Event) {
 		w.faults[e.Fault] = time.Now().Add(e.D)
 		w.mu.Unlock()
 	case EvCrash:
-		if d.inc == nil {
+		sl := d.slots[e.W%len(d.slots)]
+		if sl.inc == nil {
 			return
 		}
-		d.stop(false)
-		d.restart = time.Now().Add(e.D)
+		d.stop(sl, false)
+		sl.restart = time.Now().Add(e.D)
 	case EvFreeze:
-		if d.inc == nil {
+		sl := d.slots[e.W%len(d.slots)]
+		if sl.inc == nil {
 			return
 		}
-		w.mu.Lock()
-		d.inc.frozen = time.Now().Add(e.D)
-		w.mu.Unlock()
+		w.freeze(sl.inc, e.D)
 	case EvStop:
-		if d.inc == nil {
+		sl := d.slots[e.W%len(d.slots)]
+		if sl.inc == nil {
 			return
 		}
-		d.stop(true)
-		d.restart = time.Now().Add(e.D)
+		d.stop(sl, true)
+		sl.restart = time.Now().Add(e.D)
 	}
 	w.mu.Lock()
 	w.injected[string(e.Kind)]++
@@ -316,12 +390,11 @@ func (d *driver) put(n int) {
 		case w.s.Filter && d.rng.IntN(4) == 0:
 			tag = "b"
 		}
+		// The record is known to the world before any reader can get it from the fake.
 		w.mu.Lock()
 		idx := w.keyCount[key]
 		w.keyCount[key]++
-		w.mu.Unlock()
 		data, _ := json.Marshal(map[string]any{"key": key, "n": idx, "tag": tag})
-		w.mu.Lock() // known before it can be read: a subscription pushes it at once
 		shard, seq := w.fake.Put("sim", key, data)
 		r := &rec{seq: seq, key: key, shard: shard, tag: tag, n: idx, at: time.Now().Truncate(time.Millisecond)}
 		w.recs[seq] = r
@@ -385,3 +458,27 @@ func persistentFault(err error) bool {
 }
 
 var _ = errors.New
+
+// debugLogger is the workers' logger: discarded, or with ESM_SIM_DEBUG into the trace.
+func (w *world) debugLogger(inc *incarnation) *slog.Logger {
+	if !debug {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(traceWriter{w, inc.id}, &slog.HandlerOptions{Level: slog.LevelInfo,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}}))
+}
+
+type traceWriter struct {
+	w  *world
+	id int
+}
+
+func (t traceWriter) Write(p []byte) (int, error) {
+	t.w.logf("worker %d log: %s", t.id, strings.TrimSpace(string(p)))
+	return len(p), nil
+}

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesis-esm/esm/internal/fakedynamo"
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
@@ -38,6 +42,8 @@ type call struct {
 	responded  bool // returned a response (BatchInvoked), not throttled nor killed
 	failed     bool // function error, timeout or partial failure
 	killed     bool // the worker died while it ran
+	frozen     bool // its worker froze while it ran: it may overlap whoever took the shard over
+	keys       []string
 }
 
 // world is one run's shared state. Everything the poller touches goes through one incarnation's
@@ -66,8 +72,8 @@ type world struct {
 	errKinds map[string]int
 	trace    []string
 	saves    int
-	cur      *incarnation
-	lostAck  bool
+	live     map[int]*incarnation // worker slot → its running incarnation
+	db       *fakedynamo.DB       // the lease table, with several workers
 	// consumer is the consumer the mapping reads through, with EFO.
 	consumer string
 }
@@ -122,6 +128,8 @@ func (w *world) chance(p float64, parts ...string) bool {
 // incarnation is one run of the worker process: its memory dies with it, the store stays.
 type incarnation struct {
 	id     int
+	slot   int
+	base   poller.Store // the file or memory store, or the worker's lease.Dynamo
 	w      *world
 	dead   chan struct{}
 	frozen time.Time // guarded by w.mu
@@ -253,10 +261,10 @@ func (s simStore) Load(ctx context.Context) (map[string]poller.ShardProgress, er
 	if err := s.inc.gate(ctx); err != nil {
 		return nil, err
 	}
-	if s.inc.w.active(FStoreDown) {
+	if s.inc.w.db == nil && s.inc.w.active(FStoreDown) { // the lease table's faults are simDynamo's
 		return nil, errors.New("sim: store unreachable")
 	}
-	return s.inc.w.base.Load(ctx)
+	return s.inc.base.Load(ctx)
 }
 
 func (s simStore) Save(ctx context.Context, u map[string]poller.ShardProgress) error {
@@ -264,11 +272,11 @@ func (s simStore) Save(ctx context.Context, u map[string]poller.ShardProgress) e
 		return err
 	}
 	w := s.inc.w
-	if w.active(FStoreDown) {
+	if w.db == nil && w.active(FStoreDown) {
 		return errors.New("sim: store unreachable")
 	}
 	w.mu.Lock()
-	if w.cur != s.inc {
+	if w.live[s.inc.slot] != s.inc {
 		w.violateLocked("checkpoint written by worker %d, which is not the live one", s.inc.id)
 	}
 	for id, pr := range u {
@@ -276,10 +284,13 @@ func (s simStore) Save(ctx context.Context, u map[string]poller.ShardProgress) e
 	}
 	w.saves++
 	w.mu.Unlock()
-	if err := w.base.Save(ctx, u); err != nil {
+	if err := s.inc.base.Save(ctx, u); err != nil {
+		if debug {
+			w.logf("worker %d: save %v: %v", s.inc.id, slices.Collect(maps.Keys(u)), err)
+		}
 		return err
 	}
-	if w.active(FStoreLostAck) {
+	if w.db == nil && w.active(FStoreLostAck) {
 		return errors.New("sim: store write applied, response lost")
 	}
 	return nil
@@ -337,6 +348,9 @@ func (d simDest) Deliver(ctx context.Context, f poller.FailureRecord) error {
 	d.inc.delivered += f.BatchSize
 	return nil
 }
+
+// PartialResponses counts the partial batch responses the function returned.
+const PartialResponses = "partial-batch-response"
 
 // simInvoker is the function: it records every invocation and fails as the schedule says.
 type simInvoker struct{ inc *incarnation }
@@ -397,10 +411,16 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 		timeout, d = true, 3*time.Second
 	}
 	partial := failedAt >= 0 && !timeout && w.s.Partial && len(c.seqs) > 0 && (w.active(FInvPartial) || w.chance(0.7, "partial", batchID, attempt))
+	if partial {
+		w.mu.Lock()
+		w.injected[PartialResponses]++
+		w.mu.Unlock()
+	}
 
-	keys := c.keys(w)
+	keys := c.exclusive(w)
 	w.mu.Lock()
 	c.start = w.now()
+	c.keys = keys
 	for _, k := range keys {
 		if w.inflight[k] > 0 {
 			w.violateLocked("overlapping invocations of %s (%s, worker %d) at %s", k, c.shard, inc.id, c.start.Sub(epoch))
@@ -416,11 +436,14 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 	case <-inc.dead:
 		t.Stop()
 	}
+	_ = inc.gate(context.Background()) // an in-process function is frozen with its worker
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c.end = w.now()
-	for _, k := range keys {
-		w.inflight[k]--
+	if !c.frozen {
+		for _, k := range keys {
+			w.inflight[k]--
+		}
 	}
 	if inc.isDead() {
 		c.killed = true
@@ -475,7 +498,7 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 
 // keys are what may not be invoked twice at once: the shard with PF 1, each partition key with
 // PF > 1.
-func (c *call) keys(w *world) []string {
+func (c *call) exclusive(w *world) []string {
 	if w.s.PF == 1 {
 		return []string{"shard " + c.shard}
 	}
@@ -523,4 +546,116 @@ func (c *counts) BatchInvoked(_ string, n int, _ time.Duration, failed bool) {
 		c.failed++
 	}
 	c.mu.Unlock()
+}
+
+// freeze stops a worker for d (SIGSTOP): every call it makes waits, and its invocations in
+// flight no longer count as running (another worker may take its shards once its leases expire).
+func (w *world) freeze(inc *incarnation, d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	inc.frozen = w.now().Add(d)
+	for _, c := range w.calls {
+		if c.inc == inc.id && c.end.IsZero() && !c.frozen {
+			c.frozen = true
+			for _, k := range c.keys {
+				w.inflight[k]--
+			}
+		}
+	}
+}
+
+// simCoord is the worker's lease coordinator: a dead worker holds nothing and does nothing.
+type simCoord struct {
+	inc *incarnation
+	c   poller.Coordinator
+}
+
+func (s simCoord) Register(ctx context.Context, shards []poller.ShardInfo) error {
+	if err := s.inc.gate(ctx); err != nil {
+		return err
+	}
+	return s.c.Register(ctx, shards)
+}
+
+func (s simCoord) Claim(ctx context.Context, candidates []string) ([]string, error) {
+	if err := s.inc.gate(ctx); err != nil {
+		return nil, err
+	}
+	return s.c.Claim(ctx, candidates)
+}
+
+func (s simCoord) Held(id string) bool { return !s.inc.isDead() && s.c.Held(id) }
+
+func (s simCoord) Release(ctx context.Context, id string) error {
+	if err := s.inc.gate(ctx); err != nil {
+		return err
+	}
+	return s.c.Release(ctx, id)
+}
+
+// simDynamo is the worker's connection to the lease table, with the store's faults.
+type simDynamo struct{ inc *incarnation }
+
+func (d simDynamo) before(ctx context.Context) error {
+	if err := d.inc.gate(ctx); err != nil {
+		return err
+	}
+	if d.inc.w.active(FStoreDown) {
+		return errors.New("sim: store unreachable (lease table)")
+	}
+	return nil
+}
+
+func (d simDynamo) after(err error) error {
+	if err == nil && d.inc.w.active(FStoreLostAck) {
+		return errors.New("sim: store write applied, response lost (lease table)")
+	}
+	return err
+}
+
+func (d simDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if err := d.before(ctx); err != nil {
+		return nil, err
+	}
+	out, err := d.inc.w.db.PutItem(ctx, in, o...)
+	return out, d.after(err)
+}
+
+func (d simDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if err := d.before(ctx); err != nil {
+		return nil, err
+	}
+	out, err := d.inc.w.db.UpdateItem(ctx, in, o...)
+	return out, d.after(err)
+}
+
+func (d simDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	if err := d.before(ctx); err != nil {
+		return nil, err
+	}
+	return d.inc.w.db.Scan(ctx, in, o...)
+}
+
+var debug = os.Getenv("ESM_SIM_DEBUG") != ""
+
+func (d simDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if err := d.before(ctx); err != nil {
+		return nil, err
+	}
+	return d.inc.w.db.GetItem(ctx, in, o...)
+}
+
+func (d simDynamo) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if err := d.before(ctx); err != nil {
+		return nil, err
+	}
+	return d.inc.w.db.BatchGetItem(ctx, in, o...)
+}
+
+func (d simDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if err := d.before(ctx); err != nil {
+		return nil, err
+	}
+	out, err := d.inc.w.db.DeleteItem(ctx, in, o...)
+	return out, d.after(err)
 }

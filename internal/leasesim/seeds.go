@@ -1,0 +1,249 @@
+package leasesim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/internal/fakedynamo"
+	"github.com/kinesis-esm/esm/lease"
+)
+
+// FaultRun is one seed of the protocol under faults: 4 workers on 8 shards with records
+// flowing, DynamoDB throttling, failing and losing responses at random, a split and a merge,
+// two SIGKILLs (one worker restarted), and then a check of the invariants. It returns the
+// violations found (none is a pass) and what it exercised.
+func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
+	rnd := rand.New(rand.NewPCG(seed, 99))
+	var frnd = rand.New(rand.NewPCG(seed, 7))
+	var fmu sync.Mutex // fault functions run concurrently
+	faults := func(_ context.Context, c fakedynamo.Call) fakedynamo.Fault {
+		if c.Op == fakedynamo.OpCreateTable || c.Op == fakedynamo.OpDescribeTable {
+			return fakedynamo.NoFault
+		}
+		fmu.Lock()
+		x := frnd.Float64()
+		fmu.Unlock()
+		switch {
+		case x < 0.02:
+			return fakedynamo.Throttle
+		case x < 0.03:
+			return fakedynamo.ServerError
+		case x < 0.035:
+			return fakedynamo.LoseResponse
+		case x < 0.04:
+			return fakedynamo.LoseResponseRetried
+		}
+		return fakedynamo.NoFault
+	}
+	cfg := Config{Shards: 8, Workers: 4, LeaseDuration: 3 * time.Second, Seed: seed, ShardSync: 5 * time.Second}
+	w := newWorld(cfg, fakedynamo.WithFaults(faults))
+	put := map[rec]bool{}
+	produce := func(n int) {
+		for range n {
+			key := fmt.Sprintf("k%d", rnd.IntN(40))
+			shard, seq := w.kin.Put(w.stream, key, []byte(key))
+			put[rec{shard, seq}] = true
+		}
+	}
+	for i := range cfg.Workers {
+		w.start(workerID(i))
+	}
+	step := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			produce(5)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	step(10 * time.Second)
+	open := w.openShards()
+	children := w.kin.Split(w.stream, open[rnd.IntN(len(open))])
+	step(4 * time.Second)
+	k1 := workerID(rnd.IntN(cfg.Workers))
+	w.kill(k1)
+	step(3 * time.Second)
+	w.start(k1) // restarted under the same id
+	step(5 * time.Second)
+	open = w.openShards()
+	i := rnd.IntN(len(open) - 1)
+	merged := w.kin.Merge(w.stream, open[i], open[i+1])
+	step(2 * time.Second)
+	w.mu.Lock()
+	var live []string
+	for id := range w.workers {
+		live = append(live, id)
+	}
+	w.mu.Unlock()
+	slices.Sort(live)
+	w.kill(live[rnd.IntN(len(live))])
+	step(10 * time.Second)
+
+	// Everything put is delivered.
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) && w.missing(put) > 0 {
+		time.Sleep(time.Second)
+	}
+	lost := w.missing(put)
+	if lost > 0 && debugSeeds {
+		ls, _ := lease.ListLeases(context.Background(), w.db, w.table)
+		for _, l := range ls {
+			fmt.Printf("lease %s owner=%s epoch=%d counter=%d cp=%s parents=%v children=%v\n", l.ShardID, l.Owner, l.OwnerEpoch, l.Counter, l.Checkpoint, l.Parents, l.Children)
+		}
+		r, _ := w.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &w.table, Key: map[string]types.AttributeValue{"leaseKey": &types.AttributeValueMemberS{Value: "!esm-workers"}}})
+		fmt.Printf("roster %v\n", r.Item["workers"])
+		w.mu.Lock()
+		fmt.Printf("running %v\nworkers %v\n", w.running, slices.Sorted(mapsKeys(w.workers)))
+		fmt.Println("logs", w.counts.n)
+		stuck := map[string]bool{}
+		for r := range put {
+			if !w.delivered[r.shard+":"+r.seq] {
+				stuck[r.shard] = true
+			}
+		}
+		for s := range stuck {
+			for _, sw := range w.workers {
+				fmt.Println(time.Now().Format("15:04:05.000"), s, sw.d.DebugState(s))
+			}
+		}
+		w.mu.Unlock()
+	}
+	w.stopAll()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	violations = append(violations, w.faults...)
+	if lost > 0 {
+		violations = append(violations, fmt.Sprintf("%d of %d records never delivered", lost, len(put)))
+	}
+	// Every child was first read within one claim cycle of its parents finishing.
+	cycle := min(time.Second, cfg.LeaseDuration/10) // the claim interval
+	lateness := time.Duration(0)
+	checkChild := func(child string, parents []string) {
+		// Lineage: no record of the child before every parent's last invocation ended.
+		for _, p := range parents {
+			if f, ok := w.firstCall[child]; ok && f.Before(w.lastEnd[p]) {
+				violations = append(violations, fmt.Sprintf("child %s invoked at %s, before its parent %s's last invocation ended at %s",
+					child, f.Sub(w.t0), p, w.lastEnd[p].Sub(w.t0)))
+			}
+		}
+		var done time.Time
+		for _, p := range parents {
+			f, ok := w.finished[p]
+			if !ok {
+				violations = append(violations, fmt.Sprintf("parent %s of %s never finished", p, child))
+				return
+			}
+			if f.After(done) {
+				done = f
+			}
+		}
+		c, ok := w.claimed[child]
+		if !ok {
+			violations = append(violations, fmt.Sprintf("child %s never read", child))
+			return
+		}
+		late := c.Sub(done)
+		lateness = max(lateness, late)
+		if late > cycle+cycle/2 {
+			slowChildren = append(slowChildren, fmt.Sprintf("child %s first read %s after its parents finished (claim cycle %s)", child, late, cycle))
+		}
+	}
+	for _, c := range children {
+		checkChild(c, []string{w.parentOf(c)})
+	}
+	checkChild(merged, w.parentsOf(merged))
+	summary = fmt.Sprintf("%d records, %d invocations, %d DynamoDB faults, %d moves, child read at most %s after its parents finished",
+		len(put), w.invoked.Load(), w.db.TableStats(w.table).Faults, w.moves, lateness.Round(time.Millisecond))
+	return violations, slowChildren, summary
+}
+
+// openShards lists the open shards in hash key order (neighbours can be merged).
+func (w *world) openShards() []string {
+	type sh struct {
+		id string
+		lo *big.Int
+	}
+	var out []sh
+	for _, s := range w.listShards() {
+		if s.SequenceNumberRange.EndingSequenceNumber == nil {
+			lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
+			out = append(out, sh{aws.ToString(s.ShardId), lo})
+		}
+	}
+	slices.SortFunc(out, func(a, b sh) int { return a.lo.Cmp(b.lo) })
+	ids := make([]string, len(out))
+	for i, s := range out {
+		ids[i] = s.id
+	}
+	return ids
+}
+
+func (w *world) listShards() []ktypes.Shard {
+	out, err := w.kin.ListShards(context.Background(), &kinesis.ListShardsInput{StreamName: aws.String(w.stream)})
+	if err != nil {
+		panic(err)
+	}
+	return out.Shards
+}
+
+func (w *world) parentOf(child string) string { return w.parentsOf(child)[0] }
+
+func (w *world) parentsOf(child string) []string {
+	for _, s := range w.listShards() {
+		if aws.ToString(s.ShardId) == child {
+			var ps []string
+			for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+				if p != nil {
+					ps = append(ps, *p)
+				}
+			}
+			return ps
+		}
+	}
+	return nil
+}
+
+// missing counts the records put but not delivered.
+var debugSeeds = false
+
+type rec struct{ shard, seq string }
+
+func (w *world) missing(put map[rec]bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for r := range put {
+		if !w.delivered[r.shard+":"+r.seq] {
+			n++
+		}
+	}
+	return n
+}
+
+// deliveries notes the records of an invocation payload.
+func (w *world) noteDelivered(payload []byte) {
+	var ev struct {
+		Records []struct {
+			EventID string `json:"eventID"`
+		} `json:"Records"`
+	}
+	if json.Unmarshal(payload, &ev) != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range ev.Records {
+		w.delivered[r.EventID] = true
+	}
+}

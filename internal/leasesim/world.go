@@ -1,0 +1,525 @@
+// Package leasesim simulates many esm workers sharing a stream through DynamoDB leases, in
+// virtual time (testing/synctest): real pollers and the real lease code (lease.Dynamo) on the
+// in-memory Kinesis (internal/fakekinesis) and DynamoDB (internal/fakedynamo, with capacity
+// accounting and throttling). It measures what the lease protocol costs and how fast it
+// moves (the figures of `make sim-scale`) and checks its invariants under faults.
+//
+// A world must be built and run inside a synctest bubble.
+package leasesim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kinesis-esm/esm/internal/fakedynamo"
+	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// Config sizes a world.
+type Config struct {
+	Shards, Workers int
+	LeaseDuration   time.Duration
+	Seed            uint64
+	// TableRead and TableWrite cap the table (units per second); zero: DynamoDB's defaults.
+	TableRead, TableWrite float64
+	// Latency of every DynamoDB call.
+	Latency time.Duration
+	// ShardSync is the pollers' ShardSyncInterval.
+	ShardSync time.Duration
+}
+
+// world is one simulated deployment.
+type world struct {
+	cfg    Config
+	db     *fakedynamo.DB
+	kin    *fakekinesis.Fake
+	stream string
+	arn    string
+	table  string
+	rnd    *rand.Rand
+	log    *slog.Logger
+	counts *countHandler
+
+	mu       sync.Mutex
+	workers  map[string]*simWorker
+	running  map[string]string    // shard → worker whose reader runs it
+	stopped  map[string]time.Time // shard → when its last reader stopped
+	everRun  map[string]bool
+	moves    int
+	gaps     []time.Duration
+	maxNote  string
+	// fleetChanged is when a worker last started or stopped: the bound on one worker's
+	// shards applies once the others had the time to see it (settleGrace).
+	fleetChanged time.Time
+	t0       time.Time
+	maxHeld  float64 // most shards one worker ran ÷ ceil(1.1 × shards / live workers), once it had seen its peers
+	finished map[string]time.Time
+	claimed  map[string]time.Time // first start of each shard
+	faults   []string             // invariant violations
+	exits    []error
+	inflight  map[string]string // shard → worker invoking it now
+	delivered map[string]bool   // eventIDs invoked
+	firstCall map[string]time.Time // shard → when its first invocation started
+	lastEnd   map[string]time.Time // shard → when its last invocation ended
+	invoked  atomic.Int64
+}
+
+type simWorker struct {
+	id        string
+	d         *lease.Dynamo
+	api       *cutAPI
+	cancel    context.CancelFunc
+	done      chan struct{}
+	started   time.Time
+	seenPeers bool
+}
+
+// cutAPI fails every call once cut: a killed or partitioned worker.
+type cutAPI struct {
+	lease.DynamoAPI
+	cut atomic.Bool
+}
+
+// settleGrace is how long after a worker starts or stops the bound on one worker's shards
+// waits: the others see the change at their next roster read and hand over within a batch.
+const settleGrace = 5 * time.Second
+
+var errCut = errors.New("leasesim: connection refused")
+
+func (c *cutAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.DynamoAPI.GetItem(ctx, in, o...)
+}
+
+func (c *cutAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.DynamoAPI.BatchGetItem(ctx, in, o...)
+}
+
+func (c *cutAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.DynamoAPI.PutItem(ctx, in, o...)
+}
+
+func (c *cutAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.DynamoAPI.UpdateItem(ctx, in, o...)
+}
+
+func (c *cutAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.DynamoAPI.DeleteItem(ctx, in, o...)
+}
+
+func (c *cutAPI) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	if c.cut.Load() {
+		return nil, errCut
+	}
+	return c.DynamoAPI.Scan(ctx, in, o...)
+}
+
+// checkingAPI verifies at DynamoDB what only DynamoDB can tell: every checkpoint that went
+// through was written by the lease's owner (the write returns the item it left).
+type checkingAPI struct {
+	*fakedynamo.DB
+	w *world
+}
+
+func (c *checkingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := c.DB.UpdateItem(ctx, in, o...)
+	if err == nil && in.ExpressionAttributeValues[":cp"] != nil && in.ReturnValues == types.ReturnValueAllNew {
+		me, _ := in.ExpressionAttributeValues[":me"].(*types.AttributeValueMemberS)
+		owner, _ := out.Attributes["leaseOwner"].(*types.AttributeValueMemberS)
+		if me == nil || owner == nil || me.Value != owner.Value {
+			c.w.violation("checkpoint of %v by %v, a non-holder", in.Key["leaseKey"], me)
+		}
+	}
+	return out, err
+}
+
+// countHandler counts log records by message (and drops them).
+type countHandler struct {
+	mu   sync.Mutex
+	n    map[string]int
+	next slog.Handler // also logs here, when set (debugging one seed)
+}
+
+// debugLog, when set, receives the lease code's log lines too.
+var debugLog slog.Handler
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level < slog.LevelInfo {
+		return nil
+	}
+	h.mu.Lock()
+	h.n[r.Message]++
+	h.mu.Unlock()
+	if h.next != nil {
+		return h.next.Handle(context.Background(), r)
+	}
+	return nil
+}
+func (h *countHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	if h.next == nil {
+		return h
+	}
+	return &countHandler{n: h.n, next: h.next.WithAttrs(as), mu: sync.Mutex{}}
+}
+func (h *countHandler) WithGroup(string) slog.Handler      { return h }
+func (h *countHandler) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[msg]
+}
+
+func newWorld(cfg Config, opts ...fakedynamo.Option) *world {
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = lease.DefaultLeaseDuration
+	}
+	if cfg.ShardSync == 0 {
+		cfg.ShardSync = 30 * time.Second
+	}
+	if cfg.Latency > 0 {
+		l := cfg.Latency
+		opts = append(opts, fakedynamo.WithLatency(func(string) time.Duration { return l }))
+	}
+	if cfg.TableRead > 0 {
+		opts = append(opts, fakedynamo.WithTableCapacity(cfg.TableRead, cfg.TableWrite))
+	}
+	counts := &countHandler{n: map[string]int{}, next: debugLog}
+	w := &world{
+		cfg: cfg, db: fakedynamo.New(opts...), kin: fakekinesis.New(), rnd: rand.New(rand.NewPCG(cfg.Seed, 15)),
+		stream: "sim", table: "sim-leases", counts: counts, log: slog.New(counts),
+		workers: map[string]*simWorker{}, running: map[string]string{}, stopped: map[string]time.Time{},
+		everRun: map[string]bool{}, finished: map[string]time.Time{}, claimed: map[string]time.Time{},
+		inflight: map[string]string{}, t0: time.Now(), delivered: map[string]bool{},
+		firstCall: map[string]time.Time{}, lastEnd: map[string]time.Time{},
+	}
+	w.arn = w.kin.CreateStream(w.stream, cfg.Shards)
+	if err := lease.EnsureTable(context.Background(), w.db, w.table, true); err != nil {
+		panic(err)
+	}
+	return w
+}
+
+func (w *world) violation(format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.faults = append(w.faults, fmt.Sprintf(format, args...))
+}
+
+// observed wraps a worker's Dynamo to see which shards its poller reads.
+type observed struct {
+	*lease.Dynamo
+	w  *world
+	sw *simWorker
+}
+
+func (o *observed) Claim(ctx context.Context, candidates []string) ([]string, error) {
+	held, err := o.Dynamo.Claim(ctx, candidates)
+	now := time.Now()
+	w := o.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range held {
+		prev, ok := w.running[id]
+		if ok && prev == o.sw.id {
+			continue
+		}
+		if other := w.workers[prev]; ok && other != nil && other.d.Held(id) {
+			w.faults = append(w.faults, fmt.Sprintf("%s starts %s while %s holds it", o.sw.id, id, prev))
+		}
+		w.running[id] = o.sw.id
+		if _, seen := w.claimed[id]; !seen {
+			w.claimed[id] = now
+		}
+		if w.everRun[id] {
+			w.moves++
+			if at, ok := w.stopped[id]; ok {
+				w.gaps = append(w.gaps, now.Sub(at))
+				if debugLog != nil && now.Sub(at) > 5*time.Second {
+					fmt.Printf("GAP %s %s stopped at %s, started by %s at %s\n", id, now.Sub(at), at.Sub(w.t0), o.sw.id, now.Sub(w.t0))
+				}
+			}
+		}
+		w.everRun[id] = true
+	}
+	if o.sw.seenPeers && now.Sub(w.fleetChanged) >= settleGrace {
+		n := 0
+		for _, owner := range w.running {
+			if owner == o.sw.id {
+				n++
+			}
+		}
+		// Against the bound for the workers alive now.
+		bound := ceilFrac(11*w.cfg.Shards, 10*max(1, len(w.workers)))
+		if r := float64(n) / float64(bound); r > w.maxHeld {
+			w.maxHeld, w.maxNote = r, fmt.Sprintf("%s ran %d of %d shards with %d workers alive, at %s", o.sw.id, n, w.cfg.Shards, len(w.workers), time.Since(w.t0).Round(time.Millisecond))
+		}
+	}
+	return held, err
+}
+
+func (o *observed) Release(ctx context.Context, id string) error {
+	o.w.stop(o.sw.id, id)
+	return o.Dynamo.Release(ctx, id)
+}
+
+func (o *observed) Save(ctx context.Context, updates map[string]poller.ShardProgress) error {
+	err := o.Dynamo.Save(ctx, updates)
+	if err == nil {
+		for id, pr := range updates {
+			if pr.Finished {
+				o.w.mu.Lock()
+				o.w.finished[id] = time.Now()
+				o.w.mu.Unlock()
+			}
+		}
+	}
+	return err
+}
+
+// stop records that a worker's reader of a shard stopped.
+func (w *world) stop(worker, id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running[id] == worker {
+		delete(w.running, id)
+		w.stopped[id] = time.Now()
+	}
+}
+
+// start runs a worker: a poller and its Dynamo, as esm run wires them.
+func (w *world) start(id string) *simWorker {
+	api := &cutAPI{DynamoAPI: &checkingAPI{DB: w.db, w: w}}
+	d, err := lease.NewDynamo(api, w.table, id, lease.WithLeaseDuration(w.cfg.LeaseDuration),
+		lease.WithLogger(w.log.With("worker", id)), lease.WithShardSettle(2*w.cfg.ShardSync),
+		lease.WithRand(rand.New(rand.NewPCG(w.rnd.Uint64(), 1))))
+	if err != nil {
+		panic(err)
+	}
+	sw := &simWorker{id: id, d: d, api: api, done: make(chan struct{}), started: time.Now()}
+	co := &observed{Dynamo: d, w: w, sw: sw}
+	cfg := poller.Config{StreamARN: w.arn, StartingPosition: poller.TrimHorizon, ClaimInterval: d.ClaimInterval(),
+		PollInterval: 5 * time.Second, ShardSyncInterval: w.cfg.ShardSync, ShutdownGrace: 5 * time.Second, BatchSize: 100}
+	inv := invoke.InvokerFunc(func(ctx context.Context, payload []byte) (invoke.Response, error) {
+		return w.invoke(id, payload)
+	})
+	p, err := poller.New(cfg, w.kin, co, inv, poller.WithCoordinator(co),
+		poller.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sw.cancel = cancel
+	dctx, stopLeases := context.WithCancel(context.Background())
+	dDone := make(chan struct{})
+	go func() { _ = d.Run(dctx); close(dDone) }()
+	go func() {
+		if err := p.Run(ctx); err != nil && !api.cut.Load() {
+			w.mu.Lock()
+			w.exits = append(w.exits, fmt.Errorf("%s: %w", id, err))
+			w.mu.Unlock()
+		}
+		stopLeases()
+		<-dDone
+		close(sw.done)
+	}()
+	w.mu.Lock()
+	w.workers[id] = sw
+	w.fleetChanged = time.Now()
+	w.mu.Unlock()
+	return sw
+}
+
+// stopWorker stops a worker gracefully (SIGTERM) and waits for it.
+func (w *world) stopWorker(id string) {
+	w.mu.Lock()
+	sw := w.workers[id]
+	delete(w.workers, id)
+	w.fleetChanged = time.Now()
+	w.mu.Unlock()
+	sw.cancel()
+	<-sw.done
+}
+
+// kill cuts a worker off DynamoDB and stops its readers at once (SIGKILL, as the table sees it).
+func (w *world) kill(id string) time.Time {
+	w.mu.Lock()
+	sw := w.workers[id]
+	delete(w.workers, id)
+	now := time.Now()
+	w.fleetChanged = now
+	for shard, owner := range w.running {
+		if owner == id {
+			delete(w.running, shard)
+			w.stopped[shard] = now
+		}
+	}
+	w.mu.Unlock()
+	sw.api.cut.Store(true)
+	sw.cancel()
+	<-sw.done
+	return now
+}
+
+func (w *world) stopAll() {
+	w.mu.Lock()
+	ids := slices.Sorted(mapsKeys(w.workers))
+	w.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.stopWorker(id) }()
+	}
+	wg.Wait()
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// invoke records an invocation and catches two workers invoking one shard at once.
+func (w *world) invoke(worker string, payload []byte) (invoke.Response, error) {
+	shard := shardOf(payload)
+	w.mu.Lock()
+	if other, ok := w.inflight[shard]; ok && other != worker {
+		w.faults = append(w.faults, fmt.Sprintf("%s invokes %s while %s does", worker, shard, other))
+	}
+	w.inflight[shard] = worker
+	if _, ok := w.firstCall[shard]; !ok {
+		w.firstCall[shard] = time.Now()
+	}
+	w.mu.Unlock()
+	time.Sleep(10 * time.Millisecond) // the handler's work, in virtual time
+	w.mu.Lock()
+	delete(w.inflight, shard)
+	w.lastEnd[shard] = time.Now()
+	w.mu.Unlock()
+	w.invoked.Add(1)
+	w.noteDelivered(payload)
+	return invoke.Response{StatusCode: 200, Payload: []byte("null")}, nil
+}
+
+// counts per worker of the shards being read now.
+func (w *world) loads() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int{}
+	for _, o := range w.running {
+		out[o]++
+	}
+	return out
+}
+
+// balanced: every open shard is read, by a live worker, and no worker reads more than
+// ceil(1.1 × shards / workers).
+func (w *world) balanced(open int) bool {
+	w.mu.Lock()
+	n := len(w.workers)
+	live := map[string]bool{}
+	for id := range w.workers {
+		live[id] = true
+	}
+	w.mu.Unlock()
+	loads := w.loads()
+	total := 0
+	for o, c := range loads {
+		if !live[o] || c > ceilFrac(11*open, 10*n) {
+			return false
+		}
+		total += c
+	}
+	return total == open
+}
+
+func ceilFrac(a, b int) int { return (a + b - 1) / b }
+
+// waitFor advances virtual time in steps until cond holds or limit passes; it reports how long
+// it took.
+func waitFor(limit, step time.Duration, cond func() bool) (time.Duration, bool) {
+	start := time.Now()
+	for time.Since(start) <= limit {
+		if cond() {
+			return time.Since(start), true
+		}
+		time.Sleep(step)
+	}
+	return time.Since(start), false
+}
+
+// usage is the table's consumed units so far.
+func (w *world) usage() (ru, wu float64, cond int64) {
+	st := w.db.TableStats(w.table)
+	return st.ReadUnits, st.WriteUnits, st.ConditionalWrites
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p * float64(len(s)-1))
+	return s[i]
+}
+
+func shardOf(payload []byte) string {
+	// The event's first eventID is "shardId-…:seq"; find the shard id without decoding all.
+	const k = `"eventID":"`
+	i := indexOf(payload, k)
+	if i < 0 {
+		return ""
+	}
+	rest := payload[i+len(k):]
+	for j, c := range rest {
+		if c == ':' || c == '"' {
+			return string(rest[:j])
+		}
+	}
+	return ""
+}
+
+func indexOf(b []byte, s string) int {
+	for i := 0; i+len(s) <= len(b); i++ {
+		if string(b[i:i+len(s)]) == s {
+			return i
+		}
+	}
+	return -1
+}
+
+var _ = aws.String

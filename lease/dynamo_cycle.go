@@ -1,0 +1,590 @@
+package lease
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// maxPollsPerCycle bounds the lease items one claim cycle reads.
+const maxPollsPerCycle = 5 * batchGetMax
+
+// cycle is one claim cycle: roster, dead workers, placement, reads and takes of the leases
+// placed here. Failures are logged and retried at the next cycle; only a cancelled ctx ends it
+// early.
+func (d *Dynamo) cycle(ctx context.Context) error {
+	d.mu.Lock()
+	d.cycles++
+	d.lastCycle = d.cfg.now()
+	d.mu.Unlock()
+	d.beatOnce(ctx)
+	now := d.cfg.now()
+	d.mu.Lock()
+	stale := d.joined && now.Sub(d.rosterAt) >= d.ClaimInterval()*9/10
+	d.mu.Unlock()
+	if stale {
+		if err := d.readRoster(ctx, false); err != nil && ctx.Err() == nil {
+			d.log.Warn("read roster failed; will retry", "err", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	d.declareDeadMembers(ctx)
+	wanted, lineage := d.plan1()
+	d.pollAndTake(ctx, wanted, lineage)
+	d.cleanUp(ctx)
+	return nil
+}
+
+// declareDeadMembers declares dead the members whose heartbeat stood still for a lease
+// duration. The member ranked first for the duty does it at once, the others a claim
+// interval later (in case it is dead too).
+func (d *Dynamo) declareDeadMembers(ctx context.Context) {
+	now := d.cfg.now()
+	d.mu.Lock()
+	if !d.aliveLocked(now) {
+		d.mu.Unlock()
+		return
+	}
+	type victim struct {
+		id string
+		m  member
+	}
+	var todo []victim
+	dead := d.deadMembersLocked(now)
+	var live []string
+	for id := range d.members {
+		if !slices.Contains(dead, id) {
+			live = append(live, id)
+		}
+	}
+	for _, id := range dead {
+		o := d.beats2[id]
+		if r := rank(id, live); len(r) > 0 && r[0] == d.id || d.plan.load[id] > 0 {
+			todo = append(todo, victim{id, o.m})
+		}
+	}
+	d.mu.Unlock()
+	for _, v := range todo {
+		if err := d.declareDead(ctx, v.id, v.m); err != nil && ctx.Err() == nil {
+			d.log.Warn("declare dead failed; will retry", "dead_worker", v.id, "err", err)
+		}
+	}
+}
+
+// placementMembersLocked are the members the placement counts: those not leaving.
+func (d *Dynamo) placementMembersLocked(without string) []string {
+	var out []string
+	for id, m := range d.members {
+		if (!m.leaving || id == d.id) && id != without { // our own flag never moves our leases
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// replanLocked recomputes the placement when the members or the shards changed.
+func (d *Dynamo) replanLocked() {
+	ms := d.placementMembersLocked("")
+	k := strings.Join(ms, ",") + "|" + itoa(len(d.infos))
+	if k == d.planKey {
+		return
+	}
+	d.planKey = k
+	d.plan = d.placeLocked(ms)
+	for id := range d.polls { // a new placement: look again at once
+		delete(d.polls, id)
+	}
+}
+
+// placeLocked places the shards on members: the open shards (those that are nobody's parent)
+// with fair shares, and the closed ones (parents, read to their end and then done) among the
+// same members on their own, so that the balance of the shards being read does not depend on
+// how many closed ones each worker knows of.
+func (d *Dynamo) placeLocked(members []string) assignment {
+	var open, closed []string
+	for id := range d.infos {
+		if len(d.children[id]) > 0 {
+			closed = append(closed, id)
+		} else {
+			open = append(open, id)
+		}
+	}
+	a := assign(open, members)
+	for id, m := range assign(closed, members).owner {
+		a.owner[id] = m
+	}
+	return a
+}
+
+// plan1 updates the placement, marks held leases placed elsewhere for hand-over, and returns
+// the leases to read: those placed here and not held (wanted), and the unfinished parents of
+// shards this worker is to read next (lineage).
+func (d *Dynamo) plan1() (wanted, lineage []string) {
+	now := d.cfg.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.joined {
+		return nil, nil
+	}
+	d.replanLocked()
+	for id, h := range d.held {
+		to := d.plan.owner[id]
+		if to != "" && to != d.id && d.settledLocked(id, now) && d.agreedLocked() && !d.members[to].leaving && !h.finished {
+			if h.handTo != to {
+				d.log.Info("hand-over due", "shard_id", id, "new_owner", to)
+			}
+			h.handTo = to
+		} else {
+			h.handTo = ""
+		}
+	}
+	mine := func(id string) bool { return d.plan.owner[id] == d.id }
+	for id := range d.infos {
+		l, known := d.cache[id]
+		if known && l.Finished() {
+			continue
+		}
+		settled := d.settledLocked(id, now)
+		if (mine(id) && settled || !settled && d.lastCand[id]) && d.held[id] == nil {
+			if p, ok := d.polls[id]; !ok || !now.Before(p.next) {
+				wanted = append(wanted, id)
+			}
+		}
+		// Parents of a shard this worker is to read next: placed here, or new and a child of
+		// a shard it held.
+		if !mine(id) && settled && d.held[id] == nil {
+			continue
+		}
+		ps := nonEmpty(d.infos[id].Parents)
+		if !mine(id) && d.held[id] == nil && !slices.ContainsFunc(ps, func(p string) bool { return d.cache[p].Owner == d.id || d.held[p] != nil }) {
+			continue
+		}
+		for _, p := range ps {
+			if pl, ok := d.cache[p]; (!ok || !pl.Finished()) && d.held[p] == nil && d.infos[p].ShardID != "" {
+				lineage = append(lineage, p)
+			}
+		}
+	}
+	// Leases placed here under an earlier placement stay watched until they are seen owned by
+	// someone else: one handed over to this worker just before the placement moved it
+	// elsewhere names this worker, which adopts it and hands it on.
+	for _, id := range wanted {
+		d.pending[id] = true
+	}
+	for id := range d.pending {
+		if !slices.Contains(wanted, id) && d.held[id] == nil {
+			if p, ok := d.polls[id]; !ok || !now.Before(p.next) {
+				wanted = append(wanted, id)
+			}
+		}
+	}
+	slices.Sort(wanted)
+	lineage = slices.Compact(slices.Sorted(slices.Values(lineage)))
+	return wanted, lineage
+}
+
+// pollAndTake reads the wanted and lineage leases (consistently, in batches) and takes the
+// wanted ones that are free.
+func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
+	ids := append(slices.Clone(lineage), wanted...)
+	slices.Sort(ids)
+	ids = slices.Compact(ids) // BatchGetItem refuses duplicate keys
+	if len(ids) > maxPollsPerCycle {
+		ids = ids[:maxPollsPerCycle]
+	}
+	if len(ids) == 0 {
+		return
+	}
+	items := d.batchGet(ctx, ids)
+	now := d.cfg.now()
+	d.mu.Lock()
+	var take []Lease
+	for _, id := range wanted {
+		it, ok := items[id]
+		if !ok {
+			continue // not read (throttled): next cycle
+		}
+		if it == nil {
+			d.missing[id] = true
+			delete(d.cache, id)
+			continue // created by Claim once the shard may be read
+		}
+		delete(d.missing, id)
+		if d.held[id] != nil || it.Finished() {
+			delete(d.pending, id)
+			delete(d.waiting, id)
+			continue
+		}
+		if d.plan.owner[id] != d.id && it.Owner != d.id {
+			delete(d.pending, id) // placed elsewhere now, and not ours
+			continue
+		}
+		if it.OwnerEpoch == 0 && it.Owner != "" && it.Owner != d.id {
+			if o, ok := d.legacy[id]; !ok || o.counter != it.Counter {
+				d.legacy[id] = observation{counter: it.Counter, since: now}
+			}
+		}
+		if d.freeLocked(*it, now) || it.Owner == d.id { // free, or handed over to this worker
+			delete(d.waiting, id)
+			take = append(take, *it)
+			continue
+		}
+		if d.plan.owner[id] == d.id && d.polls[id].tries >= pollEager {
+			d.waiting[id] = true // ask the owner, through the roster, to look at it
+		}
+		d.backoffLocked(id, now)
+	}
+	for _, p := range append(slices.Clone(lineage), wanted...) {
+		// A parent without an item whose child has one was finished and deleted (children
+		// get items only once their parents are finished; see cleanUp).
+		if it, ok := items[p]; ok && it == nil && slices.ContainsFunc(d.children[p], func(c string) bool {
+			_, known := d.cache[c]
+			return known || d.held[c] != nil
+		}) {
+			d.cache[p] = finishedMarker(p)
+		}
+	}
+	d.mu.Unlock()
+	parallel(d.confirmFree(ctx, take), func(l Lease) { d.take(ctx, l) })
+}
+
+// confirmFree keeps the leases that are free by a consistent read of the roster made after
+// they were read: a worker that joined since this worker's last (eventually consistent) read
+// would otherwise look gone. An entry, once replaced or removed, never comes back, so an owner
+// whose entry a consistent read does not show with the lease's epoch is gone for good.
+func (d *Dynamo) confirmFree(ctx context.Context, ls []Lease) []Lease {
+	others := slices.ContainsFunc(ls, func(l Lease) bool { return l.Owner != "" && l.Owner != d.id && l.OwnerEpoch != 0 })
+	if !others {
+		return ls
+	}
+	if err := d.readRoster(ctx, true); err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("read roster failed; will retry", "err", err)
+		}
+		return slices.DeleteFunc(ls, func(l Lease) bool { return l.Owner != "" && l.Owner != d.id && l.OwnerEpoch != 0 })
+	}
+	now := d.cfg.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.DeleteFunc(ls, func(l Lease) bool { return l.Owner != d.id && !d.freeLocked(l, now) })
+}
+
+// batchGet reads leases consistently: id → item, nil when absent; ids not read are left out.
+func (d *Dynamo) batchGet(ctx context.Context, ids []string) map[string]*Lease {
+	out := map[string]*Lease{}
+	for chunk := range slices.Chunk(ids, batchGetMax) {
+		keys := make([]map[string]types.AttributeValue, len(chunk))
+		for i, id := range chunk {
+			keys[i] = key(id)
+		}
+		req := map[string]types.KeysAndAttributes{d.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for len(req) > 0 && ctx.Err() == nil {
+			res, err := d.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Warn("read leases failed; will retry", "err", err)
+				}
+				return out
+			}
+			for _, it := range res.Responses[d.table] {
+				l, err := decodeLease(it)
+				if err != nil {
+					d.log.Warn("unreadable lease item", "err", err)
+					continue
+				}
+				out[l.ShardID] = &l
+			}
+			unprocessed := map[string]bool{}
+			for _, k := range res.UnprocessedKeys[d.table].Keys {
+				if v, ok := k[attrKey].(*types.AttributeValueMemberS); ok {
+					unprocessed[v.Value] = true
+				}
+			}
+			for _, id := range chunk {
+				if _, ok := out[id]; !ok && !unprocessed[id] {
+					out[id] = nil
+				}
+			}
+			// Unprocessed keys (throttled) wait for the next cycle.
+			req = nil
+		}
+	}
+	d.mu.Lock()
+	for id, l := range out {
+		if l != nil {
+			d.cache[id] = *l
+		}
+	}
+	d.mu.Unlock()
+	return out
+}
+
+// take takes (or adopts) a lease this worker found free, conditional on the counter and owner
+// it read, stamping its epoch.
+func (d *Dynamo) take(ctx context.Context, l Lease) {
+	d.mu.Lock()
+	epoch := d.epoch
+	if l.Owner == d.id && l.OwnerEpoch == epoch && !l.HandedOver { // ours already: nothing to write
+		d.held[l.ShardID] = &heldLease{counter: l.Counter}
+		d.mu.Unlock()
+		d.log.Info("lease taken", "shard_id", l.ShardID, "reason", "handed over", "lease_counter", l.Counter)
+		return
+	}
+	d.mu.Unlock()
+	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#e": attrOwnerEpoch, "#p": attrPendingOwner, "#ho": attrHandedOver}
+	values := map[string]types.AttributeValue{":me": str(d.id), ":cur": num(l.Counter), ":next": num(l.Counter + 1), ":ep": num(epoch)}
+	expr := "SET #o = :me, #e = :ep, #c = :next"
+	cond := "#c = :cur AND "
+	reason := "unowned"
+	switch l.Owner {
+	case "":
+		cond += "attribute_not_exists(#o)"
+	default:
+		cond += "#o = :old"
+		values[":old"] = str(l.Owner)
+		reason = "owner gone"
+		switch {
+		case l.Owner == d.id && l.HandedOver:
+			reason = "handed over"
+		case l.HandedOver:
+			reason = "handed over, not taken up"
+		case l.Owner == d.id:
+			reason = "owned by this worker's previous run"
+		}
+		if l.Owner != d.id {
+			expr += ", #sw = if_not_exists(#sw, :zero) + :one"
+			names["#sw"], values[":zero"], values[":one"] = attrOwnerSwitches, num(0), num(1)
+		}
+	}
+	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &d.table, Key: key(l.ShardID),
+		UpdateExpression:                    aws.String(expr + " REMOVE #p, #ho"),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		d.noteFailure(l.ShardID, err, "take lease")
+		return
+	}
+	nl, derr := decodeLease(out.Attributes)
+	d.mu.Lock()
+	if derr == nil {
+		d.cache[l.ShardID] = nl
+	}
+	if d.epoch == epoch && d.joined {
+		d.held[l.ShardID] = &heldLease{counter: l.Counter + 1}
+	}
+	d.mu.Unlock()
+	d.log.Info("lease taken", "shard_id", l.ShardID, "reason", reason, "previous_owner", l.Owner, "lease_counter", l.Counter+1)
+}
+
+// noteFailure records what a failed conditional write returned, or logs another failure.
+func (d *Dynamo) noteFailure(id string, err error, what string) {
+	var ccf *types.ConditionalCheckFailedException
+	if ok := asCCF(err, &ccf); ok {
+		d.mu.Lock()
+		if l, derr := decodeLease(ccf.Item); derr == nil && len(ccf.Item) > 0 {
+			d.cache[id] = l
+		}
+		d.backoffLocked(id, d.cfg.now())
+		d.mu.Unlock()
+		d.log.Debug(what+": another worker was first", "shard_id", id)
+		return
+	}
+	d.mu.Lock()
+	d.pending[id] = true // it may have gone through: read it again
+	d.mu.Unlock()
+	d.log.Warn(what+" failed; will retry", "shard_id", id, "err", err)
+}
+
+func asCCF(err error, target **types.ConditionalCheckFailedException) bool {
+	return err != nil && errorsAs(err, target)
+}
+
+// create creates the lease of a shard placed here, owned by this worker. A shard with a
+// descendant that has a lease already was finished and deleted (see cleanUp): it is never
+// created again.
+func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
+	d.mu.Lock()
+	si, ok := d.infos[id]
+	// Every descendant: a parent deleted after its children started may have children that
+	// were deleted in turn, once theirs started; the newest generation always has items.
+	var kids []string
+	for queue := slices.Clone(d.children[id]); len(queue) > 0; queue = queue[1:] {
+		if c := queue[0]; !slices.Contains(kids, c) {
+			kids = append(kids, c)
+			queue = append(queue, d.children[c]...)
+		}
+	}
+	epoch := d.epoch
+	d.mu.Unlock()
+	if !ok {
+		si = poller.ShardInfo{ShardID: id}
+	}
+	if len(kids) > 0 {
+		items := d.batchGet(ctx, kids)
+		if len(items) < len(kids) {
+			return // could not tell: next cycle
+		}
+		for _, it := range items {
+			if it != nil {
+				d.mu.Lock()
+				d.cache[id] = finishedMarker(id)
+				delete(d.missing, id)
+				d.mu.Unlock()
+				return
+			}
+		}
+	}
+	item, err := newItem(si)
+	if err != nil {
+		d.log.Warn("create lease failed", "shard_id", id, "err", err)
+		return
+	}
+	item[attrOwner], item[attrOwnerEpoch], item[attrCounter] = str(d.id), num(epoch), num(1)
+	_, err = d.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &d.table, Item: item,
+		ConditionExpression:                 aws.String("attribute_not_exists(#k)"),
+		ExpressionAttributeNames:            map[string]string{"#k": attrKey},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		d.noteFailure(id, err, "create lease")
+		d.mu.Lock()
+		delete(d.missing, id)
+		d.mu.Unlock()
+		return
+	}
+	l, _ := decodeLease(item)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.missing, id)
+	d.cache[id] = l
+	if d.epoch == epoch && d.joined {
+		// The poller starts it from the Initial it registered, which is what the item holds.
+		d.held[id] = &heldLease{counter: 1, fresh: true}
+	}
+	d.log.Info("lease taken", "shard_id", id, "reason", "created", "lease_counter", 1)
+}
+
+// grab claims a candidate the placement does not cover yet (a new child): create it, or take
+// it if it turns out free.
+func (d *Dynamo) grab(ctx context.Context, id string) {
+	d.mu.Lock()
+	l, known := d.cache[id]
+	d.mu.Unlock()
+	if !known {
+		d.create(ctx, id, false)
+		return
+	}
+	if len(d.confirmFree(ctx, []Lease{l})) == 0 {
+		return
+	}
+	d.take(ctx, l)
+	d.mu.Lock()
+	if h := d.held[id]; h != nil {
+		// The poller starts it from what the last Load returned, which was the item as read
+		// before the take: fine unless the take showed other progress.
+		h.fresh = d.cache[id].Progress == l.Progress
+	}
+	d.mu.Unlock()
+}
+
+// cleanUp deletes the leases of finished parents once every child has started, as KCL does:
+// a stream that reshards does not grow the table for ever.
+func (d *Dynamo) cleanUp(ctx context.Context) {
+	d.mu.Lock()
+	if !d.agreedLocked() {
+		// A worker that has not listed the children yet could take a deleted parent for a
+		// shard never read and create its lease again: wait until every member knows them.
+		d.mu.Unlock()
+		return
+	}
+	var parents []string
+	var ids []string
+	for p := range d.cleanup {
+		parents = append(parents, p)
+		ids = append(ids, p)
+		ids = append(ids, d.children[p]...)
+	}
+	d.mu.Unlock()
+	if len(parents) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	items := d.batchGet(ctx, slices.Compact(ids))
+	for _, p := range parents {
+		pl := items[p]
+		done := pl != nil && pl.Finished()
+		d.mu.Lock()
+		kids := append(slices.Clone(d.children[p]), func() []string {
+			if pl != nil {
+				return pl.Children
+			}
+			return nil
+		}()...)
+		d.mu.Unlock()
+		for _, c := range kids {
+			cl, ok := items[c]
+			if !ok {
+				cl2, got := d.batchGet(ctx, []string{c})[c]
+				cl, ok = cl2, got
+			}
+			if !ok || cl == nil || !started(*cl) {
+				done = false
+			}
+		}
+		d.mu.Lock()
+		delete(d.cleanup, p)
+		d.mu.Unlock()
+		if !done || len(kids) == 0 {
+			continue
+		}
+		_, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: &d.table, Key: key(p),
+			ConditionExpression:       aws.String("#cp = :end"),
+			ExpressionAttributeNames:  map[string]string{"#cp": attrCheckpoint},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":end": str(sentinelShardEnd)},
+		})
+		if err != nil && !isConditionFailed(err) {
+			d.log.Warn("delete finished lease failed", "shard_id", p, "err", err)
+			continue
+		}
+		d.log.Info("finished lease deleted", "shard_id", p, "children", len(kids))
+	}
+}
+
+// started: the shard was read (a checkpoint past its starting position, or finished).
+func started(l Lease) bool {
+	return l.Finished() || l.Progress.Checkpoint != ""
+}
+
+// finishedMarker stands for the lease of a finished shard whose item was deleted.
+func finishedMarker(id string) Lease {
+	return Lease{ShardID: id, Checkpoint: sentinelShardEnd, Progress: poller.ShardProgress{Finished: true}}
+}
+
+// backoffLocked schedules the next read of a lease another worker holds: every claim cycle
+// for the first few (a hand-over is on its way), then less and less often, up to pollMax.
+func (d *Dynamo) backoffLocked(id string, now time.Time) {
+	p := d.polls[id]
+	p.tries++
+	if p.tries > pollEager {
+		p.backoff = min(max(2*p.backoff, pollMin), pollMax)
+	}
+	p.next = now.Add(p.backoff)
+	d.polls[id] = p
+}

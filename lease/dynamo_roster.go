@@ -1,0 +1,348 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The roster is one item of the lease table (leaseKey rosterKey) with a map attribute
+// (attrMembers): worker id → {e: epoch, h: heartbeat counter, l: leaving}. Each worker writes
+// its own entry (its heartbeat, every LeaseDuration/3) and reads the whole item (one
+// eventually consistent read of a few KB every claim cycle, or the heartbeat's returned
+// values), so every worker sees every other, holding leases or not.
+
+const (
+	rosterKey   = "!esm-workers" // not a shard id: Kinesis shard ids start with "shardId-"
+	attrMembers = "workers"
+	memberEpoch = "e"
+	memberBeat  = "h"
+	memberLeave = "l"
+	memberKnown = "u" // how many shards the worker knows of
+	memberWaits = "w" // leases placed on the worker that another live worker owns and does not hand over
+)
+
+// maxWaits bounds the leases one roster entry asks about.
+const maxWaits = 20
+
+// member is one roster entry.
+type member struct {
+	epoch   int64
+	beat    int64
+	known   int64
+	leaving bool
+	waits   []string
+}
+
+// beatObs is what this worker has seen of another's heartbeat: the value and since when.
+type beatObs struct {
+	m     member
+	since time.Time
+	// healthyAt is how many of this worker's own heartbeats had succeeded when the value was
+	// first seen: a worker is judged dead only across heartbeats of this one that went through
+	// (the roster is one item, so a throttled table fails everyone's at once).
+	healthyAt int64
+}
+
+func decodeRoster(item map[string]types.AttributeValue) (map[string]member, error) {
+	out := map[string]member{}
+	m, ok := item[attrMembers].(*types.AttributeValueMemberM)
+	if !ok {
+		return out, nil
+	}
+	for id, v := range m.Value {
+		e, ok := v.(*types.AttributeValueMemberM)
+		if !ok {
+			return nil, fmt.Errorf("roster entry %s is not a map", id)
+		}
+		var mb member
+		for name, dst := range map[string]*int64{memberEpoch: &mb.epoch, memberBeat: &mb.beat, memberKnown: &mb.known} {
+			if n, ok := e.Value[name].(*types.AttributeValueMemberN); ok {
+				x, err := strconv.ParseInt(n.Value, 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("roster entry %s: %w", id, err)
+				}
+				*dst = x
+			}
+		}
+		if b, ok := e.Value[memberLeave].(*types.AttributeValueMemberBOOL); ok {
+			mb.leaving = b.Value
+		}
+		if w, ok := e.Value[memberWaits].(*types.AttributeValueMemberSS); ok {
+			mb.waits = w.Value
+		}
+		out[id] = mb
+	}
+	return out, nil
+}
+
+func entryValue(m member) types.AttributeValue {
+	v := map[string]types.AttributeValue{memberEpoch: num(m.epoch), memberBeat: num(m.beat), memberKnown: num(m.known)}
+	if m.leaving {
+		v[memberLeave] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	return &types.AttributeValueMemberM{Value: v}
+}
+
+// join makes sure the roster item exists and writes this worker's entry with a new epoch. An
+// entry of the same id (a previous incarnation) is replaced: that incarnation's heartbeats then
+// fail, and leases stamped with its epoch are free.
+func (d *Dynamo) join(ctx context.Context) error {
+	if _, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &d.table, Key: key(rosterKey),
+		UpdateExpression:          aws.String("SET #m = if_not_exists(#m, :empty)"),
+		ExpressionAttributeNames:  map[string]string{"#m": attrMembers},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":empty": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}},
+	}); err != nil {
+		return fmt.Errorf("create roster: %w", err)
+	}
+	d.mu.Lock()
+	epoch := d.rnd.Int64()
+	known := int64(len(d.infos))
+	d.mu.Unlock()
+	sent := d.cfg.now()
+	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &d.table, Key: key(rosterKey),
+		UpdateExpression:          aws.String("SET #m.#me = :entry"),
+		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#me": d.id},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":entry": entryValue(member{epoch: epoch, beat: 1, known: known})},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return fmt.Errorf("join roster: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.epoch, d.beat, d.joined, d.joinedAt, d.leaving, d.publishedKnown = epoch, 1, true, sent, false, known
+	d.lastBeat, d.beats = sent, d.beats+1
+	d.log.Info("joined the lease table's workers", "epoch", epoch)
+	return d.observeRosterLocked(out.Attributes, sent, d.cfg.now())
+}
+
+// heartbeat renews this worker's entry (and with it every lease it holds), conditional on its
+// epoch: a worker declared dead finds out here, drops every lease and joins again.
+func (d *Dynamo) heartbeat(ctx context.Context) error {
+	d.mu.Lock()
+	// Every attempt writes a new value: after a lost response the roster may hold the last
+	// attempt's, and rewriting it would look, to the others, like no heartbeat at all.
+	d.beat++
+	epoch, next, leaving, known := d.epoch, d.beat, d.leaving, int64(len(d.infos))
+	waits := slices.Sorted(maps.Keys(d.waiting))
+	if len(waits) > maxWaits {
+		waits = waits[:maxWaits]
+	}
+	d.mu.Unlock()
+	sent := d.cfg.now()
+	expr := "SET #m.#me.#h = :h, #m.#me.#u = :u"
+	names := map[string]string{"#m": attrMembers, "#me": d.id, "#h": memberBeat, "#e": memberEpoch, "#u": memberKnown}
+	values := map[string]types.AttributeValue{":h": num(next), ":e": num(epoch), ":u": num(known)}
+	if leaving {
+		expr += ", #m.#me.#l = :t"
+		names["#l"], values[":t"] = memberLeave, &types.AttributeValueMemberBOOL{Value: true}
+	}
+	names["#w"] = memberWaits
+	if len(waits) > 0 {
+		expr += ", #m.#me.#w = :w"
+		values[":w"] = &types.AttributeValueMemberSS{Value: waits}
+	} else {
+		expr += " REMOVE #m.#me.#w"
+	}
+	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &d.table, Key: key(rosterKey),
+		UpdateExpression: aws.String(expr), ConditionExpression: aws.String("#m.#me.#e = :e"),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		d.expel("declared dead by another worker (its heartbeat stalled for a lease duration)")
+		return nil
+	}
+	if err != nil {
+		d.mu.Lock()
+		d.beatFailures++
+		d.mu.Unlock()
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.epoch != epoch { // expelled and joined again meanwhile
+		return nil
+	}
+	d.lastBeat, d.beats, d.beatFailures, d.publishedKnown = sent, d.beats+1, 0, known
+	return d.observeRosterLocked(out.Attributes, sent, d.cfg.now())
+}
+
+// expel forgets every lease: this worker's entry was removed or replaced. It joins again at the
+// next cycle.
+func (d *Dynamo) expel(why string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.joined {
+		return
+	}
+	d.joined = false
+	for id, h := range d.held {
+		d.loseLocked(id, h, why)
+	}
+	d.log.Warn("left the lease table's workers", "reason", why)
+}
+
+// readRoster reads the roster (eventually consistent: a stale read only delays what this
+// worker sees; every decision that matters is a conditional write).
+func (d *Dynamo) readRoster(ctx context.Context, consistent bool) error {
+	sent := d.cfg.now()
+	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &d.table, Key: key(rosterKey), ConsistentRead: aws.Bool(consistent)})
+	if err != nil {
+		return fmt.Errorf("read roster: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.observeRosterLocked(out.Item, sent, d.cfg.now())
+}
+
+// observeRosterLocked records a roster read: the members, and since when each heartbeat has
+// not moved. A value first seen counts from when the read was sent (the write that set it
+// came before the read was served), unless the read took longer than LeaseDuration/10; then
+// from its return. Held keeps a margin of LeaseDuration/5 for this.
+func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent, got time.Time) error {
+	ms, err := decodeRoster(item)
+	if err != nil {
+		return err
+	}
+	at := sent
+	if got.Sub(sent) > d.cfg.leaseDuration/10 {
+		at = got
+	}
+	if me, ok := ms[d.id]; d.joined && (!ok || me.epoch != d.epoch) {
+		// Our entry is gone or replaced: the next heartbeat fails and expels us; until then
+		// treat ourselves as a member so as not to give leases away on a stale read.
+		ms[d.id] = member{epoch: d.epoch, beat: d.beat, leaving: d.leaving, known: int64(len(d.infos))}
+	}
+	for id, m := range ms {
+		if o, ok := d.beats2[id]; !ok || o.m.epoch != m.epoch || o.m.beat != m.beat {
+			d.beats2[id] = beatObs{m: m, since: at, healthyAt: d.beats}
+		} else if m.leaving != o.m.leaving {
+			o.m.leaving = m.leaving
+			d.beats2[id] = o
+		}
+	}
+	for id := range d.beats2 {
+		if _, ok := ms[id]; !ok {
+			delete(d.beats2, id)
+		}
+	}
+	// Another worker waits for leases that name this one: read them (and adopt and hand on
+	// those that do).
+	for id, m := range ms {
+		if id == d.id {
+			continue
+		}
+		for _, s := range m.waits {
+			if d.held[s] == nil {
+				d.pending[s] = true
+			}
+		}
+	}
+	if !maps.EqualFunc(ms, d.members, func(a, b member) bool { return a.epoch == b.epoch && a.leaving == b.leaving && a.known == b.known }) {
+		d.membersChanged = got
+		d.log.Debug("roster changed", "members", len(ms))
+	}
+	d.members, d.rosterAt = ms, got
+	return nil
+}
+
+// deadMembersLocked are the members whose heartbeat this worker has seen stand still for a
+// whole lease duration, across at least two of its own successful heartbeats.
+func (d *Dynamo) deadMembersLocked(now time.Time) []string {
+	var out []string
+	for id, o := range d.beats2 {
+		if id == d.id || now.Sub(o.since) < d.cfg.leaseDuration || d.beats-o.healthyAt < 2 {
+			continue
+		}
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// declareDead removes a member whose heartbeat stood still, conditional on the heartbeat and
+// epoch seen: if it beat meanwhile, nothing happens. The member's leases are then free.
+func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
+	_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &d.table, Key: key(rosterKey),
+		UpdateExpression:          aws.String("REMOVE #m.#w"),
+		ConditionExpression:       aws.String("#m.#w.#e = :e AND #m.#w.#h = :h"),
+		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#w": id, "#e": memberEpoch, "#h": memberBeat},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(m.epoch), ":h": num(m.beat)},
+	})
+	switch {
+	case err == nil:
+		d.log.Warn("worker declared dead", "dead_worker", id, "heartbeat", m.beat)
+	case isConditionFailed(err): // it beat, or another worker declared it first
+	default:
+		return fmt.Errorf("declare %s dead: %w", id, err)
+	}
+	d.mu.Lock()
+	delete(d.members, id)
+	delete(d.beats2, id)
+	d.membersChanged = d.cfg.now()
+	d.mu.Unlock()
+	return nil
+}
+
+// leave removes this worker's entry at shutdown, once it holds nothing.
+func (d *Dynamo) leave(ctx context.Context) {
+	d.mu.Lock()
+	joined, epoch := d.joined, d.epoch
+	d.joined = false
+	d.mu.Unlock()
+	if !joined {
+		return
+	}
+	_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &d.table, Key: key(rosterKey),
+		UpdateExpression:          aws.String("REMOVE #m.#me"),
+		ConditionExpression:       aws.String("#m.#me.#e = :e"),
+		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#me": d.id, "#e": memberEpoch},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(epoch)},
+	})
+	if err != nil && !isConditionFailed(err) {
+		d.log.Warn("leave roster failed; the others will declare this worker dead", "err", err)
+	}
+}
+
+// markLeaving tells the others at once that this worker is stopping: they stop counting it in
+// the placement (its leases stay its own until it hands them over).
+func (d *Dynamo) markLeaving(ctx context.Context) {
+	d.mu.Lock()
+	if d.leaving || !d.joined {
+		d.mu.Unlock()
+		return
+	}
+	d.leaving = true
+	d.membersChanged = d.cfg.now()
+	d.mu.Unlock()
+	if err := d.heartbeat(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		d.log.Warn("announce shutdown failed; the next heartbeat retries", "err", err)
+	}
+}
+
+// agreedLocked: every member knows as many shards as this worker, so all compute the same
+// placement. Hand-overs wait for it.
+func (d *Dynamo) agreedLocked() bool {
+	n := int64(len(d.infos))
+	for id, m := range d.members {
+		if id != d.id && m.known != n {
+			return false
+		}
+	}
+	return d.publishedKnown == n
+}
