@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -455,9 +456,9 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 	ids := []string{"a", "b"}
 	var procs []*esmProc
 	for _, id := range ids {
-		// Slow invocations: the freeze very likely catches one in flight.
+		// Slow invocations, and a dump line when each starts: the freeze waits for one in flight.
 		procs = append(procs, startESM(t, dir, id, stream, table, leaseDuration, "EXAMPLE_DELAY=300ms",
-			"EXAMPLE_TRACE="+filepath.Join(dir, id+"-trace.jsonl")))
+			"EXAMPLE_TRACE="+filepath.Join(dir, id+"-trace.jsonl"), "EXAMPLE_EVENT_DUMP="+filepath.Join(dir, id+"-events.jsonl")))
 	}
 	a, b := procs[0], procs[1]
 	testkit.WaitFor(t, "two workers balanced on 4 shards", 30*time.Second, func() bool {
@@ -474,6 +475,10 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 		prodErr <- err
 	}()
 	testkit.WaitFor(t, "the worker to be frozen invoking", 30*time.Second, func() bool { return len(a.deliveries(t)) >= 20 })
+	// An invocation started (its event dumped) and not yet returned (no trace line): freeze now.
+	testkit.WaitFor(t, "an invocation of the worker to be frozen in flight", 30*time.Second, func() bool {
+		return lineCount(t, filepath.Join(dir, "a-events.jsonl")) > lineCount(t, filepath.Join(dir, "a-trace.jsonl"))
+	})
 
 	frozeAt := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -546,6 +551,9 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 			inFlight++
 		}
 	}
+	if inFlight == 0 {
+		t.Fatal("no invocation of the frozen worker was in flight at the freeze: the fencing of its checkpoint went untested")
+	}
 	t.Logf("invocations in flight at the freeze: %d (they completed after the resume; their checkpoints were fenced)", inFlight)
 
 	got := allDeliveries(t, procs)
@@ -556,6 +564,16 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 	if bad := local.FailedChecks(local.VerifyDeliveries(got, perKey, lineage)); bad != "" {
 		t.Fatal(bad)
 	}
+}
+
+// lineCount counts the complete lines of a file that may still be written to (0 when missing).
+func lineCount(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
 }
 
 func readTraces(t *testing.T, path string) []example.Trace {

@@ -37,12 +37,20 @@ const (
 
 // appendRecord appends one record object.
 func (e *eventEncoder) appendRecord(b []byte, shardID string, r *types.Record) []byte {
+	return e.appendRecordData(b, shardID, r, true)
+}
+
+// appendRecordData appends one record object, and with data false leaves out the base64 of its
+// data (base64.StdEncoding.EncodedLen(len(r.Data)) bytes) from it.
+func (e *eventEncoder) appendRecordData(b []byte, shardID string, r *types.Record, data bool) []byte {
 	b = append(b, `{"kinesis":{"kinesisSchemaVersion":"1.0","partitionKey":`...)
 	b = appendJSONString(b, deref(r.PartitionKey))
 	b = append(b, `,"sequenceNumber":`...)
 	b = appendJSONString(b, deref(r.SequenceNumber))
 	b = append(b, `,"data":"`...)
-	b = base64.StdEncoding.AppendEncode(b, r.Data)
+	if data {
+		b = base64.StdEncoding.AppendEncode(b, r.Data)
+	}
 	b = append(b, `","approximateArrivalTimestamp":`...)
 	b = appendEpochSeconds(b, r.ApproximateArrivalTimestamp)
 	b = append(b, `},"eventSource":"aws:kinesis","eventVersion":"1.0","eventID":`...)
@@ -58,20 +66,39 @@ func (e *eventEncoder) appendRecord(b []byte, shardID string, r *types.Record) [
 // maxBytes, into buf (reused). It always takes at least one record: a single record whose event is
 // larger than maxBytes comes back alone, and the caller must check len(payload).
 func (e *eventEncoder) encodeBatch(buf []byte, shardID string, recs []types.Record, max, maxBytes int) (payload []byte, n int) {
+	payload, _, n = e.batch(buf, shardID, recs, max, maxBytes, true)
+	return payload, n
+}
+
+// sizeBatch is encodeBatch without the event: the len(payload) and n it gives, computed without
+// the base64 of the records' data (scratch, reused, holds the rest of one record at a time).
+func (e *eventEncoder) sizeBatch(scratch []byte, shardID string, recs []types.Record, max, maxBytes int) (scratchOut []byte, size, n int) {
+	return e.batch(scratch, shardID, recs, max, maxBytes, false)
+}
+
+// batch is encodeBatch, and with data false sizeBatch: size is the event's length either way.
+func (e *eventEncoder) batch(buf []byte, shardID string, recs []types.Record, max, maxBytes int, data bool) (payload []byte, size, n int) {
 	b := append(buf[:0], eventHead...)
+	size = len(b)
 	for n < len(recs) && n < max {
 		mark := len(b)
 		if n > 0 {
 			b = append(b, ',')
 		}
-		b = e.appendRecord(b, shardID, &recs[n])
-		if n > 0 && len(b)+len(eventEnd) > maxBytes {
+		b = e.appendRecordData(b, shardID, &recs[n], data)
+		grown := len(b) - mark
+		if !data {
+			grown += base64.StdEncoding.EncodedLen(len(recs[n].Data))
+			b = b[:mark]
+		}
+		if n > 0 && size+grown+len(eventEnd) > maxBytes {
 			b = b[:mark]
 			break
 		}
+		size += grown
 		n++
 	}
-	return append(b, eventEnd...), n
+	return append(b, eventEnd...), size + len(eventEnd), n
 }
 
 // appendEpochSeconds writes the arrival time as aws-lambda-go's SecondsEpochTime does: a JSON
@@ -80,8 +107,11 @@ func appendEpochSeconds(b []byte, t *time.Time) []byte {
 	if t == nil {
 		return append(b, '0')
 	}
-	return strconv.AppendFloat(b, float64(t.UnixNano())/1e9, 'f', -1, 64)
+	return strconv.AppendFloat(b, epochSeconds(t), 'f', -1, 64)
 }
+
+// epochSeconds is the arrival time t in seconds, as events.SecondsEpochTime marshals it.
+func epochSeconds(t *time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func deref(s *string) string {
 	if s == nil {

@@ -176,7 +176,7 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 //     discarded (RetryAttemptsExhausted).
 //
 // Discarded records go to the on-failure destination before the checkpoint passes them.
-// payload, when non-nil, is the encoded event for recs.
+// payload, when non-nil, is the encoded event for recs (or batch's stand-in, direct.go).
 func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, payload []byte) error {
 	cfg := &r.p.cfg
 	maxRetries := cfg.RetryAttempts()
@@ -229,7 +229,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 		}
 		r.p.obs.IteratorAge(r.shardID, iteratorAge(recs, r.p.now()))
 		started := time.Now()
-		resp, err := r.p.inv.Invoke(workCtx, payload)
+		resp, err := r.invokeBatch(workCtx, recs, payload)
 		took := time.Since(started)
 		attempted = true
 		if err != nil {

@@ -118,7 +118,7 @@ func (s *slots) work(runCtx, workCtx context.Context, q *slotQueue) {
 		if recs == nil {
 			return
 		}
-		payload, n := r.p.enc.encodeBatch(buf, r.shardID, recs, len(recs), MaxPayloadBytes)
+		payload, n := r.batch(buf, recs, len(recs), MaxPayloadBytes)
 		if n < len(recs) {
 			q.unshift(recs[n:])
 		}

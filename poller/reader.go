@@ -386,7 +386,7 @@ func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record
 	if len(matched) == 0 { // every record filtered out: nothing to invoke, the checkpoint moves on
 		return take, r.ack(workCtx, pending[:take])
 	}
-	payload, n := r.encode(r.buf, matched, r.p.cfg.BatchSize, MaxPayloadBytes)
+	payload, n := r.batch(r.buf, matched, r.p.cfg.BatchSize, MaxPayloadBytes)
 	r.buf = payload[:0]
 	if n < len(matched) { // cut by the payload limit
 		take, matched = n, matched[:n]

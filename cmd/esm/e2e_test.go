@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/example"
@@ -202,7 +205,10 @@ func testResharding(t *testing.T, kill bool, src source) {
 	stream := newStream(t, 4)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "deliveries.jsonl")
-	env := []string{"EXAMPLE_OUTPUT=" + out, "EXAMPLE_DELAY=25ms"}
+	// The event dump gets a line when an invocation starts, the trace one when it returns: a line
+	// more in the dump than in the trace is an invocation in flight.
+	dump, trace := filepath.Join(dir, "events.jsonl"), filepath.Join(dir, "trace.jsonl")
+	env := []string{"EXAMPLE_OUTPUT=" + out, "EXAMPLE_DELAY=25ms", "EXAMPLE_EVENT_DUMP=" + dump, "EXAMPLE_TRACE=" + trace}
 	args := []string{"--stream", stream, "--state-dir", filepath.Join(dir, "state"), "--batch-size", "5",
 		"--poll-interval", "200ms", "--shard-sync-interval", "10s"}
 	args = append(args, src.args...)
@@ -232,12 +238,18 @@ func testResharding(t *testing.T, kill bool, src source) {
 	if _, _, err := local.MergeFirstAdjacent(ctx, kin, stream); err != nil {
 		t.Fatal(err)
 	}
-	var preKill int
+	var preKill, preKillInvocations int
 	if kill {
 		testkit.WaitFor(t, "800 deliveries", time.Minute, func() bool { return len(readDeliveries(t, out)) >= 800 })
+		testkit.WaitFor(t, "an invocation in flight", time.Minute, func() bool { return lineCount(t, dump) > lineCount(t, trace) })
 		_ = proc.cmd.Process.Kill() // SIGKILL: no chance to checkpoint or clean up
 		proc.wait(t)
-		preKill = len(readDeliveries(t, out))
+		preKill, preKillInvocations = len(readDeliveries(t, out)), lineCount(t, dump)
+		// Judged after the process is gone: an invocation that started and never returned was in
+		// flight at the kill.
+		if inFlight := preKillInvocations - lineCount(t, trace); inFlight < 1 {
+			t.Fatalf("the SIGKILL landed between invocations (%d started, all returned); it must catch one in flight", preKillInvocations)
+		}
 		proc = src.start(t, env, args...)
 	}
 	testkit.WaitFor(t, "1500 records written", time.Minute, func() bool { return written.Load() >= 1500 })
@@ -265,6 +277,7 @@ func testResharding(t *testing.T, kill bool, src source) {
 	}
 	if kill {
 		checkOnlyInFlightRepeated(t, got, preKill)
+		checkInFlightReinvoked(t, dump, preKillInvocations)
 	} else if len(got) != total {
 		t.Fatalf("%d deliveries for %d records: duplicates without any failure", len(got), total)
 	}
@@ -305,6 +318,66 @@ func checkOnlyInFlightRepeated(t *testing.T, got []example.Delivery, preKill int
 		}
 	}
 	t.Logf("after SIGKILL at delivery %d: %d records repeated (all from batches in flight)", preKill, repeated)
+}
+
+// lineCount counts the complete lines of a file that may still be written to ("" when missing).
+func lineCount(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
+}
+
+// checkInFlightReinvoked judges the SIGKILL by the event dump (a line per invocation, written when
+// it starts): the records of the batches in flight at the kill are invoked again after the
+// restart — at least one such record, since the kill caught an invocation in flight — and the
+// only records invoked twice are those of the last batch each shard had started before the kill.
+func checkInFlightReinvoked(t *testing.T, dump string, preKill int) {
+	t.Helper()
+	raw, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(raw), []byte("\n"))
+	lastBefore := map[string]map[string]bool{} // shard → eventIDs of its last invocation before the kill
+	first := map[string]int{}                  // eventID → invocation that first carried it
+	count := map[string]int{}
+	for i, line := range lines {
+		var e events.KinesisEvent
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatalf("event dump line %d: %v", i+1, err)
+		}
+		if i < preKill && len(e.Records) > 0 {
+			ids := map[string]bool{}
+			for _, r := range e.Records {
+				ids[r.EventID] = true
+			}
+			lastBefore[strings.SplitN(e.Records[0].EventID, ":", 2)[0]] = ids
+		}
+		for _, r := range e.Records {
+			if _, ok := first[r.EventID]; !ok {
+				first[r.EventID] = i
+			}
+			count[r.EventID]++
+		}
+	}
+	reinvoked := 0
+	for id, n := range count {
+		if n == 1 {
+			continue
+		}
+		shard := strings.SplitN(id, ":", 2)[0]
+		if n > 2 || first[id] >= preKill || !lastBefore[shard][id] {
+			t.Fatalf("record %s invoked %d times, first in invocation %d of %d before the kill: only the batch a shard had in flight may be invoked again", id, n, first[id]+1, preKill)
+		}
+		reinvoked++
+	}
+	if reinvoked == 0 {
+		t.Fatal("no record of the batches in flight at the SIGKILL was invoked again after the restart")
+	}
+	t.Logf("after SIGKILL at invocation %d: %d records invoked again, all from batches in flight", preKill, reinvoked)
 }
 
 // logPickup reports how long each child waited after its last parent delivery.

@@ -128,3 +128,97 @@ Resources:
 		t.Fatalf("exit code %d", code)
 	}
 }
+
+// TestMetricsAddUpWithRetriesAndDestination: the same bookkeeping with retries, bisection and an
+// on-failure queue. A poison record among 20 kept records fails its batch, which is retried and
+// bisected down to the record, whose failure record reaches goaws. Every polled record is then
+// handled (InvokedEventCount − FailedInvokeEventCount), filtered out, dropped or delivered, and the
+// retries show in Errors and FailedInvokeEventCount.
+func TestMetricsAddUpWithRetriesAndDestination(t *testing.T) {
+	srv, sqsC := goaws(t)
+	ctx := context.Background()
+	stream := newStream(t, 1)
+	url, arn, err := local.CreateQueue(ctx, sqsC, "metrics-"+stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "template.yaml")
+	if err := os.WriteFile(tmpl, []byte(`Transform: AWS::Serverless-2016-10-31
+Resources:
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Runtime: provided.al2023
+      Handler: bootstrap
+      CodeUri: .
+      Events:
+        S:
+          Type: Kinesis
+          Properties:
+            Stream: arn:aws:kinesis:us-east-1:000000000000:stream/`+stream+`
+            StartingPosition: TRIM_HORIZON
+            BatchSize: 5
+            MaximumRetryAttempts: 2
+            BisectBatchOnFunctionError: true
+            DestinationConfig:
+              OnFailure:
+                Type: SQS
+                Destination: `+arn+`
+            FilterCriteria:
+              Filters:
+                - Pattern: '{"data":{"keep":[true]}}'
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var recs []local.Record
+	for i := range 30 {
+		data := fmt.Sprintf(`{"keep":%t,"n":%d}`, i%3 != 0, i)
+		if i == 7 {
+			data = `{"keep":true,"poison":true}`
+		}
+		recs = append(recs, local.Record{PartitionKey: "k", Data: []byte(data)})
+	}
+	if _, err := local.PutRecords(ctx, kin, stream, recs); err != nil {
+		t.Fatal(err)
+	}
+	env := append(endpoints(srv.Endpoint(), ""), "EXAMPLE_OUTPUT="+filepath.Join(dir, "out.jsonl"), "EXAMPLE_FAIL=error", "EXAMPLE_FAIL_MATCH=poison")
+	// No --endpoint-url: each service has its own emulator (endpoints sets them).
+	proc := spawnESM(t, append([]string{"ESM_INVOKE=example"}, env...), "run", "--template", tmpl, "--state-dir", filepath.Join(dir, "state"),
+		"--metrics-addr", addr, "--poll-interval", "100ms", "--sqs-protocol", "query")
+	testkit.WaitFor(t, "/readyz", 30*time.Second, func() bool { return status(addr, "/readyz") == http.StatusOK })
+	var m map[string]float64
+	testkit.WaitFor(t, "all 30 records accounted for", 60*time.Second, func() bool {
+		m = scrape(t, addr)
+		return m["PolledEventCount"] == 30 && m["InvokedEventCount"]-m["FailedInvokeEventCount"]+m["FilteredOutEventCount"]+
+			m["DroppedEventCount"]+m["OnFailureDestinationDeliveredEventCount"] == 30
+	})
+	// Bisection isolates the poison record: 19 kept records handled, 10 filtered out, the poison
+	// record delivered alone after its retries, nothing dropped and no failed delivery.
+	if m["FilteredOutEventCount"] != 10 || m["OnFailureDestinationDeliveredEventCount"] != 1 || m["DroppedEventCount"] != 0 ||
+		m["InvokedEventCount"]-m["FailedInvokeEventCount"] != 19 || m["DestinationDeliveryFailures"] != 0 {
+		t.Fatalf("filtered %v, handled %v, delivered %v, dropped %v, delivery failures %v: want 10, 19, 1, 0, 0",
+			m["FilteredOutEventCount"], m["InvokedEventCount"]-m["FailedInvokeEventCount"], m["OnFailureDestinationDeliveredEventCount"],
+			m["DroppedEventCount"], m["DestinationDeliveryFailures"])
+	}
+	// Retries happened: the poison record alone failed 1 + MaximumRetryAttempts times, after the
+	// larger batches that held it failed.
+	if m["Errors"] < 4 || m["FailedInvokeEventCount"] < 4 || m["Invocations"] <= m["Errors"] {
+		t.Fatalf("invocations %v, errors %v, failed records %v: want the poison record's retries (at least 4 failed invocations)",
+			m["Invocations"], m["Errors"], m["FailedInvokeEventCount"])
+	}
+	t.Logf("invocations %v, errors %v, invoked %v, failed %v, filtered %v, delivered %v", m["Invocations"], m["Errors"],
+		m["InvokedEventCount"], m["FailedInvokeEventCount"], m["FilteredOutEventCount"], m["OnFailureDestinationDeliveredEventCount"])
+	if v, _ := queueCounts(t, sqsC, url); v != "1" {
+		t.Fatalf("the queue holds %s messages; want the poison record's one", v)
+	}
+	if code := proc.stop(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}

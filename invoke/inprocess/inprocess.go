@@ -136,6 +136,12 @@ type handlerResult struct {
 // The error is non-nil only when ctx ended before the handler succeeded: the outcome is then the
 // caller's doing, not the function's, and the error wraps ctx's.
 func (p *Invoker) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
+	return p.run(ctx, func(ctx context.Context) ([]byte, error) { return p.call(ctx, payload) })
+}
+
+// run is Invoke with call as the handler's invocation: it gets the invocation's context and
+// returns the handler's encoded response.
+func (p *Invoker) run(ctx context.Context, call func(context.Context) ([]byte, error)) (invoke.Response, error) {
 	reqID := p.newID()
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
@@ -156,7 +162,7 @@ func (p *Invoker) Invoke(ctx context.Context, payload []byte) (invoke.Response, 
 			}
 			done <- res
 		}()
-		res.payload, res.err = p.call(ctx, payload)
+		res.payload, res.err = call(ctx)
 	}()
 
 	select {
