@@ -122,6 +122,7 @@ type Dynamo struct {
 	infos     map[string]poller.ShardInfo
 	firstSeen map[string]time.Time
 	initial   map[string]bool // in the first Register call
+	restarted map[string]bool // registered with a LATEST start the table replaced by an earlier one
 	children  map[string][]string
 	plan      assignment
 	planKey   string
@@ -241,7 +242,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...DynamoOption) (
 		safe:    cfg.leaseDuration - cfg.leaseDuration/5,
 		rnd:     cfg.rnd,
 		members: map[string]member{}, beats2: map[string]beatObs{},
-		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{},
+		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{}, restarted: map[string]bool{},
 		children: map[string][]string{}, cache: map[string]Lease{}, missing: map[string]bool{},
 		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
 		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
@@ -376,6 +377,10 @@ func (d *Dynamo) aliveLocked(now time.Time) bool {
 // the parents' childShardIds. It creates no lease: each is created by the worker it is placed
 // on, when the shard may be read.
 func (d *Dynamo) Register(ctx context.Context, shards []poller.ShardInfo) error {
+	shards, err := d.shareLatestStart(ctx, shards)
+	if err != nil {
+		return err
+	}
 	now := d.cfg.now()
 	d.mu.Lock()
 	first := len(d.infos) == 0
@@ -431,6 +436,58 @@ func (d *Dynamo) Register(ctx context.Context, shards []poller.ShardInfo) error 
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// attrLatestStart, on the mapping item, is when the mapping's first worker decided a LATEST start.
+const attrLatestStart = "latestStart"
+
+// shareLatestStart makes every worker of a new LATEST mapping start where the first one
+// decided: leases are created only at claim time, so a worker that joins before any exists
+// sees an empty table and decides a later start of its own, skipping what arrived between the
+// two (sim LEASES=1 seed 4). One conditional write (SET if_not_exists) on the mapping item
+// decides; shards registered with a later start get the stored one.
+func (d *Dynamo) shareLatestStart(ctx context.Context, shards []poller.ShardInfo) ([]poller.ShardInfo, error) {
+	var ts time.Time
+	d.mu.Lock()
+	for _, si := range shards {
+		if _, known := d.infos[si.ShardID]; !known && si.Initial.Start == poller.Latest && !si.Initial.StartTimestamp.IsZero() {
+			if ts.IsZero() || si.Initial.StartTimestamp.Before(ts) {
+				ts = si.Initial.StartTimestamp
+			}
+		}
+	}
+	d.mu.Unlock()
+	if ts.IsZero() {
+		return shards, nil
+	}
+	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &d.table, Key: key(mappingItemKey),
+		UpdateExpression:          aws.String("SET #s = if_not_exists(#s, :s)"),
+		ExpressionAttributeNames:  map[string]string{"#s": attrLatestStart},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(ts.UTC().Format(time.RFC3339Nano))},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record the mapping's start in lease table %s: %w", d.table, err)
+	}
+	v, ok := out.Attributes[attrLatestStart].(*types.AttributeValueMemberS)
+	if !ok {
+		return shards, nil
+	}
+	first, err := time.Parse(time.RFC3339Nano, v.Value)
+	if err != nil || !first.Before(ts) {
+		return shards, nil
+	}
+	shards = slices.Clone(shards)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, si := range shards {
+		if si.Initial.Start == poller.Latest && first.Before(si.Initial.StartTimestamp) {
+			shards[i].Initial.StartTimestamp = first
+			d.restarted[si.ShardID] = true
+		}
+	}
+	return shards, nil
 }
 
 func cmpOr(a, b string) string {

@@ -484,7 +484,8 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 	d.cache[id] = l
 	if d.epoch == epoch && d.joined {
 		// The poller starts it from the Initial it registered, which is what the item holds.
-		d.held[id] = &heldLease{counter: 1, fresh: true}
+		// A start the table replaced reaches the poller through the next Load first.
+		d.held[id] = &heldLease{counter: 1, fresh: !d.restarted[id]}
 	}
 	d.log.Info("lease taken", "shard_id", id, "reason", "created", "lease_counter", 1)
 }
