@@ -51,7 +51,11 @@ func (r Result) Report() string {
 	for _, l := range r.Trace[max(0, len(r.Trace)-traceTail):] {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
-	fmt.Fprintf(&b, "replay: make sim SEED=%d\n", r.Schedule.Seed)
+	if r.Schedule.Workers > 1 {
+		fmt.Fprintf(&b, "replay: make sim LEASES=1 SEED=%d\n", r.Schedule.Seed)
+	} else {
+		fmt.Fprintf(&b, "replay: make sim SEED=%d\n", r.Schedule.Seed)
+	}
 	return b.String()
 }
 

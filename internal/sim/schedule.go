@@ -103,13 +103,17 @@ func (e Event) String() string {
 }
 
 // leaseSchedules turns on schedules with several workers sharing the shards through the real
-// lease.Dynamo over internal/fakedynamo (ESM_SIM_LEASES=1, make sim LEASES=1). They are not in
-// the default set yet: they fail (lost leases, a lease item whose counter goes back) while the
-// lease protocol is being rewritten; see poller/DESIGN.md.
+// lease.Dynamo over internal/fakedynamo for every seed (ESM_SIM_LEASES=1, make sim LEASES=1);
+// the CI budget runs a few of them (leaseBudgetSeeds).
 var leaseSchedules = os.Getenv("ESM_SIM_LEASES") == "1"
 
 // Generate derives a schedule from a seed.
-func Generate(seed int64) Schedule {
+func Generate(seed int64) Schedule { return generate(seed, leaseSchedules) }
+
+// GenerateWithLeases derives a seed's schedule as with ESM_SIM_LEASES=1.
+func GenerateWithLeases(seed int64) Schedule { return generate(seed, true) }
+
+func generate(seed int64, leaseSchedules bool) Schedule {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	pick := func(p float64) bool { return rng.Float64() < p }
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }

@@ -52,8 +52,26 @@ func seedsToRun(t *testing.T) []int64 {
 	return out
 }
 
+// leaseBudgetSeeds are run with lease schedules (several workers on lease.Dynamo) in the CI
+// budget, besides the plain seeds: the seeds that found the lease bugs (4, 33, 36) and two more
+// multi-worker ones. -race runs the first two.
+var leaseBudgetSeeds = []int64{4, 33, 36, 9, 13}
+
 func TestSimulation(t *testing.T) {
 	seeds := seedsToRun(t)
+	var withLeases map[int64]bool
+	if os.Getenv("ESM_SIM_SEED") == "" && os.Getenv("ESM_SIM_SEEDS") == "" && !leaseSchedules && !testing.Short() {
+		extra := leaseBudgetSeeds
+		if raceEnabled {
+			extra = extra[:2]
+		}
+		seeds = seeds[:len(seeds)-len(extra)] // keep the budget's size
+		withLeases = map[int64]bool{}
+		for _, s := range extra {
+			seeds = append(seeds, -s) // negative: the seed with leases
+			withLeases[-s] = true
+		}
+	}
 	if s := os.Getenv("ESM_SIM_TRACE"); s != "" {
 		traceTail, _ = strconv.Atoi(s)
 	}
@@ -63,7 +81,16 @@ func TestSimulation(t *testing.T) {
 	for _, seed := range seeds {
 		var res Result
 		dir := t.TempDir()
-		synctest.Test(t, func(t *testing.T) { res = Run(seed, dir) })
+		synctest.Test(t, func(t *testing.T) {
+			if withLeases[seed] {
+				res = RunSchedule(GenerateWithLeases(-seed), dir)
+			} else {
+				res = Run(seed, dir)
+			}
+		})
+		if withLeases[seed] && res.Schedule.Workers < 2 {
+			t.Errorf("lease budget seed %d has %d worker: pick one with several", -seed, res.Schedule.Workers)
+		}
 		for k, v := range res.Injected {
 			injected[k] += v
 		}
