@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -97,9 +99,16 @@ func TestDynamoMappingUUID(t *testing.T) {
 	if err := d.Register(ctx, []poller.ShardInfo{{ShardID: "shardId-000000000000"}}); err != nil {
 		t.Fatal(err)
 	}
-	progress, err := d.Load(ctx)
-	if err != nil || len(progress) != 1 {
-		t.Fatalf("Load = %v, %v; want the one lease", progress, err)
+	// Leases are created by the worker they are placed on, in its claim cycles.
+	stop := drive(t, d, []string{"shardId-000000000000"})
+	defer stop()
+	var progress map[string]poller.ShardProgress
+	testkit.WaitFor(t, "the lease to be created", 20*time.Second, func() bool {
+		progress, err = d.Load(ctx)
+		return err == nil && len(progress) > 0
+	})
+	if len(progress) != 1 {
+		t.Fatalf("Load = %v; want the one lease", progress)
 	}
 	leases, err := ListLeases(ctx, ddb, table)
 	if err != nil || len(leases) != 1 || leases[0].ShardID != "shardId-000000000000" {
