@@ -357,6 +357,12 @@ type simInvoker struct{ inc *incarnation }
 
 func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
 	inc, w := v.inc, v.inc.w
+	// An invocation sent while its worker is frozen passed the poller's Held check before the
+	// freeze (a SIGSTOP between the check and the request): it goes out on resume, like one in
+	// flight at the freeze, and may overlap whoever took the shard over meanwhile.
+	w.mu.Lock()
+	sentFrozen := inc.frozen.After(w.now())
+	w.mu.Unlock()
 	if err := inc.gate(ctx); err != nil {
 		return invoke.Response{}, fmt.Errorf("%w: %w", invoke.ErrUnavailable, err)
 	}
@@ -365,7 +371,7 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 		w.violate("event does not decode: %v", err)
 		return invoke.Response{}, err
 	}
-	c := &call{inc: inc.id, shard: e.ShardID, final: e.IsFinalInvokeForWindow, window: e.Window.Start.Time}
+	c := &call{inc: inc.id, shard: e.ShardID, final: e.IsFinalInvokeForWindow, window: e.Window.Start.Time, frozen: sentFrozen}
 	for _, r := range e.Records {
 		c.shard, _, _ = strings.Cut(r.EventID, ":")
 		c.seqs = append(c.seqs, r.Kinesis.SequenceNumber)
@@ -422,6 +428,9 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 	c.start = w.now()
 	c.keys = keys
 	for _, k := range keys {
+		if c.frozen {
+			break
+		}
 		if w.inflight[k] > 0 {
 			w.violateLocked("overlapping invocations of %s (%s, worker %d) at %s", k, c.shard, inc.id, c.start.Sub(epoch))
 		}
