@@ -137,8 +137,8 @@ type Dynamo struct {
 	lastCand  map[string]bool        // the candidates of the last Claim
 	cycles    int                    // claim cycles run
 	lastCycle time.Time
-	pending   map[string]bool        // placed here at some point and not seen owned by another since
-	waiting   map[string]bool        // placed here, owned by another live worker that does not hand it over
+	pending   map[string]bool // placed here at some point and not seen owned by another since
+	waiting   map[string]bool // placed here, owned by another live worker that does not hand it over
 }
 
 // heldLease is a lease this worker holds. mu serialises the lease's writes (checkpoint,

@@ -5,8 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
-		"strconv"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -163,13 +162,13 @@ func (d *Dynamo) releaseAll(ctx context.Context) {
 	if err := d.readRoster(ctx, true); err != nil {
 		d.log.Warn("read roster at shutdown failed", "err", err)
 	}
+	// Every known shard not held is read: a hand-over to this worker may be newer than both its
+	// cached copy of the lease and its placement (the worker that handed it over placed it from
+	// its own view of the roster).
 	d.mu.Lock()
-	withMe := append(d.placementMembersLocked(d.id), d.id)
-	slices.Sort(withMe)
-	pl := d.placeLocked(withMe)
 	var ids []string
 	for id := range d.infos {
-		if d.held[id] == nil && (pl.owner[id] == d.id || d.cache[id].Owner == d.id) {
+		if d.held[id] == nil && !d.cache[id].Finished() {
 			ids = append(ids, id)
 		}
 	}

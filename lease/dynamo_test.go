@@ -190,7 +190,6 @@ func TestEnsureTable(t *testing.T) {
 	}
 }
 
-
 // drive runs a worker's heartbeat and its claim cycles (as the poller would, every
 // ClaimInterval) until stop is called.
 func drive(t *testing.T, d *Dynamo, candidates []string) (stop func()) {

@@ -269,7 +269,9 @@ func TestMatchesDynalite(t *testing.T) {
 	if err := dynamodb.NewTableExistsWaiter(dynalite).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &table}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _, _ = dynalite.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) }()
+	defer func() {
+		_, _ = dynalite.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table})
+	}()
 	for _, st := range steps {
 		want := st.run(ctx, dynalite, table)
 		got := st.run(ctx, fake, table)

@@ -158,7 +158,7 @@ func newParser(s string, e *env) (*parser, error) {
 }
 
 func (p *parser) peek() token { return p.toks[p.pos] }
-func (p *parser) next() token  { t := p.toks[p.pos]; p.pos++; return t }
+func (p *parser) next() token { t := p.toks[p.pos]; p.pos++; return t }
 func (p *parser) keyword(w string) bool {
 	t := p.peek()
 	return t.kind == tIdent && strings.EqualFold(t.s, w)

@@ -23,10 +23,10 @@ func TestFaultSeeds(t *testing.T) {
 		t.Run(fmt.Sprint(seed+1), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				v, late, summary := FaultRun(seed + 1)
-			if len(late) > 0 {
-				slow++
-				t.Logf("seed %d: %s", seed+1, late[0])
-			}
+				if len(late) > 0 {
+					slow++
+					t.Logf("seed %d: %s", seed+1, late[0])
+				}
 				if len(v) > 0 {
 					failed++
 					t.Errorf("seed %d: %d violations, first: %s (%s)", seed+1, len(v), v[0], summary)

@@ -56,28 +56,28 @@ type world struct {
 	log    *slog.Logger
 	counts *countHandler
 
-	mu       sync.Mutex
-	workers  map[string]*simWorker
-	running  map[string]string    // shard → worker whose reader runs it
-	stopped  map[string]time.Time // shard → when its last reader stopped
-	everRun  map[string]bool
-	moves    int
-	gaps     []time.Duration
-	maxNote  string
+	mu      sync.Mutex
+	workers map[string]*simWorker
+	running map[string]string    // shard → worker whose reader runs it
+	stopped map[string]time.Time // shard → when its last reader stopped
+	everRun map[string]bool
+	moves   int
+	gaps    []time.Duration
+	maxNote string
 	// fleetChanged is when a worker last started or stopped: the bound on one worker's
 	// shards applies once the others had the time to see it (settleGrace).
 	fleetChanged time.Time
-	t0       time.Time
-	maxHeld  float64 // most shards one worker ran ÷ ceil(1.1 × shards / live workers), once it had seen its peers
-	finished map[string]time.Time
-	claimed  map[string]time.Time // first start of each shard
-	faults   []string             // invariant violations
-	exits    []error
-	inflight  map[string]string // shard → worker invoking it now
-	delivered map[string]bool   // eventIDs invoked
-	firstCall map[string]time.Time // shard → when its first invocation started
-	lastEnd   map[string]time.Time // shard → when its last invocation ended
-	invoked  atomic.Int64
+	t0           time.Time
+	maxHeld      float64 // most shards one worker ran ÷ ceil(1.1 × shards / live workers), once it had seen its peers
+	finished     map[string]time.Time
+	claimed      map[string]time.Time // first start of each shard
+	faults       []string             // invariant violations
+	exits        []error
+	inflight     map[string]string    // shard → worker invoking it now
+	delivered    map[string]bool      // eventIDs invoked
+	firstCall    map[string]time.Time // shard → when its first invocation started
+	lastEnd      map[string]time.Time // shard → when its last invocation ended
+	invoked      atomic.Int64
 }
 
 type simWorker struct {
@@ -192,7 +192,7 @@ func (h *countHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	}
 	return &countHandler{n: h.n, next: h.next.WithAttrs(as), mu: sync.Mutex{}}
 }
-func (h *countHandler) WithGroup(string) slog.Handler      { return h }
+func (h *countHandler) WithGroup(string) slog.Handler { return h }
 func (h *countHandler) count(msg string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
