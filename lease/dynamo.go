@@ -101,6 +101,7 @@ type Dynamo struct {
 	rnd      *rand.Rand
 	running  bool
 	lastLoad time.Time // when Load's cycle ended, zero once a Claim used it
+	loaded   bool      // a Load has read the whole table once
 
 	// Roster state.
 	joined         bool
@@ -512,7 +513,7 @@ func (d *Dynamo) Load(ctx context.Context) (map[string]poller.ShardProgress, err
 	// leases placed on this worker, none yet.
 	var all map[string]Lease
 	d.mu.Lock()
-	first := d.lastLoad.IsZero()
+	first := !d.loaded
 	d.mu.Unlock()
 	if first {
 		m, err := scanTable(ctx, d.api, d.table)
@@ -533,7 +534,7 @@ func (d *Dynamo) Load(ctx context.Context) (map[string]poller.ShardProgress, err
 	for _, h := range d.held {
 		h.fresh = true
 	}
-	d.lastLoad = d.cfg.now()
+	d.lastLoad, d.loaded = d.cfg.now(), true
 	return out, nil
 }
 
