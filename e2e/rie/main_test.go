@@ -248,6 +248,7 @@ func traces(t *testing.T, path string) []example.Trace {
 }
 
 // lines reads a file of JSON lines; a missing file has none.
+// lines returns the complete lines of a file that may still be written to.
 func lines(t *testing.T, path string) [][]byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -257,6 +258,8 @@ func lines(t *testing.T, path string) [][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Only complete lines: the file may be read while a line (an event of 64 KiB) is being written.
+	b = b[:bytes.LastIndexByte(b, '\n')+1]
 	return bytes.FieldsFunc(b, func(r rune) bool { return r == '\n' })
 }
 
