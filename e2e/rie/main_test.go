@@ -247,8 +247,8 @@ func traces(t *testing.T, path string) []example.Trace {
 	return out
 }
 
-// lines reads a file of JSON lines; a missing file has none.
-// lines returns the complete lines of a file that may still be written to.
+// lines returns the complete lines of a file of JSON lines that may still be written to; a
+// missing file has none.
 func lines(t *testing.T, path string) [][]byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
