@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -477,7 +476,7 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 	testkit.WaitFor(t, "the worker to be frozen invoking", 30*time.Second, func() bool { return len(a.deliveries(t)) >= 20 })
 	// An invocation started (its event dumped) and not yet returned (no trace line): freeze now.
 	testkit.WaitFor(t, "an invocation of the worker to be frozen in flight", 30*time.Second, func() bool {
-		return lineCount(t, filepath.Join(dir, "a-events.jsonl")) > lineCount(t, filepath.Join(dir, "a-trace.jsonl"))
+		return testkit.LineCount(t, filepath.Join(dir, "a-events.jsonl")) > testkit.LineCount(t, filepath.Join(dir, "a-trace.jsonl"))
 	})
 
 	frozeAt := time.Now()
@@ -564,16 +563,6 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 	if bad := local.FailedChecks(local.VerifyDeliveries(got, perKey, lineage)); bad != "" {
 		t.Fatal(bad)
 	}
-}
-
-// lineCount counts the complete lines of a file that may still be written to (0 when missing).
-func lineCount(t *testing.T, path string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return bytes.Count(b, []byte("\n"))
 }
 
 func readTraces(t *testing.T, path string) []example.Trace {

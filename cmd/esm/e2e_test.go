@@ -241,13 +241,13 @@ func testResharding(t *testing.T, kill bool, src source) {
 	var preKill, preKillInvocations int
 	if kill {
 		testkit.WaitFor(t, "800 deliveries", time.Minute, func() bool { return len(readDeliveries(t, out)) >= 800 })
-		testkit.WaitFor(t, "an invocation in flight", time.Minute, func() bool { return lineCount(t, dump) > lineCount(t, trace) })
+		testkit.WaitFor(t, "an invocation in flight", time.Minute, func() bool { return testkit.LineCount(t, dump) > testkit.LineCount(t, trace) })
 		_ = proc.cmd.Process.Kill() // SIGKILL: no chance to checkpoint or clean up
 		proc.wait(t)
-		preKill, preKillInvocations = len(readDeliveries(t, out)), lineCount(t, dump)
+		preKill, preKillInvocations = len(readDeliveries(t, out)), testkit.LineCount(t, dump)
 		// Judged after the process is gone: an invocation that started and never returned was in
 		// flight at the kill.
-		if inFlight := preKillInvocations - lineCount(t, trace); inFlight < 1 {
+		if inFlight := preKillInvocations - testkit.LineCount(t, trace); inFlight < 1 {
 			t.Fatalf("the SIGKILL landed between invocations (%d started, all returned); it must catch one in flight", preKillInvocations)
 		}
 		proc = src.start(t, env, args...)
@@ -318,16 +318,6 @@ func checkOnlyInFlightRepeated(t *testing.T, got []example.Delivery, preKill int
 		}
 	}
 	t.Logf("after SIGKILL at delivery %d: %d records repeated (all from batches in flight)", preKill, repeated)
-}
-
-// lineCount counts the complete lines of a file that may still be written to ("" when missing).
-func lineCount(t *testing.T, path string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return bytes.Count(b, []byte("\n"))
 }
 
 // checkInFlightReinvoked judges the SIGKILL by the event dump (a line per invocation, written when

@@ -3,6 +3,7 @@ package testkit
 
 import (
 	"bytes"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -40,4 +41,15 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// LineCount counts the complete lines of a file that another process may still be writing to
+// (0 when it does not exist yet): a line is counted once its newline is written.
+func LineCount(t testing.TB, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
 }
