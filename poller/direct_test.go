@@ -276,8 +276,12 @@ func TestDirectPathThroughThePoller(t *testing.T) {
 		inv := &paths{Invoker: inprocess.New(h, inprocess.WithTimeout(100*time.Millisecond), inprocess.WithOverrunWait(time.Second))}
 		var target Invoker = inv
 		if !direct { // the bytes, decoded by aws-lambda-go itself
-			lh := lambda.NewHandler(h)
-			raw := inprocess.New(func(ctx context.Context, e json.RawMessage) (json.RawMessage, error) { return lh.Invoke(ctx, e) },
+			raw := inprocess.New(func(ctx context.Context, e json.RawMessage) (json.RawMessage, error) {
+				// A Handler of its own per invocation: a lambda.Handler's output bytes are reused by
+				// its next invocation (see inprocess.Invoker.call).
+				out, err := lambda.NewHandler(h).Invoke(ctx, e)
+				return bytes.Clone(out), err
+			},
 				inprocess.WithTimeout(100*time.Millisecond), inprocess.WithOverrunWait(time.Second))
 			target = invoke.InvokerFunc(func(ctx context.Context, payload []byte) (invoke.Response, error) {
 				inv.bytes.Add(1)

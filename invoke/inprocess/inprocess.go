@@ -4,12 +4,14 @@
 package inprocess
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -36,7 +38,7 @@ const maxPanicFrames = 32
 // gives the very struct aws-lambda-go's encoding/json decoding gives; any other payload, and
 // every other signature, goes through lambda.NewHandler.
 type Invoker struct {
-	h           lambda.Handler
+	handlers    sync.Pool      // of lambda.Handler, each used by one invocation at a time (see call)
 	fast        kinesisHandler // nil: not a Kinesis signature
 	functionARN string
 	timeout     time.Duration
@@ -98,7 +100,6 @@ func WithLogger(l *slog.Logger) Option {
 // invalid signature fails every invocation with a function error, as it would under Lambda.
 func New(handler any, opts ...Option) *Invoker {
 	p := &Invoker{
-		h:           lambda.NewHandler(handler),
 		fast:        kinesisHandlerOf(handler),
 		functionARN: invoke.DefaultFunctionARN,
 		timeout:     invoke.DefaultTimeout,
@@ -106,6 +107,7 @@ func New(handler any, opts ...Option) *Invoker {
 		log:         slog.New(slog.DiscardHandler),
 		newID:       uuid.NewString,
 	}
+	p.handlers.New = func() any { return lambda.NewHandler(handler) }
 	for _, o := range opts {
 		o(p)
 	}
@@ -199,7 +201,16 @@ func (p *Invoker) call(ctx context.Context, payload []byte) ([]byte, error) {
 			return p.fast(ctx, e)
 		}
 	}
-	return p.h.Invoke(ctx, payload)
+	// A lambda.Handler returns the bytes of an output buffer it has already put back in its own
+	// pool: the next invocation of the same Handler overwrites them, and one running alongside
+	// may take the buffer before they are read. The Go runtime invokes one at a time and copies
+	// the bytes onto the wire at once. esm runs many at a time, so each invocation borrows a
+	// Handler of its own and copies the bytes before handing it back.
+	h := p.handlers.Get().(lambda.Handler)
+	out, err := h.Invoke(ctx, payload)
+	out = bytes.Clone(out)
+	p.handlers.Put(h)
+	return out, err
 }
 
 // finish turns the handler's result into Invoke's. A failure once the caller's ctx has ended is

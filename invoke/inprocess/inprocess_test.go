@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -240,5 +242,37 @@ func TestHandlerOverrunningTheWaitIsLeftWithAWarning(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "still running after its timeout") {
 		t.Fatalf("log %q: want the overrun warning", log.String())
+	}
+}
+
+// TestResponseOutlivesTheNextInvocation keeps each response while later and concurrent
+// invocations run: a lambda.Handler hands out the bytes of a pooled buffer that its next
+// invocation reuses, so a response kept without a copy changes under its holder, and two
+// invocations at once share the buffer (TestDirectPathThroughThePoller raced on it).
+func TestResponseOutlivesTheNextInvocation(t *testing.T) {
+	type answer struct{ N int }
+	inv := New(func(_ context.Context, in answer) (answer, error) { return in, nil })
+	const workers, each = 8, 50
+	kept := make([][]invoke.Response, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for n := range each {
+				resp, err := inv.Invoke(context.Background(), fmt.Appendf(nil, `{"N":%d}`, w*each+n))
+				if err != nil || resp.Failed() {
+					t.Errorf("invocation %d: %v %+v", w*each+n, err, resp)
+					return
+				}
+				kept[w] = append(kept[w], resp)
+			}
+		})
+	}
+	wg.Wait()
+	for w := range workers {
+		for n, resp := range kept[w] {
+			if want := fmt.Sprintf(`{"N":%d}`, w*each+n); strings.TrimSpace(string(resp.Payload)) != want {
+				t.Fatalf("response %d reads %q once other invocations ran, want %q", w*each+n, resp.Payload, want)
+			}
+		}
 	}
 }
