@@ -172,30 +172,65 @@ func initialProgress(shards []types.Shard, position string, now time.Time) map[s
 const startAttempts = 8
 
 // atStart runs one step of the start, retrying it as startAttempts says.
-func atStart[T any](ctx context.Context, p *Poller, what string, step func() (T, error)) (T, error) {
+func atStart[T any](ctx context.Context, p *Poller, what string, do func() (T, error)) (T, error) {
 	bo := backoff{base: p.retryBase / 10, max: p.retryMax}
-	for attempt := 1; ; attempt++ {
-		v, err := step()
-		if err != nil && ctx.Err() != nil {
-			return v, errStopped // stopped while starting: a graceful stop, not a failure
+	var (
+		v       T
+		attempt int
+	)
+	err := retry(ctx, &bo, func(n int) (step, error) {
+		var err error
+		v, err = do()
+		attempt = n
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return stepDone, errStopped // stopped while starting: a graceful stop, not a failure
+		case err == nil, errors.Is(err, ErrStreamNotFound), n == startAttempts:
+			return stepDone, err
 		}
-		if err == nil || errors.Is(err, ErrStreamNotFound) || attempt == startAttempts {
-			return v, err
-		}
-		d := bo.next()
+		return stepRetry, err
+	}, func(err error, d time.Duration) {
 		p.log.Warn(what+" failed; retrying", "err", err, "attempt", attempt, "backoff", d)
-		if !sleep(ctx, d) {
-			return v, errStopped
-		}
-	}
+	})
+	return v, err
 }
 
+// resultKind is how a reader ended.
+type resultKind int
+
+const (
+	resultStopped  resultKind = iota // asked to stop (a shutdown, a hand-over, a trimmed shard): not finished
+	resultFinished                   // read to its end and every record handled: children follow
+	resultLost                       // this worker lost the shard's lease: not an error, not finished
+	resultFailed                     // fatal: err stops the mapping
+)
+
+// resultKindOf is the kind of result an error that ends a reader gives.
+func resultKindOf(err error) resultKind {
+	switch {
+	case errors.Is(err, errLost):
+		return resultLost
+	case err == nil, errors.Is(err, errStopped):
+		return resultStopped
+	}
+	return resultFailed
+}
+
+// readerResult is what a reader reports to the coordinator when it ends.
 type readerResult struct {
 	shardID  string
-	finished bool
-	children []types.ChildShard
-	lost     bool  // this worker lost the shard's lease: not an error, not finished
-	err      error // fatal: stops the mapping
+	kind     resultKind
+	children []types.ChildShard // resultFinished: the ChildShards of the shard's end
+	err      error              // resultFailed
+}
+
+// endedBy is res as the error that ended the reader makes it.
+func (res readerResult) endedBy(err error) readerResult {
+	res.kind, res.err = resultKindOf(err), nil
+	if res.kind == resultFailed {
+		res.err = err
+	}
+	return res
 }
 
 // Run polls the stream until ctx is cancelled, then stops gracefully: no new reads, in-flight
@@ -372,62 +407,70 @@ func (c *coordinator) handle(res readerResult) {
 	c.cancels[res.shardID]()
 	delete(c.cancels, res.shardID)
 	delete(c.g.running, res.shardID)
-	switch {
-	case res.err != nil:
+	switch res.kind {
+	case resultFailed:
 		if c.fatal == nil {
 			c.fatal = res.err
 			p.log.Error("stopping mapping", "shard_id", res.shardID, "err", res.err)
 		}
 		c.stopRun()
-	case res.finished:
-		c.g.markFinished(res.shardID)
-		pr := c.progress[res.shardID]
-		pr.Finished = true
-		c.progress[res.shardID] = pr
-		p.log.Info("shard finished", "shard_id", res.shardID, "children", len(res.children))
-		p.obs.ShardState(res.shardID, StateFinished)
-		unknown := c.g.addChildren(res.children)
-		if p.coord != nil && len(res.children) > 0 {
-			var infos []ShardInfo
-			for _, ch := range res.children {
-				si := ShardInfo{ShardID: deref(ch.ShardId), Parents: ch.ParentShards}
-				if ch.HashKeyRange != nil {
-					si.StartingHashKey, si.EndingHashKey = deref(ch.HashKeyRange.StartingHashKey), deref(ch.HashKeyRange.EndingHashKey)
-				}
-				infos = append(infos, si)
-			}
-			if err := p.coord.Register(c.workCtx, infos); err != nil {
-				p.log.Warn("register child shards failed; the periodic sync will retry", "err", err)
-			}
-		}
-		if unknown {
-			c.resync()
-		}
-		for _, ch := range res.children {
-			if w := c.g.waitingOn(deref(ch.ShardId)); len(w) > 0 {
-				p.log.Info("shard pending on parents", "shard_id", deref(ch.ShardId), "parents", w)
-				p.obs.ShardState(deref(ch.ShardId), StatePending)
-			}
-		}
-	case res.lost:
+	case resultFinished:
+		c.finished(res)
+	case resultLost:
 		p.log.Info("shard lease lost; reader stopped", "shard_id", res.shardID)
 	}
-	if !res.finished && res.err == nil {
+	switch {
+	case res.kind == resultStopped || res.kind == resultLost:
 		p.obs.ShardState(res.shardID, StateReleased)
-	}
-	if p.coord != nil && !res.finished && res.err == nil {
+		if p.coord == nil {
+			break
+		}
 		// Stopped on a hand-over request, a shutdown or a lost lease: give the lease up so its
 		// next owner starts at once (a lease already lost is left alone by Release).
 		if err := p.coord.Release(c.workCtx, res.shardID); err != nil {
 			p.log.Warn("release lease failed; it will expire", "shard_id", res.shardID, "err", err)
-		} else if !res.lost {
+		} else if res.kind != resultLost {
 			p.log.Info("shard lease released", "shard_id", res.shardID)
 		}
-	}
-	if p.coord != nil && res.finished {
+	case res.kind == resultFinished && p.coord != nil:
 		// A finished shard's lease is of no more use to anyone.
 		if err := p.coord.Release(c.workCtx, res.shardID); err != nil {
 			p.log.Debug("release of a finished lease failed", "shard_id", res.shardID, "err", err)
+		}
+	}
+}
+
+// finished takes the result of a shard read to its end: its children join the graph (and, with a
+// Coordinator, the lease table).
+func (c *coordinator) finished(res readerResult) {
+	p := c.p
+	c.g.markFinished(res.shardID)
+	pr := c.progress[res.shardID]
+	pr.Finished = true
+	c.progress[res.shardID] = pr
+	p.log.Info("shard finished", "shard_id", res.shardID, "children", len(res.children))
+	p.obs.ShardState(res.shardID, StateFinished)
+	unknown := c.g.addChildren(res.children)
+	if p.coord != nil && len(res.children) > 0 {
+		var infos []ShardInfo
+		for _, ch := range res.children {
+			si := ShardInfo{ShardID: deref(ch.ShardId), Parents: ch.ParentShards}
+			if ch.HashKeyRange != nil {
+				si.StartingHashKey, si.EndingHashKey = deref(ch.HashKeyRange.StartingHashKey), deref(ch.HashKeyRange.EndingHashKey)
+			}
+			infos = append(infos, si)
+		}
+		if err := p.coord.Register(c.workCtx, infos); err != nil {
+			p.log.Warn("register child shards failed; the periodic sync will retry", "err", err)
+		}
+	}
+	if unknown {
+		c.resync()
+	}
+	for _, ch := range res.children {
+		if w := c.g.waitingOn(deref(ch.ShardId)); len(w) > 0 {
+			p.log.Info("shard pending on parents", "shard_id", deref(ch.ShardId), "parents", w)
+			p.obs.ShardState(deref(ch.ShardId), StatePending)
 		}
 	}
 }

@@ -160,12 +160,7 @@ func (r *reader) subscribe(ctx context.Context) error {
 	}
 	// As open: a LATEST start this run decided is LATEST itself the first time, and the recorded
 	// start time after that (a retry must not skip what arrived since).
-	pr := r.currentProgress()
-	pos := resumePosition(r.lastRead, pr, r.p.cfg.StartingPositionTimestamp)
-	first := pos
-	if r.atTip && pos.kind == types.ShardIteratorTypeAtTimestamp && pr.Start == Latest {
-		first = position{kind: types.ShardIteratorTypeLatest}
-	}
+	first, pos := r.openPosition()
 	r.atTip = false
 	pctx, stop := context.WithCancel(ctx)
 	s := &subscription{events: make(chan subEvent, 1), stop: stop, done: make(chan struct{})}
@@ -319,14 +314,7 @@ func (r *reader) windowProbe(ctx context.Context) bool {
 	}
 	s.probed = now
 	pos := resumePosition(r.lastRead, r.currentProgress(), cfg.StartingPositionTimestamp)
-	in := &kinesis.GetShardIteratorInput{StreamARN: &cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
-	if pos.seq != "" {
-		in.StartingSequenceNumber = aws.String(pos.seq)
-	}
-	if pos.kind == types.ShardIteratorTypeAtTimestamp {
-		in.Timestamp = aws.Time(pos.timestamp)
-	}
-	it, err := r.p.kin.GetShardIterator(ctx, in)
+	it, err := r.p.kin.GetShardIterator(ctx, r.iteratorInput(pos))
 	if err != nil {
 		return false
 	}
@@ -352,50 +340,52 @@ type pump struct {
 	now      func() time.Time
 }
 
+// run subscribes until the shard ends or ctx ends: it resubscribes at once after a subscription
+// that handed events over, and backs off after a failed subscribe or one that yielded nothing.
 func (m *pump) run(ctx context.Context) {
-	for {
-		in := &kinesis.SubscribeToShardInput{ConsumerARN: &m.e.consumer, ShardId: &m.shardID, StartingPosition: m.pos}
-		out, err := m.e.api.SubscribeToShard(ctx, in, m.e.opts...)
-		if m.fallback != nil {
-			m.pos, m.fallback = m.fallback, nil // a continuation, once one comes, replaces it
+	_ = retry(ctx, &m.bo, func(int) (step, error) { return m.subscribe(ctx) }, func(err error, d time.Duration) {
+		var inUse *types.ResourceInUseException
+		if errors.As(err, &inUse) {
+			m.log.Info("shard subscription in use; backing off", "backoff", d)
+		} else {
+			m.log.Warn("subscribe to shard failed; backing off", "err", err, "backoff", d)
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			var invalid *types.InvalidArgumentException
-			if errors.As(err, &invalid) {
-				m.send(ctx, subEvent{err: fmt.Errorf("subscribe to shard %s at %s %s: %w",
-					m.shardID, m.pos.Type, aws.ToString(m.pos.SequenceNumber), err)})
-				return
-			}
-			d := m.bo.next()
-			var inUse *types.ResourceInUseException
-			if errors.As(err, &inUse) {
-				m.log.Info("shard subscription in use; backing off", "backoff", d)
-			} else {
-				m.log.Warn("subscribe to shard failed; backing off", "err", err, "backoff", d)
-			}
-			if !sleep(ctx, d) {
-				return
-			}
-			continue
-		}
-		got, ended, err := m.consume(ctx, out.GetStream())
-		switch {
-		case ended || ctx.Err() != nil:
-			return
-		case err != nil:
-			m.log.Warn("shard subscription dropped; resubscribing", "err", err, "at", aws.ToString(m.pos.SequenceNumber))
-		default:
-			m.log.Debug("shard subscription renewed", "shard_id", m.shardID, "at", aws.ToString(m.pos.SequenceNumber))
-		}
-		if got {
-			m.bo.reset()
-		} else if !sleep(ctx, m.bo.next()) { // a subscription that yields nothing: do not spin
-			return
-		}
+	})
+}
+
+// subscribe makes one subscription and consumes it. A failure to subscribe is retried (its error
+// goes to run's log line), but one at the position itself is fatal, handed to the reader.
+func (m *pump) subscribe(ctx context.Context) (step, error) {
+	in := &kinesis.SubscribeToShardInput{ConsumerARN: &m.e.consumer, ShardId: &m.shardID, StartingPosition: m.pos}
+	out, err := m.e.api.SubscribeToShard(ctx, in, m.e.opts...)
+	if m.fallback != nil {
+		m.pos, m.fallback = m.fallback, nil // a continuation, once one comes, replaces it
 	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return stepDone, nil
+		}
+		var invalid *types.InvalidArgumentException
+		if errors.As(err, &invalid) {
+			m.send(ctx, subEvent{err: fmt.Errorf("subscribe to shard %s at %s %s: %w",
+				m.shardID, m.pos.Type, aws.ToString(m.pos.SequenceNumber), err)})
+			return stepDone, nil
+		}
+		return stepRetry, err
+	}
+	got, ended, err := m.consume(ctx, out.GetStream())
+	switch {
+	case ended || ctx.Err() != nil:
+		return stepDone, nil
+	case err != nil:
+		m.log.Warn("shard subscription dropped; resubscribing", "err", err, "at", aws.ToString(m.pos.SequenceNumber))
+	default:
+		m.log.Debug("shard subscription renewed", "shard_id", m.shardID, "at", aws.ToString(m.pos.SequenceNumber))
+	}
+	if got {
+		return stepAgain, nil
+	}
+	return stepRetry, nil // a subscription that yields nothing: do not spin (nothing to log)
 }
 
 // consume hands the stream's events over until the shard ends (ended), the stream ends or fails,
