@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -268,9 +269,7 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 	if c.MinPollSpacing < 0 {
 		return c, &ValidationError{Field: "MinPollSpacing", Message: fmt.Sprintf("MinPollSpacing %s must not be negative", c.MinPollSpacing)}
 	}
-	if c.MinPollSpacing == 0 {
-		c.MinPollSpacing = DefaultMinPollSpacing
-	}
+	c.MinPollSpacing = cmp.Or(c.MinPollSpacing, DefaultMinPollSpacing)
 	return c, nil
 }
 

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -21,9 +22,7 @@ type BatchEncoder struct {
 // InvokeIdentityARN in every record, and its BatchSize as the batch limit, each defaulted as New
 // defaults them. The starting position is not needed and defaults to TRIM_HORIZON here.
 func NewBatchEncoder(cfg Config) (*BatchEncoder, error) {
-	if cfg.StartingPosition == "" {
-		cfg.StartingPosition = TrimHorizon
-	}
+	cfg.StartingPosition = cmp.Or(cfg.StartingPosition, TrimHorizon)
 	c, err := cfg.withDefaults(time.Now())
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 func shard(id string, parents ...string) types.Shard {
@@ -194,4 +197,50 @@ func TestConfigValidation(t *testing.T) {
 	if c.BatchSize != 100 || c.PollInterval != time.Second || c.ShardSyncInterval != time.Minute || c.InvokeIdentityARN != "arn:aws:iam::123456789012:role/esm" {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
+}
+
+// TestNewErrorsAreConfigErrors: every error of New, a nil dependency and a consumer without a
+// client that subscribes included, is a *ValidationError naming what is wrong and wraps
+// ErrInvalidConfig, as New's doc says.
+func TestNewErrorsAreConfigErrors(t *testing.T) {
+	cfg := Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/s", StartingPosition: TrimHorizon}
+	kin, store, inv := KinesisAPI(fakeKinesisWithoutSubscribe{}), Store(NewMemoryStore()), Invoker(nopInvoker{})
+	consumer := cfg
+	consumer.ConsumerARN = cfg.StreamARN + "/consumer/c:1700000000"
+	tests := []struct {
+		name  string
+		cfg   Config
+		kin   KinesisAPI
+		store Store
+		inv   Invoker
+		field string
+	}{
+		{"no Kinesis client", cfg, nil, store, inv, "KinesisAPI"},
+		{"no store", cfg, kin, nil, inv, "Store"},
+		{"no invoker", cfg, kin, store, nil, "Invoker"},
+		{"nothing", cfg, nil, nil, nil, "KinesisAPI"},
+		{"a consumer, and a client that cannot subscribe", consumer, kin, store, inv, "ConsumerARN"},
+		{"a bad field", Config{StartingPosition: TrimHorizon}, kin, store, inv, "EventSourceArn"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(tt.cfg, tt.kin, tt.store, tt.inv)
+			var ve *ValidationError
+			if p != nil || !errors.Is(err, ErrInvalidConfig) || !errors.As(err, &ve) || ve.Field != tt.field {
+				t.Fatalf("New = %v, %v; want a ValidationError of field %s wrapping ErrInvalidConfig", p, err, tt.field)
+			}
+		})
+	}
+	if _, err := New(cfg, kin, store, inv); err != nil {
+		t.Fatalf("New with every dependency: %v", err)
+	}
+}
+
+// fakeKinesisWithoutSubscribe is a KinesisAPI that New accepts but never calls.
+type fakeKinesisWithoutSubscribe struct{ KinesisAPI }
+
+type nopInvoker struct{}
+
+func (nopInvoker) Invoke(context.Context, []byte) (invoke.Response, error) {
+	return invoke.Response{}, nil
 }

@@ -100,8 +100,8 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	if len(p.cfg.FilterPatterns) > 0 {
 		p.filters, _ = filter.Compile(p.cfg.FilterPatterns) // checked by withDefaults
 	}
-	if kin == nil || store == nil || inv == nil {
-		return nil, errors.New("poller: Kinesis client, store and invoker are required")
+	if field := missingDependency(kin, store, inv); field != "" {
+		return nil, &ValidationError{Field: field, Message: "poller: Kinesis client, store and invoker are required"}
 	}
 	if p.readiness != nil {
 		p.store = trackedStore{Store: store, r: p.readiness}
@@ -122,6 +122,19 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 		p.cfg.ParallelizationFactor = 1
 	}
 	return p, nil
+}
+
+// missingDependency names the first of New's dependencies that is nil, or is "".
+func missingDependency(kin KinesisAPI, store Store, inv Invoker) string {
+	switch {
+	case kin == nil:
+		return "KinesisAPI"
+	case store == nil:
+		return "Store"
+	case inv == nil:
+		return "Invoker"
+	}
+	return ""
 }
 
 // ListShards returns every shard of the stream (open and closed), following pages. It is what Run

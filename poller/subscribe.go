@@ -69,7 +69,8 @@ type efo struct {
 func (p *Poller) useSubscriptions() error {
 	api, ok := p.kin.(SubscribeAPI)
 	if !ok {
-		return fmt.Errorf("poller: ConsumerARN %s needs a Kinesis client with SubscribeToShard (SubscribeAPI)", p.cfg.ConsumerARN)
+		return &ValidationError{Field: "ConsumerARN", Message: fmt.Sprintf(
+			"poller: ConsumerARN %s needs a Kinesis client with SubscribeToShard (SubscribeAPI)", p.cfg.ConsumerARN)}
 	}
 	if p.efo == nil { // tests set their own timings
 		p.efo = &efo{renew: subscriptionRenewal, retry: backoff{base: subscribeRetryBase, max: subscribeRetryMax}}
