@@ -47,67 +47,6 @@ func (r *reader) currentProgress() ShardProgress {
 	return r.progress
 }
 
-// position is where GetShardIterator starts: after the last record read, else after the
-// checkpoint, else the shard's starting position (its first record for shards found later).
-type position struct {
-	kind      types.ShardIteratorType
-	seq       string
-	timestamp time.Time
-}
-
-func resumePosition(lastRead string, pr ShardProgress, ts time.Time) position {
-	switch {
-	case lastRead != "":
-		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: lastRead}
-	case pr.Checkpoint != "":
-		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: pr.Checkpoint}
-	case pr.Start == Latest && !pr.StartTimestamp.IsZero():
-		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: pr.StartTimestamp}
-	case pr.Start == Latest:
-		return position{kind: types.ShardIteratorTypeLatest}
-	case pr.Start == AtTimestamp:
-		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts}
-	default:
-		return position{kind: types.ShardIteratorTypeTrimHorizon}
-	}
-}
-
-// openPosition is where the reader opens (or subscribes): its resumePosition, but LATEST itself
-// the first time when this run decided a LATEST start (a retry must not skip what arrived since).
-// first is that position, pos the resumePosition.
-func (r *reader) openPosition() (first, pos position) {
-	pr := r.currentProgress()
-	pos = resumePosition(r.lastRead, pr, r.p.cfg.StartingPositionTimestamp)
-	first = pos
-	if r.atTip && pos.kind == types.ShardIteratorTypeAtTimestamp && pr.Start == Latest {
-		first = position{kind: types.ShardIteratorTypeLatest}
-	}
-	return first, pos
-}
-
-// iteratorInput is the GetShardIterator request for pos.
-func (r *reader) iteratorInput(pos position) *kinesis.GetShardIteratorInput {
-	in := &kinesis.GetShardIteratorInput{StreamARN: &r.p.cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
-	if pos.seq != "" {
-		in.StartingSequenceNumber = aws.String(pos.seq)
-	}
-	if pos.kind == types.ShardIteratorTypeAtTimestamp {
-		in.Timestamp = aws.Time(pos.timestamp)
-	}
-	return in
-}
-
-func (r *reader) describePosition() string {
-	pos := resumePosition(r.lastRead, r.progress, r.p.cfg.StartingPositionTimestamp)
-	switch pos.kind {
-	case types.ShardIteratorTypeAfterSequenceNumber:
-		return "after " + pos.seq
-	case types.ShardIteratorTypeAtTimestamp:
-		return "at " + pos.timestamp.UTC().Format(time.RFC3339Nano)
-	}
-	return string(pos.kind)
-}
-
 // readDisposition says what a failed Kinesis read means for the reader.
 type readDisposition int
 
@@ -204,10 +143,10 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 			// Caught up by a read that started after the window ended, and the window ended a
 			// poll ago with nothing more for it (see pollState.windowIdle).
 			err = r.closeWindow(runCtx, workCtx, false)
-		case stateAwaitWindow:
+		case stateAwaitWindow: // then the window has closed: the next state delivers
 			if !sleep(runCtx, wait) {
 				err = errStopped
-			} // the window closed: the next state delivers what is pending
+			}
 		case stateRead:
 			err = r.read(runCtx, wait)
 		}
@@ -428,65 +367,4 @@ func (r *reader) match(rec *types.Record) bool {
 		fr.ApproximateArrivalTimestamp = *rec.ApproximateArrivalTimestamp
 	}
 	return r.p.filters.Match(fr)
-}
-
-func (r *reader) checkpoint(ctx context.Context, seq string) error {
-	pr := r.progress
-	pr.Checkpoint = seq
-	return r.store(ctx, pr, "checkpoint shard %s at %s", r.shardID, seq)
-}
-
-func (r *reader) finish(ctx context.Context) error {
-	pr := r.progress
-	pr.Finished = true
-	return r.store(ctx, pr, "record shard %s finished", r.shardID)
-}
-
-// store saves pr as the shard's progress, stamped now, and makes it the reader's; a failure is
-// wrapped in what (a format with its args), a lost lease is errLost.
-func (r *reader) store(ctx context.Context, pr ShardProgress, what string, args ...any) error {
-	pr.UpdatedAt = r.p.now()
-	if err := r.save(ctx, pr); err != nil {
-		if errors.Is(err, errLost) {
-			return err
-		}
-		return fmt.Errorf(what+": %w", append(args, err)...)
-	}
-	r.progress = pr
-	return nil
-}
-
-// saveAttempts bounds how often a failing progress write is tried before the mapping stops.
-const saveAttempts = 8
-
-// save writes the shard's progress, retrying a store that fails for a while (a lease table that is
-// briefly unreachable) as long as this worker still holds the shard; a write fenced off by the
-// lease table is errLost at once.
-func (r *reader) save(ctx context.Context, pr ShardProgress) error {
-	bo := backoff{base: r.p.retryBase / 5, max: r.p.retryMax}
-	var (
-		last    error
-		attempt int
-	)
-	err := retry(ctx, &bo, func(n int) (step, error) {
-		err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: pr})
-		last, attempt = err, n
-		switch {
-		case err == nil:
-			return stepDone, nil
-		case errors.Is(err, ErrLeaseLost):
-			return stepDone, errLost
-		case n == saveAttempts || ctx.Err() != nil:
-			return stepDone, err
-		case !r.held():
-			return stepDone, errLost
-		}
-		return stepRetry, err
-	}, func(err error, d time.Duration) {
-		r.p.log.Warn("saving progress failed; retrying", "shard_id", r.shardID, "err", err, "attempt", attempt, "backoff", d)
-	})
-	if errors.Is(err, errStopped) {
-		return last // stopped during a pause: the store's error, as when it stopped before one
-	}
-	return err
 }
