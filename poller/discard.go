@@ -98,7 +98,7 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 // dropping the records instead.
 func (r *reader) deliverFailure(runCtx, workCtx context.Context, f FailureRecord, recs []types.Record, log *slog.Logger) error {
 	f.Payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
-	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
+	bo := r.p.retryPace()
 	delivered := false
 	err := retry(runCtx, &bo, func(int) (step, error) {
 		err := r.p.dest.Deliver(workCtx, f)

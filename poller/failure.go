@@ -116,7 +116,7 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 // batch's stand-in, direct.go).
 func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, payload []byte) error {
 	b := &batchRun{r: r, runCtx: runCtx, workCtx: workCtx, recs: recs, payload: payload,
-		pace: backoff{base: r.p.retryBase, max: r.p.retryMax}}
+		pace: r.p.retryPace()}
 	return retry(runCtx, &b.pace, b.attempt, nil)
 }
 

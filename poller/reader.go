@@ -343,13 +343,13 @@ func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record
 // (matched) and how many pending records that covers (take), filtered ones included. pos holds the
 // index in pending of each matched record when filters are on.
 func (r *reader) selectBatch(pending []types.Record) (take int, matched []types.Record, pos []int) {
-	max := r.p.cfg.BatchSize
+	size := r.p.cfg.BatchSize
 	if r.p.filters == nil {
-		n := min(len(pending), max)
+		n := min(len(pending), size)
 		return n, pending[:n], nil
 	}
 	for i := range pending {
-		if len(matched) == max {
+		if len(matched) == size {
 			return i, matched, pos
 		}
 		if r.match(&pending[i]) {

@@ -24,6 +24,10 @@ type backoff struct {
 // readPace paces failed GetShardIterator and GetRecords calls.
 var readPace = backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
 
+// retryPace paces the retries of a batch, a window's final invocation and a failure record's
+// delivery: exponential from retryBase, capped at retryMax.
+func (p *Poller) retryPace() backoff { return backoff{base: p.retryBase, max: p.retryMax} }
+
 func (b *backoff) next() time.Duration {
 	d := b.max
 	if b.n < 30 {

@@ -58,14 +58,14 @@ func (r *reader) windowTail(final, early bool) []byte {
 	return b
 }
 
-// encode renders the event for the longest prefix of recs that fits (at most max records): a
+// encode renders the event for the longest prefix of recs that fits (at most maxRecords): a
 // KinesisEvent, or with tumbling windows a KinesisTimeWindowEvent for the open window.
-func (r *reader) encode(buf []byte, recs []types.Record, max, maxBytes int) ([]byte, int) {
+func (r *reader) encode(buf []byte, recs []types.Record, maxRecords, maxBytes int) ([]byte, int) {
 	if !r.windowed() {
-		return r.p.enc.encodeBatch(buf, r.shardID, recs, max, maxBytes)
+		return r.p.enc.encodeBatch(buf, r.shardID, recs, maxRecords, maxBytes)
 	}
 	tail := r.windowTail(false, false)
-	payload, n := r.p.enc.encodeBatch(buf, r.shardID, recs, max, maxBytes-len(tail)+1)
+	payload, n := r.p.enc.encodeBatch(buf, r.shardID, recs, maxRecords, maxBytes-len(tail)+1)
 	return append(payload[:len(payload)-1], tail...), n
 }
 
@@ -116,7 +116,7 @@ func (r *reader) closeWindow(runCtx, workCtx context.Context, early bool) error 
 	w := r.progress.Window
 	payload := append([]byte(`{"Records":[]`), r.windowTail(true, early)...)
 	log := r.p.log.With("shard_id", r.shardID, "window_start", w.Start)
-	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
+	bo := r.p.retryPace()
 	err := retry(runCtx, &bo, func(int) (step, error) {
 		if !r.held() {
 			return stepDone, errLost
