@@ -13,24 +13,24 @@ import (
 func (r *reader) checkpoint(ctx context.Context, seq string) error {
 	pr := r.progress
 	pr.Checkpoint = seq
-	return r.store(ctx, pr, "checkpoint shard %s at %s", r.shardID, seq)
+	return r.store(ctx, pr, func(err error) error { return fmt.Errorf("checkpoint shard %s at %s: %w", r.shardID, seq, err) })
 }
 
 func (r *reader) finish(ctx context.Context) error {
 	pr := r.progress
 	pr.Finished = true
-	return r.store(ctx, pr, "record shard %s finished", r.shardID)
+	return r.store(ctx, pr, func(err error) error { return fmt.Errorf("record shard %s finished: %w", r.shardID, err) })
 }
 
-// store saves pr as the shard's progress, stamped now, and makes it the reader's; a failure is
-// wrapped in what (a format with its args), a lost lease is errLost.
-func (r *reader) store(ctx context.Context, pr ShardProgress, what string, args ...any) error {
+// store saves pr as the shard's progress, stamped now, and makes it the reader's. A failure is
+// wrapped by wrap (called only then: nothing is formatted on the hot path); a lost lease is errLost.
+func (r *reader) store(ctx context.Context, pr ShardProgress, wrap func(error) error) error {
 	pr.UpdatedAt = r.p.now()
 	if err := r.save(ctx, pr); err != nil {
 		if errors.Is(err, errLost) {
 			return err
 		}
-		return fmt.Errorf(what+": %w", append(args, err)...)
+		return wrap(err)
 	}
 	r.progress = pr
 	return nil

@@ -149,7 +149,7 @@ func (r *reader) closeWindow(runCtx, workCtx context.Context, early bool) error 
 
 // saveProgress writes the reader's progress as it is (window changes without a new checkpoint).
 func (r *reader) saveProgress(ctx context.Context) error {
-	return r.store(ctx, r.progress, "save window of shard %s", r.shardID)
+	return r.store(ctx, r.progress, func(err error) error { return fmt.Errorf("save window of shard %s: %w", r.shardID, err) })
 }
 
 // ackWindow stores the state a windowed batch returned together with the batch's checkpoint, and
