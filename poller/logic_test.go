@@ -244,3 +244,33 @@ type nopInvoker struct{}
 func (nopInvoker) Invoke(context.Context, []byte) (invoke.Response, error) {
 	return invoke.Response{}, nil
 }
+
+// TestLineageTrimmedParentWaitsForItsParents: a merge child trimmed before it was read counts as
+// finished, but while one of its own parents is still being read (a batch in flight after its
+// shard was trimmed), the merge child's children wait: their records follow that parent's
+// (simulation seed 588 started them while the grandparent was still invoking).
+func TestLineageTrimmedParentWaitsForItsParents(t *testing.T) {
+	g := newLineage()
+	// 0 and 1 merged into 2, which split into 3 and 4; 1 is still being read.
+	g.sync([]types.Shard{closed(shard("0")), closed(shard("1")), closed(shard("2", "0", "1")), shard("3", "2"), shard("4", "2")})
+	g.running["1"] = true
+	g.markFinished("0")
+	// Retention trims 0, 1 and 2: the listing shows only 3 and 4.
+	g.sync([]types.Shard{shard("3", "2"), shard("4", "2")})
+	if !g.finished["1"] || !g.finished["2"] {
+		t.Fatalf("trimmed shards not counted finished: %v", g.finished)
+	}
+	if got := g.ready(); len(got) != 0 {
+		t.Fatalf("ready = %v while the grandparent 1 is still being read, want none", got)
+	}
+	if w := g.waitingOn("3"); !slices.Equal(w, []string{"2"}) {
+		t.Fatalf("3 waits on %v, want [2]", w)
+	}
+	delete(g.running, "1") // its reader ended
+	if got := g.ready(); !slices.Equal(got, []string{"3", "4"}) {
+		t.Fatalf("ready = %v after the grandparent's reader ended, want [3 4]", got)
+	}
+	if w := g.waitingOn("3"); len(w) != 0 {
+		t.Fatalf("3 still waits on %v", w)
+	}
+}
