@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -372,7 +371,7 @@ func (r *resolver) evalFn(n *node, path string, depth int) (any, error) {
 		return num(strconv.Itoa(len(l))), nil
 
 	case "Fn::ImportValue":
-		return nil, r.errAt(n, path, "Fn::ImportValue reads another stack's outputs, which only CloudFormation can resolve; use a parameter and --parameter-overrides instead")
+		return nil, r.errAt(n, path, "Fn::ImportValue reads another stack's outputs, which only CloudFormation can resolve; use a parameter and %s instead", r.opts.name(InputParameterOverrides))
 	}
 	return nil, r.errAt(n, path, "%s cannot be resolved outside CloudFormation", n.fn)
 }
@@ -603,5 +602,3 @@ func (r *resolver) ref(at *node, path, name string) (any, error) {
 	}
 	return nil, r.errAt(at, path, "Ref %s: no parameter or resource %q in the template (Unresolved resource dependencies [%s])", name, name, name)
 }
-
-func sortStrings(s []string) { slices.Sort(s) }

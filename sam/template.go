@@ -36,6 +36,9 @@ type Options struct {
 	EndpointURL string
 	// Now is the clock for "StartingPositionTimestamp is in the future". Default time.Now.
 	Now func() time.Time
+	// InputNames are the caller's names for its inputs, which messages that say what to change
+	// use (a command gives its flags). An input without one is called by Input.String.
+	InputNames map[Input]string
 }
 
 func (o *Options) withDefaults() {
@@ -85,6 +88,8 @@ type Template struct {
 	// Warnings are things esm skipped, e.g. an AWS::Lambda::EventSourceMapping whose source it
 	// could not resolve.
 	Warnings []string `json:"Warnings,omitempty"`
+
+	selector string // what messages call Select's selector (Options.InputNames)
 }
 
 // Load reads and resolves the template at path.
@@ -142,7 +147,7 @@ func Parse(file string, data []byte, opts Options) (*Template, error) {
 		return nil, err
 	}
 
-	t := &Template{File: file}
+	t := &Template{File: file, selector: opts.name(InputSelector)}
 	b := builder{r: r, globals: globals, functions: map[string]*Function{}}
 	for _, id := range r.logicalIDs(typeServerlessFunction) {
 		ms, err := b.serverlessEvents(id)
@@ -250,7 +255,7 @@ func checkDuplicates(file string, ms []Mapping) error {
 	return nil
 }
 
-// Select returns the mapping a --function selector names: a function's logical ID or name (when
+// Select returns the mapping a selector (the esm command's --function) names: a function's logical ID or name (when
 // it has one Kinesis mapping), "<function>/<event>" (the event's name, or the logical ID of an
 // AWS::Lambda::EventSourceMapping), or an ESM's logical ID. An empty selector picks the only
 // mapping. Otherwise the *SelectionError lists the candidates.
@@ -264,7 +269,7 @@ func (t *Template) Select(selector string) (*Mapping, error) {
 	if len(matched) == 1 {
 		return &t.Mappings[matched[0]], nil
 	}
-	e := &SelectionError{File: t.File, Selector: selector}
+	e := &SelectionError{File: t.File, Selector: selector, name: t.selector}
 	if len(matched) == 0 {
 		e.NoMatch = true
 		for _, m := range t.Mappings {

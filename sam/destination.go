@@ -1,0 +1,90 @@
+package sam
+
+import (
+	"slices"
+	"strings"
+)
+
+var destinationTypes = []string{"SQS", "SNS", "S3", "Kafka"}
+
+func (p propReader) destinationConfig(kind mappingKind) (DestinationConfig, error) {
+	var dc DestinationConfig
+	n := p.props.get("DestinationConfig")
+	if n == nil {
+		return dc, nil
+	}
+	v, ok, err := p.value("DestinationConfig")
+	if err != nil || !ok {
+		return dc, err
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		return dc, p.fail("DestinationConfig", nil, "DestinationConfig must be {OnFailure: {Destination: <ARN>}}, not %s", describe(v))
+	}
+	for k := range m {
+		switch k {
+		case "OnFailure":
+		case "OnSuccess":
+			return dc, p.fail("DestinationConfig", nil, "Unsupported DestinationConfig parameter for given event source mapping type.")
+		default:
+			return dc, p.fail("DestinationConfig", nil, "Encountered unsupported property DestinationConfig.%s: the only property is OnFailure", k)
+		}
+	}
+	of, ok := m["OnFailure"].(map[string]any)
+	if !ok {
+		if m["OnFailure"] == nil {
+			return dc, nil
+		}
+		return dc, p.fail("DestinationConfig", nil, "DestinationConfig.OnFailure must be {Destination: <ARN>}, not %s", describe(m["OnFailure"]))
+	}
+	for k := range of {
+		if k != "Destination" && !(kind.destinationType && k == "Type") {
+			return dc, p.fail("DestinationConfig", nil, "Encountered unsupported property DestinationConfig.OnFailure.%s", k)
+		}
+	}
+	if t, present := of["Type"]; present {
+		if tn := n.get("OnFailure").get("Type"); tn != nil && tn.kind == kindFn {
+			return dc, p.fail("DestinationConfig", nil, "DestinationConfig.OnFailure.Type must be written out (SQS, SNS, S3 or Kafka): SAM does not resolve intrinsic functions there")
+		}
+		ts, _ := str(t)
+		if !slices.Contains(destinationTypes, ts) {
+			return dc, p.fail("DestinationConfig", nil, "DestinationConfig.OnFailure.Type %s: The only valid values for 'Type' are 'SQS', 'SNS', 'S3', and 'Kafka'", describe(t))
+		}
+		dc.OnFailure.Type = ts
+	}
+	if d, present := of["Destination"]; present && d != nil {
+		ds, ok := str(d)
+		if !ok {
+			return dc, p.fail("DestinationConfig", nil, "DestinationConfig.OnFailure.Destination must be an ARN, not %s", describe(d))
+		}
+		if len(ds) > 350 {
+			return dc, p.fail("DestinationConfig", nil, "1 validation error detected: Value '%s' at 'destinationConfig.onFailure.destination' failed to satisfy constraint: Member must have length less than or equal to 350", ds)
+		}
+		dc.OnFailure.Destination = ds
+	}
+	if dc.OnFailure.Destination == "" {
+		return dc, nil
+	}
+	parts := strings.SplitN(dc.OnFailure.Destination, ":", 6)
+	if len(parts) == 6 {
+		switch parts[2] {
+		case "sqs":
+			if dc.OnFailure.Type == "" {
+				dc.OnFailure.Type = "SQS"
+			}
+			o := p.r.opts
+			o.Region, o.AccountID = parts[3], parts[4]
+			dc.OnFailure.QueueUrl = (&resolver{opts: o}).queueURL(parts[5])
+		case "sns":
+			if dc.OnFailure.Type == "" {
+				dc.OnFailure.Type = "SNS"
+			}
+		case "s3":
+			if dc.OnFailure.Type == "" {
+				dc.OnFailure.Type = "S3"
+			}
+			dc.OnFailure.Bucket = parts[5]
+		}
+	}
+	return dc, nil
+}
