@@ -16,6 +16,37 @@ type builder struct {
 	functions map[string]*Function
 }
 
+// template builds every Kinesis mapping of the template, sorted by ID.
+func (b *builder) template() (*Template, error) {
+	r := b.r
+	t := &Template{File: r.file, selector: r.opts.name(InputSelector)}
+	for _, id := range r.logicalIDs(typeServerlessFunction) {
+		ms, err := b.serverlessEvents(id)
+		if err != nil {
+			return nil, err
+		}
+		t.Mappings = append(t.Mappings, ms...)
+	}
+	for _, id := range r.logicalIDs(typeEventSourceMapping) {
+		m, warning, err := b.eventSourceMapping(id)
+		if err != nil {
+			return nil, err
+		}
+		if warning != "" {
+			t.Warnings = append(t.Warnings, warning)
+		}
+		if m != nil {
+			t.Mappings = append(t.Mappings, *m)
+		}
+	}
+	slices.SortFunc(t.Mappings, func(a, b Mapping) int { return strings.Compare(a.ID, b.ID) })
+	if err := checkDuplicates(r.file, t.Mappings); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// serverlessEvents builds the mappings of the Kinesis events of SAM function fnID.
 func (b *builder) serverlessEvents(fnID string) ([]Mapping, error) {
 	r := b.r
 	ok, err := r.exists(fnID)
@@ -63,8 +94,9 @@ func (b *builder) serverlessEvents(fnID string) ([]Mapping, error) {
 	return out, nil
 }
 
-// eventSourceMapping reads an AWS::Lambda::EventSourceMapping. It returns nil without an error for
-// a mapping of another kind of source, and a warning when the source cannot be resolved.
+// eventSourceMapping builds the mapping of an AWS::Lambda::EventSourceMapping. It returns nil
+// without an error for a mapping of another kind of source, and a warning when the source cannot
+// be resolved.
 func (b *builder) eventSourceMapping(id string) (*Mapping, string, error) {
 	r := b.r
 	ok, err := r.exists(id)

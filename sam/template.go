@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 )
@@ -108,6 +107,21 @@ func Parse(file string, data []byte, opts Options) (*Template, error) {
 	if err != nil {
 		return nil, err
 	}
+	r, err := newResolver(file, root, opts)
+	if err != nil {
+		return nil, err
+	}
+	globals, err := r.functionGlobals()
+	if err != nil {
+		return nil, err
+	}
+	b := builder{r: r, globals: globals, functions: map[string]*Function{}}
+	return b.template()
+}
+
+// newResolver checks the template's outline (a Resources section of typed resources, SAM's
+// transform when it has SAM resources) and its parameters, and returns its resolver.
+func newResolver(file string, root *node, opts Options) (*resolver, error) {
 	r := &resolver{
 		file: file, root: root, opts: opts,
 		params: map[string]*param{}, resources: map[string]*node{},
@@ -142,37 +156,7 @@ func Parse(file string, data []byte, opts Options) (*Template, error) {
 	if err := r.loadParameters(opts.ParameterOverrides); err != nil {
 		return nil, err
 	}
-	globals, err := r.functionGlobals()
-	if err != nil {
-		return nil, err
-	}
-
-	t := &Template{File: file, selector: opts.name(InputSelector)}
-	b := builder{r: r, globals: globals, functions: map[string]*Function{}}
-	for _, id := range r.logicalIDs(typeServerlessFunction) {
-		ms, err := b.serverlessEvents(id)
-		if err != nil {
-			return nil, err
-		}
-		t.Mappings = append(t.Mappings, ms...)
-	}
-	for _, id := range r.logicalIDs(typeEventSourceMapping) {
-		m, warning, err := b.eventSourceMapping(id)
-		if err != nil {
-			return nil, err
-		}
-		if warning != "" {
-			t.Warnings = append(t.Warnings, warning)
-		}
-		if m != nil {
-			t.Mappings = append(t.Mappings, *m)
-		}
-	}
-	slices.SortFunc(t.Mappings, func(a, b Mapping) int { return strings.Compare(a.ID, b.ID) })
-	if err := checkDuplicates(file, t.Mappings); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return r, nil
 }
 
 func hasServerlessTransform(n *node) bool {
