@@ -112,6 +112,9 @@ type Config struct {
 type ValidationError struct {
 	Field   string
 	Message string
+	// Err is the error the message was made from, when there is one: a filter pattern's
+	// *filter.PatternError, the on-failure destination's error.
+	Err error
 }
 
 func (e *ValidationError) Error() string { return e.Message }
@@ -119,7 +122,13 @@ func (e *ValidationError) Error() string { return e.Message }
 // ErrInvalidConfig is wrapped by every configuration error.
 var ErrInvalidConfig = errors.New("invalid configuration")
 
-func (e *ValidationError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap returns ErrInvalidConfig and, when there is one, the error behind the message.
+func (e *ValidationError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalidConfig, e.Err}
+	}
+	return []error{ErrInvalidConfig}
+}
 
 // RangeError is the error for a number outside [min, max], worded as Lambda's API words it.
 func RangeError(field string, value, min, max int64) *ValidationError {
@@ -251,7 +260,7 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 		if errors.As(err, &pe) {
 			msg += " " + pe.Detail()
 		}
-		return c, &ValidationError{Field: "FilterCriteria", Message: msg}
+		return c, &ValidationError{Field: "FilterCriteria", Message: msg, Err: err}
 	}
 	if err := durationDefault(&c.PollInterval, DefaultPollInterval, "PollInterval"); err != nil {
 		return c, err

@@ -119,7 +119,7 @@ func mappingUUID(ctx context.Context, o Options, stored func(context.Context) (s
 			return "", err
 		}
 	} else if _, err := uuid.Parse(id); err != nil {
-		return "", &poller.ValidationError{Field: "MappingUUID", Message: fmt.Sprintf("mapping UUID %q is not a UUID: %v", id, err)}
+		return "", &poller.ValidationError{Field: "MappingUUID", Message: fmt.Sprintf("mapping UUID %q is not a UUID: %v", id, err), Err: err}
 	}
 	o.Logger.Info("event source mapping", "uuid", id)
 	if o.OnMappingUUID != nil {
@@ -145,7 +145,7 @@ func destinationOptions(o Options, cfg aws.Config, mc poller.Config, mappingUUID
 func destination(cfg aws.Config, endpointURL, sqsProtocol string, mc poller.Config, mappingUUID string) (poller.Destination, error) {
 	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: endpointURL, SQSProtocol: sqsProtocol, MappingUUID: mappingUUID})
 	if err != nil {
-		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
+		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error(), Err: err}
 	}
 	return d, nil
 }
