@@ -172,7 +172,8 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if strings.HasPrefix(o.Stream, "arn:") {
 		probe.StreamARN = o.Stream
 	}
-	if err := probe.Validate(); err != nil {
+	checked, err := probe.Check()
+	if err != nil {
 		return err
 	}
 
@@ -193,17 +194,19 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if err != nil {
 		return err
 	}
-	sa, _ := poller.ParseStreamARN(arn)
-	mc := o.Mapping
-	mc.StreamARN = arn
+	consumerARN := o.Mapping.ConsumerARN
 	if consumer != "" {
-		if mc.ConsumerARN, err = ResolveConsumer(ctx, kin, arn, consumer, o.RegisterConsumer, o.Logger); err != nil {
+		if consumerARN, err = ResolveConsumer(ctx, kin, arn, consumer, o.RegisterConsumer, o.Logger); err != nil {
 			return err
 		}
 	}
-	if mc.FunctionARN == "" {
-		mc.FunctionARN = FunctionARN(sa, o.FunctionName)
+	if checked, err = checked.ForStream(arn, consumerARN); err != nil {
+		return err
 	}
+	if checked.Config().FunctionARN == "" {
+		checked = checked.WithFunctionARN(FunctionARN(checked.Stream(), o.FunctionName))
+	}
+	mc := checked.Config()
 	inv := o.Invoker
 	if inv == nil {
 		inv = inprocess.New(handler, inprocess.WithFunctionARN(mc.FunctionARN), inprocess.WithTimeout(o.FunctionTimeout))
@@ -215,7 +218,7 @@ func Run(ctx context.Context, o Options, handler any) error {
 	}
 	popts := pollerOptions(o)
 	if o.LeaseTable != "" {
-		return runShared(ctx, o, cfg, kin, mc, inv, popts)
+		return runShared(ctx, o, cfg, kin, checked, inv, popts)
 	}
 	store, err := lease.OpenFile(o.StateDir)
 	if err != nil {
@@ -231,7 +234,7 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if err != nil {
 		return err
 	}
-	p, err := poller.New(mc, kin, ms, inv, append(popts, dopts...)...)
+	p, err := poller.NewChecked(checked, kin, ms, inv, append(popts, dopts...)...)
 	if err != nil {
 		return err
 	}
