@@ -149,11 +149,15 @@ type StreamARN struct {
 // ParseStreamARN parses arn:<partition>:kinesis:<region>:<account>:stream/<name>.
 func ParseStreamARN(s string) (StreamARN, error) {
 	parts := strings.SplitN(s, ":", 6)
-	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "kinesis" || !strings.HasPrefix(parts[5], "stream/") {
+	var name string
+	isStream := len(parts) == 6
+	if isStream {
+		name, isStream = strings.CutPrefix(parts[5], "stream/")
+	}
+	if !isStream || parts[0] != "arn" || parts[2] != "kinesis" {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
 			"EventSourceArn %q is not a Kinesis stream ARN (arn:aws:kinesis:<region>:<account>:stream/<name>)", s)}
 	}
-	name := strings.TrimPrefix(parts[5], "stream/")
 	if name == "" || strings.Contains(name, "/") {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
 			"EventSourceArn %q: stream name missing, or not a stream ARN (a consumer ARN is ConsumerARN's)", s)}

@@ -1,6 +1,7 @@
 package sam
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -129,11 +130,7 @@ func (b *builder) eventSourceMapping(id string) (*Mapping, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	fnPart := fn.LogicalID
-	if fnPart == "" {
-		fnPart = fn.FunctionName
-	}
-	m := &Mapping{ID: fnPart + "/" + id, Source: esmResource.source, Function: *fn, event: id, line: r.resources[id].line, path: "Resources." + id}
+	m := &Mapping{ID: cmp.Or(fn.LogicalID, fn.FunctionName) + "/" + id, Source: esmResource.source, Function: *fn, event: id, line: r.resources[id].line, path: "Resources." + id}
 	if err := b.settings(m, props, path, esmResource); err != nil {
 		return nil, "", err
 	}

@@ -1,6 +1,7 @@
 package sam
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 )
@@ -69,20 +70,14 @@ func (p propReader) destinationConfig(kind mappingKind) (DestinationConfig, erro
 	if len(parts) == 6 {
 		switch parts[2] {
 		case "sqs":
-			if dc.OnFailure.Type == "" {
-				dc.OnFailure.Type = "SQS"
-			}
+			dc.OnFailure.Type = cmp.Or(dc.OnFailure.Type, "SQS")
 			o := p.r.opts
 			o.Region, o.AccountID = parts[3], parts[4]
 			dc.OnFailure.QueueUrl = (&resolver{opts: o}).queueURL(parts[5])
 		case "sns":
-			if dc.OnFailure.Type == "" {
-				dc.OnFailure.Type = "SNS"
-			}
+			dc.OnFailure.Type = cmp.Or(dc.OnFailure.Type, "SNS")
 		case "s3":
-			if dc.OnFailure.Type == "" {
-				dc.OnFailure.Type = "S3"
-			}
+			dc.OnFailure.Type = cmp.Or(dc.OnFailure.Type, "S3")
 			dc.OnFailure.Bucket = parts[5]
 		}
 	}

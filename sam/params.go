@@ -29,8 +29,8 @@ func ParseParameterOverrides(s string) (map[string]string, error) {
 			return nil, tok.err
 		}
 		t := tok.text
-		if strings.HasPrefix(t, "ParameterKey=") {
-			k, v, ok := strings.Cut(strings.TrimPrefix(t, "ParameterKey="), ",ParameterValue=")
+		if long, isLong := strings.CutPrefix(t, "ParameterKey="); isLong {
+			k, v, ok := strings.Cut(long, ",ParameterValue=")
 			if !ok || k == "" {
 				return nil, fmt.Errorf("parameter override %q: want ParameterKey=Name,ParameterValue=Value", t)
 			}

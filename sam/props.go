@@ -1,6 +1,7 @@
 package sam
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 	"strings"
@@ -135,19 +136,12 @@ func (p propReader) code(key string) (string, error) {
 		return s, nil
 	}
 	if m, ok := v.(map[string]any); ok {
-		bucket, _ := str(m["Bucket"])
-		if bucket == "" {
-			bucket, _ = str(m["S3Bucket"])
+		field := func(k string) string { s, _ := str(m[k]); return s }
+		bucket, key := cmp.Or(field("Bucket"), field("S3Bucket")), cmp.Or(field("Key"), field("S3Key"))
+		if bucket != "" && key != "" {
+			return "s3://" + bucket + "/" + key, nil
 		}
-		k, _ := str(m["Key"])
-		if k == "" {
-			k, _ = str(m["S3Key"])
-		}
-		if bucket != "" && k != "" {
-			return "s3://" + bucket + "/" + k, nil
-		}
-		if z, ok := str(m["ZipFile"]); ok {
-			_ = z
+		if _, ok := str(m["ZipFile"]); ok {
 			return "inline", nil
 		}
 		if img, ok := str(m["ImageUri"]); ok {

@@ -201,24 +201,22 @@ func jsonable(v any) any {
 func (r *resolver) sub(n *node, path string, depth int, tmpl string, vars map[string]*node) (any, error) {
 	var b strings.Builder
 	for {
-		i := strings.Index(tmpl, "${")
-		if i < 0 {
-			b.WriteString(tmpl)
+		before, after, found := strings.Cut(tmpl, "${")
+		b.WriteString(before)
+		if !found {
 			break
 		}
-		b.WriteString(tmpl[:i])
-		tmpl = tmpl[i+2:]
-		if strings.HasPrefix(tmpl, "!") { // ${!Literal} is the literal ${Literal}
+		if literal, ok := strings.CutPrefix(after, "!"); ok { // ${!Literal} is the literal ${Literal}
 			b.WriteString("${")
-			tmpl = tmpl[1:]
+			tmpl = literal
 			continue
 		}
-		j := strings.IndexByte(tmpl, '}')
-		if j < 0 {
+		variable, rest, closed := strings.Cut(after, "}")
+		if !closed {
 			return nil, r.errAt(n, path, "Fn::Sub: unclosed ${ in the string")
 		}
-		name := strings.TrimSpace(tmpl[:j])
-		tmpl = tmpl[j+1:]
+		name := strings.TrimSpace(variable)
+		tmpl = rest
 		var v any
 		var err error
 		if vn, ok := vars[name]; ok {

@@ -3,6 +3,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -154,15 +155,9 @@ func destination(cfg aws.Config, endpointURL, sqsProtocol string, mc poller.Conf
 // Configuration errors wrap poller.ErrInvalidConfig; nothing is written before the stream has been
 // found.
 func Run(ctx context.Context, o Options, handler any) error {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.StateDir == "" {
-		o.StateDir = ".esm"
-	}
-	if o.FunctionName == "" {
-		o.FunctionName = "example"
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.StateDir = cmp.Or(o.StateDir, ".esm")
+	o.FunctionName = cmp.Or(o.FunctionName, "example")
 	if o.Stream == "" {
 		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (--stream or ESM_STREAM)"}
 	}
