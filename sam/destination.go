@@ -6,21 +6,20 @@ import (
 	"strings"
 )
 
+// destinationTypes are the values of SAM's DestinationConfig.OnFailure.Type.
 var destinationTypes = []string{"SQS", "SNS", "S3", "Kafka"}
 
+// destinationConfig reads DestinationConfig: an on-failure destination (an SQS queue, an SNS topic
+// or an S3 bucket; SAM's Type too for a SAM event), with the queue's URL or the bucket's name.
 func (p propReader) destinationConfig(kind mappingKind) (DestinationConfig, error) {
 	var dc DestinationConfig
 	n := p.props.get("DestinationConfig")
 	if n == nil {
 		return dc, nil
 	}
-	v, ok, err := p.value("DestinationConfig")
+	m, ok, err := p.mapping("DestinationConfig", "DestinationConfig must be {OnFailure: {Destination: <ARN>}}, not %s")
 	if err != nil || !ok {
 		return dc, err
-	}
-	m, isMap := v.(map[string]any)
-	if !isMap {
-		return dc, p.fail("DestinationConfig", nil, "DestinationConfig must be {OnFailure: {Destination: <ARN>}}, not %s", describe(v))
 	}
 	for k := range m {
 		switch k {

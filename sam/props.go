@@ -39,6 +39,20 @@ func (p propReader) value(key string) (v any, ok bool, err error) {
 	return v, true, nil
 }
 
+// mapping resolves property key as a mapping; notMapping is the message otherwise (its %s says
+// what the value is).
+func (p propReader) mapping(key, notMapping string) (map[string]any, bool, error) {
+	v, ok, err := p.value(key)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	m, isMap := v.(map[string]any)
+	if !isMap {
+		return nil, false, p.fail(key, nil, notMapping, describe(v))
+	}
+	return m, true, nil
+}
+
 func (p propReader) string(key string) (string, bool, error) {
 	v, ok, err := p.value(key)
 	if err != nil || !ok {

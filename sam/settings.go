@@ -167,14 +167,11 @@ func (p propReader) lambdaValidation(m *Mapping, kind mappingKind) error {
 
 var metricNames = []string{"EventCount", "ErrorCount", "KafkaMetrics"}
 
+// metricsConfig reads MetricsConfig: {Metrics: [...]} of Lambda's metric names.
 func (p propReader) metricsConfig() (*MetricsConfig, error) {
-	v, ok, err := p.value("MetricsConfig")
+	m, ok, err := p.mapping("MetricsConfig", "MetricsConfig must be a mapping {Metrics: [EventCount]}, not %s")
 	if err != nil || !ok {
 		return nil, err
-	}
-	m, isMap := v.(map[string]any)
-	if !isMap {
-		return nil, p.fail("MetricsConfig", nil, "MetricsConfig must be a mapping {Metrics: [EventCount]}, not %s", describe(v))
 	}
 	for k := range m {
 		if k != "Metrics" {
@@ -193,6 +190,7 @@ func (p propReader) metricsConfig() (*MetricsConfig, error) {
 	return out, nil
 }
 
+// describeRaw is a scalar as written, anything else described.
 func describeRaw(v any) string {
 	if s, ok := str(v); ok {
 		return s
@@ -200,14 +198,12 @@ func describeRaw(v any) string {
 	return describe(v)
 }
 
+// filterCriteria reads FilterCriteria: {Filters: [{Pattern: '<JSON>'}]}; the patterns' syntax is
+// checked with the whole mapping (lambdaValidation).
 func (p propReader) filterCriteria(kind mappingKind) (*FilterCriteria, error) {
-	v, ok, err := p.value("FilterCriteria")
+	m, ok, err := p.mapping("FilterCriteria", "FilterCriteria field has a wrong format: want {Filters: [{Pattern: '<JSON>'}]}, not %s")
 	if err != nil || !ok {
 		return nil, err
-	}
-	m, isMap := v.(map[string]any)
-	if !isMap {
-		return nil, p.fail("FilterCriteria", nil, "FilterCriteria field has a wrong format: want {Filters: [{Pattern: '<JSON>'}]}, not %s", describe(v))
 	}
 	for k := range m {
 		if k != "Filters" {
