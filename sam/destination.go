@@ -62,23 +62,27 @@ func (p propReader) destinationConfig(kind mappingKind) (DestinationConfig, erro
 		}
 		dc.OnFailure.Destination = ds
 	}
-	if dc.OnFailure.Destination == "" {
-		return dc, nil
-	}
-	parts := strings.SplitN(dc.OnFailure.Destination, ":", 6)
-	if len(parts) == 6 {
-		switch parts[2] {
-		case "sqs":
-			dc.OnFailure.Type = cmp.Or(dc.OnFailure.Type, "SQS")
-			o := p.r.opts
-			o.Region, o.AccountID = parts[3], parts[4]
-			dc.OnFailure.QueueUrl = (&resolver{opts: o}).queueURL(parts[5])
-		case "sns":
-			dc.OnFailure.Type = cmp.Or(dc.OnFailure.Type, "SNS")
-		case "s3":
-			dc.OnFailure.Type = cmp.Or(dc.OnFailure.Type, "S3")
-			dc.OnFailure.Bucket = parts[5]
-		}
-	}
+	p.r.describeDestination(&dc.OnFailure)
 	return dc, nil
+}
+
+// describeDestination derives what the ARN of an on-failure destination says: its Type, when SAM's
+// is not given, and the queue's URL or the bucket's name.
+func (r *resolver) describeDestination(of *OnFailure) {
+	parts := strings.SplitN(of.Destination, ":", 6)
+	if len(parts) != 6 {
+		return
+	}
+	switch parts[2] {
+	case "sqs":
+		of.Type = cmp.Or(of.Type, "SQS")
+		o := r.opts
+		o.Region, o.AccountID = parts[3], parts[4]
+		of.QueueUrl = (&resolver{opts: o}).queueURL(parts[5])
+	case "sns":
+		of.Type = cmp.Or(of.Type, "SNS")
+	case "s3":
+		of.Type = cmp.Or(of.Type, "S3")
+		of.Bucket = parts[5]
+	}
 }

@@ -101,14 +101,8 @@ func (b *builder) function(id string) (*Function, error) {
 	if f.CodeUri, err = p.code(codeKey); err != nil {
 		return nil, err
 	}
-	if f.Architectures, _, err = p.strings("Architectures"); err != nil {
+	if f.Architectures, err = p.architectures(); err != nil {
 		return nil, err
-	}
-	if len(f.Architectures) == 0 {
-		f.Architectures = []string{"x86_64"}
-	}
-	if len(f.Architectures) > 1 || (f.Architectures[0] != "x86_64" && f.Architectures[0] != "arm64") {
-		return nil, p.fail("Architectures", nil, "1 validation error detected: Value '[%s]' at 'architectures' failed to satisfy constraint: Member must satisfy constraint: [Member must have length less than or equal to 1, Member must satisfy enum value set: [x86_64, arm64]]", strings.Join(f.Architectures, ", "))
 	}
 	if f.Timeout, err = p.intRange("Timeout", 3, "timeout", 1, 900); err != nil {
 		return nil, err
@@ -124,27 +118,50 @@ func (b *builder) function(id string) (*Function, error) {
 		}
 		f.ReservedConcurrentExecutions = &v
 	}
-	role, ok, err := p.string("Role")
-	switch {
-	case err != nil:
+	if f.Role, err = b.role(id, typ, p); err != nil {
 		return nil, err
-	case ok:
-		if !roleARN.MatchString(role) {
-			return nil, p.fail("Role", nil, "1 validation error detected: Value '%s' at 'role' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", role, roleARNPattern)
-		}
-		f.Role = role
-	case typ == typeLambdaFunction:
-		return nil, r.errAt(r.resources[id], path+".Role", "Role is required for an AWS::Lambda::Function: the ARN of its execution role")
-	default:
-		v, err := r.getAtt(r.resources[id], path, id+"Role", "Arn")
-		if err != nil {
-			return nil, err
-		}
-		f.Role, _ = v.(string)
 	}
 	if f.Environment, err = p.environment(); err != nil {
 		return nil, err
 	}
 	b.functions[id] = f
 	return f, nil
+}
+
+// architectures reads Architectures: one of x86_64 (the default) and arm64.
+func (p propReader) architectures() ([]string, error) {
+	archs, _, err := p.strings("Architectures")
+	if err != nil {
+		return nil, err
+	}
+	if len(archs) == 0 {
+		return []string{"x86_64"}, nil
+	}
+	if len(archs) > 1 || (archs[0] != "x86_64" && archs[0] != "arm64") {
+		return nil, p.fail("Architectures", nil, "1 validation error detected: Value '[%s]' at 'architectures' failed to satisfy constraint: Member must satisfy constraint: [Member must have length less than or equal to 1, Member must satisfy enum value set: [x86_64, arm64]]", strings.Join(archs, ", "))
+	}
+	return archs, nil
+}
+
+// role is the ARN of function id's execution role: its Role, or for a SAM function without one
+// the role SAM creates.
+func (b *builder) role(id, typ string, p propReader) (string, error) {
+	role, ok, err := p.string("Role")
+	switch {
+	case err != nil:
+		return "", err
+	case ok:
+		if !roleARN.MatchString(role) {
+			return "", p.fail("Role", nil, "1 validation error detected: Value '%s' at 'role' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", role, roleARNPattern)
+		}
+		return role, nil
+	case typ == typeLambdaFunction:
+		return "", b.r.errAt(b.r.resources[id], p.path+".Role", "Role is required for an AWS::Lambda::Function: the ARN of its execution role")
+	}
+	v, err := b.r.getAtt(b.r.resources[id], p.path, id+"Role", "Arn")
+	if err != nil {
+		return "", err
+	}
+	arn, _ := v.(string) // getAtt of a role's Arn is a string
+	return arn, nil
 }
