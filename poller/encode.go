@@ -2,7 +2,6 @@ package poller
 
 import (
 	"cmp"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -23,12 +22,12 @@ type BatchEncoder struct {
 // defaults them. The starting position is not needed and defaults to TRIM_HORIZON here.
 func NewBatchEncoder(cfg Config) (*BatchEncoder, error) {
 	cfg.StartingPosition = cmp.Or(cfg.StartingPosition, TrimHorizon)
-	c, err := cfg.withDefaults(time.Now())
+	checked, err := cfg.Check()
 	if err != nil {
 		return nil, err
 	}
-	arn, _ := ParseStreamARN(c.StreamARN) // checked by withDefaults
-	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, arn.Region, c.InvokeIdentityARN), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
+	c := checked.cfg
+	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, checked.stream.Region, c.InvokeIdentityARN), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
 }
 
 // Next renders the batch the poller would invoke first for recs (records of one shard, in
