@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/local"
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
 	ctx := context.Background()
-	endpoint, stop, err := local.TestKinesisEndpoint(ctx)
+	endpoint, stop, err := testenv.KinesisEndpoint(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
 		return 1

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
@@ -43,13 +44,13 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 func testMain(m *testing.M) int {
 	var stop func()
 	var err error
-	if kinesisEndpoint, kin, stop, err = local.TestKinesis(context.Background()); err != nil {
+	if kinesisEndpoint, kin, stop, err = testenv.Kinesis(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer stop()
 	var stopDynamo func()
-	if dynamoEndpoint, stopDynamo, err = local.TestDynamoEndpoint(context.Background()); err != nil {
+	if dynamoEndpoint, stopDynamo, err = testenv.DynamoEndpoint(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

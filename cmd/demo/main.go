@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -195,7 +196,7 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 
 	prev, prevAt := 0, time.Now()
 	progress := func() []example.Delivery {
-		ds, _ := local.ReadDeliveries(out)
+		ds, _ := verify.ReadDeliveries(out)
 		per := map[string]int{}
 		for _, d := range ds {
 			per[d.ShardID]++
@@ -258,7 +259,7 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 	var got []example.Delivery
 	var failures []string
 	for {
-		if got, err = local.ReadDeliveries(out); err != nil {
+		if got, err = verify.ReadDeliveries(out); err != nil {
 			return err
 		}
 		if distinct(got) >= total && len(failures) > 0 {
@@ -315,7 +316,7 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 	}
 
 	fmt.Println("\nchecks:")
-	checks := local.VerifyDeliveries(got, perKey, lineage)
+	checks := verify.Deliveries(got, perKey, lineage)
 	checks = append(checks, checkPoison(failures, got, poisonSeq.Load()))
 	for _, c := range checks {
 		mark := "PASS"
@@ -324,7 +325,7 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 		}
 		fmt.Printf("  %s  %s: %s\n", mark, c.Name, c.Detail)
 	}
-	if bad := local.FailedChecks(checks); bad != "" {
+	if bad := verify.Failed(checks); bad != "" {
 		return fmt.Errorf("checks failed: %s", bad)
 	}
 	fmt.Printf("\nall checks passed in %s\n", time.Since(begin).Round(time.Second))
@@ -333,8 +334,8 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 
 // checkPoison: the poison record was never handled, and exactly one failure message names it
 // alone (bisection isolated it from its batch).
-func checkPoison(failures []string, got []example.Delivery, seq any) local.Check {
-	c := local.Check{Name: "poison record bisected into the SQS queue"}
+func checkPoison(failures []string, got []example.Delivery, seq any) verify.Check {
+	c := verify.Check{Name: "poison record bisected into the SQS queue"}
 	for _, d := range got {
 		if d.Data == poison {
 			c.Detail = "the poison record was delivered as handled"

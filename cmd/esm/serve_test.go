@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -146,7 +147,7 @@ func TestServeAWSCLI(t *testing.T) {
 	a.waitState(t, id, "Enabled")
 	delivered := func(want ...string) func() bool {
 		return func() bool {
-			ds, _ := local.ReadDeliveries(out)
+			ds, _ := verify.ReadDeliveries(out)
 			var got []string
 			for _, d := range ds {
 				got = append(got, d.Data)
@@ -283,7 +284,7 @@ Resources:
 	}
 	putRecords(t, stream, "tmpl-1")
 	testkit.WaitFor(t, "the record", 20*time.Second, func() bool {
-		ds, _ := local.ReadDeliveries(out)
+		ds, _ := verify.ReadDeliveries(out)
 		return len(ds) == 1 && ds[0].Data == "tmpl-1"
 	})
 	if code := p.stop(t); code != 0 {

@@ -1,4 +1,4 @@
-package local
+package verify
 
 import (
 	"strings"
@@ -39,7 +39,7 @@ func TestVerifyDeliveries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bad := FailedChecks(VerifyDeliveries(tt.got, written, lineage))
+			bad := Failed(Deliveries(tt.got, written, lineage))
 			if (tt.bad == "") != (bad == "") || !strings.Contains(bad, tt.bad) {
 				t.Fatalf("failed checks %q, want %q", bad, tt.bad)
 			}

@@ -1,4 +1,7 @@
-package local
+// Package verify judges a run of the example function from the deliveries it recorded: every
+// record delivered, in put order per partition key, and no child shard invoked before its
+// parents were drained.
+package verify
 
 import (
 	"bufio"
@@ -42,14 +45,14 @@ type Check struct {
 	Detail string
 }
 
-// VerifyDeliveries checks a run whose producer wrote, for each partition key k, records with data
+// Deliveries checks a run whose producer wrote, for each partition key k, records with data
 // "k:0", "k:1", … in that order (written[k] of them):
 //   - every record was delivered;
 //   - per key, first deliveries came in put order;
 //   - no invocation of a child shard started before the last invocation of each of its parents
 //     had ended (judged on the deliveries' InvokedAt and DoneAt), and when the stream was
 //     resharded at least one parent→child pair had deliveries.
-func VerifyDeliveries(got []example.Delivery, written map[string]int, lineage map[string][]string) []Check {
+func Deliveries(got []example.Delivery, written map[string]int, lineage map[string][]string) []Check {
 	total := 0
 	for _, n := range written {
 		total += n
@@ -123,8 +126,8 @@ func VerifyDeliveries(got []example.Delivery, written map[string]int, lineage ma
 	return []Check{all, order, lin}
 }
 
-// FailedChecks joins the failed checks' details, or returns "" when all passed.
-func FailedChecks(cs []Check) string {
+// Failed joins the failed checks' details, or returns "" when all passed.
+func Failed(cs []Check) string {
 	var bad []string
 	for _, c := range cs {
 		if !c.OK {
