@@ -23,6 +23,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/metrics"
+	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -208,7 +209,7 @@ func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) 
 			continue
 		}
 		labels, value, _ := strings.Cut(rest, "} ")
-		shard, state := label(labels, metrics.LabelShard), label(labels, metrics.LabelState)
+		shard, state := label(labels, prom.LabelShard), label(labels, prom.LabelState)
 		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
 		if err != nil || shard == "" {
 			continue

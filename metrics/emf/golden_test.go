@@ -1,4 +1,4 @@
-package metrics
+package emf
 
 import (
 	"flag"
@@ -12,7 +12,7 @@ var updateGolden = flag.Bool("update", false, "rewrite the golden files of the E
 
 // emfScenario observes one interval of a mapping: polls, a filtered record, a failed and a
 // successful invocation, a throttle, a destination that failed once and then took the record.
-func emfScenario(e *EMF) {
+func emfScenario(e *Observer) {
 	e.RecordsPolled("shardId-000000000000", 9)
 	e.RecordsPolled("shardId-000000000001", 0)
 	e.RecordsFilteredOut("shardId-000000000000", 1)
@@ -76,7 +76,7 @@ func TestEMFWithoutEventCountsWritesNothingForPollsAlone(t *testing.T) {
 // TestEMFMappingUUIDSetLater: the CLI learns the UUID from the store after it built the EMF.
 func TestEMFMappingUUIDSetLater(t *testing.T) {
 	var out syncBuffer
-	e := NewEMF(&out, "ESM", "fn", "orders", time.Minute, WithEventCounts(true))
+	e := New(&out, "ESM", "fn", "orders", WithInterval(time.Minute), WithEventCounts(true))
 	e.now = func() time.Time { return emfTestTime }
 	e.SetMappingUUID(testMappingUUID)
 	e.RecordsPolled("s", 1)

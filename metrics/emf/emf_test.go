@@ -1,4 +1,4 @@
-package metrics
+package emf
 
 import (
 	"bufio"
@@ -135,8 +135,8 @@ var emfTestTime = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 const testMappingUUID = "8f3b6c2e-41d7-4a9e-b5c0-2e7d9a1f6b34"
 
-func newTestEMF(w *syncBuffer, interval time.Duration, opts ...EMFOption) *EMF {
-	e := NewEMF(w, "ESM", "fn", "orders", interval, append([]EMFOption{WithMappingUUID(testMappingUUID)}, opts...)...)
+func newTestEMF(w *syncBuffer, interval time.Duration, opts ...Option) *Observer {
+	e := New(w, "ESM", "fn", "orders", append([]Option{WithInterval(interval), WithMappingUUID(testMappingUUID)}, opts...)...)
 	e.now = func() time.Time { return emfTestTime }
 	return e
 }
@@ -304,12 +304,12 @@ var errDiskFull = errors.New("disk full")
 func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
 
 func TestEMFWriteError(t *testing.T) {
-	e := NewEMF(failingWriter{}, "ESM", "fn", "orders", time.Hour, WithEventCounts(true))
+	e := New(failingWriter{}, "ESM", "fn", "orders", WithInterval(time.Hour), WithEventCounts(true))
 	e.RecordsPolled("s0", 1)
 	err := e.Flush()
-	var we *EMFWriteError
+	var we *WriteError
 	if !errors.As(err, &we) || !errors.Is(err, errDiskFull) {
-		t.Fatalf("Flush = %v, want an *EMFWriteError wrapping the writer's error", err)
+		t.Fatalf("Flush = %v, want an *WriteError wrapping the writer's error", err)
 	}
 
 	e.RecordsPolled("s0", 1)
@@ -321,7 +321,7 @@ func TestEMFWriteError(t *testing.T) {
 }
 
 func TestEMFDefaultInterval(t *testing.T) {
-	if e := NewEMF(&syncBuffer{}, "ESM", "fn", "orders", 0); e.interval != DefaultEMFInterval {
-		t.Errorf("interval %v, want %v", e.interval, DefaultEMFInterval)
+	if e := New(&syncBuffer{}, "ESM", "fn", "orders", WithInterval(0)); e.interval != DefaultInterval {
+		t.Errorf("interval %v, want %v", e.interval, DefaultInterval)
 	}
 }
