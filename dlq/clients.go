@@ -133,60 +133,93 @@ func (b *Bucket) Deliver(ctx context.Context, f poller.FailureRecord) error {
 	return nil
 }
 
-// Options configure New.
-type Options struct {
-	// EndpointURL, when set, is where the destination's service is reached (a local emulator).
-	EndpointURL string
-	// SQSProtocol is "json" (the SDK's default, for real SQS) or "query" (for emulators that speak
-	// only the query protocol, such as goaws; real SQS accepts it too).
-	SQSProtocol string
-	// MappingUUID is the mapping's UUID, which names it in S3 object keys (aws/lambda/<UUID>/...),
-	// as Lambda's event source mapping UUID does; the service passes the one kept with the
-	// mapping's progress. Empty means "esm".
-	MappingUUID string
+// Option configures New, NewSQSClient and NewS3Client. A nil Option is ignored.
+type Option func(*config)
+
+type config struct {
+	endpointURL string
+	sqsProtocol string
+	mappingUUID string
+}
+
+// WithEndpointURL sets where the destination's service is reached (a local emulator; default:
+// the SDK's endpoint for the region; "" keeps it).
+func WithEndpointURL(url string) Option { return func(c *config) { c.endpointURL = url } }
+
+// WithSQSProtocol sets the protocol of an SQS queue's client: "json" (the SDK's default, for
+// real SQS) or "query" (for emulators that speak only the query protocol, such as goaws; real
+// SQS accepts it too). New rejects any other value.
+func WithSQSProtocol(protocol string) Option { return func(c *config) { c.sqsProtocol = protocol } }
+
+// WithMappingUUID sets the mapping's UUID, which names it in S3 object keys
+// (aws/lambda/<UUID>/...), as Lambda's event source mapping UUID does; the service passes the
+// one kept with the mapping's progress (default, and for "": "esm").
+func WithMappingUUID(id string) Option { return func(c *config) { c.mappingUUID = id } }
+
+func configure(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
+}
+
+// NewSQSClient returns the SQS client New uses for a queue: cfg, with the endpoint and the
+// protocol of the options (any protocol but "query" is the SDK's JSON protocol).
+func NewSQSClient(cfg aws.Config, opts ...Option) *sqs.Client {
+	c := configure(opts)
+	return sqs.NewFromConfig(cfg, func(so *sqs.Options) {
+		if c.endpointURL != "" {
+			so.BaseEndpoint = aws.String(c.endpointURL)
+		}
+		if c.sqsProtocol == "query" {
+			so.Protocol = awsquery.New(sqsschemas.AmazonSQS)
+		}
+	})
+}
+
+// NewS3Client returns the S3 client New uses for a bucket: cfg, with the endpoint of the
+// options, addressed path-style there (as emulators need).
+func NewS3Client(cfg aws.Config, opts ...Option) *s3.Client {
+	c := configure(opts)
+	return s3.NewFromConfig(cfg, func(so *s3.Options) {
+		if c.endpointURL != "" {
+			so.BaseEndpoint = aws.String(c.endpointURL)
+			so.UsePathStyle = true
+		}
+	})
 }
 
 // New returns the destination for an on-failure ARN: an SQS queue, an SNS topic or an S3 bucket.
-func New(cfg aws.Config, arn string, o Options) (poller.Destination, error) {
+func New(cfg aws.Config, arn string, opts ...Option) (poller.Destination, error) {
+	o := configure(opts)
 	parts := strings.SplitN(arn, ":", 6)
 	if len(parts) != 6 {
 		return nil, fmt.Errorf("on-failure destination %q is not an ARN", arn)
 	}
 	switch parts[2] {
 	case "sqs":
-		switch o.SQSProtocol {
+		switch o.sqsProtocol {
 		case "", "json", "query":
 		default:
-			return nil, fmt.Errorf("SQS protocol %q: want json or query", o.SQSProtocol)
+			return nil, fmt.Errorf("SQS protocol %q: want json or query", o.sqsProtocol)
 		}
-		c := sqs.NewFromConfig(cfg, func(so *sqs.Options) {
-			if o.EndpointURL != "" {
-				so.BaseEndpoint = aws.String(o.EndpointURL)
-			}
-			if o.SQSProtocol == "query" {
-				so.Protocol = awsquery.New(sqsschemas.AmazonSQS)
-			}
-		})
-		return NewQueue(c, arn)
+		return NewQueue(NewSQSClient(cfg, opts...), arn)
 	case "sns":
 		c := sns.NewFromConfig(cfg, func(so *sns.Options) {
-			if o.EndpointURL != "" {
-				so.BaseEndpoint = aws.String(o.EndpointURL)
+			if o.endpointURL != "" {
+				so.BaseEndpoint = aws.String(o.endpointURL)
 			}
 		})
 		return NewTopic(c, arn), nil
 	case "s3":
-		c := s3.NewFromConfig(cfg, func(so *s3.Options) {
-			if o.EndpointURL != "" {
-				so.BaseEndpoint = aws.String(o.EndpointURL)
-				so.UsePathStyle = true
-			}
-		})
-		id := o.MappingUUID
+		id := o.mappingUUID
 		if id == "" {
 			id = "esm"
 		}
-		return NewBucket(c, arn, id)
+		return NewBucket(NewS3Client(cfg, opts...), arn, id)
 	}
 	return nil, fmt.Errorf("on-failure destination %q: Lambda accepts an SQS queue, an SNS topic or an S3 bucket", arn)
 }

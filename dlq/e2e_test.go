@@ -86,7 +86,7 @@ func TestQueueOnGoaws(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(awsCfg, arn, Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
+	d, err := New(awsCfg, arn, WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestQueueOnGoaws(t *testing.T) {
 		t.Fatalf("queue holds %q, want exactly the failure message", bodies)
 	}
 	// A queue that does not exist is an error (retried by the poller), not a silent drop.
-	missing, _ := New(awsCfg, "arn:aws:sqs:us-east-1:000000000000:"+uniqueName("missing"), Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
+	missing, _ := New(awsCfg, "arn:aws:sqs:us-east-1:000000000000:"+uniqueName("missing"), WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query"))
 	if err := missing.Deliver(ctx, f); err == nil {
 		t.Fatal("delivery to a missing queue succeeded")
 	}
@@ -120,7 +120,7 @@ func TestTopicPublish(t *testing.T) {
 	}))
 	defer srv.Close()
 	topic := "arn:aws:sns:us-east-1:000000000000:failures"
-	d, err := New(awsCfg, topic, Options{EndpointURL: srv.URL})
+	d, err := New(awsCfg, topic, WithEndpointURL(srv.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestBucketPut(t *testing.T) {
 	}))
 	defer srv.Close()
 	id := "3d1e0c7a-9b2f-4c55-8e61-0f4a2b7c9d13" // the mapping's UUID, as the service passes it
-	d, err := New(awsCfg, "arn:aws:s3:::failures", Options{EndpointURL: srv.URL, MappingUUID: id})
+	d, err := New(awsCfg, "arn:aws:s3:::failures", WithEndpointURL(srv.URL), WithMappingUUID(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestPoisonRecordReachesQueue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dest, err := New(awsCfg, queueARN, Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
+			dest, err := New(awsCfg, queueARN, WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -340,7 +340,7 @@ func TestDestinationOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dest, err := New(awsCfg, queueARN, Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
+	dest, err := New(awsCfg, queueARN, WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestDestinationOutageDropMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dest, err := New(awsCfg, queueARN, Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
+	dest, err := New(awsCfg, queueARN, WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query"))
 	if err != nil {
 		t.Fatal(err)
 	}
