@@ -240,25 +240,7 @@ func TestServeWithoutFunctions(t *testing.T) {
 func TestServeTemplate(t *testing.T) {
 	stream := newStream(t, 1)
 	dir := t.TempDir()
-	tmpl := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(tmpl, []byte(`Transform: AWS::Serverless-2016-10-31
-Resources:
-  Fn:
-    Type: AWS::Serverless::Function
-    Properties:
-      Runtime: provided.al2023
-      Handler: bootstrap
-      CodeUri: .
-      Events:
-        S:
-          Type: Kinesis
-          Properties:
-            Stream: arn:aws:kinesis:us-east-1:000000000000:stream/`+stream+`
-            StartingPosition: TRIM_HORIZON
-            BatchSize: 5
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tmpl := writeTemplate(t, dir, stream, "BatchSize: 5")
 	out := filepath.Join(dir, "deliveries.jsonl")
 	state := filepath.Join(dir, "state")
 	args := []string{"--state-dir", state, "--template", tmpl, "--function", "Fn=example"}
