@@ -38,8 +38,7 @@ type ServeFlags struct {
 
 	Template           string   `help:"SAM or CloudFormation template: its functions (each needs a --function target) get its Timeout, Role and settings, and its mappings are created when they do not exist yet." env:"ESM_TEMPLATE" placeholder:"FILE"`
 	ParameterOverrides []string `help:"Template parameters in SAM's syntax: \"Key=Value Key2=Value2\" (repeatable)." env:"ESM_PARAMETER_OVERRIDES" sep:"none" placeholder:"\"K=V ...\""`
-	EndpointURL        string   `help:"Endpoint for every AWS service (a local emulator). Otherwise the SDK's AWS_ENDPOINT_URL_<SERVICE> variables apply." env:"ESM_ENDPOINT_URL" placeholder:"URL"`
-	Region             string   `help:"AWS region (default: from the AWS environment, else us-east-1)." env:"ESM_REGION"`
+	AWSFlags           `embed:""`
 
 	StateDir         string        `help:"Directory of the mappings and their checkpoints (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
 	LeaseTable       string        `help:"DynamoDB table of the mappings, shared by every worker that serves them; each mapping's leases and checkpoints live in the table <NAME>-<UUID>. Instead of --state-dir." env:"ESM_LEASE_TABLE" placeholder:"NAME"`
@@ -50,9 +49,7 @@ type ServeFlags struct {
 	SQSProtocol      string        `name:"sqs-protocol" help:"Protocol of SQS on-failure destinations: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
 	Timeout          time.Duration `help:"Timeout of functions invoked over HTTP or in-process that the template does not time (default 3s)." env:"ESM_TIMEOUT"`
 
-	PollInterval      time.Duration `help:"Pause between polls of a caught-up shard." default:"1s" env:"ESM_POLL_INTERVAL"`
-	ShardSyncInterval time.Duration `help:"How often to list shards to find new ones." default:"60s" env:"ESM_SHARD_SYNC_INTERVAL"`
-	ShutdownGrace     time.Duration `help:"How long a stop or an update waits for in-flight invocations." default:"30s" env:"ESM_SHUTDOWN_GRACE"`
+	PollFlags `embed:""`
 
 	LogFlags `embed:""`
 }
@@ -86,7 +83,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	if timeout == 0 {
 		timeout = defaultFunctionTimeout
 	}
-	tf := TemplateFlags{Template: f.Template, ParameterOverrides: f.ParameterOverrides, EndpointURL: f.EndpointURL, Region: f.Region}
+	tf := TemplateFlags{Template: f.Template, ParameterOverrides: f.ParameterOverrides, AWSFlags: f.AWSFlags}
 	var res *Resolved
 	if f.Template != "" {
 		if res, err = tf.Resolve(ctx, true); err != nil {
@@ -111,7 +108,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	defer ln.Close()
 	opts := []esmapi.Option{
 		esmapi.WithFunctions(fns...),
-		esmapi.WithBase(poller.Config{PollInterval: f.PollInterval, ShardSyncInterval: f.ShardSyncInterval, ShutdownGrace: f.ShutdownGrace}),
+		esmapi.WithBase(f.base()),
 		esmapi.WithLogger(logger),
 	}
 	var catalog esmapi.Catalog
