@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// DefaultRIETimeout is the function timeout StartRIE gives aws-lambda-rie when none is set:
+// defaultRIETimeout is the function timeout StartRIE gives aws-lambda-rie when none is set:
 // SAM's default of 3 s (the emulator's own default is 300 s).
-const DefaultRIETimeout = 3 * time.Second
+const defaultRIETimeout = 3 * time.Second
 
 // rieStopGrace is how long Stop waits for aws-lambda-rie to end after SIGTERM (it stops its
 // runtime and exits within milliseconds) before it kills the process group.
@@ -31,7 +31,7 @@ type RIEOptions struct {
 	// whole environment to the handler: this is how the function gets its configuration.
 	Env []string
 	// Timeout is the function timeout (AWS_LAMBDA_FUNCTION_TIMEOUT), a whole number of seconds.
-	// Default DefaultRIETimeout.
+	// Default 3 s, SAM's (the emulator's own is 300 s).
 	Timeout time.Duration
 	// FunctionName is AWS_LAMBDA_FUNCTION_NAME, which names the function in the handler's
 	// InvokedFunctionArn. Default: aws-lambda-rie's "test_function".
@@ -106,7 +106,7 @@ func StartRIE(ctx context.Context, opts RIEOptions) (*RIE, error) {
 	}
 	timeout := opts.Timeout
 	if timeout == 0 {
-		timeout = DefaultRIETimeout
+		timeout = defaultRIETimeout
 	}
 	// aws-lambda-rie parses the variable as an integer and panics on anything else.
 	if timeout < time.Second || timeout%time.Second != 0 {
