@@ -3,11 +3,13 @@ package emf
 import (
 	"testing"
 	"time"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 // BenchmarkEMFHotCalls is the EMF observer's cost for the same calls (one lock each).
 func BenchmarkEMFHotCalls(b *testing.B) {
-	e := New(&syncBuffer{}, "ESM", "fn", "orders", WithInterval(time.Hour))
+	e := New(&testkit.SyncBuffer{}, "ESM", "fn", "orders", WithInterval(time.Hour))
 	const shard = "shardId-000000000000"
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

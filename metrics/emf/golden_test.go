@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of the EMF tests")
@@ -36,7 +38,7 @@ func TestEMFGolden(t *testing.T) {
 		on   bool
 	}{{"emf-eventcount-on.jsonl", true}, {"emf-eventcount-off.jsonl", false}} {
 		t.Run(tt.file, func(t *testing.T) {
-			var out syncBuffer
+			var out testkit.SyncBuffer
 			e := newTestEMF(&out, time.Minute, WithEventCounts(tt.on))
 			emfScenario(e)
 			if err := e.Flush(); err != nil {
@@ -64,7 +66,7 @@ func TestEMFGolden(t *testing.T) {
 // TestEMFWithoutEventCountsWritesNothingForPollsAlone: with MetricsConfig off, an interval of
 // polls and filtering only has nothing Lambda would publish.
 func TestEMFWithoutEventCountsWritesNothingForPollsAlone(t *testing.T) {
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	e := newTestEMF(&out, time.Minute)
 	e.RecordsPolled("s", 5)
 	e.RecordsFilteredOut("s", 5)
@@ -75,7 +77,7 @@ func TestEMFWithoutEventCountsWritesNothingForPollsAlone(t *testing.T) {
 
 // TestEMFMappingUUIDSetLater: the CLI learns the UUID from the store after it built the EMF.
 func TestEMFMappingUUIDSetLater(t *testing.T) {
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	e := New(&out, "ESM", "fn", "orders", WithInterval(time.Minute), WithEventCounts(true))
 	e.now = func() time.Time { return emfTestTime }
 	e.SetMappingUUID(testMappingUUID)
