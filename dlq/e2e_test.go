@@ -82,14 +82,7 @@ func sampleFailure() poller.FailureRecord {
 
 func TestQueueOnGoaws(t *testing.T) {
 	ctx := context.Background()
-	url, arn, err := local.CreateQueue(ctx, sqsC, uniqueName("q"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(awsCfg, arn, WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, _, d := goawsQueue(t, "q")
 	f := sampleFailure()
 	if err := d.Deliver(ctx, f); err != nil {
 		t.Fatal(err)
@@ -256,14 +249,7 @@ func TestPoisonRecordReachesQueue(t *testing.T) {
 			}
 			records[61] = "poison"
 			streamARN, seqs := newStream(t, records)
-			queueURL, queueARN, err := local.CreateQueue(ctx, sqsC, uniqueName("failures"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			dest, err := New(awsCfg, queueARN, WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			queueURL, queueARN, dest := goawsQueue(t, "failures")
 			run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 100, MaximumRetryAttempts: ptr(2),
 				BisectBatchOnFunctionError: bisect, OnFailureDestination: queueARN}, dest)
 			testkit.WaitFor(t, "the shard to move past the batch", 30*time.Second, func() bool { return checkpointOf(run) == seqs[99] })
@@ -331,21 +317,33 @@ func containsPoison(call []string) bool {
 
 func ptr[T any](v T) *T { return &v }
 
+// goawsQueue creates a queue on goaws (its name starts with prefix) and returns its URL, its ARN
+// and New's destination for it.
+func goawsQueue(t *testing.T, prefix string) (url, arn string, dest poller.Destination) {
+	t.Helper()
+	url, arn, err := local.CreateQueue(context.Background(), sqsC, uniqueName(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dest, err = New(awsCfg, arn, WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query")); err != nil {
+		t.Fatal(err)
+	}
+	return url, arn, dest
+}
+
+// queueDown makes goaws answer 503 until the test ends or sets it up again.
+func queueDown(t *testing.T) {
+	sqsSrv.SetDown(true)
+	t.Cleanup(func() { sqsSrv.SetDown(false) })
+}
+
 // TestDestinationOutage: while the queue's service is down the poison record is neither lost nor
 // checkpointed and the records behind it wait; when it comes back, everything flows.
 func TestDestinationOutage(t *testing.T) {
 	ctx := context.Background()
 	streamARN, seqs := newStream(t, []string{"a", "poison", "c", "d"})
-	queueURL, queueARN, err := local.CreateQueue(ctx, sqsC, uniqueName("outage"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dest, err := New(awsCfg, queueARN, WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqsSrv.SetDown(true)
-	t.Cleanup(func() { sqsSrv.SetDown(false) })
+	queueURL, queueARN, dest := goawsQueue(t, "outage")
+	queueDown(t)
 	run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 1, MaximumRetryAttempts: ptr(0), OnFailureDestination: queueARN}, dest)
 	// "a" succeeds, "poison" fails once and is discarded, but its failure record cannot be sent.
 	testkit.WaitFor(t, "the poison record's attempt", 30*time.Second, func() bool { return len(run.calls) >= 2 })
@@ -397,16 +395,8 @@ func (c *failureCounts) get() (failures, dropped, sent int) {
 func TestDestinationOutageDropMode(t *testing.T) {
 	ctx := context.Background()
 	streamARN, seqs := newStream(t, []string{"a", "poison", "c", "d"})
-	queueURL, queueARN, err := local.CreateQueue(ctx, sqsC, uniqueName("outage-drop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dest, err := New(awsCfg, queueARN, WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqsSrv.SetDown(true)
-	t.Cleanup(func() { sqsSrv.SetDown(false) })
+	queueURL, queueARN, dest := goawsQueue(t, "outage-drop")
+	queueDown(t)
 	counts := &failureCounts{}
 	run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 1, MaximumRetryAttempts: ptr(0), OnFailureDestination: queueARN,
 		OnDestinationFailure: poller.DestinationFailureDrop}, dest, poller.WithObserver(counts))
