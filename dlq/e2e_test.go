@@ -52,12 +52,11 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	kin = local.NewKinesisClient(awsCfg, endpoint)
-	if sqsSrv, err = local.StartSQS(); err != nil {
-		fmt.Fprintln(os.Stderr, "sqs emulator:", err)
+	if sqsSrv, sqsC, err = testenv.SQS(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer sqsSrv.Close()
-	sqsC = local.NewSQSClient(awsCfg, sqsSrv.Endpoint())
 	return m.Run()
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/kinesis-esm/esm/local"
 )
@@ -80,4 +81,17 @@ func Kinesis(ctx context.Context) (endpoint string, client *kinesis.Client, stop
 		return "", nil, nil, err
 	}
 	return endpoint, local.NewKinesisClient(cfg, endpoint), stop, nil
+}
+
+// SQS starts goaws in this process (see [local.StartSQS]: one per process) and returns it with
+// a query-protocol client for it (local credentials, local.DefaultRegion). Close srv at the end.
+func SQS(ctx context.Context) (srv *local.SQSServer, client *sqs.Client, err error) {
+	cfg, err := local.AWSConfig(ctx, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	if srv, err = local.StartSQS(); err != nil {
+		return nil, nil, fmt.Errorf("sqs emulator: %w", err)
+	}
+	return srv, local.NewSQSClient(cfg, srv.Endpoint()), nil
 }
