@@ -70,7 +70,7 @@ func openBolt(dir string, readOnly bool) (*bolt.DB, error) {
 			holder = fmt.Sprintf(" (held by pid %d)", pid)
 		}
 	}
-	return nil, fmt.Errorf("%w: %s%s; stop that process or pass a different --state-dir", ErrLocked, dir, holder)
+	return nil, fmt.Errorf("%w: %s%s", ErrLocked, dir, holder)
 }
 
 // ReadFile reads one mapping's progress from the store in dir without writing anything: the file

@@ -1,8 +1,6 @@
 package poller
 
 import (
-	"time"
-
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/invoke"
@@ -24,12 +22,12 @@ func NewBatchEncoder(cfg Config) (*BatchEncoder, error) {
 	if cfg.StartingPosition == "" {
 		cfg.StartingPosition = TrimHorizon
 	}
-	c, err := cfg.withDefaults(time.Now())
+	checked, err := cfg.Check()
 	if err != nil {
 		return nil, err
 	}
-	arn, _ := ParseStreamARN(c.StreamARN) // checked by withDefaults
-	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, arn.Region, c.InvokeIdentityARN), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
+	c := checked.cfg
+	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, checked.stream.Region, c.InvokeIdentityARN), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
 }
 
 // Next renders the batch the poller would invoke first for recs (records of one shard, in

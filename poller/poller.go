@@ -65,6 +65,7 @@ type Poller struct {
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 	retention           atomic.Int64 // the stream's retention period (a time.Duration); 0 until read
+	checked             *Checked     // given to NewChecked: New does not check the Config again
 }
 
 // Option configures New.
@@ -92,14 +93,11 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	for _, o := range opts {
 		o(p)
 	}
-	var err error
-	if p.cfg, err = cfg.withDefaults(p.now()); err != nil {
+	checked, err := p.check(cfg)
+	if err != nil {
 		return nil, err
 	}
-	p.arn, _ = ParseStreamARN(p.cfg.StreamARN) // checked by withDefaults
-	if len(p.cfg.FilterPatterns) > 0 {
-		p.filters, _ = filter.Compile(p.cfg.FilterPatterns) // checked by withDefaults
-	}
+	p.cfg, p.arn, p.filters = checked.cfg, checked.stream, checked.filters
 	if kin == nil || store == nil || inv == nil {
 		return nil, errors.New("poller: Kinesis client, store and invoker are required")
 	}

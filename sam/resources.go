@@ -1,6 +1,7 @@
 package sam
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
@@ -218,7 +219,7 @@ func (r *resolver) getAtt(at *node, path, id, attr string) (any, error) {
 	}
 	known := attributes[typ]
 	if len(known) == 0 {
-		return nil, r.errAt(at, path, "Fn::GetAtt %s.%s: esm cannot resolve attributes of %s resources; use a parameter and --parameter-overrides instead", id, attr, cmpOr(typ, "untyped"))
+		return nil, r.errAt(at, path, "Fn::GetAtt %s.%s: esm cannot resolve attributes of %s resources; use a parameter and %s instead", id, attr, cmp.Or(typ, "untyped"), r.opts.name(InputParameterOverrides))
 	}
 	return nil, r.errAt(at, path, "Fn::GetAtt %s.%s: %s resources have the attributes %s", id, attr, typ, strings.Join(known, ", "))
 }
@@ -245,13 +246,6 @@ func (r *resolver) roleName(at *node, path, fn string) (string, error) {
 		return "", err
 	}
 	return fn + "Role", nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // logicalIDs returns the IDs of the resources of one of the given types, sorted.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 )
@@ -36,6 +35,9 @@ type Options struct {
 	EndpointURL string
 	// Now is the clock for "StartingPositionTimestamp is in the future". Default time.Now.
 	Now func() time.Time
+	// InputNames are the caller's names for its inputs, which messages that say what to change
+	// use (a command gives its flags). An input without one is called by Input.String.
+	InputNames map[Input]string
 }
 
 func (o *Options) withDefaults() {
@@ -85,6 +87,8 @@ type Template struct {
 	// Warnings are things esm skipped, e.g. an AWS::Lambda::EventSourceMapping whose source it
 	// could not resolve.
 	Warnings []string `json:"Warnings,omitempty"`
+
+	selector string // what messages call Select's selector (Options.InputNames)
 }
 
 // Load reads and resolves the template at path.
@@ -103,6 +107,21 @@ func Parse(file string, data []byte, opts Options) (*Template, error) {
 	if err != nil {
 		return nil, err
 	}
+	r, err := newResolver(file, root, opts)
+	if err != nil {
+		return nil, err
+	}
+	globals, err := r.functionGlobals()
+	if err != nil {
+		return nil, err
+	}
+	b := builder{r: r, globals: globals, functions: map[string]*Function{}}
+	return b.template()
+}
+
+// newResolver checks the template's outline (a Resources section of typed resources, SAM's
+// transform when it has SAM resources) and its parameters, and returns its resolver.
+func newResolver(file string, root *node, opts Options) (*resolver, error) {
 	r := &resolver{
 		file: file, root: root, opts: opts,
 		params: map[string]*param{}, resources: map[string]*node{},
@@ -137,37 +156,7 @@ func Parse(file string, data []byte, opts Options) (*Template, error) {
 	if err := r.loadParameters(opts.ParameterOverrides); err != nil {
 		return nil, err
 	}
-	globals, err := r.functionGlobals()
-	if err != nil {
-		return nil, err
-	}
-
-	t := &Template{File: file}
-	b := builder{r: r, globals: globals, functions: map[string]*Function{}}
-	for _, id := range r.logicalIDs(typeServerlessFunction) {
-		ms, err := b.serverlessEvents(id)
-		if err != nil {
-			return nil, err
-		}
-		t.Mappings = append(t.Mappings, ms...)
-	}
-	for _, id := range r.logicalIDs(typeEventSourceMapping) {
-		m, warning, err := b.eventSourceMapping(id)
-		if err != nil {
-			return nil, err
-		}
-		if warning != "" {
-			t.Warnings = append(t.Warnings, warning)
-		}
-		if m != nil {
-			t.Mappings = append(t.Mappings, *m)
-		}
-	}
-	slices.SortFunc(t.Mappings, func(a, b Mapping) int { return strings.Compare(a.ID, b.ID) })
-	if err := checkDuplicates(file, t.Mappings); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return r, nil
 }
 
 func hasServerlessTransform(n *node) bool {
@@ -250,7 +239,7 @@ func checkDuplicates(file string, ms []Mapping) error {
 	return nil
 }
 
-// Select returns the mapping a --function selector names: a function's logical ID or name (when
+// Select returns the mapping a selector (the esm command's --function) names: a function's logical ID or name (when
 // it has one Kinesis mapping), "<function>/<event>" (the event's name, or the logical ID of an
 // AWS::Lambda::EventSourceMapping), or an ESM's logical ID. An empty selector picks the only
 // mapping. Otherwise the *SelectionError lists the candidates.
@@ -264,7 +253,7 @@ func (t *Template) Select(selector string) (*Mapping, error) {
 	if len(matched) == 1 {
 		return &t.Mappings[matched[0]], nil
 	}
-	e := &SelectionError{File: t.File, Selector: selector}
+	e := &SelectionError{File: t.File, Selector: selector, name: t.selector}
 	if len(matched) == 0 {
 		e.NoMatch = true
 		for _, m := range t.Mappings {

@@ -42,6 +42,14 @@ func functionTemplate(props string) string {
 
 const ev = "t.yaml:15: Resources.Fn.Properties.Events.K.Properties."
 
+// flagNames are the esm command's names for the inputs messages name (internal/cli gives them
+// to Load): with them, a message reads as the command prints it.
+var flagNames = map[Input]string{
+	InputParameterOverrides: "--parameter-overrides",
+	InputRegion:             "--region",
+	InputSelector:           "--function",
+}
+
 // TestValidationMessages checks each message a template can get: the location, the property, the
 // value and what is allowed, in Lambda's, SAM's or CloudFormation's words where they have them.
 func TestValidationMessages(t *testing.T) {
@@ -217,7 +225,7 @@ func TestValidationMessages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = Parse("t.yaml", []byte(tt.template), Options{ParameterOverrides: po, Now: fixedNow})
+			_, err = Parse("t.yaml", []byte(tt.template), Options{ParameterOverrides: po, Now: fixedNow, InputNames: flagNames})
 			if err == nil {
 				t.Fatalf("no error; want %s\ntemplate:\n%s", tt.want, tt.template)
 			}
@@ -267,7 +275,7 @@ func TestSelect(t *testing.T) {
 		"        Two: {Type: Kinesis, Properties: {Stream: " + stream + "2, StartingPosition: LATEST}}\n" +
 		"  B:\n    Type: AWS::Serverless::Function\n    Properties:\n      Events:\n" +
 		"        One: {Type: Kinesis, Properties: {Stream: " + stream + "1, StartingPosition: LATEST}}\n"
-	parsed, err := Parse("t.yaml", []byte(tpl), Options{})
+	parsed, err := Parse("t.yaml", []byte(tpl), Options{InputNames: flagNames})
 	if err != nil {
 		t.Fatal(err)
 	}

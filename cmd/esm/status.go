@@ -240,7 +240,7 @@ func label(labels, name string) string {
 func readProgress(dir, key string) (map[string]poller.ShardProgress, error) {
 	p, err := lease.ReadFile(dir, key)
 	if errors.Is(err, lease.ErrLocked) {
-		return nil, fmt.Errorf("%w (esm status reads checkpoints when no esm process runs on that directory; --metrics-addr gives a running one's live view)", err)
+		return nil, fmt.Errorf("%w (esm status reads checkpoints when no esm process runs on that directory; --metrics-addr gives a running one's live view)", cli.StateDirInUse(err))
 	}
 	return p, err
 }

@@ -176,7 +176,7 @@ func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolv
 		}
 		return nil, Usage(fmt.Errorf("template %s: %w", path, err))
 	}
-	opts := sam.Options{ParameterOverrides: overrides, Region: cfg.Region, EndpointURL: f.EndpointURL}
+	opts := sam.Options{ParameterOverrides: overrides, Region: cfg.Region, EndpointURL: f.EndpointURL, InputNames: templateInputs}
 	if f.EndpointURL != "" {
 		opts.AccountID = emulatorAccountID
 	}

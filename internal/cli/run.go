@@ -115,7 +115,7 @@ func Run(ctx context.Context, c *Config, fn any) error {
 	if err != nil {
 		return err
 	}
-	err = service.Run(ctx, o, handler)
+	err = StateDirInUse(service.Run(ctx, o, handler))
 	if serr := stop(); err == nil {
 		err = serr
 	}

@@ -124,7 +124,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	} else {
 		store, err := lease.OpenFile(f.StateDir)
 		if err != nil {
-			return err
+			return StateDirInUse(err)
 		}
 		defer store.Close()
 		catalog = esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}
