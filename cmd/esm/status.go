@@ -205,7 +205,7 @@ func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) 
 	for sc.Scan() {
 		line := sc.Text()
 		name, rest, ok := strings.Cut(line, "{")
-		if !ok || (name != metrics.NameIteratorAge && name != "esm_shard_state") {
+		if !ok || (name != metrics.NameIteratorAge && name != prom.NameShardState) {
 			continue
 		}
 		labels, value, _ := strings.Cut(rest, "} ")
