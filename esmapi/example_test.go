@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/kinesis-esm/esm/esmapi"
-	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -32,22 +31,17 @@ func (noStreams) NewPoller(poller.Config, string, poller.Store, poller.Invoker, 
 }
 
 // A Manager answers Lambda's event source mapping API, as AWS does: here, a list of no mappings
-// and the error for a UUID it does not know. Mappings and their progress live in a state
-// directory, as with esm serve --state-dir.
+// and the error for a UUID it does not know. The mappings live in a directory, as with esm serve
+// --state-dir.
 func ExampleOpen() {
 	dir, err := os.MkdirTemp("", "esm-serve-")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	store, err := lease.OpenFile(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
-	progress := esmapi.ProgressFuncs{
-		StoreFunc:  func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
-		DeleteFunc: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
+	progress := esmapi.ProgressFuncs{ // esm serve keeps it in lease.FileStore or lease.Dynamo
+		StoreFunc:  func(context.Context, string) (poller.Store, error) { return poller.NewMemoryStore(), nil },
+		DeleteFunc: func(context.Context, string) error { return nil },
 	}
 	m, err := esmapi.Open(context.Background(), noStreams{}, esmapi.FileCatalog{Dir: dir + "/mappings"}, progress)
 	if err != nil {
