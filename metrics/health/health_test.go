@@ -20,14 +20,7 @@ import (
 // cleanup stops it and checks Run's result.
 func startServer(t *testing.T, gatherer prometheus.Gatherer, ready func() error) (string, *http.Client) {
 	t.Helper()
-	s := New("127.0.0.1:0", WithGatherer(gatherer), WithReadiness(ready))
-	addr, err := s.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	addr, cancel, done := run(t, New("127.0.0.1:0", WithGatherer(gatherer), WithReadiness(ready)))
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	t.Cleanup(func() {
 		cancel()
@@ -36,6 +29,19 @@ func startServer(t *testing.T, gatherer prometheus.Gatherer, ready func() error)
 		}
 	})
 	return "http://" + addr.String(), client
+}
+
+// run listens on s's address and runs s until cancel; done receives Run's result.
+func run(t *testing.T, s *Server) (addr net.Addr, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	addr, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	return addr, cancel, ran
 }
 
 func get(t *testing.T, c *http.Client, url string) (int, string, http.Header) {
@@ -126,14 +132,7 @@ func TestServerShutdownWaitsForScrape(t *testing.T) {
 		<-release
 		return nil, nil
 	})
-	s := New("127.0.0.1:0", WithGatherer(slow), WithReadiness(nil))
-	addr, err := s.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	addr, cancel, done := run(t, New("127.0.0.1:0", WithGatherer(slow), WithReadiness(nil)))
 
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	scraped := make(chan int, 1)
