@@ -23,6 +23,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/metrics"
+	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -204,11 +205,11 @@ func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) 
 	for sc.Scan() {
 		line := sc.Text()
 		name, rest, ok := strings.Cut(line, "{")
-		if !ok || (name != metrics.NameIteratorAge && name != "esm_shard_state") {
+		if !ok || (name != metrics.NameIteratorAge && name != prom.NameShardState) {
 			continue
 		}
 		labels, value, _ := strings.Cut(rest, "} ")
-		shard, state := label(labels, metrics.LabelShard), label(labels, metrics.LabelState)
+		shard, state := label(labels, prom.LabelShard), label(labels, prom.LabelState)
 		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
 		if err != nil || shard == "" {
 			continue

@@ -19,7 +19,7 @@ func TestTemplateMessagesNameTheFlags(t *testing.T) {
 	if err := os.WriteFile(path, []byte(tpl), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := TemplateFlags{Template: path, EndpointURL: "http://127.0.0.1:1", ParameterOverrides: []string{"Nope=1"}}
+	f := TemplateFlags{Template: path, AWSFlags: AWSFlags{EndpointURL: "http://127.0.0.1:1"}, ParameterOverrides: []string{"Nope=1"}}
 	_, err := f.Resolve(context.Background(), false)
 	want := path + ": --parameter-overrides: Parameters: [Nope] do not exist in the template"
 	if err == nil || err.Error() != want {

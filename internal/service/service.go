@@ -144,7 +144,7 @@ func destinationOptions(o Options, cfg aws.Config, mc poller.Config, mappingUUID
 // destination is the client of the mapping's on-failure destination; an S3 bucket's object keys
 // carry the mapping's UUID.
 func destination(cfg aws.Config, endpointURL, sqsProtocol string, mc poller.Config, mappingUUID string) (poller.Destination, error) {
-	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: endpointURL, SQSProtocol: sqsProtocol, MappingUUID: mappingUUID})
+	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.WithEndpointURL(endpointURL), dlq.WithSQSProtocol(sqsProtocol), dlq.WithMappingUUID(mappingUUID))
 	if err != nil {
 		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error(), Err: err}
 	}

@@ -1,4 +1,4 @@
-package metrics
+package prom
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -71,7 +72,7 @@ func shardLabels(shard string) map[string]string {
 
 func TestPrometheusCountersAddUp(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	p := NewPrometheus(reg, "fn", "orders")
+	p := New(reg, "fn", "orders")
 	const s0, s1 = "shardId-000000000000", "shardId-000000000001"
 
 	// Shard 0: 10 polled, 2 filtered out, a batch of 8 fails once (partially), is retried and
@@ -95,18 +96,18 @@ func TestPrometheusCountersAddUp(t *testing.T) {
 		shard string
 		want  float64
 	}{
-		{NamePolledEventCount, s0, 10},
-		{NameFilteredOutEventCount, s0, 2},
-		{NameInvokedEventCount, s0, 16},
-		{NameFailedInvokeEventCount, s0, 8},
-		{NameDroppedEventCount, s0, 0},
-		{NameOnFailureDestinationDeliveredEventCount, s0, 0},
-		{NamePolledEventCount, s1, 5},
-		{NameFilteredOutEventCount, s1, 0},
-		{NameInvokedEventCount, s1, 10},
-		{NameFailedInvokeEventCount, s1, 10},
-		{NameDroppedEventCount, s1, 2},
-		{NameOnFailureDestinationDeliveredEventCount, s1, 3},
+		{metrics.NamePolledEventCount, s0, 10},
+		{metrics.NameFilteredOutEventCount, s0, 2},
+		{metrics.NameInvokedEventCount, s0, 16},
+		{metrics.NameFailedInvokeEventCount, s0, 8},
+		{metrics.NameDroppedEventCount, s0, 0},
+		{metrics.NameOnFailureDestinationDeliveredEventCount, s0, 0},
+		{metrics.NamePolledEventCount, s1, 5},
+		{metrics.NameFilteredOutEventCount, s1, 0},
+		{metrics.NameInvokedEventCount, s1, 10},
+		{metrics.NameFailedInvokeEventCount, s1, 10},
+		{metrics.NameDroppedEventCount, s1, 2},
+		{metrics.NameOnFailureDestinationDeliveredEventCount, s1, 3},
 	} {
 		if got := f.value(t, c.name, shardLabels(c.shard)); got != c.want {
 			t.Errorf("%s{shard=%s} = %v, want %v", c.name, c.shard, got, c.want)
@@ -117,10 +118,10 @@ func TestPrometheusCountersAddUp(t *testing.T) {
 	// invocation.
 	for _, s := range []string{s0, s1} {
 		l := shardLabels(s)
-		succeeded := f.value(t, NameInvokedEventCount, l) - f.value(t, NameFailedInvokeEventCount, l)
-		accounted := f.value(t, NameFilteredOutEventCount, l) + succeeded +
-			f.value(t, NameDroppedEventCount, l) + f.value(t, NameOnFailureDestinationDeliveredEventCount, l)
-		if polled := f.value(t, NamePolledEventCount, l); polled != accounted {
+		succeeded := f.value(t, metrics.NameInvokedEventCount, l) - f.value(t, metrics.NameFailedInvokeEventCount, l)
+		accounted := f.value(t, metrics.NameFilteredOutEventCount, l) + succeeded +
+			f.value(t, metrics.NameDroppedEventCount, l) + f.value(t, metrics.NameOnFailureDestinationDeliveredEventCount, l)
+		if polled := f.value(t, metrics.NamePolledEventCount, l); polled != accounted {
 			t.Errorf("shard %s: polled %v, filtered+succeeded+dropped+delivered %v", s, polled, accounted)
 		}
 	}
@@ -142,7 +143,7 @@ func TestPrometheusCountersAddUp(t *testing.T) {
 
 func TestPrometheusHelpNamesLambdaMeaning(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	p := NewPrometheus(reg, "fn", "orders")
+	p := New(reg, "fn", "orders")
 	p.ShardState("s", poller.StateReading)
 	p.IteratorAge("s", time.Second)
 	p.BatchInvoked("s", 1, time.Millisecond, false)
@@ -154,8 +155,8 @@ func TestPrometheusHelpNamesLambdaMeaning(t *testing.T) {
 	f := gather(t, reg)
 	// The help text says which are Lambda's opt-in metrics (MetricsConfig EventCount).
 	for _, name := range []string{
-		NamePolledEventCount, NameFilteredOutEventCount, NameInvokedEventCount, NameFailedInvokeEventCount,
-		NameDroppedEventCount, NameOnFailureDestinationDeliveredEventCount,
+		metrics.NamePolledEventCount, metrics.NameFilteredOutEventCount, metrics.NameInvokedEventCount, metrics.NameFailedInvokeEventCount,
+		metrics.NameDroppedEventCount, metrics.NameOnFailureDestinationDeliveredEventCount,
 	} {
 		mf, ok := f[name]
 		if !ok {
@@ -166,7 +167,7 @@ func TestPrometheusHelpNamesLambdaMeaning(t *testing.T) {
 		}
 	}
 	// Lambda's function metrics, always on, one series per function and stream.
-	for name, want := range map[string]float64{NameInvocations: 2, NameErrors: 1, NameThrottles: 2, NameDestinationDeliveryFailures: 1} {
+	for name, want := range map[string]float64{metrics.NameInvocations: 2, metrics.NameErrors: 1, metrics.NameThrottles: 2, metrics.NameDestinationDeliveryFailures: 1} {
 		mf, ok := f[name]
 		if !ok {
 			t.Fatalf("%s not registered", name)
@@ -178,8 +179,8 @@ func TestPrometheusHelpNamesLambdaMeaning(t *testing.T) {
 			t.Errorf("%s = %v, want one series {function, stream} at %v", name, ms, want)
 		}
 	}
-	if mf := f[NameIteratorAge]; mf.GetType() != dto.MetricType_GAUGE || !strings.Contains(mf.GetHelp(), "milliseconds") {
-		t.Errorf("%s: type %v, help %q", NameIteratorAge, mf.GetType(), mf.GetHelp())
+	if mf := f[metrics.NameIteratorAge]; mf.GetType() != dto.MetricType_GAUGE || !strings.Contains(mf.GetHelp(), "milliseconds") {
+		t.Errorf("%s: type %v, help %q", metrics.NameIteratorAge, mf.GetType(), mf.GetHelp())
 	}
 	for _, name := range []string{NameInvocationDuration, NameBatchSize} {
 		if mf := f[name]; mf.GetType() != dto.MetricType_HISTOGRAM {
@@ -190,21 +191,21 @@ func TestPrometheusHelpNamesLambdaMeaning(t *testing.T) {
 
 func TestPrometheusIteratorAgeMilliseconds(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	p := NewPrometheus(reg, "fn", "orders")
+	p := New(reg, "fn", "orders")
 	p.IteratorAge("s", 1500*time.Millisecond)
 	p.IteratorAge("s", 2250*time.Microsecond) // the latest batch wins
-	if got := gather(t, reg).value(t, NameIteratorAge, shardLabels("s")); got != 2.25 {
+	if got := gather(t, reg).value(t, metrics.NameIteratorAge, shardLabels("s")); got != 2.25 {
 		t.Errorf("IteratorAge = %v ms, want 2.25", got)
 	}
 	p.IteratorAge("s", -time.Second)
-	if got := gather(t, reg).value(t, NameIteratorAge, shardLabels("s")); got != 0 {
+	if got := gather(t, reg).value(t, metrics.NameIteratorAge, shardLabels("s")); got != 0 {
 		t.Errorf("IteratorAge of a negative age = %v ms, want 0", got)
 	}
 }
 
 func TestPrometheusShardStateAndOwnership(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	p := NewPrometheus(reg, "fn", "orders")
+	p := New(reg, "fn", "orders")
 	const s = "shardId-000000000002"
 
 	check := func(step, wantState string, wantOwned float64, wantAge bool) {
@@ -224,7 +225,7 @@ func TestPrometheusShardStateAndOwnership(t *testing.T) {
 		if got := f.value(t, NameShardOwned, shardLabels(s)); got != wantOwned {
 			t.Errorf("%s: %s = %v, want %v", step, NameShardOwned, got, wantOwned)
 		}
-		if _, ok := f.find(NameIteratorAge, shardLabels(s)); ok != wantAge {
+		if _, ok := f.find(metrics.NameIteratorAge, shardLabels(s)); ok != wantAge {
 			t.Errorf("%s: IteratorAge series present %v, want %v", step, ok, wantAge)
 		}
 	}
@@ -242,7 +243,7 @@ func TestPrometheusShardStateAndOwnership(t *testing.T) {
 	check("reading after release, idle", poller.StateReading, 1, false)
 	p.IteratorAge(s, 3*time.Second)
 	check("reading after release", poller.StateReading, 1, true)
-	if got := gather(t, reg).value(t, NameIteratorAge, shardLabels(s)); got != 3000 {
+	if got := gather(t, reg).value(t, metrics.NameIteratorAge, shardLabels(s)); got != 3000 {
 		t.Errorf("IteratorAge after the shard came back = %v, want 3000", got)
 	}
 	p.ShardState(s, poller.StateFinished)
@@ -251,14 +252,14 @@ func TestPrometheusShardStateAndOwnership(t *testing.T) {
 
 func TestPrometheusSharedRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	a := NewPrometheus(reg, "fn-a", "orders")
-	b := NewPrometheus(reg, "fn-b", "orders") // the same metrics, other labels: no panic
+	a := New(reg, "fn-a", "orders")
+	b := New(reg, "fn-b", "orders") // the same metrics, other labels: no panic
 	a.RecordsPolled("s", 1)
 	b.RecordsPolled("s", 2)
 	f := gather(t, reg)
 	for fn, want := range map[string]float64{"fn-a": 1, "fn-b": 2} {
 		l := map[string]string{LabelFunction: fn, LabelStream: "orders", LabelShard: "s"}
-		if got := f.value(t, NamePolledEventCount, l); got != want {
+		if got := f.value(t, metrics.NamePolledEventCount, l); got != want {
 			t.Errorf("%s PolledEventCount = %v, want %v", fn, got, want)
 		}
 	}
@@ -266,24 +267,24 @@ func TestPrometheusSharedRegistry(t *testing.T) {
 
 func TestPrometheusConflictingRegistrationPanics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: NamePolledEventCount, Help: "mine"}))
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.NamePolledEventCount, Help: "mine"}))
 	defer func() {
 		if recover() == nil {
-			t.Error("NewPrometheus on a registry with a different PolledEventCount did not panic")
+			t.Error("New on a registry with a different PolledEventCount did not panic")
 		}
 	}()
-	NewPrometheus(reg, "fn", "orders")
+	New(reg, "fn", "orders")
 }
 
 func TestPrometheusNilRegistry(t *testing.T) {
-	p := NewPrometheus(nil, "fn", "orders") // usable, exports nothing
+	p := New(nil, "fn", "orders") // usable, exports nothing
 	p.RecordsPolled("s", 1)
 	p.ShardState("s", poller.StateReading)
 }
 
 func TestPrometheusConcurrent(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	p := NewPrometheus(reg, "fn", "orders")
+	p := New(reg, "fn", "orders")
 	const workers, calls = 8, 500
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -303,8 +304,8 @@ func TestPrometheusConcurrent(t *testing.T) {
 	f := gather(t, reg)
 	var polled, failed float64
 	for i := range 4 {
-		polled += f.value(t, NamePolledEventCount, shardLabels(fmt.Sprintf("s%d", i)))
-		failed += f.value(t, NameFailedInvokeEventCount, shardLabels(fmt.Sprintf("s%d", i)))
+		polled += f.value(t, metrics.NamePolledEventCount, shardLabels(fmt.Sprintf("s%d", i)))
+		failed += f.value(t, metrics.NameFailedInvokeEventCount, shardLabels(fmt.Sprintf("s%d", i)))
 	}
 	if polled != workers*calls || failed != workers/2*calls {
 		t.Errorf("polled %v failed %v, want %d and %d", polled, failed, workers*calls, workers/2*calls)

@@ -1,4 +1,15 @@
-package metrics
+// Package health serves a process's Prometheus metrics and its liveness and readiness probes
+// over HTTP: /metrics, /healthz and /readyz.
+//
+// A [Server] serves /metrics (Prometheus text exposition), /healthz (200 while the process runs)
+// and /readyz (200 when the readiness function returns nil, else 503 with its error as text). It
+// binds exactly the address it is given. The esm CLI's default is 127.0.0.1:9090, so that
+// nothing is reachable from outside the host unless asked; a container passes 0.0.0.0:9090
+// explicitly, because a probe or a scraper reaches the pod's address, not its loopback.
+//
+// The server does not negotiate OpenMetrics, whose encoder would append _total to the
+// counters' names (see metrics/prom for why they keep Lambda's names).
+package health
 
 import (
 	"context"
@@ -41,18 +52,46 @@ type Server struct {
 	ran bool
 }
 
-// NewServer returns a server for addr (host:port, bound exactly as given: "127.0.0.1:9090"
-// serves this host only, "0.0.0.0:9090" every interface, as a container needs; port 0 picks a
-// free port). gatherer nil means prometheus.DefaultGatherer; ready nil means always ready.
-// ready is called on every /readyz request, concurrently, so it must be cheap and safe for
-// concurrent use (it reads state the program keeps up to date, it does not call out).
-func NewServer(addr string, gatherer prometheus.Gatherer, ready func() error) *Server {
-	if gatherer == nil {
-		gatherer = prometheus.DefaultGatherer
+// Option configures New. A nil Option is ignored.
+type Option func(*config)
+
+type config struct {
+	gatherer prometheus.Gatherer
+	ready    func() error
+}
+
+// WithGatherer sets where /metrics reads the metrics from, e.g. a registry from prom.NewRegistry
+// (default prometheus.DefaultGatherer; nil keeps it).
+func WithGatherer(g prometheus.Gatherer) Option {
+	return func(c *config) {
+		if g != nil {
+			c.gatherer = g
+		}
 	}
-	if ready == nil {
-		ready = func() error { return nil }
+}
+
+// WithReadiness sets the readiness function /readyz answers with (default: always ready; nil
+// keeps it). It is called on every /readyz request, concurrently, so it must be cheap and safe
+// for concurrent use (it reads state the program keeps up to date, it does not call out).
+func WithReadiness(ready func() error) Option {
+	return func(c *config) {
+		if ready != nil {
+			c.ready = ready
+		}
 	}
+}
+
+// New returns a server for addr (host:port, bound exactly as given: "127.0.0.1:9090" serves
+// this host only, "0.0.0.0:9090" every interface, as a container needs; port 0 picks a free
+// port).
+func New(addr string, opts ...Option) *Server {
+	c := config{gatherer: prometheus.DefaultGatherer, ready: func() error { return nil }}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	gatherer, ready := c.gatherer, c.ready
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
 		// One collector's failure must not hide the others' metrics.

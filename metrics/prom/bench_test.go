@@ -1,4 +1,4 @@
-package metrics
+package prom
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 // BenchmarkPrometheusHotCalls measures what the poller calls per poll and per batch on a shard
 // already seen: RecordsPolled, IteratorAge and BatchInvoked.
 func BenchmarkPrometheusHotCalls(b *testing.B) {
-	p := NewPrometheus(prometheus.NewRegistry(), "fn", "orders")
+	p := New(prometheus.NewRegistry(), "fn", "orders")
 	const shard = "shardId-000000000000"
 	p.RecordsPolled(shard, 0)
 	b.ReportAllocs()
@@ -24,7 +24,7 @@ func BenchmarkPrometheusHotCalls(b *testing.B) {
 
 // BenchmarkPrometheusHotCallsParallel is the same from every core at once, over 16 shards.
 func BenchmarkPrometheusHotCallsParallel(b *testing.B) {
-	p := NewPrometheus(prometheus.NewRegistry(), "fn", "orders")
+	p := New(prometheus.NewRegistry(), "fn", "orders")
 	var shards [16]string
 	for i := range shards {
 		shards[i] = fmt.Sprintf("shardId-%012d", i)
@@ -45,28 +45,11 @@ func BenchmarkPrometheusHotCallsParallel(b *testing.B) {
 
 // BenchmarkPrometheusCall is one counter call (RecordsPolled) on a shard already seen.
 func BenchmarkPrometheusCall(b *testing.B) {
-	p := NewPrometheus(prometheus.NewRegistry(), "fn", "orders")
+	p := New(prometheus.NewRegistry(), "fn", "orders")
 	const shard = "shardId-000000000000"
 	p.RecordsPolled(shard, 0)
 	b.ReportAllocs()
 	for b.Loop() {
 		p.RecordsPolled(shard, 100)
-	}
-}
-
-// BenchmarkEMFHotCalls is the EMF observer's cost for the same calls (one lock each).
-func BenchmarkEMFHotCalls(b *testing.B) {
-	e := NewEMF(&syncBuffer{}, "ESM", "fn", "orders", time.Hour)
-	const shard = "shardId-000000000000"
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		e.RecordsPolled(shard, 100)
-		e.IteratorAge(shard, 250*time.Millisecond)
-		e.BatchInvoked(shard, 100, 12*time.Millisecond, false)
-		if i%emfMaxSamples == 0 {
-			e.mu.Lock()
-			e.agg = emfAggregate{} // what Flush does every interval, without the writing
-			e.mu.Unlock()
-		}
 	}
 }

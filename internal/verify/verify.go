@@ -1,7 +1,10 @@
-package local
+// Package verify judges a run of the example function from the deliveries it recorded: every
+// record delivered, in put order per partition key, and no child shard invoked before its
+// parents were drained.
+package verify
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,27 +15,28 @@ import (
 )
 
 // ReadDeliveries reads the JSON lines the example function appends to EXAMPLE_OUTPUT, in the
-// order they were written. A file that does not exist yet holds no deliveries.
+// order they were written. A file that does not exist yet holds no deliveries. A last line
+// without its newline is still being written (a reader polling the file can see part of an
+// append) and is left for the next read.
 func ReadDeliveries(path string) ([]example.Delivery, error) {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	b = b[:bytes.LastIndexByte(b, '\n')+1] // complete lines only
 	var out []example.Delivery
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 8*1024*1024)
-	for sc.Scan() {
+	for line := range bytes.Lines(b) {
+		line = bytes.TrimSuffix(line, []byte("\n"))
 		var d example.Delivery
-		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
-			return nil, fmt.Errorf("%s: bad line %q: %w", path, sc.Text(), err)
+		if err := json.Unmarshal(line, &d); err != nil {
+			return nil, fmt.Errorf("%s: bad line %q: %w", path, line, err)
 		}
 		out = append(out, d)
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // Check is one verdict about a run.
@@ -42,14 +46,14 @@ type Check struct {
 	Detail string
 }
 
-// VerifyDeliveries checks a run whose producer wrote, for each partition key k, records with data
+// Deliveries checks a run whose producer wrote, for each partition key k, records with data
 // "k:0", "k:1", … in that order (written[k] of them):
 //   - every record was delivered;
 //   - per key, first deliveries came in put order;
 //   - no invocation of a child shard started before the last invocation of each of its parents
 //     had ended (judged on the deliveries' InvokedAt and DoneAt), and when the stream was
 //     resharded at least one parent→child pair had deliveries.
-func VerifyDeliveries(got []example.Delivery, written map[string]int, lineage map[string][]string) []Check {
+func Deliveries(got []example.Delivery, written map[string]int, lineage map[string][]string) []Check {
 	total := 0
 	for _, n := range written {
 		total += n
@@ -123,8 +127,8 @@ func VerifyDeliveries(got []example.Delivery, written map[string]int, lineage ma
 	return []Check{all, order, lin}
 }
 
-// FailedChecks joins the failed checks' details, or returns "" when all passed.
-func FailedChecks(cs []Check) string {
+// Failed joins the failed checks' details, or returns "" when all passed.
+func Failed(cs []Check) string {
 	var bad []string
 	for _, c := range cs {
 		if !c.OK {

@@ -1,4 +1,4 @@
-package metrics
+package prom
 
 import (
 	"errors"
@@ -10,26 +10,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
 )
 
-// Names of the metrics (see the package documentation for their meaning).
+// Names of the metrics esm adds to Lambda's (metrics.Name* are Lambda's).
 const (
-	NamePolledEventCount                        = "PolledEventCount"
-	NameFilteredOutEventCount                   = "FilteredOutEventCount"
-	NameInvokedEventCount                       = "InvokedEventCount"
-	NameFailedInvokeEventCount                  = "FailedInvokeEventCount"
-	NameDroppedEventCount                       = "DroppedEventCount"
-	NameOnFailureDestinationDeliveredEventCount = "OnFailureDestinationDeliveredEventCount"
-	NameIteratorAge                             = "IteratorAge"
-	NameInvocations                             = "Invocations"
-	NameErrors                                  = "Errors"
-	NameThrottles                               = "Throttles"
-	NameDestinationDeliveryFailures             = "DestinationDeliveryFailures"
-	NameInvocationDuration                      = "esm_invocation_duration_seconds"
-	NameBatchSize                               = "esm_batch_size"
-	NameShardState                              = "esm_shard_state"
-	NameShardOwned                              = "esm_shard_owned"
+	NameInvocationDuration = "esm_invocation_duration_seconds"
+	NameBatchSize          = "esm_batch_size"
+	NameShardState         = "esm_shard_state"
+	NameShardOwned         = "esm_shard_owned"
 )
 
 // Label names.
@@ -50,10 +40,10 @@ var (
 	batchSizeBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000}
 )
 
-// Prometheus is a poller.Observer that keeps the mapping's measurements as Prometheus metrics.
+// Observer is a poller.Observer that keeps the mapping's measurements as Prometheus metrics.
 // Its methods are safe for concurrent use and cost a few atomic operations each once a shard
 // has been seen (the first call for a shard creates its series).
-type Prometheus struct {
+type Observer struct {
 	polled, filtered, invoked, failed, dropped, delivered *prometheus.CounterVec // by shard
 	iteratorAge                                           *prometheus.GaugeVec   // by shard
 	state                                                 *prometheus.GaugeVec   // by shard, state
@@ -64,7 +54,7 @@ type Prometheus struct {
 	shards sync.Map // shard ID → *shardMetrics
 }
 
-var _ poller.Observer = (*Prometheus)(nil)
+var _ poller.Observer = (*Observer)(nil)
 
 // shardMetrics are one shard's series, resolved once.
 type shardMetrics struct {
@@ -79,12 +69,12 @@ type shardMetrics struct {
 
 type gaugeRef struct{ g prometheus.Gauge }
 
-// NewPrometheus returns an observer whose metrics carry the labels function and stream, and
+// New returns an observer whose metrics carry the labels function and stream, and
 // registers them with reg (none when reg is nil). Several observers (one per mapping) may share
 // a registry: the second and later ones reuse the metrics the first registered, with their own
 // function and stream labels. Like prometheus.MustRegister, it panics when reg holds a
 // different metric of the same name (a programming error, not a run-time condition).
-func NewPrometheus(reg prometheus.Registerer, function, stream string) *Prometheus {
+func New(reg prometheus.Registerer, function, stream string) *Observer {
 	perShard := []string{LabelFunction, LabelStream, LabelShard}
 	counter := func(name, help string) *prometheus.CounterVec {
 		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, perShard))
@@ -106,20 +96,20 @@ func NewPrometheus(reg prometheus.Registerer, function, stream string) *Promethe
 	const optIn = "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]}); always exposed here: "
 	const always = "Lambda function metric, always on in Lambda: "
 
-	return &Prometheus{
-		polled: counter(NamePolledEventCount,
+	return &Observer{
+		polled: counter(metrics.NamePolledEventCount,
 			optIn+"records read successfully from the shard (an empty poll adds 0).").MustCurryWith(curry),
-		filtered: counter(NameFilteredOutEventCount,
+		filtered: counter(metrics.NameFilteredOutEventCount,
 			optIn+"records removed by FilterCriteria; they never reach the function.").MustCurryWith(curry),
-		invoked: counter(NameInvokedEventCount,
+		invoked: counter(metrics.NameInvokedEventCount,
 			optIn+"records in invocations that reached the function; a retried batch counts again.").MustCurryWith(curry),
-		failed: counter(NameFailedInvokeEventCount,
+		failed: counter(metrics.NameFailedInvokeEventCount,
 			optIn+"records in invocations that failed, including those that returned a non-empty batchItemFailures.").MustCurryWith(curry),
-		dropped: counter(NameDroppedEventCount,
+		dropped: counter(metrics.NameDroppedEventCount,
 			optIn+"records discarded after MaximumRecordAgeInSeconds or MaximumRetryAttempts without reaching an on-failure destination.").MustCurryWith(curry),
-		delivered: counter(NameOnFailureDestinationDeliveredEventCount,
+		delivered: counter(metrics.NameOnFailureDestinationDeliveredEventCount,
 			optIn+"records whose failure record reached the on-failure destination.").MustCurryWith(curry),
-		iteratorAge: gauge(NameIteratorAge,
+		iteratorAge: gauge(metrics.NameIteratorAge,
 			"Lambda IteratorAge in milliseconds: age of the last record of the latest batch when it was sent to the function. Absent for shards this worker does not read.",
 			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
 		state: gauge(NameShardState,
@@ -131,13 +121,13 @@ func NewPrometheus(reg prometheus.Registerer, function, stream string) *Promethe
 		duration: histogram(NameInvocationDuration,
 			"Duration of each invocation that reached the function, as esm saw it, in seconds (Lambda's Duration, which is in milliseconds); its count is Lambda's Invocations.",
 			durationBuckets).With(curry),
-		invocations: perFunction(NameInvocations,
+		invocations: perFunction(metrics.NameInvocations,
 			always+"invocations that reached the function, whatever their outcome.").With(curry),
-		errors: perFunction(NameErrors,
+		errors: perFunction(metrics.NameErrors,
 			always+"invocations that failed with a function error (an error returned, a panic, a timeout); partial and invalid batch responses are not errors.").With(curry),
-		throttles: perFunction(NameThrottles,
+		throttles: perFunction(metrics.NameThrottles,
 			always+"invoke requests refused as throttled; they reach no function and are retried without counting.").With(curry),
-		destinationFailures: perFunction(NameDestinationDeliveryFailures,
+		destinationFailures: perFunction(metrics.NameDestinationDeliveryFailures,
 			always+"sends to the on-failure destination that failed (each attempt; --on-destination-failure block retries, drop drops the records).").With(curry),
 		batchSize: histogram(NameBatchSize,
 			"Records per invocation.", batchSizeBuckets).With(curry),
@@ -164,7 +154,7 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 }
 
 // shard returns the shard's series, creating them on its first use.
-func (p *Prometheus) shard(id string) *shardMetrics {
+func (p *Observer) shard(id string) *shardMetrics {
 	if v, ok := p.shards.Load(id); ok {
 		return v.(*shardMetrics)
 	}
@@ -188,20 +178,20 @@ func add(c prometheus.Counter, n int) {
 }
 
 // RecordsPolled adds n to PolledEventCount.
-func (p *Prometheus) RecordsPolled(shardID string, n int) { add(p.shard(shardID).polled, n) }
+func (p *Observer) RecordsPolled(shardID string, n int) { add(p.shard(shardID).polled, n) }
 
 // RecordsFilteredOut adds n to FilteredOutEventCount.
-func (p *Prometheus) RecordsFilteredOut(shardID string, n int) { add(p.shard(shardID).filtered, n) }
+func (p *Observer) RecordsFilteredOut(shardID string, n int) { add(p.shard(shardID).filtered, n) }
 
 // RecordsDropped adds n to DroppedEventCount.
-func (p *Prometheus) RecordsDropped(shardID string, n int) { add(p.shard(shardID).dropped, n) }
+func (p *Observer) RecordsDropped(shardID string, n int) { add(p.shard(shardID).dropped, n) }
 
 // RecordsDelivered adds n to OnFailureDestinationDeliveredEventCount.
-func (p *Prometheus) RecordsDelivered(shardID string, n int) { add(p.shard(shardID).delivered, n) }
+func (p *Observer) RecordsDelivered(shardID string, n int) { add(p.shard(shardID).delivered, n) }
 
 // BatchInvoked adds records to InvokedEventCount (and to FailedInvokeEventCount when failed),
 // and observes the invocation's duration and batch size.
-func (p *Prometheus) BatchInvoked(shardID string, records int, d time.Duration, failed bool) {
+func (p *Observer) BatchInvoked(shardID string, records int, d time.Duration, failed bool) {
 	sm := p.shard(shardID)
 	add(sm.invoked, records)
 	if failed {
@@ -213,16 +203,16 @@ func (p *Prometheus) BatchInvoked(shardID string, records int, d time.Duration, 
 }
 
 // FunctionError adds one to Errors.
-func (p *Prometheus) FunctionError(string) { p.errors.Inc() }
+func (p *Observer) FunctionError(string) { p.errors.Inc() }
 
 // Throttled adds one to Throttles.
-func (p *Prometheus) Throttled(string) { p.throttles.Inc() }
+func (p *Observer) Throttled(string) { p.throttles.Inc() }
 
 // DestinationDeliveryFailed adds one to DestinationDeliveryFailures.
-func (p *Prometheus) DestinationDeliveryFailed(string) { p.destinationFailures.Inc() }
+func (p *Observer) DestinationDeliveryFailed(string) { p.destinationFailures.Inc() }
 
 // IteratorAge sets the shard's IteratorAge, in milliseconds.
-func (p *Prometheus) IteratorAge(shardID string, age time.Duration) {
+func (p *Observer) IteratorAge(shardID string, age time.Duration) {
 	sm := p.shard(shardID)
 	ref := sm.age.Load()
 	if ref == nil {
@@ -232,7 +222,7 @@ func (p *Prometheus) IteratorAge(shardID string, age time.Duration) {
 }
 
 // ageGauge creates the shard's IteratorAge series.
-func (p *Prometheus) ageGauge(shardID string, sm *shardMetrics) *gaugeRef {
+func (p *Observer) ageGauge(shardID string, sm *shardMetrics) *gaugeRef {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	if ref := sm.age.Load(); ref != nil {
@@ -245,7 +235,7 @@ func (p *Prometheus) ageGauge(shardID string, sm *shardMetrics) *gaugeRef {
 
 // ShardState sets esm_shard_state and esm_shard_owned. A shard that stops being read here loses
 // its IteratorAge series.
-func (p *Prometheus) ShardState(shardID, state string) {
+func (p *Observer) ShardState(shardID, state string) {
 	sm := p.shard(shardID)
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
@@ -273,7 +263,7 @@ func (p *Prometheus) ShardState(shardID, state string) {
 }
 
 // NewRegistry returns a registry holding the Go runtime and process collectors, to which a
-// program adds its observers' metrics with NewPrometheus.
+// program adds its observers' metrics with New.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

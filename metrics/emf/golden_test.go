@@ -1,4 +1,4 @@
-package metrics
+package emf
 
 import (
 	"flag"
@@ -6,13 +6,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of the EMF tests")
 
 // emfScenario observes one interval of a mapping: polls, a filtered record, a failed and a
 // successful invocation, a throttle, a destination that failed once and then took the record.
-func emfScenario(e *EMF) {
+func emfScenario(e *Observer) {
 	e.RecordsPolled("shardId-000000000000", 9)
 	e.RecordsPolled("shardId-000000000001", 0)
 	e.RecordsFilteredOut("shardId-000000000000", 1)
@@ -36,7 +38,7 @@ func TestEMFGolden(t *testing.T) {
 		on   bool
 	}{{"emf-eventcount-on.jsonl", true}, {"emf-eventcount-off.jsonl", false}} {
 		t.Run(tt.file, func(t *testing.T) {
-			var out syncBuffer
+			var out testkit.SyncBuffer
 			e := newTestEMF(&out, time.Minute, WithEventCounts(tt.on))
 			emfScenario(e)
 			if err := e.Flush(); err != nil {
@@ -64,7 +66,7 @@ func TestEMFGolden(t *testing.T) {
 // TestEMFWithoutEventCountsWritesNothingForPollsAlone: with MetricsConfig off, an interval of
 // polls and filtering only has nothing Lambda would publish.
 func TestEMFWithoutEventCountsWritesNothingForPollsAlone(t *testing.T) {
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	e := newTestEMF(&out, time.Minute)
 	e.RecordsPolled("s", 5)
 	e.RecordsFilteredOut("s", 5)
@@ -75,8 +77,8 @@ func TestEMFWithoutEventCountsWritesNothingForPollsAlone(t *testing.T) {
 
 // TestEMFMappingUUIDSetLater: the CLI learns the UUID from the store after it built the EMF.
 func TestEMFMappingUUIDSetLater(t *testing.T) {
-	var out syncBuffer
-	e := NewEMF(&out, "ESM", "fn", "orders", time.Minute, WithEventCounts(true))
+	var out testkit.SyncBuffer
+	e := New(&out, "ESM", "fn", "orders", WithInterval(time.Minute), WithEventCounts(true))
 	e.now = func() time.Time { return emfTestTime }
 	e.SetMappingUUID(testMappingUUID)
 	e.RecordsPolled("s", 1)

@@ -1,4 +1,4 @@
-package metrics
+package emf
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
 )
 
-// DefaultEMFInterval is the interval NewEMF uses when given none: CloudWatch's standard
+// DefaultInterval is the interval New uses when given none: CloudWatch's standard
 // one-minute resolution.
-const DefaultEMFInterval = time.Minute
+const DefaultInterval = time.Minute
 
 // EMF names and units.
 const (
@@ -33,14 +34,14 @@ const (
 	emfMaxSamples = 10 * emfMaxValues
 )
 
-// EMF is a poller.Observer that aggregates the mapping's measurements and writes them as
+// Observer is a poller.Observer that aggregates the mapping's measurements and writes them as
 // CloudWatch embedded-metric-format JSON lines, one document per line, every interval: the
 // format Lambda users find in CloudWatch Logs, which CloudWatch turns into metrics when the lines
 // reach a log group (from a container's stdout through a log agent, for example).
 //
 // Its observer methods are safe for concurrent use and take one short lock. Nothing is written
 // before Run or Flush.
-type EMF struct {
+type Observer struct {
 	w           io.Writer
 	namespace   string
 	function    string
@@ -56,7 +57,7 @@ type EMF struct {
 	wmu sync.Mutex // serialises writes to w
 }
 
-var _ poller.Observer = (*EMF)(nil)
+var _ poller.Observer = (*Observer)(nil)
 
 // emfAggregate is what one interval observed.
 type emfAggregate struct {
@@ -67,34 +68,43 @@ type emfAggregate struct {
 	age, duration                                         sampler // milliseconds
 }
 
-// EMFOption configures NewEMF.
-type EMFOption func(*EMF)
+// Option configures New. A nil Option is ignored.
+type Option func(*Observer)
+
+// WithInterval sets the interval over which the measurements are aggregated and written
+// (default DefaultInterval; zero or negative keeps it).
+func WithInterval(d time.Duration) Option {
+	return func(e *Observer) {
+		if d > 0 {
+			e.interval = d
+		}
+	}
+}
 
 // WithEventCounts writes the six event counts, as Lambda publishes them only for a mapping whose
 // MetricsConfig lists EventCount. Without it, only the function metrics are written.
-func WithEventCounts(on bool) EMFOption { return func(e *EMF) { e.eventCounts = on } }
+func WithEventCounts(on bool) Option { return func(e *Observer) { e.eventCounts = on } }
 
 // WithMappingUUID sets the mapping's UUID, the EventSourceMappingUUID dimension (see
 // SetMappingUUID when it is known only later).
-func WithMappingUUID(id string) EMFOption { return func(e *EMF) { e.mappingUUID = id } }
+func WithMappingUUID(id string) Option { return func(e *Observer) { e.mappingUUID = id } }
 
-// NewEMF returns an EMF that writes to w the measurements of the mapping of function on stream,
-// in the CloudWatch namespace, aggregated over interval (DefaultEMFInterval when interval ≤ 0).
-// Start it with Run.
-func NewEMF(w io.Writer, namespace, function, stream string, interval time.Duration, opts ...EMFOption) *EMF {
-	if interval <= 0 {
-		interval = DefaultEMFInterval
-	}
-	e := &EMF{w: w, namespace: namespace, function: function, stream: stream, interval: interval, now: time.Now}
+// New returns an Observer that writes to w the measurements of the mapping of function on
+// stream, in the CloudWatch namespace, aggregated over an interval (see WithInterval). Start it
+// with Run.
+func New(w io.Writer, namespace, function, stream string, opts ...Option) *Observer {
+	e := &Observer{w: w, namespace: namespace, function: function, stream: stream, interval: DefaultInterval, now: time.Now}
 	for _, o := range opts {
-		o(e)
+		if o != nil {
+			o(e)
+		}
 	}
 	return e
 }
 
 // SetMappingUUID sets the EventSourceMappingUUID dimension once the mapping's UUID is known (the
 // service reads it from the mapping's store). Safe for concurrent use.
-func (e *EMF) SetMappingUUID(id string) {
+func (e *Observer) SetMappingUUID(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.mappingUUID = id
@@ -106,7 +116,7 @@ func (e *EMF) SetMappingUUID(id string) {
 // interval of empty polls writes zero counts, as Lambda does. A failed write does not stop Run:
 // it returns the first write error once ctx ends, and nil if every write succeeded. Run blocks;
 // call it once.
-func (e *EMF) Run(ctx context.Context) error {
+func (e *Observer) Run(ctx context.Context) error {
 	t := time.NewTicker(e.interval)
 	defer t.Stop()
 	var first error
@@ -128,7 +138,7 @@ func (e *EMF) Run(ctx context.Context) error {
 // Flush writes what was observed since the previous flush, as one or more lines (several only
 // when a metric has more than 100 values), and starts a new interval. It writes nothing when
 // nothing was observed. Safe for concurrent use with the observer methods and with Run.
-func (e *EMF) Flush() error {
+func (e *Observer) Flush() error {
 	e.mu.Lock()
 	agg, id := e.agg, e.mappingUUID
 	e.agg = emfAggregate{}
@@ -145,41 +155,41 @@ func (e *EMF) Flush() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return &EMFWriteError{Err: err}
+		return &WriteError{Err: err}
 	}
 	return nil
 }
 
-// EMFWriteError is returned by Flush and Run when the writer failed.
-type EMFWriteError struct{ Err error }
+// WriteError is returned by Flush and Run when the writer failed.
+type WriteError struct{ Err error }
 
-func (e *EMFWriteError) Error() string {
+func (e *WriteError) Error() string {
 	return "metrics: write embedded metric format: " + e.Err.Error()
 }
-func (e *EMFWriteError) Unwrap() error { return e.Err }
+func (e *WriteError) Unwrap() error { return e.Err }
 
 // RecordsPolled adds n to PolledEventCount.
-func (e *EMF) RecordsPolled(_ string, n int) { e.count(&e.agg.polled, n) }
+func (e *Observer) RecordsPolled(_ string, n int) { e.count(&e.agg.polled, n) }
 
 // RecordsFilteredOut adds n to FilteredOutEventCount.
-func (e *EMF) RecordsFilteredOut(_ string, n int) { e.count(&e.agg.filtered, n) }
+func (e *Observer) RecordsFilteredOut(_ string, n int) { e.count(&e.agg.filtered, n) }
 
 // RecordsDropped adds n to DroppedEventCount.
-func (e *EMF) RecordsDropped(_ string, n int) { e.count(&e.agg.dropped, n) }
+func (e *Observer) RecordsDropped(_ string, n int) { e.count(&e.agg.dropped, n) }
 
 // RecordsDelivered adds n to OnFailureDestinationDeliveredEventCount.
-func (e *EMF) RecordsDelivered(_ string, n int) { e.count(&e.agg.delivered, n) }
+func (e *Observer) RecordsDelivered(_ string, n int) { e.count(&e.agg.delivered, n) }
 
 // FunctionError adds one to Errors.
-func (e *EMF) FunctionError(string) { e.function1(&e.agg.errors) }
+func (e *Observer) FunctionError(string) { e.function1(&e.agg.errors) }
 
 // Throttled adds one to Throttles.
-func (e *EMF) Throttled(string) { e.function1(&e.agg.throttles) }
+func (e *Observer) Throttled(string) { e.function1(&e.agg.throttles) }
 
 // DestinationDeliveryFailed adds one to DestinationDeliveryFailures.
-func (e *EMF) DestinationDeliveryFailed(string) { e.function1(&e.agg.destinationFailures) }
+func (e *Observer) DestinationDeliveryFailed(string) { e.function1(&e.agg.destinationFailures) }
 
-func (e *EMF) function1(c *int64) {
+func (e *Observer) function1(c *int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.agg.active = true
@@ -187,7 +197,7 @@ func (e *EMF) function1(c *int64) {
 }
 
 // BatchInvoked counts the invocation and its records and keeps its duration.
-func (e *EMF) BatchInvoked(_ string, records int, d time.Duration, failed bool) {
+func (e *Observer) BatchInvoked(_ string, records int, d time.Duration, failed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.agg.active, e.agg.counted = true, true
@@ -200,7 +210,7 @@ func (e *EMF) BatchInvoked(_ string, records int, d time.Duration, failed bool) 
 }
 
 // IteratorAge keeps the age, in milliseconds.
-func (e *EMF) IteratorAge(_ string, age time.Duration) {
+func (e *Observer) IteratorAge(_ string, age time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.agg.active = true
@@ -208,11 +218,11 @@ func (e *EMF) IteratorAge(_ string, age time.Duration) {
 }
 
 // ShardState is ignored: Lambda has no such metric.
-func (e *EMF) ShardState(string, string) {}
+func (e *Observer) ShardState(string, string) {}
 
 // count adds to an event count: the interval is written only when event counts are on (or a
 // function metric was observed).
-func (e *EMF) count(c *int64, n int) {
+func (e *Observer) count(c *int64, n int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.agg.counted = true
@@ -249,22 +259,22 @@ type emfValue struct {
 // line holds the counts: Lambda's function metrics under the FunctionName dimension and, with
 // event counts on, the event source mapping metrics under EventSourceMappingUUID. IteratorAge and
 // Duration values beyond the first 100 of each go on further lines.
-func (e *EMF) encode(agg emfAggregate, mappingUUID string, now time.Time) [][]byte {
+func (e *Observer) encode(agg emfAggregate, mappingUUID string, now time.Time) [][]byte {
 	function := []emfValue{
-		{name: NameInvocations, unit: unitCount, count: agg.invocations},
-		{name: NameErrors, unit: unitCount, count: agg.errors},
-		{name: NameThrottles, unit: unitCount, count: agg.throttles},
-		{name: NameDestinationDeliveryFailures, unit: unitCount, count: agg.destinationFailures},
+		{name: metrics.NameInvocations, unit: unitCount, count: agg.invocations},
+		{name: metrics.NameErrors, unit: unitCount, count: agg.errors},
+		{name: metrics.NameThrottles, unit: unitCount, count: agg.throttles},
+		{name: metrics.NameDestinationDeliveryFailures, unit: unitCount, count: agg.destinationFailures},
 	}
 	var mapping []emfValue
 	if e.eventCounts {
 		mapping = []emfValue{
-			{name: NamePolledEventCount, unit: unitCount, count: agg.polled},
-			{name: NameFilteredOutEventCount, unit: unitCount, count: agg.filtered},
-			{name: NameInvokedEventCount, unit: unitCount, count: agg.invoked},
-			{name: NameFailedInvokeEventCount, unit: unitCount, count: agg.failed},
-			{name: NameDroppedEventCount, unit: unitCount, count: agg.dropped},
-			{name: NameOnFailureDestinationDeliveredEventCount, unit: unitCount, count: agg.delivered},
+			{name: metrics.NamePolledEventCount, unit: unitCount, count: agg.polled},
+			{name: metrics.NameFilteredOutEventCount, unit: unitCount, count: agg.filtered},
+			{name: metrics.NameInvokedEventCount, unit: unitCount, count: agg.invoked},
+			{name: metrics.NameFailedInvokeEventCount, unit: unitCount, count: agg.failed},
+			{name: metrics.NameDroppedEventCount, unit: unitCount, count: agg.dropped},
+			{name: metrics.NameOnFailureDestinationDeliveredEventCount, unit: unitCount, count: agg.delivered},
 		}
 	}
 	ages, durations := agg.age.values(), agg.duration.values()
@@ -278,7 +288,7 @@ func (e *EMF) encode(agg emfAggregate, mappingUUID string, now time.Time) [][]by
 			fn = append(fn, emfValue{name: emfDuration, unit: unitMillis, values: part})
 		}
 		if part := chunk(ages, i); len(part) > 0 {
-			fn = append(fn, emfValue{name: NameIteratorAge, unit: unitMillis, values: part})
+			fn = append(fn, emfValue{name: metrics.NameIteratorAge, unit: unitMillis, values: part})
 		}
 		lines = append(lines, e.document(fn, esm, mappingUUID, now))
 	}
@@ -297,7 +307,7 @@ func chunk(vs []float64, i int) []float64 {
 // metrics (dimension FunctionName) and, when there are any, one for the mapping's (dimension
 // EventSourceMappingUUID; FunctionName while the UUID is unknown), then the dimension values,
 // the stream's name as a property, and the metrics.
-func (e *EMF) document(fn, esm []emfValue, mappingUUID string, now time.Time) []byte {
+func (e *Observer) document(fn, esm []emfValue, mappingUUID string, now time.Time) []byte {
 	directive := func(dim string, vals []emfValue) emfDirective {
 		d := emfDirective{Namespace: e.namespace, Dimensions: [][]string{{dim}}, Metrics: make([]emfMetric, 0, len(vals))}
 		for _, v := range vals {

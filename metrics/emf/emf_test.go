@@ -1,4 +1,4 @@
-package metrics
+package emf
 
 import (
 	"bufio"
@@ -7,28 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader in two goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // emfDoc is an EMF document as CloudWatch reads it.
 type emfDoc struct {
@@ -135,14 +118,14 @@ var emfTestTime = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
 const testMappingUUID = "8f3b6c2e-41d7-4a9e-b5c0-2e7d9a1f6b34"
 
-func newTestEMF(w *syncBuffer, interval time.Duration, opts ...EMFOption) *EMF {
-	e := NewEMF(w, "ESM", "fn", "orders", interval, append([]EMFOption{WithMappingUUID(testMappingUUID)}, opts...)...)
+func newTestEMF(w *testkit.SyncBuffer, interval time.Duration, opts ...Option) *Observer {
+	e := New(w, "ESM", "fn", "orders", append([]Option{WithInterval(interval), WithMappingUUID(testMappingUUID)}, opts...)...)
 	e.now = func() time.Time { return emfTestTime }
 	return e
 }
 
 func TestEMFDocument(t *testing.T) {
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	e := newTestEMF(&out, time.Minute, WithEventCounts(true))
 	e.RecordsPolled("s0", 10)
 	e.RecordsPolled("s1", 5)
@@ -194,16 +177,14 @@ func TestEMFDocument(t *testing.T) {
 	}
 
 	// The interval is over: the next flush starts from zero, and writes nothing while idle.
-	out.mu.Lock()
-	out.b.Reset()
-	out.mu.Unlock()
-	if err := e.Flush(); err != nil || out.String() != "" {
-		t.Errorf("idle flush wrote %q (err %v), want nothing", out.String(), err)
+	written := len(out.String())
+	if err := e.Flush(); err != nil || out.String()[written:] != "" {
+		t.Errorf("idle flush wrote %q (err %v), want nothing", out.String()[written:], err)
 	}
 }
 
 func TestEMFEmptyPollsWriteZeroCounts(t *testing.T) {
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	e := newTestEMF(&out, time.Minute, WithEventCounts(true))
 	e.RecordsPolled("s0", 0)
 	if err := e.Flush(); err != nil {
@@ -222,7 +203,7 @@ func TestEMFEmptyPollsWriteZeroCounts(t *testing.T) {
 }
 
 func TestEMFManyValuesSpreadOverLines(t *testing.T) {
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	e := newTestEMF(&out, time.Minute, WithEventCounts(true))
 	for i := range 250 {
 		e.IteratorAge("s0", time.Duration(i)*time.Millisecond)
@@ -269,7 +250,7 @@ func TestEMFSamplerBounded(t *testing.T) {
 }
 
 func TestEMFRunFlushesEveryIntervalAndOnStop(t *testing.T) {
-	var out syncBuffer
+	var out testkit.SyncBuffer
 	e := newTestEMF(&out, 20*time.Millisecond, WithEventCounts(true))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -304,12 +285,12 @@ var errDiskFull = errors.New("disk full")
 func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
 
 func TestEMFWriteError(t *testing.T) {
-	e := NewEMF(failingWriter{}, "ESM", "fn", "orders", time.Hour, WithEventCounts(true))
+	e := New(failingWriter{}, "ESM", "fn", "orders", WithInterval(time.Hour), WithEventCounts(true))
 	e.RecordsPolled("s0", 1)
 	err := e.Flush()
-	var we *EMFWriteError
+	var we *WriteError
 	if !errors.As(err, &we) || !errors.Is(err, errDiskFull) {
-		t.Fatalf("Flush = %v, want an *EMFWriteError wrapping the writer's error", err)
+		t.Fatalf("Flush = %v, want an *WriteError wrapping the writer's error", err)
 	}
 
 	e.RecordsPolled("s0", 1)
@@ -321,7 +302,7 @@ func TestEMFWriteError(t *testing.T) {
 }
 
 func TestEMFDefaultInterval(t *testing.T) {
-	if e := NewEMF(&syncBuffer{}, "ESM", "fn", "orders", 0); e.interval != DefaultEMFInterval {
-		t.Errorf("interval %v, want %v", e.interval, DefaultEMFInterval)
+	if e := New(&testkit.SyncBuffer{}, "ESM", "fn", "orders", WithInterval(0)); e.interval != DefaultInterval {
+		t.Errorf("interval %v, want %v", e.interval, DefaultInterval)
 	}
 }

@@ -1,4 +1,4 @@
-package metrics
+package health
 
 import (
 	"context"
@@ -14,24 +14,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
-	"github.com/kinesis-esm/esm/poller"
 )
 
 // startServer runs s on 127.0.0.1 with a free port and returns its base URL and a client;
 // cleanup stops it and checks Run's result.
 func startServer(t *testing.T, gatherer prometheus.Gatherer, ready func() error) (string, *http.Client) {
 	t.Helper()
-	s := NewServer("127.0.0.1:0", gatherer, ready)
-	addr, err := s.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	addr, cancel, done := run(t, New("127.0.0.1:0", WithGatherer(gatherer), WithReadiness(ready)))
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	t.Cleanup(func() {
 		cancel()
@@ -40,6 +29,19 @@ func startServer(t *testing.T, gatherer prometheus.Gatherer, ready func() error)
 		}
 	})
 	return "http://" + addr.String(), client
+}
+
+// run listens on s's address and runs s until cancel; done receives Run's result.
+func run(t *testing.T, s *Server) (addr net.Addr, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	addr, err := s.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	return addr, cancel, ran
 }
 
 func get(t *testing.T, c *http.Client, url string) (int, string, http.Header) {
@@ -54,46 +56,6 @@ func get(t *testing.T, c *http.Client, url string) (int, string, http.Header) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(body), resp.Header
-}
-
-func TestServerScrapeMetrics(t *testing.T) {
-	reg := NewRegistry()
-	p := NewPrometheus(reg, "fn", "orders")
-	p.ShardState("shardId-000000000000", poller.StateReading)
-	p.RecordsPolled("shardId-000000000000", 10)
-	p.RecordsFilteredOut("shardId-000000000000", 4)
-	p.BatchInvoked("shardId-000000000000", 6, 12*time.Millisecond, false)
-	p.IteratorAge("shardId-000000000000", 1200*time.Millisecond)
-
-	base, c := startServer(t, reg, nil)
-	status, body, h := get(t, c, base+"/metrics")
-	if status != http.StatusOK {
-		t.Fatalf("/metrics: %d\n%s", status, body)
-	}
-	if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
-		t.Errorf("/metrics Content-Type %q, want the text format", ct)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse /metrics: %v\n%s", err, body)
-	}
-	f := families(fams)
-	l := shardLabels("shardId-000000000000")
-	for name, want := range map[string]float64{
-		NamePolledEventCount: 10, NameFilteredOutEventCount: 4, NameInvokedEventCount: 6,
-		NameFailedInvokeEventCount: 0, NameIteratorAge: 1200, NameShardOwned: 1,
-	} {
-		if got := f.value(t, name, l); got != want {
-			t.Errorf("scraped %s = %v, want %v", name, got, want)
-		}
-	}
-	if _, ok := fams["go_goroutines"]; !ok {
-		t.Error("NewRegistry's Go collector missing from /metrics")
-	}
-	if strings.Contains(body, "PolledEventCount_total") {
-		t.Error("counter exposed with a _total suffix; it must keep Lambda's name")
-	}
 }
 
 func TestServerHealthAndReadiness(t *testing.T) {
@@ -125,7 +87,7 @@ func TestServerHealthAndReadiness(t *testing.T) {
 }
 
 func TestServerHandlerWithHTTPTest(t *testing.T) {
-	s := NewServer("127.0.0.1:0", prometheus.NewRegistry(), nil) // nil ready: always ready
+	s := New("127.0.0.1:0", WithGatherer(prometheus.NewRegistry()), WithReadiness(nil)) // nil ready: always ready
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rec.Code != http.StatusOK {
@@ -144,14 +106,14 @@ func TestServerAddressInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	s := NewServer(ln.Addr().String(), nil, nil)
+	s := New(ln.Addr().String(), WithGatherer(nil), WithReadiness(nil))
 	if err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
 		t.Errorf("Run on a bound address = %v, want a listen error naming it", err)
 	}
 }
 
 func TestServerRunsOnce(t *testing.T) {
-	s := NewServer("127.0.0.1:0", prometheus.NewRegistry(), nil)
+	s := New("127.0.0.1:0", WithGatherer(prometheus.NewRegistry()), WithReadiness(nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := s.Run(ctx); err != nil {
@@ -170,14 +132,7 @@ func TestServerShutdownWaitsForScrape(t *testing.T) {
 		<-release
 		return nil, nil
 	})
-	s := NewServer("127.0.0.1:0", slow, nil)
-	addr, err := s.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	addr, cancel, done := run(t, New("127.0.0.1:0", WithGatherer(slow), WithReadiness(nil)))
 
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	scraped := make(chan int, 1)
