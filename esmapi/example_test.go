@@ -39,7 +39,7 @@ func ExampleOpen() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	progress := esmapi.ProgressFuncs{ // esm serve keeps it in lease.FileStore or lease.Dynamo
+	progress := esmapi.ProgressFuncs{ // esm serve keeps it in checkpoint.FileStore or lease.Dynamo
 		StoreFunc:  func(context.Context, string) (poller.Store, error) { return poller.NewMemoryStore(), nil },
 		DeleteFunc: func(context.Context, string) error { return nil },
 	}

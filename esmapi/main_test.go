@@ -19,12 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
-	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -140,7 +140,7 @@ func (r *recorder) has(data ...string) func() bool {
 type server struct {
 	m      *esmapi.Manager
 	http   *httptest.Server
-	store  *lease.FileStore
+	store  *checkpoint.FileStore
 	client *lambda.Client
 	closed bool
 }
@@ -153,7 +153,7 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := lease.OpenFile(dir)
+	store, err := checkpoint.OpenFile(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,9 +32,6 @@ var (
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
-	if os.Getenv("LEASE_TEST_HOLD") != "" { // a child of TestFileStoreLockedByAnotherProcess
-		return m.Run()
-	}
 	ctx := context.Background()
 	var stopD, stopK func()
 	var err error

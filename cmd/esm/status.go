@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/lease"
@@ -149,8 +150,8 @@ func (s *statusCmd) report(ctx context.Context, kin *kinesis.Client, ddb *dynamo
 		for _, l := range leases {
 			progress[l.ShardID], owners[l.ShardID] = l.Progress, l.Owner
 		}
-	} else if progress, err = readProgress(s.StateDir, lease.MappingKey(arn, fn)); err != nil {
-		if !errors.Is(err, lease.ErrLocked) || s.MetricsAddr == "" {
+	} else if progress, err = readProgress(s.StateDir, checkpoint.MappingKey(arn, fn)); err != nil {
+		if !errors.Is(err, checkpoint.ErrLocked) || s.MetricsAddr == "" {
 			return rep, err
 		}
 		rep.StateDir += " (held by a running esm: checkpoints not shown)"
@@ -238,8 +239,8 @@ func label(labels, name string) string {
 
 // readProgress reads one mapping's progress from the state directory without writing anything.
 func readProgress(dir, key string) (map[string]poller.ShardProgress, error) {
-	p, err := lease.ReadFile(dir, key)
-	if errors.Is(err, lease.ErrLocked) {
+	p, err := checkpoint.ReadFile(dir, key)
+	if errors.Is(err, checkpoint.ErrLocked) {
 		return nil, fmt.Errorf("%w (esm status reads checkpoints when no esm process runs on that directory; --metrics-addr gives a running one's live view)", cli.StateDirInUse(err))
 	}
 	return p, err

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/sam"
 )
 
@@ -16,10 +16,10 @@ var templateInputs = map[sam.Input]string{
 	sam.InputSelector:           "--function",
 }
 
-// StateDirInUse adds what to do about a state directory another process holds (lease.ErrLocked):
+// StateDirInUse adds what to do about a state directory another process holds (checkpoint.ErrLocked):
 // the library says whose it is, the command which flag picks another.
 func StateDirInUse(err error) error {
-	if errors.Is(err, lease.ErrLocked) {
+	if errors.Is(err, checkpoint.ErrLocked) {
 		return fmt.Errorf("%w; stop that process or pass a different --state-dir", err)
 	}
 	return err

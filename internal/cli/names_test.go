@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/sam"
 )
 
@@ -37,12 +37,12 @@ func TestTemplateMessagesNameTheFlags(t *testing.T) {
 }
 
 func TestStateDirInUse(t *testing.T) {
-	held := fmt.Errorf("%w: .esm (held by pid 7)", lease.ErrLocked)
+	held := fmt.Errorf("%w: .esm (held by pid 7)", checkpoint.ErrLocked)
 	got := StateDirInUse(held)
-	if !errors.Is(got, lease.ErrLocked) || got.Error() != "state directory in use by another process: .esm (held by pid 7); stop that process or pass a different --state-dir" {
+	if !errors.Is(got, checkpoint.ErrLocked) || got.Error() != "state directory in use by another process: .esm (held by pid 7); stop that process or pass a different --state-dir" {
 		t.Fatalf("StateDirInUse = %v", got)
 	}
 	if other := errors.New("disk full"); StateDirInUse(other) != other {
-		t.Fatal("StateDirInUse changed an error that is not lease.ErrLocked")
+		t.Fatal("StateDirInUse changed an error that is not checkpoint.ErrLocked")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
@@ -122,7 +123,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 		opts = append(opts, shareOpts...)
 		where = "lease_table"
 	} else {
-		store, err := lease.OpenFile(f.StateDir)
+		store, err := checkpoint.OpenFile(f.StateDir)
 		if err != nil {
 			return StateDirInUse(err)
 		}

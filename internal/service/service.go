@@ -21,9 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/uuid"
 
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
-	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -215,12 +215,12 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if o.LeaseTable != "" {
 		return runShared(ctx, o, cfg, kin, checked, inv, popts)
 	}
-	store, err := lease.OpenFile(o.StateDir)
+	store, err := checkpoint.OpenFile(o.StateDir)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	ms := store.Mapping(lease.MappingKey(arn, mc.FunctionARN))
+	ms := store.Mapping(checkpoint.MappingKey(arn, mc.FunctionARN))
 	id, err := mappingUUID(ctx, o, ms.MappingUUID)
 	if err != nil {
 		return err

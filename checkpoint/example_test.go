@@ -1,4 +1,4 @@
-package lease_test
+package checkpoint_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -22,11 +22,11 @@ func ExampleOpenFile() {
 	}
 	defer os.RemoveAll(dir)
 
-	store, err := lease.OpenFile(dir)
+	store, err := checkpoint.OpenFile(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
-	key := lease.MappingKey("arn:aws:kinesis:us-east-1:123456789012:stream/orders", "orders-fn")
+	key := checkpoint.MappingKey("arn:aws:kinesis:us-east-1:123456789012:stream/orders", "orders-fn")
 	var progress poller.Store = store.Mapping(key) // what poller.New takes
 	ctx := context.Background()
 	err = progress.Save(ctx, map[string]poller.ShardProgress{
@@ -36,14 +36,14 @@ func ExampleOpenFile() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := lease.OpenFile(dir); err != nil {
-		fmt.Println("second open locked:", errors.Is(err, lease.ErrLocked))
+	if _, err := checkpoint.OpenFile(dir); err != nil {
+		fmt.Println("second open locked:", errors.Is(err, checkpoint.ErrLocked))
 	}
 	if err := store.Close(); err != nil {
 		log.Fatal(err)
 	}
 
-	saved, err := lease.ReadFile(dir, key) // reads without writing anything
+	saved, err := checkpoint.ReadFile(dir, key) // reads without writing anything
 	if err != nil {
 		log.Fatal(err)
 	}

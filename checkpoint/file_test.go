@@ -1,4 +1,4 @@
-package lease
+package checkpoint
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func TestFileStoreRoundTripAndIsolation(t *testing.T) {
 // TestFileStoreLockedByAnotherProcess holds the store in a child process (this test binary,
 // re-executed) and checks that opening it here fails at once, naming the holder.
 func TestFileStoreLockedByAnotherProcess(t *testing.T) {
-	if dir := os.Getenv("LEASE_TEST_HOLD"); dir != "" {
+	if dir := os.Getenv("CHECKPOINT_TEST_HOLD"); dir != "" {
 		s, err := OpenFile(dir)
 		if err != nil {
 			os.Exit(3)
@@ -72,7 +72,7 @@ func TestFileStoreLockedByAnotherProcess(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "state")
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestFileStoreLockedByAnotherProcess$")
-	cmd.Env = append(os.Environ(), "LEASE_TEST_HOLD="+dir)
+	cmd.Env = append(os.Environ(), "CHECKPOINT_TEST_HOLD="+dir)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

@@ -1,6 +1,6 @@
-// Package lease keeps where each mapping is in each shard. FileStore, the default, is one bbolt
-// file in a state directory, held by one process at a time.
-package lease
+// Package checkpoint keeps each mapping's progress in its shards in one bbolt file of a state
+// directory, held by one process at a time: esm's default poller.Store.
+package checkpoint
 
 import (
 	"context"
