@@ -141,7 +141,7 @@ func (b *builder) eventSourceMapping(id string) (*Mapping, string, error) {
 func (b *builder) stream(sa poller.StreamARN) Stream {
 	r := b.r
 	s := Stream{Name: sa.Name, Arn: sa.String()}
-	if sa.Account != r.opts.AccountID {
+	if sa.Account != r.opts.accountID {
 		return s
 	}
 	for _, id := range r.logicalIDs(typeKinesisStream) {

@@ -77,7 +77,7 @@ func (r *resolver) describeDestination(of *OnFailure) {
 	case "sqs":
 		of.Type = cmp.Or(of.Type, "SQS")
 		o := r.opts
-		o.Region, o.AccountID = parts[3], parts[4]
+		o.region, o.accountID = parts[3], parts[4]
 		of.QueueUrl = (&resolver{opts: o}).queueURL(parts[5])
 	case "sns":
 		of.Type = cmp.Or(of.Type, "SNS")

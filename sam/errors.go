@@ -58,7 +58,7 @@ type SelectionError struct {
 	// Candidates are the IDs of the mappings the selector could mean.
 	Candidates []string
 
-	name string // what the message calls the selector (Options.InputNames)
+	name string // what the message calls the selector (WithInputNames)
 }
 
 func (e *SelectionError) Error() string {

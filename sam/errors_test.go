@@ -11,7 +11,7 @@ import (
 // TestErrorKeepsTheValidationCause: a template's filter pattern that Lambda refuses gives an
 // *Error with poller's *ValidationError and the filter's *PatternError behind it.
 func TestErrorKeepsTheValidationCause(t *testing.T) {
-	_, err := Parse("t.yaml", []byte(eventTemplate("FilterCriteria:\n  Filters:\n    - Pattern: '{\"data\": 1}'")), Options{Now: fixedNow})
+	_, err := Parse("t.yaml", []byte(eventTemplate("FilterCriteria:\n  Filters:\n    - Pattern: '{\"data\": 1}'")), WithClock(fixedNow))
 	var se *Error
 	var ve *poller.ValidationError
 	var pe *filter.PatternError

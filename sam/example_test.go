@@ -9,7 +9,7 @@ import (
 // Load resolves the template's Kinesis mappings with Lambda's defaults applied; Select picks one,
 // and PollerConfig hands it to the poller.
 func ExampleLoad() {
-	tpl, err := sam.Load("testdata/orders.yaml", sam.Options{ParameterOverrides: map[string]string{"Stage": "prod"}})
+	tpl, err := sam.Load("testdata/orders.yaml", sam.WithParameterOverrides(map[string]string{"Stage": "prod"}))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -37,8 +37,8 @@ func ExampleLoad() {
 
 // A caller with other names for its inputs (a command's flags) gives them in InputNames, and the
 // messages that say what to change use them.
-func ExampleOptions_inputNames() {
-	tpl, err := sam.Load("testdata/orders.yaml", sam.Options{InputNames: map[sam.Input]string{sam.InputSelector: "--function"}})
+func ExampleWithInputNames() {
+	tpl, err := sam.Load("testdata/orders.yaml", sam.WithInputNames(map[sam.Input]string{sam.InputSelector: "--function"}))
 	if err != nil {
 		fmt.Println(err)
 		return

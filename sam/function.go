@@ -50,9 +50,9 @@ func (b *builder) mappedFunction(n *node, path string) (*Function, error) {
 		name, arn = parts[6], s
 	case len(parts) >= 3 && parts[1] == "function":
 		name = parts[2]
-		arn = fmt.Sprintf("arn:%s:lambda:%s:%s", r.opts.Partition, r.opts.Region, s)
+		arn = fmt.Sprintf("arn:%s:lambda:%s:%s", r.opts.partition, r.opts.region, s)
 	case len(parts) == 1 && s != "":
-		arn = fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", r.opts.Partition, r.opts.Region, r.opts.AccountID, s)
+		arn = fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", r.opts.partition, r.opts.region, r.opts.accountID, s)
 	default:
 		return nil, r.errAt(n, path, "FunctionName %q is not a function name, ARN or partial ARN", s)
 	}

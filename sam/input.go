@@ -1,15 +1,15 @@
 package sam
 
 // Input is one of the caller's inputs that a message tells the user to change: a template error
-// says "pass <input> Name=..." rather than a flag of one command. Options.InputNames gives the
+// says "pass <input> Name=..." rather than a flag of one command. WithInputNames gives the
 // caller's own names (the esm command's flags); by default an input is called by its Go name.
 type Input int
 
 // The inputs a message can name.
 const (
-	// InputParameterOverrides is Options.ParameterOverrides.
+	// InputParameterOverrides is WithParameterOverrides.
 	InputParameterOverrides Input = iota + 1
-	// InputRegion is Options.Region.
+	// InputRegion is WithRegion.
 	InputRegion
 	// InputSelector is the selector given to Template.Select.
 	InputSelector
@@ -19,9 +19,9 @@ const (
 func (i Input) String() string {
 	switch i {
 	case InputParameterOverrides:
-		return "Options.ParameterOverrides"
+		return "WithParameterOverrides"
 	case InputRegion:
-		return "Options.Region"
+		return "WithRegion"
 	case InputSelector:
 		return "the selector"
 	}
@@ -29,8 +29,8 @@ func (i Input) String() string {
 }
 
 // name is what messages call input: the caller's name for it, or its default.
-func (o Options) name(i Input) string {
-	if n, ok := o.InputNames[i]; ok && n != "" {
+func (o options) name(i Input) string {
+	if n, ok := o.inputNames[i]; ok && n != "" {
 		return n
 	}
 	return i.String()

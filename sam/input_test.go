@@ -4,22 +4,22 @@ import (
 	"testing"
 )
 
-// TestMessagesNameInputsByDefault: without Options.InputNames, the messages that say what to
+// TestMessagesNameInputsByDefault: without WithInputNames, the messages that say what to
 // change name the inputs by their Go names, and no flag of any command.
 func TestMessagesNameInputsByDefault(t *testing.T) {
 	tests := []struct {
 		name, template, overrides, want string
 	}{
 		{"region", eventTemplate("Stream: arn:aws:kinesis:eu-west-1:123456789012:stream/s\nStartingPosition: LATEST"), "",
-			"t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: stream arn:aws:kinesis:eu-west-1:123456789012:stream/s is in eu-west-1 but the function runs in us-east-1 (AWS::Region, Options.Region): Lambda reads streams of its own region only"},
+			"t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: stream arn:aws:kinesis:eu-west-1:123456789012:stream/s is in eu-west-1 but the function runs in us-east-1 (AWS::Region, WithRegion): Lambda reads streams of its own region only"},
 		{"parameter without a value", paramTemplate("Type: String"), "",
-			"t.yaml:16: Resources.Fn.Properties.Events.K.Properties.Stream: Parameters: [P] must have values: give it a Default or pass Options.ParameterOverrides P=..."},
+			"t.yaml:16: Resources.Fn.Properties.Events.K.Properties.Stream: Parameters: [P] must have values: give it a Default or pass WithParameterOverrides P=..."},
 		{"unknown override", paramTemplate("Type: String"), "Q=1",
-			"t.yaml: Options.ParameterOverrides: Parameters: [Q] do not exist in the template"},
+			"t.yaml: WithParameterOverrides: Parameters: [Q] do not exist in the template"},
 		{"ImportValue", eventTemplate("Stream: !ImportValue shared\nStartingPosition: LATEST"), "",
-			"t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: Fn::ImportValue reads another stack's outputs, which only CloudFormation can resolve; use a parameter and Options.ParameterOverrides instead"},
+			"t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: Fn::ImportValue reads another stack's outputs, which only CloudFormation can resolve; use a parameter and WithParameterOverrides instead"},
 		{"attribute of an unknown type", eventTemplate("Stream: !GetAtt X.Arn\nStartingPosition: LATEST") + "  X: {Type: AWS::Foo::Bar}\n", "",
-			"t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: Fn::GetAtt X.Arn: esm cannot resolve attributes of AWS::Foo::Bar resources; use a parameter and Options.ParameterOverrides instead"},
+			"t.yaml:13: Resources.Fn.Properties.Events.K.Properties.Stream: Fn::GetAtt X.Arn: esm cannot resolve attributes of AWS::Foo::Bar resources; use a parameter and WithParameterOverrides instead"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -27,14 +27,14 @@ func TestMessagesNameInputsByDefault(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = Parse("t.yaml", []byte(tt.template), Options{ParameterOverrides: po, Now: fixedNow})
+			_, err = Parse("t.yaml", []byte(tt.template), WithParameterOverrides(po), WithClock(fixedNow))
 			if err == nil || err.Error() != tt.want {
 				t.Fatalf("error\n got: %v\nwant: %s", err, tt.want)
 			}
 		})
 	}
 
-	tpl, err := Parse("t.yaml", []byte(eventTemplate("")+"        K2: {Type: Kinesis, Properties: {Stream: "+stream+"2, StartingPosition: LATEST}}\n"), Options{})
+	tpl, err := Parse("t.yaml", []byte(eventTemplate("")+"        K2: {Type: Kinesis, Properties: {Stream: "+stream+"2, StartingPosition: LATEST}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

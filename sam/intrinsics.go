@@ -226,7 +226,7 @@ func fnGetAZs(r *resolver, n *node, path string, depth int) (any, error) {
 		return nil, err
 	}
 	if region == "" {
-		region = r.opts.Region
+		region = r.opts.region
 	}
 	return []any{region + "a", region + "b", region + "c"}, nil
 }

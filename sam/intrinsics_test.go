@@ -37,7 +37,7 @@ func TestIntrinsics(t *testing.T) {
 		{"Fn::GetAtt", "!GetAtt S.Arn", "arn:aws:kinesis:us-east-1:123456789012:stream/s", ""},
 		{"Fn::GetAtt", "{Fn::GetAtt: [Q, QueueName]}", "Q", ""},
 		{"Fn::GetAtt", "!GetAtt S", nil, `Fn::GetAtt takes "LogicalId.Attribute" or [LogicalId, Attribute]`},
-		{"Fn::GetAtt", "!GetAtt X.Arn", nil, "esm cannot resolve attributes of AWS::Foo::Bar resources; use a parameter and Options.ParameterOverrides instead"},
+		{"Fn::GetAtt", "!GetAtt X.Arn", nil, "esm cannot resolve attributes of AWS::Foo::Bar resources; use a parameter and WithParameterOverrides instead"},
 		{"Fn::Sub", `!Sub "${P}-${AWS::AccountId}-${S.Arn}-${!Literal}"`, "p-value-123456789012-arn:aws:kinesis:us-east-1:123456789012:stream/s-${Literal}", ""},
 		{"Fn::Sub", "!Sub ['${X}', {X: !Ref P}]", "p-value", ""},
 		{"Fn::Sub", "!Sub ['${X}', x]", nil, "the second argument of Fn::Sub must be a mapping of variables"},
@@ -70,7 +70,7 @@ func TestIntrinsics(t *testing.T) {
 		{"Fn::ToJsonString", "{Fn::ToJsonString: {a: 1, b: [x, true]}}", `{"a":1,"b":["x",true]}`, ""},
 		{"Fn::Length", "!Length [a, b, c]", num("3"), ""},
 		{"Fn::Length", "!Length x", nil, `the argument of Fn::Length must be a list, not "x"`},
-		{"Fn::ImportValue", "!ImportValue shared", nil, "Fn::ImportValue reads another stack's outputs, which only CloudFormation can resolve; use a parameter and Options.ParameterOverrides instead"},
+		{"Fn::ImportValue", "!ImportValue shared", nil, "Fn::ImportValue reads another stack's outputs, which only CloudFormation can resolve; use a parameter and WithParameterOverrides instead"},
 		{"Fn::Cidr", "!Cidr [10.0.0.0/16, 2, 8]", nil, "Fn::Cidr cannot be resolved outside CloudFormation"},
 	}
 	covered := map[string]bool{}
@@ -81,9 +81,7 @@ func TestIntrinsics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o := Options{}
-			o.withDefaults()
-			r, err := newResolver("t.yaml", doc, o)
+			r, err := newResolver("t.yaml", doc, newOptions())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,7 +20,7 @@ var noValue = noValueT{}
 type resolver struct {
 	file      string
 	root      *node
-	opts      Options
+	opts      options
 	params    map[string]*param
 	resources map[string]*node
 	conds     map[string]bool
@@ -282,15 +282,15 @@ func (r *resolver) exists(id string) (bool, error) {
 func (r *resolver) ref(at *node, path, name string) (any, error) {
 	switch name {
 	case "AWS::Region":
-		return r.opts.Region, nil
+		return r.opts.region, nil
 	case "AWS::AccountId":
-		return r.opts.AccountID, nil
+		return r.opts.accountID, nil
 	case "AWS::Partition":
-		return r.opts.Partition, nil
+		return r.opts.partition, nil
 	case "AWS::StackName":
-		return r.opts.StackName, nil
+		return r.opts.stackName, nil
 	case "AWS::StackId":
-		return fmt.Sprintf("arn:%s:cloudformation:%s:%s:stack/%s/00000000-0000-0000-0000-000000000000", r.opts.Partition, r.opts.Region, r.opts.AccountID, r.opts.StackName), nil
+		return fmt.Sprintf("arn:%s:cloudformation:%s:%s:stack/%s/00000000-0000-0000-0000-000000000000", r.opts.partition, r.opts.region, r.opts.accountID, r.opts.stackName), nil
 	case "AWS::URLSuffix":
 		return r.opts.urlSuffix(), nil
 	case "AWS::NotificationARNs":

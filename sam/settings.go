@@ -73,7 +73,7 @@ func (b *builder) settings(m *Mapping, props *node, path string, kind mappingKin
 	if err := p.lambdaValidation(m, kind); err != nil {
 		return err
 	}
-	if ts := m.StartingPositionTimestamp; ts != nil && ts.After(b.r.opts.Now()) {
+	if ts := m.StartingPositionTimestamp; ts != nil && ts.After(b.r.opts.now()) {
 		return p.fail("StartingPositionTimestamp", nil, "StartingPositionTimestamp %s is in the future", ts.Format(time.RFC3339))
 	}
 	return nil
@@ -96,8 +96,8 @@ func (b *builder) eventSource(m *Mapping, p propReader, kind mappingKind) error 
 	if err != nil {
 		return p.fail(key, err, "")
 	}
-	if sa.Region != r.opts.Region {
-		return p.fail(key, nil, "stream %s is in %s but the function runs in %s (AWS::Region, %s): Lambda reads streams of its own region only", src, sa.Region, r.opts.Region, r.opts.name(InputRegion))
+	if sa.Region != r.opts.region {
+		return p.fail(key, nil, "stream %s is in %s but the function runs in %s (AWS::Region, %s): Lambda reads streams of its own region only", src, sa.Region, r.opts.region, r.opts.name(InputRegion))
 	}
 	m.Consumer, m.EventSourceArn, m.Stream = consumer, src, b.stream(sa)
 	return nil

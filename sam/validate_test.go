@@ -225,7 +225,7 @@ func TestValidationMessages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = Parse("t.yaml", []byte(tt.template), Options{ParameterOverrides: po, Now: fixedNow, InputNames: flagNames})
+			_, err = Parse("t.yaml", []byte(tt.template), WithParameterOverrides(po), WithClock(fixedNow), WithInputNames(flagNames))
 			if err == nil {
 				t.Fatalf("no error; want %s\ntemplate:\n%s", tt.want, tt.template)
 			}
@@ -275,7 +275,7 @@ func TestSelect(t *testing.T) {
 		"        Two: {Type: Kinesis, Properties: {Stream: " + stream + "2, StartingPosition: LATEST}}\n" +
 		"  B:\n    Type: AWS::Serverless::Function\n    Properties:\n      Events:\n" +
 		"        One: {Type: Kinesis, Properties: {Stream: " + stream + "1, StartingPosition: LATEST}}\n"
-	parsed, err := Parse("t.yaml", []byte(tpl), Options{InputNames: flagNames})
+	parsed, err := Parse("t.yaml", []byte(tpl), WithInputNames(flagNames))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestSelect(t *testing.T) {
 			t.Errorf("Select(%q) = %v, %v; want %s", tt.selector, m, err, tt.want)
 		}
 	}
-	empty, err := Parse("t.yaml", []byte("Resources:\n  Q: {Type: AWS::SQS::Queue}\n"), Options{})
+	empty, err := Parse("t.yaml", []byte("Resources:\n  Q: {Type: AWS::SQS::Queue}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestGlobalsMerge(t *testing.T) {
 		"  Fn:\n    Type: AWS::Serverless::Function\n    Properties:\n      Timeout: 40\n" +
 		"      Environment: {Variables: {B: local, C: local}}\n      Events:\n" +
 		"        K: {Type: Kinesis, Properties: {Stream: " + stream + ", StartingPosition: LATEST}}\n"
-	parsed, err := Parse("t.yaml", []byte(tpl), Options{})
+	parsed, err := Parse("t.yaml", []byte(tpl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestGlobalsMerge(t *testing.T) {
 }
 
 func TestPollerConfig(t *testing.T) {
-	parsed, err := Load("testdata/orders.yaml", Options{Now: fixedNow})
+	parsed, err := Load("testdata/orders.yaml", WithClock(fixedNow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func TestPollerConfig(t *testing.T) {
 // mapping one batch in flight per shard, with a warning).
 func TestWindowWithParallelizationFactorAccepted(t *testing.T) {
 	tpl, err := Parse("t.yaml", []byte(eventTemplate("TumblingWindowInSeconds: 60\nParallelizationFactor: 4\nMetricsConfig:\n  Metrics: [EventCount]")),
-		Options{Now: fixedNow})
+		WithClock(fixedNow))
 	if err != nil {
 		t.Fatal(err)
 	}

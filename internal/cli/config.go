@@ -176,13 +176,13 @@ func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolv
 		}
 		return nil, Usage(fmt.Errorf("template %s: %w", path, err))
 	}
-	opts := sam.Options{ParameterOverrides: overrides, Region: cfg.Region, EndpointURL: f.EndpointURL, InputNames: templateInputs}
+	opts := []sam.Option{sam.WithParameterOverrides(overrides), sam.WithRegion(cfg.Region), sam.WithEndpointURL(f.EndpointURL), sam.WithInputNames(templateInputs)}
 	if f.EndpointURL != "" {
-		opts.AccountID = emulatorAccountID
+		opts = append(opts, sam.WithAccountID(emulatorAccountID))
 	}
 	// The template is checked first, with sam local's account: a wrong template is reported as
 	// such, before any AWS call.
-	res.Template, err = sam.Load(path, opts)
+	res.Template, err = sam.Load(path, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -193,8 +193,8 @@ func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolv
 	if err != nil {
 		return nil, fmt.Errorf("find the AWS account for AWS::AccountId (or pass --parameter-overrides AWS::AccountId=...): %w", err)
 	}
-	opts.AccountID = aws.ToString(out.Account)
-	if res.Template, err = sam.Load(path, opts); err != nil {
+	opts = append(opts, sam.WithAccountID(aws.ToString(out.Account)))
+	if res.Template, err = sam.Load(path, opts...); err != nil {
 		return nil, err
 	}
 	return res, nil
