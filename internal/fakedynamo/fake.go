@@ -106,43 +106,39 @@ type DB struct {
 }
 
 // Option configures New.
-type Option interface{ apply(*DB) }
-
-type optionFunc func(*DB)
-
-func (f optionFunc) apply(d *DB) { f(d) }
+type Option func(*DB) // nil Options are ignored
 
 // WithClock sets the clock the token buckets refill on. Default time.Now, which runs on
 // virtual time inside a testing/synctest bubble.
-func WithClock(now func() time.Time) Option { return optionFunc(func(d *DB) { d.now = now }) }
+func WithClock(now func() time.Time) Option { return func(d *DB) { d.now = now } }
 
 // WithLatency makes every call wait latency(op) before it takes effect (on a timer, so that a
 // synctest bubble sees the caller durably blocked). Default: no wait.
 func WithLatency(latency func(op string) time.Duration) Option {
-	return optionFunc(func(d *DB) { d.latency = latency })
+	return func(d *DB) { d.latency = latency }
 }
 
 // WithTableCapacity sets each table's read and write units per second. Defaults
 // DefaultTableReadUnits and DefaultTableWriteUnits.
 func WithTableCapacity(read, write float64) Option {
-	return optionFunc(func(d *DB) { d.tableRU, d.tableWU = read, write })
+	return func(d *DB) { d.tableRU, d.tableWU = read, write }
 }
 
 // WithPartitionCapacity sets each partition's read and write units per second. Defaults
 // DefaultPartitionReadUnits and DefaultPartitionWriteUnits.
 func WithPartitionCapacity(read, write float64) Option {
-	return optionFunc(func(d *DB) { d.partRU, d.partWU = read, write })
+	return func(d *DB) { d.partRU, d.partWU = read, write }
 }
 
 // WithPartitions sets how many partitions each table's items are hashed over. Default 4.
-func WithPartitions(n int) Option { return optionFunc(func(d *DB) { d.parts = max(1, n) }) }
+func WithPartitions(n int) Option { return func(d *DB) { d.parts = max(1, n) } }
 
 // WithBurst sets how much unused capacity a bucket keeps, as a duration of its rate. Default
 // one second.
-func WithBurst(b time.Duration) Option { return optionFunc(func(d *DB) { d.burst = b }) }
+func WithBurst(b time.Duration) Option { return func(d *DB) { d.burst = b } }
 
 // WithFaults installs a fault injector. It can also be set later with SetFaults.
-func WithFaults(f FaultFunc) Option { return optionFunc(func(d *DB) { d.fault = f }) }
+func WithFaults(f FaultFunc) Option { return func(d *DB) { d.fault = f } }
 
 // New returns an empty DB.
 func New(opts ...Option) *DB {
@@ -152,7 +148,9 @@ func New(opts ...Option) *DB {
 		tables: map[string]*table{}, stats: map[string]*TableStats{}, throttled: map[string]time.Time{},
 	}
 	for _, o := range opts {
-		o.apply(d)
+		if o != nil {
+			o(d)
+		}
 	}
 	return d
 }
