@@ -1,0 +1,173 @@
+package fakedynamo
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// CreateTable creates a table (ACTIVE at once). Only KeySchema, AttributeDefinitions,
+// BillingMode and ProvisionedThroughput are honoured; secondary indexes are refused.
+func (d *DB) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	name := aws.ToString(in.TableName)
+	fault, err := d.begin(ctx, OpCreateTable, name, in)
+	if err != nil {
+		return nil, wrap(OpCreateTable, err)
+	}
+	return finish(ctx, d, OpCreateTable, fault, func() (*dynamodb.CreateTableOutput, error) { return d.createTable(in) })
+}
+
+func (d *DB) createTable(in *dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	name := aws.ToString(in.TableName)
+	if len(name) < 3 || len(name) > 255 {
+		return nil, validation("TableName must be at least 3 characters long and at most 255 characters long")
+	}
+	if _, ok := d.tables[name]; ok {
+		return nil, &types.ResourceInUseException{Message: aws.String("Table already exists: " + name)}
+	}
+	if len(in.GlobalSecondaryIndexes) > 0 || len(in.LocalSecondaryIndexes) > 0 {
+		return nil, validation("fakedynamo: secondary indexes are not supported")
+	}
+	defs := map[string]string{}
+	for _, a := range in.AttributeDefinitions {
+		defs[aws.ToString(a.AttributeName)] = string(a.AttributeType)
+	}
+	t := &table{name: name, items: map[string]*stored{}, created: d.now(), billing: in.BillingMode, throughput: in.ProvisionedThroughput}
+	if t.billing == "" {
+		t.billing = types.BillingModeProvisioned
+	}
+	for _, k := range in.KeySchema {
+		n := aws.ToString(k.AttributeName)
+		typ, ok := defs[n]
+		if !ok {
+			return nil, validation("One or more parameter values were invalid: Some index key attributes are not defined in AttributeDefinitions. Keys: [%s], AttributeDefinitions: [%s]", n, strings.Join(slices.Sorted(maps.Keys(defs)), ", "))
+		}
+		switch k.KeyType {
+		case types.KeyTypeHash:
+			t.hashKey, t.hashType = n, typ
+		case types.KeyTypeRange:
+			t.rangeKey, t.rangeType = n, typ
+		}
+	}
+	if t.hashKey == "" || len(in.KeySchema) > 2 || len(defs) != len(in.KeySchema) {
+		return nil, validation("One or more parameter values were invalid: Number of attributes in KeySchema does not exactly match number of attributes defined in AttributeDefinitions")
+	}
+	if t.billing == types.BillingModeProvisioned && t.throughput == nil {
+		return nil, validation("One or more parameter values were invalid: ReadCapacityUnits and WriteCapacityUnits must both be specified when BillingMode is PROVISIONED")
+	}
+	now := d.now()
+	rr, wr := d.tableRU, d.tableWU
+	if t.billing == types.BillingModeProvisioned {
+		rr, wr = float64(aws.ToInt64(t.throughput.ReadCapacityUnits)), float64(aws.ToInt64(t.throughput.WriteCapacityUnits))
+	}
+	t.read, t.write = newBucket(rr, d.burst, now), newBucket(wr, d.burst, now)
+	for range d.parts {
+		t.parts = append(t.parts, &partition{read: newBucket(d.partRU, d.burst, now), write: newBucket(d.partWU, d.burst, now)})
+	}
+	d.tables[name] = t
+	d.statsOf(name)
+	return &dynamodb.CreateTableOutput{TableDescription: t.describe(types.TableStatusActive)}, nil
+}
+
+func (t *table) describe(status types.TableStatus) *types.TableDescription {
+	td := &types.TableDescription{
+		TableName: aws.String(t.name), TableStatus: status, CreationDateTime: aws.Time(t.created),
+		TableArn:  aws.String("arn:aws:dynamodb:us-east-1:000000000000:table/" + t.name),
+		ItemCount: aws.Int64(int64(len(t.items))),
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(t.hashKey), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(t.hashKey), AttributeType: types.ScalarAttributeType(t.hashType)},
+		},
+		BillingModeSummary: &types.BillingModeSummary{BillingMode: t.billing},
+	}
+	if t.rangeKey != "" {
+		td.KeySchema = append(td.KeySchema, types.KeySchemaElement{AttributeName: aws.String(t.rangeKey), KeyType: types.KeyTypeRange})
+		td.AttributeDefinitions = append(td.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String(t.rangeKey), AttributeType: types.ScalarAttributeType(t.rangeType)})
+	}
+	var size int64
+	for _, it := range t.items {
+		size += int64(it.size)
+	}
+	td.TableSizeBytes = aws.Int64(size)
+	if t.throughput != nil {
+		td.ProvisionedThroughput = &types.ProvisionedThroughputDescription{
+			ReadCapacityUnits: t.throughput.ReadCapacityUnits, WriteCapacityUnits: t.throughput.WriteCapacityUnits,
+		}
+	}
+	return td
+}
+
+// DescribeTable describes a table.
+func (d *DB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	fault, err := d.begin(ctx, OpDescribeTable, aws.ToString(in.TableName), in)
+	if err != nil {
+		return nil, wrap(OpDescribeTable, err)
+	}
+	return finish(ctx, d, OpDescribeTable, fault, func() (*dynamodb.DescribeTableOutput, error) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		t, err := d.tableLocked(in.TableName)
+		if err != nil {
+			return nil, err
+		}
+		return &dynamodb.DescribeTableOutput{Table: t.describe(types.TableStatusActive)}, nil
+	})
+}
+
+// UpdateTable changes a table's billing mode or provisioned throughput (and with them its
+// table-level capacity). Index changes are refused.
+func (d *DB) UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error) {
+	fault, err := d.begin(ctx, OpUpdateTable, aws.ToString(in.TableName), in)
+	if err != nil {
+		return nil, wrap(OpUpdateTable, err)
+	}
+	return finish(ctx, d, OpUpdateTable, fault, func() (*dynamodb.UpdateTableOutput, error) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		t, err := d.tableLocked(in.TableName)
+		if err != nil {
+			return nil, err
+		}
+		if len(in.GlobalSecondaryIndexUpdates) > 0 {
+			return nil, validation("fakedynamo: secondary indexes are not supported")
+		}
+		if in.BillingMode != "" {
+			t.billing = in.BillingMode
+		}
+		if in.ProvisionedThroughput != nil {
+			t.throughput = in.ProvisionedThroughput
+		}
+		now := d.now()
+		rr, wr := d.tableRU, d.tableWU
+		if t.billing == types.BillingModeProvisioned && t.throughput != nil {
+			rr, wr = float64(aws.ToInt64(t.throughput.ReadCapacityUnits)), float64(aws.ToInt64(t.throughput.WriteCapacityUnits))
+		}
+		t.read, t.write = newBucket(rr, d.burst, now), newBucket(wr, d.burst, now)
+		return &dynamodb.UpdateTableOutput{TableDescription: t.describe(types.TableStatusActive)}, nil
+	})
+}
+
+// DeleteTable deletes a table and its items.
+func (d *DB) DeleteTable(ctx context.Context, in *dynamodb.DeleteTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteTableOutput, error) {
+	fault, err := d.begin(ctx, OpDeleteTable, aws.ToString(in.TableName), in)
+	if err != nil {
+		return nil, wrap(OpDeleteTable, err)
+	}
+	return finish(ctx, d, OpDeleteTable, fault, func() (*dynamodb.DeleteTableOutput, error) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		t, err := d.tableLocked(in.TableName)
+		if err != nil {
+			return nil, err
+		}
+		delete(d.tables, t.name)
+		return &dynamodb.DeleteTableOutput{TableDescription: t.describe(types.TableStatusDeleting)}, nil
+	})
+}
