@@ -65,25 +65,11 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	if err != nil {
 		return err
 	}
-	addr := esmapi.NormalizeAddr(f.APIAddr)
-	var creds *esmapi.Credentials
-	if f.APICredentials != "" {
-		c, err := esmapi.ParseCredentials(f.APICredentials)
-		if err != nil {
-			return Usage(fmt.Errorf("--api-credentials: %w", err))
-		}
-		creds = &c
+	addr, creds, err := f.checkAPI()
+	if err != nil {
+		return err
 	}
-	if creds == nil && !esmapi.Loopback(addr) {
-		return Usage(fmt.Errorf("--api-addr %s is not a loopback address: pass --api-credentials KEY:SECRET, and every request must then be signed with them", addr))
-	}
-	if f.LeaseDuration <= 0 || f.SyncInterval <= 0 {
-		return Usage(fmt.Errorf("--lease-duration %s and --sync-interval %s must be positive", f.LeaseDuration, f.SyncInterval))
-	}
-	timeout := f.Timeout
-	if timeout == 0 {
-		timeout = defaultFunctionTimeout
-	}
+	timeout := cmp.Or(f.Timeout, defaultFunctionTimeout)
 	tf := TemplateFlags{Template: f.Template, ParameterOverrides: f.ParameterOverrides, AWSFlags: f.AWSFlags}
 	var res *Resolved
 	if f.Template != "" {
@@ -107,53 +93,20 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 		return fmt.Errorf("--api-addr %s: %w", addr, err)
 	}
 	defer ln.Close()
-	opts := []esmapi.Option{
-		esmapi.WithFunctions(fns...),
-		esmapi.WithBase(f.base()),
-		esmapi.WithLogger(logger),
+	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, logger)
+	if err != nil {
+		return err
 	}
-	var catalog esmapi.Catalog
-	var progress esmapi.Progress
-	where := "state_dir"
-	if f.LeaseTable != "" {
-		var shareOpts []esmapi.Option
-		if catalog, progress, shareOpts, err = f.sharedStores(ctx, shared, logger); err != nil {
-			return err
-		}
-		opts = append(opts, shareOpts...)
-		where = "lease_table"
-	} else {
-		store, err := checkpoint.OpenFile(f.StateDir)
-		if err != nil {
-			return StateDirInUse(err)
-		}
-		defer store.Close()
-		catalog = esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}
-		progress = esmapi.ProgressFuncs{
-			StoreFunc:  func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
-			DeleteFunc: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
-		}
-	}
+	defer closeStores()
+	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger)}, storeOpts...)
 	m, err := esmapi.Open(ctx, shared, catalog, progress, opts...)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	if res != nil && res.Template != nil {
-		for _, w := range res.Template.Warnings {
-			logger.Warn("template", "warning", w)
-		}
-		for i := range res.Template.Mappings {
-			tm := &res.Template.Mappings[i]
-			mc := tm.PollerConfig()
-			if mc.StreamARN, err = shared.ResolveStream(ctx, streamFor(tm)); err != nil {
-				return fmt.Errorf("template mapping %s: %w", tm.ID, err)
-			}
-			v, created, err := m.EnsureMapping(ctx, tm.Function.FunctionName, mc)
-			if err != nil {
-				return fmt.Errorf("template mapping %s: %w", tm.ID, err)
-			}
-			logger.Info("template mapping", "mapping", tm.ID, "uuid", v.UUID, "created", created)
+		if err := ensureTemplateMappings(ctx, m, res.Template, shared, logger); err != nil {
+			return err
 		}
 	}
 
@@ -162,19 +115,91 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	if creds != nil {
 		h, auth = esmapi.RequireSigV4(h, *creds, time.Now), "SigV4 with the --api-credentials key "+creds.AccessKeyID
 	}
+	where := "state_dir"
+	if f.LeaseTable != "" {
+		where = "lease_table"
+	}
+	logger.Info("esm serve: Lambda's event source mapping API", "addr", ln.Addr().String(), "auth", auth,
+		"functions", strings.Join(m.Functions(), ","), where, cmp.Or(f.LeaseTable, f.StateDir))
+	return serveUntilDone(ctx, ln, h)
+}
+
+// checkAPI checks the API's flags: the address to listen on, and the credentials requests must
+// be signed with (nil: none, which only a loopback address may have).
+func (f *ServeFlags) checkAPI() (string, *esmapi.Credentials, error) {
+	addr := esmapi.NormalizeAddr(f.APIAddr)
+	var creds *esmapi.Credentials
+	if f.APICredentials != "" {
+		c, err := esmapi.ParseCredentials(f.APICredentials)
+		if err != nil {
+			return "", nil, Usage(fmt.Errorf("--api-credentials: %w", err))
+		}
+		creds = &c
+	}
+	if creds == nil && !esmapi.Loopback(addr) {
+		return "", nil, Usage(fmt.Errorf("--api-addr %s is not a loopback address: pass --api-credentials KEY:SECRET, and every request must then be signed with them", addr))
+	}
+	if f.LeaseDuration <= 0 || f.SyncInterval <= 0 {
+		return "", nil, Usage(fmt.Errorf("--lease-duration %s and --sync-interval %s must be positive", f.LeaseDuration, f.SyncInterval))
+	}
+	return addr, creds, nil
+}
+
+// stores opens where the mappings and their progress live: the --lease-table tables (see
+// sharedStores), or the bbolt file of --state-dir with the mappings beside it. closeStores
+// releases what was opened.
+func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
+	if f.LeaseTable != "" {
+		catalog, progress, opts, err := f.sharedStores(ctx, shared, logger)
+		return catalog, progress, opts, func() {}, err
+	}
+	store, err := checkpoint.OpenFile(f.StateDir)
+	if err != nil {
+		return nil, nil, nil, nil, StateDirInUse(err)
+	}
+	progress := esmapi.ProgressFuncs{
+		StoreFunc:  func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
+		DeleteFunc: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
+	}
+	return esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}, progress, nil, func() { _ = store.Close() }, nil
+}
+
+// ensureTemplateMappings creates the template's mappings that do not exist yet.
+func ensureTemplateMappings(ctx context.Context, m *esmapi.Manager, tpl *sam.Template, shared *service.Shared, logger *slog.Logger) error {
+	for _, w := range tpl.Warnings {
+		logger.Warn("template", "warning", w)
+	}
+	for i := range tpl.Mappings {
+		tm := &tpl.Mappings[i]
+		mc := tm.PollerConfig()
+		var err error
+		if mc.StreamARN, err = shared.ResolveStream(ctx, streamFor(tm)); err != nil {
+			return fmt.Errorf("template mapping %s: %w", tm.ID, err)
+		}
+		v, created, err := m.EnsureMapping(ctx, tm.Function.FunctionName, mc)
+		if err != nil {
+			return fmt.Errorf("template mapping %s: %w", tm.ID, err)
+		}
+		logger.Info("template mapping", "mapping", tm.ID, "uuid", v.UUID, "created", created)
+	}
+	return nil
+}
+
+// serveUntilDone serves h on ln until ctx ends, then shuts the server down (in-flight requests
+// get 5 s).
+func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	logger.Info("esm serve: Lambda's event source mapping API", "addr", ln.Addr().String(), "auth", auth,
-		"functions", strings.Join(m.Functions(), ","), where, cmp.Or(f.LeaseTable, f.StateDir))
 	select {
 	case <-ctx.Done():
-	case err = <-served:
+	case err := <-served:
 		return fmt.Errorf("serve the API: %w", err)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
+	<-served
 	return nil
 }
 
