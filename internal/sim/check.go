@@ -28,26 +28,49 @@ var Invariants = []string{InvLost, InvOrder, InvLineage, InvOverlap, InvCheckpoi
 func (w *world) check(res *Result, incs []*incarnation) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	perKind := map[string]int{}
-	bad := func(format string, args ...any) {
-		kind, _, _ := strings.Cut(format, ":")
-		if perKind[kind]++; perKind[kind] <= 5 {
-			res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
-		}
-	}
-	// Nothing lost.
-	for _, r := range w.recs {
-		res.Checked[InvLost]++
-		if !w.doneLocked(r) && !w.trimmed[r.shard] {
-			bad("lost: %s (%s:%d, shard %s) was neither handled, delivered nor filtered", r.seq, r.key, r.n, r.shard)
-		}
-	}
-
+	j := &judge{res: res, perKind: map[string]int{}}
 	calls := slices.Clone(w.calls)
 	slices.SortStableFunc(calls, func(a, b *call) int { return a.start.Compare(b.start) })
+	w.checkLostLocked(j)
+	w.checkOrderLocked(j, calls)
+	w.checkLineageLocked(j, calls)
+	res.Checked[InvOverlap] += len(calls)
+	res.Checked[InvCheckpoint] += w.saves
+	if w.s.Window > 0 {
+		w.checkWindowsLocked(j, calls)
+	}
+	w.checkObserversLocked(j, incs)
+	res.Checked[InvGoroutines] += len(incs)
+}
 
-	// Per-key order of first deliveries: the first time the function sees each record, the
-	// records of one key come in put order.
+// judge collects a run's violations: the first five of each kind (the text before the first
+// colon).
+type judge struct {
+	res     *Result
+	perKind map[string]int
+}
+
+func (j *judge) bad(format string, args ...any) {
+	kind, _, _ := strings.Cut(format, ":")
+	if j.perKind[kind]++; j.perKind[kind] <= 5 {
+		j.res.Violations = append(j.res.Violations, fmt.Sprintf(format, args...))
+	}
+}
+
+// checkLostLocked: nothing lost. Every record was handled, delivered to the destination or
+// filtered out, unless retention trimmed its shard.
+func (w *world) checkLostLocked(j *judge) {
+	for _, r := range w.recs {
+		j.res.Checked[InvLost]++
+		if !w.doneLocked(r) && !w.trimmed[r.shard] {
+			j.bad("lost: %s (%s:%d, shard %s) was neither handled, delivered nor filtered", r.seq, r.key, r.n, r.shard)
+		}
+	}
+}
+
+// checkOrderLocked: per-key order of first deliveries. The first time the function sees each
+// record, the records of one key come in put order.
+func (w *world) checkOrderLocked(j *judge, calls []*call) {
 	seen := map[string]bool{}
 	last := map[string]int{}
 	for _, c := range calls {
@@ -57,16 +80,18 @@ func (w *world) check(res *Result, incs []*incarnation) {
 			}
 			seen[seq] = true
 			r := w.recs[seq]
-			res.Checked[InvOrder]++
+			j.res.Checked[InvOrder]++
 			if n, ok := last[r.key]; ok && r.n < n {
-				bad("order: %s:%d first seen at %s after %s:%d", r.key, r.n, c.start.Sub(epoch), r.key, n)
+				j.bad("order: %s:%d first seen at %s after %s:%d", r.key, r.n, c.start.Sub(epoch), r.key, n)
 			}
 			last[r.key] = max(last[r.key], r.n)
 		}
 	}
+}
 
-	// Lineage: no invocation of a shard starts before every invocation of each of its ancestors
-	// has ended.
+// checkLineageLocked: no invocation of a shard starts before every invocation of each of its
+// ancestors has ended.
+func (w *world) checkLineageLocked(j *judge, calls []*call) {
 	lastEnd := map[string]time.Time{}
 	for _, c := range calls {
 		if c.frozen { // ended after a freeze: its shard may have been taken over meanwhile
@@ -93,60 +118,60 @@ func (w *world) check(res *Result, incs []*incarnation) {
 			if !ok {
 				continue
 			}
-			res.Checked[InvLineage]++
+			j.res.Checked[InvLineage]++
 			if start.Before(end) {
-				bad("lineage: %s invoked at %s, before its ancestor %s's last invocation ended at %s",
+				j.bad("lineage: %s invoked at %s, before its ancestor %s's last invocation ended at %s",
 					shard, start.Sub(epoch), a, end.Sub(epoch))
 			}
 		}
 	}
-	res.Checked[InvOverlap] += len(calls)
-	res.Checked[InvCheckpoint] += w.saves
+}
 
-	// Windows: each final invocation carries the number of the window's records the function
-	// handled (not discarded, not filtered out).
-	if w.s.Window > 0 {
-		for _, c := range calls {
-			if !c.final || !c.responded || c.failed || w.trimmed[c.shard] {
+// checkWindowsLocked: each final invocation of a window carries the number of the window's
+// records the function handled (not discarded, not filtered out).
+func (w *world) checkWindowsLocked(j *judge, calls []*call) {
+	for _, c := range calls {
+		if !c.final || !c.responded || c.failed || w.trimmed[c.shard] {
+			continue
+		}
+		want, ambiguous := 0, false
+		for _, r := range w.byShard[c.shard] {
+			if !r.at.Truncate(w.s.Window).Equal(c.window) {
 				continue
 			}
-			want, ambiguous := 0, false
-			for _, r := range w.byShard[c.shard] {
-				if !r.at.Truncate(w.s.Window).Equal(c.window) {
-					continue
-				}
-				// A record handled by a worker that died before its checkpoint, then discarded
-				// after the restart (its new batch failed), is in no surviving state: such a
-				// window cannot be judged by counting.
-				ambiguous = ambiguous || (w.handled[r.seq] && w.sent[r.seq])
-				if w.handled[r.seq] {
-					want++
-				}
-			}
-			if ambiguous {
-				continue
-			}
-			res.Checked[InvWindow]++
-			if c.state != want {
-				bad("window %s of %s: final state %d, the window has %d handled records", c.window.Sub(epoch), c.shard, c.state, want)
+			// A record handled by a worker that died before its checkpoint, then discarded
+			// after the restart (its new batch failed), is in no surviving state: such a
+			// window cannot be judged by counting.
+			ambiguous = ambiguous || (w.handled[r.seq] && w.sent[r.seq])
+			if w.handled[r.seq] {
+				want++
 			}
 		}
+		if ambiguous {
+			continue
+		}
+		j.res.Checked[InvWindow]++
+		if c.state != want {
+			j.bad("window %s of %s: final state %d, the window has %d handled records", c.window.Sub(epoch), c.shard, c.state, want)
+		}
 	}
+}
 
-	// The observer's counts are what the function, the destination and Kinesis saw.
+// checkObserversLocked: each worker's observer counted what the function, the destination and
+// Kinesis saw.
+func (w *world) checkObserversLocked(j *judge, incs []*incarnation) {
 	for _, inc := range incs {
 		o := inc.obs
 		o.mu.Lock()
-		res.Checked[InvObserver]++
+		j.res.Checked[InvObserver]++
 		if !inc.polledMatches(o.polled) || o.invoked != inc.invokedRecs || o.failed != inc.failedInvokes ||
 			o.delivered != inc.delivered || o.dropped != 0 || o.filtered > inc.filtered || o.throttled != inc.throttles {
-			bad("observer of worker %d: polled %d/%d invoked %d/%d failed %d/%d delivered %d/%d dropped %d filtered %d/≤%d throttled %d/%d (observer/actual)",
+			j.bad("observer of worker %d: polled %d/%d invoked %d/%d failed %d/%d delivered %d/%d dropped %d filtered %d/≤%d throttled %d/%d (observer/actual)",
 				inc.id, o.polled, inc.polled, o.invoked, inc.invokedRecs, o.failed, inc.failedInvokes, o.delivered, inc.delivered,
 				o.dropped, o.filtered, inc.filtered, o.throttled, inc.throttles)
 		}
 		o.mu.Unlock()
 	}
-	res.Checked[InvGoroutines] += len(incs)
 }
 
 func (w *world) ancestorsLocked(shard string) []string {
