@@ -241,6 +241,17 @@ func (d *DB) begin(ctx context.Context, op, tableName string, in any) (Fault, er
 	return fault, nil
 }
 
+// serve runs one call of op on tableName: the fault injector and the latency first (begin),
+// then run, whose outcome a fault may still replace (finish).
+func serve[T any](ctx context.Context, d *DB, op, tableName string, in any, run func() (T, error)) (T, error) {
+	fault, err := d.begin(ctx, op, tableName, in)
+	if err != nil {
+		var zero T
+		return zero, wrap(op, err)
+	}
+	return finish(ctx, d, op, fault, run)
+}
+
 // finish turns a fault into the caller's outcome: a lost response after the call ran.
 func finish[T any](ctx context.Context, d *DB, op string, fault Fault, run func() (T, error)) (T, error) {
 	out, err := run()

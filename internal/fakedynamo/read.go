@@ -14,11 +14,7 @@ import (
 // GetItem reads one item: 1 read unit per 4 KB (at least one) strongly consistent, half that
 // eventually consistent. Eventually consistent reads see the latest write.
 func (d *DB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	fault, err := d.begin(ctx, OpGetItem, aws.ToString(in.TableName), in)
-	if err != nil {
-		return nil, wrap(OpGetItem, err)
-	}
-	return finish(ctx, d, OpGetItem, fault, func() (*dynamodb.GetItemOutput, error) {
+	return serve(ctx, d, OpGetItem, aws.ToString(in.TableName), in, func() (*dynamodb.GetItemOutput, error) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		t, err := d.tableLocked(in.TableName)
@@ -65,11 +61,7 @@ func (d *DB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, _
 		first = n
 		break
 	}
-	fault, err := d.begin(ctx, OpBatchGetItem, first, in)
-	if err != nil {
-		return nil, wrap(OpBatchGetItem, err)
-	}
-	return finish(ctx, d, OpBatchGetItem, fault, func() (*dynamodb.BatchGetItemOutput, error) { return d.batchGet(in) })
+	return serve(ctx, d, OpBatchGetItem, first, in, func() (*dynamodb.BatchGetItemOutput, error) { return d.batchGet(in) })
 }
 
 func (d *DB) batchGet(in *dynamodb.BatchGetItemInput) (*dynamodb.BatchGetItemOutput, error) {
@@ -187,11 +179,7 @@ func page(items []*stored, limit int32, filter cond, proj []path) (kept []map[st
 // bytes evaluated (rounded up to 4 KB per page, halved when eventually consistent), before
 // FilterExpression. LastEvaluatedKey is set when the page stopped before the end.
 func (d *DB) Scan(ctx context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	fault, err := d.begin(ctx, OpScan, aws.ToString(in.TableName), in)
-	if err != nil {
-		return nil, wrap(OpScan, err)
-	}
-	return finish(ctx, d, OpScan, fault, func() (*dynamodb.ScanOutput, error) { return d.scan(in) })
+	return serve(ctx, d, OpScan, aws.ToString(in.TableName), in, func() (*dynamodb.ScanOutput, error) { return d.scan(in) })
 }
 
 func (d *DB) scan(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
@@ -246,11 +234,7 @@ func (d *DB) scan(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
 // Query reads the items of one partition key in range-key order (ScanIndexForward false:
 // descending), paged and billed like Scan. Secondary indexes are not supported.
 func (d *DB) Query(ctx context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	fault, err := d.begin(ctx, OpQuery, aws.ToString(in.TableName), in)
-	if err != nil {
-		return nil, wrap(OpQuery, err)
-	}
-	return finish(ctx, d, OpQuery, fault, func() (*dynamodb.QueryOutput, error) { return d.query(in) })
+	return serve(ctx, d, OpQuery, aws.ToString(in.TableName), in, func() (*dynamodb.QueryOutput, error) { return d.query(in) })
 }
 
 func (d *DB) query(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {

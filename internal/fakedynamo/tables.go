@@ -15,11 +15,7 @@ import (
 // BillingMode and ProvisionedThroughput are honoured; secondary indexes are refused.
 func (d *DB) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
 	name := aws.ToString(in.TableName)
-	fault, err := d.begin(ctx, OpCreateTable, name, in)
-	if err != nil {
-		return nil, wrap(OpCreateTable, err)
-	}
-	return finish(ctx, d, OpCreateTable, fault, func() (*dynamodb.CreateTableOutput, error) { return d.createTable(in) })
+	return serve(ctx, d, OpCreateTable, name, in, func() (*dynamodb.CreateTableOutput, error) { return d.createTable(in) })
 }
 
 func (d *DB) createTable(in *dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error) {
@@ -106,11 +102,7 @@ func (t *table) describe(status types.TableStatus) *types.TableDescription {
 
 // DescribeTable describes a table.
 func (d *DB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	fault, err := d.begin(ctx, OpDescribeTable, aws.ToString(in.TableName), in)
-	if err != nil {
-		return nil, wrap(OpDescribeTable, err)
-	}
-	return finish(ctx, d, OpDescribeTable, fault, func() (*dynamodb.DescribeTableOutput, error) {
+	return serve(ctx, d, OpDescribeTable, aws.ToString(in.TableName), in, func() (*dynamodb.DescribeTableOutput, error) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		t, err := d.tableLocked(in.TableName)
@@ -124,11 +116,7 @@ func (d *DB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput,
 // UpdateTable changes a table's billing mode or provisioned throughput (and with them its
 // table-level capacity). Index changes are refused.
 func (d *DB) UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error) {
-	fault, err := d.begin(ctx, OpUpdateTable, aws.ToString(in.TableName), in)
-	if err != nil {
-		return nil, wrap(OpUpdateTable, err)
-	}
-	return finish(ctx, d, OpUpdateTable, fault, func() (*dynamodb.UpdateTableOutput, error) {
+	return serve(ctx, d, OpUpdateTable, aws.ToString(in.TableName), in, func() (*dynamodb.UpdateTableOutput, error) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		t, err := d.tableLocked(in.TableName)
@@ -156,11 +144,7 @@ func (d *DB) UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, _ .
 
 // DeleteTable deletes a table and its items.
 func (d *DB) DeleteTable(ctx context.Context, in *dynamodb.DeleteTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteTableOutput, error) {
-	fault, err := d.begin(ctx, OpDeleteTable, aws.ToString(in.TableName), in)
-	if err != nil {
-		return nil, wrap(OpDeleteTable, err)
-	}
-	return finish(ctx, d, OpDeleteTable, fault, func() (*dynamodb.DeleteTableOutput, error) {
+	return serve(ctx, d, OpDeleteTable, aws.ToString(in.TableName), in, func() (*dynamodb.DeleteTableOutput, error) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		t, err := d.tableLocked(in.TableName)

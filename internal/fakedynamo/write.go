@@ -133,11 +133,7 @@ func (d *DB) write(op string, kind writeKind, tableName *string, key map[string]
 // PutItem writes a whole item, conditionally if asked: 1 write unit per KB of the larger of
 // the old and new item, charged even when the condition fails.
 func (d *DB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	fault, err := d.begin(ctx, OpPutItem, aws.ToString(in.TableName), in)
-	if err != nil {
-		return nil, wrap(OpPutItem, err)
-	}
-	return finish(ctx, d, OpPutItem, fault, func() (*dynamodb.PutItemOutput, error) {
+	return serve(ctx, d, OpPutItem, aws.ToString(in.TableName), in, func() (*dynamodb.PutItemOutput, error) {
 		if in.ReturnValues != "" && in.ReturnValues != types.ReturnValueNone && in.ReturnValues != types.ReturnValueAllOld {
 			return nil, validation("ReturnValues can only be ALL_OLD or NONE")
 		}
@@ -159,11 +155,7 @@ func (d *DB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*
 // UpdateItem updates (or creates) an item with an update expression, conditionally if asked;
 // billed like PutItem.
 func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	fault, err := d.begin(ctx, OpUpdateItem, aws.ToString(in.TableName), in)
-	if err != nil {
-		return nil, wrap(OpUpdateItem, err)
-	}
-	return finish(ctx, d, OpUpdateItem, fault, func() (*dynamodb.UpdateItemOutput, error) {
+	return serve(ctx, d, OpUpdateItem, aws.ToString(in.TableName), in, func() (*dynamodb.UpdateItemOutput, error) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		old, cur, touched, cc, err := d.write(OpUpdateItem, kindUpdate, in.TableName, in.Key, nil, in.UpdateExpression, in.ConditionExpression,
@@ -200,11 +192,7 @@ func (d *DB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ ...
 
 // DeleteItem deletes an item, conditionally if asked; billed on the deleted item's size.
 func (d *DB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	fault, err := d.begin(ctx, OpDeleteItem, aws.ToString(in.TableName), in)
-	if err != nil {
-		return nil, wrap(OpDeleteItem, err)
-	}
-	return finish(ctx, d, OpDeleteItem, fault, func() (*dynamodb.DeleteItemOutput, error) {
+	return serve(ctx, d, OpDeleteItem, aws.ToString(in.TableName), in, func() (*dynamodb.DeleteItemOutput, error) {
 		if in.ReturnValues != "" && in.ReturnValues != types.ReturnValueNone && in.ReturnValues != types.ReturnValueAllOld {
 			return nil, validation("ReturnValues can only be ALL_OLD or NONE")
 		}
