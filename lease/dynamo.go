@@ -136,6 +136,7 @@ type Dynamo struct {
 	legacy    map[string]observation // leases of the previous protocol: counter and since when
 	cleanup   map[string]bool        // finished parents to check for deletion
 	lastCand  map[string]bool        // the candidates of the last Claim
+	claims    int                    // Claim calls
 	cycles    int                    // claim cycles run
 	lastCycle time.Time
 	pending   map[string]bool // placed here at some point and not seen owned by another since
@@ -152,6 +153,7 @@ type heldLease struct {
 	fresh     bool   // the last Load returned its current progress
 	announced bool   // returned by Claim
 	finished  bool
+	unwanted  bool // not asked for by the poller: to be released unowned
 }
 
 type observation struct {
@@ -636,9 +638,17 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 		d.membersChanged = d.cfg.now()
 		d.mu.Unlock()
 	}
+	cand := make(map[string]bool, len(candidates))
+	for _, id := range candidates {
+		cand[id] = true
+	}
 	d.mu.Lock()
-	reuse := !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse
+	// The cycle takes only leases the poller asks for (see pollAndTake): the first Claim
+	// runs its own, since Load's ran before any candidates were known.
+	reuse := !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse && d.claims > 0
 	d.lastLoad = time.Time{}
+	d.lastCand = cand
+	d.claims++
 	d.mu.Unlock()
 	if !reuse {
 		if err := d.cycle(ctx); err != nil {
@@ -649,13 +659,8 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	d.mu.Lock()
 	ready := d.joined && now.Sub(d.joinedAt) >= d.beatInt && d.aliveLocked(now)
 	var create, grab []string
-	cand := make(map[string]bool, len(candidates))
 	for _, id := range candidates {
-		cand[id] = true
-	}
-	d.lastCand = cand
-	for _, id := range candidates {
-		if !ready || d.held[id] != nil || d.cache[id].Finished() || d.parentBusyLocked(id, now) {
+		if !ready || d.held[id] != nil || d.cache[id].Finished() {
 			continue
 		}
 		switch {
@@ -668,15 +673,25 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 		}
 	}
 	d.mu.Unlock()
+	done := d.parentsDone(ctx, append(slices.Clone(create), grab...))
+	create = slices.DeleteFunc(create, func(id string) bool { return !done[id] })
+	grab = slices.DeleteFunc(grab, func(id string) bool { return !done[id] })
 	parallel(create, func(id string) { d.create(ctx, id, true) })
 	parallel(grab, func(id string) { d.grab(ctx, id) })
 
 	// Leases placed elsewhere that no reader runs here (adopted after another worker asked)
-	// are handed over now.
+	// are handed over now; leases the poller does not ask for (a shard trimmed from its
+	// listing, adopted after a lost response) are released, so that no idle holder keeps a
+	// parent's children waiting (see parentsDone).
 	d.mu.Lock()
 	var idle []string
 	for id, h := range d.held {
-		if h.handTo != "" && !h.announced {
+		switch {
+		case h.announced || h.finished:
+		case h.handTo != "":
+			idle = append(idle, id)
+		case !cand[id]:
+			h.unwanted = true
 			idle = append(idle, id)
 		}
 	}
@@ -684,9 +699,13 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	parallel(idle, func(id string) {
 		d.mu.Lock()
 		h := d.held[id]
+		why := "no reader here"
+		if h != nil && h.unwanted {
+			why = "not asked for by the poller"
+		}
 		d.mu.Unlock()
 		if h != nil {
-			if err := d.release(ctx, id, h, "no reader here"); err != nil && ctx.Err() == nil {
+			if err := d.release(ctx, id, h, why); err != nil && ctx.Err() == nil {
 				d.log.Warn("hand-over failed; will retry", "shard_id", id, "err", err)
 			}
 		}
@@ -705,17 +724,77 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	return out, nil
 }
 
-// parentBusyLocked: a parent of the shard is unfinished and owned by another live worker. The
-// poller counts a parent the listing no longer shows (trimmed by retention) as finished, but
-// its owner elsewhere may still be invoking its last batch: the child waits for its
-// checkpoint (invariant 3) or for the owner's lease to lapse.
-func (d *Dynamo) parentBusyLocked(id string, now time.Time) bool {
-	for _, p := range nonEmpty(d.infos[id].Parents) {
-		if l, ok := d.cache[p]; ok && !l.Finished() && l.Owner != "" && l.Owner != d.id && !d.freeLocked(l, now) {
-			return true
+// parentsDone returns which of the shards (about to be created or taken) have every parent
+// done: finished, or read just now and held by no live worker but this one. The poller counts
+// a parent the listing no longer shows (trimmed by retention) as finished, but its owner
+// elsewhere may still be invoking its last batch: the child waits for its checkpoint
+// (invariant 3) or for the owner to stop (hand-over, release) or die. A cached copy of the
+// parent does not do: the lease may have been taken since (sim LEASES=1 seed 60). Nobody
+// reads a trimmed parent after such a read (its records are gone), and a finished lease stays
+// finished, so a child whose item exists has parents that are done.
+func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool {
+	d.mu.Lock()
+	var ps []string
+	for _, id := range ids {
+		for _, p := range nonEmpty(d.infos[id].Parents) {
+			if !d.cache[p].Finished() && d.held[p] == nil {
+				ps = append(ps, p)
+			}
 		}
 	}
-	return false
+	d.mu.Unlock()
+	read := map[string]*Lease{}
+	if len(ps) > 0 {
+		slices.Sort(ps)
+		read = d.batchGet(ctx, slices.Compact(ps))
+	}
+	now := d.cfg.now()
+	d.mu.Lock()
+	gone := false
+	for _, l := range read {
+		gone = gone || l != nil && d.ownerGoneLocked(*l, now)
+	}
+	d.mu.Unlock()
+	if gone {
+		// An owner this worker's (eventually consistent) roster lacks may have joined since:
+		// only a consistent read tells it is gone for good (see confirmFree).
+		if err := d.readRoster(ctx, true); err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("read roster failed; will retry", "err", err)
+			}
+			return nil
+		}
+		now = d.cfg.now()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		ok := true
+		for _, p := range nonEmpty(d.infos[id].Parents) {
+			if d.cache[p].Finished() || d.held[p] != nil {
+				continue
+			}
+			l, got := read[p]
+			if !got || l != nil && d.parentBusyLocked(*l, now) { // not read (throttled), or busy
+				ok = false
+			}
+		}
+		out[id] = ok
+	}
+	return out
+}
+
+// parentBusyLocked: the parent's lease, as just read, is unfinished and held by another live
+// worker.
+func (d *Dynamo) parentBusyLocked(l Lease, now time.Time) bool {
+	return !l.Finished() && l.Owner != "" && l.Owner != d.id && !d.freeLocked(l, now)
+}
+
+// ownerGoneLocked: the lease names another worker, with an epoch, that the roster as this
+// worker last read it does not show.
+func (d *Dynamo) ownerGoneLocked(l Lease, now time.Time) bool {
+	return !l.Finished() && l.Owner != "" && l.Owner != d.id && !l.HandedOver && l.OwnerEpoch != 0 && d.freeLocked(l, now)
 }
 
 // settledLocked: the placement applies to the shard. A shard of the first listing without

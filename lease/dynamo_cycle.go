@@ -236,9 +236,17 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 				d.legacy[id] = observation{counter: it.Counter, since: now}
 			}
 		}
-		if d.freeLocked(*it, now) || it.Owner == d.id { // free, or handed over to this worker
+		ours := it.Owner == d.id && it.OwnerEpoch == d.epoch && !it.HandedOver
+		if ours || (d.freeLocked(*it, now) || it.Owner == d.id) && d.lastCand[id] {
+			// Free, or handed over to this worker, and asked for by the poller: a lease
+			// taken for a shard the poller does not read (trimmed from its listing) would keep
+			// the shard's children waiting for good (see parentsDone).
 			delete(d.waiting, id)
 			take = append(take, *it)
+			continue
+		}
+		if d.freeLocked(*it, now) || it.Owner == d.id {
+			d.backoffLocked(id, now)
 			continue
 		}
 		if d.plan.owner[id] == d.id && d.polls[id].tries >= pollEager {
