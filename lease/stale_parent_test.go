@@ -16,11 +16,11 @@ import (
 // ClaimInterval a Load, then a Claim of the current candidates; a shard the Claim stops
 // returning is released (the poller stops its reader and calls Release).
 type pollerDriver struct {
-	mu      sync.Mutex
-	cand    []string
-	held    map[string]bool
-	claims  int
-	paused  bool // heartbeat only: no Load, no Claim
+	mu     sync.Mutex
+	cand   []string
+	held   map[string]bool
+	claims int
+	paused bool // heartbeat only: no Load, no Claim
 }
 
 func drivePoller(t *testing.T, d *Dynamo, candidates []string, paused bool) (*pollerDriver, func()) {
