@@ -140,7 +140,9 @@ type Dynamo struct {
 	cycles    int                    // claim cycles run
 	lastCycle time.Time
 	pending   map[string]bool // placed here at some point and not seen owned by another since
-	waiting   map[string]bool // placed here, owned by another live worker that does not hand it over
+	// finishedHere are the shards this worker finished: it creates their children too.
+	finishedHere map[string]bool
+	waiting      map[string]bool // placed here, owned by another live worker that does not hand it over
 }
 
 // heldLease is a lease this worker holds. mu serialises the lease's writes (checkpoint,
@@ -249,6 +251,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...DynamoOption) (
 		children: map[string][]string{}, cache: map[string]Lease{}, missing: map[string]bool{},
 		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
 		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
+		finishedHere: map[string]bool{},
 	}, nil
 }
 
@@ -607,6 +610,7 @@ func (d *Dynamo) save(ctx context.Context, id string, pr poller.ShardProgress) e
 	}
 	if pr.Finished {
 		h.finished = true
+		d.finishedHere[id] = true
 	}
 	if pr.Checkpoint != "" || pr.Finished {
 		for _, p := range nonEmpty(d.infos[id].Parents) {
@@ -669,6 +673,11 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 				grab = append(grab, id)
 			}
 		case d.plan.owner[id] == d.id && d.missing[id]:
+			create = append(create, id)
+		case d.relatedLocked(id) && !d.hasItemLocked(id):
+			// A child of a shard this worker finished: created by it as well as by the
+			// worker it is placed on, which may have died meanwhile (the first one wins;
+			// the placement hands it over afterwards).
 			create = append(create, id)
 		}
 	}
@@ -783,6 +792,12 @@ func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool 
 		out[id] = ok
 	}
 	return out
+}
+
+// hasItemLocked: the shard's lease item is known to exist.
+func (d *Dynamo) hasItemLocked(id string) bool {
+	_, ok := d.cache[id]
+	return ok && !d.missing[id]
 }
 
 // parentBusyLocked: the parent's lease, as just read, is unfinished and held by another live
