@@ -59,6 +59,9 @@ const (
 	pollEager = 10 // reads at every cycle before backing off
 	// beatRetry is the pause between heartbeat attempts after a failure (throttling).
 	beatRetry = 250 * time.Millisecond
+	// coldStartMax bounds how long a worker of a new mapping waits for the fleet to stop
+	// changing before it creates the leases placed on it (see fleetSettledLocked).
+	coldStartMax = 5 * time.Minute
 )
 
 // Dynamo shares one mapping's shards among workers through a DynamoDB lease table: one item
@@ -115,6 +118,7 @@ type Dynamo struct {
 	members        map[string]member
 	beats2         map[string]beatObs
 	membersChanged time.Time
+	fleetChanged   time.Time // when a member last came or went, as this worker saw it
 	rosterAt       time.Time // when the roster was last read or returned
 	publishedKnown int64     // the shard count the last heartbeat published
 	stopReadAt     time.Time // last consistent roster read before a shutdown hand-over
@@ -672,7 +676,7 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 			if l, ok := d.cache[id]; !ok || d.freeLocked(l, now) || l.Owner == d.id {
 				grab = append(grab, id)
 			}
-		case d.plan.owner[id] == d.id && d.missing[id]:
+		case d.plan.owner[id] == d.id && d.missing[id] && d.fleetSettledLocked(id, now):
 			create = append(create, id)
 		case d.relatedLocked(id) && !d.hasItemLocked(id):
 			// A child of a shard this worker finished: created by it as well as by the
@@ -810,6 +814,18 @@ func (d *Dynamo) parentBusyLocked(l Lease, now time.Time) bool {
 // worker last read it does not show.
 func (d *Dynamo) ownerGoneLocked(l Lease, now time.Time) bool {
 	return !l.Finished() && l.Owner != "" && l.Owner != d.id && !l.HandedOver && l.OwnerEpoch != 0 && d.freeLocked(l, now)
+}
+
+// fleetSettledLocked: the lease of a shard of a new mapping (one without parents that has no
+// item yet) is created once no member came or went for a heartbeat interval and a claim
+// interval, as this worker saw the roster, or coldStartMax after it joined: a fleet still
+// starting one worker after another would otherwise have the first ones create leases they hand
+// on at each join (see DESIGN.md, "Cold start"). A child is created at once.
+func (d *Dynamo) fleetSettledLocked(id string, now time.Time) bool {
+	if len(nonEmpty(d.infos[id].Parents)) > 0 {
+		return true
+	}
+	return now.Sub(d.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.joinedAt) >= coldStartMax
 }
 
 // settledLocked: the placement applies to the shard. A shard of the first listing without
