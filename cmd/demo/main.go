@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +26,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/local"
@@ -78,15 +81,41 @@ Resources:
                 Destination: arn:aws:sqs:us-east-1:000000000000:` + queue + `
 `
 
+// demo is one run of the story: the emulators and clients it set up, the esm process it
+// started, and what the producer has written so far.
+type demo struct {
+	begin       time.Time
+	total, keys int
+	work        string // temporary folder: template, state, log, deliveries
+	kin         *kinesis.Client
+	sqs         *sqs.Client
+	queueURL    string
+	out         string // the example function's deliveries (JSON lines)
+	logPath     string
+	metricsAddr string
+
+	esm    *exec.Cmd
+	exited chan error // esm.Wait's result
+
+	written   atomic.Int64
+	poisonSeq atomic.Value   // the poison record's sequence number
+	perKey    map[string]int // records written per key, set when the producer is done
+
+	prev   int // deliveries at the last progress line, and when
+	prevAt time.Time
+}
+
+// run tells the whole story and returns an error unless every check passed.
 func run(ctx context.Context, esmBin string, total, keys int) error {
-	begin := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
+	d := &demo{begin: time.Now(), total: total, keys: keys}
 	work, err := os.MkdirTemp("", "esm-demo-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
+	d.work = work
 
 	emu, err := local.StartKinesis(ctx, local.KinesisOptions{})
 	if err != nil {
@@ -99,154 +128,168 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 	}
 	defer sqsSrv.Close()
 	say("kinesis-local at %s, SQS (goaws, in-process) at %s — 127.0.0.1 only", emu.Endpoint(), sqsSrv.Endpoint())
+	if err := d.createResources(ctx, emu.Endpoint(), sqsSrv.Endpoint()); err != nil {
+		return err
+	}
+	stopESM, err := d.startESM(esmBin, emu.Endpoint(), sqsSrv.Endpoint())
+	if err != nil {
+		return err
+	}
+	defer stopESM()
+
+	prodDone := make(chan error, 1)
+	go func() { prodDone <- d.produce(ctx) }()
+	say("producer writing %d records over %d partition keys, plus one poison record", total, keys)
+	d.prevAt = time.Now()
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	if err := d.reshardWhileProducing(ctx, prodDone, ticker.C); err != nil {
+		return err
+	}
+	say("producer done; waiting for esm to deliver everything and report the poison record")
+	got, failures, err := d.awaitDeliveries(ctx, ticker.C)
+	if err != nil {
+		return err
+	}
+	d.progress()
+	_ = d.esm.Process.Signal(syscall.SIGTERM)
+	if err := <-d.exited; err != nil {
+		return fmt.Errorf("esm did not stop cleanly: %w", err)
+	}
+	say("esm stopped on SIGTERM (exit 0)")
+	return d.report(ctx, got, failures)
+}
+
+// createResources makes the clients, the 2-shard stream and the on-failure queue.
+func (d *demo) createResources(ctx context.Context, kinesisURL, sqsURL string) error {
 	cfg, err := local.AWSConfig(ctx, "us-east-1")
 	if err != nil {
 		return err
 	}
-	kin := local.NewKinesisClient(cfg, emu.Endpoint())
-	sqsC := local.NewSQSClient(cfg, sqsSrv.Endpoint())
-	if _, err := local.CreateStream(ctx, kin, stream, 2); err != nil {
+	d.kin = local.NewKinesisClient(cfg, kinesisURL)
+	d.sqs = local.NewSQSClient(cfg, sqsURL)
+	if _, err := local.CreateStream(ctx, d.kin, stream, 2); err != nil {
 		return err
 	}
-	queueURL, _, err := local.CreateQueue(ctx, sqsC, queue)
-	if err != nil {
+	if d.queueURL, _, err = local.CreateQueue(ctx, d.sqs, queue); err != nil {
 		return err
 	}
 	say("created stream %s (2 shards) and on-failure queue %s", stream, queue)
+	return nil
+}
 
-	tmpl := filepath.Join(work, "template.yaml")
+// startESM writes the template and starts the esm binary on it, with the example function
+// failing the poison record. The returned function kills esm if it is still running.
+func (d *demo) startESM(esmBin, kinesisURL, sqsURL string) (stop func(), err error) {
+	tmpl := filepath.Join(d.work, "template.yaml")
 	if err := os.WriteFile(tmpl, []byte(demoTemplate), 0o644); err != nil {
-		return err
+		return nil, err
 	}
-	metricsAddr, err := freeAddr()
+	if d.metricsAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	d.out = filepath.Join(d.work, "deliveries.jsonl")
+	d.logPath = filepath.Join(d.work, "esm.log")
+	logFile, err := os.Create(d.logPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	out := filepath.Join(work, "deliveries.jsonl")
-	logPath := filepath.Join(work, "esm.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	esm := exec.Command(esmBin, "run", "--invoke", "example", "--template", tmpl, "--sqs-protocol", "query", "--poll-interval", "250ms",
-		"--state-dir", filepath.Join(work, "state"), "--metrics-addr", metricsAddr)
-	esm.Env = append(os.Environ(),
-		"AWS_ENDPOINT_URL_KINESIS="+emu.Endpoint(), "AWS_ENDPOINT_URL_SQS="+sqsSrv.Endpoint(),
+	d.esm = exec.Command(esmBin, "run", "--invoke", "example", "--template", tmpl, "--sqs-protocol", "query", "--poll-interval", "250ms",
+		"--state-dir", filepath.Join(d.work, "state"), "--metrics-addr", d.metricsAddr)
+	d.esm.Env = append(os.Environ(),
+		"AWS_ENDPOINT_URL_KINESIS="+kinesisURL, "AWS_ENDPOINT_URL_SQS="+sqsURL,
 		"AWS_ACCESS_KEY_ID=AKIDLOCAL", "AWS_SECRET_ACCESS_KEY=local", "AWS_REGION=us-east-1",
-		"EXAMPLE_OUTPUT="+out, "EXAMPLE_DELAY=15ms", "EXAMPLE_FAIL=error", "EXAMPLE_FAIL_MATCH="+poison)
-	esm.Stdout, esm.Stderr = logFile, logFile
-	if err := esm.Start(); err != nil {
-		return fmt.Errorf("start %s (make demo builds it): %w", esmBin, err)
+		"EXAMPLE_OUTPUT="+d.out, "EXAMPLE_DELAY=15ms", "EXAMPLE_FAIL=error", "EXAMPLE_FAIL_MATCH="+poison)
+	d.esm.Stdout, d.esm.Stderr = logFile, logFile
+	if err := d.esm.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s (make demo builds it): %w", esmBin, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- esm.Wait() }()
-	defer func() {
-		if esm.ProcessState == nil {
-			_ = esm.Process.Kill()
-			<-exited
+	d.exited = make(chan error, 1)
+	go func() { d.exited <- d.esm.Wait() }()
+	say("esm running (pid %d): example handler in-process, BisectBatchOnFunctionError, MaximumRetryAttempts 2, SQS on-failure queue", d.esm.Process.Pid)
+	say("esm log: %s; metrics: http://%s/metrics", d.logPath, d.metricsAddr)
+	return func() {
+		if d.esm.ProcessState == nil {
+			_ = d.esm.Process.Kill()
+			<-d.exited
 		}
-	}()
-	say("esm running (pid %d): example handler in-process, BisectBatchOnFunctionError, MaximumRetryAttempts 2, SQS on-failure queue", esm.Process.Pid)
-	say("esm log: %s; metrics: http://%s/metrics", logPath, metricsAddr)
+		logFile.Close()
+	}, nil
+}
 
-	var written atomic.Int64
-	prodDone := make(chan error, 1)
-	perKey := map[string]int{}
-	var poisonSeq atomic.Value
-	go func() {
-		counters := make([]int, keys)
-		for n := 0; n < total; {
-			var batch []local.Record
-			for len(batch) < 20 && n+len(batch) < total {
-				k := (n + len(batch)) % keys
-				batch = append(batch, local.Record{PartitionKey: fmt.Sprintf("key-%02d", k), Data: fmt.Appendf(nil, "key-%02d:%d", k, counters[k])})
-				counters[k]++
-			}
-			normal := len(batch)
-			if n <= total/2 && total/2 < n+normal { // one poison record, mid-run, under its own key
-				batch = append(batch, local.Record{PartitionKey: "poison-key", Data: []byte(poison)})
-			}
-			res, err := local.PutRecords(ctx, kin, stream, batch)
-			if err != nil {
-				prodDone <- err
-				return
-			}
-			for i, r := range batch {
-				if string(r.Data) == poison {
-					poisonSeq.Store(aws.ToString(res[i].SequenceNumber))
-				}
-			}
-			n += normal
-			written.Store(int64(n))
-			select { // a steady producer: about 200 records/s
-			case <-time.After(100 * time.Millisecond):
-			case <-ctx.Done():
-				prodDone <- ctx.Err()
-				return
+// produce writes d.total records over d.keys keys, about 200 a second, with one poison record
+// under its own key half-way through.
+func (d *demo) produce(ctx context.Context) error {
+	counters := make([]int, d.keys)
+	for n := 0; n < d.total; {
+		var batch []local.Record
+		for len(batch) < 20 && n+len(batch) < d.total {
+			k := (n + len(batch)) % d.keys
+			batch = append(batch, local.Record{PartitionKey: fmt.Sprintf("key-%02d", k), Data: fmt.Appendf(nil, "key-%02d:%d", k, counters[k])})
+			counters[k]++
+		}
+		normal := len(batch)
+		if n <= d.total/2 && d.total/2 < n+normal {
+			batch = append(batch, local.Record{PartitionKey: "poison-key", Data: []byte(poison)})
+		}
+		res, err := local.PutRecords(ctx, d.kin, stream, batch)
+		if err != nil {
+			return err
+		}
+		for i, r := range batch {
+			if string(r.Data) == poison {
+				d.poisonSeq.Store(aws.ToString(res[i].SequenceNumber))
 			}
 		}
-		for k, c := range counters {
-			perKey[fmt.Sprintf("key-%02d", k)] = c
+		n += normal
+		d.written.Store(int64(n))
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		prodDone <- nil
-	}()
-	say("producer writing %d records over %d partition keys, plus one poison record", total, keys)
-
-	prev, prevAt := 0, time.Now()
-	progress := func() []example.Delivery {
-		ds, _ := local.ReadDeliveries(out)
-		per := map[string]int{}
-		for _, d := range ds {
-			per[d.ShardID]++
-		}
-		ages := scrapeIteratorAges(metricsAddr)
-		var parts []string
-		for _, id := range slices.Sorted(mapKeys(per)) {
-			part := fmt.Sprintf("%s=%d", strings.TrimPrefix(id, "shardId-0000000000"), per[id])
-			if age, ok := ages[id]; ok {
-				part += fmt.Sprintf("(age %s)", age)
-			}
-			parts = append(parts, part)
-		}
-		now := time.Now()
-		rate := float64(len(ds)-prev) / now.Sub(prevAt).Seconds()
-		prev, prevAt = len(ds), now
-		fmt.Printf("    written %4d  delivered %4d  %5.0f rec/s  shards: %s\n", written.Load(), len(ds), rate, strings.Join(parts, " "))
-		return ds
 	}
-	ticker := time.NewTicker(time.Second)
-	defer ticker.Stop()
-	split, merged, prodFinished := false, false, false
-	for !prodFinished {
+	d.perKey = map[string]int{}
+	for k, c := range counters {
+		d.perKey[fmt.Sprintf("key-%02d", k)] = c
+	}
+	return nil
+}
+
+// reshardWhileProducing prints progress every tick until the producer is done, splitting a
+// shard a third of the way through and merging two at two thirds.
+func (d *demo) reshardWhileProducing(ctx context.Context, prodDone <-chan error, tick <-chan time.Time) error {
+	split, merged := false, false
+	for {
 		select {
 		case err := <-prodDone:
 			if err != nil {
 				return fmt.Errorf("producer: %w", err)
 			}
-			prodFinished = true
-		case <-ticker.C:
-			progress()
-		case err := <-exited:
-			tail, _ := os.ReadFile(logPath)
+			return nil
+		case <-tick:
+			d.progress()
+		case err := <-d.exited:
+			tail, _ := os.ReadFile(d.logPath)
 			return fmt.Errorf("esm exited early (%v); its log:\n%s", err, tail)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		switch n := written.Load(); {
-		case !split && n >= int64(total/3):
-			open, err := local.OpenShards(ctx, kin, stream)
+		switch n := d.written.Load(); {
+		case !split && n >= int64(d.total/3):
+			open, err := local.OpenShards(ctx, d.kin, stream)
 			if err != nil {
 				return err
 			}
 			id := aws.ToString(open[0].ShardId)
-			if err := local.SplitInHalf(ctx, kin, stream, id); err != nil {
+			if err := local.SplitInHalf(ctx, d.kin, stream, id); err != nil {
 				return err
 			}
 			say("split %s in two while records flow: its children wait until it is drained", id)
 			split = true
-		case split && !merged && n >= int64(2*total/3):
-			a, b, err := local.MergeFirstAdjacent(ctx, kin, stream)
+		case split && !merged && n >= int64(2*d.total/3):
+			a, b, err := local.MergeFirstAdjacent(ctx, d.kin, stream)
 			if err != nil {
 				return err
 			}
@@ -254,51 +297,74 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 			merged = true
 		}
 	}
-	say("producer done; waiting for esm to deliver everything and report the poison record")
-	var got []example.Delivery
-	var failures []string
+}
+
+// awaitDeliveries waits until every record was delivered and the on-failure queue holds its
+// message, printing progress every tick.
+func (d *demo) awaitDeliveries(ctx context.Context, tick <-chan time.Time) (got []example.Delivery, failures []string, err error) {
 	for {
-		if got, err = local.ReadDeliveries(out); err != nil {
-			return err
+		if got, err = local.ReadDeliveries(d.out); err != nil {
+			return nil, nil, err
 		}
-		if distinct(got) >= total && len(failures) > 0 {
-			break
+		if distinct(got) >= d.total && len(failures) > 0 {
+			return got, failures, nil
 		}
 		if len(failures) == 0 {
-			if failures, err = local.ReceiveAll(ctx, sqsC, queueURL); err != nil {
-				return err
+			if failures, err = local.ReceiveAll(ctx, d.sqs, d.queueURL); err != nil {
+				return nil, nil, err
 			}
 		}
 		select {
-		case <-ticker.C:
-			progress()
+		case <-tick:
+			d.progress()
 		case <-ctx.Done():
-			return fmt.Errorf("only %d of %d records delivered (%d failure messages) before the time limit", distinct(got), total, len(failures))
+			return nil, nil, fmt.Errorf("only %d of %d records delivered (%d failure messages) before the time limit", distinct(got), d.total, len(failures))
 		}
 	}
-	progress()
-	_ = esm.Process.Signal(syscall.SIGTERM)
-	if err := <-exited; err != nil {
-		return fmt.Errorf("esm did not stop cleanly: %w", err)
-	}
-	say("esm stopped on SIGTERM (exit 0)")
+}
 
-	lineage, err := local.Lineage(ctx, kin, stream)
+// progress prints one line: written, delivered, the rate since the last line, and per shard the
+// deliveries and esm's iterator age.
+func (d *demo) progress() {
+	ds, _ := local.ReadDeliveries(d.out)
+	per := map[string]int{}
+	for _, dl := range ds {
+		per[dl.ShardID]++
+	}
+	ages := scrapeIteratorAges(d.metricsAddr)
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(per)) {
+		part := fmt.Sprintf("%s=%d", strings.TrimPrefix(id, "shardId-0000000000"), per[id])
+		if age, ok := ages[id]; ok {
+			part += fmt.Sprintf("(age %s)", age)
+		}
+		parts = append(parts, part)
+	}
+	now := time.Now()
+	rate := float64(len(ds)-d.prev) / now.Sub(d.prevAt).Seconds()
+	d.prev, d.prevAt = len(ds), now
+	fmt.Printf("    written %4d  delivered %4d  %5.0f rec/s  shards: %s\n", d.written.Load(), len(ds), rate, strings.Join(parts, " "))
+}
+
+// report prints the lineage with each shard's deliveries, the on-failure messages and the
+// checks, and fails unless every check passed.
+func (d *demo) report(ctx context.Context, got []example.Delivery, failures []string) error {
+	lineage, err := local.Lineage(ctx, d.kin, stream)
 	if err != nil {
 		return err
 	}
 	fmt.Println("\nshard lineage (records delivered; first and last delivery, seconds into the run):")
 	per := map[string]int{}
 	first, last := map[string]int64{}, map[string]int64{}
-	for _, d := range got {
-		per[d.ShardID]++
-		if _, ok := first[d.ShardID]; !ok {
-			first[d.ShardID] = d.ReceivedAt
+	for _, dl := range got {
+		per[dl.ShardID]++
+		if _, ok := first[dl.ShardID]; !ok {
+			first[dl.ShardID] = dl.ReceivedAt
 		}
-		last[d.ShardID] = d.ReceivedAt
+		last[dl.ShardID] = dl.ReceivedAt
 	}
-	at := func(ms int64) string { return fmt.Sprintf("%5.1f", float64(ms-begin.UnixMilli())/1000) }
-	for _, id := range slices.Sorted(mapKeys(lineage)) {
+	at := func(ms int64) string { return fmt.Sprintf("%5.1f", float64(ms-d.begin.UnixMilli())/1000) }
+	for _, id := range slices.Sorted(maps.Keys(lineage)) {
 		from := ""
 		if ps := lineage[id]; len(ps) > 0 {
 			from = " ← " + strings.Join(ps, " + ")
@@ -315,8 +381,8 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 	}
 
 	fmt.Println("\nchecks:")
-	checks := local.VerifyDeliveries(got, perKey, lineage)
-	checks = append(checks, checkPoison(failures, got, poisonSeq.Load()))
+	checks := local.VerifyDeliveries(got, d.perKey, lineage)
+	checks = append(checks, checkPoison(failures, got, d.poisonSeq.Load()))
 	for _, c := range checks {
 		mark := "PASS"
 		if !c.OK {
@@ -327,7 +393,7 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 	if bad := local.FailedChecks(checks); bad != "" {
 		return fmt.Errorf("checks failed: %s", bad)
 	}
-	fmt.Printf("\nall checks passed in %s\n", time.Since(begin).Round(time.Second))
+	fmt.Printf("\nall checks passed in %s\n", time.Since(d.begin).Round(time.Second))
 	return nil
 }
 
@@ -408,14 +474,4 @@ func distinct(ds []example.Delivery) int {
 		}
 	}
 	return len(seen)
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }

@@ -88,16 +88,11 @@ func (w *world) useSubscriptions() {
 
 // SubscribeToShard passes the worker's subscriptions to the fake, with the schedule's faults.
 func (k simKinesis) SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToShardInput, o ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error) {
-	if err := k.inc.gate(ctx); err != nil {
+	if err := k.before(ctx); err != nil {
 		return nil, err
 	}
 	w := k.inc.w
-	switch {
-	case w.active(FKinThrottle):
-		return nil, fakekinesis.ErrThrottled()
-	case w.active(FKin5xx):
-		return nil, fakekinesis.ErrInternal()
-	case w.active(FSubInUse):
+	if w.active(FSubInUse) {
 		return nil, &types.ResourceInUseException{Message: aws.String("Another active subscription exists for this consumer and shard.")}
 	}
 	return w.fake.SubscribeToShard(context.WithValue(ctx, incKey{}, k.inc), in, o...)

@@ -193,17 +193,26 @@ func (k simKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput,
 	return k.inc.w.fake.ListShards(ctx, in, o...)
 }
 
-func (k simKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+// before gates a reading call on its worker (dead or frozen) and injects the faults every one
+// can get: a throttle, then a 5xx.
+func (k simKinesis) before(ctx context.Context) error {
 	if err := k.inc.gate(ctx); err != nil {
+		return err
+	}
+	switch w := k.inc.w; {
+	case w.active(FKinThrottle):
+		return fakekinesis.ErrThrottled()
+	case w.active(FKin5xx):
+		return fakekinesis.ErrInternal()
+	}
+	return nil
+}
+
+func (k simKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if err := k.before(ctx); err != nil {
 		return nil, err
 	}
 	w := k.inc.w
-	switch {
-	case w.active(FKinThrottle):
-		return nil, fakekinesis.ErrThrottled()
-	case w.active(FKin5xx):
-		return nil, fakekinesis.ErrInternal()
-	}
 	out, err := w.fake.GetShardIterator(ctx, in, o...)
 	if err == nil && w.active(FKinDropped) {
 		return nil, context.DeadlineExceeded // the response was lost on the way
@@ -212,16 +221,11 @@ func (k simKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIt
 }
 
 func (k simKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	if err := k.inc.gate(ctx); err != nil {
+	if err := k.before(ctx); err != nil {
 		return nil, err
 	}
 	w := k.inc.w
-	switch {
-	case w.active(FKinThrottle):
-		return nil, fakekinesis.ErrThrottled()
-	case w.active(FKin5xx):
-		return nil, fakekinesis.ErrInternal()
-	case w.active(FKinExpired):
+	if w.active(FKinExpired) {
 		return nil, fakekinesis.ErrExpired()
 	}
 	out, err := w.fake.GetRecords(ctx, in, o...)
@@ -395,36 +399,64 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 		return invoke.Response{}, fmt.Errorf("%w: sim", invoke.ErrThrottled)
 	}
 
-	// Decide the outcome before running: poison records fail every time they are invoked.
-	failedAt := -1
-	timeout := false
+	o := v.decide(c, batchID, attempt)
+	v.begin(c)
+	t := time.NewTimer(o.runFor)
+	select {
+	case <-t.C:
+	case <-inc.dead:
+		t.Stop()
+	}
+	_ = inc.gate(context.Background()) // an in-process function is frozen with its worker
+	return v.end(c, o, e.State)
+}
+
+// outcome is what an invocation will do, decided before it runs.
+type outcome struct {
+	failedAt int // the record that fails (-1: none; 0 for a final window invocation)
+	timeout  bool
+	partial  bool // the failure is reported as a partial batch response
+	runFor   time.Duration
+}
+
+// decide draws the outcome: poison records fail every time they are invoked; other failures,
+// timeouts and partial responses as the schedule's faults and the seed's coins say.
+func (v simInvoker) decide(c *call, batchID, attempt string) outcome {
+	w := v.inc.w
+	o := outcome{failedAt: -1, runFor: w.s.InvokeTime}
 	w.mu.Lock()
 	for i, seq := range c.seqs {
 		if w.recs[seq].tag == "poison" {
-			failedAt = i
+			o.failedAt = i
 			break
 		}
 	}
 	w.mu.Unlock()
-	if failedAt < 0 && len(c.seqs) > 0 && (w.active(FInvError) || w.chance(w.s.FailRate, "fail", batchID, attempt)) {
-		failedAt = int(fnv32(batchID+attempt) % uint32(len(c.seqs)))
+	if o.failedAt < 0 && len(c.seqs) > 0 && (w.active(FInvError) || w.chance(w.s.FailRate, "fail", batchID, attempt)) {
+		o.failedAt = int(fnv32(batchID+attempt) % uint32(len(c.seqs)))
 	}
-	if failedAt < 0 && c.final && w.chance(w.s.FailRate, "final", batchID, attempt) {
-		failedAt = 0
+	if o.failedAt < 0 && c.final && w.chance(w.s.FailRate, "final", batchID, attempt) {
+		o.failedAt = 0
 	}
-	d := w.s.InvokeTime
 	if w.active(FInvTimeout) {
-		timeout, d = true, 3*time.Second
+		o.timeout, o.runFor = true, 3*time.Second
 	}
-	partial := failedAt >= 0 && !timeout && w.s.Partial && len(c.seqs) > 0 && (w.active(FInvPartial) || w.chance(0.7, "partial", batchID, attempt))
-	if partial {
+	o.partial = o.failedAt >= 0 && !o.timeout && w.s.Partial && len(c.seqs) > 0 && (w.active(FInvPartial) || w.chance(0.7, "partial", batchID, attempt))
+	if o.partial {
 		w.mu.Lock()
 		w.injected[PartialResponses]++
 		w.mu.Unlock()
 	}
+	return o
+}
 
+// begin records the call and marks its keys in flight, reporting an overlap with another
+// invocation of the same keys (one sent frozen is exempt: see Invoke).
+func (v simInvoker) begin(c *call) {
+	w := v.inc.w
 	keys := c.exclusive(w)
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	c.start = w.now()
 	c.keys = keys
 	for _, k := range keys {
@@ -432,25 +464,23 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 			break
 		}
 		if w.inflight[k] > 0 {
-			w.violateLocked("overlapping invocations of %s (%s, worker %d) at %s", k, c.shard, inc.id, c.start.Sub(epoch))
+			w.violateLocked("overlapping invocations of %s (%s, worker %d) at %s", k, c.shard, v.inc.id, c.start.Sub(epoch))
 		}
 		w.inflight[k]++
 	}
 	w.calls = append(w.calls, c)
-	w.mu.Unlock()
+}
 
-	t := time.NewTimer(d)
-	select {
-	case <-t.C:
-	case <-inc.dead:
-		t.Stop()
-	}
-	_ = inc.gate(context.Background()) // an in-process function is frozen with its worker
+// end closes the call and answers as its outcome says: an unavailable function if its worker
+// died meanwhile, a function error, or a success (a partial response, and the window's state
+// carried on, where they apply).
+func (v simInvoker) end(c *call, o outcome, state map[string]string) (invoke.Response, error) {
+	inc, w := v.inc, v.inc.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c.end = w.now()
 	if !c.frozen {
-		for _, k := range keys {
+		for _, k := range c.keys {
 			w.inflight[k]--
 		}
 	}
@@ -469,9 +499,9 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 		return resp, nil
 	}
 	switch {
-	case timeout:
+	case o.timeout:
 		return fail("Task timed out")
-	case failedAt >= 0 && !partial:
+	case o.failedAt >= 0 && !o.partial:
 		return fail("induced failure")
 	}
 	handled := c.seqs
@@ -479,9 +509,9 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 		State    map[string]string                `json:"state,omitempty"`
 		Failures []events.KinesisBatchItemFailure `json:"batchItemFailures,omitempty"`
 	}
-	if partial {
-		handled = c.seqs[:failedAt]
-		body.Failures = []events.KinesisBatchItemFailure{{ItemIdentifier: c.seqs[failedAt]}}
+	if o.partial {
+		handled = c.seqs[:o.failedAt]
+		body.Failures = []events.KinesisBatchItemFailure{{ItemIdentifier: c.seqs[o.failedAt]}}
 		c.failed = true
 	}
 	for _, seq := range handled {
@@ -489,7 +519,7 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 	}
 	if w.s.Window > 0 {
 		n := 0
-		fmt.Sscan(e.State["n"], &n)
+		fmt.Sscan(state["n"], &n)
 		c.state = n + len(handled)
 		body.State = map[string]string{"n": fmt.Sprint(c.state)}
 		if c.final {
