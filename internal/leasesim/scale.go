@@ -138,6 +138,17 @@ func Steady(cfg Config) []Line {
 	return lines
 }
 
+// ColdStart starts every worker at once and says when the shards were balanced (seconds).
+func ColdStart(cfg Config) float64 {
+	w := newWorld(cfg)
+	defer w.stopAll()
+	for i := range cfg.Workers {
+		w.start(workerID(i))
+	}
+	t, ok := waitFor(2*time.Minute, 100*time.Millisecond, func() bool { return w.balanced(cfg.Shards) })
+	return secs(t, ok)
+}
+
 // Staggered starts one worker every 2 s.
 func Staggered(cfg Config) []Line {
 	w := newWorld(cfg)
