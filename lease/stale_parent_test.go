@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -173,4 +174,37 @@ func TestChildWaitsForParentTakenSinceLastSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "c takes the child once the parent is finished", 10*time.Second, func() bool { return pc.holds(child) })
+}
+
+// TestLeaseNotAskedForIsNotTaken: a shard the poller stops offering (trimmed from its listing
+// while being read) is released when its reader stops, and not taken again although the
+// placement still gives it to this worker: an idle holder would keep the shard's children
+// waiting for good (see parentsDone).
+func TestLeaseNotAskedForIsNotTaken(t *testing.T) {
+	table := newTable(t)
+	ctx := context.Background()
+	shard := "shardId-000000000000"
+	log, logs := testLogger(t)
+	d, err := NewDynamo(ddb, table, "a", WithLeaseDuration(2*time.Second), WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Register(ctx, infos([]string{shard})); err != nil {
+		t.Fatal(err)
+	}
+	p, stop := drivePoller(t, d, []string{shard}, false)
+	defer stop()
+	testkit.WaitFor(t, "a reads the shard", 10*time.Second, func() bool { return p.holds(shard) })
+
+	taken := func() int { return strings.Count(logs.String(), `msg="lease taken"`) }
+	before := taken()
+	p.setCandidates(nil) // trimmed: the poller stops its reader and releases the lease
+	from := p.claimCount()
+	testkit.WaitFor(t, "claim cycles since", 10*time.Second, func() bool { return p.claimCount() >= from+8 })
+	if l := leasesOf(t, table)[shard]; l.Owner != "" || d.Held(shard) {
+		t.Fatalf("lease %+v held=%v, want released and left alone", l, d.Held(shard))
+	}
+	if n := taken() - before; n > 0 {
+		t.Fatalf("lease taken %d times after the poller stopped asking for it", n)
+	}
 }
