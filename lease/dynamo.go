@@ -759,7 +759,7 @@ func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool 
 	read := map[string]*Lease{}
 	if len(ps) > 0 {
 		slices.Sort(ps)
-		read = d.batchGet(ctx, slices.Compact(ps))
+		read = d.batchGetRetry(ctx, slices.Compact(ps), childRetries)
 	}
 	now := d.cfg.now()
 	d.mu.Lock()
