@@ -161,25 +161,30 @@ func leaseItem(k map[string]types.AttributeValue) bool {
 	return ok && !strings.HasPrefix(v.Value, "!")
 }
 
-func (c *checkingAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if in.ConditionExpression != nil && leaseItem(in.Item) {
+// countLeaseWrite counts a conditional write to a lease item that DynamoDB served (a throttled
+// request has no effect and is not charged).
+func (c *checkingAPI) countLeaseWrite(cond *string, k map[string]types.AttributeValue, err error) {
+	var pt *types.ProvisionedThroughputExceededException
+	if cond != nil && leaseItem(k) && !errors.As(err, &pt) {
 		c.w.leaseWrites.Add(1)
 	}
-	return c.DB.PutItem(ctx, in, o...)
+}
+
+func (c *checkingAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := c.DB.PutItem(ctx, in, o...)
+	c.countLeaseWrite(in.ConditionExpression, in.Item, err)
+	return out, err
 }
 
 func (c *checkingAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if in.ConditionExpression != nil && leaseItem(in.Key) {
-		c.w.leaseWrites.Add(1)
-	}
-	return c.DB.DeleteItem(ctx, in, o...)
+	out, err := c.DB.DeleteItem(ctx, in, o...)
+	c.countLeaseWrite(in.ConditionExpression, in.Key, err)
+	return out, err
 }
 
 func (c *checkingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if in.ConditionExpression != nil && leaseItem(in.Key) {
-		c.w.leaseWrites.Add(1)
-	}
 	out, err := c.DB.UpdateItem(ctx, in, o...)
+	c.countLeaseWrite(in.ConditionExpression, in.Key, err)
 	if err == nil && in.ExpressionAttributeValues[":cp"] != nil && in.ReturnValues == types.ReturnValueAllNew {
 		me, _ := in.ExpressionAttributeValues[":me"].(*types.AttributeValueMemberS)
 		owner, _ := out.Attributes["leaseOwner"].(*types.AttributeValueMemberS)
