@@ -184,7 +184,7 @@ func (d *Dynamo) plan1() (wanted, lineage []string) {
 		d.pending[id] = true
 	}
 	for id := range d.pending {
-		if !slices.Contains(wanted, id) && d.held[id] == nil && !d.missing[id] {
+		if !slices.Contains(wanted, id) && d.held[id] == nil {
 			if p, ok := d.polls[id]; !ok || !now.Before(p.next) {
 				wanted = append(wanted, id)
 			}
@@ -223,9 +223,6 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 		if it == nil {
 			d.missing[id] = true
 			delete(d.cache, id)
-			if d.plan.owner[id] != d.id {
-				delete(d.pending, id) // nothing to be handed over: whoever creates it owns it
-			}
 			continue // created by Claim once the shard may be read
 		}
 		delete(d.missing, id)
