@@ -11,8 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqsschemas "github.com/aws/aws-sdk-go-v2/service/sqs/schemas"
-	"github.com/aws/smithy-go/transport/http/protocol/awsquery"
 
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -133,60 +131,34 @@ func (b *Bucket) Deliver(ctx context.Context, f poller.FailureRecord) error {
 	return nil
 }
 
-// Options configure New.
-type Options struct {
-	// EndpointURL, when set, is where the destination's service is reached (a local emulator).
-	EndpointURL string
-	// SQSProtocol is "json" (the SDK's default, for real SQS) or "query" (for emulators that speak
-	// only the query protocol, such as goaws; real SQS accepts it too).
-	SQSProtocol string
-	// MappingUUID is the mapping's UUID, which names it in S3 object keys (aws/lambda/<UUID>/...),
-	// as Lambda's event source mapping UUID does; the service passes the one kept with the
-	// mapping's progress. Empty means "esm".
-	MappingUUID string
-}
-
 // New returns the destination for an on-failure ARN: an SQS queue, an SNS topic or an S3 bucket.
-func New(cfg aws.Config, arn string, o Options) (poller.Destination, error) {
+func New(cfg aws.Config, arn string, opts ...Option) (poller.Destination, error) {
+	o := configure(opts)
 	parts := strings.SplitN(arn, ":", 6)
 	if len(parts) != 6 {
 		return nil, fmt.Errorf("on-failure destination %q is not an ARN", arn)
 	}
 	switch parts[2] {
 	case "sqs":
-		switch o.SQSProtocol {
+		switch o.sqsProtocol {
 		case "", "json", "query":
 		default:
-			return nil, fmt.Errorf("SQS protocol %q: want json or query", o.SQSProtocol)
+			return nil, fmt.Errorf("SQS protocol %q: want json or query", o.sqsProtocol)
 		}
-		c := sqs.NewFromConfig(cfg, func(so *sqs.Options) {
-			if o.EndpointURL != "" {
-				so.BaseEndpoint = aws.String(o.EndpointURL)
-			}
-			if o.SQSProtocol == "query" {
-				so.Protocol = awsquery.New(sqsschemas.AmazonSQS)
-			}
-		})
-		return NewQueue(c, arn)
+		return NewQueue(NewSQSClient(cfg, opts...), arn)
 	case "sns":
 		c := sns.NewFromConfig(cfg, func(so *sns.Options) {
-			if o.EndpointURL != "" {
-				so.BaseEndpoint = aws.String(o.EndpointURL)
+			if o.endpointURL != "" {
+				so.BaseEndpoint = aws.String(o.endpointURL)
 			}
 		})
 		return NewTopic(c, arn), nil
 	case "s3":
-		c := s3.NewFromConfig(cfg, func(so *s3.Options) {
-			if o.EndpointURL != "" {
-				so.BaseEndpoint = aws.String(o.EndpointURL)
-				so.UsePathStyle = true
-			}
-		})
-		id := o.MappingUUID
+		id := o.mappingUUID
 		if id == "" {
 			id = "esm"
 		}
-		return NewBucket(c, arn, id)
+		return NewBucket(NewS3Client(cfg, opts...), arn, id)
 	}
 	return nil, fmt.Errorf("on-failure destination %q: Lambda accepts an SQS queue, an SNS topic or an S3 bucket", arn)
 }

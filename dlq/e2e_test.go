@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/local"
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
 	ctx := context.Background()
-	endpoint, stop, err := local.TestKinesisEndpoint(ctx)
+	endpoint, stop, err := testenv.KinesisEndpoint(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
 		return 1
@@ -51,12 +52,11 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	kin = local.NewKinesisClient(awsCfg, endpoint)
-	if sqsSrv, err = local.StartSQS(); err != nil {
-		fmt.Fprintln(os.Stderr, "sqs emulator:", err)
+	if sqsSrv, sqsC, err = testenv.SQS(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer sqsSrv.Close()
-	sqsC = local.NewSQSClient(awsCfg, sqsSrv.Endpoint())
 	return m.Run()
 }
 
@@ -81,14 +81,7 @@ func sampleFailure() poller.FailureRecord {
 
 func TestQueueOnGoaws(t *testing.T) {
 	ctx := context.Background()
-	url, arn, err := local.CreateQueue(ctx, sqsC, uniqueName("q"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(awsCfg, arn, Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	url, _, d := goawsQueue(t, "q")
 	f := sampleFailure()
 	if err := d.Deliver(ctx, f); err != nil {
 		t.Fatal(err)
@@ -101,7 +94,7 @@ func TestQueueOnGoaws(t *testing.T) {
 		t.Fatalf("queue holds %q, want exactly the failure message", bodies)
 	}
 	// A queue that does not exist is an error (retried by the poller), not a silent drop.
-	missing, _ := New(awsCfg, "arn:aws:sqs:us-east-1:000000000000:"+uniqueName("missing"), Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
+	missing, _ := New(awsCfg, "arn:aws:sqs:us-east-1:000000000000:"+uniqueName("missing"), WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query"))
 	if err := missing.Deliver(ctx, f); err == nil {
 		t.Fatal("delivery to a missing queue succeeded")
 	}
@@ -119,7 +112,7 @@ func TestTopicPublish(t *testing.T) {
 	}))
 	defer srv.Close()
 	topic := "arn:aws:sns:us-east-1:000000000000:failures"
-	d, err := New(awsCfg, topic, Options{EndpointURL: srv.URL})
+	d, err := New(awsCfg, topic, WithEndpointURL(srv.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +146,7 @@ func TestBucketPut(t *testing.T) {
 	}))
 	defer srv.Close()
 	id := "3d1e0c7a-9b2f-4c55-8e61-0f4a2b7c9d13" // the mapping's UUID, as the service passes it
-	d, err := New(awsCfg, "arn:aws:s3:::failures", Options{EndpointURL: srv.URL, MappingUUID: id})
+	d, err := New(awsCfg, "arn:aws:s3:::failures", WithEndpointURL(srv.URL), WithMappingUUID(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,14 +248,7 @@ func TestPoisonRecordReachesQueue(t *testing.T) {
 			}
 			records[61] = "poison"
 			streamARN, seqs := newStream(t, records)
-			queueURL, queueARN, err := local.CreateQueue(ctx, sqsC, uniqueName("failures"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			dest, err := New(awsCfg, queueARN, Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			queueURL, queueARN, dest := goawsQueue(t, "failures")
 			run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 100, MaximumRetryAttempts: ptr(2),
 				BisectBatchOnFunctionError: bisect, OnFailureDestination: queueARN}, dest)
 			testkit.WaitFor(t, "the shard to move past the batch", 30*time.Second, func() bool { return checkpointOf(run) == seqs[99] })
@@ -330,21 +316,33 @@ func containsPoison(call []string) bool {
 
 func ptr[T any](v T) *T { return &v }
 
+// goawsQueue creates a queue on goaws (its name starts with prefix) and returns its URL, its ARN
+// and New's destination for it.
+func goawsQueue(t *testing.T, prefix string) (url, arn string, dest poller.Destination) {
+	t.Helper()
+	url, arn, err := local.CreateQueue(context.Background(), sqsC, uniqueName(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dest, err = New(awsCfg, arn, WithEndpointURL(sqsSrv.Endpoint()), WithSQSProtocol("query")); err != nil {
+		t.Fatal(err)
+	}
+	return url, arn, dest
+}
+
+// queueDown makes goaws answer 503 until the test ends or sets it up again.
+func queueDown(t *testing.T) {
+	sqsSrv.SetDown(true)
+	t.Cleanup(func() { sqsSrv.SetDown(false) })
+}
+
 // TestDestinationOutage: while the queue's service is down the poison record is neither lost nor
 // checkpointed and the records behind it wait; when it comes back, everything flows.
 func TestDestinationOutage(t *testing.T) {
 	ctx := context.Background()
 	streamARN, seqs := newStream(t, []string{"a", "poison", "c", "d"})
-	queueURL, queueARN, err := local.CreateQueue(ctx, sqsC, uniqueName("outage"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dest, err := New(awsCfg, queueARN, Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqsSrv.SetDown(true)
-	t.Cleanup(func() { sqsSrv.SetDown(false) })
+	queueURL, queueARN, dest := goawsQueue(t, "outage")
+	queueDown(t)
 	run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 1, MaximumRetryAttempts: ptr(0), OnFailureDestination: queueARN}, dest)
 	// "a" succeeds, "poison" fails once and is discarded, but its failure record cannot be sent.
 	testkit.WaitFor(t, "the poison record's attempt", 30*time.Second, func() bool { return len(run.calls) >= 2 })
@@ -396,16 +394,8 @@ func (c *failureCounts) get() (failures, dropped, sent int) {
 func TestDestinationOutageDropMode(t *testing.T) {
 	ctx := context.Background()
 	streamARN, seqs := newStream(t, []string{"a", "poison", "c", "d"})
-	queueURL, queueARN, err := local.CreateQueue(ctx, sqsC, uniqueName("outage-drop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dest, err := New(awsCfg, queueARN, Options{EndpointURL: sqsSrv.Endpoint(), SQSProtocol: "query"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqsSrv.SetDown(true)
-	t.Cleanup(func() { sqsSrv.SetDown(false) })
+	queueURL, queueARN, dest := goawsQueue(t, "outage-drop")
+	queueDown(t)
 	counts := &failureCounts{}
 	run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 1, MaximumRetryAttempts: ptr(0), OnFailureDestination: queueARN,
 		OnDestinationFailure: poller.DestinationFailureDrop}, dest, poller.WithObserver(counts))

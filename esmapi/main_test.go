@@ -19,11 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
-	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -43,13 +44,13 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 func testMain(m *testing.M) int {
 	var stop func()
 	var err error
-	if kinesisEndpoint, kin, stop, err = local.TestKinesis(context.Background()); err != nil {
+	if kinesisEndpoint, kin, stop, err = testenv.Kinesis(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer stop()
 	var stopDynamo func()
-	if dynamoEndpoint, stopDynamo, err = local.TestDynamoEndpoint(context.Background()); err != nil {
+	if dynamoEndpoint, stopDynamo, err = testenv.DynamoEndpoint(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -139,7 +140,7 @@ func (r *recorder) has(data ...string) func() bool {
 type server struct {
 	m      *esmapi.Manager
 	http   *httptest.Server
-	store  *lease.FileStore
+	store  *checkpoint.FileStore
 	client *lambda.Client
 	closed bool
 }
@@ -152,7 +153,7 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := lease.OpenFile(dir)
+	store, err := checkpoint.OpenFile(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,15 +161,14 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 	for name, r := range fns {
 		functions = append(functions, esmapi.Function{Name: name, Invoker: inprocess.New(r.handle)})
 	}
-	m, err := esmapi.Open(ctx, esmapi.Options{
-		Engine:         shared,
-		Catalog:        esmapi.FileCatalog{Dir: dir + "/mappings"},
-		Progress:       func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
-		DeleteProgress: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
-		Functions:      functions,
-		Base:           poller.Config{PollInterval: 50 * time.Millisecond, MinPollSpacing: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second},
-		RestartBackoff: 100 * time.Millisecond,
-	})
+	m, err := esmapi.Open(ctx, shared, esmapi.FileCatalog{Dir: dir + "/mappings"}, esmapi.ProgressFuncs{
+		StoreFunc:  func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
+		DeleteFunc: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
+	},
+		esmapi.WithFunctions(functions...),
+		esmapi.WithBase(poller.Config{PollInterval: 50 * time.Millisecond, MinPollSpacing: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second}),
+		esmapi.WithRestartBackoff(100*time.Millisecond),
+	)
 	if err != nil {
 		_ = store.Close()
 		t.Fatal(err)
@@ -183,16 +183,16 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 	return s
 }
 
-// startOpen serves the API of a Manager opened with o (Engine and Logger filled in).
-func startOpen(t *testing.T, o esmapi.Options) *server {
+// startOpen serves the API of a Manager opened on catalog and progress with opts (the engine
+// filled in).
+func startOpen(t *testing.T, catalog esmapi.Catalog, progress esmapi.Progress, opts ...esmapi.Option) *server {
 	t.Helper()
 	ctx := context.Background()
 	shared, err := service.NewShared(ctx, local.DefaultRegion, kinesisEndpoint, "json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Engine = shared
-	m, err := esmapi.Open(ctx, o)
+	m, err := esmapi.Open(ctx, shared, catalog, progress, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package esmapi
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,40 +35,15 @@ type Engine interface {
 	NewPoller(mc poller.Config, uuid string, store poller.Store, inv poller.Invoker, opts ...poller.Option) (*poller.Poller, error)
 }
 
-// Options configure a Manager.
-type Options struct {
-	Engine  Engine
-	Catalog Catalog
-	// Progress returns the store of a mapping's progress, keyed by its UUID; it is asked each
-	// time the mapping's poller starts. A store that is a SharedProgress (lease.Dynamo) also
-	// shares the mapping's shards with other workers.
-	Progress func(ctx context.Context, uuid string) (poller.Store, error)
-	// DeleteProgress removes a deleted mapping's progress.
-	DeleteProgress func(ctx context.Context, uuid string) error
-	Functions      []Function
-	// Base carries what every poller gets besides the mapping's own settings: the polling
-	// cadence and the shutdown grace.
-	Base   poller.Config
-	Logger *slog.Logger
-	// DeleteDelay is how long a deletion waits, once this worker stopped the mapping, before it
-	// removes the mapping's progress: with a catalog shared by several workers, the time the
-	// others need to see the deletion and stop (two SyncIntervals and a ShutdownGrace). Default 0.
-	DeleteDelay time.Duration
-	// SyncInterval, when positive, is how often a catalog shared with other workers
-	// (DynamoCatalog) is read again to apply what they changed (see Sync). 0: the catalog is
-	// this process's alone.
-	SyncInterval time.Duration
-	// RestartBackoff is the first pause before a failed poller is started again; it doubles up to
-	// 30 s. Default 1 s.
-	RestartBackoff time.Duration
-}
-
 // Manager runs every mapping created through the API, one poller each, and answers the API
 // (Handler). Open it, serve its Handler, and Close it.
 type Manager struct {
-	o     Options
-	log   *slog.Logger
-	funcs map[string]Function
+	engine   Engine
+	catalog  Catalog
+	progress Progress
+	o        options
+	log      *slog.Logger
+	funcs    map[string]Function
 
 	ctx    context.Context // the pollers' context; cancelled by Close
 	cancel context.CancelFunc
@@ -104,23 +78,31 @@ func transitional(state string) bool {
 	return false
 }
 
-// Open loads the catalog's mappings and starts the enabled ones, each from its stored progress.
-func Open(ctx context.Context, o Options) (*Manager, error) {
-	if o.Engine == nil || o.Catalog == nil || o.Progress == nil || o.DeleteProgress == nil {
-		return nil, errors.New("esmapi: Engine, Catalog, Progress and DeleteProgress are required")
+// Open loads the catalog's mappings and starts the enabled ones, each from its stored progress:
+// engine finds the streams and builds the pollers, catalog keeps the mappings, progress their
+// progress.
+func Open(ctx context.Context, engine Engine, catalog Catalog, progress Progress, opts ...Option) (*Manager, error) {
+	if pf, ok := progress.(ProgressFuncs); ok && (pf.StoreFunc == nil || pf.DeleteFunc == nil) {
+		progress = nil
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if engine == nil || catalog == nil || progress == nil {
+		return nil, errors.New("esmapi: an engine, a catalog and a progress are required")
 	}
-	o.RestartBackoff = cmp.Or(o.RestartBackoff, time.Second)
-	m := &Manager{o: o, log: o.Logger, funcs: map[string]Function{}, maps: map[string]*entry{}, deleted: map[string]bool{}}
-	for _, f := range o.Functions {
+	o := options{logger: slog.New(slog.NewTextHandler(io.Discard, nil)), restartBackoff: time.Second}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	m := &Manager{engine: engine, catalog: catalog, progress: progress, o: o, log: o.logger,
+		funcs: map[string]Function{}, maps: map[string]*entry{}, deleted: map[string]bool{}}
+	for _, f := range o.functions {
 		if _, dup := m.funcs[f.Name]; dup {
 			return nil, fmt.Errorf("function %s registered twice", f.Name)
 		}
 		m.funcs[f.Name] = f
 	}
-	recs, err := o.Catalog.Load(ctx)
+	recs, err := catalog.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +125,7 @@ func Open(ctx context.Context, o Options) (*Manager, error) {
 		}
 	}
 	m.log.Info("mappings loaded", "mappings", len(recs))
-	if o.SyncInterval > 0 {
+	if o.syncInterval > 0 {
 		m.async(m.syncLoop)
 	}
 	return m, nil
@@ -176,7 +158,7 @@ func (m *Manager) Functions() []string {
 
 // config is the mapping's poller.Config, defaults applied.
 func (m *Manager) config(e *entry) (poller.Config, error) {
-	mc := m.o.Base
+	mc := m.o.base
 	mc.StreamARN, mc.FunctionARN = e.rec.Mapping.EventSourceArn, e.rec.Mapping.FunctionArn
 	if f, ok := m.funcs[parseFunctionName(e.rec.FunctionName).name]; ok {
 		mc.InvokeIdentityARN = f.Role
@@ -213,7 +195,7 @@ func (m *Manager) startLocked(e *entry) {
 		defer m.wg.Done()
 		defer close(r.done)
 		defer cancel()
-		backoff := m.o.RestartBackoff
+		backoff := m.o.restartBackoff
 		for {
 			err := cerr
 			if err == nil && fn.Invoker == nil {
@@ -253,7 +235,7 @@ type SharedProgress interface {
 
 // runPoller runs one poller of the mapping until ctx ends or it fails.
 func (m *Manager) runPoller(ctx context.Context, mc poller.Config, id string, inv poller.Invoker, opts ...poller.Option) error {
-	store, err := m.o.Progress(ctx, id)
+	store, err := m.progress.Store(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -262,7 +244,7 @@ func (m *Manager) runPoller(ctx context.Context, mc poller.Config, id string, in
 		mc.ClaimInterval = sp.ClaimInterval()
 		opts = append(opts, poller.WithCoordinator(sp))
 	}
-	p, err := m.o.Engine.NewPoller(mc, id, store, inv, opts...)
+	p, err := m.engine.NewPoller(mc, id, store, inv, opts...)
 	if err != nil {
 		return err
 	}
@@ -359,7 +341,7 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Config, *APIError) {
 	if req.StartingPositionTimestamp != nil {
 		s.StartingPositionTimestamp = &req.StartingPositionTimestamp.Time
 	}
-	mc := m.o.Base
+	mc := m.o.base
 	mc.StreamARN, mc.FunctionARN = *req.EventSourceArn, ref.arn(stream) // a consumer ARN moves to ConsumerARN
 	if err := s.Apply(&mc); err != nil {
 		return poller.Config{}, fromConfig(err)
@@ -375,14 +357,14 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 	if aerr != nil {
 		return EventSourceMapping{}, aerr
 	}
-	if _, err := m.o.Engine.ResolveStream(ctx, mc.StreamARN); err != nil {
+	if _, err := m.engine.ResolveStream(ctx, mc.StreamARN); err != nil {
 		if errors.Is(err, poller.ErrStreamNotFound) {
 			return EventSourceMapping{}, invalidParameter("Stream not found: %s", mc.StreamARN)
 		}
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
 	if mc.ConsumerARN != "" {
-		if err := m.o.Engine.ResolveConsumer(ctx, mc.StreamARN, mc.ConsumerARN); err != nil {
+		if err := m.engine.ResolveConsumer(ctx, mc.StreamARN, mc.ConsumerARN); err != nil {
 			return EventSourceMapping{}, invalidParameter("Stream consumer not found: %s (%s)", mc.ConsumerARN, oneLine(err))
 		}
 	}
@@ -414,7 +396,7 @@ func (m *Manager) addLocked(ctx context.Context, rec Record, mc poller.Config) (
 	rec.Enabled, rec.Created = !mc.Disabled, now
 	rec.Mapping.describe(mc)
 	rec.Mapping.UUID, rec.Mapping.EventSourceMappingArn, rec.Mapping.LastModified = id, mappingARN(stream, id), Timestamp{now}
-	if err := m.o.Catalog.Put(ctx, rec); err != nil {
+	if err := m.catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
 	e := &entry{rec: rec, state: StateCreating}
@@ -447,7 +429,7 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc pol
 	if err != nil {
 		return EventSourceMapping{}, false, err
 	}
-	if _, err := m.o.Engine.ResolveStream(ctx, mc.StreamARN); err != nil {
+	if _, err := m.engine.ResolveStream(ctx, mc.StreamARN); err != nil {
 		return EventSourceMapping{}, false, err
 	}
 	m.mu.Lock()
@@ -515,7 +497,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	if e := req.checkKinesis(); e != nil {
 		return EventSourceMapping{}, e
 	}
-	mc := m.o.Base
+	mc := m.o.base
 	mc.StreamARN, mc.FunctionARN = rec.Mapping.EventSourceArn, rec.Mapping.FunctionArn
 	if err := settingsOf(&rec.Mapping, rec.Enabled).Apply(&mc); err != nil {
 		return EventSourceMapping{}, fromConfig(err)
@@ -543,7 +525,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 			rec.Mapping.MetricsConfig = nil
 		}
 	}
-	if err := m.o.Catalog.Put(ctx, rec); err != nil {
+	if err := m.catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
 	m.replaceLocked(e, rec)
@@ -596,7 +578,7 @@ func (m *Manager) Delete(ctx context.Context, id string) (EventSourceMapping, *A
 	rec := e.rec
 	rec.Deleting = true
 	rec.Revision++
-	if err := m.o.Catalog.Put(ctx, rec); err != nil {
+	if err := m.catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
 	e.rec, e.state = rec, StateDeleting
@@ -610,21 +592,21 @@ func (m *Manager) Delete(ctx context.Context, id string) (EventSourceMapping, *A
 // Deleting, to be finished at the next start.
 func (m *Manager) finishDelete(e *entry) {
 	m.stop(e)
-	if m.o.DeleteDelay > 0 {
+	if m.o.deleteDelay > 0 {
 		select {
 		case <-m.ctx.Done(): // the next start finishes the deletion
 			return
-		case <-time.After(m.o.DeleteDelay):
+		case <-time.After(m.o.deleteDelay):
 		}
 	}
 	m.mu.Lock()
 	id := e.rec.Mapping.UUID
 	m.mu.Unlock()
-	if err := m.o.DeleteProgress(m.ctx, id); err != nil {
+	if err := m.progress.Delete(m.ctx, id); err != nil {
 		m.log.Error("delete the mapping's progress", "mapping", id, "error", err)
 		return
 	}
-	if err := m.o.Catalog.Delete(m.ctx, id); err != nil {
+	if err := m.catalog.Delete(m.ctx, id); err != nil {
 		m.log.Error("delete the mapping", "mapping", id, "error", err)
 		return
 	}
@@ -725,7 +707,7 @@ func (m *Manager) SetTags(ctx context.Context, arn string, add map[string]string
 	}
 	rec.Tags = tags
 	rec.Revision++
-	if err := m.o.Catalog.Put(ctx, rec); err != nil {
+	if err := m.catalog.Put(ctx, rec); err != nil {
 		return &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
 	e.rec = rec

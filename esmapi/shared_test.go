@@ -31,27 +31,28 @@ func sharedWorker(t *testing.T, ddb *dynamodb.Client, table, worker string, fn *
 	if err := catalog.Ensure(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	return startOpen(t, esmapi.Options{
-		Catalog: catalog,
-		Progress: func(ctx context.Context, id string) (poller.Store, error) {
+	progress := esmapi.ProgressFuncs{
+		StoreFunc: func(ctx context.Context, id string) (poller.Store, error) {
 			if err := lease.EnsureTable(ctx, ddb, table+"-"+id, true); err != nil {
 				return nil, err
 			}
 			return lease.NewDynamo(ddb, table+"-"+id, worker, lease.WithLeaseDuration(3*time.Second))
 		},
-		DeleteProgress: func(ctx context.Context, id string) error {
+		DeleteFunc: func(ctx context.Context, id string) error {
 			_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table + "-" + id)})
 			if nf := (*ddbtypes.ResourceNotFoundException)(nil); errors.As(err, &nf) {
 				return nil // the other worker dropped it first
 			}
 			return err
 		},
-		DeleteDelay:    time.Second,
-		Functions:      []esmapi.Function{{Name: "fn", Invoker: inprocess.New(fn.handle)}},
-		Base:           poller.Config{PollInterval: 50 * time.Millisecond, MinPollSpacing: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second},
-		SyncInterval:   100 * time.Millisecond,
-		RestartBackoff: 100 * time.Millisecond,
-	})
+	}
+	return startOpen(t, catalog, progress,
+		esmapi.WithDeleteDelay(time.Second),
+		esmapi.WithFunctions(esmapi.Function{Name: "fn", Invoker: inprocess.New(fn.handle)}),
+		esmapi.WithBase(poller.Config{PollInterval: 50 * time.Millisecond, MinPollSpacing: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second}),
+		esmapi.WithSyncInterval(100*time.Millisecond),
+		esmapi.WithRestartBackoff(100*time.Millisecond),
+	)
 }
 
 // TestSharedMappingsAcrossWorkers: two workers on one table serve the same mappings. A mapping

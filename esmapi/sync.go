@@ -8,7 +8,7 @@ import (
 // syncLoop applies the changes other workers make to a shared catalog, every SyncInterval, until
 // Close.
 func (m *Manager) syncLoop() {
-	t := time.NewTicker(m.o.SyncInterval)
+	t := time.NewTicker(m.o.syncInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -28,7 +28,7 @@ func (m *Manager) syncLoop() {
 // rest.
 func (m *Manager) Sync(ctx context.Context) error {
 	start := time.Now()
-	recs, err := m.o.Catalog.Load(ctx)
+	recs, err := m.catalog.Load(ctx)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 )
@@ -167,7 +168,7 @@ func TestStartOutsideLambdaRunsTheMapping(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	endpoint, kin, stop, err := local.TestKinesis(ctx)
+	endpoint, kin, stop, err := testenv.Kinesis(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"go.uber.org/goleak"
 
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -31,17 +32,14 @@ var (
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
-	if os.Getenv("LEASE_TEST_HOLD") != "" { // a child of TestFileStoreLockedByAnotherProcess
-		return m.Run()
-	}
 	ctx := context.Background()
 	var stopD, stopK func()
 	var err error
-	if dynamoEndpoint, stopD, err = local.TestDynamoEndpoint(ctx); err != nil {
+	if dynamoEndpoint, stopD, err = testenv.DynamoEndpoint(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "dynamodb emulator:", err)
 		return 1
 	}
-	if kinesisEndpoint, stopK, err = local.TestKinesisEndpoint(ctx); err != nil {
+	if kinesisEndpoint, stopK, err = testenv.KinesisEndpoint(ctx); err != nil {
 		stopD()
 		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
 		return 1

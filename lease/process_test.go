@@ -23,6 +23,7 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -143,7 +144,7 @@ func (p *esmProc) kill(t *testing.T) {
 
 func (p *esmProc) deliveries(t *testing.T) []example.Delivery {
 	t.Helper()
-	ds, err := local.ReadDeliveries(p.out)
+	ds, err := verify.ReadDeliveries(p.out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +418,7 @@ func TestProcessesShareStream(t *testing.T) {
 	if len(lineage) != 8+2+1 {
 		t.Fatalf("stream has %d shards, want 11 after a split and a merge", len(lineage))
 	}
-	if bad := local.FailedChecks(local.VerifyDeliveries(got, perKey, lineage)); bad != "" {
+	if bad := verify.Failed(verify.Deliveries(got, perKey, lineage)); bad != "" {
 		t.Fatal(bad)
 	}
 	checkExclusive(t, procs)
@@ -560,7 +561,7 @@ func TestProcessFrozenWorkerIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bad := local.FailedChecks(local.VerifyDeliveries(got, perKey, lineage)); bad != "" {
+	if bad := verify.Failed(verify.Deliveries(got, perKey, lineage)); bad != "" {
 		t.Fatal(bad)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
@@ -285,7 +286,7 @@ func TestWorkersShareStream(t *testing.T) {
 	if len(lineage) != 8+2+1 {
 		t.Fatalf("stream has %d shards, want 11 after a split and a merge", len(lineage))
 	}
-	if bad := local.FailedChecks(local.VerifyDeliveries(got, perKey, lineage)); bad != "" {
+	if bad := verify.Failed(verify.Deliveries(got, perKey, lineage)); bad != "" {
 		t.Fatal(bad)
 	}
 	if len(got) != total {

@@ -37,8 +37,7 @@ func AWSConfig(ctx context.Context, region string) (aws.Config, error) {
 }
 
 // NewKinesisClient returns a Kinesis client for cfg that sends every request
-// to endpoint, e.g. [Process.Endpoint] or the value from
-// [TestKinesisEndpoint].
+// to endpoint, e.g. [Process.Endpoint].
 func NewKinesisClient(cfg aws.Config, endpoint string) *kinesis.Client {
 	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
 		o.BaseEndpoint = aws.String(endpoint)

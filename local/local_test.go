@@ -54,6 +54,17 @@ func startKinesis(t *testing.T, opts KinesisOptions) *Process {
 	return p
 }
 
+// kinesisEndpoint is the kinesis-local that "make test" exported in ESM_TEST_KINESIS_ENDPOINT,
+// else a private one the test stops at the end (internal/testenv gives other packages the same;
+// it imports this package, so this package's tests cannot use it).
+func kinesisEndpoint(t *testing.T) string {
+	t.Helper()
+	if v := os.Getenv("ESM_TEST_KINESIS_ENDPOINT"); v != "" {
+		return v
+	}
+	return startKinesis(t, KinesisOptions{}).Endpoint()
+}
+
 func endpointPort(t *testing.T, endpoint string) int {
 	t.Helper()
 	_, port, err := net.SplitHostPort(strings.TrimPrefix(endpoint, "http://"))
@@ -70,11 +81,7 @@ func endpointPort(t *testing.T, endpoint string) int {
 func TestCreateStreamSplitShard(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	endpoint, stop, err := TestKinesisEndpoint(ctx)
-	if err != nil {
-		t.Fatalf("TestKinesisEndpoint: %v", err)
-	}
-	t.Cleanup(stop)
+	endpoint := kinesisEndpoint(t)
 	cfg, err := AWSConfig(ctx, "")
 	if err != nil {
 		t.Fatalf("AWSConfig: %v", err)
@@ -278,22 +285,6 @@ func TestStartNotInstalled(t *testing.T) {
 	if _, err := StartDynalite(t.Context(), DynaliteOptions{RepoDir: dir}); !errors.Is(err, ErrNotInstalled) {
 		t.Errorf("StartDynalite in %s: error = %v, want ErrNotInstalled", dir, err)
 	}
-}
-
-func TestTestEndpointsFromEnvironment(t *testing.T) {
-	t.Setenv(EnvKinesisEndpoint, "http://127.0.0.1:1")
-	t.Setenv(EnvDynamoDBEndpoint, "http://127.0.0.1:2")
-	ctx := t.Context()
-	k, stopK, err := TestKinesisEndpoint(ctx)
-	if err != nil || k != "http://127.0.0.1:1" {
-		t.Errorf("TestKinesisEndpoint = %q, %v; want the environment's value", k, err)
-	}
-	d, stopD, err := TestDynamoEndpoint(ctx)
-	if err != nil || d != "http://127.0.0.1:2" {
-		t.Errorf("TestDynamoEndpoint = %q, %v; want the environment's value", d, err)
-	}
-	stopK()
-	stopD()
 }
 
 func TestAWSConfig(t *testing.T) {

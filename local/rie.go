@@ -7,20 +7,14 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 )
 
-// RIEPackage is the Go package of the Lambda Runtime Interface Emulator, pinned as a tool in
-// go.mod ("go get -tool"), so that "go build" of it inside this module builds the pinned version.
-const RIEPackage = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"
-
-// DefaultRIETimeout is the function timeout StartRIE gives aws-lambda-rie when none is set:
+// defaultRIETimeout is the function timeout StartRIE gives aws-lambda-rie when none is set:
 // SAM's default of 3 s (the emulator's own default is 300 s).
-const DefaultRIETimeout = 3 * time.Second
+const defaultRIETimeout = 3 * time.Second
 
 // rieStopGrace is how long Stop waits for aws-lambda-rie to end after SIGTERM (it stops its
 // runtime and exits within milliseconds) before it kills the process group.
@@ -28,7 +22,7 @@ const rieStopGrace = 3 * time.Second
 
 // RIEOptions configures [StartRIE].
 type RIEOptions struct {
-	// Binary is the aws-lambda-rie executable, e.g. from [BuildRIE]. Required.
+	// Binary is the aws-lambda-rie executable, e.g. built by "make rie". Required.
 	Binary string
 	// Handler is the function's bootstrap executable (a Go binary built with lambda.Start, for
 	// instance), followed by its arguments. Required.
@@ -37,7 +31,7 @@ type RIEOptions struct {
 	// whole environment to the handler: this is how the function gets its configuration.
 	Env []string
 	// Timeout is the function timeout (AWS_LAMBDA_FUNCTION_TIMEOUT), a whole number of seconds.
-	// Default DefaultRIETimeout.
+	// Default 3 s, SAM's (the emulator's own is 300 s).
 	Timeout time.Duration
 	// FunctionName is AWS_LAMBDA_FUNCTION_NAME, which names the function in the handler's
 	// InvokedFunctionArn. Default: aws-lambda-rie's "test_function".
@@ -105,14 +99,14 @@ func (r *RIE) Stop() error {
 // With automatically chosen ports, a start that loses a race for a port is retried with new ones.
 func StartRIE(ctx context.Context, opts RIEOptions) (*RIE, error) {
 	if opts.Binary == "" {
-		return nil, errors.New("start aws-lambda-rie: no binary given (see BuildRIE)")
+		return nil, errors.New("start aws-lambda-rie: no binary given (see make rie)")
 	}
 	if len(opts.Handler) == 0 || opts.Handler[0] == "" {
 		return nil, errors.New("start aws-lambda-rie: no handler given")
 	}
 	timeout := opts.Timeout
 	if timeout == 0 {
-		timeout = DefaultRIETimeout
+		timeout = defaultRIETimeout
 	}
 	// aws-lambda-rie parses the variable as an integer and panics on anything else.
 	if timeout < time.Second || timeout%time.Second != 0 {
@@ -169,39 +163,4 @@ func StartRIE(ctx context.Context, opts RIEOptions) (*RIE, error) {
 			return nil, err
 		}
 	}
-}
-
-// BuildRIE builds the aws-lambda-rie version pinned in go.mod into dir and returns the binary's
-// path. It runs "go build" in moduleDir (default: the working directory, which must be inside
-// this module); with a warm build cache it takes well under a second, cold about 30 s.
-func BuildRIE(ctx context.Context, dir, moduleDir string) (string, error) {
-	out := filepath.Join(dir, "aws-lambda-rie")
-	if err := goBuild(ctx, moduleDir, out, RIEPackage, nil); err != nil {
-		return "", err
-	}
-	return out, nil
-}
-
-// BuildBootstrap builds a Lambda function's main package (pkg, e.g.
-// "github.com/kinesis-esm/esm/example/bootstrap") as a custom-runtime bootstrap for
-// provided.al2023: CGO_ENABLED=0, -tags lambda.norpc, for goarch ("amd64", "arm64"; empty: this
-// machine's) on Linux, written to out. Run it under aws-lambda-rie, or zip it for Lambda.
-func BuildBootstrap(ctx context.Context, moduleDir, out, pkg, goarch string) error {
-	env := []string{"CGO_ENABLED=0", "GOOS=linux"}
-	if goarch != "" {
-		env = append(env, "GOARCH="+goarch)
-	}
-	return goBuild(ctx, moduleDir, out, pkg, env, "-tags", "lambda.norpc", "-trimpath")
-}
-
-// goBuild runs "go build -o out [flags] pkg" in dir with env added.
-func goBuild(ctx context.Context, dir, out, pkg string, env []string, flags ...string) error {
-	args := append(append([]string{"build", "-o", out}, flags...), pkg)
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
-	}
-	return nil
 }

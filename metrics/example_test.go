@@ -13,6 +13,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kinesis-esm/esm/metrics"
+	"github.com/kinesis-esm/esm/metrics/emf"
+	"github.com/kinesis-esm/esm/metrics/health"
+	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -22,25 +25,24 @@ func Example() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	reg := metrics.NewRegistry()
-	prom := metrics.NewPrometheus(reg, "my-function", "orders")
-	emf := metrics.NewEMF(os.Stdout, "ESM", "my-function", "orders", time.Minute)
-	obs := metrics.Tee(prom, emf)
+	reg := prom.NewRegistry()
+	lines := emf.New(os.Stdout, "ESM", "my-function", "orders", emf.WithInterval(time.Minute))
+	obs := metrics.Tee(prom.New(reg, "my-function", "orders"), lines)
 	_ = poller.WithObserver(obs) // with the poller's other options
 
 	var leasesHeld bool // kept up to date by the program
-	srv := metrics.NewServer("127.0.0.1:9090", reg, func() error {
+	srv := health.New("127.0.0.1:9090", health.WithGatherer(reg), health.WithReadiness(func() error {
 		if !leasesHeld {
 			return errors.New("no lease held yet")
 		}
 		return nil
-	})
+	}))
 	if _, err := srv.Listen(); err != nil { // an address in use fails before any work starts
 		log.Fatal(err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(gctx) })
-	g.Go(func() error { return emf.Run(gctx) })
+	g.Go(func() error { return lines.Run(gctx) })
 	// ... run the poller with obs until ctx ends ...
 	if err := g.Wait(); err != nil {
 		log.Fatal(err)
@@ -53,7 +55,7 @@ func (printer) RecordsPolled(shardID string, n int) { fmt.Println("polled", shar
 
 // Tee passes every measurement to each observer.
 func ExampleTee() {
-	obs := metrics.Tee(printer{}, metrics.NewPrometheus(nil, "my-function", "orders"), printer{})
+	obs := metrics.Tee(printer{}, prom.New(nil, "my-function", "orders"), printer{})
 	obs.RecordsPolled("shardId-000000000000", 3)
 	// Output:
 	// polled shardId-000000000000 3

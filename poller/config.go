@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -112,6 +113,9 @@ type Config struct {
 type ValidationError struct {
 	Field   string
 	Message string
+	// Err is the error the message was made from, when there is one: a filter pattern's
+	// *filter.PatternError, the on-failure destination's error.
+	Err error
 }
 
 func (e *ValidationError) Error() string { return e.Message }
@@ -119,7 +123,13 @@ func (e *ValidationError) Error() string { return e.Message }
 // ErrInvalidConfig is wrapped by every configuration error.
 var ErrInvalidConfig = errors.New("invalid configuration")
 
-func (e *ValidationError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap returns ErrInvalidConfig and, when there is one, the error behind the message.
+func (e *ValidationError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalidConfig, e.Err}
+	}
+	return []error{ErrInvalidConfig}
+}
 
 // RangeError is the error for a number outside [min, max], worded as Lambda's API words it.
 func RangeError(field string, value, min, max int64) *ValidationError {
@@ -140,11 +150,15 @@ type StreamARN struct {
 // ParseStreamARN parses arn:<partition>:kinesis:<region>:<account>:stream/<name>.
 func ParseStreamARN(s string) (StreamARN, error) {
 	parts := strings.SplitN(s, ":", 6)
-	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "kinesis" || !strings.HasPrefix(parts[5], "stream/") {
+	var name string
+	isStream := len(parts) == 6
+	if isStream {
+		name, isStream = strings.CutPrefix(parts[5], "stream/")
+	}
+	if !isStream || parts[0] != "arn" || parts[2] != "kinesis" {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
 			"EventSourceArn %q is not a Kinesis stream ARN (arn:aws:kinesis:<region>:<account>:stream/<name>)", s)}
 	}
-	name := strings.TrimPrefix(parts[5], "stream/")
 	if name == "" || strings.Contains(name, "/") {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
 			"EventSourceArn %q: stream name missing, or not a stream ARN (a consumer ARN is ConsumerARN's)", s)}
@@ -159,61 +173,151 @@ func (a StreamARN) String() string {
 	return fmt.Sprintf("arn:%s:kinesis:%s:%s:stream/%s", a.Partition, a.Region, a.Account, a.Name)
 }
 
+// Checked is a configuration that passed validation, as the poller runs it: every zero field set
+// to its default, with the stream's parsed ARN and the compiled filters. Config.Check makes one,
+// and NewChecked runs it without checking it again.
+type Checked struct {
+	cfg     Config
+	given   Config // as the caller gave it (ForStream defaults the stream's fields again)
+	stream  StreamARN
+	filters *filter.Filters // nil without FilterPatterns: every record is invoked
+	ok      bool            // made by check
+}
+
+// Check checks every field against Lambda's ranges (the error names the first field that is
+// wrong, and wraps ErrInvalidConfig) and returns the configuration as the poller runs it.
+func (c Config) Check() (Checked, error) { return c.check(time.Now()) }
+
+// Config is the configuration with every default applied.
+func (c Checked) Config() Config { return c.cfg }
+
+// Stream is the parsed StreamARN (a consumer's stream when the mapping reads through one).
+func (c Checked) Stream() StreamARN { return c.stream }
+
+// Filters are the compiled FilterPatterns; nil when there are none.
+func (c Checked) Filters() *filter.Filters { return c.filters }
+
+// ForStream returns the configuration reading streamARN, through consumerARN when it is set (a
+// caller that checked the settings first may find the stream only afterwards). Only the stream's
+// fields are checked again, and the defaults that come from the stream (InvokeIdentityARN) are
+// taken again.
+func (c Checked) ForStream(streamARN, consumerARN string) (Checked, error) {
+	given := c.given
+	given.StreamARN, given.ConsumerARN = streamARN, consumerARN
+	cfg := c.cfg
+	cfg.StreamARN, cfg.ConsumerARN, cfg.InvokeIdentityARN = streamARN, consumerARN, given.InvokeIdentityARN
+	arn, err := cfg.checkStream()
+	if err != nil {
+		return Checked{}, err
+	}
+	c.cfg, c.given, c.stream = cfg, given, arn
+	return c, nil
+}
+
+// WithFunctionARN returns the configuration with FunctionARN arn (which has no constraint).
+func (c Checked) WithFunctionARN(arn string) Checked {
+	c.cfg.FunctionARN, c.given.FunctionARN = arn, arn
+	return c
+}
+
+// WithClaimIntervalDefault returns the configuration with ClaimInterval d unless the caller gave
+// one: the pace of the Coordinator the mapping is shared through. d must be positive.
+func (c Checked) WithClaimIntervalDefault(d time.Duration) (Checked, error) {
+	if c.given.ClaimInterval != 0 {
+		return c, nil
+	}
+	if d <= 0 {
+		return c, &ValidationError{Field: "ClaimInterval", Message: fmt.Sprintf("ClaimInterval %s must be positive", d)}
+	}
+	c.cfg.ClaimInterval = d
+	return c, nil
+}
+
 // withDefaults returns the configuration with every zero field set to its default, after checking
 // every field; the error names the first field that is wrong.
 func (c Config) withDefaults(now time.Time) (Config, error) {
+	checked, err := c.check(now)
+	if err != nil {
+		return c, err
+	}
+	return checked.cfg, nil
+}
+
+// check checks the stream's fields, then the others, in the order Lambda reports them.
+func (c Config) check(now time.Time) (Checked, error) {
+	given := c
+	arn, err := c.checkStream()
+	if err != nil {
+		return Checked{}, err
+	}
+	filters, err := c.checkSettings(now)
+	if err != nil {
+		return Checked{}, err
+	}
+	return Checked{cfg: c, given: given, stream: arn, filters: filters, ok: true}, nil
+}
+
+// checkStream checks StreamARN and ConsumerARN and sets the default that depends on the stream,
+// InvokeIdentityARN.
+func (c *Config) checkStream() (StreamARN, error) {
 	if c.StreamARN == "" {
-		return c, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
+		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
 	}
 	if err := c.splitConsumerARN(); err != nil {
-		return c, err
+		return StreamARN{}, err
 	}
 	arn, err := ParseStreamARN(c.StreamARN)
 	if err != nil {
-		return c, err
+		return StreamARN{}, err
 	}
 	if c.InvokeIdentityARN == "" {
 		c.InvokeIdentityARN = fmt.Sprintf("arn:%s:iam::%s:role/esm", arn.Partition, arn.Account)
 	}
+	return arn, nil
+}
+
+// checkSettings checks every field but the stream's and sets their defaults; it returns the
+// compiled filters (nil without FilterPatterns).
+func (c *Config) checkSettings(now time.Time) (*filter.Filters, error) {
 	switch {
 	case c.BatchSize == 0:
 		c.BatchSize = DefaultBatchSize
 	case c.BatchSize < 1 || c.BatchSize > MaxBatchSize:
-		return c, RangeError("batchSize", int64(c.BatchSize), 1, MaxBatchSize)
+		return nil, RangeError("batchSize", int64(c.BatchSize), 1, MaxBatchSize)
 	}
 	if c.MaximumBatchingWindow < 0 || c.MaximumBatchingWindow > MaxBatchingWindow {
-		return c, RangeError("maximumBatchingWindowInSeconds", int64(c.MaximumBatchingWindow/time.Second), 0, 300)
+		return nil, RangeError("maximumBatchingWindowInSeconds", int64(c.MaximumBatchingWindow/time.Second), 0, 300)
 	}
 	switch c.StartingPosition {
 	case "":
-		return c, &ValidationError{Field: "StartingPosition", Message: "1 validation error detected: Value null at 'startingPosition' failed to satisfy constraint: Member must not be null."}
+		return nil, &ValidationError{Field: "StartingPosition", Message: "1 validation error detected: Value null at 'startingPosition' failed to satisfy constraint: Member must not be null."}
 	case TrimHorizon, Latest:
 		if !c.StartingPositionTimestamp.IsZero() {
-			return c, &ValidationError{Field: "StartingPositionTimestamp", Message: fmt.Sprintf(
+			return nil, &ValidationError{Field: "StartingPositionTimestamp", Message: fmt.Sprintf(
 				"StartingPositionTimestamp is only allowed with StartingPosition AT_TIMESTAMP, not %s", c.StartingPosition)}
 		}
 	case AtTimestamp:
 		if c.StartingPositionTimestamp.IsZero() {
-			return c, &ValidationError{Field: "StartingPositionTimestamp", Message: "Need to specify a timestamp: StartingPositionTimestamp is required with StartingPosition AT_TIMESTAMP"}
+			return nil, &ValidationError{Field: "StartingPositionTimestamp", Message: "Need to specify a timestamp: StartingPositionTimestamp is required with StartingPosition AT_TIMESTAMP"}
 		}
 		if c.StartingPositionTimestamp.After(now) {
-			return c, &ValidationError{Field: "StartingPositionTimestamp", Message: fmt.Sprintf(
+			return nil, &ValidationError{Field: "StartingPositionTimestamp", Message: fmt.Sprintf(
 				"StartingPositionTimestamp %s is in the future", c.StartingPositionTimestamp.UTC().Format(time.RFC3339))}
 		}
 	default:
-		return c, &ValidationError{Field: "StartingPosition", Message: fmt.Sprintf(
+		return nil, &ValidationError{Field: "StartingPosition", Message: fmt.Sprintf(
 			"1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", c.StartingPosition)}
 	}
 	if v := c.MaximumRetryAttempts; v != nil && (*v < -1 || *v > 10000) {
-		return c, RangeError("maximumRetryAttempts", int64(*v), -1, 10000)
+		return nil, RangeError("maximumRetryAttempts", int64(*v), -1, 10000)
 	}
 	if v := c.MaximumRecordAgeInSeconds; v != nil && *v != -1 && (*v < 60 || *v > 604800) {
-		return c, &ValidationError{Field: "MaximumRecordAgeInSeconds", Message: fmt.Sprintf(
+		return nil, &ValidationError{Field: "MaximumRecordAgeInSeconds", Message: fmt.Sprintf(
 			"MaximumRecordAgeInSeconds must be either -1 (forever) or between 60 and 604800 (inclusive); got %d", *v)}
 	}
 	if c.OnFailureDestination != "" {
 		if err := checkDestinationARN(c.OnFailureDestination); err != nil {
-			return c, err
+			return nil, err
 		}
 	}
 	switch c.OnDestinationFailure {
@@ -221,7 +325,7 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 		c.OnDestinationFailure = DestinationFailureBlock
 	case DestinationFailureBlock, DestinationFailureDrop:
 	default:
-		return c, &ValidationError{Field: "OnDestinationFailure", Message: fmt.Sprintf(
+		return nil, &ValidationError{Field: "OnDestinationFailure", Message: fmt.Sprintf(
 			"OnDestinationFailure %q: want %s (hold the shard until the destination takes the record) or %s (drop the records, as Lambda does)",
 			c.OnDestinationFailure, DestinationFailureBlock, DestinationFailureDrop)}
 	}
@@ -229,49 +333,51 @@ func (c Config) withDefaults(now time.Time) (Config, error) {
 	case c.ParallelizationFactor == 0:
 		c.ParallelizationFactor = 1
 	case c.ParallelizationFactor < 1 || c.ParallelizationFactor > 10:
-		return c, RangeError("parallelizationFactor", int64(c.ParallelizationFactor), 1, 10)
+		return nil, RangeError("parallelizationFactor", int64(c.ParallelizationFactor), 1, 10)
 	}
 	if c.TumblingWindow < 0 || c.TumblingWindow > 900*time.Second {
-		return c, RangeError("tumblingWindowInSeconds", int64(c.TumblingWindow/time.Second), 0, 900)
+		return nil, RangeError("tumblingWindowInSeconds", int64(c.TumblingWindow/time.Second), 0, 900)
 	}
 	switch {
 	case c.MaxFilters == 0:
 		c.MaxFilters = 5
 	case c.MaxFilters < 1 || c.MaxFilters > 10:
-		return c, &ValidationError{Field: "MaxFilters", Message: fmt.Sprintf("MaxFilters %d: the filter quota is between 1 and 10", c.MaxFilters)}
+		return nil, &ValidationError{Field: "MaxFilters", Message: fmt.Sprintf("MaxFilters %d: the filter quota is between 1 and 10", c.MaxFilters)}
 	}
 	if len(c.FilterPatterns) > c.MaxFilters {
-		return c, &ValidationError{Field: "FilterCriteria", Message: fmt.Sprintf(
+		return nil, &ValidationError{Field: "FilterCriteria", Message: fmt.Sprintf(
 			"FilterCriteria has %d filters; at most %d are allowed", len(c.FilterPatterns), c.MaxFilters)}
 	}
-	if _, err := filter.Compile(c.FilterPatterns); err != nil {
+	filters, err := filter.Compile(c.FilterPatterns)
+	if err != nil {
 		// Lambda's own text; the detail (which filter, where, why) goes after it.
 		msg := err.Error()
 		var pe *filter.PatternError
 		if errors.As(err, &pe) {
 			msg += " " + pe.Detail()
 		}
-		return c, &ValidationError{Field: "FilterCriteria", Message: msg}
+		return nil, &ValidationError{Field: "FilterCriteria", Message: msg, Err: err}
 	}
 	if err := durationDefault(&c.PollInterval, DefaultPollInterval, "PollInterval"); err != nil {
-		return c, err
+		return nil, err
 	}
 	if err := durationDefault(&c.ShardSyncInterval, DefaultShardSync, "ShardSyncInterval"); err != nil {
-		return c, err
+		return nil, err
 	}
 	if err := durationDefault(&c.ShutdownGrace, DefaultShutdownGrace, "ShutdownGrace"); err != nil {
-		return c, err
+		return nil, err
 	}
 	if err := durationDefault(&c.ClaimInterval, time.Second, "ClaimInterval"); err != nil {
-		return c, err
+		return nil, err
 	}
 	if c.MinPollSpacing < 0 {
-		return c, &ValidationError{Field: "MinPollSpacing", Message: fmt.Sprintf("MinPollSpacing %s must not be negative", c.MinPollSpacing)}
+		return nil, &ValidationError{Field: "MinPollSpacing", Message: fmt.Sprintf("MinPollSpacing %s must not be negative", c.MinPollSpacing)}
 	}
-	if c.MinPollSpacing == 0 {
-		c.MinPollSpacing = DefaultMinPollSpacing
+	c.MinPollSpacing = cmp.Or(c.MinPollSpacing, DefaultMinPollSpacing)
+	if len(c.FilterPatterns) == 0 {
+		return nil, nil
 	}
-	return c, nil
+	return filters, nil
 }
 
 // checkDestinationARN accepts the on-failure destinations Lambda allows for a Kinesis mapping:
@@ -337,3 +443,19 @@ func (c Config) Validate() error {
 // WithDefaults returns the configuration as the poller runs it: every zero field set to its
 // default, after checking every field (the error names the first field that is wrong).
 func (c Config) WithDefaults() (Config, error) { return c.withDefaults(time.Now()) }
+
+// NewChecked is New for a configuration Config.Check made: it is not checked again.
+func NewChecked(c Checked, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (*Poller, error) {
+	if !c.ok {
+		return nil, &ValidationError{Field: "Config", Message: "poller: NewChecked takes a configuration made by Config.Check"}
+	}
+	return New(c.given, kin, store, inv, append(opts, func(p *Poller) { p.checked = &c })...)
+}
+
+// check is New's validation of cfg, unless NewChecked gave a checked configuration.
+func (p *Poller) check(cfg Config) (Checked, error) {
+	if p.checked != nil {
+		return *p.checked, nil
+	}
+	return cfg.check(p.now())
+}

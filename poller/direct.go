@@ -41,11 +41,11 @@ func (r *reader) direct() RecordsInvoker {
 // whose length is the event's (process checks it against MaxPayloadBytes) and whose content is
 // meaningless, since invokeBatch does not read it; an event too large for one invocation comes
 // back nil, so that process encodes it and finds it too large.
-func (r *reader) batch(buf []byte, recs []types.Record, max, maxBytes int) ([]byte, int) {
+func (r *reader) batch(buf []byte, recs []types.Record, maxRecords, maxBytes int) ([]byte, int) {
 	if r.direct() == nil {
-		return r.encode(buf, recs, max, maxBytes)
+		return r.encode(buf, recs, maxRecords, maxBytes)
 	}
-	buf, size, n := r.p.enc.sizeBatch(buf, r.shardID, recs, max, maxBytes)
+	buf, size, n := r.p.enc.sizeBatch(buf, r.shardID, recs, maxRecords, maxBytes)
 	if size > MaxPayloadBytes {
 		return nil, n
 	}

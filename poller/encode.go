@@ -1,7 +1,7 @@
 package poller
 
 import (
-	"time"
+	"cmp"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -21,15 +21,13 @@ type BatchEncoder struct {
 // InvokeIdentityARN in every record, and its BatchSize as the batch limit, each defaulted as New
 // defaults them. The starting position is not needed and defaults to TRIM_HORIZON here.
 func NewBatchEncoder(cfg Config) (*BatchEncoder, error) {
-	if cfg.StartingPosition == "" {
-		cfg.StartingPosition = TrimHorizon
-	}
-	c, err := cfg.withDefaults(time.Now())
+	cfg.StartingPosition = cmp.Or(cfg.StartingPosition, TrimHorizon)
+	checked, err := cfg.Check()
 	if err != nil {
 		return nil, err
 	}
-	arn, _ := ParseStreamARN(c.StreamARN) // checked by withDefaults
-	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, arn.Region, c.InvokeIdentityARN), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
+	c := checked.cfg
+	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, checked.stream.Region, c.InvokeIdentityARN), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
 }
 
 // Next renders the batch the poller would invoke first for recs (records of one shard, in

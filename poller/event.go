@@ -62,25 +62,25 @@ func (e *eventEncoder) appendRecordData(b []byte, shardID string, r *types.Recor
 	return append(b, e.tail...)
 }
 
-// encodeBatch renders the longest prefix of recs, at most max records, whose event fits in
+// encodeBatch renders the longest prefix of recs, at most maxRecords records, whose event fits in
 // maxBytes, into buf (reused). It always takes at least one record: a single record whose event is
 // larger than maxBytes comes back alone, and the caller must check len(payload).
-func (e *eventEncoder) encodeBatch(buf []byte, shardID string, recs []types.Record, max, maxBytes int) (payload []byte, n int) {
-	payload, _, n = e.batch(buf, shardID, recs, max, maxBytes, true)
+func (e *eventEncoder) encodeBatch(buf []byte, shardID string, recs []types.Record, maxRecords, maxBytes int) (payload []byte, n int) {
+	payload, _, n = e.batch(buf, shardID, recs, maxRecords, maxBytes, true)
 	return payload, n
 }
 
 // sizeBatch is encodeBatch without the event: the len(payload) and n it gives, computed without
 // the base64 of the records' data (scratch, reused, holds the rest of one record at a time).
-func (e *eventEncoder) sizeBatch(scratch []byte, shardID string, recs []types.Record, max, maxBytes int) (scratchOut []byte, size, n int) {
-	return e.batch(scratch, shardID, recs, max, maxBytes, false)
+func (e *eventEncoder) sizeBatch(scratch []byte, shardID string, recs []types.Record, maxRecords, maxBytes int) (scratchOut []byte, size, n int) {
+	return e.batch(scratch, shardID, recs, maxRecords, maxBytes, false)
 }
 
 // batch is encodeBatch, and with data false sizeBatch: size is the event's length either way.
-func (e *eventEncoder) batch(buf []byte, shardID string, recs []types.Record, max, maxBytes int, data bool) (payload []byte, size, n int) {
+func (e *eventEncoder) batch(buf []byte, shardID string, recs []types.Record, maxRecords, maxBytes int, data bool) (payload []byte, size, n int) {
 	b := append(buf[:0], eventHead...)
 	size = len(b)
-	for n < len(recs) && n < max {
+	for n < len(recs) && n < maxRecords {
 		mark := len(b)
 		if n > 0 {
 			b = append(b, ',')

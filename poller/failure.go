@@ -5,63 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/google/uuid"
 
 	"github.com/kinesis-esm/esm/invoke"
 )
-
-// Conditions of an on-failure record, as Lambda names them.
-const (
-	ConditionRetryAttemptsExhausted = "RetryAttemptsExhausted"
-	ConditionRecordAgeExceeded      = "RecordAgeExceeded"
-)
-
-// FailureRecord describes a contiguous run of records of one shard that the mapping gave up on.
-// The dlq package renders it as Lambda's on-failure message.
-type FailureRecord struct {
-	// Condition is ConditionRetryAttemptsExhausted or ConditionRecordAgeExceeded.
-	Condition string
-	// RequestID identifies the failure record (requestContext.requestId).
-	RequestID   string
-	FunctionARN string
-	// ApproximateInvokeCount is how often these records were invoked (at least 1).
-	ApproximateInvokeCount int
-	// Response is the last invocation's outcome; nil for RecordAgeExceeded, whose message has no
-	// responseContext.
-	Response *FailureResponse
-	// Timestamp is when the records were discarded.
-	Timestamp time.Time
-
-	StreamARN                              string
-	ShardID                                string
-	StartSequenceNumber, EndSequenceNumber string
-	FirstArrival, LastArrival              time.Time
-	BatchSize                              int
-	// Payload is the event the function received (or would have) for these records; only an S3
-	// destination stores it.
-	Payload []byte
-}
-
-// FailureResponse is the responseContext of an on-failure record.
-type FailureResponse struct {
-	StatusCode      int
-	ExecutedVersion string
-	// FunctionError is "Unhandled" when the function failed, "" (null in the message) when it
-	// returned normally but the batch still failed (partial or invalid batch response).
-	FunctionError string
-}
-
-// Destination receives on-failure records (DestinationConfig.OnFailure). Deliver must be
-// idempotent enough to be retried: the poller retries a failed delivery, blocking the shard, until
-// it succeeds, because a record that was neither handled nor delivered is never checkpointed.
-type Destination interface {
-	Deliver(ctx context.Context, f FailureRecord) error
-}
 
 // outcome is how one invocation went, as Lambda's failure rules see it.
 type outcome int
@@ -160,148 +110,181 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 	return n
 }
 
-// process handles one batch by Lambda's rules and returns once every record of it was handled or
-// discarded (and the checkpoint covers it), or with errStopped when the mapping stops:
-//
-//   - before every invocation, records older than MaximumRecordAgeInSeconds or than the stream's
-//     retention period at the head of the batch are discarded (RecordAgeExceeded) and the rest
-//     is still invoked;
-//   - a throttled or unreachable function is retried with backoff, never counted;
-//   - a partial batch response checkpoints the records before the lowest failed one and retries
-//     from it; when that moved the checkpoint, the rest is a new batch with a fresh retry count,
-//     otherwise (the first record failed) the count carries on;
-//   - a function error with BisectBatchOnFunctionError splits a batch of two or more records in
-//     halves, processed in order, each with a fresh retry count (the split itself is not counted);
-//   - a failure counts toward MaximumRetryAttempts; when they are used up the remaining records are
-//     discarded (RetryAttemptsExhausted).
-//
-// Discarded records go to the on-failure destination before the checkpoint passes them.
-// payload, when non-nil, is the encoded event for recs (or batch's stand-in, direct.go).
+// process handles one batch by Lambda's failure rules (written out in DESIGN.md, "Failure rules")
+// and returns once every record of it was handled or discarded (and the checkpoint covers it), or
+// with errStopped when the mapping stops. payload, when non-nil, is the encoded event for recs (or
+// batch's stand-in, direct.go).
 func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, payload []byte) error {
-	cfg := &r.p.cfg
-	maxRetries := cfg.RetryAttempts()
-	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
-	invokes, failures := 0, 0
-	attempted := false // an invoke was tried: from then on the retention period applies
-	var last *FailureResponse
-	lastRequest := "" // the request id of the last invocation, for the failure record
-	for len(recs) > 0 {
-		if limit, retention, ok := r.p.ageLimit(attempted); ok {
-			if n := expiredPrefix(recs, r.p.now(), limit); n > 0 {
-				var err error
-				switch {
-				case retention && r.p.dest == nil:
-					// Gone with the stream's retention: not in DroppedEventCount, as Lambda counts it.
-					r.p.log.Warn("records older than the stream's retention period have left the stream: discarded",
-						"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(recs[0].SequenceNumber))
-					err = r.ackDiscarded(workCtx, recs[:n])
-				case retention:
-					r.p.log.Warn("records older than the stream's retention period have left the stream: discarded as RecordAgeExceeded",
-						"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(recs[0].SequenceNumber))
-					fallthrough
-				default:
-					err = r.discard(runCtx, workCtx, recs[:n], ConditionRecordAgeExceeded, max(invokes, 1), nil, lastRequest)
-				}
-				if err != nil {
-					return err
-				}
-				recs, payload = recs[n:], nil
-				continue
-			}
-		}
-		if payload == nil { // a retry of a cut-down batch (not the hot path; slots run this concurrently)
-			payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
-		}
-		// The batch's logger is built only when something is logged: not on the hot path.
-		log := func() *slog.Logger {
-			return r.p.log.With("shard_id", r.shardID, "batch_size", len(recs), "seq_first", deref(recs[0].SequenceNumber), "seq_last", deref(recs[len(recs)-1].SequenceNumber))
-		}
-		if len(payload) > MaxPayloadBytes {
-			// One record whose event cannot fit a synchronous invoke: Lambda's behaviour is not
-			// documented. It cannot ever be delivered, so it is discarded at once (a divergence).
-			log().Error("record too large for one invocation: its event exceeds 6291456 bytes", "bytes", len(payload))
-			resp := &FailureResponse{StatusCode: 413, ExecutedVersion: "$LATEST"}
-			return r.discard(runCtx, workCtx, recs, ConditionRetryAttemptsExhausted, 1, resp, "")
-		}
+	b := &batchRun{r: r, runCtx: runCtx, workCtx: workCtx, recs: recs, payload: payload,
+		pace: r.p.retryPace()}
+	return retry(runCtx, &b.pace, b.attempt, nil)
+}
 
-		if !r.held() {
-			return errLost
+// batchRun is one batch going through the failure rules: the records not yet handled or
+// discarded, and what the rules count.
+type batchRun struct {
+	r               *reader
+	runCtx, workCtx context.Context
+	recs            []types.Record
+	payload         []byte // the event for recs; nil: encode it again
+	invokes         int    // invocations of these records so far (approximateInvokeCount)
+	failures        int    // failures counted toward MaximumRetryAttempts
+	attempted       bool   // an invoke was tried: from then on the retention period applies
+	last            *FailureResponse
+	lastRequest     string // the request id of the last invocation, for the failure record
+	pace            backoff
+}
+
+// log is the batch's logger, built only when something is logged: not on the hot path.
+func (b *batchRun) log() *slog.Logger {
+	return b.r.p.log.With("shard_id", b.r.shardID, "batch_size", len(b.recs), "seq_first", deref(b.recs[0].SequenceNumber), "seq_last", deref(b.recs[len(b.recs)-1].SequenceNumber))
+}
+
+// attempt is one pass of the rules: discard the expired head, invoke the rest, judge the outcome.
+func (b *batchRun) attempt(int) (step, error) {
+	r := b.r
+	if err := b.discardExpired(); err != nil || len(b.recs) == 0 {
+		return stepDone, err
+	}
+	if b.payload == nil { // a retry of a cut-down batch (not the hot path; slots run this concurrently)
+		b.payload, _ = r.encode(nil, b.recs, len(b.recs), MaxPayloadBytes*2)
+	}
+	if len(b.payload) > MaxPayloadBytes {
+		// One record whose event cannot fit a synchronous invoke: Lambda's behaviour is not
+		// documented. It cannot ever be delivered, so it is discarded at once (a divergence).
+		b.log().Error("record too large for one invocation: its event exceeds 6291456 bytes", "bytes", len(b.payload))
+		resp := &FailureResponse{StatusCode: 413, ExecutedVersion: "$LATEST"}
+		return stepDone, r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, 1, resp, "")
+	}
+	if !r.held() {
+		return stepDone, errLost
+	}
+	r.p.obs.IteratorAge(r.shardID, iteratorAge(b.recs, r.p.now()))
+	started := time.Now()
+	resp, err := r.invokeBatch(b.workCtx, b.recs, b.payload)
+	took := time.Since(started)
+	b.attempted = true
+	if err != nil {
+		r.observeInvoke(0, took, err, false, false)
+		b.log().Warn("function not invoked; retrying without counting", "err", err)
+		return stepRetry, err
+	}
+	return b.judge(resp, took)
+}
+
+// discardExpired discards the records at the head of the batch that are too old to be invoked:
+// older than MaximumRecordAgeInSeconds, or once the batch was tried than the stream's retention.
+func (b *batchRun) discardExpired() error {
+	r := b.r
+	for len(b.recs) > 0 {
+		limit, retention, ok := r.p.ageLimit(b.attempted)
+		if !ok {
+			return nil
 		}
-		r.p.obs.IteratorAge(r.shardID, iteratorAge(recs, r.p.now()))
-		started := time.Now()
-		resp, err := r.invokeBatch(workCtx, recs, payload)
-		took := time.Since(started)
-		attempted = true
+		n := expiredPrefix(b.recs, r.p.now(), limit)
+		if n == 0 {
+			return nil
+		}
+		var err error
+		switch {
+		case retention && r.p.dest == nil:
+			// Gone with the stream's retention: not in DroppedEventCount, as Lambda counts it.
+			r.p.log.Warn("records older than the stream's retention period have left the stream: discarded",
+				"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(b.recs[0].SequenceNumber))
+			err = r.ackDiscarded(b.workCtx, b.recs[:n])
+		case retention:
+			r.p.log.Warn("records older than the stream's retention period have left the stream: discarded as RecordAgeExceeded",
+				"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(b.recs[0].SequenceNumber))
+			fallthrough
+		default:
+			err = r.discard(b.runCtx, b.workCtx, b.recs[:n], ConditionRecordAgeExceeded, max(b.invokes, 1), nil, b.lastRequest)
+		}
 		if err != nil {
-			r.observeInvoke(0, took, err, false, false)
-			log().Warn("function not invoked; retrying without counting", "err", err)
-			if !sleep(runCtx, bo.next()) {
-				return errStopped
-			}
-			continue
+			return err
 		}
-		invokes++
-		lastRequest = resp.RequestID
-		o, failedAt := classifyResponse(resp, recs, cfg.ReportBatchItemFailures)
-		var state map[string]string
-		if r.windowed() && (o == outcomeSuccess || o == outcomePartial) {
-			var ok bool
-			if state, ok = windowResponse(resp.Payload); !ok {
-				o = outcomeInvalid // a windowed function must return its state
-			}
-		}
-		r.observeInvoke(len(recs), took, nil, o != outcomeSuccess, o == outcomeFunctionError)
-		last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
-		switch o {
-		case outcomeSuccess:
-			if r.p.log.Enabled(workCtx, slog.LevelDebug) {
-				log().Debug("batch handled", "invocations", invokes)
-			}
-			if state != nil {
-				return r.ackWindow(runCtx, workCtx, recs, state)
-			}
-			return r.ack(workCtx, recs)
-		case outcomePartial:
-			log().Warn("partial batch failure; retrying from the lowest failed record", "failed_seq", deref(recs[failedAt].SequenceNumber), "handled", failedAt)
-			if state != nil { // the state covers the records the function handled
-				r.progress.Window = &WindowState{Start: r.progress.Window.Start, State: state}
-			}
-			if failedAt > 0 {
-				if err := r.ack(workCtx, recs[:failedAt]); err != nil {
-					return err
-				}
-				// The checkpoint moved: the rest is a new, shrunken batch whose retry count starts
-				// again, as AWS recorded it (record 6 of [4,5,6] is then invoked 1+3 more times).
-				recs, payload = recs[failedAt:], nil
-				invokes, failures = 0, 0
-				bo.reset()
-				continue
-			}
-		case outcomeFunctionError:
-			log().Warn("function error", "invocations", invokes, "error", string(resp.Payload))
-			if cfg.BisectBatchOnFunctionError && len(recs) > 1 {
-				half := (len(recs) + 1) / 2
-				log().Info("bisecting batch", "first_half", half, "second_half", len(recs)-half)
-				if err := r.process(runCtx, workCtx, recs[:half], nil); err != nil {
-					return err
-				}
-				return r.process(runCtx, workCtx, recs[half:], nil)
-			}
-		case outcomeInvalid:
-			log().Warn("invalid partial batch response: the whole batch failed", "response", string(resp.Payload))
-		}
-		failures++
-		if maxRetries >= 0 && failures > maxRetries {
-			return r.discard(runCtx, workCtx, recs, ConditionRetryAttemptsExhausted, invokes, last, lastRequest)
-		}
-		if runCtx.Err() != nil { // stopping: no retry; the batch is read again after a restart
-			return errStopped
-		}
-		if !sleep(runCtx, bo.next()) {
-			return errStopped
-		}
+		b.recs, b.payload = b.recs[n:], nil
 	}
 	return nil
+}
+
+// judge applies the rules to an invocation that reached the function.
+func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error) {
+	r, cfg := b.r, &b.r.p.cfg
+	b.invokes++
+	b.lastRequest = resp.RequestID
+	o, failedAt := classifyResponse(resp, b.recs, cfg.ReportBatchItemFailures)
+	var state map[string]string
+	if r.windowed() && (o == outcomeSuccess || o == outcomePartial) {
+		var ok bool
+		if state, ok = windowResponse(resp.Payload); !ok {
+			o = outcomeInvalid // a windowed function must return its state
+		}
+	}
+	r.observeInvoke(len(b.recs), took, nil, o != outcomeSuccess, o == outcomeFunctionError)
+	b.last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
+	switch o {
+	case outcomeSuccess:
+		if r.p.log.Enabled(b.workCtx, slog.LevelDebug) {
+			b.log().Debug("batch handled", "invocations", b.invokes)
+		}
+		if state != nil {
+			return stepDone, r.ackWindow(b.runCtx, b.workCtx, b.recs, state)
+		}
+		return stepDone, r.ack(b.workCtx, b.recs)
+	case outcomePartial:
+		b.log().Warn("partial batch failure; retrying from the lowest failed record", "failed_seq", deref(b.recs[failedAt].SequenceNumber), "handled", failedAt)
+		if state != nil { // the state covers the records the function handled
+			r.progress.Window = &WindowState{Start: r.progress.Window.Start, State: state}
+		}
+		if failedAt > 0 {
+			return b.handledUpTo(failedAt)
+		}
+	case outcomeFunctionError:
+		b.log().Warn("function error", "invocations", b.invokes, "error", string(resp.Payload))
+		if cfg.BisectBatchOnFunctionError && len(b.recs) > 1 {
+			return stepDone, b.bisect()
+		}
+	case outcomeInvalid:
+		b.log().Warn("invalid partial batch response: the whole batch failed", "response", string(resp.Payload))
+	}
+	return b.failed()
+}
+
+// handledUpTo acknowledges the records before failedAt, handled by a partial batch response. The
+// checkpoint moved: the rest is a new, shrunken batch whose retry count starts again, as AWS
+// recorded it (record 6 of [4,5,6] is then invoked 1+3 more times), at once.
+func (b *batchRun) handledUpTo(failedAt int) (step, error) {
+	if err := b.r.ack(b.workCtx, b.recs[:failedAt]); err != nil {
+		return stepDone, err
+	}
+	b.recs, b.payload = b.recs[failedAt:], nil
+	b.invokes, b.failures = 0, 0
+	return stepAgain, nil
+}
+
+// bisect processes the two halves of a batch that failed with a function error in order, each
+// with a fresh retry count (the split itself is not counted).
+func (b *batchRun) bisect() error {
+	half := (len(b.recs) + 1) / 2
+	b.log().Info("bisecting batch", "first_half", half, "second_half", len(b.recs)-half)
+	if err := b.r.process(b.runCtx, b.workCtx, b.recs[:half], nil); err != nil {
+		return err
+	}
+	return b.r.process(b.runCtx, b.workCtx, b.recs[half:], nil)
+}
+
+// failed counts a failure toward MaximumRetryAttempts: past it the records are discarded
+// (RetryAttemptsExhausted); until then they are retried after a pause, but not once the mapping
+// is stopping (they are read again after a restart).
+func (b *batchRun) failed() (step, error) {
+	b.failures++
+	if maxRetries := b.r.p.cfg.RetryAttempts(); maxRetries >= 0 && b.failures > maxRetries {
+		return stepDone, b.r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, b.invokes, b.last, b.lastRequest)
+	}
+	if b.runCtx.Err() != nil {
+		return stepDone, errStopped
+	}
+	return stepRetry, nil
 }
 
 // observeInvoke reports one invoke request as Lambda's metrics count it: a throttle when the
@@ -318,68 +301,4 @@ func (r *reader) observeInvoke(records int, took time.Duration, err error, faile
 	if functionError {
 		r.p.obs.FunctionError(r.shardID)
 	}
-}
-
-// discard gives up on recs: their failure record goes to the on-failure destination, then the
-// checkpoint moves past them. A delivery that fails is retried, blocking the shard, until it
-// succeeds; with OnDestinationFailure drop, the records are dropped instead, as Lambda drops them.
-func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, condition string, invokes int, resp *FailureResponse, requestID string) error {
-	if requestID == "" { // never invoked: the failure record gets its own id
-		requestID = uuid.NewString()
-	}
-	f := FailureRecord{
-		Condition: condition, RequestID: requestID, FunctionARN: r.p.cfg.FunctionARN,
-		ApproximateInvokeCount: invokes, Response: resp, Timestamp: r.p.now().UTC(),
-		StreamARN: r.p.cfg.StreamARN, ShardID: r.shardID,
-		StartSequenceNumber: deref(recs[0].SequenceNumber), EndSequenceNumber: deref(recs[len(recs)-1].SequenceNumber),
-		BatchSize: len(recs),
-	}
-	if at := recs[0].ApproximateArrivalTimestamp; at != nil {
-		f.FirstArrival = at.UTC()
-	}
-	if at := recs[len(recs)-1].ApproximateArrivalTimestamp; at != nil {
-		f.LastArrival = at.UTC()
-	}
-	log := r.p.log.With("shard_id", r.shardID, "condition", condition, "batch_size", len(recs),
-		"seq_first", f.StartSequenceNumber, "seq_last", f.EndSequenceNumber, "invocations", invokes)
-	if r.p.dest == nil {
-		log.Warn("records discarded (no on-failure destination)")
-		r.p.obs.RecordsDropped(r.shardID, len(recs))
-	} else {
-		f.Payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
-		bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
-		for {
-			err := r.p.dest.Deliver(workCtx, f)
-			if err == nil {
-				break
-			}
-			if errors.Is(err, context.Canceled) && workCtx.Err() != nil {
-				return errStopped
-			}
-			r.p.obs.DestinationDeliveryFailed(r.shardID)
-			if r.p.cfg.OnDestinationFailure == DestinationFailureDrop {
-				log.Error("on-failure destination unreachable; records dropped (on-destination-failure drop)", "destination", r.p.cfg.OnFailureDestination, "err", err)
-				r.p.obs.RecordsDropped(r.shardID, len(recs))
-				return r.ackDiscarded(workCtx, recs)
-			}
-			log.Warn("on-failure destination unreachable; retrying, the shard waits", "err", err)
-			if !sleep(runCtx, bo.next()) {
-				return errStopped
-			}
-		}
-		log.Info("records sent to the on-failure destination", "destination", r.p.cfg.OnFailureDestination)
-		r.p.obs.RecordsDelivered(r.shardID, len(recs))
-	}
-	return r.ackDiscarded(workCtx, recs)
-}
-
-// ackDiscarded moves the checkpoint past discarded records.
-func (r *reader) ackDiscarded(workCtx context.Context, recs []types.Record) error {
-	if err := r.ack(workCtx, recs); err != nil {
-		if errors.Is(err, errLost) {
-			return err
-		}
-		return fmt.Errorf("after discarding: %w", err)
-	}
-	return nil
 }

@@ -8,10 +8,11 @@ import (
 
 // lineage is the shard graph of a stream and what is known of each shard's progress. It decides
 // which shards may be read: a shard is ready when it is not finished, not being read, and every
-// parent is finished and no longer being read. A parent is finished when the store says so, or when a complete ListShards
-// no longer returns it (retention trimmed it away). A parent that is merely unknown (a child learnt
-// from ChildShards whose other parent was never listed) blocks its child until the next listing
-// settles it. It is owned by the coordinator goroutine and needs no locking.
+// parent is finished and neither it nor any of its ancestors is still being read. A parent is
+// finished when the store says so, or when a complete ListShards no longer returns it (retention
+// trimmed it away). A parent that is merely unknown (a child learnt from ChildShards whose other
+// parent was never listed) blocks its child until the next listing settles it. It is owned by the
+// coordinator goroutine and needs no locking.
 type lineage struct {
 	shards   map[string]*shardNode
 	finished map[string]bool // finished or trimmed
@@ -95,15 +96,14 @@ func (g *lineage) markFinished(id string) { g.finished[id] = true; delete(g.runn
 // ready returns the shards that may start now, in shard id order.
 func (g *lineage) ready() []string {
 	var out []string
+	var reading map[string]bool // memo of readingAbove, for this call
 	for id, n := range g.shards {
 		if g.finished[id] || g.running[id] {
 			continue
 		}
 		ok := true
 		for _, p := range n.parents {
-			// A parent trimmed by retention counts as finished, but while its reader still runs
-			// (a batch in flight) the children wait for it.
-			if !g.finished[p] || g.running[p] {
+			if g.blocks(p, &reading) {
 				ok = false
 				break
 			}
@@ -116,15 +116,48 @@ func (g *lineage) ready() []string {
 	return out
 }
 
-// waitingOn returns the parents a shard waits for: unfinished, or trimmed but still being read.
+// waitingOn returns the parents a shard waits for: unfinished, or trimmed but still being read
+// (or above a shard still being read).
 func (g *lineage) waitingOn(id string) []string {
 	var out []string
+	var reading map[string]bool
 	if n := g.shards[id]; n != nil {
 		for _, p := range n.parents {
-			if !g.finished[p] || g.running[p] {
+			if g.blocks(p, &reading) {
 				out = append(out, p)
 			}
 		}
 	}
 	return out
+}
+
+// blocks reports whether parent p keeps its children waiting: it is not finished, or it is still
+// being read, or (a shard trimmed by retention counts as finished without being read) one of its
+// ancestors is still being read. A parent trimmed before it ran must not let its children pass
+// the records its own parents still have in flight.
+func (g *lineage) blocks(p string, reading *map[string]bool) bool {
+	return !g.finished[p] || g.running[p] || (len(g.running) > 0 && g.readingAbove(p, reading))
+}
+
+// readingAbove reports whether an ancestor of id is being read. memo, made on first use, holds
+// the answers of one ready or waitingOn call.
+func (g *lineage) readingAbove(id string, memo *map[string]bool) bool {
+	if *memo == nil {
+		*memo = map[string]bool{}
+	}
+	if v, ok := (*memo)[id]; ok {
+		return v
+	}
+	(*memo)[id] = false // a graph from listings has no cycles; this guards against one anyway
+	n := g.shards[id]
+	if n == nil {
+		return false
+	}
+	for _, p := range n.parents {
+		if g.running[p] || g.readingAbove(p, memo) {
+			(*memo)[id] = true
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package poller
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 func shard(id string, parents ...string) types.Shard {
@@ -193,5 +196,81 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if c.BatchSize != 100 || c.PollInterval != time.Second || c.ShardSyncInterval != time.Minute || c.InvokeIdentityARN != "arn:aws:iam::123456789012:role/esm" {
 		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
+
+// TestNewErrorsAreConfigErrors: every error of New, a nil dependency and a consumer without a
+// client that subscribes included, is a *ValidationError naming what is wrong and wraps
+// ErrInvalidConfig, as New's doc says.
+func TestNewErrorsAreConfigErrors(t *testing.T) {
+	cfg := Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/s", StartingPosition: TrimHorizon}
+	kin, store, inv := KinesisAPI(fakeKinesisWithoutSubscribe{}), Store(NewMemoryStore()), Invoker(nopInvoker{})
+	consumer := cfg
+	consumer.ConsumerARN = cfg.StreamARN + "/consumer/c:1700000000"
+	tests := []struct {
+		name  string
+		cfg   Config
+		kin   KinesisAPI
+		store Store
+		inv   Invoker
+		field string
+	}{
+		{"no Kinesis client", cfg, nil, store, inv, "KinesisAPI"},
+		{"no store", cfg, kin, nil, inv, "Store"},
+		{"no invoker", cfg, kin, store, nil, "Invoker"},
+		{"nothing", cfg, nil, nil, nil, "KinesisAPI"},
+		{"a consumer, and a client that cannot subscribe", consumer, kin, store, inv, "ConsumerARN"},
+		{"a bad field", Config{StartingPosition: TrimHorizon}, kin, store, inv, "EventSourceArn"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(tt.cfg, tt.kin, tt.store, tt.inv)
+			var ve *ValidationError
+			if p != nil || !errors.Is(err, ErrInvalidConfig) || !errors.As(err, &ve) || ve.Field != tt.field {
+				t.Fatalf("New = %v, %v; want a ValidationError of field %s wrapping ErrInvalidConfig", p, err, tt.field)
+			}
+		})
+	}
+	if _, err := New(cfg, kin, store, inv); err != nil {
+		t.Fatalf("New with every dependency: %v", err)
+	}
+}
+
+// fakeKinesisWithoutSubscribe is a KinesisAPI that New accepts but never calls.
+type fakeKinesisWithoutSubscribe struct{ KinesisAPI }
+
+type nopInvoker struct{}
+
+func (nopInvoker) Invoke(context.Context, []byte) (invoke.Response, error) {
+	return invoke.Response{}, nil
+}
+
+// TestLineageTrimmedParentWaitsForItsParents: a merge child trimmed before it was read counts as
+// finished, but while one of its own parents is still being read (a batch in flight after its
+// shard was trimmed), the merge child's children wait: their records follow that parent's
+// (simulation seed 588 started them while the grandparent was still invoking).
+func TestLineageTrimmedParentWaitsForItsParents(t *testing.T) {
+	g := newLineage()
+	// 0 and 1 merged into 2, which split into 3 and 4; 1 is still being read.
+	g.sync([]types.Shard{closed(shard("0")), closed(shard("1")), closed(shard("2", "0", "1")), shard("3", "2"), shard("4", "2")})
+	g.running["1"] = true
+	g.markFinished("0")
+	// Retention trims 0, 1 and 2: the listing shows only 3 and 4.
+	g.sync([]types.Shard{shard("3", "2"), shard("4", "2")})
+	if !g.finished["1"] || !g.finished["2"] {
+		t.Fatalf("trimmed shards not counted finished: %v", g.finished)
+	}
+	if got := g.ready(); len(got) != 0 {
+		t.Fatalf("ready = %v while the grandparent 1 is still being read, want none", got)
+	}
+	if w := g.waitingOn("3"); !slices.Equal(w, []string{"2"}) {
+		t.Fatalf("3 waits on %v, want [2]", w)
+	}
+	delete(g.running, "1") // its reader ended
+	if got := g.ready(); !slices.Equal(got, []string{"3", "4"}) {
+		t.Fatalf("ready = %v after the grandparent's reader ended, want [3 4]", got)
+	}
+	if w := g.waitingOn("3"); len(w) != 0 {
+		t.Fatalf("3 still waits on %v", w)
 	}
 }

@@ -57,12 +57,12 @@ func (q *slotQueue) close() {
 	}
 }
 
-// take waits for records and returns up to max of them; nil when the queue is closed and empty
+// take waits for records and returns up to maxRecords of them; nil when the queue is closed and empty
 // or ctx ends.
-func (q *slotQueue) take(ctx context.Context, max int) []types.Record {
+func (q *slotQueue) take(ctx context.Context, maxRecords int) []types.Record {
 	for {
 		q.mu.Lock()
-		if n := min(len(q.recs), max); n > 0 {
+		if n := min(len(q.recs), maxRecords); n > 0 {
 			out := q.recs[:n:n]
 			q.recs = q.recs[n:]
 			q.mu.Unlock()

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +64,7 @@ type Poller struct {
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 	retention           atomic.Int64 // the stream's retention period (a time.Duration); 0 until read
+	checked             *Checked     // given to NewChecked: New does not check the Config again
 }
 
 // Option configures New.
@@ -92,16 +92,13 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	for _, o := range opts {
 		o(p)
 	}
-	var err error
-	if p.cfg, err = cfg.withDefaults(p.now()); err != nil {
+	checked, err := p.check(cfg)
+	if err != nil {
 		return nil, err
 	}
-	p.arn, _ = ParseStreamARN(p.cfg.StreamARN) // checked by withDefaults
-	if len(p.cfg.FilterPatterns) > 0 {
-		p.filters, _ = filter.Compile(p.cfg.FilterPatterns) // checked by withDefaults
-	}
-	if kin == nil || store == nil || inv == nil {
-		return nil, errors.New("poller: Kinesis client, store and invoker are required")
+	p.cfg, p.arn, p.filters = checked.cfg, checked.stream, checked.filters
+	if field := missingDependency(kin, store, inv); field != "" {
+		return nil, &ValidationError{Field: field, Message: "poller: Kinesis client, store and invoker are required"}
 	}
 	if p.readiness != nil {
 		p.store = trackedStore{Store: store, r: p.readiness}
@@ -122,6 +119,19 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 		p.cfg.ParallelizationFactor = 1
 	}
 	return p, nil
+}
+
+// missingDependency names the first of New's dependencies that is nil, or is "".
+func missingDependency(kin KinesisAPI, store Store, inv Invoker) string {
+	switch {
+	case kin == nil:
+		return "KinesisAPI"
+	case store == nil:
+		return "Store"
+	case inv == nil:
+		return "Invoker"
+	}
+	return ""
 }
 
 // ListShards returns every shard of the stream (open and closed), following pages. It is what Run
@@ -172,30 +182,27 @@ func initialProgress(shards []types.Shard, position string, now time.Time) map[s
 const startAttempts = 8
 
 // atStart runs one step of the start, retrying it as startAttempts says.
-func atStart[T any](ctx context.Context, p *Poller, what string, step func() (T, error)) (T, error) {
+func atStart[T any](ctx context.Context, p *Poller, what string, do func() (T, error)) (T, error) {
 	bo := backoff{base: p.retryBase / 10, max: p.retryMax}
-	for attempt := 1; ; attempt++ {
-		v, err := step()
-		if err != nil && ctx.Err() != nil {
-			return v, errStopped // stopped while starting: a graceful stop, not a failure
+	var (
+		v       T
+		attempt int
+	)
+	err := retry(ctx, &bo, func(n int) (step, error) {
+		var err error
+		v, err = do()
+		attempt = n
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return stepDone, errStopped // stopped while starting: a graceful stop, not a failure
+		case err == nil, errors.Is(err, ErrStreamNotFound), n == startAttempts:
+			return stepDone, err
 		}
-		if err == nil || errors.Is(err, ErrStreamNotFound) || attempt == startAttempts {
-			return v, err
-		}
-		d := bo.next()
+		return stepRetry, err
+	}, func(err error, d time.Duration) {
 		p.log.Warn(what+" failed; retrying", "err", err, "attempt", attempt, "backoff", d)
-		if !sleep(ctx, d) {
-			return v, errStopped
-		}
-	}
-}
-
-type readerResult struct {
-	shardID  string
-	finished bool
-	children []types.ChildShard
-	lost     bool  // this worker lost the shard's lease: not an error, not finished
-	err      error // fatal: stops the mapping
+	})
+	return v, err
 }
 
 // Run polls the stream until ctx is cancelled, then stops gracefully: no new reads, in-flight
@@ -265,260 +272,4 @@ func shardInfos(listing []types.Shard, progress map[string]ShardProgress) []Shar
 		out = append(out, si)
 	}
 	return out
-}
-
-// coordinator is Run's state, owned by Run's goroutine.
-type coordinator struct {
-	p        *Poller
-	g        *lineage
-	progress map[string]ShardProgress
-	cancels  map[string]context.CancelFunc // readers running
-	results  chan readerResult
-	wg       sync.WaitGroup
-	fatal    error
-	runCtx   context.Context
-	workCtx  context.Context
-	stopRun  context.CancelFunc
-	// atTip: LATEST shards whose start this run decided; their first open is at LATEST itself.
-	atTip map[string]bool
-	// claimed: a claim of leases succeeded.
-	claimed bool
-}
-
-func (c *coordinator) syncFinished(progress map[string]ShardProgress) {
-	for id, pr := range progress {
-		if pr.Finished {
-			c.g.finished[id] = true
-		}
-	}
-}
-
-func (c *coordinator) run(ctx context.Context) error {
-	p := c.p
-	// runCtx stops reading; workCtx, which outlives it by ShutdownGrace, bounds in-flight
-	// invocations, their checkpoints and the release of leases.
-	var stopWork context.CancelFunc
-	c.runCtx, c.stopRun = context.WithCancel(ctx)
-	defer c.stopRun()
-	c.workCtx, stopWork = context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWork()
-	stopGrace := context.AfterFunc(c.runCtx, func() {
-		t := time.AfterFunc(p.cfg.ShutdownGrace, stopWork)
-		context.AfterFunc(c.workCtx, func() { t.Stop() })
-	})
-	defer stopGrace()
-	defer c.wg.Wait()
-
-	syncTicker := time.NewTicker(p.cfg.ShardSyncInterval)
-	defer syncTicker.Stop()
-	var claimTick <-chan time.Time
-	if p.coord != nil {
-		t := time.NewTicker(p.cfg.ClaimInterval)
-		defer t.Stop()
-		claimTick = t.C
-		c.claim()
-	}
-	if p.ready != nil {
-		p.ready()
-	}
-	if p.readiness != nil {
-		p.readiness.start(p.coord != nil && !c.claimed)
-	}
-	for {
-		if c.runCtx.Err() == nil && p.coord == nil {
-			for _, id := range c.g.ready() {
-				c.start(id)
-			}
-		}
-		select {
-		case res := <-c.results:
-			c.handle(res)
-		case <-syncTicker.C:
-			c.resync()
-		case <-claimTick:
-			c.claim()
-		case <-c.runCtx.Done():
-			// Readers see runCtx too; wait for their results.
-			for len(c.cancels) > 0 {
-				c.handle(<-c.results)
-			}
-			if c.fatal == nil && ctx.Err() != nil {
-				p.log.Info("mapping stopped")
-			}
-			return c.fatal
-		}
-	}
-}
-
-// start runs a reader for the shard.
-func (c *coordinator) start(id string) {
-	rctx, cancel := context.WithCancel(c.runCtx)
-	c.cancels[id] = cancel
-	c.g.running[id] = true
-	r := &reader{p: c.p, shardID: id, progress: c.progress[id], atTip: c.atTip[id]}
-	delete(c.atTip, id)
-	c.p.log.Info("shard started", "shard_id", id, "position", r.describePosition())
-	c.p.obs.ShardState(id, StateReading)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.results <- r.run(rctx, c.workCtx)
-	}()
-}
-
-// handle takes a reader's result.
-func (c *coordinator) handle(res readerResult) {
-	p := c.p
-	c.cancels[res.shardID]()
-	delete(c.cancels, res.shardID)
-	delete(c.g.running, res.shardID)
-	switch {
-	case res.err != nil:
-		if c.fatal == nil {
-			c.fatal = res.err
-			p.log.Error("stopping mapping", "shard_id", res.shardID, "err", res.err)
-		}
-		c.stopRun()
-	case res.finished:
-		c.g.markFinished(res.shardID)
-		pr := c.progress[res.shardID]
-		pr.Finished = true
-		c.progress[res.shardID] = pr
-		p.log.Info("shard finished", "shard_id", res.shardID, "children", len(res.children))
-		p.obs.ShardState(res.shardID, StateFinished)
-		unknown := c.g.addChildren(res.children)
-		if p.coord != nil && len(res.children) > 0 {
-			var infos []ShardInfo
-			for _, ch := range res.children {
-				si := ShardInfo{ShardID: deref(ch.ShardId), Parents: ch.ParentShards}
-				if ch.HashKeyRange != nil {
-					si.StartingHashKey, si.EndingHashKey = deref(ch.HashKeyRange.StartingHashKey), deref(ch.HashKeyRange.EndingHashKey)
-				}
-				infos = append(infos, si)
-			}
-			if err := p.coord.Register(c.workCtx, infos); err != nil {
-				p.log.Warn("register child shards failed; the periodic sync will retry", "err", err)
-			}
-		}
-		if unknown {
-			c.resync()
-		}
-		for _, ch := range res.children {
-			if w := c.g.waitingOn(deref(ch.ShardId)); len(w) > 0 {
-				p.log.Info("shard pending on parents", "shard_id", deref(ch.ShardId), "parents", w)
-				p.obs.ShardState(deref(ch.ShardId), StatePending)
-			}
-		}
-	case res.lost:
-		p.log.Info("shard lease lost; reader stopped", "shard_id", res.shardID)
-	}
-	if !res.finished && res.err == nil {
-		p.obs.ShardState(res.shardID, StateReleased)
-	}
-	if p.coord != nil && !res.finished && res.err == nil {
-		// Stopped on a hand-over request, a shutdown or a lost lease: give the lease up so its
-		// next owner starts at once (a lease already lost is left alone by Release).
-		if err := p.coord.Release(c.workCtx, res.shardID); err != nil {
-			p.log.Warn("release lease failed; it will expire", "shard_id", res.shardID, "err", err)
-		} else if !res.lost {
-			p.log.Info("shard lease released", "shard_id", res.shardID)
-		}
-	}
-	if p.coord != nil && res.finished {
-		// A finished shard's lease is of no more use to anyone.
-		if err := p.coord.Release(c.workCtx, res.shardID); err != nil {
-			p.log.Debug("release of a finished lease failed", "shard_id", res.shardID, "err", err)
-		}
-	}
-}
-
-// reportStates tells the observer which shards are finished and which wait on their parents.
-func (c *coordinator) reportStates() {
-	for id := range c.g.shards {
-		switch {
-		case c.g.finished[id]:
-			c.p.obs.ShardState(id, StateFinished)
-		case !c.g.running[id] && len(c.g.waitingOn(id)) > 0:
-			c.p.obs.ShardState(id, StatePending)
-		}
-	}
-}
-
-// resync lists the shards again: new shards join the graph, trimmed ones count as finished.
-func (c *coordinator) resync() {
-	p := c.p
-	listing, err := ListShards(c.runCtx, p.kin, p.cfg.StreamARN)
-	if err != nil {
-		if c.runCtx.Err() == nil {
-			p.log.Warn("shard sync failed; will retry", "err", err)
-		}
-		return
-	}
-	c.g.sync(listing)
-	c.reportStates()
-	p.readRetention(c.runCtx)
-	if p.coord != nil {
-		if err := p.coord.Register(c.runCtx, shardInfos(listing, nil)); err != nil && c.runCtx.Err() == nil {
-			p.log.Warn("register shards failed; will retry", "err", err)
-		}
-	}
-	for id, cancel := range c.cancels {
-		if c.g.finished[id] { // trimmed while being read
-			p.log.Warn("shard trimmed by retention before it was read to its end", "shard_id", id)
-			cancel()
-		}
-	}
-}
-
-// claim refreshes progress from the shared table (parents other workers finished unblock
-// children here), asks the coordinator which ready shards this worker holds, starts those and
-// stops readers of shards it no longer holds (hand-over requests and lost leases).
-func (c *coordinator) claim() {
-	p := c.p
-	if c.runCtx.Err() != nil {
-		return
-	}
-	progress, err := p.store.Load(c.runCtx)
-	if err != nil {
-		if c.runCtx.Err() == nil {
-			p.log.Warn("load lease table failed; will retry", "err", err)
-		}
-		return
-	}
-	for id, pr := range progress {
-		if !c.g.running[id] {
-			c.progress[id] = pr
-		}
-	}
-	c.syncFinished(progress)
-	candidates := c.g.ready()
-	for id := range c.cancels {
-		candidates = append(candidates, id)
-	}
-	held, err := p.coord.Claim(c.runCtx, candidates)
-	if p.readiness != nil {
-		p.readiness.stored(err, true)
-	}
-	if err == nil {
-		c.claimed = true
-	}
-	if err != nil {
-		if c.runCtx.Err() == nil {
-			p.log.Warn("claim leases failed; will retry", "err", err)
-		}
-		return
-	}
-	holds := make(map[string]bool, len(held))
-	for _, id := range held {
-		holds[id] = true
-		if _, running := c.cancels[id]; !running && !c.g.finished[id] {
-			c.start(id)
-		}
-	}
-	for id, cancel := range c.cancels {
-		if !holds[id] {
-			p.log.Info("handing shard over", "shard_id", id)
-			cancel()
-		}
-	}
 }

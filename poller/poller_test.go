@@ -56,19 +56,10 @@ func (r *recorder) handle(ctx context.Context, e events.KinesisEvent) (events.Ki
 		return events.KinesisEventResponse{}, errors.New("induced failure")
 	}
 	for _, rec := range e.Records {
-		shard, _, _ := cut(rec.EventID, ':')
+		shard, _, _ := strings.Cut(rec.EventID, ":")
 		r.got = append(r.got, delivery{invocation: r.invocations, shard: shard, pk: rec.Kinesis.PartitionKey, seq: rec.Kinesis.SequenceNumber, data: string(rec.Kinesis.Data)})
 	}
 	return events.KinesisEventResponse{}, nil
-}
-
-func cut(s string, sep byte) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == sep {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
 }
 
 func (r *recorder) deliveries() []delivery {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,20 +15,26 @@ import (
 
 // reader reads one shard from its position to its end (or until stopped), one batch in flight at
 // a time. It is owned by the coordinator, which starts it once the shard's parents are finished.
+// Its state is this struct; run is a loop over the states that state decides.
 type reader struct {
 	p        *Poller
 	shardID  string
-	progress ShardProgress
+	progress ShardProgress // as last written
+
+	// Where the shard is read from.
 	iter     *string
 	lastRead string // sequence number of the last record read from the shard
-	buf      []byte // event encoding buffer, reused across batches
-	slots    *slots // with ParallelizationFactor > 1: the batches in flight
 	// atTip: the first open is at LATEST itself (this run decided the LATEST start); later
 	// opens before a record was read resume AT_TIMESTAMP at the recorded start.
 	atTip bool
-
 	// sub: with enhanced fan-out, the subscription records are pushed on (subscribe.go).
 	sub *subscription
+
+	// What was read and not yet delivered, and how the polling goes.
+	poll pollState
+
+	buf   []byte // event encoding buffer, reused across batches
+	slots *slots // with ParallelizationFactor > 1: the batches in flight
 }
 
 // currentProgress is the shard's progress as last written. With slots, whose goroutines write it
@@ -40,42 +45,6 @@ func (r *reader) currentProgress() ShardProgress {
 		defer r.slots.unlockProgress()
 	}
 	return r.progress
-}
-
-// position is where GetShardIterator starts: after the last record read, else after the
-// checkpoint, else the shard's starting position (its first record for shards found later).
-type position struct {
-	kind      types.ShardIteratorType
-	seq       string
-	timestamp time.Time
-}
-
-func resumePosition(lastRead string, pr ShardProgress, ts time.Time) position {
-	switch {
-	case lastRead != "":
-		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: lastRead}
-	case pr.Checkpoint != "":
-		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: pr.Checkpoint}
-	case pr.Start == Latest && !pr.StartTimestamp.IsZero():
-		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: pr.StartTimestamp}
-	case pr.Start == Latest:
-		return position{kind: types.ShardIteratorTypeLatest}
-	case pr.Start == AtTimestamp:
-		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts}
-	default:
-		return position{kind: types.ShardIteratorTypeTrimHorizon}
-	}
-}
-
-func (r *reader) describePosition() string {
-	pos := resumePosition(r.lastRead, r.progress, r.p.cfg.StartingPositionTimestamp)
-	switch pos.kind {
-	case types.ShardIteratorTypeAfterSequenceNumber:
-		return "after " + pos.seq
-	case types.ShardIteratorTypeAtTimestamp:
-		return "at " + pos.timestamp.UTC().Format(time.RFC3339Nano)
-	}
-	return string(pos.kind)
 }
 
 // readDisposition says what a failed Kinesis read means for the reader.
@@ -108,221 +77,198 @@ func classifyRead(ctx context.Context, err error) readDisposition {
 	return readRetry
 }
 
-// backoff is capped exponential backoff with full jitter over the upper half.
-type backoff struct {
-	base, max time.Duration
-	n         int
-}
+// readerState is what the reader does next; state decides it, run does it.
+type readerState int
 
-func (b *backoff) next() time.Duration {
-	d := b.max
-	if b.n < 30 {
-		if e := b.base << b.n; e < b.max {
-			d = e
-		}
+const (
+	stateDeliver     readerState = iota // records are due (pollState.invokeNow): deliver a batch
+	stateFinish                         // the shard ended and nothing is pending: record it finished
+	stateStop                           // runCtx ended: stop, the batch in flight done
+	stateSlotFailed                     // a slot gave up: its error ends the reader
+	stateCloseWindow                    // the open tumbling window is over and idle: close it
+	stateAwaitWindow                    // the batching window ends before the next poll: wait for it
+	stateRead                           // wait for the next poll, then read
+)
+
+// state decides what the reader does next, in this order: deliver what is due, finish an ended
+// shard, stop, report a failed slot, close an idle window, wait (for the batching window or the
+// next poll, the pause it returns) and read.
+func (r *reader) state(runCtx context.Context) (readerState, time.Duration) {
+	cfg, s, now := &r.p.cfg, &r.poll, r.p.now()
+	switch {
+	case s.invokeNow(cfg, now):
+		return stateDeliver, 0
+	case s.ended:
+		return stateFinish, 0
+	case runCtx.Err() != nil:
+		return stateStop, 0
+	case r.slots != nil && r.slots.failed() != nil:
+		return stateSlotFailed, 0
+	case s.windowIdle(r.openWindowState(), cfg, now):
+		return stateCloseWindow, 0
 	}
-	b.n++
-	return d/2 + rand.N(d/2+1)
-}
-
-func (b *backoff) reset() { b.n = 0 }
-
-// sleep waits for d or until ctx ends; it reports whether the full time passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
+	wait, forWindow := s.pollWait(cfg, now)
+	if forWindow {
+		return stateAwaitWindow, wait
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return stateRead, wait
 }
-
-var errStopped = errors.New("stopped")
 
 // run reads the shard until its end or until runCtx ends. Invocations and checkpoints use
 // workCtx, so a batch in flight when runCtx ends still completes (within the shutdown grace).
-func (r *reader) run(runCtx, workCtx context.Context) (result readerResult) {
-	res := readerResult{shardID: r.shardID}
-	log := r.p.log.With("shard_id", r.shardID)
-	cfg := &r.p.cfg
+func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 	defer r.closeSubscription()
+	r.poll = newPollState()
 	if err := r.open(runCtx); err != nil {
-		if !errors.Is(err, errStopped) {
-			res.err = err
-		}
-		return res
+		return r.result(err)
 	}
-	if cfg.ParallelizationFactor > 1 {
-		sctx, stopSlots := context.WithCancel(runCtx)
-		r.slots = newSlots(sctx, workCtx, r, cfg.ParallelizationFactor)
-		defer func() {
-			stopSlots()
-			r.slots.stop()
-			// A slot that failed while the reader was stopping (or waiting for space) still
-			// decides the result: a store that kept failing is the mapping's error, not a stop.
-			if err := r.slots.failed(); err != nil && result.err == nil && !result.finished {
-				switch {
-				case errors.Is(err, errLost):
-					result.lost = true
-				case !errors.Is(err, errStopped):
-					result.err = err
-				}
-			}
-		}()
+	if r.p.cfg.ParallelizationFactor > 1 {
+		stopSlots := r.startSlots(runCtx, workCtx)
+		defer func() { res = stopSlots(res) }()
 	}
-	fail := func(err error) readerResult {
-		switch {
-		case errors.Is(err, errLost):
-			res.lost = true
-		case !errors.Is(err, errStopped):
-			res.err = err
-		}
-		return res
-	}
-	var (
-		pending      []types.Record
-		pendingSince time.Time
-		flush        bool // the previous batch was cut by the payload limit: send the rest now
-		lastPoll     time.Time
-		behind       = true
-		caughtUpAt   time.Time // when the last read that left the reader caught up started
-		ended        bool
-		children     []types.ChildShard
-		bo           = backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
-	)
 	for {
-		if len(pending) > 0 && (ended || flush || cfg.MaximumBatchingWindow == 0 || len(pending) >= cfg.BatchSize ||
-			r.p.now().Sub(pendingSince) >= cfg.MaximumBatchingWindow) {
-			batch := pending
-			if r.windowed() { // a batch never spans two tumbling windows
-				if err := r.openWindow(runCtx, workCtx, r.windowOf(&pending[0])); err != nil {
-					return fail(err)
-				}
-				batch = pending[:r.windowPrefix(pending)]
+		var err error
+		switch st, wait := r.state(runCtx); st {
+		case stateDeliver:
+			err = r.deliverPending(runCtx, workCtx)
+		case stateFinish:
+			if err = r.finishShard(runCtx, workCtx); err == nil {
+				return readerResult{shardID: r.shardID, kind: resultFinished, children: r.poll.children}
 			}
-			n, err := r.deliver(runCtx, workCtx, batch)
-			if err != nil {
-				return fail(err)
-			}
-			clear(pending[:n]) // drop references to delivered data
-			pending = pending[n:]
-			flush = len(pending) > 0
-			if len(pending) == 0 {
-				pending = pending[:0:0]
-			}
-			continue
-		}
-		if ended {
-			if r.windowed() && r.progress.Window != nil { // the shard's end closes its window
-				if err := r.closeWindow(runCtx, workCtx, false); err != nil {
-					return fail(err)
-				}
-			}
-			if r.slots != nil {
-				if err := r.slots.drain(); err != nil {
-					return fail(err)
-				}
-			}
-			if err := r.finish(workCtx); err != nil {
-				return fail(err)
-			}
-			res.finished, res.children = true, children
-			return res
-		}
-		if runCtx.Err() != nil {
-			return res
-		}
-		if r.slots != nil {
-			if err := r.slots.failed(); err != nil {
-				return fail(err)
-			}
-		}
-
-		if w := r.openWindowState(); w != nil && len(pending) == 0 && !behind &&
-			!caughtUpAt.Before(w.Start.Add(cfg.TumblingWindow)) &&
-			!r.p.now().Before(w.Start.Add(cfg.TumblingWindow+cfg.PollInterval)) {
+		case stateStop:
+			err = errStopped
+		case stateSlotFailed:
+			err = r.slots.failed()
+		case stateCloseWindow:
 			// Caught up by a read that started after the window ended, and the window ended a
-			// poll ago with nothing more for it: close it. A read from before the window's end
-			// (a long invocation since) or a read that failed (an expired iterator) may have
-			// missed records that still belong to the window.
-			if err := r.closeWindow(runCtx, workCtx, false); err != nil {
-				return fail(err)
+			// poll ago with nothing more for it (see pollState.windowIdle).
+			err = r.closeWindow(runCtx, workCtx, false)
+		case stateAwaitWindow: // then the window has closed: the next state delivers
+			if !sleep(runCtx, wait) {
+				err = errStopped
 			}
-			continue
+		case stateRead:
+			err = r.read(runCtx, wait)
 		}
-		wait := cfg.PollInterval
-		if behind {
-			wait = cfg.MinPollSpacing
-		}
-		wait -= r.p.now().Sub(lastPoll)
-		if len(pending) > 0 {
-			if untilWindow := cfg.MaximumBatchingWindow - r.p.now().Sub(pendingSince); untilWindow < wait {
-				if !sleep(runCtx, untilWindow) {
-					return res
-				}
-				continue // the window closed: invoke what is pending
-			}
-		}
-		if !r.await(runCtx, wait) {
-			return res
-		}
-
-		if !r.held() {
-			res.lost = true
-			return res
-		}
-		// One batch per read, or with slots enough for every slot (Kinesis returns at most 10000).
-		limit := int32(min(MaxBatchSize, cfg.BatchSize*cfg.ParallelizationFactor) - len(pending))
-		lastPoll = r.p.now()
-		out, err := r.next(runCtx, limit)
 		if err != nil {
-			switch classifyRead(runCtx, err) {
-			case readStopped:
-				return res
-			case readExpired:
-				log.Info("shard iterator expired; reopening", "after", r.lastRead)
-				if err := r.open(runCtx); err != nil {
-					if !errors.Is(err, errStopped) {
-						res.err = err
-					}
-					return res
-				}
-			case readFatal:
-				res.err = fmt.Errorf("read shard %s: %w", r.shardID, err)
-				return res
-			default:
-				d := bo.next()
-				log.Warn("get records failed; backing off", "err", err, "backoff", d)
-				if !sleep(runCtx, d) {
-					return res
-				}
-			}
-			continue
-		}
-		bo.reset()
-		r.p.obs.RecordsPolled(r.shardID, len(out.Records))
-		if len(out.Records) > 0 {
-			if len(pending) == 0 {
-				pendingSince = r.p.now()
-			}
-			pending = append(pending, out.Records...)
-			r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
-		}
-		behind = aws.ToInt64(out.MillisBehindLatest) > 0 || len(out.Records) >= int(limit)
-		if !behind {
-			caughtUpAt = r.caughtUpTime(lastPoll)
-		}
-		if out.NextShardIterator == nil {
-			ended, children = true, out.ChildShards
-		} else {
-			r.iter = out.NextShardIterator
+			return r.result(err)
 		}
 	}
+}
+
+// result is how the reader ended, from the error that ended it.
+func (r *reader) result(err error) readerResult {
+	return readerResult{shardID: r.shardID}.endedBy(err)
+}
+
+// startSlots starts the slots of a ParallelizationFactor above 1. The function it returns stops
+// them and settles the reader's result: a slot that failed while the reader was stopping (or
+// waiting for space) still decides it, since a store that kept failing is the mapping's error, not
+// a stop.
+func (r *reader) startSlots(runCtx, workCtx context.Context) func(readerResult) readerResult {
+	sctx, cancel := context.WithCancel(runCtx)
+	r.slots = newSlots(sctx, workCtx, r, r.p.cfg.ParallelizationFactor)
+	return func(res readerResult) readerResult {
+		cancel()
+		r.slots.stop()
+		if err := r.slots.failed(); err != nil && (res.kind == resultStopped || res.kind == resultLost) && !errors.Is(err, errStopped) {
+			return res.endedBy(err)
+		}
+		return res
+	}
+}
+
+// deliverPending delivers the batch at the head of what is pending: within one tumbling window,
+// whose open window it makes the batch's first.
+func (r *reader) deliverPending(runCtx, workCtx context.Context) error {
+	s := &r.poll
+	batch := s.pending
+	if r.windowed() { // a batch never spans two tumbling windows
+		if err := r.openWindow(runCtx, workCtx, r.windowOf(&s.pending[0])); err != nil {
+			return err
+		}
+		batch = s.pending[:r.windowPrefix(s.pending)]
+	}
+	n, err := r.deliver(runCtx, workCtx, batch)
+	if err != nil {
+		return err
+	}
+	s.delivered(n)
+	return nil
+}
+
+// finishShard ends a shard read to its end: the shard's end closes its window, the slots finish
+// their batches, and the shard is recorded finished.
+func (r *reader) finishShard(runCtx, workCtx context.Context) error {
+	if r.windowed() && r.progress.Window != nil {
+		if err := r.closeWindow(runCtx, workCtx, false); err != nil {
+			return err
+		}
+	}
+	if r.slots != nil {
+		if err := r.slots.drain(); err != nil {
+			return err
+		}
+	}
+	return r.finish(workCtx)
+}
+
+// read waits up to wait for the next poll, then reads the shard: its records join what is
+// pending; a failed read backs off (same iterator), or reopens an expired iterator.
+func (r *reader) read(ctx context.Context, wait time.Duration) error {
+	if !r.await(ctx, wait) {
+		return errStopped
+	}
+	if !r.held() {
+		return errLost
+	}
+	cfg, s := &r.p.cfg, &r.poll
+	// One batch per read, or with slots enough for every slot (Kinesis returns at most 10000).
+	limit := int32(min(MaxBatchSize, cfg.BatchSize*cfg.ParallelizationFactor) - len(s.pending))
+	s.lastPoll = r.p.now()
+	out, err := r.next(ctx, limit)
+	if err != nil {
+		return r.readFailed(ctx, err)
+	}
+	s.retry.reset()
+	r.p.obs.RecordsPolled(r.shardID, len(out.Records))
+	if len(out.Records) > 0 {
+		if len(s.pending) == 0 {
+			s.pendingSince = r.p.now()
+		}
+		s.pending = append(s.pending, out.Records...)
+		r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
+	}
+	s.behind = aws.ToInt64(out.MillisBehindLatest) > 0 || len(out.Records) >= int(limit)
+	if !s.behind {
+		s.caughtUpAt = r.caughtUpTime(s.lastPoll)
+	}
+	if out.NextShardIterator == nil {
+		s.ended, s.children = true, out.ChildShards
+	} else {
+		r.iter = out.NextShardIterator
+	}
+	return nil
+}
+
+// readFailed handles a read that failed: it reports what ends the reader, and otherwise reopens
+// an expired iterator or backs off before the next state.
+func (r *reader) readFailed(ctx context.Context, err error) error {
+	switch classifyRead(ctx, err) {
+	case readStopped:
+		return errStopped
+	case readExpired:
+		r.p.log.Info("shard iterator expired; reopening", "shard_id", r.shardID, "after", r.lastRead)
+		return r.open(ctx)
+	case readFatal:
+		return fmt.Errorf("read shard %s: %w", r.shardID, err)
+	}
+	if !r.poll.retry.pause(ctx, err, func(err error, d time.Duration) {
+		r.p.log.Warn("get records failed; backing off", "shard_id", r.shardID, "err", err, "backoff", d)
+	}) {
+		return errStopped
+	}
+	return nil
 }
 
 // next reads the shard's next records: with GetRecords, or from the subscription (subscribe.go).
@@ -338,43 +284,30 @@ func (r *reader) open(ctx context.Context) error {
 	if r.subscribing() { // enhanced fan-out: subscribe instead (subscribe.go)
 		return r.subscribe(ctx)
 	}
-	bo := backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
-	for {
-		pr := r.currentProgress()
-		pos := resumePosition(r.lastRead, pr, r.p.cfg.StartingPositionTimestamp)
-		if r.atTip && pos.kind == types.ShardIteratorTypeAtTimestamp && pr.Start == Latest {
-			pos = position{kind: types.ShardIteratorTypeLatest}
-		}
-		in := &kinesis.GetShardIteratorInput{StreamARN: &r.p.cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
-		if pos.seq != "" {
-			in.StartingSequenceNumber = aws.String(pos.seq)
-		}
-		if pos.kind == types.ShardIteratorTypeAtTimestamp {
-			in.Timestamp = aws.Time(pos.timestamp)
-		}
-		out, err := r.p.kin.GetShardIterator(ctx, in)
+	bo := readPace
+	return retry(ctx, &bo, func(int) (step, error) {
+		pos, _ := r.openPosition()
+		out, err := r.p.kin.GetShardIterator(ctx, r.iteratorInput(pos))
 		if err == nil {
 			r.iter, r.atTip = out.ShardIterator, false
 			r.p.log.Debug("shard iterator opened", "shard_id", r.shardID, "type", pos.kind, "seq", pos.seq)
-			return nil
+			return stepDone, nil
 		}
 		switch classifyRead(ctx, err) {
 		case readStopped:
-			return errStopped
+			return stepDone, errStopped
 		case readFatal:
-			return fmt.Errorf("open shard %s at %s %s: %w", r.shardID, pos.kind, pos.seq, err)
+			return stepDone, fmt.Errorf("open shard %s at %s %s: %w", r.shardID, pos.kind, pos.seq, err)
 		}
-		d := bo.next()
+		return stepRetry, err
+	}, func(err error, d time.Duration) {
 		r.p.log.Warn("get shard iterator failed; backing off", "shard_id", r.shardID, "err", err, "backoff", d)
-		if !sleep(ctx, d) {
-			return errStopped
-		}
-	}
+	})
 }
 
 // deliver handles the longest prefix of pending that fits one batch, following Lambda's failure
-// rules (see failure.go), and returns how many records it took. When runCtx ends it stops
-// retrying and returns errStopped; a batch already in flight still completes on workCtx.
+// rules (process), and returns how many records it took. When runCtx ends it stops retrying and
+// returns errStopped; a batch already in flight still completes on workCtx.
 func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record) (int, error) {
 	if r.slots != nil {
 		return len(pending), r.slots.dispatch(runCtx, pending)
@@ -410,13 +343,13 @@ func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record
 // (matched) and how many pending records that covers (take), filtered ones included. pos holds the
 // index in pending of each matched record when filters are on.
 func (r *reader) selectBatch(pending []types.Record) (take int, matched []types.Record, pos []int) {
-	max := r.p.cfg.BatchSize
+	size := r.p.cfg.BatchSize
 	if r.p.filters == nil {
-		n := min(len(pending), max)
+		n := min(len(pending), size)
 		return n, pending[:n], nil
 	}
 	for i := range pending {
-		if len(matched) == max {
+		if len(matched) == size {
 			return i, matched, pos
 		}
 		if r.match(&pending[i]) {
@@ -434,60 +367,4 @@ func (r *reader) match(rec *types.Record) bool {
 		fr.ApproximateArrivalTimestamp = *rec.ApproximateArrivalTimestamp
 	}
 	return r.p.filters.Match(fr)
-}
-
-func (r *reader) checkpoint(ctx context.Context, seq string) error {
-	pr := r.progress
-	pr.Checkpoint = seq
-	pr.UpdatedAt = r.p.now()
-	if err := r.save(ctx, pr); err != nil {
-		if errors.Is(err, errLost) {
-			return err
-		}
-		return fmt.Errorf("checkpoint shard %s at %s: %w", r.shardID, seq, err)
-	}
-	r.progress = pr
-	return nil
-}
-
-// saveAttempts bounds how often a failing progress write is tried before the mapping stops.
-const saveAttempts = 8
-
-// save writes the shard's progress, retrying a store that fails for a while (a lease table that is
-// briefly unreachable) as long as this worker still holds the shard; a write fenced off by the
-// lease table is errLost at once.
-func (r *reader) save(ctx context.Context, pr ShardProgress) error {
-	bo := backoff{base: r.p.retryBase / 5, max: r.p.retryMax}
-	for attempt := 1; ; attempt++ {
-		err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: pr})
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, ErrLeaseLost):
-			return errLost
-		case attempt == saveAttempts || ctx.Err() != nil:
-			return err
-		case !r.held():
-			return errLost
-		}
-		d := bo.next()
-		r.p.log.Warn("saving progress failed; retrying", "shard_id", r.shardID, "err", err, "attempt", attempt, "backoff", d)
-		if !sleep(ctx, d) {
-			return err
-		}
-	}
-}
-
-func (r *reader) finish(ctx context.Context) error {
-	pr := r.progress
-	pr.Finished = true
-	pr.UpdatedAt = r.p.now()
-	if err := r.save(ctx, pr); err != nil {
-		if errors.Is(err, errLost) {
-			return err
-		}
-		return fmt.Errorf("record shard %s finished: %w", r.shardID, err)
-	}
-	r.progress = pr
-	return nil
 }

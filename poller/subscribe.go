@@ -2,10 +2,7 @@ package poller
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,9 +17,9 @@ import (
 // SubscribeToShard subscription instead of GetRecords; everything after the records arrive
 // (batching, failure rules, slots, filters, windows, checkpoints, leases, metrics) is the same.
 //
-// A pump goroutine per reader holds the subscription: it subscribes after the reader's position,
-// renews the subscription from the last ContinuationSequenceNumber before Kinesis' 5-minute
-// lifetime ends (and after a drop, or an end it did not ask for), backs off on
+// A pump goroutine per reader (pump.go) holds the subscription: it subscribes after the reader's
+// position, renews the subscription from the last ContinuationSequenceNumber before Kinesis'
+// 5-minute lifetime ends (and after a drop, or an end it did not ask for), backs off on
 // ResourceInUseException, and hands events to the reader through a channel of one: while the
 // reader's batches are being invoked the pump stops reading the stream, and HTTP/2 flow control
 // stops Kinesis, so nothing buffers without bound. Records at or before the last one handed over
@@ -69,7 +66,8 @@ type efo struct {
 func (p *Poller) useSubscriptions() error {
 	api, ok := p.kin.(SubscribeAPI)
 	if !ok {
-		return fmt.Errorf("poller: ConsumerARN %s needs a Kinesis client with SubscribeToShard (SubscribeAPI)", p.cfg.ConsumerARN)
+		return &ValidationError{Field: "ConsumerARN", Message: fmt.Sprintf(
+			"poller: ConsumerARN %s needs a Kinesis client with SubscribeToShard (SubscribeAPI)", p.cfg.ConsumerARN)}
 	}
 	if p.efo == nil { // tests set their own timings
 		p.efo = &efo{renew: subscriptionRenewal, retry: backoff{base: subscribeRetryBase, max: subscribeRetryMax}}
@@ -160,12 +158,7 @@ func (r *reader) subscribe(ctx context.Context) error {
 	}
 	// As open: a LATEST start this run decided is LATEST itself the first time, and the recorded
 	// start time after that (a retry must not skip what arrived since).
-	pr := r.currentProgress()
-	pos := resumePosition(r.lastRead, pr, r.p.cfg.StartingPositionTimestamp)
-	first := pos
-	if r.atTip && pos.kind == types.ShardIteratorTypeAtTimestamp && pr.Start == Latest {
-		first = position{kind: types.ShardIteratorTypeLatest}
-	}
+	first, pos := r.openPosition()
 	r.atTip = false
 	pctx, stop := context.WithCancel(ctx)
 	s := &subscription{events: make(chan subEvent, 1), stop: stop, done: make(chan struct{})}
@@ -319,14 +312,7 @@ func (r *reader) windowProbe(ctx context.Context) bool {
 	}
 	s.probed = now
 	pos := resumePosition(r.lastRead, r.currentProgress(), cfg.StartingPositionTimestamp)
-	in := &kinesis.GetShardIteratorInput{StreamARN: &cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
-	if pos.seq != "" {
-		in.StartingSequenceNumber = aws.String(pos.seq)
-	}
-	if pos.kind == types.ShardIteratorTypeAtTimestamp {
-		in.Timestamp = aws.Time(pos.timestamp)
-	}
-	it, err := r.p.kin.GetShardIterator(ctx, in)
+	it, err := r.p.kin.GetShardIterator(ctx, r.iteratorInput(pos))
 	if err != nil {
 		return false
 	}
@@ -336,126 +322,4 @@ func (r *reader) windowProbe(ctx context.Context) bool {
 	}
 	s.caughtUp = now
 	return true
-}
-
-// pump holds one shard's subscription and hands its events over.
-type pump struct {
-	e       *efo
-	shardID string
-	log     *slog.Logger
-	events  chan<- subEvent
-	pos     *types.StartingPosition
-	// fallback replaces pos after the first attempt while no continuation has come.
-	fallback *types.StartingPosition
-	last     string // the last record handed over
-	bo       backoff
-	now      func() time.Time
-}
-
-func (m *pump) run(ctx context.Context) {
-	for {
-		in := &kinesis.SubscribeToShardInput{ConsumerARN: &m.e.consumer, ShardId: &m.shardID, StartingPosition: m.pos}
-		out, err := m.e.api.SubscribeToShard(ctx, in, m.e.opts...)
-		if m.fallback != nil {
-			m.pos, m.fallback = m.fallback, nil // a continuation, once one comes, replaces it
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			var invalid *types.InvalidArgumentException
-			if errors.As(err, &invalid) {
-				m.send(ctx, subEvent{err: fmt.Errorf("subscribe to shard %s at %s %s: %w",
-					m.shardID, m.pos.Type, aws.ToString(m.pos.SequenceNumber), err)})
-				return
-			}
-			d := m.bo.next()
-			var inUse *types.ResourceInUseException
-			if errors.As(err, &inUse) {
-				m.log.Info("shard subscription in use; backing off", "backoff", d)
-			} else {
-				m.log.Warn("subscribe to shard failed; backing off", "err", err, "backoff", d)
-			}
-			if !sleep(ctx, d) {
-				return
-			}
-			continue
-		}
-		got, ended, err := m.consume(ctx, out.GetStream())
-		switch {
-		case ended || ctx.Err() != nil:
-			return
-		case err != nil:
-			m.log.Warn("shard subscription dropped; resubscribing", "err", err, "at", aws.ToString(m.pos.SequenceNumber))
-		default:
-			m.log.Debug("shard subscription renewed", "shard_id", m.shardID, "at", aws.ToString(m.pos.SequenceNumber))
-		}
-		if got {
-			m.bo.reset()
-		} else if !sleep(ctx, m.bo.next()) { // a subscription that yields nothing: do not spin
-			return
-		}
-	}
-}
-
-// consume hands the stream's events over until the shard ends (ended), the stream ends or fails,
-// or the renewal time comes. got says whether any event arrived.
-func (m *pump) consume(ctx context.Context, es *kinesis.SubscribeToShardEventStream) (got, ended bool, err error) {
-	defer es.Close()
-	renew := time.NewTimer(m.e.renew)
-	defer renew.Stop()
-	for {
-		select {
-		case ev, ok := <-es.Events():
-			if !ok {
-				return got, false, es.Err()
-			}
-			e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
-			if !ok {
-				continue
-			}
-			got = true
-			v := &e.Value
-			recs := v.Records
-			for len(recs) > 0 && m.last != "" && compareSeq(deref(recs[0].SequenceNumber), m.last) <= 0 {
-				recs = recs[1:] // handed over before a renewal
-			}
-			if len(recs) > 0 {
-				m.last = deref(recs[len(recs)-1].SequenceNumber)
-			}
-			if v.ContinuationSequenceNumber != nil {
-				m.pos = &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: v.ContinuationSequenceNumber}
-			}
-			end := v.ContinuationSequenceNumber == nil || len(v.ChildShards) > 0
-			se := subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), at: m.now(), end: end, children: v.ChildShards}
-			if !m.send(ctx, se) { // events without records too: they say the reader is caught up
-				return got, false, nil
-			}
-			if end {
-				return got, true, nil
-			}
-		case <-renew.C:
-			return got, false, nil
-		case <-ctx.Done():
-			return got, false, nil
-		}
-	}
-}
-
-func (m *pump) send(ctx context.Context, ev subEvent) bool {
-	select {
-	case m.events <- ev:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// compareSeq orders two Kinesis sequence numbers (decimal strings of up to 128 digits).
-func compareSeq(a, b string) int {
-	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-	if len(a) != len(b) {
-		return len(a) - len(b)
-	}
-	return strings.Compare(a, b)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -59,14 +58,14 @@ func (r *reader) windowTail(final, early bool) []byte {
 	return b
 }
 
-// encode renders the event for the longest prefix of recs that fits (at most max records): a
+// encode renders the event for the longest prefix of recs that fits (at most maxRecords): a
 // KinesisEvent, or with tumbling windows a KinesisTimeWindowEvent for the open window.
-func (r *reader) encode(buf []byte, recs []types.Record, max, maxBytes int) ([]byte, int) {
+func (r *reader) encode(buf []byte, recs []types.Record, maxRecords, maxBytes int) ([]byte, int) {
 	if !r.windowed() {
-		return r.p.enc.encodeBatch(buf, r.shardID, recs, max, maxBytes)
+		return r.p.enc.encodeBatch(buf, r.shardID, recs, maxRecords, maxBytes)
 	}
 	tail := r.windowTail(false, false)
-	payload, n := r.p.enc.encodeBatch(buf, r.shardID, recs, max, maxBytes-len(tail)+1)
+	payload, n := r.p.enc.encodeBatch(buf, r.shardID, recs, maxRecords, maxBytes-len(tail)+1)
 	return append(payload[:len(payload)-1], tail...), n
 }
 
@@ -117,26 +116,27 @@ func (r *reader) closeWindow(runCtx, workCtx context.Context, early bool) error 
 	w := r.progress.Window
 	payload := append([]byte(`{"Records":[]`), r.windowTail(true, early)...)
 	log := r.p.log.With("shard_id", r.shardID, "window_start", w.Start)
-	bo := backoff{base: r.p.retryBase, max: r.p.retryMax}
-	for {
+	bo := r.p.retryPace()
+	err := retry(runCtx, &bo, func(int) (step, error) {
 		if !r.held() {
-			return errLost
+			return stepDone, errLost
 		}
 		started := time.Now()
 		resp, err := r.p.inv.Invoke(workCtx, payload)
 		_, hasState := windowResponse(resp.Payload)
 		r.observeInvoke(0, time.Since(started), err, resp.Failed() || !hasState, resp.Failed())
-		if err == nil && !resp.Failed() {
-			if hasState {
-				break
-			}
+		switch {
+		case err == nil && !resp.Failed() && hasState:
+			return stepDone, nil
+		case err == nil && !resp.Failed():
 			log.Warn("final window invocation returned no state; retrying", "response", string(resp.Payload))
-		} else {
+		default:
 			log.Warn("final window invocation failed; retrying, the shard waits", "err", err, "error", string(resp.Payload))
 		}
-		if !sleep(runCtx, bo.next()) {
-			return errStopped
-		}
+		return stepRetry, err
+	}, nil)
+	if err != nil {
+		return err
 	}
 	if early {
 		r.progress.Window = &WindowState{Start: w.Start, State: map[string]string{}}
@@ -149,14 +149,7 @@ func (r *reader) closeWindow(runCtx, workCtx context.Context, early bool) error 
 
 // saveProgress writes the reader's progress as it is (window changes without a new checkpoint).
 func (r *reader) saveProgress(ctx context.Context) error {
-	r.progress.UpdatedAt = r.p.now()
-	if err := r.save(ctx, r.progress); err != nil {
-		if errors.Is(err, errLost) {
-			return err
-		}
-		return fmt.Errorf("save window of shard %s: %w", r.shardID, err)
-	}
-	return nil
+	return r.store(ctx, r.progress, func(err error) error { return fmt.Errorf("save window of shard %s: %w", r.shardID, err) })
 }
 
 // ackWindow stores the state a windowed batch returned together with the batch's checkpoint, and

@@ -7,16 +7,15 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/local"
 )
 
 // The package's tests read Kinesis from the in-memory fake (deterministic sequence numbers and
 // arrival times, and retention that can be trimmed at will) and queues from goaws in-process.
 var (
-	awsCfg  aws.Config
 	sqsSrv  *local.SQSServer
 	sqsC    *sqs.Client
 	nameSeq atomic.Int64
@@ -26,16 +25,11 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
 	var err error
-	if awsCfg, err = local.AWSConfig(context.Background(), ""); err != nil {
+	if sqsSrv, sqsC, err = testenv.SQS(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if sqsSrv, err = local.StartSQS(); err != nil {
-		fmt.Fprintln(os.Stderr, "sqs emulator:", err)
-		return 1
-	}
 	defer sqsSrv.Close()
-	sqsC = local.NewSQSClient(awsCfg, sqsSrv.Endpoint())
 	return m.Run()
 }
 

@@ -117,7 +117,7 @@ type Redriver struct {
 	rep       Reporter
 }
 
-// Option configures New.
+// Option configures New. A nil Option is ignored.
 type Option func(*Redriver)
 
 // WithInvoker sets the function to redrive to.
@@ -131,11 +131,23 @@ func WithExport(w io.Writer) Option { return func(r *Redriver) { r.export = w } 
 // invoking, exporting or deleting anything.
 func WithDryRun() Option { return func(r *Redriver) { r.dryRun = true } }
 
-// WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(r *Redriver) { r.log = l } }
+// WithLogger sets the logger (default, or nil: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(r *Redriver) {
+		if l != nil {
+			r.log = l
+		}
+	}
+}
 
-// WithReporter sets where each message's outcome and the summary go (default: nowhere).
-func WithReporter(rep Reporter) Option { return func(r *Redriver) { r.rep = rep } }
+// WithReporter sets where each message's outcome and the summary go (default, or nil: nowhere).
+func WithReporter(rep Reporter) Option {
+	return func(r *Redriver) {
+		if rep != nil {
+			r.rep = rep
+		}
+	}
+}
 
 // New returns the redriver of the mapping cfg (its StreamARN and FunctionARN name the messages it
 // takes; its BatchSize, FilterCriteria, InvokeIdentityARN and ReportBatchItemFailures shape and
@@ -143,7 +155,9 @@ func WithReporter(rep Reporter) Option { return func(r *Redriver) { r.rep = rep 
 func New(cfg poller.Config, kin KinesisAPI, opts ...Option) (*Redriver, error) {
 	r := &Redriver{cfg: cfg, kin: kin, log: slog.New(slog.DiscardHandler), rep: nopReporter{}}
 	for _, o := range opts {
-		o(r)
+		if o != nil {
+			o(r)
+		}
 	}
 	var err error
 	if r.enc, err = poller.NewBatchEncoder(cfg); err != nil {

@@ -10,7 +10,7 @@ import (
 // ConsumerARN reads through that consumer of the template's stream, and validates as Lambda's
 // EventSourceArn with a consumer ARN.
 func TestStreamConsumerSource(t *testing.T) {
-	tpl, err := Load("testdata/consumer.yaml", Options{ParameterOverrides: map[string]string{"StreamName": "o"}})
+	tpl, err := Load("testdata/consumer.yaml", WithParameterOverrides(map[string]string{"StreamName": "o"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestStreamConsumerSource(t *testing.T) {
 	}
 
 	// A literal consumer ARN of another account is a consumer without a template resource.
-	lit, err := Parse("t.yaml", []byte(eventTemplate("Stream: "+stream+"/consumer/c:1540591608\nStartingPosition: LATEST")), Options{})
+	lit, err := Parse("t.yaml", []byte(eventTemplate("Stream: "+stream+"/consumer/c:1540591608\nStartingPosition: LATEST")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,9 @@
 //
 // Resolution is pure: resources get the names CloudFormation would give them when the template
 // names them (Name, QueueName, TopicName, BucketName, FunctionName, RoleName) and their logical ID
-// otherwise; ARNs use the Region, AccountID and Partition in Options (default us-east-1,
-// 123456789012 and aws, the values sam local uses). The caller checks the result against the
-// endpoint in use (internal/service describes the stream).
+// otherwise; ARNs use the region, account and partition of WithRegion, WithAccountID and
+// WithPartition (default us-east-1, 123456789012 and aws, the values sam local uses). The caller
+// checks the result against the endpoint in use (internal/service describes the stream).
 //
 // # Why not goformation
 //

@@ -1,6 +1,7 @@
 package sam
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -56,21 +57,24 @@ type SelectionError struct {
 	NoMatch bool
 	// Candidates are the IDs of the mappings the selector could mean.
 	Candidates []string
+
+	name string // what the message calls the selector (WithInputNames)
 }
 
 func (e *SelectionError) Error() string {
 	list := strings.Join(e.Candidates, ", ")
+	sel := cmp.Or(e.name, InputSelector.String())
 	switch {
 	case len(e.Candidates) == 0 && e.Selector != "":
-		return fmt.Sprintf("%s: --function %q: %v", e.File, e.Selector, ErrNoMapping)
+		return fmt.Sprintf("%s: %s %q: %v", e.File, sel, e.Selector, ErrNoMapping)
 	case len(e.Candidates) == 0:
 		return fmt.Sprintf("%s: %v: add an event of Type: Kinesis to an AWS::Serverless::Function, or an AWS::Lambda::EventSourceMapping on a Kinesis stream", e.File, ErrNoMapping)
 	case e.NoMatch:
-		return fmt.Sprintf("%s: --function %q matches no Kinesis mapping; the template has: %s", e.File, e.Selector, list)
+		return fmt.Sprintf("%s: %s %q matches no Kinesis mapping; the template has: %s", e.File, sel, e.Selector, list)
 	case e.Selector == "":
-		return fmt.Sprintf("%s has %d Kinesis mappings; choose one with --function: %s", e.File, len(e.Candidates), list)
+		return fmt.Sprintf("%s has %d Kinesis mappings; choose one with %s: %s", e.File, len(e.Candidates), sel, list)
 	default:
-		return fmt.Sprintf("%s: --function %q matches %d Kinesis mappings; choose one of: %s", e.File, e.Selector, len(e.Candidates), list)
+		return fmt.Sprintf("%s: %s %q matches %d Kinesis mappings; choose one of: %s", e.File, sel, e.Selector, len(e.Candidates), list)
 	}
 }
 

@@ -23,7 +23,7 @@ func FuzzParse(f *testing.F) {
 		var err error
 		go func() {
 			defer close(done)
-			tpl, err = Parse("fuzz.yaml", data, Options{Now: fixedNow, ParameterOverrides: map[string]string{}})
+			tpl, err = Parse("fuzz.yaml", data, WithClock(fixedNow), WithParameterOverrides(map[string]string{}))
 		}()
 		select {
 		case <-done:

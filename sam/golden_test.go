@@ -21,7 +21,7 @@ func TestGolden(t *testing.T) {
 		name      string
 		template  string
 		overrides string
-		opts      Options
+		opts      []Option
 	}{
 		{name: "minimal", template: "minimal.yaml"},
 		{name: "orders", template: "orders.yaml"},
@@ -29,23 +29,22 @@ func TestGolden(t *testing.T) {
 			name: "orders-prod", template: "orders.yaml",
 			overrides: `Stage=prod BatchSize=200 OrdersStreamName="orders-v2" ` +
 				`ParameterKey=AuditStreamArn,ParameterValue=arn:aws:kinesis:eu-west-1:444455556666:stream/audit AWS::AccountId=999988887777`,
-			opts: Options{Region: "eu-west-1", EndpointURL: "http://127.0.0.1:4566", StackName: "shop-prod"},
+			opts: []Option{WithRegion("eu-west-1"), WithEndpointURL("http://127.0.0.1:4566"), WithStackName("shop-prod")},
 		},
-		{name: "cloudformation", template: "cloudformation.json", opts: Options{Region: "ap-southeast-2", AccountID: "000000000000"}},
-		{name: "repo-template", template: "../../template.yaml", opts: Options{AccountID: "000000000000", EndpointURL: "http://127.0.0.1:14568"}},
+		{name: "cloudformation", template: "cloudformation.json", opts: []Option{WithRegion("ap-southeast-2"), WithAccountID("000000000000")}},
+		{name: "repo-template", template: "../../template.yaml", opts: []Option{WithAccountID("000000000000"), WithEndpointURL("http://127.0.0.1:14568")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := tt.opts
-			opts.Now = fixedNow
+			opts := append(tt.opts, WithClock(fixedNow))
 			if tt.overrides != "" {
 				po, err := ParseParameterOverrides(tt.overrides)
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts.ParameterOverrides = po
+				opts = append(opts, WithParameterOverrides(po))
 			}
-			tpl, err := Load(filepath.Join("testdata", tt.template), opts)
+			tpl, err := Load(filepath.Join("testdata", tt.template), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +80,7 @@ func BenchmarkParse(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Parse("orders.yaml", data, Options{Now: fixedNow}); err != nil {
+		if _, err := Parse("orders.yaml", data, WithClock(fixedNow)); err != nil {
 			b.Fatal(err)
 		}
 	}

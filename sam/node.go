@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -253,7 +254,7 @@ func fromJSON(v any, depth int, budget *int) (*node, error) {
 		for k := range v {
 			keys = append(keys, k)
 		}
-		sortStrings(keys)
+		slices.Sort(keys)
 		for _, k := range keys {
 			c, err := fromJSON(v[k], depth+1, budget)
 			if err != nil {

@@ -29,8 +29,8 @@ func ParseParameterOverrides(s string) (map[string]string, error) {
 			return nil, tok.err
 		}
 		t := tok.text
-		if strings.HasPrefix(t, "ParameterKey=") {
-			k, v, ok := strings.Cut(strings.TrimPrefix(t, "ParameterKey="), ",ParameterValue=")
+		if long, isLong := strings.CutPrefix(t, "ParameterKey="); isLong {
+			k, v, ok := strings.Cut(long, ",ParameterValue=")
 			if !ok || k == "" {
 				return nil, fmt.Errorf("parameter override %q: want ParameterKey=Name,ParameterValue=Value", t)
 			}
@@ -109,7 +109,7 @@ func (r *resolver) loadParameters(overrides map[string]string) error {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		return &Error{File: r.file, Path: "--parameter-overrides", Message: fmt.Sprintf("Parameters: [%s] do not exist in the template", strings.Join(unknown, ", "))}
+		return &Error{File: r.file, Path: r.opts.name(InputParameterOverrides), Message: fmt.Sprintf("Parameters: [%s] do not exist in the template", strings.Join(unknown, ", "))}
 	}
 	if sec == nil {
 		return nil
@@ -254,7 +254,7 @@ func (r *resolver) checkParameter(p *param) error {
 // paramValue is what Ref returns for a parameter: a string, or a list for list types.
 func (r *resolver) paramValue(at *node, path string, p *param) (any, error) {
 	if !p.set {
-		return nil, r.errAt(at, path, "Parameters: [%s] must have values: give it a Default or pass --parameter-overrides %s=...", p.name, p.name)
+		return nil, r.errAt(at, path, "Parameters: [%s] must have values: give it a Default or pass %s %s=...", p.name, r.opts.name(InputParameterOverrides), p.name)
 	}
 	if isListType(p.typ) {
 		parts := strings.Split(p.value, ",")

@@ -1,10 +1,8 @@
 package sam
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -22,7 +20,7 @@ var noValue = noValueT{}
 type resolver struct {
 	file      string
 	root      *node
-	opts      Options
+	opts      options
 	params    map[string]*param
 	resources map[string]*node
 	conds     map[string]bool
@@ -178,205 +176,6 @@ func (r *resolver) checkLen(n *node, path string, s string) (string, error) {
 	return s, nil
 }
 
-func (r *resolver) evalFn(n *node, path string, depth int) (any, error) {
-	switch n.fn {
-	case "Ref":
-		name, err := r.evalString(n.arg, path, depth, "the argument of Ref")
-		if err != nil {
-			return nil, err
-		}
-		return r.ref(n, path, name)
-
-	case "Fn::GetAtt":
-		var id, attr string
-		switch {
-		case n.arg != nil && n.arg.kind == kindScalar:
-			id, attr, _ = strings.Cut(n.arg.str, ".")
-		case n.arg != nil && n.arg.kind == kindSeq && len(n.arg.items) == 2:
-			var err error
-			if id, err = r.evalString(n.arg.items[0], path, depth, "the logical ID in Fn::GetAtt"); err != nil {
-				return nil, err
-			}
-			if attr, err = r.evalString(n.arg.items[1], path, depth, "the attribute in Fn::GetAtt"); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, r.errAt(n, path, "Fn::GetAtt takes \"LogicalId.Attribute\" or [LogicalId, Attribute]")
-		}
-		if id == "" || attr == "" {
-			return nil, r.errAt(n, path, "Fn::GetAtt takes \"LogicalId.Attribute\" or [LogicalId, Attribute]")
-		}
-		return r.getAtt(n, path, id, attr)
-
-	case "Fn::Sub":
-		var tmpl string
-		vars := map[string]*node{}
-		switch {
-		case n.arg != nil && n.arg.kind == kindScalar:
-			tmpl = n.arg.str
-		case n.arg != nil && n.arg.kind == kindSeq && len(n.arg.items) == 2 && n.arg.items[0].kind == kindScalar:
-			tmpl = n.arg.items[0].str
-			m := n.arg.items[1]
-			if m.kind != kindMap {
-				return nil, r.errAt(n, path, "the second argument of Fn::Sub must be a mapping of variables")
-			}
-			for i, k := range m.keys {
-				vars[k] = m.vals[i]
-			}
-		default:
-			return nil, r.errAt(n, path, "Fn::Sub takes a string, or [string, {Var: value}]")
-		}
-		return r.sub(n, path, depth, tmpl, vars)
-
-	case "Fn::Join":
-		a, err := r.args(n, path, 2, 2)
-		if err != nil {
-			return nil, err
-		}
-		sep, err := r.evalString(a[0], path, depth, "the delimiter of Fn::Join")
-		if err != nil {
-			return nil, err
-		}
-		items, err := r.evalList(a[1], path, depth, "the second argument of Fn::Join")
-		if err != nil {
-			return nil, err
-		}
-		parts := make([]string, len(items))
-		for i, it := range items {
-			s, ok := str(it)
-			if !ok {
-				return nil, r.errAt(a[1], path, "Fn::Join can only join strings; item %d is %s", i, describe(it))
-			}
-			parts[i] = s
-		}
-		return r.checkLen(n, path, strings.Join(parts, sep))
-
-	case "Fn::Select":
-		a, err := r.args(n, path, 2, 2)
-		if err != nil {
-			return nil, err
-		}
-		is, err := r.evalString(a[0], path, depth, "the index of Fn::Select")
-		if err != nil {
-			return nil, err
-		}
-		items, err := r.evalList(a[1], path, depth, "the second argument of Fn::Select")
-		if err != nil {
-			return nil, err
-		}
-		i, err := strconv.Atoi(is)
-		if err != nil || i < 0 || i >= len(items) {
-			return nil, r.errAt(n, path, "Fn::Select index %s is out of range for a list of %d", is, len(items))
-		}
-		return items[i], nil
-
-	case "Fn::Split":
-		a, err := r.args(n, path, 2, 2)
-		if err != nil {
-			return nil, err
-		}
-		sep, err := r.evalString(a[0], path, depth, "the delimiter of Fn::Split")
-		if err != nil {
-			return nil, err
-		}
-		s, err := r.evalString(a[1], path, depth, "the source of Fn::Split")
-		if err != nil {
-			return nil, err
-		}
-		if sep == "" {
-			return nil, r.errAt(n, path, "Fn::Split needs a non-empty delimiter")
-		}
-		parts := strings.Split(s, sep)
-		out := make([]any, len(parts))
-		for i, p := range parts {
-			out[i] = p
-		}
-		return out, nil
-
-	case "Fn::If":
-		a, err := r.args(n, path, 3, 3)
-		if err != nil {
-			return nil, err
-		}
-		name, err := r.evalString(a[0], path, depth, "the condition name in Fn::If")
-		if err != nil {
-			return nil, err
-		}
-		ok, err := r.condition(a[0], path, name, depth)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return r.eval(a[1], path, depth)
-		}
-		return r.eval(a[2], path, depth)
-
-	case "Fn::Equals", "Fn::And", "Fn::Or", "Fn::Not", "Condition":
-		return r.evalCondition(n, path, depth)
-
-	case "Fn::FindInMap":
-		a, err := r.args(n, path, 3, 4)
-		if err != nil {
-			return nil, err
-		}
-		var keys [3]string
-		for i := range keys {
-			if keys[i], err = r.evalString(a[i], path, depth, "a key of Fn::FindInMap"); err != nil {
-				return nil, err
-			}
-		}
-		v := r.root.get("Mappings").get(keys[0]).get(keys[1]).get(keys[2])
-		if v == nil {
-			if len(a) == 4 && a[3].kind == kindMap && a[3].get("DefaultValue") != nil {
-				return r.eval(a[3].get("DefaultValue"), path, depth)
-			}
-			return nil, r.errAt(n, path, "Fn::FindInMap: Mappings has no %s.%s.%s", keys[0], keys[1], keys[2])
-		}
-		return r.eval(v, path, depth)
-
-	case "Fn::Base64":
-		s, err := r.evalString(n.arg, path, depth, "the argument of Fn::Base64")
-		if err != nil {
-			return nil, err
-		}
-		return r.checkLen(n, path, base64.StdEncoding.EncodeToString([]byte(s)))
-
-	case "Fn::GetAZs":
-		region, err := r.evalString(n.arg, path, depth, "the argument of Fn::GetAZs")
-		if err != nil {
-			return nil, err
-		}
-		if region == "" {
-			region = r.opts.Region
-		}
-		return []any{region + "a", region + "b", region + "c"}, nil
-
-	case "Fn::ToJsonString":
-		v, err := r.eval(n.arg, path, depth)
-		if err != nil {
-			return nil, err
-		}
-		var b strings.Builder
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(jsonable(v)); err != nil {
-			return nil, r.errAt(n, path, "Fn::ToJsonString: %v", err)
-		}
-		return r.checkLen(n, path, strings.TrimSuffix(b.String(), "\n"))
-
-	case "Fn::Length":
-		l, err := r.evalList(n.arg, path, depth, "the argument of Fn::Length")
-		if err != nil {
-			return nil, err
-		}
-		return num(strconv.Itoa(len(l))), nil
-
-	case "Fn::ImportValue":
-		return nil, r.errAt(n, path, "Fn::ImportValue reads another stack's outputs, which only CloudFormation can resolve; use a parameter and --parameter-overrides instead")
-	}
-	return nil, r.errAt(n, path, "%s cannot be resolved outside CloudFormation", n.fn)
-}
-
 // jsonable turns resolved values into what encoding/json renders as CloudFormation would.
 func jsonable(v any) any {
 	switch v := v.(type) {
@@ -402,24 +201,22 @@ func jsonable(v any) any {
 func (r *resolver) sub(n *node, path string, depth int, tmpl string, vars map[string]*node) (any, error) {
 	var b strings.Builder
 	for {
-		i := strings.Index(tmpl, "${")
-		if i < 0 {
-			b.WriteString(tmpl)
+		before, after, found := strings.Cut(tmpl, "${")
+		b.WriteString(before)
+		if !found {
 			break
 		}
-		b.WriteString(tmpl[:i])
-		tmpl = tmpl[i+2:]
-		if strings.HasPrefix(tmpl, "!") { // ${!Literal} is the literal ${Literal}
+		if literal, ok := strings.CutPrefix(after, "!"); ok { // ${!Literal} is the literal ${Literal}
 			b.WriteString("${")
-			tmpl = tmpl[1:]
+			tmpl = literal
 			continue
 		}
-		j := strings.IndexByte(tmpl, '}')
-		if j < 0 {
+		variable, rest, closed := strings.Cut(after, "}")
+		if !closed {
 			return nil, r.errAt(n, path, "Fn::Sub: unclosed ${ in the string")
 		}
-		name := strings.TrimSpace(tmpl[:j])
-		tmpl = tmpl[j+1:]
+		name := strings.TrimSpace(variable)
+		tmpl = rest
 		var v any
 		var err error
 		if vn, ok := vars[name]; ok {
@@ -442,97 +239,6 @@ func (r *resolver) sub(n *node, path string, depth int, tmpl string, vars map[st
 		}
 	}
 	return b.String(), nil
-}
-
-// evalCondition evaluates a condition function and returns a bool.
-func (r *resolver) evalCondition(n *node, path string, depth int) (any, error) {
-	ok, err := r.cond(n, path, depth)
-	if err != nil {
-		return nil, err
-	}
-	return ok, nil
-}
-
-func (r *resolver) cond(n *node, path string, depth int) (bool, error) {
-	r.steps++
-	if r.steps > maxSteps || depth > maxDepth {
-		return false, r.errAt(n, path, "conditions nest too deep")
-	}
-	if n != nil && n.kind == kindMap && len(n.keys) == 1 && n.keys[0] == "Condition" {
-		n = &node{kind: kindFn, fn: "Condition", arg: n.vals[0], line: n.line}
-	}
-	if n == nil || n.kind != kindFn {
-		v, err := r.eval(n, path, depth+1)
-		if err != nil {
-			return false, err
-		}
-		if b, ok := v.(bool); ok {
-			return b, nil
-		}
-		return false, r.errAt(n, path, "a condition must be Fn::Equals, Fn::And, Fn::Or, Fn::Not or Condition, not %s", describe(v))
-	}
-	switch n.fn {
-	case "Condition":
-		name, err := r.evalString(n.arg, path, depth+1, "a condition name")
-		if err != nil {
-			return false, err
-		}
-		return r.condition(n, path, name, depth+1)
-	case "Fn::Equals":
-		a, err := r.args(n, path, 2, 2)
-		if err != nil {
-			return false, err
-		}
-		x, err := r.eval(a[0], path, depth+1)
-		if err != nil {
-			return false, err
-		}
-		y, err := r.eval(a[1], path, depth+1)
-		if err != nil {
-			return false, err
-		}
-		xs, ok1 := str(x)
-		ys, ok2 := str(y)
-		if !ok1 || !ok2 {
-			xj, _ := json.Marshal(jsonable(x))
-			yj, _ := json.Marshal(jsonable(y))
-			return string(xj) == string(yj), nil
-		}
-		return xs == ys, nil
-	case "Fn::And", "Fn::Or":
-		a, err := r.args(n, path, 2, 10)
-		if err != nil {
-			return false, err
-		}
-		for _, c := range a {
-			v, err := r.cond(c, path, depth+1)
-			if err != nil {
-				return false, err
-			}
-			if n.fn == "Fn::And" && !v {
-				return false, nil
-			}
-			if n.fn == "Fn::Or" && v {
-				return true, nil
-			}
-		}
-		return n.fn == "Fn::And", nil
-	case "Fn::Not":
-		a, err := r.args(n, path, 1, 1)
-		if err != nil {
-			return false, err
-		}
-		v, err := r.cond(a[0], path, depth+1)
-		return !v, err
-	}
-	v, err := r.eval(n, path, depth+1)
-	if err != nil {
-		return false, err
-	}
-	if b, ok := v.(bool); ok {
-		return b, nil
-	}
-	return false, r.errAt(n, path, "%s is not a condition", n.fn)
 }
 
 // condition evaluates the named condition of the Conditions section, once.
@@ -576,15 +282,15 @@ func (r *resolver) exists(id string) (bool, error) {
 func (r *resolver) ref(at *node, path, name string) (any, error) {
 	switch name {
 	case "AWS::Region":
-		return r.opts.Region, nil
+		return r.opts.region, nil
 	case "AWS::AccountId":
-		return r.opts.AccountID, nil
+		return r.opts.accountID, nil
 	case "AWS::Partition":
-		return r.opts.Partition, nil
+		return r.opts.partition, nil
 	case "AWS::StackName":
-		return r.opts.StackName, nil
+		return r.opts.stackName, nil
 	case "AWS::StackId":
-		return fmt.Sprintf("arn:%s:cloudformation:%s:%s:stack/%s/00000000-0000-0000-0000-000000000000", r.opts.Partition, r.opts.Region, r.opts.AccountID, r.opts.StackName), nil
+		return fmt.Sprintf("arn:%s:cloudformation:%s:%s:stack/%s/00000000-0000-0000-0000-000000000000", r.opts.partition, r.opts.region, r.opts.accountID, r.opts.stackName), nil
 	case "AWS::URLSuffix":
 		return r.opts.urlSuffix(), nil
 	case "AWS::NotificationARNs":
@@ -603,5 +309,3 @@ func (r *resolver) ref(at *node, path, name string) (any, error) {
 	}
 	return nil, r.errAt(at, path, "Ref %s: no parameter or resource %q in the template (Unresolved resource dependencies [%s])", name, name, name)
 }
-
-func sortStrings(s []string) { slices.Sort(s) }

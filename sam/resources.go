@@ -1,6 +1,7 @@
 package sam
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
@@ -105,15 +106,15 @@ func (r *resolver) physicalName(at *node, path, id string) (string, error) {
 }
 
 func (r *resolver) arn(service, region, resource string) string {
-	return fmt.Sprintf("arn:%s:%s:%s:%s:%s", r.opts.Partition, service, region, r.opts.AccountID, resource)
+	return fmt.Sprintf("arn:%s:%s:%s:%s:%s", r.opts.partition, service, region, r.opts.accountID, resource)
 }
 
 // queueURL is the URL of a queue of this account, on the endpoint in use.
 func (r *resolver) queueURL(name string) string {
-	if r.opts.EndpointURL != "" {
-		return strings.TrimRight(r.opts.EndpointURL, "/") + "/" + r.opts.AccountID + "/" + url.PathEscape(name)
+	if r.opts.endpointURL != "" {
+		return strings.TrimRight(r.opts.endpointURL, "/") + "/" + r.opts.accountID + "/" + url.PathEscape(name)
 	}
-	return fmt.Sprintf("https://sqs.%s.%s/%s/%s", r.opts.Region, r.opts.urlSuffix(), r.opts.AccountID, url.PathEscape(name))
+	return fmt.Sprintf("https://sqs.%s.%s/%s/%s", r.opts.region, r.opts.urlSuffix(), r.opts.accountID, url.PathEscape(name))
 }
 
 // resourceRef is what Ref returns for a resource.
@@ -154,7 +155,7 @@ func (r *resolver) getAtt(at *node, path, id, attr string) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			return fmt.Sprintf("arn:%s:iam::%s:role/%s", r.opts.Partition, r.opts.AccountID, name), nil
+			return fmt.Sprintf("arn:%s:iam::%s:role/%s", r.opts.partition, r.opts.accountID, name), nil
 		}
 		return nil, r.errAt(at, path, "Fn::GetAtt %s.%s: no resource %q in the template", id, attr, id)
 	}
@@ -163,10 +164,10 @@ func (r *resolver) getAtt(at *node, path, id, attr string) (any, error) {
 	switch typ + "." + attr {
 	case typeServerlessFunction + ".Arn", typeLambdaFunction + ".Arn":
 		n, err := name()
-		return r.arn("lambda", r.opts.Region, "function:"+n), err
+		return r.arn("lambda", r.opts.region, "function:"+n), err
 	case typeKinesisStream + ".Arn":
 		n, err := name()
-		return r.arn("kinesis", r.opts.Region, "stream/"+n), err
+		return r.arn("kinesis", r.opts.region, "stream/"+n), err
 	case typeStreamConsumer + ".ConsumerName":
 		return name()
 	case typeStreamConsumer + ".StreamARN", typeStreamConsumer + ".ConsumerARN":
@@ -182,7 +183,7 @@ func (r *resolver) getAtt(at *node, path, id, attr string) (any, error) {
 		return stream + "/consumer/" + n + ":0", err
 	case typeSQSQueue + ".Arn":
 		n, err := name()
-		return r.arn("sqs", r.opts.Region, n), err
+		return r.arn("sqs", r.opts.region, n), err
 	case typeSQSQueue + ".QueueName":
 		return name()
 	case typeSQSQueue + ".QueueUrl":
@@ -190,12 +191,12 @@ func (r *resolver) getAtt(at *node, path, id, attr string) (any, error) {
 		return r.queueURL(n), err
 	case typeSNSTopic + ".TopicArn":
 		n, err := name()
-		return r.arn("sns", r.opts.Region, n), err
+		return r.arn("sns", r.opts.region, n), err
 	case typeSNSTopic + ".TopicName":
 		return name()
 	case typeS3Bucket + ".Arn":
 		n, err := name()
-		return fmt.Sprintf("arn:%s:s3:::%s", r.opts.Partition, n), err
+		return fmt.Sprintf("arn:%s:s3:::%s", r.opts.partition, n), err
 	case typeS3Bucket + ".DomainName":
 		n, err := name()
 		return n + ".s3." + r.opts.urlSuffix(), err
@@ -210,15 +211,15 @@ func (r *resolver) getAtt(at *node, path, id, attr string) (any, error) {
 				return nil, err
 			}
 		}
-		return fmt.Sprintf("arn:%s:iam::%s:role%s%s", r.opts.Partition, r.opts.AccountID, rolePath, n), nil
+		return fmt.Sprintf("arn:%s:iam::%s:role%s%s", r.opts.partition, r.opts.accountID, rolePath, n), nil
 	case typeKMSKey + ".KeyId":
 		return id, nil
 	case typeKMSKey + ".Arn":
-		return r.arn("kms", r.opts.Region, "key/"+id), nil
+		return r.arn("kms", r.opts.region, "key/"+id), nil
 	}
 	known := attributes[typ]
 	if len(known) == 0 {
-		return nil, r.errAt(at, path, "Fn::GetAtt %s.%s: esm cannot resolve attributes of %s resources; use a parameter and --parameter-overrides instead", id, attr, cmpOr(typ, "untyped"))
+		return nil, r.errAt(at, path, "Fn::GetAtt %s.%s: esm cannot resolve attributes of %s resources; use a parameter and %s instead", id, attr, cmp.Or(typ, "untyped"), r.opts.name(InputParameterOverrides))
 	}
 	return nil, r.errAt(at, path, "Fn::GetAtt %s.%s: %s resources have the attributes %s", id, attr, typ, strings.Join(known, ", "))
 }
@@ -245,13 +246,6 @@ func (r *resolver) roleName(at *node, path, fn string) (string, error) {
 		return "", err
 	}
 	return fn + "Role", nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // logicalIDs returns the IDs of the resources of one of the given types, sorted.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 )
@@ -17,50 +16,87 @@ const (
 	DefaultStackName = "local"
 )
 
-// Options tell Load how to resolve the template. The zero value resolves as sam local does.
-type Options struct {
-	// ParameterOverrides replace the parameters' defaults (see ParseParameterOverrides). The pseudo
-	// parameters AWS::Region, AWS::AccountId, AWS::Partition, AWS::StackName and AWS::URLSuffix may
-	// be overridden too, and win over the fields below.
-	ParameterOverrides map[string]string
-	// Region is AWS::Region. Default DefaultRegion.
-	Region string
-	// AccountID is AWS::AccountId. Default DefaultAccountID.
-	AccountID string
-	// Partition is AWS::Partition. Default: derived from Region (aws, aws-cn or aws-us-gov).
-	Partition string
-	// StackName is AWS::StackName. Default DefaultStackName.
-	StackName string
-	// EndpointURL, when set, is the endpoint queue URLs are built on (a local emulator); otherwise
-	// they are SQS's regional URLs.
-	EndpointURL string
-	// Now is the clock for "StartingPositionTimestamp is in the future". Default time.Now.
-	Now func() time.Time
+// Option sets how Load and Parse resolve a template; nil Options are ignored. Without any, a
+// template resolves as sam local resolves it.
+type Option func(*options)
+
+// options are the Options given, with their defaults (see newOptions).
+type options struct {
+	parameterOverrides map[string]string
+	region             string
+	accountID          string
+	partition          string
+	stackName          string
+	endpointURL        string
+	now                func() time.Time
+	inputNames         map[Input]string
 }
 
-func (o *Options) withDefaults() {
+// WithParameterOverrides replaces the parameters' defaults (see ParseParameterOverrides). The
+// pseudo parameters AWS::Region, AWS::AccountId, AWS::Partition, AWS::StackName and
+// AWS::URLSuffix may be overridden too, and win over WithRegion, WithAccountID, WithPartition and
+// WithStackName.
+func WithParameterOverrides(overrides map[string]string) Option {
+	return func(o *options) { o.parameterOverrides = overrides }
+}
+
+// WithRegion sets AWS::Region (default DefaultRegion).
+func WithRegion(region string) Option { return func(o *options) { o.region = region } }
+
+// WithAccountID sets AWS::AccountId (default DefaultAccountID).
+func WithAccountID(id string) Option { return func(o *options) { o.accountID = id } }
+
+// WithPartition sets AWS::Partition (default: aws, aws-cn or aws-us-gov, from the region).
+func WithPartition(partition string) Option { return func(o *options) { o.partition = partition } }
+
+// WithStackName sets AWS::StackName (default DefaultStackName).
+func WithStackName(name string) Option { return func(o *options) { o.stackName = name } }
+
+// WithEndpointURL builds queue URLs on url (a local emulator) instead of SQS's regional URLs.
+func WithEndpointURL(url string) Option { return func(o *options) { o.endpointURL = url } }
+
+// WithClock sets the clock for "StartingPositionTimestamp is in the future" (default time.Now).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithInputNames gives the caller's names for its inputs, which messages that say what to change
+// use (a command gives its flags). An input without one is called by Input.String.
+func WithInputNames(names map[Input]string) Option { return func(o *options) { o.inputNames = names } }
+
+// newOptions applies opts, then the defaults.
+func newOptions(opts ...Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	o.withDefaults()
+	return o
+}
+
+func (o *options) withDefaults() {
 	pick := func(dst *string, key, def string) {
-		if v, ok := o.ParameterOverrides[key]; ok {
+		if v, ok := o.parameterOverrides[key]; ok {
 			*dst = v
 		}
 		if *dst == "" {
 			*dst = def
 		}
 	}
-	pick(&o.Region, "AWS::Region", DefaultRegion)
-	pick(&o.AccountID, "AWS::AccountId", DefaultAccountID)
-	pick(&o.StackName, "AWS::StackName", DefaultStackName)
-	pick(&o.Partition, "AWS::Partition", partitionOf(o.Region))
-	if o.Now == nil {
-		o.Now = time.Now
+	pick(&o.region, "AWS::Region", DefaultRegion)
+	pick(&o.accountID, "AWS::AccountId", DefaultAccountID)
+	pick(&o.stackName, "AWS::StackName", DefaultStackName)
+	pick(&o.partition, "AWS::Partition", partitionOf(o.region))
+	if o.now == nil {
+		o.now = time.Now
 	}
 }
 
-func (o Options) urlSuffix() string {
-	if v, ok := o.ParameterOverrides["AWS::URLSuffix"]; ok {
+func (o options) urlSuffix() string {
+	if v, ok := o.parameterOverrides["AWS::URLSuffix"]; ok {
 		return v
 	}
-	if o.Partition == "aws-cn" {
+	if o.partition == "aws-cn" {
 		return "amazonaws.com.cn"
 	}
 	return "amazonaws.com"
@@ -85,24 +121,40 @@ type Template struct {
 	// Warnings are things esm skipped, e.g. an AWS::Lambda::EventSourceMapping whose source it
 	// could not resolve.
 	Warnings []string `json:"Warnings,omitempty"`
+
+	selector string // what messages call Select's selector (WithInputNames)
 }
 
 // Load reads and resolves the template at path.
-func Load(path string, opts Options) (*Template, error) {
+func Load(path string, opts ...Option) (*Template, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read template: %w", err)
 	}
-	return Parse(path, data, opts)
+	return Parse(path, data, opts...)
 }
 
 // Parse resolves a template given as bytes; file names it in messages.
-func Parse(file string, data []byte, opts Options) (*Template, error) {
-	opts.withDefaults()
+func Parse(file string, data []byte, opts ...Option) (*Template, error) {
 	root, err := parse(file, data)
 	if err != nil {
 		return nil, err
 	}
+	r, err := newResolver(file, root, newOptions(opts...))
+	if err != nil {
+		return nil, err
+	}
+	globals, err := r.functionGlobals()
+	if err != nil {
+		return nil, err
+	}
+	b := builder{r: r, globals: globals, functions: map[string]*Function{}}
+	return b.template()
+}
+
+// newResolver checks the template's outline (a Resources section of typed resources, SAM's
+// transform when it has SAM resources) and its parameters, and returns its resolver.
+func newResolver(file string, root *node, opts options) (*resolver, error) {
 	r := &resolver{
 		file: file, root: root, opts: opts,
 		params: map[string]*param{}, resources: map[string]*node{},
@@ -134,40 +186,10 @@ func Parse(file string, data []byte, opts Options) (*Template, error) {
 	if serverless && !hasServerlessTransform(root.get("Transform")) {
 		return nil, r.errAt(root, "Transform", "the template has AWS::Serverless resources but no 'Transform: AWS::Serverless-2016-10-31' (CloudFormation would reject it: Unrecognized resource types)")
 	}
-	if err := r.loadParameters(opts.ParameterOverrides); err != nil {
+	if err := r.loadParameters(opts.parameterOverrides); err != nil {
 		return nil, err
 	}
-	globals, err := r.functionGlobals()
-	if err != nil {
-		return nil, err
-	}
-
-	t := &Template{File: file}
-	b := builder{r: r, globals: globals, functions: map[string]*Function{}}
-	for _, id := range r.logicalIDs(typeServerlessFunction) {
-		ms, err := b.serverlessEvents(id)
-		if err != nil {
-			return nil, err
-		}
-		t.Mappings = append(t.Mappings, ms...)
-	}
-	for _, id := range r.logicalIDs(typeEventSourceMapping) {
-		m, warning, err := b.eventSourceMapping(id)
-		if err != nil {
-			return nil, err
-		}
-		if warning != "" {
-			t.Warnings = append(t.Warnings, warning)
-		}
-		if m != nil {
-			t.Mappings = append(t.Mappings, *m)
-		}
-	}
-	slices.SortFunc(t.Mappings, func(a, b Mapping) int { return strings.Compare(a.ID, b.ID) })
-	if err := checkDuplicates(file, t.Mappings); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return r, nil
 }
 
 func hasServerlessTransform(n *node) bool {
@@ -250,7 +272,7 @@ func checkDuplicates(file string, ms []Mapping) error {
 	return nil
 }
 
-// Select returns the mapping a --function selector names: a function's logical ID or name (when
+// Select returns the mapping a selector (the esm command's --function) names: a function's logical ID or name (when
 // it has one Kinesis mapping), "<function>/<event>" (the event's name, or the logical ID of an
 // AWS::Lambda::EventSourceMapping), or an ESM's logical ID. An empty selector picks the only
 // mapping. Otherwise the *SelectionError lists the candidates.
@@ -264,7 +286,7 @@ func (t *Template) Select(selector string) (*Mapping, error) {
 	if len(matched) == 1 {
 		return &t.Mappings[matched[0]], nil
 	}
-	e := &SelectionError{File: t.File, Selector: selector}
+	e := &SelectionError{File: t.File, Selector: selector, name: t.selector}
 	if len(matched) == 0 {
 		e.NoMatch = true
 		for _, m := range t.Mappings {

@@ -42,6 +42,14 @@ func functionTemplate(props string) string {
 
 const ev = "t.yaml:15: Resources.Fn.Properties.Events.K.Properties."
 
+// flagNames are the esm command's names for the inputs messages name (internal/cli gives them
+// to Load): with them, a message reads as the command prints it.
+var flagNames = map[Input]string{
+	InputParameterOverrides: "--parameter-overrides",
+	InputRegion:             "--region",
+	InputSelector:           "--function",
+}
+
 // TestValidationMessages checks each message a template can get: the location, the property, the
 // value and what is allowed, in Lambda's, SAM's or CloudFormation's words where they have them.
 func TestValidationMessages(t *testing.T) {
@@ -217,7 +225,7 @@ func TestValidationMessages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = Parse("t.yaml", []byte(tt.template), Options{ParameterOverrides: po, Now: fixedNow})
+			_, err = Parse("t.yaml", []byte(tt.template), WithParameterOverrides(po), WithClock(fixedNow), WithInputNames(flagNames))
 			if err == nil {
 				t.Fatalf("no error; want %s\ntemplate:\n%s", tt.want, tt.template)
 			}
@@ -267,7 +275,7 @@ func TestSelect(t *testing.T) {
 		"        Two: {Type: Kinesis, Properties: {Stream: " + stream + "2, StartingPosition: LATEST}}\n" +
 		"  B:\n    Type: AWS::Serverless::Function\n    Properties:\n      Events:\n" +
 		"        One: {Type: Kinesis, Properties: {Stream: " + stream + "1, StartingPosition: LATEST}}\n"
-	parsed, err := Parse("t.yaml", []byte(tpl), Options{})
+	parsed, err := Parse("t.yaml", []byte(tpl), WithInputNames(flagNames))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +297,7 @@ func TestSelect(t *testing.T) {
 			t.Errorf("Select(%q) = %v, %v; want %s", tt.selector, m, err, tt.want)
 		}
 	}
-	empty, err := Parse("t.yaml", []byte("Resources:\n  Q: {Type: AWS::SQS::Queue}\n"), Options{})
+	empty, err := Parse("t.yaml", []byte("Resources:\n  Q: {Type: AWS::SQS::Queue}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +334,7 @@ func TestGlobalsMerge(t *testing.T) {
 		"  Fn:\n    Type: AWS::Serverless::Function\n    Properties:\n      Timeout: 40\n" +
 		"      Environment: {Variables: {B: local, C: local}}\n      Events:\n" +
 		"        K: {Type: Kinesis, Properties: {Stream: " + stream + ", StartingPosition: LATEST}}\n"
-	parsed, err := Parse("t.yaml", []byte(tpl), Options{})
+	parsed, err := Parse("t.yaml", []byte(tpl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +346,7 @@ func TestGlobalsMerge(t *testing.T) {
 }
 
 func TestPollerConfig(t *testing.T) {
-	parsed, err := Load("testdata/orders.yaml", Options{Now: fixedNow})
+	parsed, err := Load("testdata/orders.yaml", WithClock(fixedNow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +371,7 @@ func TestPollerConfig(t *testing.T) {
 // mapping one batch in flight per shard, with a warning).
 func TestWindowWithParallelizationFactorAccepted(t *testing.T) {
 	tpl, err := Parse("t.yaml", []byte(eventTemplate("TumblingWindowInSeconds: 60\nParallelizationFactor: 4\nMetricsConfig:\n  Metrics: [EventCount]")),
-		Options{Now: fixedNow})
+		WithClock(fixedNow))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -303,7 +304,7 @@ func (d *demo) reshardWhileProducing(ctx context.Context, prodDone <-chan error,
 // message, printing progress every tick.
 func (d *demo) awaitDeliveries(ctx context.Context, tick <-chan time.Time) (got []example.Delivery, failures []string, err error) {
 	for {
-		if got, err = local.ReadDeliveries(d.out); err != nil {
+		if got, err = verify.ReadDeliveries(d.out); err != nil {
 			return nil, nil, err
 		}
 		if distinct(got) >= d.total && len(failures) > 0 {
@@ -326,7 +327,7 @@ func (d *demo) awaitDeliveries(ctx context.Context, tick <-chan time.Time) (got 
 // progress prints one line: written, delivered, the rate since the last line, and per shard the
 // deliveries and esm's iterator age.
 func (d *demo) progress() {
-	ds, _ := local.ReadDeliveries(d.out)
+	ds, _ := verify.ReadDeliveries(d.out)
 	per := map[string]int{}
 	for _, dl := range ds {
 		per[dl.ShardID]++
@@ -381,7 +382,7 @@ func (d *demo) report(ctx context.Context, got []example.Delivery, failures []st
 	}
 
 	fmt.Println("\nchecks:")
-	checks := local.VerifyDeliveries(got, d.perKey, lineage)
+	checks := verify.Deliveries(got, d.perKey, lineage)
 	checks = append(checks, checkPoison(failures, got, d.poisonSeq.Load()))
 	for _, c := range checks {
 		mark := "PASS"
@@ -390,7 +391,7 @@ func (d *demo) report(ctx context.Context, got []example.Delivery, failures []st
 		}
 		fmt.Printf("  %s  %s: %s\n", mark, c.Name, c.Detail)
 	}
-	if bad := local.FailedChecks(checks); bad != "" {
+	if bad := verify.Failed(checks); bad != "" {
 		return fmt.Errorf("checks failed: %s", bad)
 	}
 	fmt.Printf("\nall checks passed in %s\n", time.Since(d.begin).Round(time.Second))
@@ -399,8 +400,8 @@ func (d *demo) report(ctx context.Context, got []example.Delivery, failures []st
 
 // checkPoison: the poison record was never handled, and exactly one failure message names it
 // alone (bisection isolated it from its batch).
-func checkPoison(failures []string, got []example.Delivery, seq any) local.Check {
-	c := local.Check{Name: "poison record bisected into the SQS queue"}
+func checkPoison(failures []string, got []example.Delivery, seq any) verify.Check {
+	c := verify.Check{Name: "poison record bisected into the SQS queue"}
 	for _, d := range got {
 		if d.Data == poison {
 			c.Detail = "the poison record was delivered as handled"

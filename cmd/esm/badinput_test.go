@@ -102,7 +102,7 @@ func TestStateDirInUseByAnotherProcess(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("second process exit code %d, want 1; stderr:\n%s", code, stderr)
 	}
-	for _, w := range []string{"state directory in use by another process", state, "pid"} {
+	for _, w := range []string{"state directory in use by another process", state, "pid", "stop that process or pass a different --state-dir"} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("stderr does not name %q:\n%s", w, stderr)
 		}

@@ -18,7 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -39,7 +41,7 @@ func testMain(m *testing.M) int {
 	ctx := context.Background()
 	var stop func()
 	var err error
-	if kinesisEndpoint, kin, stop, err = local.TestKinesis(ctx); err != nil {
+	if kinesisEndpoint, kin, stop, err = testenv.Kinesis(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -148,7 +150,7 @@ func (p *esmProc) wait(t *testing.T) int {
 
 func readDeliveries(t *testing.T, path string) []example.Delivery {
 	t.Helper()
-	ds, err := local.ReadDeliveries(path)
+	ds, err := verify.ReadDeliveries(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +274,7 @@ func testResharding(t *testing.T, kill bool, src source) {
 	if len(lineage) < 4+2+1+8 {
 		t.Fatalf("stream has %d shards; the reshards did not all happen", len(lineage))
 	}
-	if bad := local.FailedChecks(local.VerifyDeliveries(got, perKey, lineage)); bad != "" {
+	if bad := verify.Failed(verify.Deliveries(got, perKey, lineage)); bad != "" {
 		t.Fatal(bad)
 	}
 	if kill {

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -134,7 +135,7 @@ func TestTemplateStreamConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bad := local.FailedChecks(local.VerifyDeliveries(got, perKey, lineage)); bad != "" {
+	if bad := verify.Failed(verify.Deliveries(got, perKey, lineage)); bad != "" {
 		t.Fatal(bad)
 	}
 	consumerSource(t, stream+"-esm", 2).check(t, stream, proc.stderr.String())

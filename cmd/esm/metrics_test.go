@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -60,46 +58,9 @@ func status(addr, path string) int {
 func TestMetricsAddUp(t *testing.T) {
 	stream := newStream(t, 1)
 	dir := t.TempDir()
-	tmpl := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(tmpl, []byte(`Transform: AWS::Serverless-2016-10-31
-Resources:
-  Fn:
-    Type: AWS::Serverless::Function
-    Properties:
-      Runtime: provided.al2023
-      Handler: bootstrap
-      CodeUri: .
-      Events:
-        S:
-          Type: Kinesis
-          Properties:
-            Stream: arn:aws:kinesis:us-east-1:000000000000:stream/`+stream+`
-            StartingPosition: TRIM_HORIZON
-            BatchSize: 5
-            MaximumRetryAttempts: 0
-            FilterCriteria:
-              Filters:
-                - Pattern: '{"data":{"keep":[true]}}'
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var recs []local.Record
-	for i := range 30 {
-		data := fmt.Sprintf(`{"keep":%t,"n":%d}`, i%3 != 0, i)
-		if i == 7 {
-			data = `{"keep":true,"poison":true}`
-		}
-		recs = append(recs, local.Record{PartitionKey: "k", Data: []byte(data)})
-	}
-	if _, err := local.PutRecords(context.Background(), kin, stream, recs); err != nil {
-		t.Fatal(err)
-	}
+	tmpl := writeTemplate(t, dir, stream, "BatchSize: 5", "MaximumRetryAttempts: 0", keepFilter)
+	addr := freeAddr(t)
+	putKeepAndPoison(t, context.Background(), stream)
 	proc := startESM(t, []string{"EXAMPLE_OUTPUT=" + filepath.Join(dir, "out.jsonl"), "EXAMPLE_FAIL=error", "EXAMPLE_FAIL_MATCH=poison"},
 		"--template", tmpl, "--state-dir", filepath.Join(dir, "state"), "--metrics-addr", addr, "--poll-interval", "100ms")
 	testkit.WaitFor(t, "/healthz", 30*time.Second, func() bool { return status(addr, "/healthz") == http.StatusOK })
@@ -143,51 +104,10 @@ func TestMetricsAddUpWithRetriesAndDestination(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	tmpl := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(tmpl, []byte(`Transform: AWS::Serverless-2016-10-31
-Resources:
-  Fn:
-    Type: AWS::Serverless::Function
-    Properties:
-      Runtime: provided.al2023
-      Handler: bootstrap
-      CodeUri: .
-      Events:
-        S:
-          Type: Kinesis
-          Properties:
-            Stream: arn:aws:kinesis:us-east-1:000000000000:stream/`+stream+`
-            StartingPosition: TRIM_HORIZON
-            BatchSize: 5
-            MaximumRetryAttempts: 2
-            BisectBatchOnFunctionError: true
-            DestinationConfig:
-              OnFailure:
-                Type: SQS
-                Destination: `+arn+`
-            FilterCriteria:
-              Filters:
-                - Pattern: '{"data":{"keep":[true]}}'
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var recs []local.Record
-	for i := range 30 {
-		data := fmt.Sprintf(`{"keep":%t,"n":%d}`, i%3 != 0, i)
-		if i == 7 {
-			data = `{"keep":true,"poison":true}`
-		}
-		recs = append(recs, local.Record{PartitionKey: "k", Data: []byte(data)})
-	}
-	if _, err := local.PutRecords(ctx, kin, stream, recs); err != nil {
-		t.Fatal(err)
-	}
+	tmpl := writeTemplate(t, dir, stream, "BatchSize: 5", "MaximumRetryAttempts: 2", "BisectBatchOnFunctionError: true",
+		"DestinationConfig:\n  OnFailure:\n    Type: SQS\n    Destination: "+arn, keepFilter)
+	addr := freeAddr(t)
+	putKeepAndPoison(t, ctx, stream)
 	env := append(endpoints(srv.Endpoint(), ""), "EXAMPLE_OUTPUT="+filepath.Join(dir, "out.jsonl"), "EXAMPLE_FAIL=error", "EXAMPLE_FAIL_MATCH=poison")
 	// No --endpoint-url: each service has its own emulator (endpoints sets them).
 	proc := spawnESM(t, append([]string{"ESM_INVOKE=example"}, env...), "run", "--template", tmpl, "--state-dir", filepath.Join(dir, "state"),

@@ -9,13 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqsschemas "github.com/aws/aws-sdk-go-v2/service/sqs/schemas"
-	"github.com/aws/smithy-go/transport/http/protocol/awsquery"
 	"golang.org/x/term"
 
+	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/service"
@@ -169,21 +167,9 @@ func (r *redriveCmd) open(ctx context.Context, c *cli.Config, kind, target strin
 }
 
 func (r *redriveCmd) sqsClient(c *cli.Config) *sqs.Client {
-	return sqs.NewFromConfig(c.AWS, func(o *sqs.Options) {
-		if r.EndpointURL != "" {
-			o.BaseEndpoint = aws.String(r.EndpointURL)
-		}
-		if r.SQSProtocol == "query" {
-			o.Protocol = awsquery.New(sqsschemas.AmazonSQS)
-		}
-	})
+	return dlq.NewSQSClient(c.AWS, dlq.WithEndpointURL(r.EndpointURL), dlq.WithSQSProtocol(r.SQSProtocol))
 }
 
 func (r *redriveCmd) s3Client(c *cli.Config) *s3.Client {
-	return s3.NewFromConfig(c.AWS, func(o *s3.Options) {
-		if r.EndpointURL != "" {
-			o.BaseEndpoint = aws.String(r.EndpointURL)
-			o.UsePathStyle = true
-		}
-	})
+	return dlq.NewS3Client(c.AWS, dlq.WithEndpointURL(r.EndpointURL))
 }

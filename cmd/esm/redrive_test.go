@@ -410,24 +410,7 @@ func TestRedriveStillFailing(t *testing.T) {
 // TestRedriveUsage: where the messages would come from is checked before anything is read; a
 // wrong choice is a usage error (exit 2) that says what to pass.
 func TestRedriveUsage(t *testing.T) {
-	noDest := filepath.Join(t.TempDir(), "template.yaml")
-	if err := os.WriteFile(noDest, []byte(`Transform: AWS::Serverless-2016-10-31
-Resources:
-  Fn:
-    Type: AWS::Serverless::Function
-    Properties:
-      Runtime: provided.al2023
-      Handler: bootstrap
-      CodeUri: bin/
-      Events:
-        Stream:
-          Type: Kinesis
-          Properties:
-            Stream: arn:aws:kinesis:us-east-1:000000000000:stream/s
-            StartingPosition: TRIM_HORIZON
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	noDest := writeTemplate(t, t.TempDir(), "s")
 	topic := redriveTemplate(t, "s", "SNS", "arn:aws:sns:us-east-1:000000000000:failures", 1, false)
 	for _, c := range []struct {
 		args []string

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -146,7 +147,7 @@ func TestServeAWSCLI(t *testing.T) {
 	a.waitState(t, id, "Enabled")
 	delivered := func(want ...string) func() bool {
 		return func() bool {
-			ds, _ := local.ReadDeliveries(out)
+			ds, _ := verify.ReadDeliveries(out)
 			var got []string
 			for _, d := range ds {
 				got = append(got, d.Data)
@@ -239,25 +240,7 @@ func TestServeWithoutFunctions(t *testing.T) {
 func TestServeTemplate(t *testing.T) {
 	stream := newStream(t, 1)
 	dir := t.TempDir()
-	tmpl := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(tmpl, []byte(`Transform: AWS::Serverless-2016-10-31
-Resources:
-  Fn:
-    Type: AWS::Serverless::Function
-    Properties:
-      Runtime: provided.al2023
-      Handler: bootstrap
-      CodeUri: .
-      Events:
-        S:
-          Type: Kinesis
-          Properties:
-            Stream: arn:aws:kinesis:us-east-1:000000000000:stream/`+stream+`
-            StartingPosition: TRIM_HORIZON
-            BatchSize: 5
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tmpl := writeTemplate(t, dir, stream, "BatchSize: 5")
 	out := filepath.Join(dir, "deliveries.jsonl")
 	state := filepath.Join(dir, "state")
 	args := []string{"--state-dir", state, "--template", tmpl, "--function", "Fn=example"}
@@ -283,7 +266,7 @@ Resources:
 	}
 	putRecords(t, stream, "tmpl-1")
 	testkit.WaitFor(t, "the record", 20*time.Second, func() bool {
-		ds, _ := local.ReadDeliveries(out)
+		ds, _ := verify.ReadDeliveries(out)
 		return len(ds) == 1 && ds[0].Data == "tmpl-1"
 	})
 	if code := p.stop(t); code != 0 {

@@ -19,10 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/metrics"
+	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -148,8 +150,8 @@ func (s *statusCmd) report(ctx context.Context, kin *kinesis.Client, ddb *dynamo
 		for _, l := range leases {
 			progress[l.ShardID], owners[l.ShardID] = l.Progress, l.Owner
 		}
-	} else if progress, err = readProgress(s.StateDir, lease.MappingKey(arn, fn)); err != nil {
-		if !errors.Is(err, lease.ErrLocked) || s.MetricsAddr == "" {
+	} else if progress, err = readProgress(s.StateDir, checkpoint.MappingKey(arn, fn)); err != nil {
+		if !errors.Is(err, checkpoint.ErrLocked) || s.MetricsAddr == "" {
 			return rep, err
 		}
 		rep.StateDir += " (held by a running esm: checkpoints not shown)"
@@ -204,11 +206,11 @@ func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) 
 	for sc.Scan() {
 		line := sc.Text()
 		name, rest, ok := strings.Cut(line, "{")
-		if !ok || (name != metrics.NameIteratorAge && name != "esm_shard_state") {
+		if !ok || (name != metrics.NameIteratorAge && name != prom.NameShardState) {
 			continue
 		}
 		labels, value, _ := strings.Cut(rest, "} ")
-		shard, state := label(labels, metrics.LabelShard), label(labels, metrics.LabelState)
+		shard, state := label(labels, prom.LabelShard), label(labels, prom.LabelState)
 		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
 		if err != nil || shard == "" {
 			continue
@@ -237,9 +239,9 @@ func label(labels, name string) string {
 
 // readProgress reads one mapping's progress from the state directory without writing anything.
 func readProgress(dir, key string) (map[string]poller.ShardProgress, error) {
-	p, err := lease.ReadFile(dir, key)
-	if errors.Is(err, lease.ErrLocked) {
-		return nil, fmt.Errorf("%w (esm status reads checkpoints when no esm process runs on that directory; --metrics-addr gives a running one's live view)", err)
+	p, err := checkpoint.ReadFile(dir, key)
+	if errors.Is(err, checkpoint.ErrLocked) {
+		return nil, fmt.Errorf("%w (esm status reads checkpoints when no esm process runs on that directory; --metrics-addr gives a running one's live view)", cli.StateDirInUse(err))
 	}
 	return p, err
 }

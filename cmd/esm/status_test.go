@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -74,21 +74,21 @@ func TestShardStates(t *testing.T) {
 	}
 }
 
-// TestStatusReadsFileStore reads what lease.FileStore wrote (through lease.ReadFile), and checks
+// TestStatusReadsFileStore reads what checkpoint.FileStore wrote (through checkpoint.ReadFile), and checks
 // that a held store is reported, not waited for.
 func TestStatusReadsFileStore(t *testing.T) {
 	dir := t.TempDir()
-	store, err := lease.OpenFile(dir)
+	store, err := checkpoint.OpenFile(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := lease.MappingKey("arn:aws:kinesis:us-east-1:000000000000:stream/s", "arn:aws:lambda:us-east-1:000000000000:function:f")
+	key := checkpoint.MappingKey("arn:aws:kinesis:us-east-1:000000000000:stream/s", "arn:aws:lambda:us-east-1:000000000000:function:f")
 	want := poller.ShardProgress{Checkpoint: "4959", Finished: true, UpdatedAt: time.Now().UTC().Truncate(time.Second)}
 	if err := store.Mapping(key).Save(context.Background(), map[string]poller.ShardProgress{"shardId-000000000001": want}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readProgress(dir, key); !errors.Is(err, lease.ErrLocked) {
-		t.Errorf("reading a held store: %v, want an error wrapping lease.ErrLocked", err)
+	if _, err := readProgress(dir, key); !errors.Is(err, checkpoint.ErrLocked) {
+		t.Errorf("reading a held store: %v, want an error wrapping checkpoint.ErrLocked", err)
 	}
 	if err := store.Close(); err != nil {
 		t.Fatal(err)

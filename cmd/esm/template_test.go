@@ -21,7 +21,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/sam"
 )
@@ -168,11 +170,11 @@ func buildRIE(t *testing.T) {
 			rieBuildErr = err
 			return
 		}
-		if rieBin, rieBuildErr = local.BuildRIE(ctx, dir, ""); rieBuildErr != nil {
+		if rieBin, rieBuildErr = testenv.BuildRIE(ctx, dir, ""); rieBuildErr != nil {
 			return
 		}
 		bootstrapBin = filepath.Join(dir, "bootstrap")
-		rieBuildErr = local.BuildBootstrap(ctx, "", bootstrapBin, "github.com/kinesis-esm/esm/example/bootstrap", "")
+		rieBuildErr = testenv.BuildBootstrap(ctx, "", bootstrapBin, "github.com/kinesis-esm/esm/example/bootstrap", "")
 	})
 	if rieBuildErr != nil {
 		t.Fatal(rieBuildErr)
@@ -301,7 +303,7 @@ func testTemplateRun(t *testing.T, out string, targets []string, provision bool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bad := local.FailedChecks(local.VerifyDeliveries(got, perKey, lineage)); bad != "" {
+	if bad := verify.Failed(verify.Deliveries(got, perKey, lineage)); bad != "" {
 		t.Fatal(bad)
 	}
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/testenv"
 )
 
 // TestBootstrapBuildsForProvidedAL2023: the example function builds as a Lambda custom-runtime
@@ -25,7 +25,7 @@ func TestBootstrapBuildsForProvidedAL2023(t *testing.T) {
 		t.Run(tt.goarch, func(t *testing.T) {
 			t.Parallel()
 			out := filepath.Join(t.TempDir(), "bootstrap")
-			if err := local.BuildBootstrap(testContext(t, 5*time.Minute), "", out, bootstrapPackage, tt.goarch); err != nil {
+			if err := testenv.BuildBootstrap(testContext(t, 5*time.Minute), "", out, bootstrapPackage, tt.goarch); err != nil {
 				t.Fatal(err)
 			}
 			f, err := elf.Open(out)

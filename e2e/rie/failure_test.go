@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/local"
 )
@@ -18,7 +19,7 @@ import (
 func checkDelivered(t *testing.T, out string, written map[string]int) {
 	t.Helper()
 	got := deliveries(t, out)
-	if msg := local.FailedChecks(local.VerifyDeliveries(got, written, nil)); msg != "" {
+	if msg := verify.Failed(verify.Deliveries(got, written, nil)); msg != "" {
 		t.Fatal(msg)
 	}
 	total := 0

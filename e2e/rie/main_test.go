@@ -25,7 +25,9 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/httpinvoke"
 	"github.com/kinesis-esm/esm/local"
@@ -51,7 +53,7 @@ func testMain(m *testing.M) int {
 	defer cancel()
 	var stop func()
 	var err error
-	if kinesisEndpoint, kin, stop, err = local.TestKinesis(ctx); err != nil {
+	if kinesisEndpoint, kin, stop, err = testenv.Kinesis(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -65,12 +67,12 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	start := time.Now()
-	if rieBin, err = local.BuildRIE(ctx, dir, ""); err != nil {
+	if rieBin, err = testenv.BuildRIE(ctx, dir, ""); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	bootstrapBin = filepath.Join(dir, "bootstrap")
-	if err := local.BuildBootstrap(ctx, "", bootstrapBin, bootstrapPackage, ""); err != nil {
+	if err := testenv.BuildBootstrap(ctx, "", bootstrapBin, bootstrapPackage, ""); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -226,7 +228,7 @@ func (m *mapping) stop(t *testing.T) {
 // deliveries reads what the example function wrote to EXAMPLE_OUTPUT.
 func deliveries(t *testing.T, path string) []example.Delivery {
 	t.Helper()
-	ds, err := local.ReadDeliveries(path)
+	ds, err := verify.ReadDeliveries(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ import (
 	"github.com/kinesis-esm/esm/internal/cli"
 )
 
-// Option configures Run.
-type Option interface{ apply(*options) }
+// Option configures Run. A nil Option is ignored.
+type Option func(*options)
 
 type options struct {
 	args   []string
@@ -29,16 +29,18 @@ type options struct {
 	name   string
 }
 
-type optionFunc func(*options)
-
-func (f optionFunc) apply(o *options) { f(o) }
-
 // WithArgs gives Run the flags of esm run, e.g. "--endpoint-url", "http://127.0.0.1:4568"
 // (default: none, so template.yaml in the working directory and the ESM_* environment).
-func WithArgs(args ...string) Option { return optionFunc(func(o *options) { o.args = args }) }
+func WithArgs(args ...string) Option { return func(o *options) { o.args = args } }
 
-// WithStderr sets where the logs (and --help) go (default os.Stderr).
-func WithStderr(w io.Writer) Option { return optionFunc(func(o *options) { o.stderr = w }) }
+// WithStderr sets where the logs (and --help) go (default, or nil: os.Stderr).
+func WithStderr(w io.Writer) Option {
+	return func(o *options) {
+		if w != nil {
+			o.stderr = w
+		}
+	}
+}
 
 // Run runs the mapping with fn in-process until ctx ends; it returns nil after a clean stop (and
 // after --help printed the usage).
@@ -50,7 +52,9 @@ func Run(ctx context.Context, fn any, opts ...Option) error {
 		o.name = filepath.Base(os.Args[0])
 	}
 	for _, opt := range opts {
-		opt.apply(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	if fn == nil {
 		return cli.Usage(errors.New("handler: no function given"))

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/kinesis-esm/esm/internal/cli"
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
@@ -23,7 +24,7 @@ import (
 var kinesisEndpoint string
 
 func TestMain(m *testing.M) {
-	endpoint, stop, err := local.TestKinesisEndpoint(context.Background())
+	endpoint, stop, err := testenv.KinesisEndpoint(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kinesis emulator:", err)
 		os.Exit(1)

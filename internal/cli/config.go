@@ -42,10 +42,7 @@ type TemplateFlags struct {
 	Function string `help:"Which mapping: a function's logical ID or name, <function>/<event>, or an AWS::Lambda::EventSourceMapping's logical ID." env:"ESM_FUNCTION" placeholder:"NAME"`
 	// ParameterOverrides are the template's parameters, in SAM's syntax, repeatable.
 	ParameterOverrides []string `help:"Template parameters in SAM's syntax: \"Key=Value Key2=Value2\" (repeatable; AWS::Region, AWS::AccountId and the other pseudo parameters too)." env:"ESM_PARAMETER_OVERRIDES" sep:"none" placeholder:"\"K=V ...\""`
-	// EndpointURL is where every AWS call goes; it also makes AWS::AccountId the emulators' account.
-	EndpointURL string `help:"Endpoint for every AWS service (a local emulator). Otherwise the SDK's AWS_ENDPOINT_URL_<SERVICE> variables apply." env:"ESM_ENDPOINT_URL" placeholder:"URL"`
-	// Region is the AWS region (AWS::Region). Default: the SDK's (AWS_REGION, ~/.aws/config), else us-east-1.
-	Region string `help:"AWS region (default: from the AWS environment, else us-east-1)." env:"ESM_REGION"`
+	AWSFlags           `embed:""`
 }
 
 // RunFlags are the flags of "esm run" and of a handler started with handler.Start. A nil pointer
@@ -71,9 +68,7 @@ type RunFlags struct {
 	StartingPositionTimestamp *string `help:"With AT_TIMESTAMP: RFC 3339 time or Unix seconds." env:"ESM_STARTING_POSITION_TIMESTAMP"`
 	Enabled                   *bool   `help:"Poll the stream (--no-enabled pauses the mapping; default: the template's Enabled)." negatable:"" env:"ESM_ENABLED"`
 
-	PollInterval      time.Duration `help:"Pause between polls of a caught-up shard." default:"1s" env:"ESM_POLL_INTERVAL"`
-	ShardSyncInterval time.Duration `help:"How often to list shards to find new ones." default:"60s" env:"ESM_SHARD_SYNC_INTERVAL"`
-	ShutdownGrace     time.Duration `help:"How long a stop waits for in-flight invocations." default:"30s" env:"ESM_SHUTDOWN_GRACE"`
+	PollFlags `embed:""`
 
 	LeaseTable       string        `help:"DynamoDB lease table shared by the workers of this mapping (one table per mapping); progress then lives there, not in --state-dir." env:"ESM_LEASE_TABLE" placeholder:"NAME"`
 	CreateLeaseTable bool          `help:"Create the lease table when it does not exist (--no-create-lease-table: fail instead)." default:"true" negatable:"" env:"ESM_CREATE_LEASE_TABLE"`
@@ -181,13 +176,13 @@ func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolv
 		}
 		return nil, Usage(fmt.Errorf("template %s: %w", path, err))
 	}
-	opts := sam.Options{ParameterOverrides: overrides, Region: cfg.Region, EndpointURL: f.EndpointURL}
+	opts := []sam.Option{sam.WithParameterOverrides(overrides), sam.WithRegion(cfg.Region), sam.WithEndpointURL(f.EndpointURL), sam.WithInputNames(templateInputs)}
 	if f.EndpointURL != "" {
-		opts.AccountID = emulatorAccountID
+		opts = append(opts, sam.WithAccountID(emulatorAccountID))
 	}
 	// The template is checked first, with sam local's account: a wrong template is reported as
 	// such, before any AWS call.
-	res.Template, err = sam.Load(path, opts)
+	res.Template, err = sam.Load(path, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +193,8 @@ func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolv
 	if err != nil {
 		return nil, fmt.Errorf("find the AWS account for AWS::AccountId (or pass --parameter-overrides AWS::AccountId=...): %w", err)
 	}
-	opts.AccountID = aws.ToString(out.Account)
-	if res.Template, err = sam.Load(path, opts); err != nil {
+	opts = append(opts, sam.WithAccountID(aws.ToString(out.Account)))
+	if res.Template, err = sam.Load(path, opts...); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -12,6 +12,9 @@ import (
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/metrics"
+	"github.com/kinesis-esm/esm/metrics/emf"
+	"github.com/kinesis-esm/esm/metrics/health"
+	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -112,7 +115,7 @@ func Run(ctx context.Context, c *Config, fn any) error {
 	if err != nil {
 		return err
 	}
-	err = service.Run(ctx, o, handler)
+	err = StateDirInUse(service.Run(ctx, o, handler))
 	if serr := stop(); err == nil {
 		err = serr
 	}
@@ -125,11 +128,11 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 	var observers []poller.Observer
 	var runs []func(context.Context) error
 	if c.MetricsAddr != "" {
-		reg := metrics.NewRegistry()
-		observers = append(observers, metrics.NewPrometheus(reg, o.FunctionName, o.Stream))
+		reg := prom.NewRegistry()
+		observers = append(observers, prom.New(reg, o.FunctionName, o.Stream))
 		// Ready while the mapping runs and its store answers, with leases after a claim succeeded.
 		readiness := poller.NewReadiness()
-		srv := metrics.NewServer(c.MetricsAddr, reg, readiness.Err)
+		srv := health.New(c.MetricsAddr, health.WithGatherer(reg), health.WithReadiness(readiness.Err))
 		if _, err := srv.Listen(); err != nil { // a port in use fails before anything is polled
 			return nil, fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
 		}
@@ -140,10 +143,10 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 	if c.EMF {
 		// Lambda publishes the event counts only for a mapping whose MetricsConfig asks for them.
 		eventCounts := c.Mapping != nil && c.Mapping.MetricsConfig != nil && slices.Contains(c.Mapping.MetricsConfig.Metrics, "EventCount")
-		emf := metrics.NewEMF(os.Stdout, "esm", o.FunctionName, o.Stream, 0, metrics.WithEventCounts(eventCounts))
-		o.OnMappingUUID = emf.SetMappingUUID // the service reads it from the mapping's store
-		observers = append(observers, emf)
-		runs = append(runs, emf.Run)
+		lines := emf.New(os.Stdout, "esm", o.FunctionName, o.Stream, emf.WithEventCounts(eventCounts))
+		o.OnMappingUUID = lines.SetMappingUUID // the service reads it from the mapping's store
+		observers = append(observers, lines)
+		runs = append(runs, lines.Run)
 	}
 	if len(observers) == 0 {
 		return func() error { return nil }, nil

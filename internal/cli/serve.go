@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
@@ -38,8 +39,7 @@ type ServeFlags struct {
 
 	Template           string   `help:"SAM or CloudFormation template: its functions (each needs a --function target) get its Timeout, Role and settings, and its mappings are created when they do not exist yet." env:"ESM_TEMPLATE" placeholder:"FILE"`
 	ParameterOverrides []string `help:"Template parameters in SAM's syntax: \"Key=Value Key2=Value2\" (repeatable)." env:"ESM_PARAMETER_OVERRIDES" sep:"none" placeholder:"\"K=V ...\""`
-	EndpointURL        string   `help:"Endpoint for every AWS service (a local emulator). Otherwise the SDK's AWS_ENDPOINT_URL_<SERVICE> variables apply." env:"ESM_ENDPOINT_URL" placeholder:"URL"`
-	Region             string   `help:"AWS region (default: from the AWS environment, else us-east-1)." env:"ESM_REGION"`
+	AWSFlags           `embed:""`
 
 	StateDir         string        `help:"Directory of the mappings and their checkpoints (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
 	LeaseTable       string        `help:"DynamoDB table of the mappings, shared by every worker that serves them; each mapping's leases and checkpoints live in the table <NAME>-<UUID>. Instead of --state-dir." env:"ESM_LEASE_TABLE" placeholder:"NAME"`
@@ -50,9 +50,7 @@ type ServeFlags struct {
 	SQSProtocol      string        `name:"sqs-protocol" help:"Protocol of SQS on-failure destinations: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
 	Timeout          time.Duration `help:"Timeout of functions invoked over HTTP or in-process that the template does not time (default 3s)." env:"ESM_TIMEOUT"`
 
-	PollInterval      time.Duration `help:"Pause between polls of a caught-up shard." default:"1s" env:"ESM_POLL_INTERVAL"`
-	ShardSyncInterval time.Duration `help:"How often to list shards to find new ones." default:"60s" env:"ESM_SHARD_SYNC_INTERVAL"`
-	ShutdownGrace     time.Duration `help:"How long a stop or an update waits for in-flight invocations." default:"30s" env:"ESM_SHUTDOWN_GRACE"`
+	PollFlags `embed:""`
 
 	LogFlags `embed:""`
 }
@@ -86,7 +84,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	if timeout == 0 {
 		timeout = defaultFunctionTimeout
 	}
-	tf := TemplateFlags{Template: f.Template, ParameterOverrides: f.ParameterOverrides, EndpointURL: f.EndpointURL, Region: f.Region}
+	tf := TemplateFlags{Template: f.Template, ParameterOverrides: f.ParameterOverrides, AWSFlags: f.AWSFlags}
 	var res *Resolved
 	if f.Template != "" {
 		if res, err = tf.Resolve(ctx, true); err != nil {
@@ -109,29 +107,34 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 		return fmt.Errorf("--api-addr %s: %w", addr, err)
 	}
 	defer ln.Close()
-	o := esmapi.Options{
-		Engine:    shared,
-		Functions: fns,
-		Base:      poller.Config{PollInterval: f.PollInterval, ShardSyncInterval: f.ShardSyncInterval, ShutdownGrace: f.ShutdownGrace},
-		Logger:    logger,
+	opts := []esmapi.Option{
+		esmapi.WithFunctions(fns...),
+		esmapi.WithBase(f.base()),
+		esmapi.WithLogger(logger),
 	}
+	var catalog esmapi.Catalog
+	var progress esmapi.Progress
 	where := "state_dir"
 	if f.LeaseTable != "" {
-		if err := f.sharedStores(ctx, shared, logger, &o); err != nil {
+		var shareOpts []esmapi.Option
+		if catalog, progress, shareOpts, err = f.sharedStores(ctx, shared, logger); err != nil {
 			return err
 		}
+		opts = append(opts, shareOpts...)
 		where = "lease_table"
 	} else {
-		store, err := lease.OpenFile(f.StateDir)
+		store, err := checkpoint.OpenFile(f.StateDir)
 		if err != nil {
-			return err
+			return StateDirInUse(err)
 		}
 		defer store.Close()
-		o.Catalog = esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}
-		o.Progress = func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil }
-		o.DeleteProgress = func(_ context.Context, id string) error { return store.DeleteMapping(id) }
+		catalog = esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}
+		progress = esmapi.ProgressFuncs{
+			StoreFunc:  func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
+			DeleteFunc: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
+		}
 	}
-	m, err := esmapi.Open(ctx, o)
+	m, err := esmapi.Open(ctx, shared, catalog, progress, opts...)
 	if err != nil {
 		return err
 	}
@@ -177,7 +180,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 
 // sharedStores keeps the mappings in the --lease-table table and each mapping's progress in a
 // lease table of its own, <table>-<UUID>, through which the workers share its shards.
-func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, logger *slog.Logger, o *esmapi.Options) error {
+func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
 	ddb := dynamodb.NewFromConfig(shared.AWS, func(do *dynamodb.Options) {
 		if shared.EndpointURL != "" {
 			do.BaseEndpoint = aws.String(shared.EndpointURL)
@@ -185,28 +188,31 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, l
 	})
 	catalog := esmapi.DynamoCatalog{API: ddb, Table: f.LeaseTable}
 	if err := catalog.Ensure(ctx, f.CreateLeaseTable); err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	worker := cmp.Or(f.WorkerID, service.DefaultWorkerID())
 	table := func(id string) string { return f.LeaseTable + "-" + id }
-	o.Catalog, o.SyncInterval = catalog, f.SyncInterval
-	o.DeleteDelay = 2*f.SyncInterval + f.ShutdownGrace
-	o.Progress = func(ctx context.Context, id string) (poller.Store, error) {
-		if err := lease.EnsureTable(ctx, ddb, table(id), true); err != nil {
-			return nil, err
-		}
-		return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration))
-	}
-	o.DeleteProgress = func(ctx context.Context, id string) error {
-		_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table(id))})
-		var nf *ddbtypes.ResourceNotFoundException
-		if err != nil && !errors.As(err, &nf) {
-			return fmt.Errorf("delete lease table %s: %w", table(id), err)
-		}
-		return nil
+	progress := esmapi.ProgressFuncs{
+		StoreFunc: func(ctx context.Context, id string) (poller.Store, error) {
+			if err := lease.EnsureTable(ctx, ddb, table(id), true); err != nil {
+				return nil, err
+			}
+			return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration))
+		},
+		DeleteFunc: func(ctx context.Context, id string) error {
+			_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table(id))})
+			var nf *ddbtypes.ResourceNotFoundException
+			if err != nil && !errors.As(err, &nf) {
+				return fmt.Errorf("delete lease table %s: %w", table(id), err)
+			}
+			return nil
+		},
 	}
 	logger.Info("mappings shared", "lease_table", f.LeaseTable, "worker_id", worker)
-	return nil
+	return catalog, progress, []esmapi.Option{
+		esmapi.WithSyncInterval(f.SyncInterval),
+		esmapi.WithDeleteDelay(2*f.SyncInterval + f.ShutdownGrace),
+	}, nil
 }
 
 // functions are the --function targets, each with its invoker; a template's function must be

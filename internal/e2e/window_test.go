@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
@@ -37,7 +38,7 @@ func testMain(m *testing.M) int {
 	ctx := context.Background()
 	var stop func()
 	var err error
-	if endpoint, kin, stop, err = local.TestKinesis(ctx); err != nil {
+	if endpoint, kin, stop, err = testenv.Kinesis(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	ctx := context.Background()
-	endpoint, stop, err := local.TestDynamoEndpoint(ctx)
+	endpoint, stop, err := testenv.DynamoEndpoint(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dynamodb emulator:", err)
 		os.Exit(1)

@@ -299,11 +299,7 @@ func (o ifNotExistsOp) eval(item map[string]types.AttributeValue) (types.Attribu
 type listAppendOp struct{ a, b operand }
 
 func (o listAppendOp) eval(item map[string]types.AttributeValue) (types.AttributeValue, error) {
-	a, err := o.a.eval(item)
-	if err != nil {
-		return nil, err
-	}
-	b, err := o.b.eval(item)
+	a, b, err := evalBoth(item, o.a, o.b)
 	if err != nil {
 		return nil, err
 	}
@@ -315,17 +311,24 @@ func (o listAppendOp) eval(item map[string]types.AttributeValue) (types.Attribut
 	return &types.AttributeValueMemberL{Value: append(slices.Clone(la.Value), lb.Value...)}, nil
 }
 
+// evalBoth evaluates the two operands of a binary operation, left first.
+func evalBoth(item map[string]types.AttributeValue, x, y operand) (a, b types.AttributeValue, err error) {
+	if a, err = x.eval(item); err != nil {
+		return nil, nil, err
+	}
+	if b, err = y.eval(item); err != nil {
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
 type arithOp struct {
 	op   string
 	a, b operand
 }
 
 func (o arithOp) eval(item map[string]types.AttributeValue) (types.AttributeValue, error) {
-	a, err := o.a.eval(item)
-	if err != nil {
-		return nil, err
-	}
-	b, err := o.b.eval(item)
+	a, b, err := evalBoth(item, o.a, o.b)
 	if err != nil {
 		return nil, err
 	}
@@ -424,28 +427,16 @@ func (p *parser) parseSetOperand() (operand, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := p.expect(tComma, ","); err != nil {
-				return nil, err
-			}
-			alt, err := p.parseSetOperand()
-			if err != nil {
-				return nil, err
-			}
-			return ifNotExistsOp{pa, alt}, p.expect(tRParen, ")")
+			alt, err := p.lastArgument()
+			return ifNotExistsOp{pa, alt}, err
 		case "list_append":
 			p.pos += 2
 			a, err := p.parseSetOperand()
 			if err != nil {
 				return nil, err
 			}
-			if err := p.expect(tComma, ","); err != nil {
-				return nil, err
-			}
-			b, err := p.parseSetOperand()
-			if err != nil {
-				return nil, err
-			}
-			return listAppendOp{a, b}, p.expect(tRParen, ")")
+			b, err := p.lastArgument()
+			return listAppendOp{a, b}, err
 		default:
 			return nil, validation("Invalid UpdateExpression: Invalid function name; function: %s", t.s)
 		}
@@ -456,6 +447,18 @@ func (p *parser) parseSetOperand() (operand, error) {
 	}
 	pa, err := p.parsePath()
 	return pathOp{pa}, err
+}
+
+// lastArgument parses ", operand)": the second and last argument of a SET function.
+func (p *parser) lastArgument() (operand, error) {
+	if err := p.expect(tComma, ","); err != nil {
+		return nil, err
+	}
+	b, err := p.parseSetOperand()
+	if err != nil {
+		return nil, err
+	}
+	return b, p.expect(tRParen, ")")
 }
 
 // cond is a parsed condition.
@@ -623,33 +626,27 @@ func parseCondition(s string, e *env) (cond, error) {
 }
 
 func (p *parser) parseOr() (cond, error) {
-	a, err := p.parseAnd()
-	if err != nil {
-		return nil, err
-	}
-	for p.keyword("OR") {
-		p.next()
-		b, err := p.parseAnd()
-		if err != nil {
-			return nil, err
-		}
-		a = orCond{a, b}
-	}
-	return a, nil
+	return p.parseChain("OR", p.parseAnd, func(a, b cond) cond { return orCond{a, b} })
 }
 
 func (p *parser) parseAnd() (cond, error) {
-	a, err := p.parseNot()
+	return p.parseChain("AND", p.parseNot, func(a, b cond) cond { return andCond{a, b} })
+}
+
+// parseChain parses operands joined by a left-associative keyword (AND, OR): operand parses
+// the tighter-binding level and join combines two sides.
+func (p *parser) parseChain(keyword string, operand func() (cond, error), join func(a, b cond) cond) (cond, error) {
+	a, err := operand()
 	if err != nil {
 		return nil, err
 	}
-	for p.keyword("AND") {
+	for p.keyword(keyword) {
 		p.next()
-		b, err := p.parseNot()
+		b, err := operand()
 		if err != nil {
 			return nil, err
 		}
-		a = andCond{a, b}
+		a = join(a, b)
 	}
 	return a, nil
 }

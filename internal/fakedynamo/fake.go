@@ -106,43 +106,39 @@ type DB struct {
 }
 
 // Option configures New.
-type Option interface{ apply(*DB) }
-
-type optionFunc func(*DB)
-
-func (f optionFunc) apply(d *DB) { f(d) }
+type Option func(*DB) // nil Options are ignored
 
 // WithClock sets the clock the token buckets refill on. Default time.Now, which runs on
 // virtual time inside a testing/synctest bubble.
-func WithClock(now func() time.Time) Option { return optionFunc(func(d *DB) { d.now = now }) }
+func WithClock(now func() time.Time) Option { return func(d *DB) { d.now = now } }
 
 // WithLatency makes every call wait latency(op) before it takes effect (on a timer, so that a
 // synctest bubble sees the caller durably blocked). Default: no wait.
 func WithLatency(latency func(op string) time.Duration) Option {
-	return optionFunc(func(d *DB) { d.latency = latency })
+	return func(d *DB) { d.latency = latency }
 }
 
 // WithTableCapacity sets each table's read and write units per second. Defaults
 // DefaultTableReadUnits and DefaultTableWriteUnits.
 func WithTableCapacity(read, write float64) Option {
-	return optionFunc(func(d *DB) { d.tableRU, d.tableWU = read, write })
+	return func(d *DB) { d.tableRU, d.tableWU = read, write }
 }
 
 // WithPartitionCapacity sets each partition's read and write units per second. Defaults
 // DefaultPartitionReadUnits and DefaultPartitionWriteUnits.
 func WithPartitionCapacity(read, write float64) Option {
-	return optionFunc(func(d *DB) { d.partRU, d.partWU = read, write })
+	return func(d *DB) { d.partRU, d.partWU = read, write }
 }
 
 // WithPartitions sets how many partitions each table's items are hashed over. Default 4.
-func WithPartitions(n int) Option { return optionFunc(func(d *DB) { d.parts = max(1, n) }) }
+func WithPartitions(n int) Option { return func(d *DB) { d.parts = max(1, n) } }
 
 // WithBurst sets how much unused capacity a bucket keeps, as a duration of its rate. Default
 // one second.
-func WithBurst(b time.Duration) Option { return optionFunc(func(d *DB) { d.burst = b }) }
+func WithBurst(b time.Duration) Option { return func(d *DB) { d.burst = b } }
 
 // WithFaults installs a fault injector. It can also be set later with SetFaults.
-func WithFaults(f FaultFunc) Option { return optionFunc(func(d *DB) { d.fault = f }) }
+func WithFaults(f FaultFunc) Option { return func(d *DB) { d.fault = f } }
 
 // New returns an empty DB.
 func New(opts ...Option) *DB {
@@ -152,7 +148,9 @@ func New(opts ...Option) *DB {
 		tables: map[string]*table{}, stats: map[string]*TableStats{}, throttled: map[string]time.Time{},
 	}
 	for _, o := range opts {
-		o.apply(d)
+		if o != nil {
+			o(d)
+		}
 	}
 	return d
 }
@@ -1064,26 +1062,8 @@ func (d *DB) scan(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.IndexName != nil {
-		return nil, validation("fakedynamo: secondary indexes are not supported")
-	}
-	if in.Limit != nil && *in.Limit <= 0 {
-		return nil, validation("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1", *in.Limit)
-	}
-	e := newEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	var filter cond
-	if in.FilterExpression != nil {
-		if filter, err = parseCondition(*in.FilterExpression, e); err != nil {
-			return nil, validation("Invalid FilterExpression: %s", err.Error())
-		}
-	}
-	var proj []path
-	if in.ProjectionExpression != nil {
-		if proj, err = parseProjection(*in.ProjectionExpression, e); err != nil {
-			return nil, validation("Invalid ProjectionExpression: %s", err.Error())
-		}
-	}
-	if err := e.checkUnused(); err != nil {
+	r, err := parseRead(readInput{in.IndexName, in.Limit, in.FilterExpression, in.ProjectionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues}, nil)
+	if err != nil {
 		return nil, err
 	}
 	items := t.order()
@@ -1117,26 +1097,11 @@ func (d *DB) scan(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
 	if start < len(items) {
 		part = items[start].part
 	}
-	if err := d.admit(t, part, false); err != nil {
-		return nil, err
-	}
-	kept, scanned, last, bytes, err := page(items[start:], aws.ToInt32(in.Limit), filter, proj)
+	res, err := d.readPage(t, OpScan, part, items, start, r, readOutput{in.ConsistentRead, in.ReturnConsumedCapacity, in.Select})
 	if err != nil {
 		return nil, err
 	}
-	u := readUnits(bytes, aws.ToBool(in.ConsistentRead))
-	d.charge(t, OpScan, part, u, false)
-	out := &dynamodb.ScanOutput{Count: int32(len(kept)), ScannedCount: scanned, ConsumedCapacity: consumed(t.name, in.ReturnConsumedCapacity, u, false)}
-	if in.Select != types.SelectCount {
-		out.Items = kept
-		if out.Items == nil {
-			out.Items = []map[string]types.AttributeValue{}
-		}
-	}
-	if last != nil && (start+int(scanned) < len(items) || in.Limit != nil && scanned == *in.Limit) {
-		out.LastEvaluatedKey = t.keyAttrs(last.attrs)
-	}
-	return out, nil
+	return &dynamodb.ScanOutput{Count: res.count, ScannedCount: res.scanned, Items: res.items, LastEvaluatedKey: res.lastKey, ConsumedCapacity: res.consumed}, nil
 }
 
 // Query reads the items of one partition key in range-key order (ScanIndexForward false:
@@ -1156,33 +1121,16 @@ func (d *DB) query(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.IndexName != nil {
-		return nil, validation("fakedynamo: secondary indexes are not supported")
-	}
-	if in.KeyConditionExpression == nil {
+	if in.IndexName == nil && in.KeyConditionExpression == nil {
 		return nil, validation("Either the KeyConditions or KeyConditionExpression parameter must be specified in the request.")
 	}
-	if in.Limit != nil && *in.Limit <= 0 {
-		return nil, validation("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1", *in.Limit)
-	}
-	e := newEnv(in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	kc, err := parseKeyCondition(*in.KeyConditionExpression, e, t.hashKey, t.rangeKey)
+	var kc *keyCond
+	r, err := parseRead(readInput{in.IndexName, in.Limit, in.FilterExpression, in.ProjectionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues},
+		func(e *env) (err error) {
+			kc, err = parseKeyCondition(*in.KeyConditionExpression, e, t.hashKey, t.rangeKey)
+			return err
+		})
 	if err != nil {
-		return nil, err
-	}
-	var filter cond
-	if in.FilterExpression != nil {
-		if filter, err = parseCondition(*in.FilterExpression, e); err != nil {
-			return nil, validation("Invalid FilterExpression: %s", err.Error())
-		}
-	}
-	var proj []path
-	if in.ProjectionExpression != nil {
-		if proj, err = parseProjection(*in.ProjectionExpression, e); err != nil {
-			return nil, validation("Invalid ProjectionExpression: %s", err.Error())
-		}
-	}
-	if err := e.checkUnused(); err != nil {
 		return nil, err
 	}
 	var items []*stored
@@ -1224,24 +1172,101 @@ func (d *DB) query(in *dynamodb.QueryInput) (*dynamodb.QueryOutput, error) {
 		}
 	}
 	part, _ := t.partOf(map[string]types.AttributeValue{t.hashKey: kc.hashValue})
-	if err := d.admit(t, part, false); err != nil {
-		return nil, err
-	}
-	kept, scanned, last, bytes, err := page(items[start:], aws.ToInt32(in.Limit), filter, proj)
+	res, err := d.readPage(t, OpQuery, part, items, start, r, readOutput{in.ConsistentRead, in.ReturnConsumedCapacity, in.Select})
 	if err != nil {
 		return nil, err
 	}
-	u := readUnits(bytes, aws.ToBool(in.ConsistentRead))
-	d.charge(t, OpQuery, part, u, false)
-	out := &dynamodb.QueryOutput{Count: int32(len(kept)), ScannedCount: scanned, ConsumedCapacity: consumed(t.name, in.ReturnConsumedCapacity, u, false)}
-	if in.Select != types.SelectCount {
-		out.Items = kept
-		if out.Items == nil {
-			out.Items = []map[string]types.AttributeValue{}
+	return &dynamodb.QueryOutput{Count: res.count, ScannedCount: res.scanned, Items: res.items, LastEvaluatedKey: res.lastKey, ConsumedCapacity: res.consumed}, nil
+}
+
+// readInput is what Scan and Query share in their request: the index, the page limit and the
+// expressions with their names and values.
+type readInput struct {
+	index              *string
+	limit              *int32
+	filter, projection *string
+	names              map[string]string
+	values             map[string]types.AttributeValue
+}
+
+// read is a parsed readInput.
+type read struct {
+	limit  *int32
+	filter cond
+	proj   []path
+}
+
+// parseRead checks and parses what Scan and Query share; more, when given, parses the
+// operation's own expressions with the same names and values (Query's key condition) before
+// every name and value is checked to be used.
+func parseRead(in readInput, more func(*env) error) (read, error) {
+	if in.index != nil {
+		return read{}, validation("fakedynamo: secondary indexes are not supported")
+	}
+	if in.limit != nil && *in.limit <= 0 {
+		return read{}, validation("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1", *in.limit)
+	}
+	r := read{limit: in.limit}
+	e := newEnv(in.names, in.values)
+	if more != nil {
+		if err := more(e); err != nil {
+			return read{}, err
 		}
 	}
-	if last != nil && (start+int(scanned) < len(items) || in.Limit != nil && scanned == *in.Limit) {
-		out.LastEvaluatedKey = t.keyAttrs(last.attrs)
+	var err error
+	if in.filter != nil {
+		if r.filter, err = parseCondition(*in.filter, e); err != nil {
+			return read{}, validation("Invalid FilterExpression: %s", err.Error())
+		}
 	}
-	return out, nil
+	if in.projection != nil {
+		if r.proj, err = parseProjection(*in.projection, e); err != nil {
+			return read{}, validation("Invalid ProjectionExpression: %s", err.Error())
+		}
+	}
+	if err := e.checkUnused(); err != nil {
+		return read{}, err
+	}
+	return r, nil
+}
+
+// readOutput is what Scan and Query share in how they answer.
+type readOutput struct {
+	consistent *bool
+	mode       types.ReturnConsumedCapacity
+	sel        types.Select
+}
+
+// pageResult is one page of a Scan or a Query.
+type pageResult struct {
+	count, scanned int32
+	items          []map[string]types.AttributeValue // nil with Select COUNT
+	lastKey        map[string]types.AttributeValue
+	consumed       *types.ConsumedCapacity
+}
+
+// readPage admits the read on part, reads the page of items from start, charges it and builds
+// the answer: the items kept (none with Select COUNT), and LastEvaluatedKey when the read
+// stopped before the end or at the limit.
+func (d *DB) readPage(t *table, op string, part int, items []*stored, start int, r read, out readOutput) (pageResult, error) {
+	if err := d.admit(t, part, false); err != nil {
+		return pageResult{}, err
+	}
+	kept, scanned, last, bytes, err := page(items[start:], aws.ToInt32(r.limit), r.filter, r.proj)
+	if err != nil {
+		return pageResult{}, err
+	}
+	u := readUnits(bytes, aws.ToBool(out.consistent))
+	d.charge(t, op, part, u, false)
+	res := pageResult{count: int32(len(kept)), scanned: scanned, consumed: consumed(t.name, out.mode, u, false)}
+	if out.sel != types.SelectCount {
+		res.items = kept
+		if res.items == nil {
+			res.items = []map[string]types.AttributeValue{}
+		}
+	}
+	if last != nil && (start+int(scanned) < len(items) || r.limit != nil && scanned == *r.limit) {
+		res.lastKey = t.keyAttrs(last.attrs)
+	}
+	return res, nil
 }

@@ -28,11 +28,7 @@ const (
 )
 
 // Option configures a Fake.
-type Option interface{ apply(*config) }
-
-type optionFunc func(*config)
-
-func (o optionFunc) apply(c *config) { o(c) }
+type Option func(*config) // nil Options are ignored
 
 type config struct {
 	now      func() time.Time
@@ -47,43 +43,43 @@ type config struct {
 // page (default 1000, as Kinesis), so that callers' paging can be exercised with few shards.
 // Values outside [1, 1000] keep the default.
 func WithListShardsPageSize(n int) Option {
-	return optionFunc(func(c *config) {
+	return func(c *config) {
 		if n >= 1 && n <= defaultListShards {
 			c.pageSize = n
 		}
-	})
+	}
 }
 
 // WithClock sets the clock used for arrival timestamps, iterator expiry,
 // MillisBehindLatest and shard filters. Default time.Now. The clock is called
 // without the Fake's lock held, but must not block.
 func WithClock(now func() time.Time) Option {
-	return optionFunc(func(c *config) {
+	return func(c *config) {
 		if now != nil {
 			c.now = now
 		}
-	})
+	}
 }
 
 // WithIteratorTTL sets how long a shard iterator stays valid. Default 5
 // minutes, as in Kinesis. A value <= 0 keeps the default.
 func WithIteratorTTL(d time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return func(c *config) {
 		if d > 0 {
 			c.ttl = d
 		}
-	})
+	}
 }
 
 // WithRegion sets the region in stream ARNs. Default "us-east-1".
 func WithRegion(region string) Option {
-	return optionFunc(func(c *config) { c.region = region })
+	return func(c *config) { c.region = region }
 }
 
 // WithAccount sets the account id in stream ARNs and error messages.
 // Default "000000000000".
 func WithAccount(account string) Option {
-	return optionFunc(func(c *config) { c.account = account })
+	return func(c *config) { c.account = account }
 }
 
 // Fake is an in-memory Kinesis read API. The zero value is not usable; call
@@ -147,7 +143,9 @@ func New(opts ...Option) *Fake {
 		pages:  map[string]page{},
 	}
 	for _, o := range opts {
-		o.apply(&f.cfg)
+		if o != nil {
+			o(&f.cfg)
+		}
 	}
 	return f
 }

@@ -65,14 +65,14 @@ var ErrDropped = errors.New("fakekinesis: connection dropped")
 // and shard gets ResourceInUseException (default 5 seconds). Both run on real time, not on the
 // injected clock. A value <= 0 keeps its default.
 func WithSubscriptionTiming(lifetime, reuse time.Duration) Option {
-	return optionFunc(func(c *config) {
+	return func(c *config) {
 		if lifetime > 0 {
 			c.efo.lifetime = lifetime
 		}
 		if reuse > 0 {
 			c.efo.reuse = reuse
 		}
-	})
+	}
 }
 
 // efoConfig holds the subscription timings (WithSubscriptionTiming); zero means the default.

@@ -23,7 +23,8 @@ func DefaultWorkerID() string {
 // runShared runs the mapping as one worker of those sharing o.LeaseTable: progress lives in the
 // lease table, and the Dynamo coordinator shares the shards. Its leases are renewed until the
 // poller has stopped (its last batches and checkpoints need them), then released.
-func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Client, mc poller.Config, inv poller.Invoker, popts []poller.Option) error {
+func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Client, checked poller.Checked, inv poller.Invoker, popts []poller.Option) error {
+	mc := checked.Config()
 	ddb := dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
 		if o.EndpointURL != "" {
 			do.BaseEndpoint = aws.String(o.EndpointURL)
@@ -50,10 +51,11 @@ func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Clie
 	if err != nil {
 		return err
 	}
-	if mc.ClaimInterval == 0 {
-		mc.ClaimInterval = d.ClaimInterval()
+	if checked, err = checked.WithClaimIntervalDefault(d.ClaimInterval()); err != nil {
+		return err
 	}
-	p, err := poller.New(mc, kin, d, inv, append(popts, poller.WithCoordinator(d))...)
+	mc = checked.Config()
+	p, err := poller.NewChecked(checked, kin, d, inv, append(popts, poller.WithCoordinator(d))...)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,9 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/uuid"
 
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
-	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -119,7 +120,7 @@ func mappingUUID(ctx context.Context, o Options, stored func(context.Context) (s
 			return "", err
 		}
 	} else if _, err := uuid.Parse(id); err != nil {
-		return "", &poller.ValidationError{Field: "MappingUUID", Message: fmt.Sprintf("mapping UUID %q is not a UUID: %v", id, err)}
+		return "", &poller.ValidationError{Field: "MappingUUID", Message: fmt.Sprintf("mapping UUID %q is not a UUID: %v", id, err), Err: err}
 	}
 	o.Logger.Info("event source mapping", "uuid", id)
 	if o.OnMappingUUID != nil {
@@ -143,9 +144,9 @@ func destinationOptions(o Options, cfg aws.Config, mc poller.Config, mappingUUID
 // destination is the client of the mapping's on-failure destination; an S3 bucket's object keys
 // carry the mapping's UUID.
 func destination(cfg aws.Config, endpointURL, sqsProtocol string, mc poller.Config, mappingUUID string) (poller.Destination, error) {
-	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.Options{EndpointURL: endpointURL, SQSProtocol: sqsProtocol, MappingUUID: mappingUUID})
+	d, err := dlq.New(cfg, mc.OnFailureDestination, dlq.WithEndpointURL(endpointURL), dlq.WithSQSProtocol(sqsProtocol), dlq.WithMappingUUID(mappingUUID))
 	if err != nil {
-		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error()}
+		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error(), Err: err}
 	}
 	return d, nil
 }
@@ -154,15 +155,9 @@ func destination(cfg aws.Config, endpointURL, sqsProtocol string, mc poller.Conf
 // Configuration errors wrap poller.ErrInvalidConfig; nothing is written before the stream has been
 // found.
 func Run(ctx context.Context, o Options, handler any) error {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.StateDir == "" {
-		o.StateDir = ".esm"
-	}
-	if o.FunctionName == "" {
-		o.FunctionName = "example"
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.StateDir = cmp.Or(o.StateDir, ".esm")
+	o.FunctionName = cmp.Or(o.FunctionName, "example")
 	if o.Stream == "" {
 		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (--stream or ESM_STREAM)"}
 	}
@@ -172,7 +167,8 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if strings.HasPrefix(o.Stream, "arn:") {
 		probe.StreamARN = o.Stream
 	}
-	if err := probe.Validate(); err != nil {
+	checked, err := probe.Check()
+	if err != nil {
 		return err
 	}
 
@@ -193,17 +189,19 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if err != nil {
 		return err
 	}
-	sa, _ := poller.ParseStreamARN(arn)
-	mc := o.Mapping
-	mc.StreamARN = arn
+	consumerARN := o.Mapping.ConsumerARN
 	if consumer != "" {
-		if mc.ConsumerARN, err = ResolveConsumer(ctx, kin, arn, consumer, o.RegisterConsumer, o.Logger); err != nil {
+		if consumerARN, err = ResolveConsumer(ctx, kin, arn, consumer, o.RegisterConsumer, o.Logger); err != nil {
 			return err
 		}
 	}
-	if mc.FunctionARN == "" {
-		mc.FunctionARN = FunctionARN(sa, o.FunctionName)
+	if checked, err = checked.ForStream(arn, consumerARN); err != nil {
+		return err
 	}
+	if checked.Config().FunctionARN == "" {
+		checked = checked.WithFunctionARN(FunctionARN(checked.Stream(), o.FunctionName))
+	}
+	mc := checked.Config()
 	inv := o.Invoker
 	if inv == nil {
 		inv = inprocess.New(handler, inprocess.WithFunctionARN(mc.FunctionARN), inprocess.WithTimeout(o.FunctionTimeout))
@@ -215,14 +213,14 @@ func Run(ctx context.Context, o Options, handler any) error {
 	}
 	popts := pollerOptions(o)
 	if o.LeaseTable != "" {
-		return runShared(ctx, o, cfg, kin, mc, inv, popts)
+		return runShared(ctx, o, cfg, kin, checked, inv, popts)
 	}
-	store, err := lease.OpenFile(o.StateDir)
+	store, err := checkpoint.OpenFile(o.StateDir)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	ms := store.Mapping(lease.MappingKey(arn, mc.FunctionARN))
+	ms := store.Mapping(checkpoint.MappingKey(arn, mc.FunctionARN))
 	id, err := mappingUUID(ctx, o, ms.MappingUUID)
 	if err != nil {
 		return err
@@ -231,7 +229,7 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if err != nil {
 		return err
 	}
-	p, err := poller.New(mc, kin, ms, inv, append(popts, dopts...)...)
+	p, err := poller.NewChecked(checked, kin, ms, inv, append(popts, dopts...)...)
 	if err != nil {
 		return err
 	}

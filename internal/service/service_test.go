@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -47,5 +48,22 @@ func TestS3DestinationKeyCarriesMappingUUID(t *testing.T) {
 	}
 	if _, err := mappingUUID(ctx, Options{MappingUUID: "not-a-uuid", Logger: o.Logger}, nil); err == nil {
 		t.Fatal("a given mapping UUID that is not a UUID was accepted")
+	}
+}
+
+// TestDestinationErrorKept: the on-failure destination's own error is behind the
+// DestinationConfig ValidationError.
+func TestDestinationErrorKept(t *testing.T) {
+	cfg, err := AWSConfig(context.Background(), "us-east-1", "http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = destination(cfg, "http://127.0.0.1:1", "xml", poller.Config{OnFailureDestination: "arn:aws:sqs:us-east-1:000000000000:q"}, "")
+	var ve *poller.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "DestinationConfig" || ve.Err == nil || !errors.Is(err, ve.Err) || !errors.Is(err, poller.ErrInvalidConfig) {
+		t.Fatalf("err = %#v, want a DestinationConfig ValidationError keeping dlq's error", err)
+	}
+	if ve.Err.Error() != ve.Message {
+		t.Fatalf("message %q is not the destination's error %q", ve.Message, ve.Err)
 	}
 }

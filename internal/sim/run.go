@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/internal/fakedynamo"
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/lease"
@@ -81,11 +82,11 @@ func RunSchedule(s Schedule, dir string) Result {
 	w.useSubscriptions()
 	var closeStore func()
 	if s.FileStore {
-		fs, err := lease.OpenFile(dir)
+		fs, err := checkpoint.OpenFile(dir)
 		if err != nil {
 			return Result{Schedule: s, Violations: []string{"open file store: " + err.Error()}}
 		}
-		w.base = fs.Mapping(lease.MappingKey(w.arn, "sim"))
+		w.base = fs.Mapping(checkpoint.MappingKey(w.arn, "sim"))
 		closeStore = func() { _ = fs.Close() }
 	} else {
 		w.base = poller.NewMemoryStore()

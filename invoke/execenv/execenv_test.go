@@ -20,9 +20,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
-	"github.com/kinesis-esm/esm/local"
 )
 
 // goBootstrap is the example function built as a Lambda bootstrap (plain lambda.Start).
@@ -43,7 +43,7 @@ func testMain(m *testing.M) int {
 	goBootstrap = filepath.Join(dir, "bootstrap")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := local.BuildBootstrap(ctx, "", goBootstrap, "github.com/kinesis-esm/esm/example/bootstrap", ""); err != nil {
+	if err := testenv.BuildBootstrap(ctx, "", goBootstrap, "github.com/kinesis-esm/esm/example/bootstrap", ""); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -79,7 +79,7 @@ type config struct {
 	now          func() time.Time
 }
 
-// Option configures New.
+// Option configures New. A nil Option is ignored.
 type Option func(*config)
 
 // WithEnvironment adds the function's own environment variables (the template's Environment).
@@ -208,7 +208,9 @@ func New(command []string, opts ...Option) (*Pool, error) {
 		now:          time.Now,
 	}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	return &Pool{
 		cfg:   cfg,

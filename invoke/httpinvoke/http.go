@@ -66,12 +66,8 @@ type endpoint struct {
 
 func (e *endpoint) String() string { return e.base }
 
-// Option configures New.
-type Option interface{ applyHTTP(*httpConfig) }
-
-type httpOptionFunc func(*httpConfig)
-
-func (f httpOptionFunc) applyHTTP(c *httpConfig) { f(c) }
+// Option configures New. A nil Option is ignored.
+type Option func(*httpConfig)
 
 type httpConfig struct {
 	function string
@@ -86,7 +82,7 @@ type httpConfig struct {
 // WithFunctionName sets the function name in the invoke path (default invoke.DefaultFunctionName).
 // aws-lambda-rie accepts only "function".
 func WithFunctionName(name string) Option {
-	return httpOptionFunc(func(c *httpConfig) { c.function = name })
+	return func(c *httpConfig) { c.function = name }
 }
 
 // WithFunctionTimeout sets the function timeout (default invoke.DefaultTimeout; zero or negative keeps
@@ -94,11 +90,11 @@ func WithFunctionName(name string) Option {
 // within the timeout plus 10 s fails as unavailable, and its endpoint is then held back for one
 // more timeout so that it is never sent a second invocation while it may still run the first.
 func WithFunctionTimeout(d time.Duration) Option {
-	return httpOptionFunc(func(c *httpConfig) {
+	return func(c *httpConfig) {
 		if d > 0 {
 			c.timeout = d
 		}
-	})
+	}
 }
 
 // WithHTTPClient sets the HTTP client (default, or nil: a client of its own that ignores proxy
@@ -106,28 +102,28 @@ func WithFunctionTimeout(d time.Duration) Option {
 // attempt; an attempt that times out is not retried, and its endpoint is held back as after an
 // invocation with no answer.
 func WithHTTPClient(client *http.Client) Option {
-	return httpOptionFunc(func(c *httpConfig) {
+	return func(c *httpConfig) {
 		if client != nil {
 			c.client = client
 		}
-	})
+	}
 }
 
 // WithLogger sets the logger for retries and held-back endpoints, at debug level (default, or
 // nil: discard). Errors are returned, never logged.
 func WithLogger(l *slog.Logger) Option {
-	return httpOptionFunc(func(c *httpConfig) {
+	return func(c *httpConfig) {
 		if l != nil {
 			c.log = l
 		}
-	})
+	}
 }
 
 // WithRetries sets how often an attempt that did not reach the function is retried on the same
 // endpoint (default 2) and the bounds of the exponential wait between attempts (default 50 ms to
 // 1 s). Zero retries gives one attempt.
 func WithRetries(max int, minWait, maxWait time.Duration) Option {
-	return httpOptionFunc(func(c *httpConfig) { c.retryMax, c.waitMin, c.waitMax = max, minWait, maxWait })
+	return func(c *httpConfig) { c.retryMax, c.waitMin, c.waitMax = max, minWait, maxWait }
 }
 
 func (c *httpConfig) validate() error {
@@ -157,7 +153,9 @@ func New(endpoints []string, opts ...Option) (*Pool, error) {
 		waitMax:  defaultRetryWaitMax,
 	}
 	for _, o := range opts {
-		o.applyHTTP(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invoke: %w", err)

@@ -47,7 +47,7 @@ type Invoker struct {
 	newID       func() string
 }
 
-// Option configures New.
+// Option configures New. A nil Option is ignored.
 type Option func(*Invoker)
 
 // WithFunctionARN sets the ARN handed to the handler as lambdacontext InvokedFunctionArn
@@ -109,7 +109,9 @@ func New(handler any, opts ...Option) *Invoker {
 	}
 	p.handlers.New = func() any { return lambda.NewHandler(handler) }
 	for _, o := range opts {
-		o(p)
+		if o != nil {
+			o(p)
+		}
 	}
 	return p
 }

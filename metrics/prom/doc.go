@@ -1,0 +1,75 @@
+// Package prom keeps a mapping's measurements as Prometheus metrics, named as Lambda's event
+// source mapping names them ([New]); metrics/health serves them on /metrics, with the Go
+// runtime and process collectors of [NewRegistry].
+//
+// Every metric carries the labels function (the function name) and stream (the stream name or
+// ARN, as the mapping was given it); the per-shard ones also carry shard (the shard ID).
+//
+// The six event counts keep the names of Lambda's event source mapping metrics, without a prefix
+// and without Prometheus's _total suffix, so that a CloudWatch dashboard, alarm or runbook
+// translates to PromQL by name: PolledEventCount here is the PolledEventCount of the Lambda
+// console. Lambda publishes them only for a mapping whose MetricsConfig is {Metrics:
+// [EventCount]}; /metrics always has them and says so in their help text (EMF honours
+// MetricsConfig). They are per shard; sum them by (function, stream) for Lambda's per-mapping
+// value. Lambda's always-on function metrics Invocations, Errors, Throttles and
+// DestinationDeliveryFailures keep their names too, per (function, stream). The metrics esm adds
+// that Lambda does not have are prefixed esm_ and follow Prometheus's conventions (base units,
+// _seconds).
+//
+//	PolledEventCount{function,stream,shard}                   counter
+//	    Records read from the shard by GetRecords. Lambda: records the event source mapping read
+//	    successfully from the source; an empty poll adds 0.
+//	FilteredOutEventCount{function,stream,shard}              counter
+//	    Records that FilterCriteria removed: they never reach the function.
+//	InvokedEventCount{function,stream,shard}                  counter
+//	    Records in invocations that reached the function. A retried batch counts again.
+//	FailedInvokeEventCount{function,stream,shard}             counter
+//	    Records in invocations that failed: a function error, a timeout, or a response with a
+//	    non-empty batchItemFailures (the whole batch counts, as Lambda counts it).
+//	DroppedEventCount{function,stream,shard}                  counter
+//	    Records discarded because they passed MaximumRecordAgeInSeconds or
+//	    MaximumRetryAttempts without reaching an on-failure destination (no destination, or its
+//	    delivery failed). Records lost to the stream's retention are not counted.
+//	OnFailureDestinationDeliveredEventCount{function,stream,shard} counter
+//	    Records whose failure record reached the on-failure destination (SQS, SNS or S3).
+//	Invocations{function,stream}                              counter
+//	    Lambda's Invocations: invocations that reached the function, whatever their outcome.
+//	Errors{function,stream}                                   counter
+//	    Lambda's Errors: invocations that failed with a function error (an error returned, a
+//	    panic, a timeout). Partial and invalid batch responses are not errors.
+//	Throttles{function,stream}                                counter
+//	    Lambda's Throttles: invoke requests refused as throttled (429, reserved concurrency);
+//	    they reach no function and are retried without counting toward MaximumRetryAttempts.
+//	DestinationDeliveryFailures{function,stream}              counter
+//	    Lambda's DestinationDeliveryFailures: sends to the on-failure destination that failed,
+//	    one per attempt (--on-destination-failure block retries them; drop drops the records).
+//	IteratorAge{function,stream,shard}                        gauge, milliseconds
+//	    Lambda's IteratorAge: the age of the last record of the latest batch when it was sent to
+//	    the function (now minus the record's ApproximateArrivalTimestamp). Like Lambda it is not
+//	    updated while the shard is idle; the series is removed when this worker stops reading
+//	    the shard (finished, released or handed over), so max(IteratorAge) never alarms on a
+//	    shard nobody reads here. Milliseconds, not seconds, because that is Lambda's unit.
+//	esm_invocation_duration_seconds{function,stream}          histogram
+//	    How long each invocation took as esm saw it (the request to the function and its
+//	    response), whatever its outcome. Its _count is Lambda's Invocations metric.
+//	esm_batch_size{function,stream}                           histogram
+//	    Records per invocation (the size of each batch sent, retries included).
+//	esm_shard_state{function,stream,shard,state}              gauge, 1 or 0
+//	    1 for the shard's current state, 0 for the others: pending (waiting for its parents to
+//	    finish), reading (read by this worker), finished (read to its end and handled), released
+//	    (this worker stopped reading it; another worker may take it).
+//	esm_shard_owned{function,stream,shard}                    gauge, 1 or 0
+//	    Whether this worker holds the shard's lease and reads it. The poller reports a shard as
+//	    reading only while it holds the lease and as released once it gave the lease up or lost
+//	    it, so this is 1 exactly in the reading state; it is 0 when pending, finished or
+//	    released. sum(esm_shard_owned) by (function) is the number of leases a worker holds.
+//
+// The histograms have no shard label, to keep their series count independent of the number of
+// shards. Series of a shard stay until the process exits (counters must not vanish under
+// rate()), except IteratorAge as said above; a stream resharded very often therefore
+// accumulates series until esm restarts.
+//
+// The Lambda names are exposed as given in the Prometheus text format. The metrics/health
+// server does not negotiate OpenMetrics, whose encoder would append _total to the counters'
+// names.
+package prom

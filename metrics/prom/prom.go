@@ -1,0 +1,271 @@
+package prom
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kinesis-esm/esm/metrics"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// Names of the metrics esm adds to Lambda's (metrics.Name* are Lambda's).
+const (
+	NameInvocationDuration = "esm_invocation_duration_seconds"
+	NameBatchSize          = "esm_batch_size"
+	NameShardState         = "esm_shard_state"
+	NameShardOwned         = "esm_shard_owned"
+)
+
+// Label names.
+const (
+	LabelFunction = "function"
+	LabelStream   = "stream"
+	LabelShard    = "shard"
+	LabelState    = "state"
+)
+
+// shardStates are the states esm_shard_state exposes for every shard from its first state on.
+var shardStates = []string{poller.StatePending, poller.StateReading, poller.StateFinished, poller.StateReleased}
+
+var (
+	// durationBuckets span a few milliseconds to Lambda's longest timeout (900 s).
+	durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900}
+	// batchSizeBuckets span one record to the largest BatchSize (10000).
+	batchSizeBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000}
+)
+
+// Observer is a poller.Observer that keeps the mapping's measurements as Prometheus metrics.
+// Its methods are safe for concurrent use and cost a few atomic operations each once a shard
+// has been seen (the first call for a shard creates its series).
+type Observer struct {
+	polled, filtered, invoked, failed, dropped, delivered *prometheus.CounterVec // by shard
+	iteratorAge                                           *prometheus.GaugeVec   // by shard
+	state                                                 *prometheus.GaugeVec   // by shard, state
+	owned                                                 *prometheus.GaugeVec   // by shard
+	duration, batchSize                                   prometheus.Observer
+	invocations, errors, throttles, destinationFailures   prometheus.Counter // by function and stream, as Lambda's
+
+	shards sync.Map // shard ID → *shardMetrics
+}
+
+var _ poller.Observer = (*Observer)(nil)
+
+// shardMetrics are one shard's series, resolved once.
+type shardMetrics struct {
+	polled, filtered, invoked, failed, dropped, delivered prometheus.Counter
+
+	age atomic.Pointer[gaugeRef] // nil while the shard has no IteratorAge series
+
+	mu    sync.Mutex // guards state and owned, and the creation of age
+	state string     // "" before the first ShardState
+	owned prometheus.Gauge
+}
+
+type gaugeRef struct{ g prometheus.Gauge }
+
+// New returns an observer whose metrics carry the labels function and stream, and
+// registers them with reg (none when reg is nil). Several observers (one per mapping) may share
+// a registry: the second and later ones reuse the metrics the first registered, with their own
+// function and stream labels. Like prometheus.MustRegister, it panics when reg holds a
+// different metric of the same name (a programming error, not a run-time condition).
+func New(reg prometheus.Registerer, function, stream string) *Observer {
+	perShard := []string{LabelFunction, LabelStream, LabelShard}
+	counter := func(name, help string) *prometheus.CounterVec {
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, perShard))
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+	}
+	histogram := func(name, help string, buckets []float64) *prometheus.HistogramVec {
+		return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets},
+			[]string{LabelFunction, LabelStream}))
+	}
+	perFunction := func(name, help string) *prometheus.CounterVec {
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help},
+			[]string{LabelFunction, LabelStream}))
+	}
+	curry := prometheus.Labels{LabelFunction: function, LabelStream: stream}
+	// The six event counts are Lambda's opt-in event source mapping metrics (MetricsConfig
+	// EventCount); esm always exposes them here, and honours MetricsConfig in EMF.
+	const optIn = "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]}); always exposed here: "
+	const always = "Lambda function metric, always on in Lambda: "
+
+	return &Observer{
+		polled: counter(metrics.NamePolledEventCount,
+			optIn+"records read successfully from the shard (an empty poll adds 0).").MustCurryWith(curry),
+		filtered: counter(metrics.NameFilteredOutEventCount,
+			optIn+"records removed by FilterCriteria; they never reach the function.").MustCurryWith(curry),
+		invoked: counter(metrics.NameInvokedEventCount,
+			optIn+"records in invocations that reached the function; a retried batch counts again.").MustCurryWith(curry),
+		failed: counter(metrics.NameFailedInvokeEventCount,
+			optIn+"records in invocations that failed, including those that returned a non-empty batchItemFailures.").MustCurryWith(curry),
+		dropped: counter(metrics.NameDroppedEventCount,
+			optIn+"records discarded after MaximumRecordAgeInSeconds or MaximumRetryAttempts without reaching an on-failure destination.").MustCurryWith(curry),
+		delivered: counter(metrics.NameOnFailureDestinationDeliveredEventCount,
+			optIn+"records whose failure record reached the on-failure destination.").MustCurryWith(curry),
+		iteratorAge: gauge(metrics.NameIteratorAge,
+			"Lambda IteratorAge in milliseconds: age of the last record of the latest batch when it was sent to the function. Absent for shards this worker does not read.",
+			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
+		state: gauge(NameShardState,
+			"1 for the shard's current state (pending, reading, finished, released), 0 for the others.",
+			LabelFunction, LabelStream, LabelShard, LabelState).MustCurryWith(curry),
+		owned: gauge(NameShardOwned,
+			"1 while this worker holds the shard's lease and reads it (state reading), else 0.",
+			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
+		duration: histogram(NameInvocationDuration,
+			"Duration of each invocation that reached the function, as esm saw it, in seconds (Lambda's Duration, which is in milliseconds); its count is Lambda's Invocations.",
+			durationBuckets).With(curry),
+		invocations: perFunction(metrics.NameInvocations,
+			always+"invocations that reached the function, whatever their outcome.").With(curry),
+		errors: perFunction(metrics.NameErrors,
+			always+"invocations that failed with a function error (an error returned, a panic, a timeout); partial and invalid batch responses are not errors.").With(curry),
+		throttles: perFunction(metrics.NameThrottles,
+			always+"invoke requests refused as throttled; they reach no function and are retried without counting.").With(curry),
+		destinationFailures: perFunction(metrics.NameDestinationDeliveryFailures,
+			always+"sends to the on-failure destination that failed (each attempt; --on-destination-failure block retries, drop drops the records).").With(curry),
+		batchSize: histogram(NameBatchSize,
+			"Records per invocation.", batchSizeBuckets).With(curry),
+	}
+}
+
+// register registers c with reg and returns it, or the collector reg already holds under the
+// same description.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if reg == nil {
+		return c
+	}
+	err := reg.Register(c)
+	if err == nil {
+		return c
+	}
+	var already prometheus.AlreadyRegisteredError
+	if errors.As(err, &already) {
+		if existing, ok := already.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	panic(fmt.Sprintf("metrics: register: %v", err))
+}
+
+// shard returns the shard's series, creating them on its first use.
+func (p *Observer) shard(id string) *shardMetrics {
+	if v, ok := p.shards.Load(id); ok {
+		return v.(*shardMetrics)
+	}
+	sm := &shardMetrics{
+		polled:    p.polled.WithLabelValues(id),
+		filtered:  p.filtered.WithLabelValues(id),
+		invoked:   p.invoked.WithLabelValues(id),
+		failed:    p.failed.WithLabelValues(id),
+		dropped:   p.dropped.WithLabelValues(id),
+		delivered: p.delivered.WithLabelValues(id),
+	}
+	v, _ := p.shards.LoadOrStore(id, sm) // a lost race resolved the same series: either will do
+	return v.(*shardMetrics)
+}
+
+// add adds n to c; a negative n (never sent by the poller) is ignored, as a counter cannot go down.
+func add(c prometheus.Counter, n int) {
+	if n > 0 {
+		c.Add(float64(n))
+	}
+}
+
+// RecordsPolled adds n to PolledEventCount.
+func (p *Observer) RecordsPolled(shardID string, n int) { add(p.shard(shardID).polled, n) }
+
+// RecordsFilteredOut adds n to FilteredOutEventCount.
+func (p *Observer) RecordsFilteredOut(shardID string, n int) { add(p.shard(shardID).filtered, n) }
+
+// RecordsDropped adds n to DroppedEventCount.
+func (p *Observer) RecordsDropped(shardID string, n int) { add(p.shard(shardID).dropped, n) }
+
+// RecordsDelivered adds n to OnFailureDestinationDeliveredEventCount.
+func (p *Observer) RecordsDelivered(shardID string, n int) { add(p.shard(shardID).delivered, n) }
+
+// BatchInvoked adds records to InvokedEventCount (and to FailedInvokeEventCount when failed),
+// and observes the invocation's duration and batch size.
+func (p *Observer) BatchInvoked(shardID string, records int, d time.Duration, failed bool) {
+	sm := p.shard(shardID)
+	add(sm.invoked, records)
+	if failed {
+		add(sm.failed, records)
+	}
+	p.duration.Observe(d.Seconds())
+	p.batchSize.Observe(float64(records))
+	p.invocations.Inc()
+}
+
+// FunctionError adds one to Errors.
+func (p *Observer) FunctionError(string) { p.errors.Inc() }
+
+// Throttled adds one to Throttles.
+func (p *Observer) Throttled(string) { p.throttles.Inc() }
+
+// DestinationDeliveryFailed adds one to DestinationDeliveryFailures.
+func (p *Observer) DestinationDeliveryFailed(string) { p.destinationFailures.Inc() }
+
+// IteratorAge sets the shard's IteratorAge, in milliseconds.
+func (p *Observer) IteratorAge(shardID string, age time.Duration) {
+	sm := p.shard(shardID)
+	ref := sm.age.Load()
+	if ref == nil {
+		ref = p.ageGauge(shardID, sm)
+	}
+	ref.g.Set(float64(max(age, 0)) / float64(time.Millisecond))
+}
+
+// ageGauge creates the shard's IteratorAge series.
+func (p *Observer) ageGauge(shardID string, sm *shardMetrics) *gaugeRef {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if ref := sm.age.Load(); ref != nil {
+		return ref
+	}
+	ref := &gaugeRef{g: p.iteratorAge.WithLabelValues(shardID)}
+	sm.age.Store(ref)
+	return ref
+}
+
+// ShardState sets esm_shard_state and esm_shard_owned. A shard that stops being read here loses
+// its IteratorAge series.
+func (p *Observer) ShardState(shardID, state string) {
+	sm := p.shard(shardID)
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if state == sm.state {
+		return
+	}
+	if sm.state == "" {
+		for _, s := range shardStates {
+			p.state.WithLabelValues(shardID, s).Set(0)
+		}
+		sm.owned = p.owned.WithLabelValues(shardID)
+	} else {
+		p.state.WithLabelValues(shardID, sm.state).Set(0)
+	}
+	p.state.WithLabelValues(shardID, state).Set(1)
+	sm.state = state
+	if state == poller.StateReading {
+		sm.owned.Set(1)
+		return
+	}
+	sm.owned.Set(0)
+	if sm.age.Swap(nil) != nil {
+		p.iteratorAge.DeleteLabelValues(shardID)
+	}
+}
+
+// NewRegistry returns a registry holding the Go runtime and process collectors, to which a
+// program adds its observers' metrics with New.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}

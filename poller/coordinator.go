@@ -1,0 +1,315 @@
+package poller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// The coordinator: Run's goroutine, which owns the shard graph, starts a reader per ready shard
+// and takes each reader's result when it ends (DESIGN.md, "Goroutines and ownership").
+
+// resultKind is how a reader ended.
+type resultKind int
+
+const (
+	resultStopped  resultKind = iota // asked to stop (a shutdown, a hand-over, a trimmed shard): not finished
+	resultFinished                   // read to its end and every record handled: children follow
+	resultLost                       // this worker lost the shard's lease: not an error, not finished
+	resultFailed                     // fatal: err stops the mapping
+)
+
+// resultKindOf is the kind of result an error that ends a reader gives.
+func resultKindOf(err error) resultKind {
+	switch {
+	case errors.Is(err, errLost):
+		return resultLost
+	case err == nil, errors.Is(err, errStopped):
+		return resultStopped
+	}
+	return resultFailed
+}
+
+// readerResult is what a reader reports to the coordinator when it ends.
+type readerResult struct {
+	shardID  string
+	kind     resultKind
+	children []types.ChildShard // resultFinished: the ChildShards of the shard's end
+	err      error              // resultFailed
+}
+
+// endedBy is res as the error that ended the reader makes it.
+func (res readerResult) endedBy(err error) readerResult {
+	res.kind, res.err = resultKindOf(err), nil
+	if res.kind == resultFailed {
+		res.err = err
+	}
+	return res
+}
+
+// coordinator is Run's state, owned by Run's goroutine.
+type coordinator struct {
+	p        *Poller
+	g        *lineage
+	progress map[string]ShardProgress
+	cancels  map[string]context.CancelFunc // readers running
+	results  chan readerResult
+	wg       sync.WaitGroup
+	fatal    error
+	runCtx   context.Context
+	workCtx  context.Context
+	stopRun  context.CancelFunc
+	// atTip: LATEST shards whose start this run decided; their first open is at LATEST itself.
+	atTip map[string]bool
+	// claimed: a claim of leases succeeded.
+	claimed bool
+}
+
+func (c *coordinator) syncFinished(progress map[string]ShardProgress) {
+	for id, pr := range progress {
+		if pr.Finished {
+			c.g.finished[id] = true
+		}
+	}
+}
+
+func (c *coordinator) run(ctx context.Context) error {
+	p := c.p
+	// runCtx stops reading; workCtx, which outlives it by ShutdownGrace, bounds in-flight
+	// invocations, their checkpoints and the release of leases.
+	var stopWork context.CancelFunc
+	c.runCtx, c.stopRun = context.WithCancel(ctx)
+	defer c.stopRun()
+	c.workCtx, stopWork = context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	stopGrace := context.AfterFunc(c.runCtx, func() {
+		t := time.AfterFunc(p.cfg.ShutdownGrace, stopWork)
+		context.AfterFunc(c.workCtx, func() { t.Stop() })
+	})
+	defer stopGrace()
+	defer c.wg.Wait()
+
+	syncTicker := time.NewTicker(p.cfg.ShardSyncInterval)
+	defer syncTicker.Stop()
+	var claimTick <-chan time.Time
+	if p.coord != nil {
+		t := time.NewTicker(p.cfg.ClaimInterval)
+		defer t.Stop()
+		claimTick = t.C
+		c.claim()
+	}
+	if p.ready != nil {
+		p.ready()
+	}
+	if p.readiness != nil {
+		p.readiness.start(p.coord != nil && !c.claimed)
+	}
+	for {
+		if c.runCtx.Err() == nil && p.coord == nil {
+			for _, id := range c.g.ready() {
+				c.start(id)
+			}
+		}
+		select {
+		case res := <-c.results:
+			c.handle(res)
+		case <-syncTicker.C:
+			c.resync()
+		case <-claimTick:
+			c.claim()
+		case <-c.runCtx.Done():
+			// Readers see runCtx too; wait for their results.
+			for len(c.cancels) > 0 {
+				c.handle(<-c.results)
+			}
+			if c.fatal == nil && ctx.Err() != nil {
+				p.log.Info("mapping stopped")
+			}
+			return c.fatal
+		}
+	}
+}
+
+// start runs a reader for the shard.
+func (c *coordinator) start(id string) {
+	rctx, cancel := context.WithCancel(c.runCtx)
+	c.cancels[id] = cancel
+	c.g.running[id] = true
+	r := &reader{p: c.p, shardID: id, progress: c.progress[id], atTip: c.atTip[id]}
+	delete(c.atTip, id)
+	c.p.log.Info("shard started", "shard_id", id, "position", r.describePosition())
+	c.p.obs.ShardState(id, StateReading)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.results <- r.run(rctx, c.workCtx)
+	}()
+}
+
+// handle takes a reader's result.
+func (c *coordinator) handle(res readerResult) {
+	p := c.p
+	c.cancels[res.shardID]()
+	delete(c.cancels, res.shardID)
+	delete(c.g.running, res.shardID)
+	switch res.kind {
+	case resultFailed:
+		if c.fatal == nil {
+			c.fatal = res.err
+			p.log.Error("stopping mapping", "shard_id", res.shardID, "err", res.err)
+		}
+		c.stopRun()
+	case resultFinished:
+		c.finished(res)
+	case resultLost:
+		p.log.Info("shard lease lost; reader stopped", "shard_id", res.shardID)
+	}
+	switch {
+	case res.kind == resultStopped || res.kind == resultLost:
+		p.obs.ShardState(res.shardID, StateReleased)
+		if p.coord == nil {
+			break
+		}
+		// Stopped on a hand-over request, a shutdown or a lost lease: give the lease up so its
+		// next owner starts at once (a lease already lost is left alone by Release).
+		if err := p.coord.Release(c.workCtx, res.shardID); err != nil {
+			p.log.Warn("release lease failed; it will expire", "shard_id", res.shardID, "err", err)
+		} else if res.kind != resultLost {
+			p.log.Info("shard lease released", "shard_id", res.shardID)
+		}
+	case res.kind == resultFinished && p.coord != nil:
+		// A finished shard's lease is of no more use to anyone.
+		if err := p.coord.Release(c.workCtx, res.shardID); err != nil {
+			p.log.Debug("release of a finished lease failed", "shard_id", res.shardID, "err", err)
+		}
+	}
+}
+
+// finished takes the result of a shard read to its end: its children join the graph (and, with a
+// Coordinator, the lease table).
+func (c *coordinator) finished(res readerResult) {
+	p := c.p
+	c.g.markFinished(res.shardID)
+	pr := c.progress[res.shardID]
+	pr.Finished = true
+	c.progress[res.shardID] = pr
+	p.log.Info("shard finished", "shard_id", res.shardID, "children", len(res.children))
+	p.obs.ShardState(res.shardID, StateFinished)
+	unknown := c.g.addChildren(res.children)
+	if p.coord != nil && len(res.children) > 0 {
+		var infos []ShardInfo
+		for _, ch := range res.children {
+			si := ShardInfo{ShardID: deref(ch.ShardId), Parents: ch.ParentShards}
+			if ch.HashKeyRange != nil {
+				si.StartingHashKey, si.EndingHashKey = deref(ch.HashKeyRange.StartingHashKey), deref(ch.HashKeyRange.EndingHashKey)
+			}
+			infos = append(infos, si)
+		}
+		if err := p.coord.Register(c.workCtx, infos); err != nil {
+			p.log.Warn("register child shards failed; the periodic sync will retry", "err", err)
+		}
+	}
+	if unknown {
+		c.resync()
+	}
+	for _, ch := range res.children {
+		if w := c.g.waitingOn(deref(ch.ShardId)); len(w) > 0 {
+			p.log.Info("shard pending on parents", "shard_id", deref(ch.ShardId), "parents", w)
+			p.obs.ShardState(deref(ch.ShardId), StatePending)
+		}
+	}
+}
+
+// reportStates tells the observer which shards are finished and which wait on their parents.
+func (c *coordinator) reportStates() {
+	for id := range c.g.shards {
+		switch {
+		case c.g.finished[id]:
+			c.p.obs.ShardState(id, StateFinished)
+		case !c.g.running[id] && len(c.g.waitingOn(id)) > 0:
+			c.p.obs.ShardState(id, StatePending)
+		}
+	}
+}
+
+// resync lists the shards again: new shards join the graph, trimmed ones count as finished.
+func (c *coordinator) resync() {
+	p := c.p
+	listing, err := ListShards(c.runCtx, p.kin, p.cfg.StreamARN)
+	if err != nil {
+		if c.runCtx.Err() == nil {
+			p.log.Warn("shard sync failed; will retry", "err", err)
+		}
+		return
+	}
+	c.g.sync(listing)
+	c.reportStates()
+	p.readRetention(c.runCtx)
+	if p.coord != nil {
+		if err := p.coord.Register(c.runCtx, shardInfos(listing, nil)); err != nil && c.runCtx.Err() == nil {
+			p.log.Warn("register shards failed; will retry", "err", err)
+		}
+	}
+	for id, cancel := range c.cancels {
+		if c.g.finished[id] { // trimmed while being read
+			p.log.Warn("shard trimmed by retention before it was read to its end", "shard_id", id)
+			cancel()
+		}
+	}
+}
+
+// claim refreshes progress from the shared table (parents other workers finished unblock
+// children here), asks the coordinator which ready shards this worker holds, starts those and
+// stops readers of shards it no longer holds (hand-over requests and lost leases).
+func (c *coordinator) claim() {
+	p := c.p
+	if c.runCtx.Err() != nil {
+		return
+	}
+	progress, err := p.store.Load(c.runCtx)
+	if err != nil {
+		if c.runCtx.Err() == nil {
+			p.log.Warn("load lease table failed; will retry", "err", err)
+		}
+		return
+	}
+	for id, pr := range progress {
+		if !c.g.running[id] {
+			c.progress[id] = pr
+		}
+	}
+	c.syncFinished(progress)
+	candidates := c.g.ready()
+	for id := range c.cancels {
+		candidates = append(candidates, id)
+	}
+	held, err := p.coord.Claim(c.runCtx, candidates)
+	if p.readiness != nil {
+		p.readiness.stored(err, true)
+	}
+	if err == nil {
+		c.claimed = true
+	}
+	if err != nil {
+		if c.runCtx.Err() == nil {
+			p.log.Warn("claim leases failed; will retry", "err", err)
+		}
+		return
+	}
+	holds := make(map[string]bool, len(held))
+	for _, id := range held {
+		holds[id] = true
+		if _, running := c.cancels[id]; !running && !c.g.finished[id] {
+			c.start(id)
+		}
+	}
+	for id, cancel := range c.cancels {
+		if !holds[id] {
+			p.log.Info("handing shard over", "shard_id", id)
+			cancel()
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package poller
+
+import (
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// pollState is the part of a reader's state its loop decides on: what was read and not yet
+// delivered, and how the polling goes. Its decisions (invokeNow, pollWait, windowIdle) are pure
+// functions of it, the configuration and the time.
+type pollState struct {
+	pending      []types.Record // read, not yet delivered
+	pendingSince time.Time      // when the first of them was read
+	flush        bool           // the previous batch was cut by the payload limit: send the rest now
+	lastPoll     time.Time      // when the last read started
+	behind       bool           // the last read said the shard has more (MillisBehindLatest, a full read)
+	caughtUpAt   time.Time      // when the last read that left the reader caught up started
+	ended        bool           // the shard's last records were read: children follow
+	children     []types.ChildShard
+	retry        backoff // the pacing of failed reads
+}
+
+// newPollState is a reader's state before its first read: behind until a read says otherwise.
+func newPollState() pollState { return pollState{behind: true, retry: readPace} }
+
+// invokeNow reports whether the pending records are invoked before the next read: when any are
+// pending and the shard ended, the last batch was cut by the payload limit, there is no batching
+// window, the batch is full, or the window has passed.
+func (s *pollState) invokeNow(cfg *Config, now time.Time) bool {
+	return len(s.pending) > 0 && (s.ended || s.flush || cfg.MaximumBatchingWindow == 0 ||
+		len(s.pending) >= cfg.BatchSize || now.Sub(s.pendingSince) >= cfg.MaximumBatchingWindow)
+}
+
+// pollWait is how long to wait before the next read: PollInterval after the last one when caught
+// up, MinPollSpacing when behind. forWindow says the batching window of what is pending ends
+// before that: then wait is until the window ends, and the pending records are invoked then.
+func (s *pollState) pollWait(cfg *Config, now time.Time) (wait time.Duration, forWindow bool) {
+	wait = cfg.PollInterval
+	if s.behind {
+		wait = cfg.MinPollSpacing
+	}
+	wait -= now.Sub(s.lastPoll)
+	if len(s.pending) > 0 {
+		if untilWindow := cfg.MaximumBatchingWindow - now.Sub(s.pendingSince); untilWindow < wait {
+			return untilWindow, true
+		}
+	}
+	return wait, false
+}
+
+// windowIdle reports whether the open tumbling window w (nil: none) closes now, with nothing
+// pending: the reader was caught up by a read that started after the window ended, and the window
+// ended a poll ago. A read from before the window's end (a long invocation since) or a read that
+// failed (an expired iterator) may have missed records that still belong to the window.
+func (s *pollState) windowIdle(w *WindowState, cfg *Config, now time.Time) bool {
+	if w == nil || len(s.pending) > 0 || s.behind {
+		return false
+	}
+	end := w.Start.Add(cfg.TumblingWindow)
+	return !s.caughtUpAt.Before(end) && !now.Before(end.Add(cfg.PollInterval))
+}
+
+// delivered drops the first n pending records, delivered: what is left was cut from the batch by
+// the payload limit (or a window's end) and goes next.
+func (s *pollState) delivered(n int) {
+	clear(s.pending[:n]) // drop references to delivered data
+	s.pending = s.pending[n:]
+	s.flush = len(s.pending) > 0
+	if len(s.pending) == 0 {
+		s.pending = s.pending[:0:0]
+	}
+}

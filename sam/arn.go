@@ -1,0 +1,25 @@
+package sam
+
+import (
+	"regexp"
+	"strings"
+)
+
+// The ARN patterns of Lambda's API, as its validation messages quote them.
+const (
+	roleARNPattern        = `arn:(aws[a-zA-Z-]*)?:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+`
+	eventSourceARNPattern = `arn:(aws[a-zA-Z0-9-]*):([a-zA-Z0-9\-])+:([a-z]{2}(-gov)?-[a-z]+-\d{1})?:(\d{12})?:(.*)`
+	kmsKeyARNPattern      = `(arn:(aws[a-zA-Z-]*)?:[a-z0-9-.]+:.*)|()`
+)
+
+var (
+	roleARN        = regexp.MustCompile(`^` + roleARNPattern + `$`)
+	eventSourceARN = regexp.MustCompile(`^` + eventSourceARNPattern + `$`)
+	kmsKeyARN      = regexp.MustCompile(`^(?:` + kmsKeyARNPattern + `)$`)
+)
+
+// isKinesisARN reports whether s is the ARN of a Kinesis resource (a stream or a consumer).
+func isKinesisARN(s string) bool {
+	parts := strings.SplitN(s, ":", 6)
+	return len(parts) == 6 && parts[0] == "arn" && parts[2] == "kinesis"
+}
