@@ -59,6 +59,9 @@ const (
 	pollEager = 10 // reads at every cycle before backing off
 	// beatRetry is the pause between heartbeat attempts after a failure (throttling).
 	beatRetry = 250 * time.Millisecond
+	// coldStartMax bounds how long a worker of a new mapping waits for the fleet to stop
+	// changing before it creates the leases placed on it (see fleetSettledLocked).
+	coldStartMax = 5 * time.Minute
 )
 
 // Dynamo shares one mapping's shards among workers through a DynamoDB lease table: one item
@@ -115,6 +118,7 @@ type Dynamo struct {
 	members        map[string]member
 	beats2         map[string]beatObs
 	membersChanged time.Time
+	fleetChanged   time.Time // when a member last came or went, as this worker saw it
 	rosterAt       time.Time // when the roster was last read or returned
 	publishedKnown int64     // the shard count the last heartbeat published
 	stopReadAt     time.Time // last consistent roster read before a shutdown hand-over
@@ -136,10 +140,13 @@ type Dynamo struct {
 	legacy    map[string]observation // leases of the previous protocol: counter and since when
 	cleanup   map[string]bool        // finished parents to check for deletion
 	lastCand  map[string]bool        // the candidates of the last Claim
+	claims    int                    // Claim calls
 	cycles    int                    // claim cycles run
 	lastCycle time.Time
 	pending   map[string]bool // placed here at some point and not seen owned by another since
-	waiting   map[string]bool // placed here, owned by another live worker that does not hand it over
+	// finishedHere are the shards this worker finished: it creates their children too.
+	finishedHere map[string]bool
+	waiting      map[string]bool // placed here, owned by another live worker that does not hand it over
 }
 
 // heldLease is a lease this worker holds. mu serialises the lease's writes (checkpoint,
@@ -152,6 +159,7 @@ type heldLease struct {
 	fresh     bool   // the last Load returned its current progress
 	announced bool   // returned by Claim
 	finished  bool
+	unwanted  bool // not asked for by the poller: to be released unowned
 }
 
 type observation struct {
@@ -247,6 +255,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...DynamoOption) (
 		children: map[string][]string{}, cache: map[string]Lease{}, missing: map[string]bool{},
 		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
 		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
+		finishedHere: map[string]bool{},
 	}, nil
 }
 
@@ -605,6 +614,7 @@ func (d *Dynamo) save(ctx context.Context, id string, pr poller.ShardProgress) e
 	}
 	if pr.Finished {
 		h.finished = true
+		d.finishedHere[id] = true
 	}
 	if pr.Checkpoint != "" || pr.Finished {
 		for _, p := range nonEmpty(d.infos[id].Parents) {
@@ -636,9 +646,17 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 		d.membersChanged = d.cfg.now()
 		d.mu.Unlock()
 	}
+	cand := make(map[string]bool, len(candidates))
+	for _, id := range candidates {
+		cand[id] = true
+	}
 	d.mu.Lock()
-	reuse := !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse
+	// The cycle takes only leases the poller asks for (see pollAndTake): the first Claim
+	// runs its own, since Load's ran before any candidates were known.
+	reuse := !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse && d.claims > 0
 	d.lastLoad = time.Time{}
+	d.lastCand = cand
+	d.claims++
 	d.mu.Unlock()
 	if !reuse {
 		if err := d.cycle(ctx); err != nil {
@@ -649,13 +667,8 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	d.mu.Lock()
 	ready := d.joined && now.Sub(d.joinedAt) >= d.beatInt && d.aliveLocked(now)
 	var create, grab []string
-	cand := make(map[string]bool, len(candidates))
 	for _, id := range candidates {
-		cand[id] = true
-	}
-	d.lastCand = cand
-	for _, id := range candidates {
-		if !ready || d.held[id] != nil || d.cache[id].Finished() || d.parentBusyLocked(id, now) {
+		if !ready || d.held[id] != nil || d.cache[id].Finished() {
 			continue
 		}
 		switch {
@@ -663,20 +676,35 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 			if l, ok := d.cache[id]; !ok || d.freeLocked(l, now) || l.Owner == d.id {
 				grab = append(grab, id)
 			}
-		case d.plan.owner[id] == d.id && d.missing[id]:
+		case d.plan.owner[id] == d.id && d.missing[id] && d.fleetSettledLocked(id, now):
+			create = append(create, id)
+		case d.relatedLocked(id) && !d.hasItemLocked(id):
+			// A child of a shard this worker finished: created by it as well as by the
+			// worker it is placed on, which may have died meanwhile (the first one wins;
+			// the placement hands it over afterwards).
 			create = append(create, id)
 		}
 	}
 	d.mu.Unlock()
+	done := d.parentsDone(ctx, append(slices.Clone(create), grab...))
+	create = slices.DeleteFunc(create, func(id string) bool { return !done[id] })
+	grab = slices.DeleteFunc(grab, func(id string) bool { return !done[id] })
 	parallel(create, func(id string) { d.create(ctx, id, true) })
 	parallel(grab, func(id string) { d.grab(ctx, id) })
 
 	// Leases placed elsewhere that no reader runs here (adopted after another worker asked)
-	// are handed over now.
+	// are handed over now; leases the poller does not ask for (a shard trimmed from its
+	// listing, adopted after a lost response) are released, so that no idle holder keeps a
+	// parent's children waiting (see parentsDone).
 	d.mu.Lock()
 	var idle []string
 	for id, h := range d.held {
-		if h.handTo != "" && !h.announced {
+		switch {
+		case h.announced || h.finished:
+		case h.handTo != "":
+			idle = append(idle, id)
+		case !cand[id]:
+			h.unwanted = true
 			idle = append(idle, id)
 		}
 	}
@@ -684,9 +712,13 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	parallel(idle, func(id string) {
 		d.mu.Lock()
 		h := d.held[id]
+		why := "no reader here"
+		if h != nil && h.unwanted {
+			why = "not asked for by the poller"
+		}
 		d.mu.Unlock()
 		if h != nil {
-			if err := d.release(ctx, id, h, "no reader here"); err != nil && ctx.Err() == nil {
+			if err := d.release(ctx, id, h, why); err != nil && ctx.Err() == nil {
 				d.log.Warn("hand-over failed; will retry", "shard_id", id, "err", err)
 			}
 		}
@@ -705,17 +737,95 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	return out, nil
 }
 
-// parentBusyLocked: a parent of the shard is unfinished and owned by another live worker. The
-// poller counts a parent the listing no longer shows (trimmed by retention) as finished, but
-// its owner elsewhere may still be invoking its last batch: the child waits for its
-// checkpoint (invariant 3) or for the owner's lease to lapse.
-func (d *Dynamo) parentBusyLocked(id string, now time.Time) bool {
-	for _, p := range nonEmpty(d.infos[id].Parents) {
-		if l, ok := d.cache[p]; ok && !l.Finished() && l.Owner != "" && l.Owner != d.id && !d.freeLocked(l, now) {
-			return true
+// parentsDone returns which of the shards (about to be created or taken) have every parent
+// done: finished, or read just now and held by no live worker but this one. The poller counts
+// a parent the listing no longer shows (trimmed by retention) as finished, but its owner
+// elsewhere may still be invoking its last batch: the child waits for its checkpoint
+// (invariant 3) or for the owner to stop (hand-over, release) or die. A cached copy of the
+// parent does not do: the lease may have been taken since (sim LEASES=1 seed 60). Nobody
+// reads a trimmed parent after such a read (its records are gone), and a finished lease stays
+// finished, so a child whose item exists has parents that are done.
+func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool {
+	d.mu.Lock()
+	var ps []string
+	for _, id := range ids {
+		for _, p := range nonEmpty(d.infos[id].Parents) {
+			if !d.cache[p].Finished() && d.held[p] == nil {
+				ps = append(ps, p)
+			}
 		}
 	}
-	return false
+	d.mu.Unlock()
+	read := map[string]*Lease{}
+	if len(ps) > 0 {
+		slices.Sort(ps)
+		read = d.batchGetRetry(ctx, slices.Compact(ps), childRetries)
+	}
+	now := d.cfg.now()
+	d.mu.Lock()
+	gone := false
+	for _, l := range read {
+		gone = gone || l != nil && d.ownerGoneLocked(*l, now)
+	}
+	d.mu.Unlock()
+	if gone {
+		// An owner this worker's (eventually consistent) roster lacks may have joined since:
+		// only a consistent read tells it is gone for good (see confirmFree).
+		if err := d.readRoster(ctx, true); err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("read roster failed; will retry", "err", err)
+			}
+			return nil
+		}
+		now = d.cfg.now()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		ok := true
+		for _, p := range nonEmpty(d.infos[id].Parents) {
+			if d.cache[p].Finished() || d.held[p] != nil {
+				continue
+			}
+			l, got := read[p]
+			if !got || l != nil && d.parentBusyLocked(*l, now) { // not read (throttled), or busy
+				ok = false
+			}
+		}
+		out[id] = ok
+	}
+	return out
+}
+
+// hasItemLocked: the shard's lease item is known to exist.
+func (d *Dynamo) hasItemLocked(id string) bool {
+	_, ok := d.cache[id]
+	return ok && !d.missing[id]
+}
+
+// parentBusyLocked: the parent's lease, as just read, is unfinished and held by another live
+// worker.
+func (d *Dynamo) parentBusyLocked(l Lease, now time.Time) bool {
+	return !l.Finished() && l.Owner != "" && l.Owner != d.id && !d.freeLocked(l, now)
+}
+
+// ownerGoneLocked: the lease names another worker, with an epoch, that the roster as this
+// worker last read it does not show.
+func (d *Dynamo) ownerGoneLocked(l Lease, now time.Time) bool {
+	return !l.Finished() && l.Owner != "" && l.Owner != d.id && !l.HandedOver && l.OwnerEpoch != 0 && d.freeLocked(l, now)
+}
+
+// fleetSettledLocked: the lease of a shard of a new mapping (one without parents that has no
+// item yet) is created once no member came or went for a heartbeat interval and a claim
+// interval, as this worker saw the roster, or coldStartMax after it joined: a fleet still
+// starting one worker after another would otherwise have the first ones create leases they hand
+// on at each join (see DESIGN.md, "Cold start"). A child is created at once.
+func (d *Dynamo) fleetSettledLocked(id string, now time.Time) bool {
+	if len(nonEmpty(d.infos[id].Parents)) > 0 {
+		return true
+	}
+	return now.Sub(d.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.joinedAt) >= coldStartMax
 }
 
 // settledLocked: the placement applies to the shard. A shard of the first listing without

@@ -155,18 +155,18 @@ func (d *Dynamo) plan1() (wanted, lineage []string) {
 			continue
 		}
 		settled := d.settledLocked(id, now)
-		if (mine(id) && settled || !settled && d.lastCand[id]) && d.held[id] == nil {
+		// A lease read as absent is not read again: Claim creates it, and a create that finds
+		// the item gets it back (a cold start waiting for the fleet would read every absent
+		// lease at every cycle: at 10,000 shards a third of the partitions' read capacity).
+		if (mine(id) && settled || !settled && d.lastCand[id]) && d.held[id] == nil && !d.missing[id] {
 			if p, ok := d.polls[id]; !ok || !now.Before(p.next) {
 				wanted = append(wanted, id)
 			}
 		}
-		// Parents of a shard this worker is to read next: placed here, or new and a child of
-		// a shard it held.
-		if !mine(id) && settled && d.held[id] == nil {
-			continue
-		}
+		// Parents of a shard this worker may read next: placed here, or a child of a shard it
+		// holds, held or finished (see Claim: whoever finished a parent creates the child too).
 		ps := nonEmpty(d.infos[id].Parents)
-		if !mine(id) && d.held[id] == nil && !slices.ContainsFunc(ps, func(p string) bool { return d.cache[p].Owner == d.id || d.held[p] != nil }) {
+		if !mine(id) && d.held[id] == nil && !d.relatedLocked(id) {
 			continue
 		}
 		for _, p := range ps {
@@ -207,7 +207,11 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 	if len(ids) == 0 {
 		return
 	}
-	items := d.batchGet(ctx, ids)
+	retries := 0
+	if len(lineage) > 0 { // a child waits on these reads: a fault would cost it a cycle
+		retries = childRetries
+	}
+	items := d.batchGetRetry(ctx, ids, retries)
 	now := d.cfg.now()
 	d.mu.Lock()
 	var take []Lease
@@ -236,9 +240,17 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 				d.legacy[id] = observation{counter: it.Counter, since: now}
 			}
 		}
-		if d.freeLocked(*it, now) || it.Owner == d.id { // free, or handed over to this worker
+		ours := it.Owner == d.id && it.OwnerEpoch == d.epoch && !it.HandedOver
+		if ours || (d.freeLocked(*it, now) || it.Owner == d.id) && d.lastCand[id] {
+			// Free, or handed over to this worker, and asked for by the poller: a lease
+			// taken for a shard the poller does not read (trimmed from its listing) would keep
+			// the shard's children waiting for good (see parentsDone).
 			delete(d.waiting, id)
 			take = append(take, *it)
+			continue
+		}
+		if d.freeLocked(*it, now) || it.Owner == d.id {
+			d.backoffLocked(id, now)
 			continue
 		}
 		if d.plan.owner[id] == d.id && d.polls[id].tries >= pollEager {
@@ -290,6 +302,11 @@ func (d *Dynamo) confirmFree(ctx context.Context, ls []Lease) []Lease {
 
 // batchGet reads leases consistently: id → item, nil when absent; ids not read are left out.
 func (d *Dynamo) batchGet(ctx context.Context, ids []string) map[string]*Lease {
+	return d.batchGetRetry(ctx, ids, 0)
+}
+
+// batchGetRetry is batchGet, retrying a failed or throttled read up to retries times at once.
+func (d *Dynamo) batchGetRetry(ctx context.Context, ids []string, retries int) map[string]*Lease {
 	out := map[string]*Lease{}
 	for chunk := range slices.Chunk(ids, batchGetMax) {
 		keys := make([]map[string]types.AttributeValue, len(chunk))
@@ -297,9 +314,15 @@ func (d *Dynamo) batchGet(ctx context.Context, ids []string) map[string]*Lease {
 			keys[i] = key(id)
 		}
 		req := map[string]types.KeysAndAttributes{d.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
-		for len(req) > 0 && ctx.Err() == nil {
+		for try := 0; len(req) > 0 && ctx.Err() == nil; try++ {
+			if try > 0 && !pause(ctx, try) {
+				break
+			}
 			res, err := d.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 			if err != nil {
+				if try < retries {
+					continue
+				}
 				if ctx.Err() == nil {
 					d.log.Warn("read leases failed; will retry", "err", err)
 				}
@@ -324,8 +347,11 @@ func (d *Dynamo) batchGet(ctx context.Context, ids []string) map[string]*Lease {
 					out[id] = nil
 				}
 			}
-			// Unprocessed keys (throttled) wait for the next cycle.
+			// Unprocessed keys (throttled) are retried, or wait for the next cycle.
 			req = nil
+			if u := res.UnprocessedKeys[d.table]; len(u.Keys) > 0 && try < retries {
+				req = map[string]types.KeysAndAttributes{d.table: u}
+			}
 		}
 	}
 	d.mu.Lock()
@@ -464,12 +490,28 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 		return
 	}
 	item[attrOwner], item[attrOwnerEpoch], item[attrCounter] = str(d.id), num(epoch), num(1)
-	_, err = d.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &d.table, Item: item,
-		ConditionExpression:                 aws.String("attribute_not_exists(#k)"),
-		ExpressionAttributeNames:            map[string]string{"#k": attrKey},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	retries := 0
+	if len(nonEmpty(si.Parents)) > 0 {
+		retries = childRetries
+	}
+	for try := 0; ; try++ {
+		_, err = d.api.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: &d.table, Item: item,
+			ConditionExpression:                 aws.String("attribute_not_exists(#k)"),
+			ExpressionAttributeNames:            map[string]string{"#k": attrKey},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil || isConditionFailed(err) || try >= retries || !pause(ctx, try+1) {
+			break
+		}
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if asCCF(err, &ccf) {
+		// The item exists: ours when an earlier attempt went through and its response was lost.
+		if l, derr := decodeLease(ccf.Item); derr == nil && l.Owner == d.id && l.OwnerEpoch == epoch && l.Counter == 1 && !l.HandedOver {
+			err = nil
+		}
+	}
 	if err != nil {
 		d.noteFailure(id, err, "create lease")
 		d.mu.Lock()
@@ -585,6 +627,35 @@ func started(l Lease) bool {
 // finishedMarker stands for the lease of a finished shard whose item was deleted.
 func finishedMarker(id string) Lease {
 	return Lease{ShardID: id, Checkpoint: sentinelShardEnd, Progress: poller.ShardProgress{Finished: true}}
+}
+
+// childRetries is how many times a call on a child's path (the reads of its parents, its
+// creation) is retried at once after a failure or throttling: each would otherwise cost the
+// child a claim cycle. (The SDK's own retries, in production, come on top.)
+const childRetries = 2
+
+// retryPause is the pause before the first retry of childRetries; each further one waits
+// once more.
+const retryPause = 20 * time.Millisecond
+
+// pause waits before retry number try; false if ctx ended.
+func pause(ctx context.Context, try int) bool {
+	t := time.NewTimer(time.Duration(try) * retryPause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// relatedLocked: a parent of the shard is held, owned or finished by this worker, which then
+// reads the shard's parents and creates the shard once they are done, whatever the placement.
+func (d *Dynamo) relatedLocked(id string) bool {
+	return slices.ContainsFunc(nonEmpty(d.infos[id].Parents), func(p string) bool {
+		return d.cache[p].Owner == d.id || d.held[p] != nil || d.finishedHere[p]
+	})
 }
 
 // backoffLocked schedules the next read of a lease another worker holds: every claim cycle

@@ -37,7 +37,7 @@ func (d *Dynamo) Release(ctx context.Context, shardID string) error {
 
 func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why string) error {
 	d.mu.Lock()
-	stopping := h.handTo == "" && !h.finished && !h.gone
+	stopping := h.handTo == "" && !h.finished && !h.gone && !h.unwanted
 	stale := d.cfg.now().Sub(d.stopReadAt) > 100*time.Millisecond
 	if stopping && stale {
 		d.stopReadAt = d.cfg.now()
@@ -61,7 +61,7 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	d.mu.Lock()
 	gone, cur, to, fin := h.gone, h.counter, h.handTo, h.finished
 	alive := d.aliveLocked(now)
-	if !gone && !fin && to == "" && alive {
+	if !gone && !fin && to == "" && alive && !h.unwanted {
 		to = d.successorLocked(id)
 	}
 	var toEpoch int64

@@ -251,6 +251,9 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 			}
 		}
 	}
+	if !maps.EqualFunc(ms, d.members, func(a, b member) bool { return a.epoch == b.epoch }) {
+		d.fleetChanged = got
+	}
 	if !maps.EqualFunc(ms, d.members, func(a, b member) bool { return a.epoch == b.epoch && a.leaving == b.leaving && a.known == b.known }) {
 		d.membersChanged = got
 		d.log.Debug("roster changed", "members", len(ms))
@@ -294,6 +297,7 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
 	delete(d.members, id)
 	delete(d.beats2, id)
 	d.membersChanged = d.cfg.now()
+	d.fleetChanged = d.membersChanged
 	d.mu.Unlock()
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,9 @@ type world struct {
 	firstCall    map[string]time.Time // shard → when its first invocation started
 	lastEnd      map[string]time.Time // shard → when its last invocation ended
 	invoked      atomic.Int64
+	// leaseWrites counts the conditional writes to lease items (creates, takes, hand-overs,
+	// releases, checkpoints), leaving out the roster's heartbeats.
+	leaseWrites atomic.Int64
 }
 
 type simWorker struct {
@@ -151,8 +155,36 @@ type checkingAPI struct {
 	w *world
 }
 
+// leaseItem: a key of a shard's lease (not the roster or the mapping item).
+func leaseItem(k map[string]types.AttributeValue) bool {
+	v, ok := k["leaseKey"].(*types.AttributeValueMemberS)
+	return ok && !strings.HasPrefix(v.Value, "!")
+}
+
+// countLeaseWrite counts a conditional write to a lease item that DynamoDB served (a throttled
+// request has no effect and is not charged).
+func (c *checkingAPI) countLeaseWrite(cond *string, k map[string]types.AttributeValue, err error) {
+	var pt *types.ProvisionedThroughputExceededException
+	if cond != nil && leaseItem(k) && !errors.As(err, &pt) {
+		c.w.leaseWrites.Add(1)
+	}
+}
+
+func (c *checkingAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := c.DB.PutItem(ctx, in, o...)
+	c.countLeaseWrite(in.ConditionExpression, in.Item, err)
+	return out, err
+}
+
+func (c *checkingAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	out, err := c.DB.DeleteItem(ctx, in, o...)
+	c.countLeaseWrite(in.ConditionExpression, in.Key, err)
+	return out, err
+}
+
 func (c *checkingAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	out, err := c.DB.UpdateItem(ctx, in, o...)
+	c.countLeaseWrite(in.ConditionExpression, in.Key, err)
 	if err == nil && in.ExpressionAttributeValues[":cp"] != nil && in.ReturnValues == types.ReturnValueAllNew {
 		me, _ := in.ExpressionAttributeValues[":me"].(*types.AttributeValueMemberS)
 		owner, _ := out.Attributes["leaseOwner"].(*types.AttributeValueMemberS)
