@@ -385,10 +385,16 @@ func TestRuntimeAPIRefusesWhatLambdaRefuses(t *testing.T) {
 // context allows.
 func TestPoolWaitsWhenFull(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, bashBootstrap, map[string]string{"BASH_DELAY": "1"}, WithHandler("function.handler"), WithMaxEnvironments(1))
+	// The function's timeout is well past its 1 s of work, so that a loaded machine cannot make
+	// the first invocation time out (which ends its environment).
+	h := newHarness(t, bashBootstrap, map[string]string{"BASH_DELAY": "1"}, WithHandler("function.handler"), WithMaxEnvironments(1),
+		WithTimeout(20*time.Second))
 	done := make(chan error, 1)
 	go func() {
-		_, err := h.pool.Invoke(context.Background(), oneRecord)
+		resp, err := h.pool.Invoke(context.Background(), oneRecord)
+		if err == nil && resp.Failed() {
+			err = fmt.Errorf("the first invocation failed: %s %s", resp.FunctionError, resp.Payload)
+		}
 		done <- err
 	}()
 	testkit.WaitFor(t, "the first invocation to start", 10*time.Second, func() bool { return strings.Contains(h.out.String(), "START") })
