@@ -181,48 +181,46 @@ type dynamoConfig struct {
 	rnd           *rand.Rand
 }
 
-// DynamoOption configures NewDynamo.
-type DynamoOption interface{ apply(*dynamoConfig) }
-
-type dynamoOptionFunc func(*dynamoConfig)
-
-func (f dynamoOptionFunc) apply(c *dynamoConfig) { f(c) }
+// Option configures NewDynamo; nil Options are ignored.
+type Option func(*dynamoConfig)
 
 // WithLeaseDuration sets how long a worker's leases last without a heartbeat. Default
 // DefaultLeaseDuration; every worker of a table should use the same value.
-func WithLeaseDuration(d time.Duration) DynamoOption {
-	return dynamoOptionFunc(func(c *dynamoConfig) { c.leaseDuration = d })
+func WithLeaseDuration(d time.Duration) Option {
+	return func(c *dynamoConfig) { c.leaseDuration = d }
 }
 
 // WithShardSettle sets how long a shard learnt of after the first listing is claimed by
 // whoever can read it first. Default DefaultShardSettle; keep it above the poller's
 // ShardSyncInterval.
-func WithShardSettle(d time.Duration) DynamoOption {
-	return dynamoOptionFunc(func(c *dynamoConfig) { c.settle = d })
+func WithShardSettle(d time.Duration) Option {
+	return func(c *dynamoConfig) { c.settle = d }
 }
 
 // WithLogger sets the logger. Default: discard.
-func WithLogger(l *slog.Logger) DynamoOption {
-	return dynamoOptionFunc(func(c *dynamoConfig) { c.log = l })
+func WithLogger(l *slog.Logger) Option {
+	return func(c *dynamoConfig) { c.log = l }
 }
 
 // WithClock sets the clock that heartbeats and Held are measured with. It must be monotonic:
 // time.Now (the default) is, through the monotonic reading its times carry.
-func WithClock(now func() time.Time) DynamoOption {
-	return dynamoOptionFunc(func(c *dynamoConfig) { c.now = now })
+func WithClock(now func() time.Time) Option {
+	return func(c *dynamoConfig) { c.now = now }
 }
 
 // WithRand fixes the random choices (epochs), for reproducible simulations.
-func WithRand(r *rand.Rand) DynamoOption {
-	return dynamoOptionFunc(func(c *dynamoConfig) { c.rnd = r })
+func WithRand(r *rand.Rand) Option {
+	return func(c *dynamoConfig) { c.rnd = r }
 }
 
 // NewDynamo returns the lease store and coordinator of worker workerID on table, which must
 // exist (see EnsureTable). Call Run to keep the heartbeat going.
-func NewDynamo(client DynamoAPI, table, workerID string, opts ...DynamoOption) (*Dynamo, error) {
+func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynamo, error) {
 	cfg := dynamoConfig{leaseDuration: DefaultLeaseDuration, settle: DefaultShardSettle, now: time.Now}
 	for _, o := range opts {
-		o.apply(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	switch {
 	case client == nil:

@@ -98,10 +98,10 @@ type worker struct {
 
 // startWorker runs a poller and its Dynamo until stop; the Dynamo renews until the poller has
 // returned, as the service wires them.
-func startWorker(t testing.TB, cfg poller.Config, kin poller.KinesisAPI, api DynamoAPI, table, id string, inv poller.Invoker, log *slog.Logger, opts ...DynamoOption) *worker {
+func startWorker(t testing.TB, cfg poller.Config, kin poller.KinesisAPI, api DynamoAPI, table, id string, inv poller.Invoker, log *slog.Logger, opts ...Option) *worker {
 	t.Helper()
 	log = log.With("worker", id)
-	d, err := NewDynamo(api, table, id, append([]DynamoOption{WithLogger(log)}, opts...)...)
+	d, err := NewDynamo(api, table, id, append([]Option{WithLogger(log)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Clie
 	}
 	popts = append(popts, dopts...)
 	id := cmp.Or(o.WorkerID, DefaultWorkerID())
-	opts := []lease.DynamoOption{lease.WithLogger(o.Logger)}
+	opts := []lease.Option{lease.WithLogger(o.Logger)}
 	if o.LeaseDuration > 0 {
 		opts = append(opts, lease.WithLeaseDuration(o.LeaseDuration))
 	}
