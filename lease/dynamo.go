@@ -68,15 +68,8 @@ const (
 // per shard, keyed by leaseKey (the shard id), with KCL's attribute names, plus one roster item
 // holding every worker's heartbeat. Use one table per mapping. It is both the mapping's
 // poller.Store (progress lives in the lease items, and every write is fenced by the lease) and
-// its poller.Coordinator. See DESIGN.md for the protocol and why.
-//
-// In short: a lease item names its owner and the owner's epoch; the lease is valid while the
-// owner's heartbeat in the roster moves, so renewals cost one write per worker, not per shard.
-// Every worker computes the same placement (rendezvous hashing with bounded loads) from the
-// roster and the shard list, creates and takes only the leases placed on it, hands over those
-// placed elsewhere (the holder writes the new owner into the item once its reader stopped),
-// and takes over the leases of a worker it has declared dead: one whose heartbeat it saw
-// stand still for a lease duration, removed from the roster by a conditional write.
+// its poller.Coordinator. DESIGN.md gives the protocol (heartbeats, placement, hand-over,
+// takeover, fencing) and why.
 //
 // Held is true only while this worker's last successful heartbeat was sent less than
 // LeaseDuration − LeaseDuration/5 ago: a worker that stalls stops reading before anyone can
