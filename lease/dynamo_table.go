@@ -106,3 +106,47 @@ func checkKeySchema(t *types.TableDescription) error {
 	}
 	return nil
 }
+
+// ListLeases reads every lease of a table with a consistent scan, ordered by shard id (the
+// roster item is left out).
+func ListLeases(ctx context.Context, client DynamoAPI, table string) ([]Lease, error) {
+	m, err := scanTable(ctx, client, table)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Lease, 0, len(m))
+	for _, id := range sortedKeys(m) {
+		out = append(out, m[id])
+	}
+	return out, nil
+}
+
+func scanTable(ctx context.Context, api DynamoAPI, table string) (map[string]Lease, error) {
+	out := map[string]Lease{}
+	in := &dynamodb.ScanInput{TableName: &table, ConsistentRead: aws.Bool(true)}
+	for {
+		res, err := api.Scan(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("scan lease table %s: %w", table, err)
+		}
+		for _, it := range res.Items {
+			if isRoster(it) || isMappingItem(it) { // not leases
+				continue
+			}
+			l, err := decodeLease(it)
+			if err != nil {
+				return nil, fmt.Errorf("lease table %s: %w", table, err)
+			}
+			out[l.ShardID] = l
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		in = &dynamodb.ScanInput{TableName: &table, ConsistentRead: aws.Bool(true), ExclusiveStartKey: res.LastEvaluatedKey}
+	}
+}
+
+func isRoster(it map[string]types.AttributeValue) bool {
+	v, ok := it[attrKey].(*types.AttributeValueMemberS)
+	return ok && v.Value == rosterKey
+}

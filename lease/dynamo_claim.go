@@ -1,0 +1,235 @@
+package lease
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Claim implements poller.Coordinator: it runs a claim cycle (or uses the one Load ran just
+// before), creates the leases of candidates placed on this worker that have none yet, takes
+// free candidates that the placement does not cover yet (children of a recent split or merge),
+// and returns the candidates it holds, minus those placed on another worker (to be handed
+// over: the poller stops the reader and calls Release) and those whose current progress the
+// last Load did not return.
+func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, error) {
+	d.cycleMu.Lock()
+	defer d.cycleMu.Unlock()
+	d.mu.Lock()
+	// A poller that still claims is not stopping: a reader stopped for another reason (a
+	// shard trimmed while being read) made this worker say it was leaving.
+	clearLeaving := d.leaving && d.running
+	d.leaving = false
+	d.mu.Unlock()
+	if clearLeaving {
+		d.mu.Lock()
+		d.membersChanged = d.cfg.now()
+		d.mu.Unlock()
+	}
+	cand := make(map[string]bool, len(candidates))
+	for _, id := range candidates {
+		cand[id] = true
+	}
+	d.mu.Lock()
+	// The cycle takes only leases the poller asks for (see pollAndTake): the first Claim
+	// runs its own, since Load's ran before any candidates were known.
+	reuse := !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse && d.claims > 0
+	d.lastLoad = time.Time{}
+	d.lastCand = cand
+	d.claims++
+	d.mu.Unlock()
+	if !reuse {
+		if err := d.cycle(ctx); err != nil {
+			return nil, err
+		}
+	}
+	now := d.cfg.now()
+	d.mu.Lock()
+	ready := d.joined && now.Sub(d.joinedAt) >= d.beatInt && d.aliveLocked(now)
+	var create, grab []string
+	for _, id := range candidates {
+		if !ready || d.held[id] != nil || d.cache[id].Finished() {
+			continue
+		}
+		switch {
+		case !d.settledLocked(id, now):
+			if l, ok := d.cache[id]; !ok || d.freeLocked(l, now) || l.Owner == d.id {
+				grab = append(grab, id)
+			}
+		case d.plan.owner[id] == d.id && d.missing[id] && d.fleetSettledLocked(id, now):
+			create = append(create, id)
+		case d.relatedLocked(id) && !d.hasItemLocked(id):
+			// A child of a shard this worker finished: created by it as well as by the
+			// worker it is placed on, which may have died meanwhile (the first one wins;
+			// the placement hands it over afterwards).
+			create = append(create, id)
+		}
+	}
+	d.mu.Unlock()
+	done := d.parentsDone(ctx, append(slices.Clone(create), grab...))
+	create = slices.DeleteFunc(create, func(id string) bool { return !done[id] })
+	grab = slices.DeleteFunc(grab, func(id string) bool { return !done[id] })
+	parallel(create, func(id string) { d.create(ctx, id, true) })
+	parallel(grab, func(id string) { d.grab(ctx, id) })
+
+	// Leases placed elsewhere that no reader runs here (adopted after another worker asked)
+	// are handed over now; leases the poller does not ask for (a shard trimmed from its
+	// listing, adopted after a lost response) are released, so that no idle holder keeps a
+	// parent's children waiting (see parentsDone).
+	d.mu.Lock()
+	var idle []string
+	for id, h := range d.held {
+		switch {
+		case h.announced || h.finished:
+		case h.handTo != "":
+			idle = append(idle, id)
+		case !cand[id]:
+			h.unwanted = true
+			idle = append(idle, id)
+		}
+	}
+	d.mu.Unlock()
+	parallel(idle, func(id string) {
+		d.mu.Lock()
+		h := d.held[id]
+		why := "no reader here"
+		if h != nil && h.unwanted {
+			why = "not asked for by the poller"
+		}
+		d.mu.Unlock()
+		if h != nil {
+			if err := d.release(ctx, id, h, why); err != nil && ctx.Err() == nil {
+				d.log.Warn("hand-over failed; will retry", "shard_id", id, "err", err)
+			}
+		}
+	})
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, id := range candidates {
+		h := d.held[id]
+		if h == nil || h.handTo != "" || !h.fresh || h.finished || !d.aliveLocked(now) {
+			continue
+		}
+		h.announced = true
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// parentsDone returns which of the shards (about to be created or taken) have every parent
+// done: finished, or read just now and held by no live worker but this one. The poller counts
+// a parent the listing no longer shows (trimmed by retention) as finished, but its owner
+// elsewhere may still be invoking its last batch: the child waits for its checkpoint
+// (invariant 3) or for the owner to stop (hand-over, release) or die. A cached copy of the
+// parent does not do: the lease may have been taken since (sim LEASES=1 seed 60). Nobody
+// reads a trimmed parent after such a read (its records are gone), and a finished lease stays
+// finished, so a child whose item exists has parents that are done.
+func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool {
+	d.mu.Lock()
+	var ps []string
+	for _, id := range ids {
+		for _, p := range nonEmpty(d.infos[id].Parents) {
+			if !d.cache[p].Finished() && d.held[p] == nil {
+				ps = append(ps, p)
+			}
+		}
+	}
+	d.mu.Unlock()
+	read := map[string]*Lease{}
+	if len(ps) > 0 {
+		slices.Sort(ps)
+		read = d.batchGetRetry(ctx, slices.Compact(ps), childRetries)
+	}
+	now := d.cfg.now()
+	d.mu.Lock()
+	gone := false
+	for _, l := range read {
+		gone = gone || l != nil && d.ownerGoneLocked(*l, now)
+	}
+	d.mu.Unlock()
+	if gone {
+		// An owner this worker's (eventually consistent) roster lacks may have joined since:
+		// only a consistent read tells it is gone for good (see confirmFree).
+		if err := d.readRoster(ctx, true); err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("read roster failed; will retry", "err", err)
+			}
+			return nil
+		}
+		now = d.cfg.now()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		ok := true
+		for _, p := range nonEmpty(d.infos[id].Parents) {
+			if d.cache[p].Finished() || d.held[p] != nil {
+				continue
+			}
+			l, got := read[p]
+			if !got || l != nil && d.parentBusyLocked(*l, now) { // not read (throttled), or busy
+				ok = false
+			}
+		}
+		out[id] = ok
+	}
+	return out
+}
+
+// hasItemLocked: the shard's lease item is known to exist.
+func (d *Dynamo) hasItemLocked(id string) bool {
+	_, ok := d.cache[id]
+	return ok && !d.missing[id]
+}
+
+// parentBusyLocked: the parent's lease, as just read, is unfinished and held by another live
+// worker.
+func (d *Dynamo) parentBusyLocked(l Lease, now time.Time) bool {
+	return !l.Finished() && l.Owner != "" && l.Owner != d.id && !d.freeLocked(l, now)
+}
+
+// ownerGoneLocked: the lease names another worker, with an epoch, that the roster as this
+// worker last read it does not show.
+func (d *Dynamo) ownerGoneLocked(l Lease, now time.Time) bool {
+	return !l.Finished() && l.Owner != "" && l.Owner != d.id && !l.HandedOver && l.OwnerEpoch != 0 && d.freeLocked(l, now)
+}
+
+// fleetSettledLocked: the lease of a shard of a new mapping (one without parents that has no
+// item yet) is created once no member came or went for a heartbeat interval and a claim
+// interval, as this worker saw the roster, or coldStartMax after it joined: a fleet still
+// starting one worker after another would otherwise have the first ones create leases they hand
+// on at each join (see DESIGN.md, "Cold start"). A child is created at once.
+func (d *Dynamo) fleetSettledLocked(id string, now time.Time) bool {
+	if len(nonEmpty(d.infos[id].Parents)) > 0 {
+		return true
+	}
+	return now.Sub(d.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.joinedAt) >= coldStartMax
+}
+
+// settledLocked: the placement applies to the shard. A shard of the first listing without
+// parents is placed at once (every worker lists it); any other once every member knows as many
+// shards as this worker, or after the settle time (see DefaultShardSettle). Until then it goes
+// to whoever can read it first.
+func (d *Dynamo) settledLocked(id string, now time.Time) bool {
+	if d.initial[id] && len(nonEmpty(d.infos[id].Parents)) == 0 {
+		return true
+	}
+	return d.agreedLocked() || now.Sub(d.firstSeen[id]) >= d.cfg.settle
+}
+
+// freeLocked: nobody alive holds the lease as far as this worker knows.
+func (d *Dynamo) freeLocked(l Lease, now time.Time) bool {
+	switch {
+	case l.Owner == "" || l.HandedOver: // nobody reads a lease not taken up yet
+		return true
+	case l.Owner == d.id:
+		return l.OwnerEpoch != d.epoch
+	case l.OwnerEpoch == 0: // the previous protocol's lease: free once its counter stood still
+		o, ok := d.legacy[l.ShardID]
+		return ok && o.counter == l.Counter && now.Sub(o.since) >= d.cfg.leaseDuration
+	}
+	m, ok := d.members[l.Owner]
+	return !ok || m.epoch != l.OwnerEpoch
+}
