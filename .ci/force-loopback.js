@@ -8,9 +8,16 @@
 //
 // Set ESM_FORCE_LOOPBACK_QUIET=1 to silence the one-line note written to
 // stderr when a requested host is overridden.
+//
+// It also keeps an emulator running when a client goes away in the middle of
+// a request: dynalite's request handler rethrows the request's "aborted"
+// error, which is uncaught and ends the process, so one worker killed while
+// its request was being sent took the emulator down for every later test.
+// Such an error now ends only that request, which has nobody left to answer.
 'use strict';
 
 const net = require('net');
+const http = require('http');
 
 const LOOPBACK = '127.0.0.1';
 const quiet = process.env.ESM_FORCE_LOOPBACK_QUIET === '1';
@@ -88,3 +95,26 @@ function loopbackListen(...args) {
 }
 
 net.Server.prototype.listen = loopbackListen;
+
+// isAborted reports whether err is the error Node gives a request whose client
+// closed the connection before the request's body was complete.
+function isAborted(err) {
+  return err instanceof Error && err.code === 'ECONNRESET' && err.message === 'aborted';
+}
+
+const originalOn = http.IncomingMessage.prototype.on;
+
+function onWithoutAborted(event, listener) {
+  if (event !== 'error' || typeof listener !== 'function') {
+    return originalOn.call(this, event, listener);
+  }
+  return originalOn.call(this, event, function (err, ...rest) {
+    if (isAborted(err)) {
+      return undefined;
+    }
+    return listener.call(this, err, ...rest);
+  });
+}
+
+http.IncomingMessage.prototype.on = onWithoutAborted;
+http.IncomingMessage.prototype.addListener = onWithoutAborted;

@@ -231,6 +231,50 @@ func TestStartDynalite(t *testing.T) {
 	checkStop(t, p, port)
 }
 
+// TestDynaliteSurvivesAnAbortedRequest: a client that goes away halfway through a request's
+// body (a worker killed while it sent one) must not end the emulator, which dynalite's own
+// handler does by rethrowing the request's "aborted" error; the preload keeps it running.
+func TestDynaliteSurvivesAnAbortedRequest(t *testing.T) {
+	t.Parallel()
+	p, err := StartDynalite(testContext(t), DynaliteOptions{})
+	if err != nil {
+		t.Fatalf("StartDynalite: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Stop() })
+	addr := strings.TrimPrefix(p.Endpoint(), "http://")
+	for range 3 {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Half of the promised body, then the connection closes.
+		fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: %s\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\n"+
+			"Content-Type: application/x-amz-json-1.0\r\nContent-Length: 100\r\n\r\n{\"Lim", addr)
+		conn.Close()
+	}
+	// Each abort's end of connection reaches dynalite's event loop before a later connection's
+	// request can be read, so an answer on a new connection shows the aborts were handled: a
+	// crashed emulator answers none.
+	for i := range 3 {
+		req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, p.Endpoint(), strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Amz-Target", "DynamoDB_20120810.ListTables")
+		req.Header.Set("Content-Type", "application/x-amz-json-1.0")
+		req.Close = true // a new connection each time
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("request %d after the aborted ones: %v (the emulator stopped)", i+1, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("request %d after the aborted ones: status %d, want dynalite's 400 for an unsigned request", i+1, resp.StatusCode)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
 func TestStartDynalitePortInUse(t *testing.T) {
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
