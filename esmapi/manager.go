@@ -390,7 +390,10 @@ func conflict(streamARN, functionName string, other *entry) *APIError {
 // addLocked stores a new mapping with the settings of mc (defaults applied) and starts it; m.mu
 // is held.
 func (m *Manager) addLocked(ctx context.Context, rec Record, mc poller.Config) (EventSourceMapping, *APIError) {
-	stream, _ := poller.ParseStreamARN(mc.StreamARN) // defaults applied: the stream's, not a consumer's
+	stream, err := poller.ParseStreamARN(mc.StreamARN) // defaults applied: the stream's, not a consumer's
+	if err != nil { // mc passed WithDefaults, which parsed the same ARN
+		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
 	now := time.Now()
 	id := uuid.NewString()
 	rec.Enabled, rec.Created = !mc.Disabled, now
