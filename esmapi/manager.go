@@ -390,8 +390,9 @@ func conflict(streamARN, functionName string, other *entry) *APIError {
 // addLocked stores a new mapping with the settings of mc (defaults applied) and starts it; m.mu
 // is held.
 func (m *Manager) addLocked(ctx context.Context, rec Record, mc poller.Config) (EventSourceMapping, *APIError) {
-	stream, err := poller.ParseStreamARN(mc.StreamARN) // defaults applied: the stream's, not a consumer's
-	if err != nil { // mc passed WithDefaults, which parsed the same ARN
+	// Defaults applied: the stream's ARN, not a consumer's; WithDefaults parsed it already.
+	stream, err := poller.ParseStreamARN(mc.StreamARN)
+	if err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
 	now := time.Now()

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/kinesis-esm/esm/internal/ctxwait"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -315,7 +316,7 @@ func (d *Dynamo) batchGetRetry(ctx context.Context, ids []string, retries int) m
 		}
 		req := map[string]types.KeysAndAttributes{d.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 		for try := 0; len(req) > 0 && ctx.Err() == nil; try++ {
-			if try > 0 && !pause(ctx, try) {
+			if try > 0 && !ctxwait.Sleep(ctx, time.Duration(try)*retryPause) {
 				break
 			}
 			res, err := d.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
@@ -501,7 +502,7 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 			ExpressionAttributeNames:            map[string]string{"#k": attrKey},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
-		if err == nil || isConditionFailed(err) || try >= retries || !pause(ctx, try+1) {
+		if err == nil || isConditionFailed(err) || try >= retries || !ctxwait.Sleep(ctx, time.Duration(try+1)*retryPause) {
 			break
 		}
 	}
@@ -637,18 +638,6 @@ const childRetries = 2
 // retryPause is the pause before the first retry of childRetries; each further one waits
 // once more.
 const retryPause = 20 * time.Millisecond
-
-// pause waits before retry number try; false if ctx ended.
-func pause(ctx context.Context, try int) bool {
-	t := time.NewTimer(time.Duration(try) * retryPause)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // relatedLocked: a parent of the shard is held, owned or finished by this worker, which then
 // reads the shard's parents and creates the shard once they are done, whatever the placement.

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/filter"
+	"github.com/kinesis-esm/esm/internal/ctxwait"
 )
 
 // reader reads one shard from its position to its end (or until stopped), one batch in flight at
@@ -144,7 +145,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 			// poll ago with nothing more for it (see pollState.windowIdle).
 			err = r.closeWindow(runCtx, workCtx, false)
 		case stateAwaitWindow: // then the window has closed: the next state delivers
-			if !sleep(runCtx, wait) {
+			if !ctxwait.Sleep(runCtx, wait) {
 				err = errStopped
 			}
 		case stateRead:

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"time"
+
+	"github.com/kinesis-esm/esm/internal/ctxwait"
 )
 
 // Retrying. Everything the poller does again until it works (the first listing and load, opening
@@ -46,22 +48,7 @@ func (b *backoff) pause(ctx context.Context, err error, notify func(err error, p
 	if notify != nil && err != nil {
 		notify(err, d)
 	}
-	return sleep(ctx, d)
-}
-
-// sleep waits for d or until ctx ends; it reports whether the full time passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return ctxwait.Sleep(ctx, d)
 }
 
 // step is what an attempt tells retry to do next.

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
+	"github.com/kinesis-esm/esm/internal/ctxwait"
 )
 
 // Enhanced fan-out. With Config.ConsumerARN, a reader gets its shard's records from one
@@ -215,7 +216,7 @@ func (r *reader) closeSubscription() {
 func (r *reader) await(ctx context.Context, d time.Duration) bool {
 	s := r.sub
 	if s == nil {
-		return sleep(ctx, d)
+		return ctxwait.Sleep(ctx, d)
 	}
 	if s.has || r.p.efo.isClosed(r.shardID) {
 		return ctx.Err() == nil

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/internal/ctxwait"
 )
 
 // KinesisAPI is the part of the Kinesis client a redrive reads records with.
@@ -65,7 +66,7 @@ func fetch(ctx context.Context, kin KinesisAPI, streamARN, shardID, start, end s
 	var recs []types.Record
 	empty := 0
 	for call := 0; ; call++ {
-		if call > 0 && !sleep(ctx, readSpacing) {
+		if call > 0 && !ctxwait.Sleep(ctx, readSpacing) {
 			return nil, ctx.Err()
 		}
 		out, err := getRecords(ctx, kin, iter)
@@ -154,20 +155,9 @@ func retry(ctx context.Context, call func() error) error {
 		if err == nil || attempt == readAttempts || !(errors.As(err, &thr) || errors.As(err, &lim)) {
 			return err
 		}
-		if !sleep(ctx, wait) {
+		if !ctxwait.Sleep(ctx, wait) {
 			return ctx.Err()
 		}
 		wait *= 2
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
