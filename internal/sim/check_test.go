@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kinesis-esm/esm/poller"
 )
 
 // TestCheckerJudges gives the checker one small history that keeps every invariant (a parent
@@ -76,4 +78,52 @@ func TestCheckerJudges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOnlineChecksJudge covers the two invariants judged while a run goes on rather than after
+// it: a checkpoint may cover only records that were handled, delivered or filtered, and two
+// invocations of one shard (PF 1) may not overlap. Each must pass its sound case and fail its
+// broken one.
+func TestOnlineChecksJudge(t *testing.T) {
+	newWorld := func() *world {
+		w := &world{
+			s:        Schedule{PF: 1},
+			now:      func() time.Time { return epoch },
+			recs:     map[string]*rec{"1": {seq: "1", key: "a", shard: "s"}, "2": {seq: "2", key: "a", shard: "s", n: 1}},
+			handled:  map[string]bool{"1": true},
+			sent:     map[string]bool{},
+			inflight: map[string]int{},
+			errKinds: map[string]int{},
+		}
+		w.byShard = map[string][]*rec{"s": {w.recs["1"], w.recs["2"]}}
+		return w
+	}
+	t.Run("checkpoint", func(t *testing.T) {
+		w := newWorld()
+		w.checkCheckpointLocked("s", poller.ShardProgress{Checkpoint: "1"})
+		if len(w.errs) != 0 {
+			t.Fatalf("a checkpoint over a handled record was judged broken: %v", w.errs)
+		}
+		w.checkCheckpointLocked("s", poller.ShardProgress{Checkpoint: "2"})
+		if len(w.errs) != 1 || !strings.HasPrefix(w.errs[0], "checkpoint 2 of s") {
+			t.Fatalf("violations %q, want one for the checkpoint passing unhandled record 2", w.errs)
+		}
+	})
+	t.Run("overlap", func(t *testing.T) {
+		w := newWorld()
+		inv := simInvoker{inc: &incarnation{id: 1, w: w}}
+		first := &call{inc: 1, shard: "s", seqs: []string{"1"}}
+		inv.begin(first)
+		if _, err := inv.end(first, outcome{failedAt: -1}, nil); err != nil {
+			t.Fatal(err)
+		}
+		inv.begin(&call{inc: 1, shard: "s", seqs: []string{"2"}}) // after the first ended
+		if len(w.errs) != 0 {
+			t.Fatalf("invocations one after the other were judged overlapping: %v", w.errs)
+		}
+		inv.begin(&call{inc: 1, shard: "s", seqs: []string{"2"}}) // while the second runs
+		if len(w.errs) != 1 || !strings.HasPrefix(w.errs[0], "overlapping invocations of shard s") {
+			t.Fatalf("violations %q, want one overlap", w.errs)
+		}
+	})
 }
