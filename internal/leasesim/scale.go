@@ -168,7 +168,8 @@ func Staggered(cfg Config) []Line {
 	return []Line{
 		{Name: fmt.Sprintf("cold start, 1 worker every 2 s (%d): balanced after the last start", W), Measured: secs(t, ok), Unit: "s", Target: 15, AtMost: true},
 		{Name: "cold start, staggered: conditional writes to leases per shard", Measured: float64(l1-l0) / float64(S), Unit: "× shards", Target: 1.05, AtMost: true,
-			Note: fmt.Sprintf("%.2f × shards with the roster's heartbeats over the %s of starts", float64(c1-c0)/float64(S), time.Duration(W-1)*2*time.Second)},
+			Note: fmt.Sprintf("%.2f × shards with the roster's heartbeats over the %s of starts; %d hand-overs, %d failed conditions",
+				float64(c1-c0)/float64(S), time.Duration(W-1)*2*time.Second, w.counts.count("lease handed over"), w.db.TableStats(w.table).ConditionFailures)},
 		w.faultLine(),
 	}
 }
