@@ -180,31 +180,52 @@ func (d *Dynamo) plan1() (wanted, lineage []string) {
 	}
 	// Leases placed here under an earlier placement stay watched until they are seen owned by
 	// someone else: one handed over to this worker just before the placement moved it
-	// elsewhere names this worker, which adopts it and hands it on.
+	// elsewhere names this worker, which adopts it and hands it on. They come after the
+	// leases placed here now, so that a cycle that cannot read them all reads those first.
+	slices.Sort(wanted)
+	placed := make(map[string]bool, len(wanted))
 	for _, id := range wanted {
 		d.pending[id] = true
+		placed[id] = true
 	}
+	var watched []string
 	for id := range d.pending {
-		if !slices.Contains(wanted, id) && d.held[id] == nil {
+		if !placed[id] && d.held[id] == nil {
 			if p, ok := d.polls[id]; !ok || !now.Before(p.next) {
-				wanted = append(wanted, id)
+				watched = append(watched, id)
 			}
 		}
 	}
-	slices.Sort(wanted)
+	slices.Sort(watched)
+	wanted = append(wanted, watched...)
 	lineage = slices.Compact(slices.Sorted(slices.Values(lineage)))
 	return wanted, lineage
+}
+
+// readOrder lists the leases a cycle reads, at most maxPollsPerCycle, most urgent first: the
+// parents a child waits on, then the wanted leases in the order plan1 gives them (placed here
+// now, then watched). A cycle that cut a sorted list instead read the same watched leases at
+// every cycle and never reached the ones placed here (a staggered start: the first worker
+// watches every shard it was once given).
+func readOrder(wanted, lineage []string) []string {
+	seen := make(map[string]bool, len(wanted)+len(lineage))
+	var ids []string
+	for _, id := range append(slices.Clone(lineage), wanted...) {
+		if len(ids) == maxPollsPerCycle {
+			break
+		}
+		if !seen[id] { // BatchGetItem refuses duplicate keys
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // pollAndTake reads the wanted and lineage leases (consistently, in batches) and takes the
 // wanted ones that are free.
 func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
-	ids := append(slices.Clone(lineage), wanted...)
-	slices.Sort(ids)
-	ids = slices.Compact(ids) // BatchGetItem refuses duplicate keys
-	if len(ids) > maxPollsPerCycle {
-		ids = ids[:maxPollsPerCycle]
-	}
+	ids := readOrder(wanted, lineage)
 	if len(ids) == 0 {
 		return
 	}
@@ -224,7 +245,11 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 		if it == nil {
 			d.missing[id] = true
 			delete(d.cache, id)
-			continue // created by Claim once the shard may be read
+			// An absent lease names nobody: nothing to adopt. Claim creates it if it is placed
+			// here; a watched one placed elsewhere is read less and less often (a worker of a
+			// staggered start watches every shard it was once given, none created yet).
+			d.backoffLocked(id, now)
+			continue
 		}
 		delete(d.missing, id)
 		if d.held[id] != nil || it.Finished() {
