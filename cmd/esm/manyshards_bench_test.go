@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,10 +23,7 @@ import (
 	"github.com/kinesis-esm/esm/local"
 )
 
-var (
-	manyShards = flag.String("shards", "1000", "BenchmarkManyIdleShards: shard counts to measure, comma-separated")
-	idleWindow = flag.Duration("idle-window", 30*time.Second, "BenchmarkManyIdleShards: how long to measure the idle process")
-)
+var manyShards, idleWindow = testkit.IdleShardsFlags()
 
 // BenchmarkManyIdleShards measures one esm process reading many idle shards of one stream on
 // kinesis-local: "esm run" of the built binary, polling every second (the default) with the
@@ -48,17 +43,7 @@ var (
 // carries over: at one poll per shard per second, N shards cost N × cpu-us/GetRecords µs of CPU
 // per second. internal/leasesim's BenchmarkManyIdleShards polls at the full rate on the fakes.
 func BenchmarkManyIdleShards(b *testing.B) {
-	for _, f := range strings.Split(*manyShards, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("-shards: %q is not a shard count", f)
-		}
-		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
-			for range b.N {
-				measureIdleShards(b, n)
-			}
-		})
-	}
+	testkit.ForEachCount(b, *manyShards, measureIdleShards)
 }
 
 func measureIdleShards(b *testing.B, n int) {

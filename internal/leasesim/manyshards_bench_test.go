@@ -2,12 +2,9 @@ package leasesim
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,10 +19,7 @@ import (
 	"github.com/kinesis-esm/esm/poller"
 )
 
-var (
-	manyShards = flag.String("shards", "1000", "BenchmarkManyIdleShards: shard counts to measure, comma-separated")
-	idleWindow = flag.Duration("idle-window", 30*time.Second, "BenchmarkManyIdleShards: how long to measure the idle process")
-)
+var manyShards, idleWindow = testkit.IdleShardsFlags()
 
 // BenchmarkManyIdleShards measures one worker reading many idle shards in real time (not a
 // bubble): one lease.Dynamo and one poller, polling every second, over internal/fakekinesis and
@@ -38,17 +32,7 @@ var (
 //
 //	go test -run '^$' -bench ManyIdleShards -benchtime 1x ./internal/leasesim/ -args -shards=500,1000
 func BenchmarkManyIdleShards(b *testing.B) {
-	for _, f := range strings.Split(*manyShards, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("-shards: %q is not a shard count", f)
-		}
-		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
-			for range b.N {
-				measureIdleShards(b, n)
-			}
-		})
-	}
+	testkit.ForEachCount(b, *manyShards, measureIdleShards)
 }
 
 func measureIdleShards(b *testing.B, n int) {

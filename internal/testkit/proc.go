@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -161,4 +162,28 @@ func (r *ShardReads) Read() (shards int, getRecords int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.read), r.getRecords
+}
+
+// ForEachCount runs fn as one sub-benchmark per count of counts, a comma-separated list of
+// positive integers given on the command line (a -shards flag): "shards=N" for each N.
+func ForEachCount(b *testing.B, counts string, fn func(b *testing.B, n int)) {
+	for f := range strings.SplitSeq(counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("-shards: %q is not a shard count", f)
+		}
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
+			for range b.N {
+				fn(b, n)
+			}
+		})
+	}
+}
+
+// IdleShardsFlags registers the command-line flags of a benchmark of many idle shards, for a
+// test binary's package-level variables: -shards, the shard counts to measure (comma-separated,
+// default 1000; see ForEachCount), and -idle-window, how long to measure (default 30 s).
+func IdleShardsFlags() (shards *string, window *time.Duration) {
+	return flag.String("shards", "1000", "shard counts to measure, comma-separated (BenchmarkManyIdleShards)"),
+		flag.Duration("idle-window", 30*time.Second, "how long to measure the idle process (BenchmarkManyIdleShards)")
 }
