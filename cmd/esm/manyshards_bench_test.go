@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 )
@@ -43,26 +44,47 @@ var manyShards, idleWindow = testkit.IdleShardsFlags()
 // carries over: at one poll per shard per second, N shards cost N × cpu-us/GetRecords µs of CPU
 // per second. internal/leasesim's BenchmarkManyIdleShards polls at the full rate on the fakes.
 func BenchmarkManyIdleShards(b *testing.B) {
-	testkit.ForEachCount(b, *manyShards, measureIdleShards)
+	testkit.ForEachCount(b, *manyShards, func(b *testing.B, n int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		stream := fmt.Sprintf("bench-idle-%d-%d-%d", n, os.Getpid(), streamSeq.Add(1))
+		created := time.Now()
+		if _, err := local.CreateStream(ctx, kin, stream, int32(n)); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%d shards: CreateStream took %s on kinesis-local", n, time.Since(created).Round(time.Millisecond))
+		// Free kinesis-local's memory of the shards for what runs next.
+		b.Cleanup(func() {
+			_, _ = kin.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(stream)})
+		})
+		measureIdleShards(b, n, stream, kinesisEndpoint, proxySlots)
+	})
 }
 
-func measureIdleShards(b *testing.B, n int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	stream := fmt.Sprintf("bench-idle-%d-%d-%d", n, os.Getpid(), streamSeq.Add(1))
-	created := time.Now()
-	if _, err := local.CreateStream(ctx, kin, stream, int32(n)); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("%d shards: CreateStream took %s on kinesis-local", n, time.Since(created).Round(time.Millisecond))
-	// Free kinesis-local's memory of the shards for what runs next.
-	b.Cleanup(func() {
-		_, _ = kin.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(stream)})
+// BenchmarkManyIdleShardsFakeKinesis is BenchmarkManyIdleShards with the esm binary reading
+// internal/fakekinesis, served over HTTP by this test process (fakeKinesisHTTP), instead of
+// kinesis-local: the fake answers every poll, so esm polls each shard once a second as it would
+// on Kinesis, and cpu-%core is what its idle shards cost at Lambda's polling rate. Only the esm
+// process is measured; the fake's CPU and memory are in the test process.
+//
+//	go test -run '^$' -bench ManyIdleShardsFakeKinesis -benchtime 1x ./cmd/esm/ -args -shards=500,1000
+func BenchmarkManyIdleShardsFakeKinesis(b *testing.B) {
+	testkit.ForEachCount(b, *manyShards, func(b *testing.B, n int) {
+		f := fakekinesis.New()
+		f.CreateStream("idle", n)
+		srv := httptest.NewServer(fakeKinesisHTTP(f))
+		b.Cleanup(srv.Close)
+		measureIdleShards(b, n, "idle", srv.URL, n)
 	})
+}
 
+// measureIdleShards runs "esm run" on stream, an idle stream of n shards at the Kinesis endpoint
+// target, through a readsProxy that forwards up to slots requests at a time, waits until every
+// shard is read and owned, and measures the esm process.
+func measureIdleShards(b *testing.B, n int, stream, target string, slots int) {
 	reads := testkit.NewShardReads()
-	rp := &readsProxy{target: kinesisEndpoint, reads: reads, slots: make(chan struct{}, proxySlots),
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: proxySlots, DisableCompression: true}}}
+	rp := &readsProxy{target: target, reads: reads, slots: make(chan struct{}, slots),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: slots, DisableCompression: true}}}
 	proxy := httptest.NewUnstartedServer(rp)
 	proxy.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
