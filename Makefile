@@ -62,7 +62,8 @@ node_modules/.package-lock.json: package-lock.json
 # bench runs the Go benchmarks: poller throughput on the in-memory fake (one op = one 1 KiB
 # record, single core), and put-to-invoke latency, enhanced fan-out against polling at 1 s and
 # 200 ms, on the fake and on kinesis-local; and the memory and CPU of one process reading
-# BENCH_SHARDS idle shards (ManyIdleShards: one worker on the fakes, the esm binary on kinesis-local).
+# BENCH_SHARDS idle shards (ManyIdleShards: one worker on the fakes, the esm binary on
+# kinesis-local and on the in-memory Kinesis over HTTP).
 BENCH_SHARDS ?= 500,1000
 bench: node_modules/.package-lock.json
 	$(GO) test -run '^$$' -bench 'Poller' -benchtime 200000x -cpu 1 ./poller/
