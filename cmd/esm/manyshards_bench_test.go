@@ -130,10 +130,11 @@ const proxySlots = 4
 // GetRecords through reads, to tell when every shard has been read and to count GetRecords. It
 // counts the connections esm opens to it in conns.
 //
-// It forwards at most proxySlots requests at a time, in the order they arrive (slots): with one
-// connection per shard, kinesis-local (single-threaded, about 70 GetRecords/s here) otherwise
-// keeps answering the shards it already reads and leaves others waiting for minutes for their
-// first GetShardIterator. esm still has one request in flight per shard, as without the proxy.
+// It forwards at most cap(slots) requests at a time, in the order they arrive: proxySlots to
+// kinesis-local, which with one connection per shard (single-threaded, about 100 GetRecords/s
+// here) otherwise keeps answering the shards it already reads and leaves others waiting for
+// minutes for their first GetShardIterator; one per shard to the fake. esm still has one request
+// in flight per shard, as without the proxy.
 type readsProxy struct {
 	target string
 	reads  *testkit.ShardReads
