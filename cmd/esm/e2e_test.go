@@ -94,13 +94,13 @@ func startBin(t *testing.T, bin string, env []string, args ...string) *esmProc {
 }
 
 // spawnESM starts the esm binary with args; the test's cleanup kills it if it still runs.
-func spawnESM(t *testing.T, env []string, args ...string) *esmProc {
+func spawnESM(t testing.TB, env []string, args ...string) *esmProc {
 	t.Helper()
 	return spawnBin(t, esmBin, env, args...)
 }
 
 // spawnBin is spawnESM with another build of esm.
-func spawnBin(t *testing.T, bin string, env []string, args ...string) *esmProc {
+func spawnBin(t testing.TB, bin string, env []string, args ...string) *esmProc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -132,13 +132,13 @@ func tail(s string, n int) string {
 }
 
 // stop sends SIGTERM and returns the exit code.
-func (p *esmProc) stop(t *testing.T) int {
+func (p *esmProc) stop(t testing.TB) int {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	return p.wait(t)
 }
 
-func (p *esmProc) wait(t *testing.T) int {
+func (p *esmProc) wait(t testing.TB) int {
 	t.Helper()
 	select {
 	case <-p.done:

@@ -16,7 +16,7 @@ import (
 )
 
 // scrape reads the samples of /metrics: metric name → summed value over the given labels' series.
-func scrape(t *testing.T, addr string) map[string]float64 {
+func scrape(t testing.TB, addr string) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {

@@ -47,7 +47,7 @@ func awsCLI(t *testing.T) string {
 	return ""
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -244,10 +244,11 @@ func FunctionARN(stream poller.StreamARN, name string) string {
 	return fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", stream.Partition, stream.Region, stream.Account, name)
 }
 
-// AWSConfig loads the SDK configuration. With an endpoint URL and no credentials in the
-// environment, it signs with fixed local credentials, as local emulators accept any.
+// AWSConfig loads the SDK configuration, with a pool of connections that is kept for every shard
+// read at once (httpClient). With an endpoint URL and no credentials in the environment, it signs
+// with fixed local credentials, as local emulators accept any.
 func AWSConfig(ctx context.Context, region, endpoint string) (aws.Config, error) {
-	var opts []func(*config.LoadOptions) error
+	opts := []func(*config.LoadOptions) error{config.WithHTTPClient(httpClient())}
 	if region != "" {
 		opts = append(opts, config.WithRegion(region))
 	}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/local"
+)
+
+var manyShards, idleWindow = testkit.IdleShardsFlags()
+
+// BenchmarkManyIdleShards measures one esm process reading many idle shards of one stream on
+// kinesis-local: "esm run" of the built binary, polling every second (the default) with the
+// built-in example function and a --state-dir checkpoint store. Once every shard has been read
+// (its first GetRecords answered) and esm reports it owns all of them (esm_shard_owned on
+// /metrics), the esm process alone is measured over -idle-window (default 30 s), from /proc:
+// RSS-MB, peakRSS-MB (VmHWM: the highest since it started, start-up included) and cpu-%core (its
+// user plus system time over the window; 100 is one core busy), with GetRecords/s and
+// cpu-us/GetRecords counted by a proxy between esm and kinesis-local. -shards sets the shard
+// counts (default 1000), e.g.
+//
+//	go test -run '^$' -bench ManyIdleShards -benchtime 1x ./cmd/esm/ -args -shards=500,1000
+//
+// kinesis-local answers only about 100 GetRecords/s on 2 cores (less on a loaded machine, whose
+// load average is logged), so esm polls each of many shards far less than once a second here and
+// cpu-%core is below what the same shards cost on Kinesis. cpu-us/GetRecords is the figure that
+// carries over: at one poll per shard per second, N shards cost N × cpu-us/GetRecords µs of CPU
+// per second. internal/leasesim's BenchmarkManyIdleShards polls at the full rate on the fakes.
+func BenchmarkManyIdleShards(b *testing.B) {
+	testkit.ForEachCount(b, *manyShards, func(b *testing.B, n int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		stream := fmt.Sprintf("bench-idle-%d-%d-%d", n, os.Getpid(), streamSeq.Add(1))
+		created := time.Now()
+		if _, err := local.CreateStream(ctx, kin, stream, int32(n)); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%d shards: CreateStream took %s on kinesis-local", n, time.Since(created).Round(time.Millisecond))
+		// Free kinesis-local's memory of the shards for what runs next.
+		b.Cleanup(func() {
+			_, _ = kin.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(stream)})
+		})
+		measureIdleShards(b, n, stream, kinesisEndpoint, proxySlots)
+	})
+}
+
+// BenchmarkManyIdleShardsFakeKinesis is BenchmarkManyIdleShards with the esm binary reading
+// internal/fakekinesis, served over HTTP by this test process (fakeKinesisHTTP), instead of
+// kinesis-local: the fake answers every poll, so esm polls each shard once a second as it would
+// on Kinesis, and cpu-%core is what its idle shards cost at Lambda's polling rate. Only the esm
+// process is measured; the fake's CPU and memory are in the test process.
+//
+//	go test -run '^$' -bench ManyIdleShardsFakeKinesis -benchtime 1x ./cmd/esm/ -args -shards=500,1000
+func BenchmarkManyIdleShardsFakeKinesis(b *testing.B) {
+	testkit.ForEachCount(b, *manyShards, func(b *testing.B, n int) {
+		f := fakekinesis.New()
+		f.CreateStream("idle", n)
+		srv := httptest.NewServer(fakeKinesisHTTP(f))
+		b.Cleanup(srv.Close)
+		measureIdleShards(b, n, "idle", srv.URL, n)
+	})
+}
+
+// measureIdleShards runs "esm run" on stream, an idle stream of n shards at the Kinesis endpoint
+// target, through a readsProxy that forwards up to slots requests at a time, waits until every
+// shard is read and owned, and measures the esm process.
+func measureIdleShards(b *testing.B, n int, stream, target string, slots int) {
+	reads := testkit.NewShardReads()
+	rp := &readsProxy{target: target, reads: reads, slots: make(chan struct{}, slots),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: slots, DisableCompression: true}}}
+	proxy := httptest.NewUnstartedServer(rp)
+	proxy.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			rp.conns.Add(1)
+		}
+	}
+	proxy.Start()
+	b.Cleanup(proxy.Close) // after esm's cleanup (registered later, run first) stopped esm
+	addr := freeAddr(b)
+	started := time.Now()
+	p := spawnESM(b, []string{"ESM_INVOKE=example"}, "run", "--endpoint-url", proxy.URL, "--stream", stream,
+		"--state-dir", filepath.Join(b.TempDir(), "state"), "--metrics-addr", addr)
+	testkit.WaitFor(b, "every shard read and owned", 5*time.Minute, func() bool {
+		select {
+		case err := <-p.done:
+			b.Fatalf("esm exited: %v\n%s", err, tail(p.stderr.String(), 30))
+		default:
+		}
+		if read, _ := reads.Read(); read < n {
+			return false
+		}
+		return scrape(b, addr)["esm_shard_owned"] == float64(n)
+	})
+	b.Logf("%d shards: all read and owned %s after esm started; load average %s", n,
+		time.Since(started).Round(time.Millisecond), testkit.LoadAverage())
+
+	b.ResetTimer()
+	conns := rp.conns.Load()
+	testkit.MeasureProc(b, p.cmd.Process.Pid, *idleWindow, func() int64 { _, calls := reads.Read(); return calls })
+	b.StopTimer()
+	if c := rp.conns.Load() - conns; c > 0 {
+		b.Logf("%d shards: esm opened %d connections to Kinesis during the window", n, c)
+	}
+	if code := p.stop(b); code != 0 {
+		b.Fatalf("esm exit code %d\n%s", code, tail(p.stderr.String(), 30))
+	}
+}
+
+// proxySlots is how many requests readsProxy has in flight to kinesis-local at once.
+const proxySlots = 4
+
+// readsProxy forwards Kinesis JSON requests to target and follows GetShardIterator and
+// GetRecords through reads, to tell when every shard has been read and to count GetRecords. It
+// counts the connections esm opens to it in conns.
+//
+// It forwards at most cap(slots) requests at a time, in the order they arrive: proxySlots to
+// kinesis-local, which with one connection per shard (single-threaded, about 100 GetRecords/s
+// here) otherwise keeps answering the shards it already reads and leaves others waiting for
+// minutes for their first GetShardIterator; one per shard to the fake. esm still has one request
+// in flight per shard, as without the proxy.
+type readsProxy struct {
+	target string
+	reads  *testkit.ShardReads
+	client *http.Client
+	slots  chan struct{}
+	conns  atomic.Int64
+}
+
+func (p *readsProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	select {
+	case p.slots <- struct{}{}:
+		defer func() { <-p.slots }()
+	case <-r.Context().Done():
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	req.Header = r.Header.Clone()
+	resp, err := p.client.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(out)
+	if resp.StatusCode != http.StatusOK {
+		return
+	}
+	var in, res struct{ ShardId, ShardIterator, NextShardIterator string }
+	switch _, op, _ := strings.Cut(r.Header.Get("X-Amz-Target"), "."); op {
+	case "GetShardIterator":
+		if json.Unmarshal(body, &in) == nil && json.Unmarshal(out, &res) == nil {
+			p.reads.Iterator(in.ShardId, res.ShardIterator)
+		}
+	case "GetRecords":
+		if json.Unmarshal(body, &in) == nil && json.Unmarshal(out, &res) == nil {
+			p.reads.GetRecords(in.ShardIterator, res.NextShardIterator)
+		}
+	}
+}
