@@ -103,7 +103,9 @@ func (d *Dynamo) replanLocked() {
 	d.planKey = k
 	d.plan = d.placeLocked(ms)
 	for id := range d.polls { // a new placement: look again at once
-		delete(d.polls, id)
+		if !d.missing[id] { // except at leases read as absent, which name nobody
+			delete(d.polls, id)
+		}
 	}
 }
 
@@ -466,7 +468,8 @@ func (d *Dynamo) noteFailure(id string, err error, what string) {
 		return
 	}
 	d.mu.Lock()
-	d.pending[id] = true // it may have gone through: read it again
+	d.pending[id] = true // it may have gone through: read it again, at once
+	delete(d.polls, id)
 	d.mu.Unlock()
 	d.log.Warn(what+" failed; will retry", "shard_id", id, "err", err)
 }
