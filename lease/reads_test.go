@@ -19,22 +19,8 @@ import (
 func TestCycleReadsEveryPlacedLeaseInTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := fakedynamo.New()
-		if err := EnsureTable(ctx, db, "leases", true); err != nil {
-			t.Fatal(err)
-		}
-		d, err := NewDynamo(db, "leases", "a", WithLeaseDuration(10*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
 		const n = 3*maxPollsPerCycle - 20
-		ids := make([]string, n)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("shardId-%012d", i)
-		}
-		if err := d.Register(ctx, infos(ids)); err != nil {
-			t.Fatal(err)
-		}
+		d, _, ids := soloOnFake(t, n)
 		// Three claim cycles at one instant: the fleet gate is closed (the worker has just
 		// joined), so no lease is created and every one stays absent.
 		for range 3 {
@@ -62,22 +48,8 @@ func TestCycleReadsEveryPlacedLeaseInTurn(t *testing.T) {
 func TestStopReadsTheTableByBytes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := fakedynamo.New()
-		if err := EnsureTable(ctx, db, "leases", true); err != nil {
-			t.Fatal(err)
-		}
-		d, err := NewDynamo(db, "leases", "a", WithLeaseDuration(10*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
 		const n = 1000
-		ids := make([]string, n)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("shardId-%012d", i)
-		}
-		if err := d.Register(ctx, infos(ids)); err != nil {
-			t.Fatal(err)
-		}
+		d, db, ids := soloOnFake(t, n)
 		runCtx, stop := context.WithCancel(ctx)
 		ran := make(chan error, 1)
 		go func() { ran <- d.Run(runCtx) }()
@@ -118,4 +90,27 @@ func leasesOfDB(t *testing.T, db DynamoAPI) []Lease {
 		t.Fatal(err)
 	}
 	return ls
+}
+
+// soloOnFake is one worker ("a", L = 10 s) on a lease table of the in-memory DynamoDB, with n
+// shards registered.
+func soloOnFake(t *testing.T, n int) (*Dynamo, *fakedynamo.DB, []string) {
+	t.Helper()
+	ctx := context.Background()
+	db := fakedynamo.New()
+	if err := EnsureTable(ctx, db, "leases", true); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDynamo(db, "leases", "a", WithLeaseDuration(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("shardId-%012d", i)
+	}
+	if err := d.Register(ctx, infos(ids)); err != nil {
+		t.Fatal(err)
+	}
+	return d, db, ids
 }
