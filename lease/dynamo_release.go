@@ -168,20 +168,20 @@ func (d *Dynamo) releaseAll(ctx context.Context) {
 	// it from its own view of the roster). A scan is billed by the bytes it reads, a batch read by
 	// the item: at 10,000 shards one stop read 10,000 units at once, most of the partitions'
 	// capacity for a second, and the successors' take-up reads were throttled to their next
-	// cycle; the scan reads about 800.
+	// cycle; the scan reads about 1,600.
 	all, err := scanTable(ctx, d.api, d.table)
 	if err != nil {
 		d.log.Warn("read leases at shutdown failed; one handed to this worker meanwhile is free once it has left the roster", "err", err)
 	}
 	var adopt []string
+	d.mu.Lock()
 	for id, l := range all {
-		d.mu.Lock()
 		if d.held[id] == nil && l.Owner == d.id && !l.Finished() {
 			d.held[id] = &heldLease{counter: l.Counter}
 			adopt = append(adopt, id)
 		}
-		d.mu.Unlock()
 	}
+	d.mu.Unlock()
 	slices.Sort(adopt)
 	parallel(adopt, func(id string) {
 		d.mu.Lock()

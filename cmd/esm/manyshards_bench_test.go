@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,9 +84,11 @@ func BenchmarkManyIdleShardsFakeKinesis(b *testing.B) {
 // target, through a readsProxy that forwards up to slots requests at a time, waits until every
 // shard is read and owned, and measures the esm process.
 func measureIdleShards(b *testing.B, n int, stream, target string, slots int) {
-	reads := testkit.NewShardReads()
-	rp := &readsProxy{target: target, reads: reads, slots: make(chan struct{}, slots),
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: slots, DisableCompression: true}}}
+	rp, err := newReadsProxy(target, &http.Transport{MaxIdleConnsPerHost: slots, DisableCompression: true}, slots)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reads := rp.reads
 	proxy := httptest.NewUnstartedServer(rp)
 	proxy.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -136,59 +140,70 @@ const proxySlots = 4
 // minutes for their first GetShardIterator; one per shard to the fake. esm still has one request
 // in flight per shard, as without the proxy.
 type readsProxy struct {
-	target string
-	reads  *testkit.ShardReads
-	client *http.Client
-	slots  chan struct{}
-	conns  atomic.Int64
+	proxy *httputil.ReverseProxy
+	reads *testkit.ShardReads
+	slots chan struct{}
+	conns atomic.Int64
 }
 
-func (p *readsProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+// newReadsProxy forwards to target through transport, slots requests at a time.
+func newReadsProxy(target string, transport http.RoundTripper, slots int) (*readsProxy, error) {
+	u, err := url.Parse(target)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
+		return nil, err
 	}
+	p := &readsProxy{reads: testkit.NewShardReads(), slots: make(chan struct{}, slots)}
+	p.proxy = &httputil.ReverseProxy{
+		Transport: transport,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			// Keep the request body for ModifyResponse, which follows the iterators.
+			body, err := io.ReadAll(pr.In.Body)
+			if err != nil {
+				body = nil
+			}
+			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+			pr.Out = pr.Out.WithContext(context.WithValue(pr.Out.Context(), requestBody{}, body))
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			out, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(out))
+			body, _ := resp.Request.Context().Value(requestBody{}).([]byte)
+			if resp.StatusCode == http.StatusOK {
+				p.follow(resp.Request.Header.Get("X-Amz-Target"), body, out)
+			}
+			return nil
+		},
+	}
+	return p, nil
+}
+
+// requestBody is the context key of a forwarded request's body.
+type requestBody struct{}
+
+func (p *readsProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select {
 	case p.slots <- struct{}{}:
 		defer func() { <-p.slots }()
 	case <-r.Context().Done():
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	req.Header = r.Header.Clone()
-	resp, err := p.client.Do(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(out)
-	if resp.StatusCode != http.StatusOK {
-		return
-	}
+	p.proxy.ServeHTTP(w, r)
+}
+
+// follow records the iterators a GetShardIterator or GetRecords call (target) returned.
+func (p *readsProxy) follow(target string, body, out []byte) {
 	var in, res struct{ ShardId, ShardIterator, NextShardIterator string }
-	switch _, op, _ := strings.Cut(r.Header.Get("X-Amz-Target"), "."); op {
+	if json.Unmarshal(body, &in) != nil || json.Unmarshal(out, &res) != nil {
+		return
+	}
+	switch _, op, _ := strings.Cut(target, "."); op {
 	case "GetShardIterator":
-		if json.Unmarshal(body, &in) == nil && json.Unmarshal(out, &res) == nil {
-			p.reads.Iterator(in.ShardId, res.ShardIterator)
-		}
+		p.reads.Iterator(in.ShardId, res.ShardIterator)
 	case "GetRecords":
-		if json.Unmarshal(body, &in) == nil && json.Unmarshal(out, &res) == nil {
-			p.reads.GetRecords(in.ShardIterator, res.NextShardIterator)
-		}
+		p.reads.GetRecords(in.ShardIterator, res.NextShardIterator)
 	}
 }

@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -10,11 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// clockTick is Linux's USER_HZ, the unit of the CPU times in /proc/PID/stat: 100 on every
-// architecture Go supports (the kernel exports it as such whatever its internal HZ).
-const clockTick = 10 * time.Millisecond
+	"github.com/prometheus/procfs"
+)
 
 // ProcSample is one reading of a Linux process's memory and CPU time from /proc.
 type ProcSample struct {
@@ -27,51 +24,24 @@ type ProcSample struct {
 // ReadProc reads pid's memory and CPU time (pid 0: this process) from /proc/PID/status and
 // /proc/PID/stat.
 func ReadProc(pid int) (ProcSample, error) {
-	dir := "/proc/self"
-	if pid != 0 {
-		dir = "/proc/" + strconv.Itoa(pid)
-	}
 	s := ProcSample{At: time.Now()}
-	status, err := os.ReadFile(dir + "/status")
+	p, err := procfs.Self()
+	if pid != 0 {
+		p, err = procfs.NewProc(pid)
+	}
 	if err != nil {
 		return s, err
 	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		name, v, ok := strings.Cut(line, ":")
-		if !ok || (name != "VmRSS" && name != "VmHWM") {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		if err != nil {
-			return s, fmt.Errorf("%s/status: %s: %w", dir, name, err)
-		}
-		if name == "VmRSS" {
-			s.RSS = kb << 10
-		} else {
-			s.PeakRSS = kb << 10
-		}
-	}
-	stat, err := os.ReadFile(dir + "/stat")
+	status, err := p.NewStatus()
 	if err != nil {
 		return s, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces: the fields that follow
-	// start after the last ')'. utime and stime are fields 14 and 15.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return s, fmt.Errorf("%s/stat: unexpected format %q", dir, stat)
+	stat, err := p.Stat()
+	if err != nil {
+		return s, err
 	}
-	fields := strings.Fields(string(stat[i+1:]))
-	if len(fields) < 13 {
-		return s, fmt.Errorf("%s/stat: unexpected format %q", dir, stat)
-	}
-	for _, f := range fields[11:13] {
-		ticks, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return s, fmt.Errorf("%s/stat: %w", dir, err)
-		}
-		s.CPU += time.Duration(ticks) * clockTick
-	}
+	s.RSS, s.PeakRSS = int64(status.VmRSS), int64(status.VmHWM)
+	s.CPU = time.Duration(stat.CPUTime() * float64(time.Second))
 	return s, nil
 }
 
@@ -96,17 +66,18 @@ func MeasureProc(b *testing.B, pid int, window time.Duration, getRecords func() 
 	calls := getRecords() - calls0
 	const mb = 1 << 20
 	elapsed, cpu := end.At.Sub(start.At), end.CPU-start.CPU
+	pct, rate := 100*float64(cpu)/float64(elapsed), float64(calls)/elapsed.Seconds()
 	b.ReportMetric(float64(end.RSS)/mb, "RSS-MB")
 	b.ReportMetric(float64(end.PeakRSS)/mb, "peakRSS-MB")
-	b.ReportMetric(100*float64(cpu)/float64(elapsed), "cpu-%core")
-	b.ReportMetric(float64(calls)/elapsed.Seconds(), "GetRecords/s")
+	b.ReportMetric(pct, "cpu-%core")
+	b.ReportMetric(rate, "GetRecords/s")
 	if calls == 0 {
 		b.Fatal("no GetRecords call during the window: nothing was polling")
 	}
-	b.ReportMetric(float64(cpu.Microseconds())/float64(calls), "cpu-us/GetRecords")
+	perCall := float64(cpu.Microseconds()) / float64(calls)
+	b.ReportMetric(perCall, "cpu-us/GetRecords")
 	b.Logf("RSS %d MB (peak %d MB), %.1f%% of a core over %s, %.0f GetRecords/s, %.0f µs of CPU per GetRecords; load average %s",
-		end.RSS>>20, end.PeakRSS>>20, 100*float64(cpu)/float64(elapsed), elapsed.Round(time.Millisecond),
-		float64(calls)/elapsed.Seconds(), float64(cpu.Microseconds())/float64(calls), LoadAverage())
+		end.RSS>>20, end.PeakRSS>>20, pct, elapsed.Round(time.Millisecond), rate, perCall, LoadAverage())
 }
 
 // LoadAverage returns the first line of /proc/loadavg (the 1, 5 and 15 minute load averages and
