@@ -158,9 +158,10 @@ func (d *Dynamo) plan1() (wanted, lineage []string) {
 			continue
 		}
 		settled := d.settledLocked(id, now)
-		// A lease read as absent is not read again: Claim creates it, and a create that finds
+		// A lease read as absent is not wanted again: Claim creates it, and a create that finds
 		// the item gets it back (a cold start waiting for the fleet would read every absent
-		// lease at every cycle: at 10,000 shards a third of the partitions' read capacity).
+		// lease at every cycle: at 10,000 shards a third of the partitions' read capacity). It
+		// stays watched (pending, below), read with a backoff.
 		if (mine(id) && settled || !settled && d.lastCand[id]) && d.held[id] == nil && !d.missing[id] {
 			if p, ok := d.polls[id]; !ok || !now.Before(p.next) {
 				wanted = append(wanted, id)

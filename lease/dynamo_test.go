@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,26 +18,6 @@ import (
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/poller"
 )
-
-// fakeClock is a monotonic clock that moves only when told to.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // logBuffer collects a test's log lines and prints them if the test fails.
 type logBuffer struct {
@@ -96,25 +75,6 @@ func leasesOf(t testing.TB, table string) map[string]Lease {
 		out[l.ShardID] = l
 	}
 	return out
-}
-
-func rawItem(t *testing.T, table, id string) map[string]types.AttributeValue {
-	t.Helper()
-	out, err := ddb.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: &table, Key: key(id), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out.Item
-}
-
-func claim(t *testing.T, d *Dynamo, candidates []string) []string {
-	t.Helper()
-	held, err := d.Claim(context.Background(), candidates)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(held)
-	return held
 }
 
 func owners(ls map[string]Lease) map[string]int {

@@ -211,8 +211,6 @@ func (w *world) listShards() []ktypes.Shard {
 	return out.Shards
 }
 
-func (w *world) parentOf(child string) string { return w.parentsOf(child)[0] }
-
 func (w *world) parentsOf(child string) []string {
 	for _, s := range w.listShards() {
 		if aws.ToString(s.ShardId) == child {
