@@ -163,7 +163,9 @@ func TestReadPathsAfterOverwriteAndDelete(t *testing.T) {
 			if err := dynamodb.NewTableExistsWaiter(dynalite).Wait(ctx, &dynamodb.DescribeTableInput{TableName: &table}, 30*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _, _ = dynalite.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
+			t.Cleanup(func() {
+				_, _ = dynalite.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table})
+			})
 		}
 	}
 	type phase struct {
