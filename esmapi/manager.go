@@ -530,7 +530,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 		}
 	}
 	if err := m.catalog.Put(ctx, rec); err != nil {
-		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+		return EventSourceMapping{}, m.lostLocked(ctx, id, err)
 	}
 	m.replaceLocked(e, rec)
 	view := e.view()
@@ -583,7 +583,7 @@ func (m *Manager) Delete(ctx context.Context, id string) (EventSourceMapping, *A
 	rec.Deleting = true
 	rec.Revision++
 	if err := m.catalog.Put(ctx, rec); err != nil {
-		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+		return EventSourceMapping{}, m.lostLocked(ctx, id, err)
 	}
 	e.rec, e.state = rec, StateDeleting
 	view := e.view()
@@ -604,13 +604,13 @@ func (m *Manager) finishDelete(e *entry) {
 		}
 	}
 	m.mu.Lock()
-	id := e.rec.Mapping.UUID
+	id, rev := e.rec.Mapping.UUID, e.rec.Revision
 	m.mu.Unlock()
 	if err := m.progress.Delete(m.ctx, id); err != nil {
 		m.log.Error("delete the mapping's progress", "mapping", id, "error", err)
 		return
 	}
-	if err := m.catalog.Delete(m.ctx, id); err != nil {
+	if err := m.catalog.Delete(m.ctx, id, rev); err != nil {
 		m.log.Error("delete the mapping", "mapping", id, "error", err)
 		return
 	}
@@ -698,6 +698,10 @@ func (m *Manager) SetTags(ctx context.Context, arn string, add map[string]string
 	if e == nil {
 		return notFound()
 	}
+	if e.state == StateDeleting {
+		// A deleted mapping's record stays at its Deleting revision until it is removed.
+		return inUse(e.rec.Mapping.UUID, e.state)
+	}
 	rec := e.rec
 	tags := map[string]string{}
 	for k, v := range rec.Tags {
@@ -712,7 +716,7 @@ func (m *Manager) SetTags(ctx context.Context, arn string, add map[string]string
 	rec.Tags = tags
 	rec.Revision++
 	if err := m.catalog.Put(ctx, rec); err != nil {
-		return &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+		return m.lostLocked(ctx, rec.Mapping.UUID, err)
 	}
 	e.rec = rec
 	return nil
