@@ -126,7 +126,7 @@ func revisions(ws []write) []int64 {
 type stubEngine struct{}
 
 func (stubEngine) ResolveStream(_ context.Context, stream string) (string, error) { return stream, nil }
-func (stubEngine) ResolveConsumer(context.Context, string, string) error           { return nil }
+func (stubEngine) ResolveConsumer(context.Context, string, string) error          { return nil }
 func (stubEngine) NewPoller(poller.Config, string, poller.Store, poller.Invoker, ...poller.Option) (*poller.Poller, error) {
 	return nil, errors.New("this test runs no poller")
 }
@@ -494,7 +494,9 @@ func fakeRaceEnv(t *testing.T) raceEnv {
 // TestConditionalCatalogFake runs the scenarios on the in-memory DynamoDB.
 func TestConditionalCatalogFake(t *testing.T) {
 	t.Run("lost updates", func(t *testing.T) { testLostUpdates(t, fakeRaceEnv(t)) })
-	t.Run("concurrent changes", func(t *testing.T) { testConcurrentChanges(t, fakeRaceEnv(t), 50*time.Millisecond, 12*time.Millisecond, 60) })
+	t.Run("concurrent changes", func(t *testing.T) {
+		testConcurrentChanges(t, fakeRaceEnv(t), 50*time.Millisecond, 12*time.Millisecond, 60)
+	})
 }
 
 // dynaliteRaceEnv is raceEnv on dynalite, each mapping's shards leased through its own table
@@ -560,5 +562,7 @@ func dynaliteRaceEnv(t *testing.T) raceEnv {
 // TestConditionalCatalogDynalite runs the scenarios on dynalite with real pollers.
 func TestConditionalCatalogDynalite(t *testing.T) {
 	t.Run("lost updates", func(t *testing.T) { testLostUpdates(t, dynaliteRaceEnv(t)) })
-	t.Run("concurrent changes", func(t *testing.T) { testConcurrentChanges(t, dynaliteRaceEnv(t), 300*time.Millisecond, 300*time.Millisecond, 50) })
+	t.Run("concurrent changes", func(t *testing.T) {
+		testConcurrentChanges(t, dynaliteRaceEnv(t), 300*time.Millisecond, 300*time.Millisecond, 50)
+	})
 }
