@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -462,11 +463,17 @@ func testConcurrentChanges(t *testing.T, env raceEnv, interval, pace time.Durati
 }
 
 // fakeRaceEnv is raceEnv on the in-memory DynamoDB, with no poller.
-func fakeRaceEnv(t *testing.T) raceEnv {
+func fakeRaceEnv(t *testing.T) raceEnv { return fakeRaceEnvOn(t, nil) }
+
+// fakeRaceEnvOn is fakeRaceEnv with the catalog wrapped by wrap, when given.
+func fakeRaceEnvOn(t *testing.T, wrap func(esmapi.Catalog) esmapi.Catalog) raceEnv {
 	db := fakedynamo.New()
-	catalog := esmapi.DynamoCatalog{API: db, Table: "mappings"}
-	if err := catalog.Ensure(context.Background(), true); err != nil {
+	var catalog esmapi.Catalog = esmapi.DynamoCatalog{API: db, Table: "mappings"}
+	if err := catalog.(esmapi.DynamoCatalog).Ensure(context.Background(), true); err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		catalog = wrap(catalog)
 	}
 	log := &writeLog{Catalog: catalog}
 	fns := []string{"fa", "fb", "fc"}
@@ -565,4 +572,66 @@ func TestConditionalCatalogDynalite(t *testing.T) {
 	t.Run("concurrent changes", func(t *testing.T) {
 		testConcurrentChanges(t, dynaliteRaceEnv(t), 300*time.Millisecond, 300*time.Millisecond, 50)
 	})
+}
+
+// unreadable is a catalog whose Load fails while fail is set.
+type unreadable struct {
+	esmapi.Catalog
+	fail atomic.Bool
+}
+
+func (u *unreadable) Load(ctx context.Context) ([]esmapi.Record, error) {
+	if u.fail.Load() {
+		return nil, errors.New("the catalog cannot be read")
+	}
+	return u.Catalog.Load(ctx)
+}
+
+// TestConflictAnswers golden-tests what a change made from a replaced revision is answered, in the
+// snapshot form of AWS's recorded errors (testdata/conflicts.json; ESM_UPDATE_GOLDEN=1 rewrites
+// it): ResourceInUseException with the state the other worker's change left the mapping in
+// (Updating, Deleting), and ResourceConflictException when the catalog could not be read again.
+func TestConflictAnswers(t *testing.T) {
+	var cat *unreadable
+	env := fakeRaceEnvOn(t, func(c esmapi.Catalog) esmapi.Catalog {
+		cat = &unreadable{Catalog: c}
+		return cat
+	})
+	a, b := env.worker(t, 0), env.worker(t, 0)
+	fresh := func(src string) string {
+		r := a.call(t, "POST", mappings, map[string]any{"FunctionName": "fa", "EventSourceArn": src, "StartingPosition": "TRIM_HORIZON"})
+		if r.status != 202 {
+			t.Fatalf("create: %d %v", r.status, r.body)
+		}
+		id := r.body["UUID"].(string)
+		syncAll(t, b)
+		settled(t, a, id, false)
+		settled(t, b, id, false)
+		return id
+	}
+	got := map[string]any{}
+
+	id := fresh(env.sources[0])
+	a.call(t, "PUT", mappings+id, map[string]any{"BatchSize": 3})
+	got["update_from_replaced_revision"] = snapshot(t, b.call(t, "PUT", mappings+id, map[string]any{"BatchSize": 7}), id, "<uuid:1>")
+
+	id = fresh(env.sources[1])
+	a.call(t, "DELETE", mappings+id, nil)
+	settled(t, a, id, true)
+	got["update_of_mapping_deleted_elsewhere"] = snapshot(t, b.call(t, "PUT", mappings+id, map[string]any{"BatchSize": 7}), id, "<uuid:1>")
+
+	id = fresh(env.sources[2])
+	a.call(t, "PUT", mappings+id, map[string]any{"BatchSize": 4})
+	cat.fail.Store(true)
+	got["delete_from_replaced_revision_catalog_unreadable"] = snapshot(t, b.call(t, "DELETE", mappings+id, nil), id, "<uuid:1>")
+	cat.fail.Store(false)
+
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(got); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Golden(t, "conflicts.json", out.Bytes())
 }

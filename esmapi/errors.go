@@ -54,6 +54,10 @@ func notFound() *APIError {
 }
 
 func inUse(uuid, state string) *APIError {
+	if state == StateDeleting {
+		return &APIError{Status: http.StatusBadRequest, Type: ResourceInUse, Message: fmt.Sprintf(
+			"Cannot update the event source mapping %s because it is being deleted.", uuid)}
+	}
 	return &APIError{Status: http.StatusBadRequest, Type: ResourceInUse, Message: fmt.Sprintf(
 		"Cannot update the event source mapping %s because it is in use: its state is %s. Try again once it is Enabled or Disabled.", uuid, state)}
 }
