@@ -393,6 +393,7 @@ func testConcurrentChanges(t *testing.T, env raceEnv, interval, pace time.Durati
 		t.Fatal(err)
 	}
 	// Convergence: every worker runs the catalog's mappings with its settings, none changing.
+	last := time.Now()
 	var diff string
 	defer func() {
 		if t.Failed() {
@@ -434,6 +435,7 @@ func testConcurrentChanges(t *testing.T, env raceEnv, interval, pace time.Durati
 		}
 		return true
 	})
+	t.Logf("every worker ran the catalog's mappings %s after the last change (sync interval %s)", time.Since(last).Round(time.Millisecond), interval)
 	env.log.check(t)
 	t.Logf("operations: %v; writes refused by the catalog: %d", counts, env.log.refusedWrites())
 	for _, k := range []string{"create accepted", "update accepted", "update refused", "delete accepted"} {
