@@ -25,7 +25,6 @@ import (
 	"github.com/kinesis-esm/esm/internal/fakedynamo"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
-	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/local"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -197,6 +196,21 @@ func settled(t *testing.T, s *server, id string, gone bool) map[string]any {
 	return r.body
 }
 
+// createSynced creates a mapping of src to fn on a, lets b read it, and waits until it runs on
+// both.
+func createSynced(t *testing.T, a, b *server, src, fn string) string {
+	t.Helper()
+	r := a.call(t, "POST", mappings, map[string]any{"FunctionName": fn, "EventSourceArn": src, "StartingPosition": "TRIM_HORIZON"})
+	if r.status != 202 {
+		t.Fatalf("create: %d %v", r.status, r.body)
+	}
+	id := r.body["UUID"].(string)
+	syncAll(t, b)
+	settled(t, a, id, false)
+	settled(t, b, id, false)
+	return id
+}
+
 func syncAll(t *testing.T, workers ...*server) {
 	t.Helper()
 	for _, w := range workers {
@@ -233,15 +247,7 @@ func testLostUpdates(t *testing.T, env raceEnv) {
 		t.Helper()
 		src, fn := env.sources[n%len(env.sources)], env.functions[n/len(env.sources)]
 		n++
-		create := a.call(t, "POST", mappings, map[string]any{"FunctionName": fn, "EventSourceArn": src, "StartingPosition": "TRIM_HORIZON"})
-		if create.status != 202 {
-			t.Fatalf("create: %d %v", create.status, create.body)
-		}
-		id := create.body["UUID"].(string)
-		syncAll(t, b)
-		settled(t, a, id, false)
-		settled(t, b, id, false)
-		return id
+		return createSynced(t, a, b, src, fn)
 	}
 	wantRefused := func(t *testing.T, what string, r rawResponse) {
 		t.Helper()
@@ -539,22 +545,7 @@ func dynaliteRaceEnv(t *testing.T) raceEnv {
 			for _, f := range fns {
 				functions = append(functions, esmapi.Function{Name: f, Invoker: inprocess.New((&recorder{}).handle)})
 			}
-			progress := esmapi.ProgressFuncs{
-				StoreFunc: func(ctx context.Context, id string) (poller.Store, error) {
-					if err := lease.EnsureTable(ctx, ddb, table+"-"+id, true); err != nil {
-						return nil, err
-					}
-					return lease.NewDynamo(ddb, table+"-"+id, name, lease.WithLeaseDuration(3*time.Second))
-				},
-				DeleteFunc: func(ctx context.Context, id string) error {
-					_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table + "-" + id)})
-					if nf := (*ddbtypes.ResourceNotFoundException)(nil); errors.As(err, &nf) {
-						return nil
-					}
-					return err
-				},
-			}
-			return startOpen(t, log, progress, esmapi.WithFunctions(functions...), esmapi.WithSyncInterval(interval),
+			return startOpen(t, log, leaseProgress(ddb, table, name), esmapi.WithFunctions(functions...), esmapi.WithSyncInterval(interval),
 				esmapi.WithBase(poller.Config{PollInterval: 50 * time.Millisecond, MinPollSpacing: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second}),
 				esmapi.WithRestartBackoff(100*time.Millisecond))
 		},
@@ -600,17 +591,7 @@ func TestConflictAnswers(t *testing.T) {
 		return cat
 	})
 	a, b := env.worker(t, 0), env.worker(t, 0)
-	fresh := func(src string) string {
-		r := a.call(t, "POST", mappings, map[string]any{"FunctionName": "fa", "EventSourceArn": src, "StartingPosition": "TRIM_HORIZON"})
-		if r.status != 202 {
-			t.Fatalf("create: %d %v", r.status, r.body)
-		}
-		id := r.body["UUID"].(string)
-		syncAll(t, b)
-		settled(t, a, id, false)
-		settled(t, b, id, false)
-		return id
-	}
+	fresh := func(src string) string { return createSynced(t, a, b, src, "fa") }
 	got := map[string]any{}
 
 	id := fresh(env.sources[0])

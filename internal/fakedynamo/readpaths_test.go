@@ -14,20 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// readAPI is every read path a consumer of the fake may take, and the writes that change what
-// they see.
-type readAPI interface {
-	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
-	DeleteTable(context.Context, *dynamodb.DeleteTableInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteTableOutput, error)
-	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
-}
-
 // rpKeys are the items of the read-paths table: hash key h, range key r.
 var rpKeys = [][2]string{{"a", "1"}, {"a", "2"}, {"a", "3"}, {"b", "1"}, {"b", "2"}, {"c", "1"}}
 
@@ -38,7 +24,7 @@ func rpKey(h, r string) map[string]types.AttributeValue {
 // readAll reads the table through every path, consistent and eventually consistent, each
 // giving the items it saw as sorted text: GetItem and BatchGetItem of every key, Query of every
 // hash key (pages of 2), Scan whole and in pages of 2.
-func readAll(ctx context.Context, t *testing.T, c readAPI, table string) map[string]string {
+func readAll(ctx context.Context, t *testing.T, c api, table string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, consistent := range []bool{true, false} {
@@ -128,7 +114,7 @@ func readAll(ctx context.Context, t *testing.T, c readAPI, table string) map[str
 func TestReadPathsAfterOverwriteAndDelete(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	targets := map[string]readAPI{"fake": New()}
+	targets := map[string]api{"fake": New()}
 	if dynalite != nil {
 		targets["dynalite"] = dynalite
 	}
@@ -170,11 +156,11 @@ func TestReadPathsAfterOverwriteAndDelete(t *testing.T) {
 	}
 	type phase struct {
 		name  string
-		write func(c readAPI) error
+		write func(c api) error
 		model func()
 	}
 	phases := []phase{
-		{"initial", func(c readAPI) error {
+		{"initial", func(c api) error {
 			for _, k := range rpKeys {
 				if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item(k[0], k[1], "v1")}); err != nil {
 					return err
@@ -186,7 +172,7 @@ func TestReadPathsAfterOverwriteAndDelete(t *testing.T) {
 				want[k] = "v1"
 			}
 		}},
-		{"after an overwrite", func(c readAPI) error {
+		{"after an overwrite", func(c api) error {
 			if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item("a", "2", "v2-put")}); err != nil {
 				return err
 			}
@@ -194,11 +180,11 @@ func TestReadPathsAfterOverwriteAndDelete(t *testing.T) {
 				ExpressionAttributeValues: map[string]types.AttributeValue{":v": s("v2-update")}})
 			return err
 		}, func() { want[[2]string{"a", "2"}], want[[2]string{"b", "1"}] = "v2-put", "v2-update" }},
-		{"after a delete", func(c readAPI) error {
+		{"after a delete", func(c api) error {
 			_, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: rpKey("a", "3")})
 			return err
 		}, func() { delete(want, [2]string{"a", "3"}) }},
-		{"after a conditional overwrite", func(c readAPI) error {
+		{"after a conditional overwrite", func(c api) error {
 			_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item("c", "1", "v3"), ConditionExpression: aws.String("v = :old"),
 				ExpressionAttributeValues: map[string]types.AttributeValue{":old": s("v1")}})
 			return err
