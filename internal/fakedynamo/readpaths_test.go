@@ -82,26 +82,11 @@ func readAll(ctx context.Context, t *testing.T, c api, table string) map[string]
 		out["Query "+mode] = strings.Join(got, " ")
 
 		for _, limit := range []int32{0, 2} {
-			got = nil
-			in := &dynamodb.ScanInput{TableName: &table, ConsistentRead: aws.Bool(consistent)}
-			if limit > 0 {
-				in.Limit = aws.Int32(limit)
+			o := scanStep("scan", limit, consistent).run(ctx, c, table)
+			if o.Err != "" {
+				t.Fatal(o.Err)
 			}
-			for {
-				sc, err := c.Scan(ctx, in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, it := range sc.Items {
-					got = append(got, show(it))
-				}
-				if sc.LastEvaluatedKey == nil {
-					break
-				}
-				in.ExclusiveStartKey = sc.LastEvaluatedKey
-			}
-			slices.Sort(got)
-			out[fmt.Sprintf("Scan limit %d %s", limit, mode)] = strings.Join(got, " ")
+			out[fmt.Sprintf("Scan limit %d %s", limit, mode)] = strings.ReplaceAll(o.Attrs, "\n", " ")
 		}
 	}
 	return out
