@@ -618,3 +618,51 @@ func TestConflictAnswers(t *testing.T) {
 	}
 	testkit.Golden(t, "conflicts.json", out.Bytes())
 }
+
+// TestCatalogConditions: both catalogs take a write only from the revision the catalog holds,
+// and a removal only at it (or of a record already gone).
+func TestCatalogConditions(t *testing.T) {
+	dynamo := esmapi.DynamoCatalog{API: fakedynamo.New(), Table: "mappings"}
+	if err := dynamo.Ensure(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]esmapi.Catalog{"file": esmapi.FileCatalog{Dir: t.TempDir()}, "dynamo": dynamo} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			rec := func(rev int64, batch int) esmapi.Record {
+				r := esmapi.Record{Revision: rev, FunctionName: "fa"}
+				r.Mapping.UUID, r.Mapping.BatchSize = "00000000-1111-4222-8333-444444444444", batch
+				return r
+			}
+			steps := []struct {
+				what     string
+				do       func() error
+				conflict bool
+			}{
+				{"create", func() error { return c.Put(ctx, rec(0, 1)) }, false},
+				{"create again", func() error { return c.Put(ctx, rec(0, 2)) }, true},
+				{"update from 0", func() error { return c.Put(ctx, rec(1, 3)) }, false},
+				{"update from 0 again", func() error { return c.Put(ctx, rec(1, 4)) }, true},
+				{"update from 2, not written yet", func() error { return c.Put(ctx, rec(3, 5)) }, true},
+				{"remove at 0", func() error { return c.Delete(ctx, rec(0, 0).Mapping.UUID, 0) }, true},
+				{"remove at 1", func() error { return c.Delete(ctx, rec(0, 0).Mapping.UUID, 1) }, false},
+				{"remove again", func() error { return c.Delete(ctx, rec(0, 0).Mapping.UUID, 1) }, false},
+				{"update of a removed record", func() error { return c.Put(ctx, rec(2, 6)) }, true},
+			}
+			for _, s := range steps {
+				err := s.do()
+				if s.conflict != errors.Is(err, esmapi.ErrConflict) || !s.conflict && err != nil {
+					t.Errorf("%s: %v, want conflict %t", s.what, err, s.conflict)
+				}
+				if s.what == "update from 0 again" {
+					if r := catalogRecord(t, c, rec(0, 0).Mapping.UUID); r == nil || r.Revision != 1 || r.Mapping.BatchSize != 3 {
+						t.Errorf("after %s the catalog holds %+v, want revision 1 with BatchSize 3", s.what, r)
+					}
+				}
+			}
+			if recs, err := c.Load(ctx); err != nil || len(recs) != 0 {
+				t.Errorf("the catalog holds %v (%v), want nothing", recs, err)
+			}
+		})
+	}
+}
