@@ -135,6 +135,14 @@ func TestStopWhileStarting(t *testing.T) {
 		{"run: create lease table", func(dir string) []string { return run(dir, "--lease-table", table()) }, "CreateTable"},
 		{"run: mapping UUID", func(dir string) []string { return run(dir, "--lease-table", table()) }, "UpdateItem"},
 		{"run: first claims", func(dir string) []string { return run(dir, "--lease-table", table()) }, "Scan"},
+		{"run: register consumer", func(dir string) []string {
+			return run(dir, "--register-consumer", fmt.Sprintf("stop-consumer-%d-%d", os.Getpid(), streamSeq.Add(1)))
+		}, "RegisterStreamConsumer"},
+		{"serve: template mapping's stream", func(dir string) []string {
+			name := fmt.Sprintf("stop-template-%d-%d", os.Getpid(), streamSeq.Add(1))
+			return []string{"serve", "--api-addr", "127.0.0.1:0", "--function", "Fn=example", "--template", provisionTemplate(t, dir, name),
+				"--state-dir", filepath.Join(dir, "state")}
+		}, "DescribeStreamSummary"},
 		{"serve: describe mappings table", func(dir string) []string { return serve(dir, "--lease-table", table()) }, "DescribeTable"},
 		{"serve: load mappings", func(dir string) []string { return serve(dir, "--lease-table", table()) }, "Scan"},
 	}
