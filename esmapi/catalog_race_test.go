@@ -666,3 +666,82 @@ func TestCatalogConditions(t *testing.T) {
 		})
 	}
 }
+
+// heldRead is a catalog whose next Load, once armed, reads and then waits for release before it
+// returns: a read that began before later ones were applied.
+type heldRead struct {
+	esmapi.Catalog
+	mu      sync.Mutex
+	armed   bool
+	read    chan struct{} // closed once the held Load has read
+	release chan struct{}
+}
+
+func (h *heldRead) arm() {
+	h.mu.Lock()
+	h.armed, h.read, h.release = true, make(chan struct{}), make(chan struct{})
+	h.mu.Unlock()
+}
+
+func (h *heldRead) Load(ctx context.Context) ([]esmapi.Record, error) {
+	h.mu.Lock()
+	held := h.armed
+	h.armed = false
+	read, release := h.read, h.release
+	h.mu.Unlock()
+	recs, err := h.Catalog.Load(ctx)
+	if held {
+		close(read)
+		<-release
+	}
+	return recs, err
+}
+
+// TestOlderReadNotApplied: a worker's periodic read of the catalog that began before a
+// conflicting write made it read the catalog again is not applied over that newer read. Here the
+// newer read brought a mapping another worker created (its clock behind this one's), which the
+// older read does not hold: applied, it would stop that mapping here as deleted elsewhere and
+// drop its progress.
+func TestOlderReadNotApplied(t *testing.T) {
+	var h *heldRead
+	env := fakeRaceEnvOn(t, func(c esmapi.Catalog) esmapi.Catalog {
+		h = &heldRead{Catalog: c}
+		return h
+	})
+	a, b := env.worker(t, 0), env.worker(t, 0)
+	x := createSynced(t, a, b, env.sources[0], "fa")
+	if r := a.call(t, "PUT", mappings+x, map[string]any{"BatchSize": 3}); r.status != 202 {
+		t.Fatalf("update on a: %d %v", r.status, r.body)
+	}
+
+	h.arm()
+	synced := make(chan error, 1)
+	go func() { synced <- b.m.Sync(context.Background()) }()
+	<-h.read // b's periodic read has read the catalog, without the mapping below
+
+	// Another worker, its clock an hour behind, creates a mapping.
+	late := esmapi.Record{FunctionName: "fb", Enabled: false, Created: time.Now().Add(-time.Hour)}
+	late.Mapping.UUID = "00000000-1111-4222-8333-555555555555"
+	late.Mapping.EventSourceArn, late.Mapping.FunctionArn = env.sources[1], "arn:aws:lambda:us-east-1:000000000000:function:fb"
+	if err := env.log.Put(context.Background(), late); err != nil {
+		t.Fatal(err)
+	}
+	// b's stale update conflicts: b reads the catalog again, and learns of the new mapping.
+	if r := b.call(t, "PUT", mappings+x, map[string]any{"BatchSize": 7}); !refused(r) {
+		t.Fatalf("stale update on b: %d %s %v", r.status, r.errorType, r.body)
+	}
+	if r := b.call(t, "GET", mappings+late.Mapping.UUID, nil); r.status != 200 {
+		t.Fatalf("b does not know the new mapping after reading the catalog again: %d %v", r.status, r.body)
+	}
+	close(h.release)
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if r := b.call(t, "GET", mappings+late.Mapping.UUID, nil); r.status != 200 || r.body["State"] == "Deleting" {
+		t.Fatalf("after applying its older read, b has the new mapping as %d %v", r.status, r.body)
+	}
+	syncAll(t, b)
+	if r := settled(t, b, late.Mapping.UUID, false); r["UUID"] != late.Mapping.UUID {
+		t.Fatalf("b lost the new mapping: %v", r)
+	}
+}

@@ -54,6 +54,9 @@ type Manager struct {
 	// deleted are the mappings deleted while this process runs: a catalog read from before
 	// their deletion must not bring them back.
 	deleted map[string]bool
+	// applied is when the catalog read last applied here began (this process's clock): a read
+	// that began earlier is older than what this worker knows, and is not applied.
+	applied time.Time
 }
 
 type entry struct {
@@ -102,10 +105,12 @@ func Open(ctx context.Context, engine Engine, catalog Catalog, progress Progress
 		}
 		m.funcs[f.Name] = f
 	}
+	loaded := time.Now()
 	recs, err := catalog.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
+	m.applied = loaded
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	m.mu.Lock()
 	defer m.mu.Unlock()

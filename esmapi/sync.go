@@ -39,8 +39,14 @@ func (m *Manager) Sync(ctx context.Context) error {
 	return nil
 }
 
-// applyLocked applies the catalog's records, read at start or later; m.mu is held.
+// applyLocked applies the catalog's records, read from start on, unless a read that began later
+// was applied already (a conflicting write's): a mapping missing from them is then gone only
+// from the older read. m.mu is held.
 func (m *Manager) applyLocked(recs []Record, start time.Time) {
+	if start.Before(m.applied) {
+		return
+	}
+	m.applied = start
 	seen := make(map[string]bool, len(recs))
 	for _, r := range recs {
 		id := r.Mapping.UUID
