@@ -745,3 +745,76 @@ func TestOlderReadNotApplied(t *testing.T) {
 		t.Fatalf("b lost the new mapping: %v", r)
 	}
 }
+
+// slowPut is a catalog whose next Put, once armed, waits for a Load that began meanwhile to have
+// read before it writes.
+type slowPut struct {
+	esmapi.Catalog
+	mu      sync.Mutex
+	armed   bool
+	putting chan struct{} // closed when the held Put begins
+	loaded  chan struct{} // closed when a Load during it has read
+}
+
+func (p *slowPut) Put(ctx context.Context, r esmapi.Record) error {
+	p.mu.Lock()
+	held := p.armed
+	p.armed = false
+	p.mu.Unlock()
+	if held {
+		close(p.putting)
+		<-p.loaded
+	}
+	return p.Catalog.Put(ctx, r)
+}
+
+func (p *slowPut) Load(ctx context.Context) ([]esmapi.Record, error) {
+	recs, err := p.Catalog.Load(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.putting != nil && p.loaded != nil {
+		select {
+		case <-p.putting:
+			close(p.loaded)
+			p.loaded = nil
+		default:
+		}
+	}
+	return recs, err
+}
+
+// TestSyncDuringCreate: a periodic read of the catalog that began while this worker was writing a
+// new mapping, and so lacks it, does not take that mapping for deleted elsewhere.
+func TestSyncDuringCreate(t *testing.T) {
+	var p *slowPut
+	env := fakeRaceEnvOn(t, func(c esmapi.Catalog) esmapi.Catalog {
+		p = &slowPut{Catalog: c}
+		return p
+	})
+	a := env.worker(t, 0)
+	p.mu.Lock()
+	p.armed, p.putting, p.loaded = true, make(chan struct{}), make(chan struct{})
+	p.mu.Unlock()
+	created := make(chan rawResponse, 1)
+	go func() {
+		r, err := a.try("POST", mappings, map[string]any{"FunctionName": "fa", "EventSourceArn": env.sources[0], "StartingPosition": "TRIM_HORIZON"})
+		if err != nil {
+			t.Error(err)
+		}
+		created <- r
+	}()
+	<-p.putting
+	if err := a.m.Sync(context.Background()); err != nil { // reads while the create writes; applies after it
+		t.Fatal(err)
+	}
+	r := <-created
+	if r.status != 202 {
+		t.Fatalf("create: %d %v", r.status, r.body)
+	}
+	id := r.body["UUID"].(string)
+	if g := a.call(t, "GET", mappings+id, nil); g.status != 200 || g.body["State"] == "Deleting" {
+		t.Fatalf("the new mapping after a read that began before it was written: %d %v", g.status, g.body)
+	}
+	syncAll(t, a)
+	settled(t, a, id, false)
+}

@@ -60,7 +60,10 @@ type Manager struct {
 }
 
 type entry struct {
-	rec    Record
+	rec Record
+	// known is when the record was last known to be in the catalog (this process's clock): a
+	// catalog read that began later and lacks it shows that it was deleted.
+	known  time.Time
 	state  string
 	result atomic.Pointer[string] // LastProcessingResult
 	gen    int                    // which start of the poller is current
@@ -115,7 +118,7 @@ func Open(ctx context.Context, engine Engine, catalog Catalog, progress Progress
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range recs {
-		e := &entry{rec: r}
+		e := &entry{rec: r, known: loaded}
 		e.result.Store(new(ResultNone))
 		m.maps[r.Mapping.UUID] = e
 		switch {
@@ -408,7 +411,7 @@ func (m *Manager) addLocked(ctx context.Context, rec Record, mc poller.Config) (
 	if err := m.catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
-	e := &entry{rec: rec, state: StateCreating}
+	e := &entry{rec: rec, known: time.Now(), state: StateCreating}
 	e.result.Store(new(ResultNone))
 	m.maps[id] = e
 	view := e.view()

@@ -56,7 +56,7 @@ func (m *Manager) applyLocked(recs []Record, start time.Time) {
 		case m.deleted[id]:
 		case !ok && r.Deleting: // being deleted elsewhere: nothing runs here
 		case !ok:
-			e = &entry{rec: r, state: StateDisabled}
+			e = &entry{rec: r, known: start, state: StateDisabled}
 			e.result.Store(new(ResultNone))
 			m.maps[id] = e
 			if r.Enabled {
@@ -75,9 +75,9 @@ func (m *Manager) applyLocked(recs []Record, start time.Time) {
 		}
 	}
 	for id, e := range m.maps {
-		// Gone from the catalog: deleted elsewhere. A mapping created here since the catalog
-		// was read is not in what was read.
-		if !seen[id] && e.rec.Created.Before(start) && e.state != StateDeleting {
+		// Gone from the catalog: deleted elsewhere. A mapping written here since the catalog
+		// began to be read may not be in what was read.
+		if !seen[id] && e.known.Before(start) && e.state != StateDeleting {
 			e.state = StateDeleting
 			m.async(func() {
 				m.stop(e)
