@@ -1,0 +1,114 @@
+package execenv
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
+)
+
+// withContainment replaces the containment the machine offers (tests of the fallback).
+func withContainment(c *containment) Option { return func(cfg *config) { cfg.containment = c } }
+
+// procStat is a process's state and session from /proc; ok is false once it is gone.
+func procStat(t *testing.T, pid int) (state string, session int, ok bool) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	session, _ = strconv.Atoi(f[3])
+	return f[0], session, true
+}
+
+// running reports whether pid is a live process (not gone, not a zombie).
+func running(t *testing.T, pid int) bool {
+	state, _, ok := procStat(t, pid)
+	return ok && state != "Z" && state != "X"
+}
+
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// containments are the ways this machine can contain environments: what it offers (a cgroup v2
+// where writable), and the child-subreaper fallback in any case.
+func containments(t *testing.T) map[string]*containment {
+	t.Helper()
+	out := map[string]*containment{"default": detected()}
+	if detected().mode != containSubreaper {
+		out["subreaper"] = subreaperContainment()
+	}
+	return out
+}
+
+// TestTimeoutEndsEveryProcess: a function that starts a child in a new session (setsid: out of
+// its process group and session) and then times out leaves nothing behind: once Invoke has
+// answered Sandbox.Timedout, the child is gone. The same for an idle environment at Close.
+func TestTimeoutEndsEveryProcess(t *testing.T) {
+	t.Logf("this machine: containment %d (1 cgroup, 2 subreaper), memory limited %v, notice %q", detected().mode, detected().memory, detected().notice)
+	for name, c := range containments(t) {
+		t.Run(name+"/timeout", func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			child, pids := filepath.Join(dir, "child"), filepath.Join(dir, "pids")
+			h := newHarness(t, bashBootstrap, map[string]string{"BASH_FAIL": "sleep", "BASH_CHILD": child, "BASH_PIDS": pids},
+				WithHandler("function.handler"), WithTimeout(2*time.Second), withContainment(c))
+			done := make(chan string, 1)
+			go func() {
+				resp := h.invoke(t)
+				typ, _ := errorType(t, resp)
+				done <- typ
+			}()
+			testkit.WaitFor(t, "the setsid child", 20*time.Second, func() bool {
+				b, _ := os.ReadFile(child)
+				return len(bytes.TrimSpace(b)) > 0
+			})
+			pid, runtime := readPID(t, child), readPID(t, pids)
+			_, sess, ok := procStat(t, pid)
+			_, runtimeSess, _ := procStat(t, runtime)
+			if !ok || !running(t, pid) || sess != pid || sess == runtimeSess {
+				t.Fatalf("child %d: running %v, session %d (runtime %d in session %d): want a running session leader of its own", pid, running(t, pid), sess, runtime, runtimeSess)
+			}
+			if typ := <-done; typ != "Sandbox.Timedout" {
+				t.Fatalf("error type %s, want Sandbox.Timedout", typ)
+			}
+			if running(t, pid) || running(t, runtime) {
+				t.Fatalf("after the timeout: child %d running %v, runtime %d running %v; want both gone", pid, running(t, pid), runtime, running(t, runtime))
+			}
+		})
+		t.Run(name+"/close", func(t *testing.T) {
+			t.Parallel()
+			child := filepath.Join(t.TempDir(), "child")
+			h := newHarness(t, bashBootstrap, map[string]string{"BASH_CHILD": child}, WithHandler("function.handler"), withContainment(c))
+			if resp := h.invoke(t); resp.Failed() {
+				t.Fatalf("invoke: %s", resp.Payload)
+			}
+			pid := readPID(t, child)
+			if !running(t, pid) {
+				t.Fatalf("child %d is not running after the invocation", pid)
+			}
+			if err := h.pool.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if running(t, pid) {
+				t.Fatalf("child %d still running after Close", pid)
+			}
+		})
+	}
+}
