@@ -58,10 +58,14 @@ func Loopback(addr string) bool {
 // maxSkew is how far a request's X-Amz-Date may be from now, as AWS allows.
 const maxSkew = 5 * time.Minute
 
-// RequireSigV4 lets through only requests signed with creds (AWS Signature Version 4). It
+// SigningService is the service a request's credential scope must name: Lambda's.
+const SigningService = "lambda"
+
+// RequireSigV4 lets through only requests signed with creds (AWS Signature Version 4) for
+// service lambda in region (the credential scope KEY/DATE/REGION/lambda/aws4_request). It
 // re-signs each request's canonical form with the SDK's signer and compares the signatures;
-// anything else is refused with AWS's error shape.
-func RequireSigV4(h http.Handler, creds Credentials, now func() time.Time) http.Handler {
+// anything else is refused as AWS refuses it.
+func RequireSigV4(h http.Handler, creds Credentials, region string, now func() time.Time) http.Handler {
 	signer := v4.NewSigner()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
@@ -69,7 +73,7 @@ func RequireSigV4(h http.Handler, creds Credentials, now func() time.Time) http.
 			writeError(w, "", &APIError{Status: http.StatusRequestEntityTooLarge, Type: "RequestTooLargeException", Message: "Request must be smaller than 1048576 bytes."})
 			return
 		}
-		if e := verify(r, body, creds, now(), signer); e != nil {
+		if e := verify(r, body, creds, region, now(), signer); e != nil {
 			writeError(w, "", e)
 			return
 		}
@@ -115,7 +119,7 @@ func parseAuthorization(h string) (authorization, bool) {
 	return a, a.accessKey != "" && a.signedHeaders != "" && a.signature != ""
 }
 
-func verify(r *http.Request, body []byte, creds Credentials, now time.Time, signer *v4.Signer) *APIError {
+func verify(r *http.Request, body []byte, creds Credentials, region string, now time.Time, signer *v4.Signer) *APIError {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return authError(http.StatusForbidden, MissingAuthenticationToken, "Missing Authentication Token")
@@ -124,6 +128,9 @@ func verify(r *http.Request, body []byte, creds Credentials, now time.Time, sign
 	if !ok {
 		return authError(http.StatusBadRequest, "IncompleteSignatureException",
 			"Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters of the AWS4-HMAC-SHA256 algorithm.")
+	}
+	if e := checkScope(a, region); e != nil {
+		return e
 	}
 	if a.accessKey != creds.AccessKeyID {
 		return authError(http.StatusForbidden, UnrecognizedClient, "The security token included in the request is invalid.")
@@ -166,6 +173,23 @@ func verify(r *http.Request, body []byte, creds Credentials, now time.Time, sign
 		return mismatch()
 	}
 	return nil
+}
+
+// checkScope refuses a credential scope of another region or service, before the key is looked
+// at, with AWS's InvalidSignatureException: one sentence per wrong part, the region's first, each
+// ending ". " (as AWS's services write them).
+func checkScope(a authorization, region string) *APIError {
+	var msg strings.Builder
+	if a.region != region {
+		fmt.Fprintf(&msg, "Credential should be scoped to a valid region, not '%s'. ", a.region)
+	}
+	if a.service != SigningService {
+		fmt.Fprintf(&msg, "Credential should be scoped to correct service: '%s'. ", SigningService)
+	}
+	if msg.Len() == 0 {
+		return nil
+	}
+	return authError(http.StatusForbidden, InvalidSignature, msg.String())
 }
 
 func mismatch() *APIError {
