@@ -64,16 +64,20 @@ const SigningService = "lambda"
 // RequireSigV4 lets through only requests signed with creds (AWS Signature Version 4) for
 // service lambda in region (the credential scope KEY/DATE/REGION/lambda/aws4_request). It
 // re-signs each request's canonical form with the SDK's signer and compares the signatures;
-// anything else is refused as AWS refuses it.
+// anything else is refused as AWS refuses it. The body (at most 1 MiB) is read only once the
+// headers passed: an unsigned request costs no more than its headers.
 func RequireSigV4(h http.Handler, creds Credentials, region string, now func() time.Time) http.Handler {
 	signer := v4.NewSigner()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			writeError(w, "", &APIError{Status: http.StatusRequestEntityTooLarge, Type: "RequestTooLargeException", Message: "Request must be smaller than 1048576 bytes."})
-			return
+		var body []byte
+		read := func() *APIError {
+			var err error
+			if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody)); err != nil {
+				return tooLarge()
+			}
+			return nil
 		}
-		if e := verify(r, body, creds, region, now(), signer); e != nil {
+		if e := verify(r, read, &body, creds, region, now(), signer); e != nil {
 			writeError(w, "", e)
 			return
 		}
@@ -119,7 +123,8 @@ func parseAuthorization(h string) (authorization, bool) {
 	return a, a.accessKey != "" && a.signedHeaders != "" && a.signature != ""
 }
 
-func verify(r *http.Request, body []byte, creds Credentials, region string, now time.Time, signer *v4.Signer) *APIError {
+// verify checks r's signature; read reads its body into *body once the headers passed.
+func verify(r *http.Request, read func() *APIError, body *[]byte, creds Credentials, region string, now time.Time, signer *v4.Signer) *APIError {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return authError(http.StatusForbidden, MissingAuthenticationToken, "Missing Authentication Token")
@@ -144,7 +149,10 @@ func verify(r *http.Request, body []byte, creds Credentials, region string, now 
 		return authError(http.StatusForbidden, InvalidSignature, fmt.Sprintf("Signature expired: %s is now earlier than %s (%s - 5 min.)",
 			t.Format(amzDate), now.UTC().Add(-maxSkew).Format(amzDate), now.UTC().Format(amzDate)))
 	}
-	sum := sha256.Sum256(body)
+	if e := read(); e != nil {
+		return e
+	}
+	sum := sha256.Sum256(*body)
 	payloadHash := hex.EncodeToString(sum[:])
 	if v := r.Header.Get("X-Amz-Content-Sha256"); v != "" && v != payloadHash {
 		return mismatch()

@@ -2,8 +2,10 @@ package execenv
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,5 +112,43 @@ func TestTimeoutEndsEveryProcess(t *testing.T) {
 				t.Fatalf("child %d still running after Close", pid)
 			}
 		})
+	}
+}
+
+// TestOutOfMemoryReportedAsLambda: an environment whose cgroup counted an out-of-memory kill when
+// its process died is reported as Lambda reports one: Runtime.OutOfMemory, "Runtime exited with
+// error: signal: killed", and the REPORT line's "Status: error	Error Type: Runtime.OutOfMemory"
+// with the cgroup's peak as Max Memory Used. The kernel's counters are written by the test (this
+// machine's cgroup v2 has no memory controller); the process really dies of SIGKILL.
+func TestOutOfMemoryReportedAsLambda(t *testing.T) {
+	h := newHarness(t, bashBootstrap, map[string]string{"BASH_FAIL": "exit"}, WithHandler("function.handler"),
+		withContainment(subreaperContainment()))
+	cfg := h.pool.cfg
+	e, err := startEnvironment(context.Background(), &cfg, h.pool.out, "oom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.stop()
+	fake := t.TempDir()
+	for name, content := range map[string]string{
+		"memory.events": "low 0\nhigh 0\nmax 31\noom 1\noom_kill 1\noom_group_kill 1\n",
+		"memory.peak":   "134217728\n",
+	} {
+		if err := os.WriteFile(filepath.Join(fake, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.sandbox.dir, e.sandbox.memory = fake, true
+	resp, reusable, err := e.invoke(context.Background(), oneRecord)
+	if err != nil || reusable {
+		t.Fatalf("invoke: %v, reusable %v", err, reusable)
+	}
+	typ, msg := errorType(t, resp)
+	if typ != "Runtime.OutOfMemory" || msg != "RequestId: "+resp.RequestID+" Error: Runtime exited with error: signal: killed" {
+		t.Fatalf("error %s: %s; want Lambda's out-of-memory error", typ, msg)
+	}
+	want := regexp.MustCompile(`(?m)^REPORT RequestId: ` + resp.RequestID + `\tDuration: [0-9.]+ ms\tBilled Duration: [0-9]+ ms\tMemory Size: 128 MB\tMax Memory Used: 128 MB\tInit Duration: [0-9.]+ ms\tStatus: error\tError Type: Runtime.OutOfMemory$`)
+	if !want.MatchString(h.out.String()) {
+		t.Fatalf("log %q: want Lambda's REPORT line of an out-of-memory kill", h.out.String())
 	}
 }
