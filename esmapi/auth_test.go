@@ -88,6 +88,21 @@ func TestSigV4(t *testing.T) {
 			t.Fatalf("unsigned: %d %s", st, typ)
 		}
 	})
+	t.Run("body too large", func(t *testing.T) {
+		big := bytes.Repeat([]byte("x"), 2<<20)
+		req, _ := http.NewRequest("POST", srv.URL+mappings, bytes.NewReader(big))
+		if st, typ := send(t, req); st != 403 || typ != "MissingAuthenticationTokenException" {
+			t.Fatalf("unsigned 2 MiB: %d %s; want refused on its headers, before its body is read", st, typ)
+		}
+		req, _ = http.NewRequest("POST", srv.URL+mappings, bytes.NewReader(big))
+		if err := v4.NewSigner().SignHTTP(ctx, aws.Credentials{AccessKeyID: "AKIDSERVE", SecretAccessKey: "serve-secret"},
+			req, "UNSIGNED-PAYLOAD", "lambda", local.DefaultRegion, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if st, typ := send(t, req); st != 413 || typ != "RequestTooLargeException" {
+			t.Fatalf("signed 2 MiB: %d %s", st, typ)
+		}
+	})
 	t.Run("body changed after signing", func(t *testing.T) {
 		signed := []byte(`{"FunctionName":"fn"}`)
 		req, _ := http.NewRequest("POST", srv.URL+mappings, bytes.NewReader(signed))

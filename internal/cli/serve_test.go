@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"context"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -40,5 +43,40 @@ func TestCheckAPI(t *testing.T) {
 				t.Fatalf("err %v: want a usage error with %q", err, c.err)
 			}
 		})
+	}
+}
+
+// TestAPIServerLimits: the API's server refuses oversized headers and serves the rest.
+func TestAPIServerLimits(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serveUntilDone(ctx, apiListener(ln, nil), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	get := func(header string) int {
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/", nil)
+		req.Header.Set("X-Big", header)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("small"); code != 204 {
+		t.Fatalf("a small request: %d", code)
+	}
+	if code := get(strings.Repeat("x", apiMaxHeaderBytes+8192)); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("headers past %d bytes: %d, want 431", apiMaxHeaderBytes, code)
 	}
 }
