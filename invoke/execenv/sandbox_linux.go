@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +66,7 @@ func detectContainment() *containment {
 		return c
 	}
 	c := &containment{mode: containCgroup, base: base}
+	removeStale(base)
 	if merr := enableMemory(base); merr != nil {
 		c.notice = fmt.Sprintf("cgroup v2 without the memory controller (%v): memory is not limited (MemorySize is only reported)", merr)
 	} else {
@@ -134,6 +136,34 @@ func probeCgroup(base string) error {
 		return fmt.Errorf("no cgroup.kill (Linux 5.14 or later): %w", err)
 	}
 	return nil
+}
+
+// staleCgroup is the name of an environment's cgroup: esm-<esm's PID>-<n>.
+var staleCgroup = regexp.MustCompile(`^esm-([0-9]+)-([0-9]+|probe)$`)
+
+// removeStale kills and removes the environments' cgroups left by an esm process that is gone
+// (killed before it could end them), so that what they ran does not outlive it for good.
+func removeStale(base string) {
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	for _, ent := range ents {
+		m := staleCgroup.FindStringSubmatch(ent.Name())
+		if m == nil || !ent.IsDir() {
+			continue
+		}
+		pid, _ := strconv.Atoi(m[1])
+		if pid == os.Getpid() || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			continue // its esm is alive
+		}
+		s := &sandbox{c: &containment{mode: containCgroup}, dir: filepath.Join(base, ent.Name()), root: -1}
+		_ = os.WriteFile(filepath.Join(s.dir, "cgroup.kill"), []byte("1"), 0)
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && s.populated(); {
+			time.Sleep(2 * time.Millisecond)
+		}
+		s.remove()
+	}
 }
 
 // enableMemory gives base's children the memory controller.

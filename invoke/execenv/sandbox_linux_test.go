@@ -3,11 +3,14 @@ package execenv
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,5 +153,45 @@ func TestOutOfMemoryReportedAsLambda(t *testing.T) {
 	want := regexp.MustCompile(`(?m)^REPORT RequestId: ` + resp.RequestID + `\tDuration: [0-9.]+ ms\tBilled Duration: [0-9]+ ms\tMemory Size: 128 MB\tMax Memory Used: 128 MB\tInit Duration: [0-9.]+ ms\tStatus: error\tError Type: Runtime.OutOfMemory$`)
 	if !want.MatchString(h.out.String()) {
 		t.Fatalf("log %q: want Lambda's REPORT line of an out-of-memory kill", h.out.String())
+	}
+}
+
+// TestStaleCgroupsRemoved: the cgroup of an environment whose esm died without ending it (a
+// SIGKILLed esm) is killed and removed by the next esm's start, with what still ran in it.
+func TestStaleCgroupsRemoved(t *testing.T) {
+	c := detected()
+	if c.mode != containCgroup {
+		t.Skipf("no writable cgroup v2 here: %s", c.notice)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(c.base, fmt.Sprintf("esm-%d-1", gone.Process.Pid)) // an esm that is gone
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := exec.Command("sleep", "300")
+	left.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd()), Setsid: true}
+	err = left.Start()
+	fd.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- left.Wait() }()
+	removeStale(c.base)
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		_ = left.Process.Kill()
+		t.Fatal("the process left in the stale cgroup still runs")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("stale cgroup %s: %v, want it removed", dir, err)
 	}
 }
