@@ -128,11 +128,26 @@ func startEnvironment(ctx context.Context, cfg *config, out *lineWriter, name st
 		stdoutW.Close()
 		return nil, err
 	}
-	e.cmd = exec.Command(cfg.command[0], cfg.command[1:]...)
-	e.cmd.Env = e.environ(ctx)
-	e.cmd.Stdout, e.cmd.Stderr = stdoutW, stderrW
-	sb.setProcAttr(e.cmd)
-	err = e.cmd.Start()
+	env := e.environ(ctx)
+	start := func() error {
+		e.cmd = exec.Command(cfg.command[0], cfg.command[1:]...)
+		e.cmd.Env = env
+		e.cmd.Stdout, e.cmd.Stderr = stdoutW, stderrW
+		sb.setProcAttr(e.cmd)
+		return e.cmd.Start()
+	}
+	err = start()
+	if err != nil && sb.intoCgroup() {
+		// The kernel would not start the process in its cgroup (no right to, an old kernel):
+		// start it outside, then move it in, or contain it by sweeping.
+		cfg.log.Debug("execution environment: starting in its cgroup failed; starting it outside", "environment", name, "error", err)
+		sb.startOutside()
+		if err = start(); err == nil {
+			if aerr := sb.adopt(e.cmd.Process.Pid); aerr != nil {
+				cfg.log.Warn("execution environment: not in a cgroup; its processes are swept instead", "error", aerr)
+			}
+		}
+	}
 	stdoutW.Close() // the child holds its own copies
 	stderrW.Close()
 	if err != nil {

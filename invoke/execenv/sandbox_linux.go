@@ -157,7 +157,7 @@ func removeStale(base string) {
 		if pid == os.Getpid() || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 			continue // its esm is alive
 		}
-		s := &sandbox{c: &containment{mode: containCgroup}, dir: filepath.Join(base, ent.Name()), root: -1}
+		s := &sandbox{mode: containCgroup, dir: filepath.Join(base, ent.Name()), root: -1}
 		_ = os.WriteFile(filepath.Join(s.dir, "cgroup.kill"), []byte("1"), 0)
 		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && s.populated(); {
 			time.Sleep(2 * time.Millisecond)
@@ -194,16 +194,17 @@ func containsWord(b []byte, w string) bool {
 // sandbox is one environment's containment.
 type sandbox struct {
 	c      *containment
-	dir    string   // its cgroup (containCgroup)
-	fd     *os.File // the open cgroup directory, until the process started
-	memory bool     // memory.max is set
-	addr   string   // the environment's Runtime API, which its processes carry (containSubreaper)
-	root   int      // the environment's first process
+	mode   containMode // the containment's, unless this environment could not have a cgroup
+	dir    string      // its cgroup (containCgroup)
+	fd     *os.File    // the open cgroup directory, until the process started
+	memory bool        // memory.max is set
+	addr   string      // the environment's Runtime API, which its processes carry (containSubreaper)
+	root   int         // the environment's first process
 }
 
 // newSandbox prepares the containment of an environment about to start.
 func newSandbox(c *containment, addr string, memoryMB int) (*sandbox, error) {
-	s := &sandbox{c: c, addr: addr}
+	s := &sandbox{c: c, mode: c.mode, addr: addr}
 	if c.mode != containCgroup {
 		return s, nil
 	}
@@ -242,6 +243,36 @@ func (s *sandbox) setProcAttr(cmd *exec.Cmd) {
 	}
 }
 
+// intoCgroup reports whether the process is to start in its cgroup.
+func (s *sandbox) intoCgroup() bool { return s.fd != nil }
+
+// startOutside has the process start outside its cgroup, for adopt to move it in.
+func (s *sandbox) startOutside() {
+	if s.fd != nil {
+		_ = s.fd.Close()
+		s.fd = nil
+	}
+}
+
+// adopt moves a process started outside into the environment's cgroup (what it started in the
+// meantime stays out; a process just started has had no time to). When that fails too, the
+// environment is contained by sweeping its process tree instead.
+func (s *sandbox) adopt(pid int) error {
+	f, err := os.OpenFile(filepath.Join(s.dir, "cgroup.procs"), os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(strconv.Itoa(pid))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		_ = os.Remove(s.dir)
+		s.mode, s.dir, s.memory = containSubreaper, "", false
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	return nil
+}
+
 // started records the environment's first process.
 func (s *sandbox) started(pid int) {
 	s.root = pid
@@ -272,7 +303,7 @@ func (s *sandbox) killAll(rootReaped bool) {
 	// The process group outlives its leader while a member is left, and its ID is not reused
 	// meanwhile.
 	_ = syscall.Kill(-s.root, syscall.SIGKILL)
-	if s.c.mode == containCgroup {
+	if s.mode == containCgroup {
 		_ = os.WriteFile(filepath.Join(s.dir, "cgroup.kill"), []byte("1"), 0)
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && s.populated(); {
 			time.Sleep(2 * time.Millisecond)

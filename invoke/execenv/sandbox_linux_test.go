@@ -59,6 +59,9 @@ func containments(t *testing.T) map[string]*containment {
 	if detected().mode != containSubreaper {
 		out["subreaper"] = subreaperContainment()
 	}
+	// A cgroup that cannot be used (a directory that is not one: the kernel refuses to start the
+	// process in it and to take it in): the environment falls back to sweeping.
+	out["unusable cgroup"] = &containment{mode: containCgroup, base: t.TempDir()}
 	return out
 }
 
@@ -95,6 +98,9 @@ func TestTimeoutEndsEveryProcess(t *testing.T) {
 			}
 			if running(t, pid) || running(t, runtime) {
 				t.Fatalf("after the timeout: child %d running %v, runtime %d running %v; want both gone", pid, running(t, pid), runtime, running(t, runtime))
+			}
+			if fellBack := strings.Contains(h.log.String(), "its processes are swept instead"); fellBack != (name == "unusable cgroup") {
+				t.Fatalf("fell back to sweeping: %v; log %s", fellBack, h.log.String())
 			}
 		})
 		t.Run(name+"/close", func(t *testing.T) {

@@ -20,6 +20,9 @@ func newSandbox(*containment, string, int) (*sandbox, error) { return &sandbox{}
 func (s *sandbox) setProcAttr(cmd *exec.Cmd)                 { s.cmd = cmd }
 func (s *sandbox) started(int)                               {}
 func (s *sandbox) abandon()                                  {}
+func (s *sandbox) intoCgroup() bool                          { return false }
+func (s *sandbox) startOutside()                             {}
+func (s *sandbox) adopt(int) error                           { return nil }
 func (s *sandbox) killAll(bool) {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Kill()
