@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 // envTemplate is a function run by the bash runtime of execenv's tests, answering with the
@@ -52,20 +52,7 @@ func invokeEnv(t *testing.T, env []string, args ...string) map[string]string {
 	if code != 0 {
 		t.Fatalf("esm invoke: exit %d: %s %s", code, out, stderr)
 	}
-	var doc struct{ Environ string }
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatalf("response %q: %v", out, err)
-	}
-	raw, err := base64.StdEncoding.DecodeString(doc.Environ)
-	if err != nil || len(raw) == 0 {
-		t.Fatalf("environ %q: %v", doc.Environ, err)
-	}
-	got := map[string]string{}
-	for _, kv := range strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00") {
-		k, v, _ := strings.Cut(kv, "=")
-		got[k] = v
-	}
-	return got
+	return testkit.Environ(t, []byte(out))
 }
 
 // lambdaVars are the variables every exec: function gets: Lambda's reserved ones and those Lambda
