@@ -142,6 +142,10 @@ func NewInvoker(targets []Target, o InvokerOptions) (inv invoke.Invoker, closeFn
 		}
 		inv, closeFn = h, func() error { h.CloseIdleConnections(); return nil }
 	case targets[0].Exec != nil:
+		// The functions run as esm's user: keep them out of esm's environment and memory.
+		if err := execenv.ProtectHost(); err != nil && o.Logger != nil {
+			o.Logger.Warn("execution environments: esm's environment stays readable by its user's processes", "error", err)
+		}
 		pools := make([]*execenv.Pool, 0, len(targets))
 		closeFn = func() error {
 			for _, p := range pools {

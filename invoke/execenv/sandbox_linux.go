@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,14 +183,7 @@ func enableMemory(base string) error {
 	return os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte("+memory"), 0)
 }
 
-func containsWord(b []byte, w string) bool {
-	for _, f := range strings.Fields(string(b)) {
-		if f == w {
-			return true
-		}
-	}
-	return false
-}
+func containsWord(b []byte, w string) bool { return slices.Contains(strings.Fields(string(b)), w) }
 
 // sandbox is one environment's containment.
 type sandbox struct {
@@ -466,4 +460,15 @@ func (s *sandbox) sweep(rootReaped bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// ProtectHost makes this process non-dumpable (PR_SET_DUMPABLE 0): a process of the same user,
+// such as a function esm runs, can then neither read its environment (/proc/<pid>/environ) nor
+// its memory (ptrace), nor get a core dump of it. Root is not held back by it. The function's
+// own processes are not affected: exec makes a process dumpable again.
+func ProtectHost() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_SET_DUMPABLE: %w", err)
+	}
+	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
@@ -199,5 +201,18 @@ func TestStaleCgroupsRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("stale cgroup %s: %v, want it removed", dir, err)
+	}
+}
+
+// TestProtectHost: esm's process becomes non-dumpable, which closes its environment and memory
+// to the other processes of its user (root, as here, is not held back: see the README's threat
+// model).
+func TestProtectHost(t *testing.T) {
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0) })
+	if err := ProtectHost(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || d != 0 {
+		t.Fatalf("dumpable %d, %v: want 0", d, err)
 	}
 }

@@ -31,3 +31,6 @@ func (s *sandbox) killAll(bool) {
 func (s *sandbox) remove()           {}
 func (s *sandbox) outOfMemory() bool { return false }
 func (s *sandbox) peakMemoryMB() int { return 0 }
+
+// ProtectHost does nothing outside Linux.
+func ProtectHost() error { return nil }
