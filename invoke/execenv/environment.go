@@ -104,10 +104,9 @@ func startEnvironment(ctx context.Context, cfg *config, out *lineWriter, name st
 		initFailed: make(chan posted, 1),
 		exited:     make(chan struct{}),
 	}
-	sb, err := newSandbox(cfg.containment, e.addr, cfg.memoryMB)
-	if err != nil {
-		_ = ln.Close()
-		return nil, err
+	sb, serr := newSandbox(cfg.containment, e.addr, cfg.memoryMB)
+	if serr != nil {
+		cfg.log.Warn("execution environment: not wholly contained", "environment", name, "error", serr)
 	}
 	e.sandbox = sb
 	e.srv = &http.Server{Handler: e.routes(), ReadHeaderTimeout: 10 * time.Second}
@@ -144,7 +143,7 @@ func startEnvironment(ctx context.Context, cfg *config, out *lineWriter, name st
 		sb.startOutside()
 		if err = start(); err == nil {
 			if aerr := sb.adopt(e.cmd.Process.Pid); aerr != nil {
-				cfg.log.Warn("execution environment: not in a cgroup; its processes are swept instead", "error", aerr)
+				cfg.log.Warn("execution environment: not in a cgroup; its processes are swept instead", "environment", name, "error", aerr)
 			}
 		}
 	}

@@ -196,33 +196,37 @@ type sandbox struct {
 	root   int         // the environment's first process
 }
 
-// newSandbox prepares the containment of an environment about to start.
+// newSandbox prepares the containment of an environment about to start. It always returns a
+// sandbox; a non-nil error says what it lacks: an environment whose cgroup cannot be made is
+// contained by sweeping, one whose memory limit cannot be set runs without it.
 func newSandbox(c *containment, addr string, memoryMB int) (*sandbox, error) {
 	s := &sandbox{c: c, mode: c.mode, addr: addr}
 	if c.mode != containCgroup {
 		return s, nil
 	}
-	s.dir = filepath.Join(c.base, fmt.Sprintf("esm-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
-	if err := os.Mkdir(s.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+	dir := filepath.Join(c.base, fmt.Sprintf("esm-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		s.mode = containSubreaper
+		return s, fmt.Errorf("cgroup: %w", err)
 	}
-	if c.memory {
-		limit := strconv.FormatInt(int64(memoryMB)<<20, 10)
-		if err := os.WriteFile(filepath.Join(s.dir, "memory.max"), []byte(limit), 0); err != nil {
-			_ = os.Remove(s.dir)
-			return nil, fmt.Errorf("cgroup memory.max: %w", err)
-		}
-		// No swap, and an out-of-memory kill ends the whole environment, as on Lambda.
-		_ = os.WriteFile(filepath.Join(s.dir, "memory.swap.max"), []byte("0"), 0)
-		_ = os.WriteFile(filepath.Join(s.dir, "memory.oom.group"), []byte("1"), 0)
-		s.memory = true
-	}
-	fd, err := os.Open(s.dir)
+	fd, err := os.Open(dir)
 	if err != nil {
-		_ = os.Remove(s.dir)
-		return nil, fmt.Errorf("cgroup: %w", err)
+		_ = os.Remove(dir)
+		s.mode = containSubreaper
+		return s, fmt.Errorf("cgroup: %w", err)
 	}
-	s.fd = fd
+	s.dir, s.fd = dir, fd
+	if !c.memory {
+		return s, nil
+	}
+	limit := strconv.FormatInt(int64(memoryMB)<<20, 10)
+	if err := os.WriteFile(filepath.Join(dir, "memory.max"), []byte(limit), 0); err != nil {
+		return s, fmt.Errorf("cgroup memory.max: %w", err)
+	}
+	// No swap, and an out-of-memory kill ends the whole environment, as on Lambda.
+	_ = os.WriteFile(filepath.Join(dir, "memory.swap.max"), []byte("0"), 0)
+	_ = os.WriteFile(filepath.Join(dir, "memory.oom.group"), []byte("1"), 0)
+	s.memory = true
 	return s, nil
 }
 

@@ -64,6 +64,8 @@ func containments(t *testing.T) map[string]*containment {
 	// A cgroup that cannot be used (a directory that is not one: the kernel refuses to start the
 	// process in it and to take it in): the environment falls back to sweeping.
 	out["unusable cgroup"] = &containment{mode: containCgroup, base: t.TempDir()}
+	// A cgroup that cannot be made: the environment is swept.
+	out["no cgroup"] = &containment{mode: containCgroup, base: filepath.Join(t.TempDir(), "missing")}
 	return out
 }
 
@@ -101,8 +103,12 @@ func TestTimeoutEndsEveryProcess(t *testing.T) {
 			if running(t, pid) || running(t, runtime) {
 				t.Fatalf("after the timeout: child %d running %v, runtime %d running %v; want both gone", pid, running(t, pid), runtime, running(t, runtime))
 			}
-			if fellBack := strings.Contains(h.log.String(), "its processes are swept instead"); fellBack != (name == "unusable cgroup") {
-				t.Fatalf("fell back to sweeping: %v; log %s", fellBack, h.log.String())
+			fellBack := map[string]string{"unusable cgroup": "its processes are swept instead", "no cgroup": "not wholly contained"}
+			if want, ok := fellBack[name]; ok && !strings.Contains(h.log.String(), want) {
+				t.Fatalf("no fallback to sweeping in the log: %s", h.log.String())
+			}
+			if !strings.Contains(name, "cgroup") && strings.Contains(h.log.String(), `"level":"WARN"`) {
+				t.Fatalf("a warning where the containment works: %s", h.log.String())
 			}
 		})
 		t.Run(name+"/close", func(t *testing.T) {
