@@ -102,7 +102,7 @@ func (e *environment) environ(ctx context.Context) []string {
 	if e.cfg.credentials != nil {
 		c, err := e.cfg.credentials(ctx)
 		if err != nil {
-			e.cfg.log.Warn("the function's AWS credentials: the environment starts without any", "environment", e.name, "error", err)
+			e.cfg.log.Warn("the function's AWS credentials: its environments start without any", "error", err)
 		} else {
 			for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": c.AccessKeyID, "AWS_SECRET_ACCESS_KEY": c.SecretAccessKey, "AWS_SESSION_TOKEN": c.SessionToken} {
 				if v != "" {
