@@ -41,7 +41,8 @@ var credentialVars = []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS
 // WithPassEnv passes these variables of esm's own environment to the function (repeatable; default
 // none). Nothing else of esm's environment reaches it: a name given here is the only way for an
 // ESM_* variable, or any other, to get there. A passed variable overrides the template's value;
-// Lambda's reserved variables and the credentials always win.
+// Lambda's reserved variables always win, and the credential variables (AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) come from WithCredentials only.
 func WithPassEnv(names ...string) Option {
 	return func(c *config) { c.pass = append(c.pass, names...) }
 }
