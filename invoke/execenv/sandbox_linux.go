@@ -206,14 +206,12 @@ func newSandbox(c *containment, addr string, memoryMB int) (*sandbox, error) {
 	}
 	dir := filepath.Join(c.base, fmt.Sprintf("esm-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		s.mode = containSubreaper
-		return s, fmt.Errorf("cgroup: %w", err)
+		return s.sweepInstead(fmt.Errorf("cgroup: %w", err))
 	}
 	fd, err := os.Open(dir)
 	if err != nil {
 		_ = os.Remove(dir)
-		s.mode = containSubreaper
-		return s, fmt.Errorf("cgroup: %w", err)
+		return s.sweepInstead(fmt.Errorf("cgroup: %w", err))
 	}
 	s.dir, s.fd = dir, fd
 	if !c.memory {
@@ -265,10 +263,21 @@ func (s *sandbox) adopt(pid int) error {
 	}
 	if err != nil {
 		_ = os.Remove(s.dir)
-		s.mode, s.dir, s.memory = containSubreaper, "", false
-		return fmt.Errorf("cgroup: %w", err)
+		s.dir, s.memory = "", false
+		_, err = s.sweepInstead(fmt.Errorf("cgroup: %w", err))
+		return err
 	}
 	return nil
+}
+
+// sweepInstead contains an environment that has no cgroup by sweeping, with esm as the child
+// subreaper that the orphans of its processes are handed to; it returns s and why.
+func (s *sandbox) sweepInstead(why error) (*sandbox, error) {
+	s.mode = containSubreaper
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return s, fmt.Errorf("%w; no child subreaper either: %w", why, err)
+	}
+	return s, why
 }
 
 // started records the environment's first process.

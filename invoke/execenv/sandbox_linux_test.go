@@ -71,7 +71,8 @@ func containments(t *testing.T) map[string]*containment {
 
 // TestTimeoutEndsEveryProcess: a function that starts a child in a new session (setsid: out of
 // its process group and session) and then times out leaves nothing behind: once Invoke has
-// answered Sandbox.Timedout, the child is gone. The same for an idle environment at Close.
+// answered Sandbox.Timedout, the child is gone. The same when the runtime crashes after starting
+// it (Runtime.ExitError), and for an idle environment at Close.
 func TestTimeoutEndsEveryProcess(t *testing.T) {
 	t.Logf("this machine: containment %d (1 cgroup, 2 subreaper), memory limited %v, notice %q", detected().mode, detected().memory, detected().notice)
 	for name, c := range containments(t) {
@@ -109,6 +110,19 @@ func TestTimeoutEndsEveryProcess(t *testing.T) {
 			}
 			if !strings.Contains(name, "cgroup") && strings.Contains(h.log.String(), `"level":"WARN"`) {
 				t.Fatalf("a warning where the containment works: %s", h.log.String())
+			}
+		})
+		t.Run(name+"/crash", func(t *testing.T) {
+			t.Parallel()
+			child := filepath.Join(t.TempDir(), "child")
+			h := newHarness(t, bashBootstrap, map[string]string{"BASH_FAIL": "exit", "BASH_CHILD": child}, WithHandler("function.handler"),
+				withContainment(c))
+			resp := h.invoke(t)
+			if typ, _ := errorType(t, resp); typ != "Runtime.ExitError" {
+				t.Fatalf("error type %s, want Runtime.ExitError", typ)
+			}
+			if pid := readPID(t, child); running(t, pid) {
+				t.Fatalf("child %d of the crashed runtime still running", pid)
 			}
 		})
 		t.Run(name+"/close", func(t *testing.T) {
