@@ -279,9 +279,11 @@ func TestServeTLSWithAWSCLI(t *testing.T) {
 }
 
 // TestServeRefusesPlaintextBeyondLoopback: with credentials but without TLS, a non-loopback
-// --api-addr is refused at start (exit 2, before anything listens: nothing binds 0.0.0.0 here).
+// --api-addr is refused at start (exit 2, before anything listens). The address is TEST-NET-1's,
+// which no interface here has: were the check gone, the bind would fail too, and nothing would
+// listen beyond loopback.
 func TestServeRefusesPlaintextBeyondLoopback(t *testing.T) {
-	out, err := exec.Command(esmBin, "serve", "--api-addr", "0.0.0.0:0", "--api-credentials", "AKIDSERVE:secret",
+	out, err := exec.Command(esmBin, "serve", "--api-addr", "192.0.2.1:0", "--api-credentials", "AKIDSERVE:secret",
 		"--state-dir", t.TempDir(), "--function", "example=example").CombinedOutput()
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "--api-tls-cert FILE --api-tls-key FILE") ||
