@@ -75,7 +75,7 @@ func (p *Poller) useSubscriptions() error {
 	}
 	e := p.efo
 	e.api, e.consumer, e.closed = api, p.cfg.ConsumerARN, map[string]bool{}
-	e.opts = append([]func(*kinesis.Options){freshProtocol}, p.subOpts...)
+	e.opts = append([]func(*kinesis.Options){freshProtocol, initialResponseOptional}, p.subOpts...)
 	p.kin = listingTap{KinesisAPI: p.kin, efo: p.efo}
 	return nil
 }
