@@ -27,7 +27,7 @@ func NewBatchEncoder(cfg Config) (*BatchEncoder, error) {
 		return nil, err
 	}
 	c := checked.cfg
-	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, checked.stream.Region, c.InvokeIdentityARN), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
+	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, checked.stream.Region, c.InvokeIdentityARN, c.ConsumerARN != ""), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
 }
 
 // Next renders the batch the poller would invoke first for recs (records of one shard, in
