@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -183,6 +184,12 @@ func (m *Manager) startLocked(e *entry) {
 	fnName := e.rec.FunctionName
 	fn := m.funcs[parseFunctionName(fnName).name]
 	log := m.log.With("mapping", id)
+	var obs poller.Observer = resultObserver{e: e}
+	if m.o.observe != nil {
+		if more := m.o.observe(e.view()); more != nil {
+			obs = metrics.Tee(obs, more)
+		}
+	}
 	settle := func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -203,7 +210,7 @@ func (m *Manager) startLocked(e *entry) {
 			}
 			if err == nil {
 				err = m.runPoller(ctx, mc, id, fn.Invoker,
-					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(resultObserver{e: e}))
+					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(obs))
 			}
 			if ctx.Err() != nil {
 				return

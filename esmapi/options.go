@@ -42,6 +42,7 @@ type options struct {
 	deleteDelay    time.Duration
 	syncInterval   time.Duration
 	restartBackoff time.Duration
+	observe        func(EventSourceMapping) poller.Observer
 }
 
 // WithFunctions registers functions that mappings may invoke, known by their names (repeatable;
@@ -81,4 +82,11 @@ func WithRestartBackoff(d time.Duration) Option {
 			o.restartBackoff = d
 		}
 	}
+}
+
+// WithObserver gives each mapping's poller an observer of its own besides the manager's (which
+// keeps LastProcessingResult): observe is called each time a mapping's poller starts, with the
+// mapping as the API shows it, and may return nil for none. Default: none.
+func WithObserver(observe func(EventSourceMapping) poller.Observer) Option {
+	return func(o *options) { o.observe = observe }
 }

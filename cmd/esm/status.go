@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -35,6 +36,7 @@ type statusCmd struct {
 	StateDir          string        `help:"Directory of the checkpoint store." default:".esm" env:"ESM_STATE_DIR"`
 	LeaseTable        string        `help:"Read progress and owners from this DynamoDB lease table (workers sharing the mapping) instead of the state directory." env:"ESM_LEASE_TABLE"`
 	MetricsAddr       string        `help:"A running esm's --metrics-addr: adds each shard's live state and iterator age, and lets status run while that esm holds the state directory." env:"ESM_METRICS_ADDR" placeholder:"HOST:PORT"`
+	All               bool          `help:"With --metrics-addr of a running esm serve: every mapping it runs, each as a lineage tree with its uuid (live states and iterator ages; the checkpoints are in the state it holds)." env:"ESM_ALL"`
 	JSON              bool          `help:"Print the shards as JSON." env:"ESM_JSON"`
 	Watch             bool          `help:"Redraw the view every --interval until interrupted." env:"ESM_WATCH"`
 	Interval          time.Duration `help:"Refresh interval of --watch." default:"1s" env:"ESM_INTERVAL"`
@@ -75,6 +77,9 @@ type statusReport struct {
 // --metrics-addr gives the live view), or from a lease table; with --metrics-addr, the running
 // esm's live shard states and iterator ages are added. --watch redraws until interrupted.
 func (s *statusCmd) run(ctx context.Context, e env) error {
+	if s.All {
+		return s.runAll(ctx, e)
+	}
 	c, err := s.Target(ctx, s.Stream, s.FunctionName, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
@@ -113,23 +118,88 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 			}
 			return err
 		}
-		switch {
-		case s.JSON:
-			enc := json.NewEncoder(e.stdout)
-			enc.SetIndent("", "  ")
-			err = enc.Encode(rep)
-		case s.Watch: // home the cursor and clear the screen, then draw
-			_, err = io.WriteString(e.stdout, "\x1b[H\x1b[2J"+renderTree(rep)+"\n"+time.Now().Format(time.TimeOnly)+"  (Ctrl-C to stop)\n")
-		default:
-			_, err = io.WriteString(e.stdout, renderTree(rep))
-		}
-		if err != nil || !s.Watch {
+		if done, err := s.show(ctx, e, rep, renderTree(rep)); done || err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(s.Interval):
+	}
+}
+
+// show prints one view: v as JSON, or text; with --watch it waits for the next and reports
+// whether to stop (done).
+func (s *statusCmd) show(ctx context.Context, e env, v any, text string) (done bool, err error) {
+	switch {
+	case s.JSON:
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(v)
+	case s.Watch: // home the cursor and clear the screen, then draw
+		_, err = io.WriteString(e.stdout, "\x1b[H\x1b[2J"+text+"\n"+time.Now().Format(time.TimeOnly)+"  (Ctrl-C to stop)\n")
+	default:
+		_, err = io.WriteString(e.stdout, text)
+	}
+	if err != nil || !s.Watch {
+		return true, err
+	}
+	select {
+	case <-ctx.Done():
+		return true, nil
+	case <-time.After(s.Interval):
+		return false, nil
+	}
+}
+
+// mappingReport is one mapping of an esm serve, as status --all shows it.
+type mappingReport struct {
+	UUID string `json:"uuid"`
+	statusReport
+}
+
+// runAll shows every mapping of the esm serve at --metrics-addr: the mappings its metrics name
+// (by uuid), each stream's shards from ListShards, and the live states and iterator ages.
+func (s *statusCmd) runAll(ctx context.Context, e env) error {
+	if s.MetricsAddr == "" {
+		return cli.Usage(errors.New("--all needs --metrics-addr: the address of a running esm serve's metrics"))
+	}
+	cfg, err := service.AWSConfig(ctx, s.Region, s.EndpointURL)
+	if err != nil {
+		return err
+	}
+	kin := kinesis.NewFromConfig(cfg, func(ko *kinesis.Options) {
+		if s.EndpointURL != "" {
+			ko.BaseEndpoint = aws.String(s.EndpointURL)
+		}
+	})
+	for {
+		mappings, err := scrapeMappings(ctx, s.MetricsAddr)
+		if err != nil {
+			if s.Watch && ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		var reps []mappingReport
+		var text strings.Builder
+		for _, id := range slices.Sorted(maps.Keys(mappings)) {
+			lm := mappings[id]
+			arn, err := service.ResolveStreamARN(ctx, kin, lm.stream)
+			if err != nil {
+				return fmt.Errorf("mapping %s: %w", id, err)
+			}
+			shards, err := poller.ListShards(ctx, kin, arn)
+			if err != nil {
+				return fmt.Errorf("mapping %s: %w", id, err)
+			}
+			rep := statusReport{Stream: arn, Function: lm.function, StateDir: "held by the esm serve at " + s.MetricsAddr + " (checkpoints not shown)",
+				Shards: shardStates(shards, nil)}
+			applyLive(&rep, lm.shards)
+			reps = append(reps, mappingReport{UUID: id, statusReport: rep})
+			fmt.Fprintf(&text, "mapping   %s\n%s\n", id, renderTree(rep))
+		}
+		if len(reps) == 0 {
+			text.WriteString("no mapping in the metrics at " + s.MetricsAddr + " (is it an esm serve, and has a mapping started?)\n")
+		}
+		if done, err := s.show(ctx, e, reps, text.String()); done || err != nil {
+			return err
 		}
 	}
 }
@@ -162,15 +232,25 @@ func (s *statusCmd) report(ctx context.Context, kin *kinesis.Client, ddb *dynamo
 		return rep, err
 	}
 	rep.Shards = shardStates(shards, progress)
-	var live map[string]liveShard
+	for i := range rep.Shards {
+		rep.Shards[i].Owner = owners[rep.Shards[i].ShardID]
+	}
 	if s.MetricsAddr != "" {
-		if live, err = scrapeLive(ctx, s.MetricsAddr); err != nil {
+		mappings, err := scrapeMappings(ctx, s.MetricsAddr)
+		if err != nil {
 			return rep, err
 		}
+		for _, lm := range mappings {
+			applyLive(&rep, lm.shards)
+		}
 	}
+	return rep, nil
+}
+
+// applyLive adds a running esm's live states and iterator ages to the report.
+func applyLive(rep *statusReport, live map[string]liveShard) {
 	for i := range rep.Shards {
 		sh := &rep.Shards[i]
-		sh.Owner = owners[sh.ShardID]
 		if l, ok := live[sh.ShardID]; ok {
 			if l.state != "" && sh.State != stateFinished {
 				sh.State = l.state
@@ -178,7 +258,6 @@ func (s *statusCmd) report(ctx context.Context, kin *kinesis.Client, ddb *dynamo
 			sh.IteratorAgeMillis = l.age
 		}
 	}
-	return rep, nil
 }
 
 type liveShard struct {
@@ -186,9 +265,16 @@ type liveShard struct {
 	age   *float64
 }
 
-// scrapeLive reads a running esm's per-shard gauges from its /metrics: the current state
-// (esm_shard_state == 1) and IteratorAge.
-func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) {
+// liveMapping is what a running esm's metrics say of one mapping.
+type liveMapping struct {
+	function, stream string
+	shards           map[string]liveShard
+}
+
+// scrapeMappings reads a running esm's per-shard gauges from its /metrics, by mapping (the uuid
+// label of esm serve's series; "" for esm run's): the current state (esm_shard_state == 1) and
+// IteratorAge.
+func scrapeMappings(ctx context.Context, addr string) (map[string]*liveMapping, error) {
 	if strings.HasPrefix(addr, ":") {
 		addr = "127.0.0.1" + addr
 	}
@@ -201,7 +287,7 @@ func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) 
 		return nil, fmt.Errorf("read live state from --metrics-addr %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
-	out := map[string]liveShard{}
+	out := map[string]*liveMapping{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
@@ -215,14 +301,20 @@ func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) 
 		if err != nil || shard == "" {
 			continue
 		}
-		l := out[shard]
+		id := label(labels, prom.LabelUUID)
+		lm := out[id]
+		if lm == nil {
+			lm = &liveMapping{function: label(labels, prom.LabelFunction), stream: label(labels, prom.LabelStream), shards: map[string]liveShard{}}
+			out[id] = lm
+		}
+		l := lm.shards[shard]
 		switch {
 		case name == metrics.NameIteratorAge:
 			l.age = &v
 		case v == 1:
 			l.state = state
 		}
-		out[shard] = l
+		lm.shards[shard] = l
 	}
 	return out, sc.Err()
 }

@@ -60,7 +60,12 @@ func (c *Config) ApplyEnvironment() error {
 	if c.Mapping == nil {
 		return nil
 	}
-	for k, v := range c.Mapping.Function.Environment {
+	return applyEnvironment(c.Mapping.Function.Environment)
+}
+
+// applyEnvironment sets each of env's variables that this process's environment does not set.
+func applyEnvironment(env map[string]string) error {
+	for k, v := range env {
 		if _, set := os.LookupEnv(k); set {
 			continue
 		}

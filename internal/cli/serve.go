@@ -50,9 +50,18 @@ type ServeFlags struct {
 	SQSProtocol      string        `name:"sqs-protocol" help:"Protocol of SQS on-failure destinations: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
 	Timeout          time.Duration `help:"Timeout of functions invoked over HTTP or in-process that the template does not time (default 3s)." env:"ESM_TIMEOUT"`
 
-	PollFlags `embed:""`
+	PollFlags        `embed:""`
+	DestinationFlags `embed:""`
+	ObserveFlags     `embed:""`
 
 	LogFlags `embed:""`
+}
+
+// base is the poller configuration every mapping gets from the flags.
+func (f *ServeFlags) base() poller.Config {
+	c := f.PollFlags.base()
+	c.OnDestinationFailure = f.OnDestinationFailure
+	return c
 }
 
 // defaultFunctionTimeout is a function's timeout when nothing sets one, as in SAM.
@@ -60,7 +69,7 @@ const defaultFunctionTimeout = 3 * time.Second
 
 // Serve runs "esm serve" until ctx ends: the API on --api-addr and every mapping created through
 // it (or by the template). example is the function of the example target, run in-process.
-func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) error {
+func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, example any) (err error) {
 	logger, err := f.Logger(stderr)
 	if err != nil {
 		return err
@@ -93,12 +102,32 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 		return fmt.Errorf("--api-addr %s: %w", addr, err)
 	}
 	defer ln.Close()
+	obs, serveMetrics, err := f.observers(ctx, stdout, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := obs.close(); err == nil {
+			err = cerr
+		}
+	}()
+	if serveMetrics != nil {
+		mctx, stopMetrics := context.WithCancel(ctx)
+		served := make(chan error, 1)
+		go func() { served <- serveMetrics(mctx) }()
+		defer func() {
+			stopMetrics()
+			if merr := <-served; err == nil && merr != nil {
+				err = fmt.Errorf("--metrics-addr: %w", merr)
+			}
+		}()
+	}
 	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, logger)
 	if err != nil {
 		return err
 	}
 	defer closeStores()
-	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger)}, storeOpts...)
+	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger), obs.option()}, storeOpts...)
 	m, err := esmapi.Open(ctx, shared, catalog, progress, opts...)
 	if err != nil {
 		return err
@@ -284,7 +313,7 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 		}
 		o := InvokerOptions{AWS: shared.AWS, EndpointURL: shared.EndpointURL, Timeout: timeout, Region: shared.AWS.Region,
-			FunctionName: name, Function: templateFn[name], Logger: logger}
+			FunctionName: name, FunctionARN: serveFunctionARN(shared, name), Function: templateFn[name], Logger: logger}
 		fn := esmapi.Function{Name: name}
 		if tf := templateFn[name]; tf != nil {
 			fn.Role = tf.Role
@@ -293,9 +322,14 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 			}
 		}
 		if targets[0].Example {
-			var arn string
+			arn := o.FunctionARN
 			if o.Function != nil {
 				arn = o.Function.FunctionArn
+				// In-process, as with esm run: the template's Environment, where esm's own
+				// environment does not set a variable (the process has one environment for all).
+				if err := applyEnvironment(o.Function.Environment); err != nil {
+					return nil, closeAll, err
+				}
 			}
 			fn.Invoker = inprocess.New(example, inprocess.WithFunctionARN(arn), inprocess.WithTimeout(o.Timeout), inprocess.WithLogger(logger))
 			if o.Function != nil && o.Function.ReservedConcurrentExecutions != nil {
@@ -313,4 +347,16 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 	}
 	slices.SortFunc(fns, func(a, b esmapi.Function) int { return strings.Compare(a.Name, b.Name) })
 	return fns, closeAll, nil
+}
+
+// serveFunctionARN is the ARN a function without a template is known by in its context
+// (Lambda-Runtime-Invoked-Function-Arn, the in-process context): its name in the region, and the
+// emulators' account with --endpoint-url, else sam local's 123456789012 (esm serve makes no STS
+// call for it).
+func serveFunctionARN(shared *service.Shared, name string) string {
+	account := sam.DefaultAccountID
+	if shared.EndpointURL != "" {
+		account = emulatorAccountID
+	}
+	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", shared.AWS.Region, account, name)
 }

@@ -3,6 +3,7 @@ package prom
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,7 @@ const (
 
 // Label names.
 const (
+	LabelUUID     = "uuid" // esm serve's mappings only
 	LabelFunction = "function"
 	LabelStream   = "stream"
 	LabelShard    = "shard"
@@ -75,7 +77,21 @@ type gaugeRef struct{ g prometheus.Gauge }
 // function and stream labels. Like prometheus.MustRegister, it panics when reg holds a
 // different metric of the same name (a programming error, not a run-time condition).
 func New(reg prometheus.Registerer, function, stream string) *Observer {
-	perShard := []string{LabelFunction, LabelStream, LabelShard}
+	return newObserver(reg, []string{LabelFunction, LabelStream}, prometheus.Labels{LabelFunction: function, LabelStream: stream})
+}
+
+// NewMapping is New for one of the mappings of an esm serve: its series also carry the label
+// uuid, the mapping's UUID. Every observer of a registry must come from New, or every one from
+// NewMapping. Calling it again for a mapping (a restarted poller) continues its series.
+func NewMapping(reg prometheus.Registerer, uuid, function, stream string) *Observer {
+	return newObserver(reg, []string{LabelUUID, LabelFunction, LabelStream},
+		prometheus.Labels{LabelUUID: uuid, LabelFunction: function, LabelStream: stream})
+}
+
+// newObserver registers the metrics with the mapping's labels (names, in order) and curries them
+// with their values.
+func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Labels) *Observer {
+	perShard := append(slices.Clip(names), LabelShard)
 	counter := func(name, help string) *prometheus.CounterVec {
 		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, perShard))
 	}
@@ -84,13 +100,11 @@ func New(reg prometheus.Registerer, function, stream string) *Observer {
 	}
 	histogram := func(name, help string, buckets []float64) *prometheus.HistogramVec {
 		return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets},
-			[]string{LabelFunction, LabelStream}))
+			names))
 	}
 	perFunction := func(name, help string) *prometheus.CounterVec {
-		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help},
-			[]string{LabelFunction, LabelStream}))
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, names))
 	}
-	curry := prometheus.Labels{LabelFunction: function, LabelStream: stream}
 	// The six event counts are Lambda's opt-in event source mapping metrics (MetricsConfig
 	// EventCount); esm always exposes them here, and honours MetricsConfig in EMF.
 	const optIn = "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]}); always exposed here: "
@@ -111,13 +125,13 @@ func New(reg prometheus.Registerer, function, stream string) *Observer {
 			optIn+"records whose failure record reached the on-failure destination.").MustCurryWith(curry),
 		iteratorAge: gauge(metrics.NameIteratorAge,
 			"Lambda IteratorAge in milliseconds: age of the last record of the latest batch when it was sent to the function. Absent for shards this worker does not read.",
-			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
+			perShard...).MustCurryWith(curry),
 		state: gauge(NameShardState,
 			"1 for the shard's current state (pending, reading, finished, released), 0 for the others.",
-			LabelFunction, LabelStream, LabelShard, LabelState).MustCurryWith(curry),
+			append(slices.Clip(perShard), LabelState)...).MustCurryWith(curry),
 		owned: gauge(NameShardOwned,
 			"1 while this worker holds the shard's lease and reads it (state reading), else 0.",
-			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
+			perShard...).MustCurryWith(curry),
 		duration: histogram(NameInvocationDuration,
 			"Duration of each invocation that reached the function, as esm saw it, in seconds (Lambda's Duration, which is in milliseconds); its count is Lambda's Invocations.",
 			durationBuckets).With(curry),
