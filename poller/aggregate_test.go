@@ -3,6 +3,7 @@ package poller
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +94,17 @@ func TestAggregatesInTheEventJSON(t *testing.T) {
 	// The limit counts Kinesis records: the aggregate is taken whole.
 	if _, n := enc.encodeBatch(nil, "shardId-000000000000", recs, 2, MaxPayloadBytes); n != 2 {
 		t.Fatalf("a batch of at most 2 records took %d", n)
+	}
+}
+
+// TestArrivalTimestampMilliseconds: the event carries Kinesis' arrival time as its exact
+// millisecond value (float64(UnixNano)/1e9 printed this one as 1796158428.8430002).
+func TestArrivalTimestampMilliseconds(t *testing.T) {
+	at := time.Unix(1796158428, 843_000_000)
+	pk, seq := "k", "1"
+	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", false)
+	payload, _ := enc.encodeBatch(nil, "shardId-000000000000", []types.Record{{PartitionKey: &pk, SequenceNumber: &seq, Data: []byte("x"), ApproximateArrivalTimestamp: &at}}, 1, MaxPayloadBytes)
+	if want := `"approximateArrivalTimestamp":1796158428.843}`; !strings.Contains(string(payload), want) {
+		t.Fatalf("event %s lacks %s", payload, want)
 	}
 }

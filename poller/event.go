@@ -2,12 +2,12 @@ package poller
 
 import (
 	"encoding/base64"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/internal/epoch"
 	"github.com/kinesis-esm/esm/kpl"
 )
 
@@ -175,17 +175,17 @@ func (e *eventEncoder) userRecords(r *types.Record) (users []types.Record, ok bo
 	return users, true
 }
 
-// appendEpochSeconds writes the arrival time as aws-lambda-go's SecondsEpochTime does: a JSON
-// number of seconds, float64(UnixNano)/1e9 in Go's shortest form.
+// appendEpochSeconds writes the arrival time as Lambda's event does: a JSON number of seconds
+// with Kinesis' milliseconds (internal/epoch), 0 without a time.
 func appendEpochSeconds(b []byte, t *time.Time) []byte {
 	if t == nil {
 		return append(b, '0')
 	}
-	return strconv.AppendFloat(b, epochSeconds(t), 'f', -1, 64)
+	return epoch.AppendSeconds(b, *t)
 }
 
-// epochSeconds is the arrival time t in seconds, as events.SecondsEpochTime marshals it.
-func epochSeconds(t *time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+// epochSeconds is the arrival time t in seconds, as the event writes it.
+func epochSeconds(t *time.Time) float64 { return epoch.Seconds(*t) }
 
 func deref(s *string) string {
 	if s == nil {
