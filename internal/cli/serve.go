@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesis-esm/esm/checkpoint"
@@ -90,7 +91,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 	if err != nil {
 		return err
 	}
-	fns, closeFns, err := f.functions(res, shared, timeout, logger, example)
+	fns, closeFns, err := f.functions(ctx, res, shared, timeout, logger, example)
 	defer closeFns()
 	if err != nil {
 		return err
@@ -272,7 +273,7 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, l
 // functions are the --function targets, each with its invoker; a template's function must be
 // given one too. The example target runs example in-process. closeAll, never nil, stops what the
 // invokers started (execution environments).
-func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, example any) (fns []esmapi.Function, closeAll func(), err error) {
+func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, example any) (fns []esmapi.Function, closeAll func(), err error) {
 	var closers []func() error
 	closeAll = func() {
 		for _, c := range closers {
@@ -321,6 +322,9 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 				o.Timeout = time.Duration(tf.Timeout) * time.Second
 			}
 		}
+		if fn.Role == "" && targets[0].Lambda != "" {
+			fn.Role = functionRole(ctx, newLambdaClient(shared), targets[0].Lambda, logger)
+		}
 		if targets[0].Example {
 			arn := o.FunctionARN
 			if o.Function != nil {
@@ -359,4 +363,31 @@ func serveFunctionARN(shared *service.Shared, name string) string {
 		account = emulatorAccountID
 	}
 	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", shared.AWS.Region, account, name)
+}
+
+// functionConfigurations reads a Lambda function's configuration.
+type functionConfigurations interface {
+	GetFunctionConfiguration(ctx context.Context, in *awslambda.GetFunctionConfigurationInput, optFns ...func(*awslambda.Options)) (*awslambda.GetFunctionConfigurationOutput, error)
+}
+
+func newLambdaClient(shared *service.Shared) *awslambda.Client {
+	return awslambda.NewFromConfig(shared.AWS, func(lo *awslambda.Options) {
+		if shared.EndpointURL != "" {
+			lo.BaseEndpoint = aws.String(shared.EndpointURL)
+		}
+	})
+}
+
+// functionRole is the execution role of a function on Lambda (a lambda: target), the events'
+// invokeIdentityArn as Lambda sets it; "" (the poller's default) when it cannot be read, with a
+// warning.
+func functionRole(ctx context.Context, api functionConfigurations, function string, logger *slog.Logger) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := api.GetFunctionConfiguration(ctx, &awslambda.GetFunctionConfigurationInput{FunctionName: aws.String(function)})
+	if err != nil {
+		logger.Warn("the function's role is unknown: events carry the default invokeIdentityArn", "function", function, "error", err)
+		return ""
+	}
+	return aws.ToString(out.Role)
 }
