@@ -30,6 +30,8 @@ type reader struct {
 	atTip bool
 	// sub: with enhanced fan-out, the subscription records are pushed on (subscribe.go).
 	sub *subscription
+	// readBy is how the shard was last reported read (SubscriptionObserver.ShardReadBy).
+	readBy string
 
 	// What was read and not yet delivered, and how the polling goes.
 	poll pollState
@@ -280,11 +282,21 @@ func (r *reader) next(ctx context.Context, limit int32) (*kinesis.GetRecordsOutp
 	return r.p.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
 }
 
+// reportReadBy tells the observer how the shard is read, when that changed.
+func (r *reader) reportReadBy(mode string) {
+	if r.readBy != mode {
+		r.readBy = mode
+		r.p.subscriptionObserver().ShardReadBy(r.shardID, mode)
+	}
+}
+
 // open gets a shard iterator for the current position, retrying transient failures.
 func (r *reader) open(ctx context.Context) error {
 	if r.subscribing() { // enhanced fan-out: subscribe instead (subscribe.go)
+		r.reportReadBy(ReadBySubscription)
 		return r.subscribe(ctx)
 	}
+	r.reportReadBy(ReadByPolling)
 	bo := readPace
 	return retry(ctx, &bo, func(int) (step, error) {
 		pos, _ := r.openPosition()

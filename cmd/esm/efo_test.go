@@ -125,7 +125,8 @@ func TestTemplateStreamConsumer(t *testing.T) {
 		t.Fatalf("esm validate: exit code %d\n%s%s", code, out, stderr)
 	}
 	deliveries := filepath.Join(t.TempDir(), "deliveries.jsonl")
-	proc := source{}.start(t, []string{"EXAMPLE_OUTPUT=" + deliveries}, "--template", tpl,
+	metricsAddr := freeAddr(t)
+	proc := source{}.start(t, []string{"EXAMPLE_OUTPUT=" + deliveries}, "--template", tpl, "--metrics-addr", metricsAddr,
 		"--parameter-overrides", "StreamName="+stream, "--provision", "--state-dir", filepath.Join(t.TempDir(), "state"))
 	testkit.WaitFor(t, "esm to provision and start", 30*time.Second, func() bool { return strings.Contains(proc.stderr.String(), "mapping started") })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -135,6 +136,12 @@ func TestTemplateStreamConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "all records delivered", time.Minute, func() bool { return uniqueCount(readDeliveries(t, deliveries)) >= total })
+	// esm status shows each shard read by subscription, with the subscription's figures.
+	code, status, stderr := runESMOutput(t, "", "status", "--all", "--metrics-addr", metricsAddr, "--endpoint-url", kinesisEndpoint)
+	if code != 0 || strings.Count(status, "read by subscription (age ") != 2 || !strings.Contains(status, "refused in use, last event ") {
+		t.Fatalf("esm status --all: exit %d, want both shards read by subscription:\n%s%s", code, status, stderr)
+	}
+	t.Logf("esm status --all:\n%s", status)
 	if code := proc.stop(t); code != 0 {
 		t.Fatalf("esm exited %d after SIGTERM, want 0", code)
 	}

@@ -97,6 +97,9 @@ func TestServeMetricsAndStatus(t *testing.T) {
 			}
 		}
 	}
+	if n := strings.Count(status, "read by polling"); n != 3 {
+		t.Fatalf("esm status --all shows %d shards read by polling, want 3:\n%s", n, status)
+	}
 	if n := strings.Count(status, "shardId-"); n != 3 {
 		t.Fatalf("esm status --all shows %d shards, want 3 (2 + 1):\n%s", n, status)
 	}

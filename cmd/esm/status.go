@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,8 +62,20 @@ type shardStatus struct {
 	Owner string `json:"owner,omitempty"`
 	// IteratorAgeMillis is the live iterator age a running esm reports (with --metrics-addr).
 	IteratorAgeMillis *float64 `json:"iteratorAgeMillis,omitempty"`
+	// ReadBy is how a running esm reads the shard: polling or subscription (with --metrics-addr),
+	// and Subscription its subscription's figures.
+	ReadBy       string              `json:"readBy,omitempty"`
+	Subscription *subscriptionStatus `json:"subscription,omitempty"`
 	// Trimmed is set for a shard the store knows that the stream no longer lists (retention).
 	Trimmed bool `json:"trimmed,omitempty"`
+}
+
+// subscriptionStatus is a shard's enhanced fan-out subscription, as a running esm's metrics say.
+type subscriptionStatus struct {
+	AgeSeconds          *float64 `json:"ageSeconds,omitempty"`
+	Renewals            float64  `json:"renewals"`
+	InUseRefusals       float64  `json:"inUseRefusals"`
+	LastEventAgeSeconds *float64 `json:"lastEventAgeSeconds,omitempty"`
 }
 
 type statusReport struct {
@@ -193,7 +206,7 @@ func (s *statusCmd) runAll(ctx context.Context, e env) error {
 				Shards: shardStates(shards, nil)}
 			applyLive(&rep, lm.shards)
 			reps = append(reps, mappingReport{UUID: id, statusReport: rep})
-			fmt.Fprintf(&text, "mapping   %s\n%s\n", id, renderTree(rep))
+			fmt.Fprintf(&text, "mapping   %s\n%s\n", cmp.Or(id, "(esm run's)"), renderTree(rep))
 		}
 		if len(reps) == 0 {
 			text.WriteString("no mapping in the metrics at " + s.MetricsAddr + " (is it an esm serve, and has a mapping started?)\n")
@@ -255,15 +268,21 @@ func applyLive(rep *statusReport, live map[string]liveShard) {
 			if l.state != "" && sh.State != stateFinished {
 				sh.State = l.state
 			}
-			sh.IteratorAgeMillis = l.age
+			sh.IteratorAgeMillis, sh.ReadBy, sh.Subscription = l.age, l.readBy, l.sub
 		}
 	}
 }
 
 type liveShard struct {
-	state string
-	age   *float64
+	state  string
+	age    *float64
+	readBy string
+	sub    *subscriptionStatus
 }
+
+// liveSeries are the per-shard series status reads from a running esm.
+var liveSeries = []string{metrics.NameIteratorAge, prom.NameShardState, prom.NameShardReadBy, prom.NameSubscriptionStarted,
+	prom.NameSubscriptionLastEvent, prom.NameSubscriptionRenewals, prom.NameSubscriptionInUse}
 
 // liveMapping is what a running esm's metrics say of one mapping.
 type liveMapping struct {
@@ -288,11 +307,12 @@ func scrapeMappings(ctx context.Context, addr string) (map[string]*liveMapping, 
 	}
 	defer resp.Body.Close()
 	out := map[string]*liveMapping{}
+	now := time.Now()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
 		name, rest, ok := strings.Cut(line, "{")
-		if !ok || (name != metrics.NameIteratorAge && name != prom.NameShardState) {
+		if !ok || !slices.Contains(liveSeries, name) {
 			continue
 		}
 		labels, value, _ := strings.Cut(rest, "} ")
@@ -308,13 +328,45 @@ func scrapeMappings(ctx context.Context, addr string) (map[string]*liveMapping, 
 			out[id] = lm
 		}
 		l := lm.shards[shard]
-		switch {
-		case name == metrics.NameIteratorAge:
+		sub := func() *subscriptionStatus {
+			if l.sub == nil {
+				l.sub = &subscriptionStatus{}
+			}
+			return l.sub
+		}
+		since := func(unix float64) *float64 {
+			d := max(float64(now.UnixMilli())/1e3-unix, 0)
+			return &d
+		}
+		switch name {
+		case metrics.NameIteratorAge:
 			l.age = &v
-		case v == 1:
-			l.state = state
+		case prom.NameShardState:
+			if v == 1 {
+				l.state = state
+			}
+		case prom.NameShardReadBy:
+			if v == 1 {
+				l.readBy = label(labels, prom.LabelMode)
+			}
+		case prom.NameSubscriptionStarted:
+			sub().AgeSeconds = since(v)
+		case prom.NameSubscriptionLastEvent:
+			sub().LastEventAgeSeconds = since(v)
+		case prom.NameSubscriptionRenewals:
+			sub().Renewals = v
+		case prom.NameSubscriptionInUse:
+			sub().InUseRefusals = v
 		}
 		lm.shards[shard] = l
+	}
+	for _, lm := range out { // a shard read by polling now has no subscription to show
+		for id, l := range lm.shards {
+			if l.readBy != poller.ReadBySubscription {
+				l.sub = nil
+				lm.shards[id] = l
+			}
+		}
 	}
 	return out, sc.Err()
 }
@@ -426,6 +478,20 @@ func renderTree(rep statusReport) string {
 		if s.IteratorAgeMillis != nil {
 			line += fmt.Sprintf(" iterator age %s", time.Duration(*s.IteratorAgeMillis*float64(time.Millisecond)).Round(time.Millisecond))
 		}
+		if s.ReadBy != "" {
+			line += " read by " + s.ReadBy
+		}
+		if sub := s.Subscription; sub != nil {
+			var parts []string
+			if sub.AgeSeconds != nil {
+				parts = append(parts, "age "+seconds(*sub.AgeSeconds))
+			}
+			parts = append(parts, fmt.Sprintf("%g renewals", sub.Renewals), fmt.Sprintf("%g refused in use", sub.InUseRefusals))
+			if sub.LastEventAgeSeconds != nil {
+				parts = append(parts, "last event "+seconds(*sub.LastEventAgeSeconds)+" ago")
+			}
+			line += " (" + strings.Join(parts, ", ") + ")"
+		}
 		if len(s.Parents) > 1 {
 			line += " (merged with " + s.Parents[1] + ")"
 		}
@@ -442,4 +508,9 @@ func renderTree(rep statusReport) string {
 		walk(r, "", true, true)
 	}
 	return b.String()
+}
+
+// seconds renders a number of seconds as a duration, to the tenth of a second.
+func seconds(v float64) string {
+	return time.Duration(v * float64(time.Second)).Round(100 * time.Millisecond).String()
 }
