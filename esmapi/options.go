@@ -43,6 +43,7 @@ type options struct {
 	syncInterval   time.Duration
 	restartBackoff time.Duration
 	observe        func(EventSourceMapping) poller.Observer
+	results        Results
 }
 
 // WithFunctions registers functions that mappings may invoke, known by their names (repeatable;
@@ -90,3 +91,7 @@ func WithRestartBackoff(d time.Duration) Option {
 func WithObserver(observe func(EventSourceMapping) poller.Observer) Option {
 	return func(o *options) { o.observe = observe }
 }
+
+// WithResults keeps each mapping's LastProcessingResult in r across restarts (default: none,
+// every mapping starts with "No records processed").
+func WithResults(r Results) Option { return func(o *options) { o.results = r } }

@@ -191,7 +191,8 @@ func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, logger 
 		StoreFunc:  func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
 		DeleteFunc: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
 	}
-	return esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}, progress, nil, func() { _ = store.Close() }, nil
+	return esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}, progress,
+		[]esmapi.Option{esmapi.WithResults(esmapi.FileResults{Dir: filepath.Join(f.StateDir, "results")})}, func() { _ = store.Close() }, nil
 }
 
 // ensureTemplateMappings creates the template's mappings that do not exist yet.
