@@ -63,8 +63,8 @@ type entry struct {
 	result atomic.Pointer[string] // LastProcessingResult
 	// resultMu orders the changes of result with their saving (setResult).
 	resultMu sync.Mutex
-	gen    int                    // which start of the poller is current
-	run    *run                   // nil: no poller
+	gen      int  // which start of the poller is current
+	run      *run // nil: no poller
 }
 
 type run struct {
