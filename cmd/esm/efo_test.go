@@ -49,12 +49,8 @@ func consumerARNSource(consumer string, subscribed int) source {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		sum, err := kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
-		if err != nil {
-			t.Fatal(err)
-		}
 		reg, err := kin.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{
-			StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: &consumer})
+			StreamARN: aws.String(streamARNOf(t, stream)), ConsumerName: &consumer})
 		if err != nil {
 			t.Fatalf("register consumer %s: %v", consumer, err)
 		}
@@ -87,12 +83,8 @@ func describeConsumer(t *testing.T, stream, consumer string) *types.ConsumerDesc
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sum, err := kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out, err := kin.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{
-		StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: &consumer})
+		StreamARN: aws.String(streamARNOf(t, stream)), ConsumerName: &consumer})
 	if err != nil {
 		t.Fatalf("describe consumer %s of %s: %v", consumer, stream, err)
 	}
@@ -154,4 +146,16 @@ func TestTemplateStreamConsumer(t *testing.T) {
 		t.Fatal(bad)
 	}
 	consumerCheck(stream+"-esm", 2)(t, stream, proc.stderr.String())
+}
+
+// streamARNOf is the stream's ARN.
+func streamARNOf(t *testing.T, stream string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sum, err := kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(sum.StreamDescriptionSummary.StreamARN)
 }

@@ -111,21 +111,17 @@ func (o *serveObservers) close() error {
 }
 
 // functionNameOf is the function's name in its ARN (arn:aws:lambda:R:A:function:NAME[:QUALIFIER]).
-func functionNameOf(arn string) string {
-	_, rest, ok := strings.Cut(arn, ":function:")
-	if !ok {
-		return arn
-	}
-	name, _, _ := strings.Cut(rest, ":")
-	return name
-}
+func functionNameOf(arn string) string { return arnPart(arn, ":function:", ":") }
 
 // streamNameOf is the stream's name in a stream or consumer ARN.
-func streamNameOf(arn string) string {
-	_, rest, ok := strings.Cut(arn, ":stream/")
+func streamNameOf(arn string) string { return arnPart(arn, ":stream/", "/") }
+
+// arnPart is what follows marker in arn, up to end; arn itself when it has no marker.
+func arnPart(arn, marker, end string) string {
+	_, rest, ok := strings.Cut(arn, marker)
 	if !ok {
 		return arn
 	}
-	name, _, _ := strings.Cut(rest, "/")
-	return name
+	part, _, _ := strings.Cut(rest, end)
+	return part
 }
