@@ -315,7 +315,7 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *servi
 			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 		}
 		o := InvokerOptions{AWS: shared.AWS, EndpointURL: shared.EndpointURL, Timeout: timeout, Region: shared.AWS.Region,
-			FunctionName: name, FunctionARN: serveFunctionARN(shared, name), Function: templateFn[name], Logger: logger}
+			FunctionName: name, FunctionARN: defaultFunctionARN(shared.AWS.Region, shared.EndpointURL, name), Function: templateFn[name], Logger: logger}
 		fn := esmapi.Function{Name: name}
 		if tf := templateFn[name]; tf != nil {
 			fn.Role = tf.Role
@@ -354,16 +354,16 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *servi
 	return fns, closeAll, nil
 }
 
-// serveFunctionARN is the ARN a function without a template is known by in its context
+// defaultFunctionARN is the ARN a function without a template is known by in its context
 // (Lambda-Runtime-Invoked-Function-Arn, the in-process context): its name in the region, and the
-// emulators' account with --endpoint-url, else sam local's 123456789012 (esm serve makes no STS
-// call for it).
-func serveFunctionARN(shared *service.Shared, name string) string {
+// emulators' account with an endpoint URL, else sam local's 123456789012 (no STS call is made for
+// it).
+func defaultFunctionARN(region, endpointURL, name string) string {
 	account := sam.DefaultAccountID
-	if shared.EndpointURL != "" {
+	if endpointURL != "" {
 		account = emulatorAccountID
 	}
-	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", shared.AWS.Region, account, name)
+	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)
 }
 
 // functionConfigurations reads a Lambda function's configuration.
