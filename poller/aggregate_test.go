@@ -74,7 +74,7 @@ func TestAggregatesInTheEventJSON(t *testing.T) {
 		return types.Record{PartitionKey: &pk, SequenceNumber: &seq, Data: data, ApproximateArrivalTimestamp: &now}
 	}
 	recs := []types.Record{rec("p", "1", []byte("p1")), rec("a", "2", agg), rec("p", "3", []byte("p2"))}
-	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", true)
+	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", true, nil)
 	payload, n := enc.encodeBatch(nil, "shardId-000000000000", recs, 100, MaxPayloadBytes)
 	_, size, sn := enc.sizeBatch(nil, "shardId-000000000000", recs, 100, MaxPayloadBytes)
 	if n != 3 || sn != 3 || size != len(payload) {
@@ -102,9 +102,29 @@ func TestAggregatesInTheEventJSON(t *testing.T) {
 func TestArrivalTimestampMilliseconds(t *testing.T) {
 	at := time.Unix(1796158428, 843_000_000)
 	pk, seq := "k", "1"
-	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", false)
+	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", false, nil)
 	payload, _ := enc.encodeBatch(nil, "shardId-000000000000", []types.Record{{PartitionKey: &pk, SequenceNumber: &seq, Data: []byte("x"), ApproximateArrivalTimestamp: &at}}, 1, MaxPayloadBytes)
 	if want := `"approximateArrivalTimestamp":1796158428.843}`; !strings.Contains(string(payload), want) {
 		t.Fatalf("event %s lacks %s", payload, want)
+	}
+}
+
+// TestFiltersSeeUserRecords: with enhanced fan-out the FilterCriteria apply to each user record of
+// an aggregate (the event holds those that match); an aggregate none of whose user records matches
+// is filtered out whole, and the checkpoint moves past it.
+func TestFiltersSeeUserRecords(t *testing.T) {
+	h, _ := newEFOHarness(t, 1)
+	h.cfg.FilterPatterns = []string{`{"data":{"keep":[true]}}`}
+	h.fake.Put("s", "a", kpl.Encode([]kpl.Record{{PartitionKey: "a", Data: []byte(`{"keep":true,"n":1}`)},
+		{PartitionKey: "a", Data: []byte(`{"keep":false,"n":2}`)}, {PartitionKey: "a", Data: []byte(`{"keep":true,"n":3}`)}}))
+	_, last := h.fake.Put("s", "b", kpl.Encode([]kpl.Record{{PartitionKey: "b", Data: []byte(`{"keep":false}`)}}))
+	h.start()
+	testkit.WaitFor(t, "the checkpoint past both aggregates", 5*time.Second, func() bool {
+		p, _ := h.store.Load(t.Context())
+		return p["shardId-000000000000"].Checkpoint == last
+	})
+	got := h.rec.deliveries()
+	if len(got) != 2 || got[0].data != `{"keep":true,"n":1}` || got[1].data != `{"keep":true,"n":3}` {
+		t.Fatalf("deliveries %+v, want the two user records that match", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/internal/epoch"
 	"github.com/kinesis-esm/esm/kpl"
 )
@@ -22,11 +23,14 @@ type eventEncoder struct {
 	// does), leaving out those whose partition key differs from the aggregate's. An encoder is
 	// shared by the mapping's readers: it holds no other state.
 	deaggregate bool
+	// filters are the mapping's FilterCriteria (nil: none): with deaggregate, they apply to each
+	// user record of an aggregate.
+	filters *filter.Filters
 }
 
 // newEventEncoder returns the encoder of a mapping's events; deaggregate is true for a mapping that
 // reads through an enhanced fan-out consumer.
-func newEventEncoder(streamARN, region, invokeIdentityARN string, deaggregate bool) *eventEncoder {
+func newEventEncoder(streamARN, region, invokeIdentityARN string, deaggregate bool, filters *filter.Filters) *eventEncoder {
 	var t []byte
 	t = append(t, `,"eventName":"aws:kinesis:record","invokeIdentityArn":`...)
 	t = appendJSONString(t, invokeIdentityARN)
@@ -35,7 +39,7 @@ func newEventEncoder(streamARN, region, invokeIdentityARN string, deaggregate bo
 	t = append(t, `,"eventSourceARN":`...)
 	t = appendJSONString(t, streamARN)
 	t = append(t, '}')
-	return &eventEncoder{tail: t, deaggregate: deaggregate}
+	return &eventEncoder{tail: t, deaggregate: deaggregate, filters: filters}
 }
 
 const (
@@ -167,12 +171,35 @@ func (e *eventEncoder) userRecords(r *types.Record) (users []types.Record, ok bo
 	}
 	users = make([]types.Record, 0, len(decoded))
 	for _, u := range decoded {
-		if u.PartitionKey == deref(r.PartitionKey) {
-			users = append(users, types.Record{PartitionKey: r.PartitionKey, SequenceNumber: r.SequenceNumber,
-				ApproximateArrivalTimestamp: r.ApproximateArrivalTimestamp, Data: u.Data})
+		if u.PartitionKey != deref(r.PartitionKey) {
+			continue
+		}
+		user := types.Record{PartitionKey: r.PartitionKey, SequenceNumber: r.SequenceNumber,
+			ApproximateArrivalTimestamp: r.ApproximateArrivalTimestamp, Data: u.Data}
+		if e.filters == nil || e.filters.Match(filterRecord(&user)) {
+			users = append(users, user)
 		}
 	}
 	return users, true
+}
+
+// match applies the mapping's FilterCriteria to one Kinesis record: to the record itself, or,
+// for an aggregate the encoder de-aggregates, to its user records (it matches when one does, and
+// the event holds only those).
+func (e *eventEncoder) match(rec *types.Record) bool {
+	if users, ok := e.userRecords(rec); ok {
+		return len(users) > 0
+	}
+	return e.filters == nil || e.filters.Match(filterRecord(rec))
+}
+
+// filterRecord is what FilterCriteria see of a record.
+func filterRecord(rec *types.Record) filter.Record {
+	fr := filter.Record{Data: rec.Data, PartitionKey: deref(rec.PartitionKey), SequenceNumber: deref(rec.SequenceNumber)}
+	if rec.ApproximateArrivalTimestamp != nil {
+		fr.ApproximateArrivalTimestamp = *rec.ApproximateArrivalTimestamp
+	}
+	return fr
 }
 
 // appendEpochSeconds writes the arrival time as Lambda's event does: a JSON number of seconds

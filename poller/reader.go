@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/internal/ctxwait"
 )
 
@@ -373,11 +372,6 @@ func (r *reader) selectBatch(pending []types.Record) (take int, matched []types.
 	return len(pending), matched, pos
 }
 
-// match applies the mapping's FilterCriteria to one record.
-func (r *reader) match(rec *types.Record) bool {
-	fr := filter.Record{Data: rec.Data, PartitionKey: deref(rec.PartitionKey), SequenceNumber: deref(rec.SequenceNumber)}
-	if rec.ApproximateArrivalTimestamp != nil {
-		fr.ApproximateArrivalTimestamp = *rec.ApproximateArrivalTimestamp
-	}
-	return r.p.filters.Match(fr)
-}
+// match applies the mapping's FilterCriteria to one record (eventEncoder.match: to each user
+// record of an aggregate that enhanced fan-out de-aggregates).
+func (r *reader) match(rec *types.Record) bool { return r.p.enc.match(rec) }
