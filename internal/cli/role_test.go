@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -35,5 +36,14 @@ func TestFunctionRole(t *testing.T) {
 	}
 	if got := functionRole(context.Background(), &fakeConfigurations{err: errors.New("AccessDenied")}, "orders", log); got != "" {
 		t.Fatalf("role %q when Lambda refuses, want the default", got)
+	}
+}
+
+// TestServeBaseHasDestinationPolicy: esm serve's --on-destination-failure reaches every mapping's
+// poller configuration, with the polling flags.
+func TestServeBaseHasDestinationPolicy(t *testing.T) {
+	f := ServeFlags{DestinationFlags: DestinationFlags{OnDestinationFailure: "drop"}, PollFlags: PollFlags{PollInterval: 3 * time.Second}}
+	if c := f.base(); c.OnDestinationFailure != "drop" || c.PollInterval != 3*time.Second {
+		t.Fatalf("base %+v, want OnDestinationFailure drop and PollInterval 3s", c)
 	}
 }
