@@ -108,7 +108,7 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 			return nil, err
 		}
 	}
-	p.enc = newEventEncoder(p.cfg.StreamARN, p.arn.Region, p.cfg.InvokeIdentityARN)
+	p.enc = newEventEncoder(p.cfg.StreamARN, p.arn.Region, p.cfg.InvokeIdentityARN, p.cfg.ConsumerARN != "", p.filters)
 	p.log = p.log.With("stream", p.arn.Name)
 	if p.cfg.TumblingWindow > 0 && p.cfg.ParallelizationFactor > 1 {
 		// AWS documents no rejection of this combination, so a template that deploys runs. A

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/internal/ctxwait"
 )
 
@@ -30,6 +29,8 @@ type reader struct {
 	atTip bool
 	// sub: with enhanced fan-out, the subscription records are pushed on (subscribe.go).
 	sub *subscription
+	// readBy is how the shard was last reported read (SubscriptionObserver.ShardReadBy).
+	readBy string
 
 	// What was read and not yet delivered, and how the polling goes.
 	poll pollState
@@ -280,11 +281,21 @@ func (r *reader) next(ctx context.Context, limit int32) (*kinesis.GetRecordsOutp
 	return r.p.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
 }
 
+// reportReadBy tells the observer how the shard is read, when that changed.
+func (r *reader) reportReadBy(mode string) {
+	if r.readBy != mode {
+		r.readBy = mode
+		r.p.subscriptionObserver().ShardReadBy(r.shardID, mode)
+	}
+}
+
 // open gets a shard iterator for the current position, retrying transient failures.
 func (r *reader) open(ctx context.Context) error {
 	if r.subscribing() { // enhanced fan-out: subscribe instead (subscribe.go)
+		r.reportReadBy(ReadBySubscription)
 		return r.subscribe(ctx)
 	}
+	r.reportReadBy(ReadByPolling)
 	bo := readPace
 	return retry(ctx, &bo, func(int) (step, error) {
 		pos, _ := r.openPosition()
@@ -361,11 +372,6 @@ func (r *reader) selectBatch(pending []types.Record) (take int, matched []types.
 	return len(pending), matched, pos
 }
 
-// match applies the mapping's FilterCriteria to one record.
-func (r *reader) match(rec *types.Record) bool {
-	fr := filter.Record{Data: rec.Data, PartitionKey: deref(rec.PartitionKey), SequenceNumber: deref(rec.SequenceNumber)}
-	if rec.ApproximateArrivalTimestamp != nil {
-		fr.ApproximateArrivalTimestamp = *rec.ApproximateArrivalTimestamp
-	}
-	return r.p.filters.Match(fr)
-}
+// match applies the mapping's FilterCriteria to one record (eventEncoder.match: to each user
+// record of an aggregate that enhanced fan-out de-aggregates).
+func (r *reader) match(rec *types.Record) bool { return r.p.enc.match(rec) }
