@@ -50,7 +50,7 @@ func TestServeExecFunctionKnowsItsName(t *testing.T) {
 	dir := t.TempDir()
 	trace, dump := filepath.Join(dir, "trace.jsonl"), filepath.Join(dir, "events.jsonl")
 	_, endpoint := startServe(t, []string{"EXAMPLE_TRACE=" + trace, "EXAMPLE_EVENT_DUMP=" + dump}, "--state-dir", filepath.Join(dir, "state"),
-		"--function", "orders=exec:"+boot)
+		"--function", "orders=exec:"+boot, "--function-env-pass", "EXAMPLE_TRACE,EXAMPLE_EVENT_DUMP")
 	if _, err := lambdaClient(endpoint).CreateEventSourceMapping(context.Background(), &lambda.CreateEventSourceMappingInput{
 		FunctionName: aws.String("orders"), StartingPosition: types.EventSourcePositionTrimHorizon,
 		EventSourceArn: aws.String(fmt.Sprintf("arn:aws:kinesis:%s:000000000000:stream/%s", local.DefaultRegion, stream))}); err != nil {
