@@ -46,10 +46,15 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	now := d.cfg.now()
 	d.mu.Lock()
 	ready := d.joined && now.Sub(d.joinedAt) >= d.beatInt && d.aliveLocked(now)
+	// Nothing is created before the whole table was read under this epoch (see Load).
+	scanned := d.scanned == d.epoch
 	var create, grab []string
 	for _, id := range candidates {
 		if !ready || d.held[id] != nil || d.cache[id].Finished() {
 			continue
+		}
+		if _, known := d.cache[id]; !scanned && !known {
+			continue // to create, or to take as grab does when it turns out present
 		}
 		switch {
 		case !d.settledLocked(id, now):
