@@ -97,10 +97,10 @@ type Dynamo struct {
 	running  bool
 	lastLoad time.Time // when Load's cycle ended, zero once a Claim used it
 	loaded   bool      // a Load has read the whole table once
-	// scanned is the epoch this worker was a member under when a Load last began to read the
-	// whole table (0: none since it joined). Leases are created only once it is the current
-	// one (see Claim).
-	scanned int64
+	// scanned is the epoch this worker was a member under when a claim cycle last read the
+	// whole table (see scan); Claim creates leases only once it is the current one.
+	scanned  int64
+	lastScan map[string]Lease // that read, for the first Load
 
 	// Roster state.
 	joined         bool

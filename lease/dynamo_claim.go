@@ -46,7 +46,7 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	now := d.cfg.now()
 	d.mu.Lock()
 	ready := d.joined && now.Sub(d.joinedAt) >= d.beatInt && d.aliveLocked(now)
-	// Nothing is created before the whole table was read under this epoch (see Load).
+	// Nothing is created before the whole table was read under this epoch (see scan).
 	scanned := d.scanned == d.epoch
 	var create, grab []string
 	for _, id := range candidates {

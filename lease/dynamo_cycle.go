@@ -38,11 +38,53 @@ func (d *Dynamo) cycle(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	d.mu.Lock()
+	epoch := d.epoch
+	rescan := d.joined && d.scanned != epoch
+	d.mu.Unlock()
+	if rescan {
+		all, err := d.scan(ctx, epoch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d.log.Warn("read lease table failed; will retry", "err", err)
+		}
+		d.mu.Lock()
+		d.lastScan = all
+		d.mu.Unlock()
+	}
 	d.declareDeadMembers(ctx)
 	wanted, lineage := d.plan1()
 	d.pollAndTake(ctx, wanted, lineage)
 	d.cleanUp(ctx)
 	return nil
+}
+
+// scan reads the whole table, consistently: every item is seen (see Dynamo.seen), and the
+// parents each names. Under epoch (0: not joined) it is the read after the join that Claim
+// waits for before it creates a lease: a worker that comes back after it was declared dead
+// (paused, cut off) learns which items were created or deleted meanwhile (DESIGN.md, "Finished
+// stays finished").
+func (d *Dynamo) scan(ctx context.Context, epoch int64) (map[string]Lease, error) {
+	all, err := scanTable(ctx, d.api, d.table)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, l := range all {
+		d.seen[id] = true
+		for _, p := range nonEmpty(l.Parents) {
+			if !slices.Contains(d.itemChildren[p], id) {
+				d.itemChildren[p] = append(d.itemChildren[p], id)
+			}
+		}
+	}
+	if epoch != 0 && epoch == d.epoch {
+		d.scanned = epoch
+	}
+	return all, nil
 }
 
 // declareDeadMembers declares dead the members whose heartbeat stood still for a lease

@@ -148,36 +148,17 @@ func (d *Dynamo) Load(ctx context.Context) (map[string]poller.ShardProgress, err
 	// The first Load reads the whole table: the poller takes an empty answer for a mapping that
 	// never ran (a LATEST start decided now, lineage ignored), and the cache holds only the
 	// leases placed on this worker, none yet.
-	// It is read again after each join: a worker that comes back after it was declared dead
-	// (paused, cut off) learns which items were created or deleted meanwhile before it creates
-	// any lease (see Claim and DESIGN.md, "Finished stays finished").
 	var all map[string]Lease
 	d.mu.Lock()
-	epoch := d.epoch
-	if !d.joined {
-		epoch = 0
-	}
-	first := !d.loaded || epoch != 0 && d.scanned != epoch
+	first := !d.loaded
+	all, d.lastScan = d.lastScan, nil
 	d.mu.Unlock()
-	if first {
-		m, err := scanTable(ctx, d.api, d.table)
+	if first && all == nil {
+		m, err := d.scan(ctx, 0)
 		if err != nil {
 			return nil, err
 		}
 		all = m
-		d.mu.Lock()
-		for id, l := range all {
-			d.seen[id] = true
-			for _, p := range nonEmpty(l.Parents) {
-				if !slices.Contains(d.itemChildren[p], id) {
-					d.itemChildren[p] = append(d.itemChildren[p], id)
-				}
-			}
-		}
-		if epoch != 0 {
-			d.scanned = epoch
-		}
-		d.mu.Unlock()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
