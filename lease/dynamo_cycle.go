@@ -451,7 +451,7 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 	epoch := d.epoch
 	if l.Owner == d.id && l.OwnerEpoch == epoch && !l.HandedOver { // ours already: nothing to write
 		d.mu.Unlock()
-		if !d.stillUnfinished(ctx, l) {
+		if !d.stillUnfinished(ctx, l, false) {
 			return
 		}
 		d.mu.Lock()
@@ -506,7 +506,7 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 	}
 	d.mu.Unlock()
 	l.Counter++
-	if !d.stillUnfinished(ctx, l) {
+	if !d.stillUnfinished(ctx, l, false) {
 		return
 	}
 	d.mu.Lock()
@@ -560,7 +560,7 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 	if !ok {
 		si = poller.ShardInfo{ShardID: id}
 	}
-	switch found, read := d.descendantHasItem(ctx, id); {
+	switch found, read := d.descendantHasItem(ctx, id, true); {
 	case !read:
 		return // could not tell: next cycle
 	case found:
@@ -610,7 +610,7 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 	delete(d.missing, id)
 	d.rememberLocked(l)
 	d.mu.Unlock()
-	if !d.stillUnfinished(ctx, l) {
+	if !d.stillUnfinished(ctx, l, true) {
 		return
 	}
 	d.mu.Lock()
@@ -625,19 +625,20 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 
 // stillUnfinished is called with a lease this worker has just created, taken or adopted, before
 // it holds it: a lease nobody has read yet (no checkpoint) of a shard with known descendants is
-// read again from its descendants, consistently, after the write that gave it to this worker.
-// A descendant with an item means the shard was finished and its lease deleted, and this one
-// was created again by a worker whose check came before that (it paused between its check and
-// its write, or its listing did not know the children): the lease is recorded finished, and
-// nobody reads it. False when the lease is not to be held (finished, or the read failed).
-func (d *Dynamo) stillUnfinished(ctx context.Context, l Lease) bool {
+// checked again against its descendants, consistently, after the write that gave it to this
+// worker. A descendant that has started (for a lease just created: that has an item at all)
+// means the shard was finished and its lease deleted, and this one was created again by a
+// worker whose checks came before that (it paused between its checks and its write): the lease
+// is recorded finished, and nobody reads it. False when the lease is not to be held (finished,
+// or the read failed).
+func (d *Dynamo) stillUnfinished(ctx context.Context, l Lease, created bool) bool {
 	if l.Finished() {
 		return false
 	}
 	if l.Progress.Checkpoint != "" {
 		return true // read before: its shard's children have not started
 	}
-	switch found, read := d.descendantHasItem(ctx, l.ShardID); {
+	switch found, read := d.descendantHasItem(ctx, l.ShardID, created); {
 	case !read:
 		return false // could not tell: a later cycle adopts it again
 	case found:
@@ -648,13 +649,13 @@ func (d *Dynamo) stillUnfinished(ctx context.Context, l Lease) bool {
 }
 
 // descendantHasItem reports whether a descendant of the shard, among those this worker knows,
-// has an item: then the shard was finished (children get items only once their parents are
-// finished, and a finished lease is deleted only once every child has an item, so from its
-// deletion on some descendant always has one). It reads one generation at a time, each
-// consistently and taken from what this worker knows when it comes to it, so that a
-// generation deleted during the reads leaves its children to the next one. read is false when
-// a read failed.
-func (d *Dynamo) descendantHasItem(ctx context.Context, id string) (found, read bool) {
+// has an item (that has started, unless anyItem). A child gets an item only once its parents
+// are finished (or trimmed, in KCL's tables: once they are needed, hence started), and a
+// finished lease is deleted only once every child has started, so from its deletion on some
+// descendant always has a started item. It reads one generation at a time, each consistently
+// and taken from what this worker knows when it comes to it, so that a generation deleted
+// during the reads leaves its children to the next one. read is false when a read failed.
+func (d *Dynamo) descendantHasItem(ctx context.Context, id string, anyItem bool) (found, read bool) {
 	visited := map[string]bool{id: true}
 	for level := []string{id}; ; {
 		var next []string
@@ -676,7 +677,7 @@ func (d *Dynamo) descendantHasItem(ctx context.Context, id string) (found, read 
 			return false, false
 		}
 		for _, it := range items {
-			if it != nil {
+			if it != nil && (anyItem || started(*it)) {
 				return true, true
 			}
 		}
