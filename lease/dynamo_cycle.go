@@ -455,7 +455,9 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 			return
 		}
 		d.mu.Lock()
-		d.held[l.ShardID] = &heldLease{counter: l.Counter}
+		if d.epoch == epoch && d.joined {
+			d.held[l.ShardID] = &heldLease{counter: l.Counter}
+		}
 		d.mu.Unlock()
 		d.log.Info("lease taken", "shard_id", l.ShardID, "reason", "handed over", "lease_counter", l.Counter)
 		return
@@ -796,10 +798,11 @@ func (d *Dynamo) cleanUp(ctx context.Context) {
 	if len(deletable) == 0 {
 		return
 	}
-	// Every member must know the children, as a consistent read of the roster made after the
-	// children were read started shows it: a worker that joined since the roster this worker
-	// last read, or came back after it was declared dead, listed the shards after that read or
-	// must have published that it knows them (see "Finished stays finished").
+	// Every member must know the children, on a consistent read of the roster made after the
+	// children were read started: the roster this worker last read may lack a worker that has
+	// joined since, which published what it knows in its join. (A worker that joins later reads
+	// the whole table before it creates any lease: see scan and DESIGN.md, "Finished stays
+	// finished".)
 	if err := d.readRoster(ctx, true); err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("read roster failed; will retry", "err", err)
