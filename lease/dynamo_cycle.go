@@ -543,22 +543,16 @@ func asCCF(err error, target **types.ConditionalCheckFailedException) bool {
 	return err != nil && errorsAs(err, target)
 }
 
-// create creates the lease of a shard placed here, owned by this worker. A shard this worker
-// has seen an item of, or with a descendant that has an item, was finished and deleted (see
-// cleanUp): it is never created again. The descendants are read again after the write: a
-// check made before it may be stale by the time it lands (see stillUnfinished).
+// create creates the lease of a shard placed here, owned by this worker. A shard with a
+// descendant that has an item was finished and deleted (see cleanUp), as was one this worker
+// saw an item of and then read absent (see pollAndTake): it is never created again. The
+// descendants are read again after the write: a check made before it may be stale by the
+// time it lands (see stillUnfinished).
 func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 	d.mu.Lock()
 	si, ok := d.infos[id]
-	epoch, seen := d.epoch, d.seen[id]
-	if seen {
-		d.cache[id] = finishedMarker(id)
-		delete(d.missing, id)
-	}
+	epoch := d.epoch
 	d.mu.Unlock()
-	if seen {
-		return
-	}
 	if !ok {
 		si = poller.ShardInfo{ShardID: id}
 	}
