@@ -303,3 +303,74 @@ func TestFinishedLeaseNotCreatedAgainAfterPausedCreate(t *testing.T) {
 		t.Error("c's create went through, and c did not record the lease finished")
 	}
 }
+
+// TestLeaseCreatedElsewhereIsNotTakenForFinished: an item seen counts as deleted (its shard
+// finished) only when a read finds it absent. A worker that read a lease absent, then saw the
+// item another worker created through another read (a parent's lineage read), still has the
+// lease marked absent and creates it (placed on it, or a child of a shard it held); that
+// attempt must find the item, not count the shard finished (sim LEASES=1 seeds 39 and 68: a parent being read counted finished, and its
+// children invoked before its last batch).
+func TestLeaseCreatedElsewhereIsNotTakenForFinished(t *testing.T) {
+	table := newTable(t)
+	ctx := context.Background()
+	shard := "shardId-000000000000"
+	cID := ""
+	for i := 0; cID == ""; i++ {
+		if id := fmt.Sprintf("c%d", i); assign([]string{shard}, []string{id, "w"}).owner[shard] == id {
+			cID = id
+		}
+	}
+	newWorker := func(id string) *Dynamo {
+		log, _ := testLogger(t)
+		d, err := NewDynamo(ddb, table, id, WithLeaseDuration(2*time.Second), WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Register(ctx, infos([]string{shard})); err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- d.Run(runCtx) }()
+		t.Cleanup(func() { stop(); <-done })
+		return d
+	}
+	c, w := newWorker(cID), newWorker("w")
+	missing := func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.missing[shard] }
+	testkit.WaitFor(t, "c reads the lease absent", 10*time.Second, func() bool {
+		if _, err := c.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return missing()
+	})
+	w.create(ctx, shard, true)
+	if l, ok := leasesOf(t, table)[shard]; !ok || l.Owner != "w" {
+		t.Fatalf("w did not create the lease: %+v", l)
+	}
+	c.batchGet(ctx, []string{shard}) // another read of c's sees the item
+	if !missing() {
+		t.Fatal("the lease is no longer marked absent: the path under test does not run")
+	}
+	// c's next Claim creates it (placed on c, marked absent) once the fleet gate opens; the
+	// cycle's read of the lease may clear the mark first, so the create is called directly.
+	c.create(ctx, shard, true)
+	c.mu.Lock()
+	finished := c.cache[shard].Finished() // what a child's parentsDone goes by
+	c.mu.Unlock()
+	if finished {
+		t.Fatal("c counts the shard finished after its create found w's item")
+	}
+	if missing() {
+		t.Fatal("c's create did not find the item")
+	}
+	pr, err := c.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr[shard].Finished {
+		t.Fatalf("c counts the shard finished while w holds its lease: %+v", pr[shard])
+	}
+	if l := leasesOf(t, table)[shard]; l.Owner != "w" || l.Finished() {
+		t.Fatalf("lease %+v, want w's, unfinished", l)
+	}
+}
