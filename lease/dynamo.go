@@ -101,6 +101,12 @@ type Dynamo struct {
 	// whole table (see scan); Claim creates leases only once it is the current one.
 	scanned  int64
 	lastScan map[string]Lease // that read, for the first Load
+	rejoined bool             // this epoch is not the process's first
+	// unlisted are the shards of items the read after a rejoin found that this worker's listing
+	// knows neither of nor of their parents: the listing is older than they are. Claim creates
+	// nothing until the listing knows them, or for at most the shard settle time.
+	unlisted   map[string]bool
+	unlistedAt time.Time
 
 	// Roster state.
 	joined         bool
@@ -256,7 +262,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		children: map[string][]string{}, cache: map[string]Lease{}, seen: map[string]bool{}, missing: map[string]bool{},
 		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
 		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
-		finishedHere: map[string]bool{}, itemChildren: map[string][]string{},
+		finishedHere: map[string]bool{}, itemChildren: map[string][]string{}, unlisted: map[string]bool{},
 	}, nil
 }
 

@@ -83,6 +83,22 @@ func (d *Dynamo) scan(ctx context.Context, epoch int64) (map[string]Lease, error
 	}
 	if epoch != 0 && epoch == d.epoch {
 		d.scanned = epoch
+		if d.rejoined {
+			// A worker back after it was declared dead may hold a listing from before its
+			// pause: the items of shards it never listed, whose parents it never listed
+			// either, are descendants it cannot link to the shards it knows (their parents'
+			// items may be gone). Its next listing links them.
+			clear(d.unlisted)
+			for id, l := range all {
+				if _, known := d.infos[id]; !known && !slices.ContainsFunc(nonEmpty(l.Parents), func(p string) bool {
+					_, known := d.infos[p]
+					return known
+				}) && len(nonEmpty(l.Parents)) > 0 {
+					d.unlisted[id] = true
+				}
+			}
+			d.unlistedAt = d.cfg.now()
+		}
 	}
 	return all, nil
 }

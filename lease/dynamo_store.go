@@ -46,6 +46,7 @@ func (d *Dynamo) Register(ctx context.Context, shards []poller.ShardInfo) error 
 			si = old
 		}
 		d.infos[si.ShardID] = si
+		delete(d.unlisted, si.ShardID)
 		for _, p := range nonEmpty(si.Parents) {
 			if !slices.Contains(d.children[p], si.ShardID) {
 				d.children[p] = append(d.children[p], si.ShardID)

@@ -200,7 +200,8 @@ func (fc *finishedCase) finishAndDelete(t *testing.T) {
 
 // thawAndWatch thaws c and lets it run many claim cycles after it joined again, offering the
 // parent (c's poller still sees it as a shard to read); the parent must never be leased again.
-func (fc *finishedCase) thawAndWatch(t *testing.T) {
+// c must know it finished unless knows is false (its listing cannot tell it yet).
+func (fc *finishedCase) thawAndWatch(t *testing.T, knows bool) {
 	t.Helper()
 	thawedAt := strings.Count(fc.cLogs.String(), "\n")
 	fc.cAPI.thaw()
@@ -221,6 +222,9 @@ func (fc *finishedCase) thawAndWatch(t *testing.T) {
 	}
 	if fc.pc.holds(fc.parent) || fc.pw.holds(fc.parent) || fc.c.Held(fc.parent) || fc.w.Held(fc.parent) {
 		t.Error("a worker holds the finished parent's lease again")
+	}
+	if !knows {
+		return
 	}
 	// c knows the parent is finished: its poller will not offer it again.
 	pr, err := fc.c.Load(context.Background())
@@ -266,7 +270,7 @@ func TestFinishedLeaseNotCreatedAgainByStaleWorker(t *testing.T) {
 	fc.pc.paused = true
 	fc.pc.mu.Unlock()
 	fc.finishAndDelete(t)
-	fc.thawAndWatch(t)
+	fc.thawAndWatch(t, true)
 }
 
 // TestFinishedLeaseNotCreatedAgainAfterPausedCreate: a worker whose listing knows the children
@@ -298,7 +302,7 @@ func TestFinishedLeaseNotCreatedAgainAfterPausedCreate(t *testing.T) {
 		t.Fatal("the parent has a lease before c's create: the path under test did not run")
 	}
 	fc.finishAndDelete(t)
-	fc.thawAndWatch(t)
+	fc.thawAndWatch(t, true)
 	if !strings.Contains(fc.cLogs.String(), `msg="lease of a finished shard found again; recorded finished"`) {
 		t.Error("c's create went through, and c did not record the lease finished")
 	}
@@ -372,5 +376,83 @@ func TestLeaseCreatedElsewhereIsNotTakenForFinished(t *testing.T) {
 	}
 	if l := leasesOf(t, table)[shard]; l.Owner != "w" || l.Finished() {
 		t.Fatalf("lease %+v, want w's, unfinished", l)
+	}
+}
+
+// TestFinishedLeaseNotCreatedAgainTwoGenerationsLater: the worker frozen never saw the parent's
+// lease, and while it is frozen the parent and both its children are finished and deleted
+// (their own children started). When it comes back, its listing (older than the split) and the
+// table (the grandchildren's items name the children, not the parent) cannot tell it the
+// parent is finished: it creates nothing until its next listing links the grandchildren, and
+// then counts the parent finished.
+func TestFinishedLeaseNotCreatedAgainTwoGenerationsLater(t *testing.T) {
+	fc := newFinishedCase(t)
+	ctx := context.Background()
+	// c joins (heartbeats only: it never reads the parent) and is frozen; w, alone, does the rest.
+	if err := fc.c.Register(ctx, infos([]string{fc.parent})); err != nil {
+		t.Fatal(err)
+	}
+	var stop func()
+	fc.pc, stop = drivePoller(t, fc.c, []string{fc.parent}, true)
+	defer stop()
+	testkit.WaitFor(t, "c joins", 10*time.Second, func() bool {
+		return strings.Contains(fc.cLogs.String(), `msg="joined the lease table's workers"`)
+	})
+	if err := fc.w.Register(ctx, infos([]string{fc.parent})); err != nil {
+		t.Fatal(err)
+	}
+	fc.pw, stop = drivePoller(t, fc.w, []string{fc.parent}, false)
+	defer stop()
+	from := fc.pw.claimCount()
+	testkit.WaitFor(t, "w ran claim cycles", 15*time.Second, func() bool { return fc.pw.claimCount() >= from+3 })
+	fc.cAPI.freeze()
+	fc.finishAndDelete(t)
+
+	g1, g2 := "shardId-000000000003", "shardId-000000000004"
+	if err := fc.w.Register(ctx, []poller.ShardInfo{{ShardID: g1, Parents: []string{fc.k1}}, {ShardID: g2, Parents: []string{fc.k2}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{fc.k1, fc.k2} {
+		if err := fc.w.Save(ctx, map[string]poller.ShardProgress{k: {Finished: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fc.pw.setCandidates([]string{g1, g2})
+	testkit.WaitFor(t, "w holds both grandchildren", 15*time.Second, func() bool { return fc.pw.holds(g1) && fc.pw.holds(g2) })
+	for _, g := range []string{g1, g2} {
+		if err := fc.w.Save(ctx, map[string]poller.ShardProgress{g: {Checkpoint: "49000000000000000000000000000000000000000000000000000002"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.WaitFor(t, "both children's finished leases deleted", 15*time.Second, func() bool {
+		ls := leasesOf(t, fc.table)
+		_, a := ls[fc.k1]
+		_, b := ls[fc.k2]
+		return !a && !b
+	})
+	if !fc.cAPI.isFrozen() {
+		t.Fatal("c thawed before the children's leases were deleted: the path under test did not run")
+	}
+
+	fc.thawAndWatch(t, false)
+	fc.c.mu.Lock()
+	unlisted := len(fc.c.unlisted)
+	fc.c.mu.Unlock()
+	if unlisted != 2 {
+		t.Fatalf("c holds back creations for %d unlisted shards, want the 2 grandchildren", unlisted)
+	}
+	// Its next listing shows the whole lineage: the parent is finished.
+	if err := fc.c.Register(ctx, append(fc.children, poller.ShardInfo{ShardID: g1, Parents: []string{fc.k1}}, poller.ShardInfo{ShardID: g2, Parents: []string{fc.k2}})); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "c counts the parent finished", 15*time.Second, func() bool {
+		pr, err := fc.c.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pr[fc.parent].Finished
+	})
+	if l, ok := leasesOf(t, fc.table)[fc.parent]; ok {
+		t.Fatalf("the finished parent has a lease again: %+v", l)
 	}
 }
