@@ -288,15 +288,20 @@ func TestFinishedLeaseNotCreatedAgainAfterPausedCreate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var stop func()
-	fc.pw, stop = drivePoller(t, fc.w, []string{fc.parent}, false)
-	defer stop()
-	testkit.WaitFor(t, "w ran claim cycles", 15*time.Second, func() bool { return fc.pw.claimCount() >= 3 })
+	// c joins first (heartbeats only), so that w never sees the parent placed on itself.
 	fc.cAPI.mu.Lock()
 	fc.cAPI.freezeAt = fc.parent
 	fc.cAPI.mu.Unlock()
-	fc.pc, stop = drivePoller(t, fc.c, []string{fc.parent}, false)
+	var stop func()
+	fc.pc, stop = drivePoller(t, fc.c, []string{fc.parent}, true)
 	defer stop()
+	testkit.WaitFor(t, "c joins", 10*time.Second, func() bool {
+		return strings.Contains(fc.cLogs.String(), `msg="joined the lease table's workers"`)
+	})
+	fc.pw, stop = drivePoller(t, fc.w, []string{fc.parent}, false)
+	defer stop()
+	testkit.WaitFor(t, "w ran claim cycles", 15*time.Second, func() bool { return fc.pw.claimCount() >= 3 })
+	fc.pc.resume()
 	testkit.WaitFor(t, "c frozen as it writes the parent's new lease", 20*time.Second, fc.cAPI.caughtPut)
 	if _, ok := leasesOf(t, fc.table)[fc.parent]; ok {
 		t.Fatal("the parent has a lease before c's create: the path under test did not run")
