@@ -661,10 +661,10 @@ func (d *Dynamo) stillUnfinished(ctx context.Context, l Lease, created bool) boo
 }
 
 // descendantHasItem reports whether a descendant of the shard, among those this worker knows,
-// has an item (that has started, unless anyItem). A child gets an item only once its parents
-// are finished (or trimmed, in KCL's tables: once they are needed, hence started), and a
-// finished lease is deleted only once every child has started, so from its deletion on some
-// descendant always has a started item. It reads one generation at a time, each consistently
+// has an item (that has started, unless anyItem: some KCL versions create children's leases
+// with their ancestors', before those are read). A child is read only once its parents are
+// finished (or trimmed), and a finished lease is deleted only once every child has started, so
+// from its deletion on some descendant always has a started item. It reads one generation at a time, each consistently
 // and taken from what this worker knows when it comes to it, so that a generation deleted
 // during the reads leaves its children to the next one. read is false when a read failed.
 func (d *Dynamo) descendantHasItem(ctx context.Context, id string, anyItem bool) (found, read bool) {
