@@ -97,6 +97,16 @@ type Dynamo struct {
 	running  bool
 	lastLoad time.Time // when Load's cycle ended, zero once a Claim used it
 	loaded   bool      // a Load has read the whole table once
+	// scanned is the epoch this worker was a member under when a claim cycle last read the
+	// whole table (see scan); Claim creates leases only once it is the current one.
+	scanned  int64
+	lastScan map[string]Lease // that read, for the first Load
+	rejoined bool             // this epoch is not the process's first
+	// unlisted are the shards of items the read after a rejoin found that this worker's listing
+	// knows neither of nor of their parents: the listing is older than they are. Claim creates
+	// nothing until the listing knows them, or for at most the shard settle time.
+	unlisted   map[string]bool
+	unlistedAt time.Time
 
 	// Roster state.
 	joined         bool
@@ -126,16 +136,23 @@ type Dynamo struct {
 	succ      assignment // the placement without this worker (shutdown hand-overs)
 	succKey   string
 	cache     map[string]Lease // the last item seen of each shard this worker looked at
-	missing   map[string]bool  // polled and found absent
-	held      map[string]*heldLease
-	polls     map[string]pollState
-	legacy    map[string]observation // leases of the previous protocol: counter and since when
-	cleanup   map[string]bool        // finished parents to check for deletion
-	lastCand  map[string]bool        // the candidates of the last Claim
-	claims    int                    // Claim calls
-	cycles    int                    // claim cycles run
-	lastCycle time.Time
-	pending   map[string]bool // placed here at some point and not seen owned by another since
+	// seen are the shards whose item this worker has read or written since it started: an
+	// item is deleted only once its shard is finished (see cleanUp), so one seen and then
+	// read absent is finished, whatever the listing says.
+	seen map[string]bool
+	// itemChildren are the children the items of the whole-table reads name their parents
+	// of: descendants a listing older than them may not know (see descendantHasItem).
+	itemChildren map[string][]string
+	missing      map[string]bool // polled and found absent
+	held         map[string]*heldLease
+	polls        map[string]pollState
+	legacy       map[string]observation // leases of the previous protocol: counter and since when
+	cleanup      map[string]bool        // finished parents to check for deletion
+	lastCand     map[string]bool        // the candidates of the last Claim
+	claims       int                    // Claim calls
+	cycles       int                    // claim cycles run
+	lastCycle    time.Time
+	pending      map[string]bool // placed here at some point and not seen owned by another since
 	// finishedHere are the shards this worker finished: it creates their children too.
 	finishedHere map[string]bool
 	waiting      map[string]bool // placed here, owned by another live worker that does not hand it over
@@ -242,10 +259,10 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		rnd:     cfg.rnd,
 		members: map[string]member{}, beats2: map[string]beatObs{},
 		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{}, restarted: map[string]bool{},
-		children: map[string][]string{}, cache: map[string]Lease{}, missing: map[string]bool{},
+		children: map[string][]string{}, cache: map[string]Lease{}, seen: map[string]bool{}, missing: map[string]bool{},
 		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
 		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
-		finishedHere: map[string]bool{},
+		finishedHere: map[string]bool{}, itemChildren: map[string][]string{}, unlisted: map[string]bool{},
 	}, nil
 }
 

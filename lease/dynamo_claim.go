@@ -46,10 +46,16 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	now := d.cfg.now()
 	d.mu.Lock()
 	ready := d.joined && now.Sub(d.joinedAt) >= d.beatInt && d.aliveLocked(now)
+	// Nothing is created before the whole table was read under this epoch, nor while it shows
+	// shards a listing older than them cannot link to those it knows (see scan).
+	scanned := d.scanned == d.epoch && (len(d.unlisted) == 0 || now.Sub(d.unlistedAt) >= d.cfg.settle)
 	var create, grab []string
 	for _, id := range candidates {
 		if !ready || d.held[id] != nil || d.cache[id].Finished() {
 			continue
+		}
+		if _, known := d.cache[id]; !scanned && !known {
+			continue // to create, or to take as grab does when it turns out present
 		}
 		switch {
 		case !d.settledLocked(id, now):

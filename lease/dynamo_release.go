@@ -108,7 +108,7 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 		d.drop(id, h)
 		if l, derr := decodeLease(out.Attributes); derr == nil {
 			d.mu.Lock()
-			d.cache[id] = l
+			d.rememberLocked(l)
 			d.mu.Unlock()
 		}
 		if to != "" {

@@ -121,6 +121,7 @@ func (d *Dynamo) join(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.rejoined = d.epoch != 0
 	d.epoch, d.beat, d.joined, d.joinedAt, d.leaving, d.publishedKnown = epoch, 1, true, sent, false, known
 	d.lastBeat, d.beats = sent, d.beats+1
 	d.log.Info("joined the lease table's workers", "epoch", epoch)

@@ -246,7 +246,8 @@ func (p *Poller) Run(ctx context.Context) error {
 			return fmt.Errorf("register shards: %w", err)
 		}
 	}
-	c := &coordinator{p: p, g: newLineage(), progress: progress, cancels: map[string]context.CancelFunc{}, results: make(chan readerResult)}
+	c := &coordinator{p: p, g: newLineage(), progress: progress, cancels: map[string]context.CancelFunc{}, results: make(chan readerResult),
+		askedChildren: map[string]bool{}}
 	// With a coordinator a shard is read only once its lease is taken, seconds after the start
 	// was decided: LATEST then would skip what arrived meanwhile, so it opens AT_TIMESTAMP.
 	if fresh && p.cfg.StartingPosition == Latest && p.coord == nil {
