@@ -224,6 +224,8 @@ func (d *Dynamo) freeLocked(l Lease, now time.Time) bool {
 	switch {
 	case l.Owner == "" || l.HandedOver: // nobody reads a lease not taken up yet
 		return true
+	case d.buriedLocked(l, now): // an invocation of its owner's may still be running
+		return false
 	case l.Owner == d.id:
 		return l.OwnerEpoch != d.epoch
 	case l.OwnerEpoch == 0: // the previous protocol's lease: free once its counter stood still

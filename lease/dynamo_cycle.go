@@ -39,6 +39,7 @@ func (d *Dynamo) cycle(ctx context.Context) error {
 		return ctx.Err()
 	}
 	d.declareDeadMembers(ctx)
+	d.removeTombstones(ctx)
 	wanted, lineage := d.plan1()
 	d.pollAndTake(ctx, wanted, lineage)
 	d.cleanUp(ctx)
@@ -280,6 +281,12 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 		}
 		if d.freeLocked(*it, now) || it.Owner == d.id {
 			d.backoffLocked(id, now)
+			continue
+		}
+		if g, ok := d.gone[goneKey(it.Owner, it.OwnerEpoch)]; ok {
+			// Its owner is dead or replaced: free once the tombstone's wait has passed here.
+			// Read it again then, not after a back-off.
+			d.polls[id] = pollState{next: g.seen.Add(g.wait)}
 			continue
 		}
 		if d.plan.owner[id] == d.id && d.polls[id].tries >= pollEager {
