@@ -12,6 +12,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
@@ -222,5 +223,53 @@ func TestLostLeaseStopsReader(t *testing.T) {
 	defer table.mu.Unlock()
 	if cp := table.progress["shardId-000000000000"].Checkpoint; cp != "" {
 		t.Fatalf("a fenced worker moved the checkpoint to %s", cp)
+	}
+}
+
+// TestInvokerAsksHeldBeforeTheSend: an invoker that waits before it sends (for a concurrency
+// slot, an endpoint, an environment) asks the lease again just before the send, through the
+// start check the poller puts in the context: a lease lost during the wait sends nothing.
+func TestInvokerAsksHeldBeforeTheSend(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	table := newLeaseTable()
+	f.Put("s", "k", []byte("k:0"))
+	w := &memWorker{t: table, id: "A", released: make(chan string, 10)}
+	waiting, proceed := make(chan struct{}), make(chan struct{})
+	var sent atomic.Int64
+	inv := invoke.InvokerFunc(func(ctx context.Context, _ []byte) (invoke.Response, error) {
+		waiting <- struct{}{}
+		<-proceed // the wait for a slot
+		if err := invoke.CheckStart(ctx); err != nil {
+			return invoke.Response{}, err
+		}
+		sent.Add(1)
+		return invoke.Response{StatusCode: 200}, nil
+	})
+	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
+		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
+	p, err := New(cfg, f, w, inv, WithCoordinator(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	<-waiting
+	table.mu.Lock()
+	table.owner["shardId-000000000000"] = "Z" // the lease is lost during the wait
+	table.mu.Unlock()
+	close(proceed)
+	if id := <-w.released; id != "shardId-000000000000" { // the reader stopped
+		t.Fatalf("released %s", id)
+	}
+	if n := sent.Load(); n != 0 {
+		t.Fatalf("%d invocations sent after the lease was lost", n)
 	}
 }
