@@ -271,7 +271,7 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 			}
 		}
 		ours := it.Owner == d.id && it.OwnerEpoch == d.epoch && !it.HandedOver
-		if ours || (d.freeLocked(*it, now) || it.Owner == d.id) && d.lastCand[id] {
+		if ours || (d.freeLocked(*it, now) || d.mineLocked(*it, now)) && d.lastCand[id] {
 			// Free, or handed over to this worker, and asked for by the poller: a lease
 			// taken for a shard the poller does not read (trimmed from its listing) would keep
 			// the shard's children waiting for good (see parentsDone).
@@ -279,7 +279,7 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 			take = append(take, *it)
 			continue
 		}
-		if d.freeLocked(*it, now) || it.Owner == d.id {
+		if d.freeLocked(*it, now) || d.mineLocked(*it, now) {
 			d.backoffLocked(id, now)
 			continue
 		}
@@ -333,7 +333,7 @@ func (d *Dynamo) confirmFree(ctx context.Context, ls []Lease) []Lease {
 	now := d.cfg.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.DeleteFunc(ls, func(l Lease) bool { return l.Owner != d.id && !d.freeLocked(l, now) })
+	return slices.DeleteFunc(ls, func(l Lease) bool { return !d.mineLocked(l, now) && !d.freeLocked(l, now) })
 }
 
 // batchGet reads leases consistently: id → item, nil when absent; ids not read are left out.

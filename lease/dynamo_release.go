@@ -175,8 +175,9 @@ func (d *Dynamo) releaseAll(ctx context.Context) {
 	}
 	var adopt []string
 	d.mu.Lock()
+	now := d.cfg.now()
 	for id, l := range all {
-		if d.held[id] == nil && l.Owner == d.id && !l.Finished() {
+		if d.held[id] == nil && d.mineLocked(l, now) && !l.Finished() {
 			d.held[id] = &heldLease{counter: l.Counter}
 			adopt = append(adopt, id)
 		}
