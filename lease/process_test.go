@@ -25,6 +25,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -388,14 +389,15 @@ func TestProcessesShareStream(t *testing.T) {
 	inFlight := len(leasesOwnedBy(t, table, ids[0])) // at most one batch each may repeat
 	testkit.WaitFor(t, "the killed worker's shards taken over", 20*time.Second, taken)
 	takeover := time.Since(killed)
-	// The takers wait, after the death, for the function timeout the dead worker published (the
-	// example's: invoke.DefaultTimeout) and an eighth more (DESIGN.md, "Invocations bounded by
-	// leases").
-	wait := outlast(invoke.DefaultTimeout)
+	// The takers wait, after the death, for the invocation bound the dead worker published (the
+	// example's timeout, invoke.DefaultTimeout, and the in-process overrun wait) and an eighth
+	// more: L + 4 claim intervals + 9/8·bound after the last heartbeat (DESIGN.md, "Invocations
+	// bounded by leases").
+	wait := outlast(invoke.DefaultTimeout + inprocess.DefaultOverrunWait)
 	t.Logf("SIGKILL: shards taken over %s after the kill (lease duration %s, renewal every %s, wait for invocations %s)",
 		takeover.Round(time.Millisecond), leaseDuration, leaseDuration/3, wait)
-	if limit := leaseDuration + leaseDuration/3 + wait; takeover > limit {
-		t.Errorf("takeover after SIGKILL took %s, more than lease duration + one renewal interval + the wait for invocations (%s)", takeover, limit)
+	if limit := leaseDuration + 4*min(time.Second, leaseDuration/10) + wait; takeover > limit {
+		t.Errorf("takeover after SIGKILL took %s, more than lease duration + 4 claim intervals + the wait for invocations (%s)", takeover, limit)
 	}
 
 	// SIGTERM: the worker releases its leases on the way out.
