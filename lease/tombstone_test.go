@@ -31,6 +31,19 @@ func firstLog(log *logBuffer, msg string, attrs ...string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// startDriven makes worker id of table, registers shards and drives it (drive); stop ends it.
+func startDriven(t *testing.T, api DynamoAPI, table, id string, shards []string, opts ...Option) (d *Dynamo, stop func()) {
+	t.Helper()
+	d, err := NewDynamo(api, table, id, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Register(context.Background(), infos(shards)); err != nil {
+		t.Fatal(err)
+	}
+	return d, drive(t, d, shards)
+}
+
 // tombstones reads the roster's tombstones: key → wait.
 func tombstones(t *testing.T, table string) map[string]time.Duration {
 	t.Helper()
@@ -53,27 +66,12 @@ func TestDeadWorkersLeaseWaitsForItsTimeout(t *testing.T) {
 	const leaseDuration, timeout = 2 * time.Second, 3 * time.Second
 	table := newTable(t)
 	ids := shardIDs(1)
-	ctx := context.Background()
 	cut := &countingAPI{DynamoAPI: ddb}
 	logA, _ := testLogger(t)
-	a, err := NewDynamo(cut, table, "a", WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout), WithLogger(logA))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Register(ctx, infos(ids)); err != nil {
-		t.Fatal(err)
-	}
-	stopA := drive(t, a, ids)
+	_, stopA := startDriven(t, cut, table, "a", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout), WithLogger(logA))
 	testkit.WaitFor(t, "a to own the shard", 15*time.Second, func() bool { return leasesOf(t, table)[ids[0]].Owner == "a" })
 	logB, bufB := testLogger(t)
-	b, err := NewDynamo(ddb, table, "b", WithLeaseDuration(leaseDuration), WithFunctionTimeout(time.Second), WithLogger(logB))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Register(ctx, infos(ids)); err != nil {
-		t.Fatal(err)
-	}
-	stopB := drive(t, b, ids)
+	_, stopB := startDriven(t, ddb, table, "b", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(time.Second), WithLogger(logB))
 	defer stopB()
 	testkit.WaitFor(t, "b to see a", 15*time.Second, func() bool { _, ok := firstLog(bufB, "joined the lease table's workers"); return ok })
 	cut.cut.Store(true)
@@ -103,29 +101,14 @@ func TestRestartedWorkerWaitsForItsPreviousIncarnation(t *testing.T) {
 	const leaseDuration, timeout = 2 * time.Second, 2 * time.Second
 	table := newTable(t)
 	ids := shardIDs(1)
-	ctx := context.Background()
 	cut := &countingAPI{DynamoAPI: ddb}
-	a1, err := NewDynamo(cut, table, "a", WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a1.Register(ctx, infos(ids)); err != nil {
-		t.Fatal(err)
-	}
-	stop1 := drive(t, a1, ids)
+	_, stop1 := startDriven(t, cut, table, "a", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout))
 	testkit.WaitFor(t, "a to own the shard", 15*time.Second, func() bool { return leasesOf(t, table)[ids[0]].Owner == "a" })
 	first := leasesOf(t, table)[ids[0]].OwnerEpoch
 	cut.cut.Store(true) // killed, as the table sees it
 	defer stop1()
 	log2, buf2 := testLogger(t)
-	a2, err := NewDynamo(ddb, table, "a", WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout), WithLogger(log2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a2.Register(ctx, infos(ids)); err != nil {
-		t.Fatal(err)
-	}
-	stop2 := drive(t, a2, ids)
+	a2, stop2 := startDriven(t, ddb, table, "a", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout), WithLogger(log2))
 	defer stop2()
 	testkit.WaitFor(t, "the new incarnation to take the lease", 30*time.Second, func() bool {
 		l := leasesOf(t, table)[ids[0]]
@@ -160,11 +143,7 @@ func TestRosterWithoutTimeoutsCountsTheLongest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewDynamo(ddb, table, "new", WithLeaseDuration(leaseDuration))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := drive(t, d, nil)
+	_, stop := startDriven(t, ddb, table, "new", nil, WithLeaseDuration(leaseDuration))
 	defer stop()
 	testkit.WaitFor(t, "the old worker declared dead", 30*time.Second, func() bool { return len(tombstones(t, table)) > 0 })
 	if got, want := tombstones(t, table)[goneKey("old", 7)], outlast(MaxFunctionTimeout); got != want {

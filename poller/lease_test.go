@@ -136,12 +136,19 @@ func (t *leaseTable) owned() map[string]int {
 
 func startWorker(t *testing.T, f *fakekinesis.Fake, arn string, table *leaseTable, w *memWorker, rec *recorder, tune ...func(*Config)) func() error {
 	t.Helper()
+	return startWorkerInvoking(t, f, arn, w, inprocess.New(rec.handle), tune...)
+}
+
+// startWorkerInvoking runs worker w's poller with the invoker inv; the returned stop ends it and
+// returns what Run returned.
+func startWorkerInvoking(t *testing.T, f *fakekinesis.Fake, arn string, w *memWorker, inv Invoker, tune ...func(*Config)) func() error {
+	t.Helper()
 	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
 		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
 	for _, fn := range tune {
 		fn(&cfg)
 	}
-	p, err := New(cfg, f, w, inprocess.New(rec.handle), WithCoordinator(w))
+	p, err := New(cfg, f, w, inv, WithCoordinator(w))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,18 +253,9 @@ func TestInvokerAsksHeldBeforeTheSend(t *testing.T) {
 		sent.Add(1)
 		return invoke.Response{StatusCode: 200}, nil
 	})
-	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
-		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
-	p, err := New(cfg, f, w, inv, WithCoordinator(w))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	stop := startWorkerInvoking(t, f, arn, w, inv)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Error(err)
 		}
 	}()
