@@ -157,6 +157,7 @@ type heldLease struct {
 	announced bool   // returned by Claim
 	finished  bool
 	unwanted  bool // not asked for by the poller: to be released unowned
+	abandoned bool // its invocation was cut off at shutdown (Abandon): kept, not handed over
 }
 
 type observation struct {
@@ -270,6 +271,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 var (
 	_ poller.Store       = (*Dynamo)(nil)
 	_ poller.Coordinator = (*Dynamo)(nil)
+	_ poller.Abandoner   = (*Dynamo)(nil)
 )
 
 // WorkerID is this worker's id, the leaseOwner of the leases it holds.

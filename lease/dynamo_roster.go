@@ -433,17 +433,27 @@ func (d *Dynamo) removeTombstones(ctx context.Context) {
 func (d *Dynamo) leave(ctx context.Context) {
 	d.mu.Lock()
 	joined, epoch := d.joined, d.epoch
+	abandoned := slices.ContainsFunc(slices.Collect(maps.Values(d.held)), func(h *heldLease) bool { return h.abandoned })
 	d.joined = false
 	d.mu.Unlock()
 	if !joined {
 		return
 	}
+	expr := "REMOVE #m.#me"
+	names := map[string]string{"#m": attrMembers, "#me": d.id, "#e": memberEpoch}
+	values := map[string]types.AttributeValue{":e": num(epoch)}
+	if abandoned {
+		// An invocation cut off at shutdown may still run: the leases it kept are free only
+		// once it must have ended, as after a death.
+		wait := outlast(d.cfg.functionTimeout)
+		expr += " SET #g.#k = :tomb"
+		names["#g"], names["#k"], values[":tomb"] = attrGone, goneKey(d.id, epoch), tombstoneValue(wait)
+		d.log.Warn("leaving with invocations cut off by the shutdown grace: their leases are free to others later", "leases_free_in", wait)
+	}
 	_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
-		UpdateExpression:          aws.String("REMOVE #m.#me"),
-		ConditionExpression:       aws.String("#m.#me.#e = :e"),
-		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#me": d.id, "#e": memberEpoch},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(epoch)},
+		UpdateExpression: aws.String(expr), ConditionExpression: aws.String("#m.#me.#e = :e"),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	})
 	if err != nil && !isConditionFailed(err) {
 		d.log.Warn("leave roster failed; the others will declare this worker dead", "err", err)

@@ -150,3 +150,34 @@ func TestRosterWithoutTimeoutsCountsTheLongest(t *testing.T) {
 		t.Fatalf("tombstones %v: want %s for the entry without a timeout", tombstones(t, table), want)
 	}
 }
+
+// TestAbandonedLeaseWaitsForTheTimeout: a worker that stops with an invocation cut off by the
+// shutdown grace (the poller calls Abandon, not Release) keeps that lease and leaves a
+// tombstone: the next owner takes it only once the cut-off invocation must have ended.
+func TestAbandonedLeaseWaitsForTheTimeout(t *testing.T) {
+	const leaseDuration, timeout = 2 * time.Second, 2 * time.Second
+	table := newTable(t)
+	ids := shardIDs(1)
+	a, stopA := startDriven(t, ddb, table, "a", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout))
+	testkit.WaitFor(t, "a to own the shard", 15*time.Second, func() bool { return leasesOf(t, table)[ids[0]].Owner == "a" })
+	logB, bufB := testLogger(t)
+	_, stopB := startDriven(t, ddb, table, "b", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(time.Second), WithLogger(logB))
+	defer stopB()
+	testkit.WaitFor(t, "b to join", 15*time.Second, func() bool { _, ok := firstLog(bufB, "joined the lease table's workers"); return ok })
+	a.Abandon(ids[0])
+	stopping := time.Now()
+	stopA()
+	if l := leasesOf(t, table)[ids[0]]; l.Owner != "a" || l.HandedOver {
+		t.Fatalf("after the stop: %+v; want the abandoned lease kept by a", l)
+	}
+	testkit.WaitFor(t, "b to take the lease", 30*time.Second, func() bool { return leasesOf(t, table)[ids[0]].Owner == "b" })
+	taken, ok := firstLog(bufB, "lease taken", "shard_id", ids[0])
+	if !ok {
+		t.Fatal("no take logged")
+	}
+	wait := outlast(timeout)
+	t.Logf("abandoned lease taken %s after the stop began (wait %s)", taken.Sub(stopping).Round(time.Millisecond), wait)
+	if taken.Sub(stopping) < wait {
+		t.Fatalf("abandoned lease taken %s after the stop began; the invocation cut off may run for %s", taken.Sub(stopping), wait)
+	}
+}

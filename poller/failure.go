@@ -171,6 +171,9 @@ func (b *batchRun) attempt(int) (step, error) {
 	took := time.Since(started)
 	b.attempted = true
 	if err != nil {
+		if b.workCtx.Err() != nil { // cut off by the end of the shutdown grace: it may run on
+			r.abandoned.Store(true)
+		}
 		r.observeInvoke(0, took, err, false, false)
 		b.log().Warn("function not invoked; retrying without counting", "err", err)
 		return stepRetry, err

@@ -35,6 +35,15 @@ type memWorker struct {
 	id       string
 	claims   atomic.Int64
 	released chan string // when set, receives each shard whose reader stopped and released it
+	// abandoned, when set, receives each shard whose reader stopped with an invocation cut off
+	// by the shutdown grace (Abandoner).
+	abandoned chan string
+}
+
+func (w *memWorker) Abandon(id string) {
+	if w.abandoned != nil {
+		w.abandoned <- id
+	}
 }
 
 func (w *memWorker) Load(context.Context) (map[string]ShardProgress, error) {
@@ -269,5 +278,41 @@ func TestInvokerAsksHeldBeforeTheSend(t *testing.T) {
 	}
 	if n := sent.Load(); n != 0 {
 		t.Fatalf("%d invocations sent after the lease was lost", n)
+	}
+}
+
+// TestCutOffInvocationIsNotHandedOver: at a stop, an invocation still running when the shutdown
+// grace ends is cut off, but may still run where it was sent (Lambda, an HTTP endpoint): the
+// poller then tells the coordinator (Abandon) instead of releasing the lease for a next owner to
+// start at once.
+func TestCutOffInvocationIsNotHandedOver(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	table := newLeaseTable()
+	f.Put("s", "k", []byte("k:0"))
+	w := &memWorker{t: table, id: "A", released: make(chan string, 10), abandoned: make(chan string, 10)}
+	started := make(chan struct{}, 1)
+	inv := invoke.InvokerFunc(func(ctx context.Context, _ []byte) (invoke.Response, error) {
+		started <- struct{}{}
+		<-ctx.Done() // longer than the grace
+		return invoke.Response{}, ctx.Err()
+	})
+	stop := startWorkerInvoking(t, f, arn, w, inv, func(c *Config) { c.ShutdownGrace = 50 * time.Millisecond })
+	<-started
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-w.abandoned:
+		if id != "shardId-000000000000" {
+			t.Fatalf("abandoned %s", id)
+		}
+	default:
+		t.Fatal("the coordinator was not told of the invocation cut off")
+	}
+	select {
+	case id := <-w.released:
+		t.Fatalf("%s released for a next owner while its invocation may still run", id)
+	default:
 	}
 }
