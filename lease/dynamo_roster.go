@@ -28,7 +28,6 @@ const (
 	memberLeave = "l"
 	memberKnown = "u" // how many shards the worker knows of
 	memberWaits = "w" // leases placed on the worker that another live worker owns and does not hand over
-	memberBound = "t" // the worker's invocation bound (its function timeout), in milliseconds
 	// attrGone holds the tombstones of workers declared dead or replaced by a new incarnation:
 	// goneKey(id, epoch) → {w: milliseconds}. Their leases stay unfree until an observer has
 	// seen the tombstone for that long (see DESIGN.md, "Invocations bounded by leases").
@@ -46,9 +45,6 @@ type member struct {
 	known   int64
 	leaving bool
 	waits   []string
-	// bound is the longest an invocation the worker starts may run (its function timeout);
-	// an entry written without one (an older version) counts as MaxFunctionTimeout.
-	bound time.Duration
 }
 
 // gone is a tombstone seen in the roster: how long after this worker first saw it the leases of
@@ -103,8 +99,7 @@ func decodeRoster(item map[string]types.AttributeValue) (map[string]member, map[
 			return nil, nil, fmt.Errorf("roster entry %s is not a map", id)
 		}
 		var mb member
-		boundMS := int64(-1)
-		for name, dst := range map[string]*int64{memberEpoch: &mb.epoch, memberBeat: &mb.beat, memberKnown: &mb.known, memberBound: &boundMS} {
+		for name, dst := range map[string]*int64{memberEpoch: &mb.epoch, memberBeat: &mb.beat, memberKnown: &mb.known} {
 			if n, ok := e.Value[name].(*types.AttributeValueMemberN); ok {
 				x, err := strconv.ParseInt(n.Value, 10, 64)
 				if err != nil {
@@ -112,10 +107,6 @@ func decodeRoster(item map[string]types.AttributeValue) (map[string]member, map[
 				}
 				*dst = x
 			}
-		}
-		mb.bound = MaxFunctionTimeout
-		if boundMS >= 0 {
-			mb.bound = time.Duration(boundMS) * time.Millisecond
 		}
 		if b, ok := e.Value[memberLeave].(*types.AttributeValueMemberBOOL); ok {
 			mb.leaving = b.Value
@@ -129,8 +120,7 @@ func decodeRoster(item map[string]types.AttributeValue) (map[string]member, map[
 }
 
 func entryValue(m member) types.AttributeValue {
-	v := map[string]types.AttributeValue{memberEpoch: num(m.epoch), memberBeat: num(m.beat), memberKnown: num(m.known),
-		memberBound: num(m.bound.Milliseconds())}
+	v := map[string]types.AttributeValue{memberEpoch: num(m.epoch), memberBeat: num(m.beat), memberKnown: num(m.known)}
 	if m.leaving {
 		v[memberLeave] = &types.AttributeValueMemberBOOL{Value: true}
 	}
@@ -166,14 +156,26 @@ func (d *Dynamo) join(ctx context.Context) error {
 	d.mu.Unlock()
 	expr, cond := "SET #m.#me = :entry", "attribute_not_exists(#m.#me)"
 	names := map[string]string{"#m": attrMembers, "#me": d.id}
-	values := map[string]types.AttributeValue{":entry": entryValue(member{epoch: epoch, beat: 1, known: known, bound: d.cfg.functionTimeout})}
-	if prev, ok := ms[d.id]; ok {
+	values := map[string]types.AttributeValue{":entry": entryValue(member{epoch: epoch, beat: 1, known: known})}
+	prev, replaced := ms[d.id]
+	var prevBound time.Duration
+	if replaced {
+		if prevBound, err = d.readBound(ctx, d.id, prev.epoch); err != nil {
+			return err
+		}
+	}
+	// The bound first: a worker whose entry is there has its bound written (or counts as the
+	// longest, if it lacks one).
+	if err := d.writeBound(ctx, epoch); err != nil {
+		return err
+	}
+	if replaced {
 		// Its last heartbeat was sent before this write: its Held ends within safe of now,
 		// and an invocation it started then ends within its bound after that.
 		expr += ", #g.#old = :tomb"
 		cond = "#m.#me.#e = :prev"
 		names["#g"], names["#old"], names["#e"] = attrGone, goneKey(d.id, prev.epoch), memberEpoch
-		values[":tomb"], values[":prev"] = tombstoneValue(outlast(d.safe+prev.bound)), num(prev.epoch)
+		values[":tomb"], values[":prev"] = tombstoneValue(outlast(d.safe+prevBound)), num(prev.epoch)
 	}
 	sent := d.cfg.now()
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -359,8 +361,12 @@ func (d *Dynamo) deadMembersLocked(now time.Time) []string {
 // once this worker has seen the tombstone for the member's invocation bound (outlast), so that
 // no invocation it started before its Held ended is still running when another begins.
 func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
-	k, wait := goneKey(id, m.epoch), outlast(m.bound)
-	_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	bound, err := d.readBound(ctx, id, m.epoch)
+	if err != nil {
+		return fmt.Errorf("declare %s dead: %w", id, err)
+	}
+	k, wait := goneKey(id, m.epoch), outlast(bound)
+	_, err = d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
 		UpdateExpression:         aws.String("REMOVE #m.#w SET #g.#k = :tomb"),
 		ConditionExpression:      aws.String("#m.#w.#e = :e AND #m.#w.#h = :h"),
@@ -423,6 +429,9 @@ func (d *Dynamo) removeTombstones(ctx context.Context) {
 			d.mu.Lock()
 			delete(d.gone, k)
 			d.mu.Unlock()
+			if id, epoch, ok := goneWorker(k); ok {
+				d.dropBound(ctx, id, epoch)
+			}
 		case ctx.Err() == nil:
 			d.log.Warn("remove tombstone failed; will retry", "tombstone", k, "err", err)
 		}
@@ -457,7 +466,9 @@ func (d *Dynamo) leave(ctx context.Context) {
 	})
 	if err != nil && !isConditionFailed(err) {
 		d.log.Warn("leave roster failed; the others will declare this worker dead", "err", err)
+		return
 	}
+	d.dropBound(ctx, d.id, epoch)
 }
 
 // markLeaving tells the others at once that this worker is stopping: they stop counting it in
