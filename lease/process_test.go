@@ -391,13 +391,14 @@ func TestProcessesShareStream(t *testing.T) {
 	takeover := time.Since(killed)
 	// The takers wait, after the death, for the invocation bound the dead worker published (the
 	// example's timeout, invoke.DefaultTimeout, and the in-process overrun wait) and an eighth
-	// more: L + 4 claim intervals + 9/8·bound after the last heartbeat (DESIGN.md, "Invocations
-	// bounded by leases").
+	// more, and take a claim interval to see the tombstone and another to read the lease after
+	// the wait (DESIGN.md, "Invocations bounded by leases"): the limit this test always had
+	// (a lease duration and a renewal interval) plus those.
 	wait := outlast(invoke.DefaultTimeout + inprocess.DefaultOverrunWait)
 	t.Logf("SIGKILL: shards taken over %s after the kill (lease duration %s, renewal every %s, wait for invocations %s)",
 		takeover.Round(time.Millisecond), leaseDuration, leaseDuration/3, wait)
-	if limit := leaseDuration + 4*min(time.Second, leaseDuration/10) + wait; takeover > limit {
-		t.Errorf("takeover after SIGKILL took %s, more than lease duration + 4 claim intervals + the wait for invocations (%s)", takeover, limit)
+	if limit := leaseDuration + leaseDuration/3 + 2*min(time.Second, leaseDuration/10) + wait; takeover > limit {
+		t.Errorf("takeover after SIGKILL took %s, more than lease duration + one renewal interval + 2 claim intervals + the wait for invocations (%s)", takeover, limit)
 	}
 
 	// SIGTERM: the worker releases its leases on the way out.
