@@ -77,7 +77,10 @@ const (
 // Held is true only while this worker's last successful heartbeat was sent less than
 // LeaseDuration − LeaseDuration/5 ago: a worker that stalls stops reading before anyone can
 // declare it dead. Throttled heartbeats are retried every 250 ms and a worker is only declared
-// dead across two heartbeats of the declarer that went through.
+// dead across two heartbeats of the declarer that went through. A dead (or restarted) worker's
+// leases are taken only once any invocation it started must have ended: 9/8 of the invocation
+// bound it published (WithFunctionTimeout) after its death, since no invocation can be called
+// back once sent.
 //
 // Logging (WithLogger): one Info line per lease taken, handed over or released, a Warn line per
 // lease lost and per worker declared dead, Debug lines for creations and checkpoints. An error
