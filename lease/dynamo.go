@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -40,6 +41,9 @@ const (
 	// the placement applies to it: longer than any worker needs to list the shards again
 	// (poller.DefaultShardSyncInterval is a minute).
 	DefaultShardSettle = 2 * time.Minute
+	// MaxFunctionTimeout is Lambda's longest function timeout: the invocation bound of a worker
+	// whose roster entry does not give one (written by an earlier version).
+	MaxFunctionTimeout = 900 * time.Second
 )
 
 const (
@@ -73,7 +77,10 @@ const (
 // Held is true only while this worker's last successful heartbeat was sent less than
 // LeaseDuration − LeaseDuration/5 ago: a worker that stalls stops reading before anyone can
 // declare it dead. Throttled heartbeats are retried every 250 ms and a worker is only declared
-// dead across two heartbeats of the declarer that went through.
+// dead across two heartbeats of the declarer that went through. A dead (or restarted) worker's
+// leases are taken only once any invocation it started must have ended: 9/8 of the invocation
+// bound it published (WithFunctionTimeout) after its death, since no invocation can be called
+// back once sent.
 //
 // Logging (WithLogger): one Info line per lease taken, handed over or released, a Warn line per
 // lease lost and per worker declared dead, Debug lines for creations and checkpoints. An error
@@ -118,6 +125,7 @@ type Dynamo struct {
 	beats          int64 // successful heartbeats
 	beatFailures   int
 	members        map[string]member
+	gone           map[string]gone // tombstones of dead or replaced workers, by goneKey
 	beats2         map[string]beatObs
 	membersChanged time.Time
 	fleetChanged   time.Time // when a member last came or went, as this worker saw it
@@ -169,6 +177,7 @@ type heldLease struct {
 	announced bool   // returned by Claim
 	finished  bool
 	unwanted  bool // not asked for by the poller: to be released unowned
+	abandoned bool // its invocation was cut off at shutdown (Abandon): kept, not handed over
 }
 
 type observation struct {
@@ -185,9 +194,11 @@ type pollState struct {
 type dynamoConfig struct {
 	leaseDuration time.Duration
 	settle        time.Duration
-	log           *slog.Logger
-	now           func() time.Time
-	rnd           *rand.Rand
+	// functionTimeout bounds how long an invocation this worker starts may run.
+	functionTimeout time.Duration
+	log             *slog.Logger
+	now             func() time.Time
+	rnd             *rand.Rand
 }
 
 // Option configures NewDynamo; nil Options are ignored.
@@ -204,6 +215,15 @@ func WithLeaseDuration(d time.Duration) Option {
 // ShardSyncInterval.
 func WithShardSettle(d time.Duration) Option {
 	return func(c *dynamoConfig) { c.settle = d }
+}
+
+// WithFunctionTimeout sets how long an invocation this worker starts may run at most: the
+// function timeout the invoker enforces (exec:, in-process), Lambda enforces (lambda:), or the
+// HTTP client's deadline. It goes into the roster: a worker that takes a dead worker's leases
+// waits for it (see DESIGN.md, "Invocations bounded by leases"). Default invoke.DefaultTimeout,
+// the invokers' own default.
+func WithFunctionTimeout(d time.Duration) Option {
+	return func(c *dynamoConfig) { c.functionTimeout = d }
 }
 
 // WithLogger sets the logger. Default: discard.
@@ -225,7 +245,7 @@ func WithRand(r *rand.Rand) Option {
 // NewDynamo returns the lease store and coordinator of worker workerID on table, which must
 // exist (see EnsureTable). Call Run to keep the heartbeat going.
 func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynamo, error) {
-	cfg := dynamoConfig{leaseDuration: DefaultLeaseDuration, settle: DefaultShardSettle, now: time.Now}
+	cfg := dynamoConfig{leaseDuration: DefaultLeaseDuration, settle: DefaultShardSettle, functionTimeout: invoke.DefaultTimeout, now: time.Now}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -242,6 +262,8 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		return nil, fmt.Errorf("lease: worker id %q must not start with '!'", workerID)
 	case cfg.leaseDuration <= 0:
 		return nil, fmt.Errorf("lease: lease duration %s must be positive", cfg.leaseDuration)
+	case cfg.functionTimeout <= 0:
+		return nil, fmt.Errorf("lease: function timeout %s must be positive", cfg.functionTimeout)
 	case cfg.settle < 0:
 		return nil, fmt.Errorf("lease: shard settle time %s must not be negative", cfg.settle)
 	}
@@ -257,7 +279,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		beatInt: cfg.leaseDuration / 3,
 		safe:    cfg.leaseDuration - cfg.leaseDuration/5,
 		rnd:     cfg.rnd,
-		members: map[string]member{}, beats2: map[string]beatObs{},
+		members: map[string]member{}, beats2: map[string]beatObs{}, gone: map[string]gone{},
 		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{}, restarted: map[string]bool{},
 		children: map[string][]string{}, cache: map[string]Lease{}, seen: map[string]bool{}, missing: map[string]bool{},
 		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
@@ -269,6 +291,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 var (
 	_ poller.Store       = (*Dynamo)(nil)
 	_ poller.Coordinator = (*Dynamo)(nil)
+	_ poller.Abandoner   = (*Dynamo)(nil)
 )
 
 // WorkerID is this worker's id, the leaseOwner of the leases it holds.

@@ -55,6 +55,7 @@ func (d *Dynamo) cycle(ctx context.Context) error {
 		d.mu.Unlock()
 	}
 	d.declareDeadMembers(ctx)
+	d.removeTombstones(ctx)
 	wanted, lineage := d.plan1()
 	d.pollAndTake(ctx, wanted, lineage)
 	d.cleanUp(ctx)
@@ -337,7 +338,7 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 			}
 		}
 		ours := it.Owner == d.id && it.OwnerEpoch == d.epoch && !it.HandedOver
-		if ours || (d.freeLocked(*it, now) || it.Owner == d.id) && d.lastCand[id] {
+		if ours || (d.freeLocked(*it, now) || d.mineLocked(*it, now)) && d.lastCand[id] {
 			// Free, or handed over to this worker, and asked for by the poller: a lease
 			// taken for a shard the poller does not read (trimmed from its listing) would keep
 			// the shard's children waiting for good (see parentsDone).
@@ -345,8 +346,14 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 			take = append(take, *it)
 			continue
 		}
-		if d.freeLocked(*it, now) || it.Owner == d.id {
+		if d.freeLocked(*it, now) || d.mineLocked(*it, now) {
 			d.backoffLocked(id, now)
+			continue
+		}
+		if g, ok := d.gone[goneKey(it.Owner, it.OwnerEpoch)]; ok {
+			// Its owner is dead or replaced: free once the tombstone's wait has passed here.
+			// Read it again then, not after a back-off.
+			d.polls[id] = pollState{next: g.seen.Add(g.wait)}
 			continue
 		}
 		if d.plan.owner[id] == d.id && d.polls[id].tries >= pollEager {
@@ -393,7 +400,7 @@ func (d *Dynamo) confirmFree(ctx context.Context, ls []Lease) []Lease {
 	now := d.cfg.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.DeleteFunc(ls, func(l Lease) bool { return l.Owner != d.id && !d.freeLocked(l, now) })
+	return slices.DeleteFunc(ls, func(l Lease) bool { return !d.mineLocked(l, now) && !d.freeLocked(l, now) })
 }
 
 // batchGet reads leases consistently: id → item, nil when absent; ids not read are left out.

@@ -39,6 +39,8 @@ type readerResult struct {
 	kind     resultKind
 	children []types.ChildShard // resultFinished: the ChildShards of the shard's end
 	err      error              // resultFailed
+	// abandoned: an invocation was cut off by the end of the shutdown grace and may still run.
+	abandoned bool
 }
 
 // endedBy is res as the error that ended the reader makes it.
@@ -201,6 +203,13 @@ func (c *coordinator) handle(res readerResult) {
 	case res.kind == resultStopped || res.kind == resultLost:
 		p.obs.ShardState(res.shardID, StateReleased)
 		if p.coord == nil {
+			break
+		}
+		if a, ok := p.coord.(Abandoner); ok && res.abandoned {
+			// Its next owner must wait for the invocation cut off, which no one can call back.
+			p.log.Warn("shard lease kept: an invocation cut off by the shutdown grace may still run; the next owner waits for the function timeout",
+				"shard_id", res.shardID)
+			a.Abandon(res.shardID)
 			break
 		}
 		// Stopped on a hand-over request, a shutdown or a lost lease: give the lease up so its

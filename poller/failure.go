@@ -171,10 +171,19 @@ func (b *batchRun) attempt(int) (step, error) {
 	}
 	r.p.obs.IteratorAge(r.shardID, iteratorAge(b.recs, r.p.now()))
 	started := time.Now()
-	resp, err := r.invokeBatch(b.workCtx, b.recs, b.payload)
+	// Held again just before the send, if the invoker waits first (for a slot, an endpoint, an
+	// environment) or retries on its own: see invoke.WithStartCheck.
+	ictx := b.workCtx
+	if r.p.coord != nil {
+		ictx = invoke.WithStartCheck(ictx, r.held)
+	}
+	resp, err := r.invokeBatch(ictx, b.recs, b.payload)
 	took := time.Since(started)
 	b.attempted = true
 	if err != nil {
+		if b.workCtx.Err() != nil { // cut off by the end of the shutdown grace: it may run on
+			r.abandoned.Store(true)
+		}
 		r.observeInvoke(0, took, err, false, false)
 		b.log().Warn("function not invoked; retrying without counting", "err", err)
 		return stepRetry, err

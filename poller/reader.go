@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,6 +38,9 @@ type reader struct {
 
 	buf   []byte // event encoding buffer, reused across batches
 	slots *slots // with ParallelizationFactor > 1: the batches in flight
+	// abandoned: an invocation was cut off by the end of the shutdown grace. It may still run
+	// (on Lambda, at an HTTP endpoint): the lease must not be handed over as if it had ended.
+	abandoned atomic.Bool
 }
 
 // currentProgress is the shard's progress as last written. With slots, whose goroutines write it
@@ -126,7 +130,10 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 	}
 	if r.p.cfg.ParallelizationFactor > 1 {
 		stopSlots := r.startSlots(runCtx, workCtx)
-		defer func() { res = stopSlots(res) }()
+		defer func() {
+			res = stopSlots(res)
+			res.abandoned = res.abandoned || r.abandoned.Load()
+		}()
 	}
 	for {
 		var err error
@@ -160,7 +167,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 
 // result is how the reader ended, from the error that ended it.
 func (r *reader) result(err error) readerResult {
-	return readerResult{shardID: r.shardID}.endedBy(err)
+	return readerResult{shardID: r.shardID, abandoned: r.abandoned.Load()}.endedBy(err)
 }
 
 // startSlots starts the slots of a ParallelizationFactor above 1. The function it returns stops

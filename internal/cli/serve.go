@@ -25,6 +25,7 @@ import (
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
@@ -130,7 +131,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 			}
 		}()
 	}
-	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, logger)
+		catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, longestTimeout(res, timeout)+execenv.InitTimeout, logger)
 	if err != nil {
 		return err
 	}
@@ -224,12 +225,13 @@ func apiListener(ln net.Listener, tlsConfig *tls.Config) net.Listener {
 	return ln
 }
 
-// stores opens where the mappings and their progress live: the --lease-table tables (see
+// stores opens where the mappings and their progress live (bound: the invocation bound of the
+// lease tables): the --lease-table tables (see
 // sharedStores), or the bbolt file of --state-dir with the mappings beside it. closeStores
 // releases what was opened.
-func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
+func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
 	if f.LeaseTable != "" {
-		catalog, progress, opts, err := f.sharedStores(ctx, shared, logger)
+		catalog, progress, opts, err := f.sharedStores(ctx, shared, bound, logger)
 		return catalog, progress, opts, func() {}, err
 	}
 	store, err := checkpoint.OpenFile(f.StateDir)
@@ -284,9 +286,22 @@ func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler) error 
 	return nil
 }
 
+// longestTimeout is the longest function timeout of the template's functions and timeout (the
+// others'). A mapping's lease table does not know which function it invokes when it is opened,
+// so each bounds its invocations by the longest, plus the 10 s init phase Lambda allows.
+func longestTimeout(res *Resolved, timeout time.Duration) time.Duration {
+	if res == nil || res.Template == nil {
+		return timeout
+	}
+	for i := range res.Template.Mappings {
+		timeout = max(timeout, time.Duration(res.Template.Mappings[i].Function.Timeout)*time.Second)
+	}
+	return timeout
+}
+
 // sharedStores keeps the mappings in the --lease-table table and each mapping's progress in a
 // lease table of its own, <table>-<UUID>, through which the workers share its shards.
-func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
+func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
 	ddb := dynamodb.NewFromConfig(shared.AWS, func(do *dynamodb.Options) {
 		if shared.EndpointURL != "" {
 			do.BaseEndpoint = aws.String(shared.EndpointURL)
@@ -303,7 +318,8 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, l
 			if err := lease.EnsureTable(ctx, ddb, table(id), true); err != nil {
 				return nil, err
 			}
-			return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration))
+			return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration),
+				lease.WithFunctionTimeout(bound))
 		},
 		DeleteFunc: func(ctx context.Context, id string) error {
 			_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table(id))})
