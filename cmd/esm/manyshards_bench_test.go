@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -29,6 +30,8 @@ import (
 
 var (
 	manyShards, idleWindow = testkit.IdleShardsFlags()
+	idleTLS                = flag.Bool("tls", false, "BenchmarkManyIdleShardsFakeKinesis: esm reaches Kinesis over TLS with HTTP/2 offered (ALPN), as on AWS, trusting the test's certificate through AWS_CA_BUNDLE")
+	esmEnv                 = flag.String("esm-env", "", "BenchmarkManyIdleShards: environment variables for the esm process, comma-separated (say, GOGC=400)")
 	baseESM                = flag.String("esm-base", "", "another esm binary (say, built from main) that BenchmarkManyIdleShardsFakeKinesis measures before this one at each shard count, for a before/after comparison in one run")
 )
 
@@ -115,11 +118,26 @@ func measureIdleShards(b *testing.B, bin string, n int, stream, target string, s
 			rp.conns.Add(1)
 		}
 	}
-	proxy.Start()
+	env := []string{"ESM_INVOKE=example"}
+	if *esmEnv != "" {
+		env = append(env, strings.Split(*esmEnv, ",")...)
+	}
+	if *idleTLS {
+		proxy.EnableHTTP2 = true
+		proxy.StartTLS()
+		bundle := filepath.Join(b.TempDir(), "ca.pem")
+		cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw})
+		if err := os.WriteFile(bundle, cert, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		env = append(env, "AWS_CA_BUNDLE="+bundle)
+	} else {
+		proxy.Start()
+	}
 	b.Cleanup(proxy.Close) // after esm's cleanup (registered later, run first) stopped esm
 	addr := freeAddr(b)
 	started := time.Now()
-	p := spawnBin(b, bin, []string{"ESM_INVOKE=example"}, "run", "--endpoint-url", proxy.URL, "--stream", stream,
+	p := spawnBin(b, bin, env, "run", "--endpoint-url", proxy.URL, "--stream", stream,
 		"--state-dir", filepath.Join(b.TempDir(), "state"), "--metrics-addr", addr)
 	testkit.WaitFor(b, "every shard read and owned", 5*time.Minute, func() bool {
 		select {
