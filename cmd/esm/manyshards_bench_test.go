@@ -118,22 +118,7 @@ func measureIdleShards(b *testing.B, bin string, n int, stream, target string, s
 			rp.conns.Add(1)
 		}
 	}
-	env := []string{"ESM_INVOKE=example"}
-	if *esmEnv != "" {
-		env = append(env, strings.Split(*esmEnv, ",")...)
-	}
-	if *idleTLS {
-		proxy.EnableHTTP2 = true
-		proxy.StartTLS()
-		bundle := filepath.Join(b.TempDir(), "ca.pem")
-		cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: proxy.Certificate().Raw})
-		if err := os.WriteFile(bundle, cert, 0o600); err != nil {
-			b.Fatal(err)
-		}
-		env = append(env, "AWS_CA_BUNDLE="+bundle)
-	} else {
-		proxy.Start()
-	}
+	env := startFake(b, proxy)
 	b.Cleanup(proxy.Close) // after esm's cleanup (registered later, run first) stopped esm
 	addr := freeAddr(b)
 	started := time.Now()
@@ -163,6 +148,28 @@ func measureIdleShards(b *testing.B, bin string, n int, stream, target string, s
 	if code := p.stop(b); code != 0 {
 		b.Fatalf("esm exit code %d\n%s", code, tail(p.stderr.String(), 30))
 	}
+}
+
+// startFake starts srv, over TLS with HTTP/2 offered with -tls, and returns the environment of an
+// esm process that reads from it (the built-in example function, the certificate to trust with
+// -tls, and -esm-env).
+func startFake(b *testing.B, srv *httptest.Server) []string {
+	env := []string{"ESM_INVOKE=example"}
+	if *esmEnv != "" {
+		env = append(env, strings.Split(*esmEnv, ",")...)
+	}
+	if !*idleTLS {
+		srv.Start()
+		return env
+	}
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	bundle := filepath.Join(b.TempDir(), "ca.pem")
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(bundle, cert, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return append(env, "AWS_CA_BUNDLE="+bundle)
 }
 
 // proxySlots is how many requests readsProxy has in flight to kinesis-local at once.
