@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -263,4 +264,70 @@ func compareResults(t *testing.T, wantOut, gotOut *kinesis.GetRecordsOutput, wan
 func isA[T error](err error) bool {
 	_, ok := errors.AsType[T](err)
 	return ok
+}
+
+// TestClockSkewAsSDK: after an answer whose Date header is ten minutes ahead of the local clock,
+// the next request of the lean path is signed ten minutes ahead, and its Amz-Sdk-Request names the
+// call's deadline in the server's time, as the SDK's next request does.
+func TestClockSkewAsSDK(t *testing.T) {
+	const ahead = 10 * time.Minute
+	srv := httptest.NewServer(nil)
+	t.Cleanup(srv.Close)
+	var mu sync.Mutex
+	var reqs []http.Header
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reqs = append(reqs, r.Header.Clone())
+		mu.Unlock()
+		w.Header().Set("Date", time.Now().Add(ahead).UTC().Format(http.TimeFormat))
+		_, _ = io.WriteString(w, `{"Records":[],"NextShardIterator":"AAAAAAAAAAH2","MillisBehindLatest":0}`)
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+	defer cancel()
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1")}
+	second := func(call func() error) http.Header {
+		mu.Lock()
+		reqs = nil
+		mu.Unlock()
+		for range 2 {
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(reqs) != 2 {
+			t.Fatalf("%d requests, want 2", len(reqs))
+		}
+		return reqs[1]
+	}
+	var ops atomic.Int64
+	sdk := sdkClient(srv.URL, &ops)
+	lean := New(sdkClient(srv.URL, &ops))
+	want := second(func() error { _, err := sdk.GetRecords(ctx, in); return err })
+	before := ops.Load()
+	got := second(func() error { _, err := lean.GetRecords(ctx, in); return err })
+	if n := ops.Load() - before; n != 1 { // the template only
+		t.Fatalf("%d calls through the SDK's stack, want 1 (the template)", n)
+	}
+	for _, h := range []http.Header{want, got} {
+		signed, err := time.Parse("20060102T150405Z", h.Get("X-Amz-Date"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := signed.Sub(time.Now().Add(ahead)); d < -5*time.Second || d > 5*time.Second {
+			t.Errorf("signed at %s, %s from the server's clock", signed, d)
+		}
+	}
+	ttl := func(h http.Header) time.Time {
+		_, v, ok := strings.Cut(h.Get("Amz-Sdk-Request"), "; ttl=")
+		at, err := time.Parse("20060102T150405Z", v)
+		if !ok || err != nil {
+			t.Fatalf("Amz-Sdk-Request %q names no ttl", h.Get("Amz-Sdk-Request"))
+		}
+		return at
+	}
+	if d := ttl(got).Sub(ttl(want)); d < -2*time.Second || d > 2*time.Second {
+		t.Errorf("Amz-Sdk-Request %q, want %q", got.Get("Amz-Sdk-Request"), want.Get("Amz-Sdk-Request"))
+	}
 }
