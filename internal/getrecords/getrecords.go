@@ -249,6 +249,9 @@ func newTemplate(req *http.Request) (*template, error) {
 	for _, k := range perRequest {
 		delete(h, k)
 	}
+	if v, _, cut := strings.Cut(h.Get("Amz-Sdk-Request"), "; ttl="); cut { // per call (request adds it)
+		h.Set("Amz-Sdk-Request", v)
+	}
 	u := *req.URL
 	return &template{url: &u, host: req.Host, header: h, signingName: name, signingRegion: region}, nil
 }
