@@ -144,7 +144,7 @@ func measureIdleShards(b *testing.B, bin string, n int, stream, target string, s
 	b.StopTimer()
 	c := rp.conns.Load() - conns
 	b.ReportMetric(float64(c)/time.Since(from).Seconds(), "conns/s")
-	b.Logf("%d shards: esm opened %d connections to Kinesis during the window", n, c)
+	b.Logf("%d shards: esm opened %d connections to Kinesis before the window, %d during it", n, conns, c)
 	if code := p.stop(b); code != 0 {
 		b.Fatalf("esm exit code %d\n%s", code, tail(p.stderr.String(), 30))
 	}
