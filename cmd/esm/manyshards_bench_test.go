@@ -118,26 +118,7 @@ func measureIdleShards(b *testing.B, bin string, n int, stream, target string, s
 			rp.conns.Add(1)
 		}
 	}
-	env := startFake(b, proxy)
-	b.Cleanup(proxy.Close) // after esm's cleanup (registered later, run first) stopped esm
-	addr := freeAddr(b)
-	started := time.Now()
-	p := spawnBin(b, bin, env, "run", "--endpoint-url", proxy.URL, "--stream", stream,
-		"--state-dir", filepath.Join(b.TempDir(), "state"), "--metrics-addr", addr)
-	testkit.WaitFor(b, "every shard read and owned", 5*time.Minute, func() bool {
-		select {
-		case err := <-p.done:
-			b.Fatalf("esm exited: %v\n%s", err, tail(p.stderr.String(), 30))
-		default:
-		}
-		if read, _ := reads.Read(); read < n {
-			return false
-		}
-		return scrape(b, addr)["esm_shard_owned"] == float64(n)
-	})
-	b.Logf("%d shards: all read and owned %s after esm started; load average %s", n,
-		time.Since(started).Round(time.Millisecond), testkit.LoadAverage())
-
+	p := runIdleESM(b, bin, proxy, stream, n, "read", func() bool { read, _ := reads.Read(); return read >= n })
 	b.ResetTimer()
 	conns, from := rp.conns.Load(), time.Now()
 	testkit.MeasureProc(b, p.cmd.Process.Pid, *idleWindow, func() int64 { _, calls := reads.Read(); return calls })
@@ -148,6 +129,29 @@ func measureIdleShards(b *testing.B, bin string, n int, stream, target string, s
 	if code := p.stop(b); code != 0 {
 		b.Fatalf("esm exit code %d\n%s", code, tail(p.stderr.String(), 30))
 	}
+}
+
+// runIdleESM starts srv (startFake) and "esm run" of the binary bin on stream through it, and
+// waits until ready (what it tells, say "read") holds and esm owns all n shards (esm_shard_owned).
+// The test's cleanup stops srv after esm.
+func runIdleESM(b *testing.B, bin string, srv *httptest.Server, stream string, n int, what string, ready func() bool) *esmProc {
+	env := startFake(b, srv)
+	b.Cleanup(srv.Close) // after esm's cleanup (registered later, run first) stopped esm
+	addr := freeAddr(b)
+	started := time.Now()
+	p := spawnBin(b, bin, env, "run", "--endpoint-url", srv.URL, "--stream", stream,
+		"--state-dir", filepath.Join(b.TempDir(), "state"), "--metrics-addr", addr)
+	testkit.WaitFor(b, "every shard "+what+" and owned", 5*time.Minute, func() bool {
+		select {
+		case err := <-p.done:
+			b.Fatalf("esm exited: %v\n%s", err, tail(p.stderr.String(), 30))
+		default:
+		}
+		return ready() && scrape(b, addr)["esm_shard_owned"] == float64(n)
+	})
+	b.Logf("%d shards: all %s and owned %s after esm started; load average %s", n, what,
+		time.Since(started).Round(time.Millisecond), testkit.LoadAverage())
+	return p
 }
 
 // startFake starts srv, over TLS with HTTP/2 offered with -tls, and returns the environment of an

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -54,23 +53,7 @@ func measureIdleSubscriptions(b *testing.B, bin string, n int) {
 			conns.Add(1)
 		}
 	}
-	env := startFake(b, srv)
-	b.Cleanup(srv.Close) // after esm's cleanup (registered later, run first) stopped esm
-	addr := freeAddr(b)
-	started := time.Now()
-	p := spawnBin(b, bin, env, "run", "--endpoint-url", srv.URL, "--stream", consumer,
-		"--state-dir", filepath.Join(b.TempDir(), "state"), "--metrics-addr", addr)
-	testkit.WaitFor(b, "every shard subscribed and owned", 5*time.Minute, func() bool {
-		select {
-		case err := <-p.done:
-			b.Fatalf("esm exited: %v\n%s", err, tail(p.stderr.String(), 30))
-		default:
-		}
-		return streaming.Load() == int64(n) && scrape(b, addr)["esm_shard_owned"] == float64(n)
-	})
-	b.Logf("%d shards: all subscribed and owned %s after esm started; load average %s", n,
-		time.Since(started).Round(time.Millisecond), testkit.LoadAverage())
-
+	p := runIdleESM(b, bin, srv, consumer, n, "subscribed", func() bool { return streaming.Load() == int64(n) })
 	b.ResetTimer()
 	subs0, conns0, from := subscribes.Load(), conns.Load(), time.Now()
 	testkit.MeasureProcPer(b, p.cmd.Process.Pid, *idleWindow, "event", func() int64 { return int64(f.Calls(fakekinesis.OpSubscribeToShardEvent)) })
