@@ -30,6 +30,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,7 +55,8 @@ type Client struct {
 	mu   sync.Mutex
 	tmpl *template // nil until the first call made one
 
-	skew atomic.Int64 // the clock skew (a time.Duration) the last answer's Date header showed
+	skew     atomic.Int64 // the clock skew (a time.Duration) the last answer's Date header showed
+	lastDate atomic.Pointer[dateHeader]
 
 	// Seams for the equivalence test; time.Now and a random UUID otherwise.
 	now   func() time.Time
@@ -89,9 +91,10 @@ func New(kin *kinesis.Client) *Client {
 }
 
 // GetRecords is kinesis.Client's GetRecords, with the same request, answers, errors and retries.
-// Calls with optFns go through the SDK client.
+// Calls with optFns, and calls that name the stream (whose endpoint the SDK resolves from the
+// stream's ARN), go through the SDK client.
 func (c *Client) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	if !c.lean || len(optFns) > 0 || in == nil {
+	if !c.lean || len(optFns) > 0 || in == nil || in.StreamARN != nil || in.StreamId != nil {
 		return c.kin.GetRecords(ctx, in, optFns...)
 	}
 	t, err := c.template(ctx)
@@ -108,15 +111,18 @@ func (c *Client) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, op
 		return c.kin.GetRecords(ctx, in, replayFirst(resp, err))
 	}
 	received := c.now()
-	body, err := io.ReadAll(resp.Body)
+	buf := bodies.Get().(*bytes.Buffer)
+	defer bodies.Put(buf)
+	buf.Reset()
+	_, err = buf.ReadFrom(resp.Body)
 	resp.Body.Close()
 	if err != nil {
 		return c.kin.GetRecords(ctx, in, replayFirst(nil, err))
 	}
 	out := &kinesis.GetRecordsOutput{}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
 	if err := c.opts.Protocol.DeserializeResponse(ctx, c.op, kinesis.TypeRegistry, &smithyhttp.Response{Response: resp}, out); err != nil {
-		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
 		return c.kin.GetRecords(ctx, in, replayFirst(resp, nil))
 	}
 	c.recordSkew(resp, sent, received)
@@ -125,6 +131,9 @@ func (c *Client) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, op
 	}
 	return out, nil
 }
+
+// bodies are the buffers answers are read into (the protocol copies what it keeps).
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // replayFirst is a client option whose HTTP client answers the first request with resp and err
 // (what the lean path received) and sends the others (the SDK's retries) through the client's own.
@@ -158,15 +167,11 @@ func (r *replay) Do(req *http.Request) (*http.Response, error) {
 
 // request builds and signs the request for in.
 func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecordsInput) (*http.Request, error) {
-	sr := smithyhttp.NewStackRequest().(*smithyhttp.Request)
-	if err := c.opts.Protocol.SerializeRequest(ctx, c.op, in, sr); err != nil {
-		return nil, err
-	}
-	body, err := io.ReadAll(sr.GetStream())
+	body, err := c.body(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	h := make(http.Header, len(t.header)+4)
+	h := make(http.Header, len(t.header)+5)
 	for k, v := range t.header {
 		h[k] = v
 	}
@@ -192,6 +197,42 @@ func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecord
 	return req, nil
 }
 
+// body is in's JSON. The poller's input (a shard iterator of base64 characters and a limit) is
+// written here as the SDK's serializer writes it, members in its order; any other input is
+// serialized by the client's protocol.
+func (c *Client) body(ctx context.Context, in *kinesis.GetRecordsInput) ([]byte, error) {
+	if in.ShardIterator != nil && in.DryRun == nil && plain(*in.ShardIterator) {
+		b := make([]byte, 0, len(*in.ShardIterator)+40)
+		b = append(b, '{')
+		if in.Limit != nil {
+			b = append(b, `"Limit":`...)
+			b = strconv.AppendInt(b, int64(*in.Limit), 10)
+			b = append(b, ',')
+		}
+		b = append(b, `"ShardIterator":"`...)
+		b = append(b, *in.ShardIterator...)
+		return append(b, `"}`...), nil
+	}
+	sr := smithyhttp.NewStackRequest().(*smithyhttp.Request)
+	if err := c.opts.Protocol.SerializeRequest(ctx, c.op, in, sr); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(sr.GetStream())
+}
+
+// plain reports whether s has only characters JSON writes as they are, those of (URL-safe)
+// base64.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case 'A' <= b && b <= 'Z', 'a' <= b && b <= 'z', '0' <= b && b <= '9', b == '+', b == '/', b == '=', b == '-', b == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // recordSkew keeps the clock skew the answer's Date header shows, as the SDK does: the server's
 // time less the time the answer arrived, unless the answer came from a cache (Age) or took over
 // 15 minutes.
@@ -200,11 +241,30 @@ func (c *Client) recordSkew(resp *http.Response, sent, received time.Time) {
 	if date == "" || resp.Header.Get("Age") != "" || received.Sub(sent) > 15*time.Minute {
 		return
 	}
-	server, err := smithyhttp.ParseTime(date)
-	if err != nil {
+	server, ok := c.serverTime(date)
+	if !ok {
 		return
 	}
 	c.skew.Store(int64(server.Sub(received)))
+}
+
+// serverTime parses a Date header, once for each value (it changes once a second).
+func (c *Client) serverTime(date string) (time.Time, bool) {
+	if last := c.lastDate.Load(); last != nil && last.header == date {
+		return last.at, true
+	}
+	at, err := smithyhttp.ParseTime(date)
+	if err != nil {
+		return time.Time{}, false
+	}
+	c.lastDate.Store(&dateHeader{header: date, at: at})
+	return at, true
+}
+
+// dateHeader is a Date header and the time it names.
+type dateHeader struct {
+	header string
+	at     time.Time
 }
 
 // errNoTemplate: the SDK client made no request to capture.
