@@ -17,7 +17,10 @@
 // GetRecords as its first attempt: the SDK decodes and wraps the error, classifies it and retries
 // with its retryer, its back-off and its retry quota exactly as when it sent the request itself.
 // A successful call pays the retryer back as the SDK does (its attempt token, released with no
-// error).
+// error). One difference remains: a call whose context ends while it is on the wire fails with the
+// context's error inside the SDK's operation error, as an SDK call whose context ended before an
+// attempt does, where the SDK's own call would wrap it in a send error too; the poller tells
+// either by its context.
 package getrecords
 
 import (
