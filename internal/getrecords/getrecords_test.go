@@ -341,3 +341,37 @@ func TestClockSkewAsSDK(t *testing.T) {
 		t.Errorf("Amz-Sdk-Request %q, want %q", got.Get("Amz-Sdk-Request"), want.Get("Amz-Sdk-Request"))
 	}
 }
+
+// TestCancelledOnTheWire: a call whose context ends while the server holds it fails, on both
+// paths, with an error that is context.Canceled, and makes no other request.
+func TestCancelledOnTheWire(t *testing.T) {
+	held := make(chan struct{}, 4)
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // so that the server sees the client go
+		requests.Add(1)
+		held <- struct{}{}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	var ops atomic.Int64
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1")}
+	lean := New(sdkClient(srv.URL, &ops))
+	if _, err := lean.template(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func(context.Context) error{
+		"sdk":  func(ctx context.Context) error { _, err := sdkClient(srv.URL, &ops).GetRecords(ctx, in); return err },
+		"lean": func(ctx context.Context) error { _, err := lean.GetRecords(ctx, in); return err },
+	} {
+		requests.Store(0)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-held; cancel() }()
+		if err := call(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: %v, want context.Canceled", name, err)
+		}
+		if n := requests.Load(); n != 1 {
+			t.Errorf("%s: %d requests, want 1", name, n)
+		}
+	}
+}
