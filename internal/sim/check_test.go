@@ -39,7 +39,7 @@ func TestCheckerJudges(t *testing.T) {
 	}
 	judged := func(w *world, incs []*incarnation) Result {
 		res := Result{Checked: map[string]int{}}
-		w.check(&res, incs)
+		w.check(&res, incs, len(incs))
 		return res
 	}
 
@@ -92,7 +92,6 @@ func TestOnlineChecksJudge(t *testing.T) {
 			recs:     map[string]*rec{"1": {seq: "1", key: "a", shard: "s"}, "2": {seq: "2", key: "a", shard: "s", n: 1}},
 			handled:  map[string]bool{"1": true},
 			sent:     map[string]bool{},
-			inflight: map[string]int{},
 			errKinds: map[string]int{},
 		}
 		w.byShard = map[string][]*rec{"s": {w.recs["1"], w.recs["2"]}}
