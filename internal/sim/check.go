@@ -262,9 +262,9 @@ func (w *world) checkFilterLocked(j *judge, calls []*call, incs []*incarnation) 
 // checkRetriesLocked: a batch discarded with its retries exhausted was invoked exactly
 // MaximumRetryAttempts+1 times by the worker that discarded it, and its failure record says so.
 // Judged where a batch keeps its records from one attempt to the next (no bisection, no partial
-// responses, no windows) and one worker ran at a time.
+// responses) and one worker ran at a time.
 func (w *world) checkRetriesLocked(j *judge, calls []*call) {
-	if w.s.Bisect || w.s.Partial || w.s.Window > 0 || w.s.Retries < 0 || w.s.Workers > 1 {
+	if w.s.Bisect || w.s.Partial || w.s.Retries < 0 || w.s.Workers > 1 {
 		return
 	}
 	for _, d := range w.discards {
