@@ -57,6 +57,11 @@ func seedsToRun(t *testing.T) []int64 {
 // multi-worker ones. -race runs the first two.
 var leaseBudgetSeeds = []int64{4, 33, 36, 9, 13}
 
+// catalogBudget are the seeds whose catalog schedule the CI budget runs.
+var catalogBudget = map[int64]bool{-4: true, -33: true}
+
+func abs(n int64) int64 { return max(n, -n) }
+
 func TestSimulation(t *testing.T) {
 	seeds := seedsToRun(t)
 	var withLeases map[int64]bool
@@ -110,13 +115,33 @@ func TestSimulation(t *testing.T) {
 		if os.Getenv("ESM_SIM_SEED") != "" {
 			t.Logf("%s", res.Schedule)
 		}
+		if leaseSchedules || catalogBudget[seed] {
+			// The seed's catalog schedule: managers sharing one catalog.
+			var cres Result
+			synctest.Test(t, func(t *testing.T) { cres = RunCatalog(abs(seed)) })
+			for k, v := range cres.Injected {
+				injected[k] += v
+			}
+			for k, v := range cres.Checked {
+				checked[k] += v
+			}
+			if cres.Failed() {
+				failed++
+				t.Errorf("seed %d's catalog schedule broke an invariant: %s (%d violations)", abs(seed), strings.Join(cres.Violations[:min(3, len(cres.Violations))], "; "), len(cres.Violations))
+			}
+		}
 	}
 	took := time.Since(began)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d seeds in %s: %.1f seeds/s, %d failed\n", len(seeds), took.Round(time.Millisecond), float64(len(seeds))/took.Seconds(), failed)
 	b.WriteString("invariants (cases judged):\n")
 	for _, inv := range Invariants {
-		fmt.Fprintf(&b, "  %-70s %d\n", inv, checked[inv])
+		fmt.Fprintf(&b, "  %-75s %d\n", inv, checked[inv])
+	}
+	if checked[InvCatalogConverge] > 0 {
+		for _, inv := range CatalogInvariants {
+			fmt.Fprintf(&b, "  %-75s %d\n", inv, checked[inv])
+		}
 	}
 	b.WriteString("injected (times each took effect):\n")
 	for _, k := range slices.Sorted(maps.Keys(injected)) {

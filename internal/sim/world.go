@@ -75,10 +75,10 @@ type world struct {
 	handled  map[string]bool // the function succeeded for it (or reported it handled)
 	sent     map[string]bool // delivered to the on-failure destination
 	calls    []*call
-	discards []discard // failure records delivered
+	discards []discard            // failure records delivered
 	faults   map[string]time.Time // fault kind (or kind@slot for one worker's) → until when
-	injected map[string]int // fault kind → times it took effect
-	attempt  map[string]int // batch (first seq) → invocations so far, for deterministic choices
+	injected map[string]int       // fault kind → times it took effect
+	attempt  map[string]int       // batch (first seq) → invocations so far, for deterministic choices
 	errs     []string
 	errKinds map[string]int
 	trace    []string
@@ -99,8 +99,8 @@ type world struct {
 	tenure map[string]int64
 	// late are the lease-table writes still in the network (FLateWrite).
 	late sync.WaitGroup
-	live     map[int]*incarnation // worker slot → its running incarnation
-	db       *fakedynamo.DB       // the lease table, with several workers
+	live map[int]*incarnation // worker slot → its running incarnation
+	db   *fakedynamo.DB       // the lease table, with several workers
 	// consumer is the consumer the mapping reads through, with EFO.
 	consumer string
 }
@@ -171,7 +171,7 @@ func (w *world) chance(p float64, parts ...string) bool {
 type incarnation struct {
 	id     int
 	slot   int
-	owner  string // its worker id in the lease table
+	owner  string       // its worker id in the lease table
 	base   poller.Store // the file or memory store, or the worker's lease.Dynamo
 	w      *world
 	dead   chan struct{}
