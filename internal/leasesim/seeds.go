@@ -60,10 +60,10 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 			put[rec{shard, seq}] = true
 		}
 	}
+	unkind := w.unkindFaults(seed) // sets the function's time before the workers start
 	for i := range cfg.Workers {
 		w.start(workerID(i))
 	}
-	unkind := w.unkindFaults(seed)
 	step := func(d time.Duration) {
 		for end := time.Now().Add(d); time.Now().Before(end); {
 			produce(5)
