@@ -147,6 +147,7 @@ func RunSchedule(s Schedule, dir string) Result {
 	d.crashed.Wait() // killed workers' Run returns once their functions end
 	w.late.Wait()    // lease-table writes still in the network land
 	w.logf("run ended")
+	w.injected["records-excused-by-a-trim"] = len(w.excused) // the only ones not judged for loss
 	res := Result{Schedule: s, Trace: w.trace, Injected: w.injected, Checked: map[string]int{}}
 	w.check(&res, d.incs, d.returned)
 	res.Violations = append(res.Violations, w.errs...)
