@@ -283,8 +283,13 @@ func (s *Schedule) withUnkindFaults() {
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	at := func() time.Duration { return dur(time.Second, s.Length) }
 	lease := s.LeaseDuration
-	if pick(0.25) {
+	if pick(0.4) {
+		// A batching window, and iterators that expire while records wait in it.
 		s.BatchWindow = time.Duration(1+rng.IntN(4)) * time.Second
+		s.BatchSize = max(s.BatchSize, 10+rng.IntN(90)) // big enough that records wait
+		for range 1 + rng.IntN(3) {
+			s.Events = append(s.Events, Event{At: at(), Kind: EvFault, Fault: FKinExpired, D: dur(100*time.Millisecond, 3*time.Second)})
+		}
 	}
 	if s.Workers > 1 && pick(0.35) {
 		// A function as slow as the lease or slower: an invocation outlasts a partition's
