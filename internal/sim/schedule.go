@@ -77,8 +77,8 @@ const (
 // Per-worker fault kinds: a fault window that hits one worker (Event.W) while the others see
 // everything. A partition refuses the worker's requests before they are sent; what was in
 // flight when it began completes (an invocation keeps running at the function). A late write
-// is a lease-table write that times out at the worker and lands at DynamoDB later, once the
-// partition it met has healed (a request queued in the network).
+// is a lease-table update or delete that times out at the worker and lands at DynamoDB later,
+// once the partition it met has healed (a request queued in the network).
 const (
 	FCutDynamo   = "partition-dynamodb"
 	FCutKinesis  = "partition-kinesis"

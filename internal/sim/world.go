@@ -718,7 +718,9 @@ func (d simDynamo) after(err error) error {
 
 // write sends one write: refused, applied now, or (FLateWrite) held in the network and applied
 // once the window is over, while the worker sees a timeout.
-func (d simDynamo) write(ctx context.Context, key map[string]dtypes.AttributeValue, checkpoint bool, apply func() error) error {
+// A create (PutItem) is never late: one conditional on absence that lands long after it was sent
+// would bring back a lease finished and deleted meanwhile, which no condition can tell.
+func (d simDynamo) write(ctx context.Context, key map[string]dtypes.AttributeValue, canBeLate, checkpoint bool, apply func() error) error {
 	inc, w := d.inc, d.inc.w
 	if err := inc.gate(ctx); err != nil {
 		return err
@@ -727,7 +729,7 @@ func (d simDynamo) write(ctx context.Context, key map[string]dtypes.AttributeVal
 	w.mu.Lock()
 	sent, known := w.tenure[inc.owner+"|"+shard]
 	until, late := w.faults[oneWorker(FLateWrite, inc.slot)]
-	late = late && w.now().Before(until)
+	late = late && canBeLate && w.now().Before(until)
 	if late {
 		w.injected[FLateWrite]++
 	}
@@ -821,19 +823,19 @@ func isCheckpoint(in *dynamodb.UpdateItemInput) bool {
 
 func (d simDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	var out *dynamodb.PutItemOutput
-	err := d.write(ctx, in.Item, false, func() (err error) { out, err = d.inc.w.db.PutItem(context.Background(), in, o...); return err })
+	err := d.write(ctx, in.Item, false, false, func() (err error) { out, err = d.inc.w.db.PutItem(context.Background(), in, o...); return err })
 	return out, err
 }
 
 func (d simDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	var out *dynamodb.UpdateItemOutput
-	err := d.write(ctx, in.Key, isCheckpoint(in), func() (err error) { out, err = d.inc.w.db.UpdateItem(context.Background(), in, o...); return err })
+	err := d.write(ctx, in.Key, true, isCheckpoint(in), func() (err error) { out, err = d.inc.w.db.UpdateItem(context.Background(), in, o...); return err })
 	return out, err
 }
 
 func (d simDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	var out *dynamodb.DeleteItemOutput
-	err := d.write(ctx, in.Key, false, func() (err error) { out, err = d.inc.w.db.DeleteItem(context.Background(), in, o...); return err })
+	err := d.write(ctx, in.Key, true, false, func() (err error) { out, err = d.inc.w.db.DeleteItem(context.Background(), in, o...); return err })
 	return out, err
 }
 
