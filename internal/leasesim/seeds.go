@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"math/rand/v2"
 	"slices"
@@ -26,8 +27,8 @@ import (
 // two SIGKILLs (one worker restarted), and then a check of the invariants. It returns the
 // violations found (none is a pass; a child read later than one claim cycle after its parents
 // finished is one, and so is a run in which no child was read), the late children among them,
-// and what it exercised.
-func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
+// what it exercised, and the faults of one worker it injected by kind.
+func FaultRun(seed uint64) (violations, slowChildren []string, summary string, injected map[string]int) {
 	rnd := rand.New(rand.NewPCG(seed, 99))
 	var frnd = rand.New(rand.NewPCG(seed, 7))
 	var fmu sync.Mutex // fault functions run concurrently
@@ -187,7 +188,7 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 	violations = append(violations, slowChildren...)
 	summary = fmt.Sprintf("%d records, %d invocations of %s, %d DynamoDB faults, %s, %d moves, %d children read at most %s (%.2f claim cycles) after their parents finished",
 		len(put), w.invoked.Load(), w.invokeTime, w.db.TableStats(w.table).Faults, w.injectedSummary(), w.moves, lineagePairs, lateness.Round(time.Millisecond), float64(lateness)/float64(cycle))
-	return violations, slowChildren, summary
+	return violations, slowChildren, summary, maps.Clone(w.injected)
 }
 
 // openShards lists the open shards in hash key order (neighbours can be merged).
