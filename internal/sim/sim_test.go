@@ -81,6 +81,14 @@ func TestSimulation(t *testing.T) {
 		traceTail, _ = strconv.Atoi(s)
 	}
 	injected, checked := map[string]int{}, map[string]int{}
+	count := func(r Result) {
+		for k, v := range r.Injected {
+			injected[k] += v
+		}
+		for k, v := range r.Checked {
+			checked[k] += v
+		}
+	}
 	failed := 0
 	began := time.Now()
 	for _, seed := range seeds {
@@ -96,12 +104,7 @@ func TestSimulation(t *testing.T) {
 		if withLeases[seed] && res.Schedule.Workers < 2 {
 			t.Errorf("lease budget seed %d has %d worker: pick one with several", -seed, res.Schedule.Workers)
 		}
-		for k, v := range res.Injected {
-			injected[k] += v
-		}
-		for k, v := range res.Checked {
-			checked[k] += v
-		}
+		count(res)
 		if res.Failed() {
 			failed++
 			// The first three failures in full; then one line each, and the run goes on, so
@@ -119,12 +122,7 @@ func TestSimulation(t *testing.T) {
 			// The seed's catalog schedule: managers sharing one catalog.
 			var cres Result
 			synctest.Test(t, func(t *testing.T) { cres = RunCatalog(abs(seed)) })
-			for k, v := range cres.Injected {
-				injected[k] += v
-			}
-			for k, v := range cres.Checked {
-				checked[k] += v
-			}
+			count(cres)
 			if cres.Failed() {
 				failed++
 				t.Errorf("seed %d's catalog schedule broke an invariant: %s (%d violations)", abs(seed), strings.Join(cres.Violations[:min(3, len(cres.Violations))], "; "), len(cres.Violations))
