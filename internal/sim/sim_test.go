@@ -150,13 +150,21 @@ func TestSimulation(t *testing.T) {
 		// Every kind of fault and event must have happened across the runs.
 		// (A partial-response fault window often meets no failing batch: the responses count.)
 		kinds := slices.DeleteFunc(slices.Clone(faultKinds), func(k string) bool { return k == FInvPartial })
+		kinds = append(kinds, workerFaultKinds...)
+		if leaseSchedules {
+			kinds = append(kinds, FLateWrite, OpCatalogCreate, OpCatalogUpdate, OpCatalogDelete)
+		}
 		for _, k := range append(append(kinds, subscriptionFaults...), string(EvCrash), string(EvFreeze), string(EvStop),
 			string(EvSplit), string(EvMerge), string(EvTrim), "poison-record", PartialResponses) {
 			if injected[k] == 0 {
 				t.Errorf("no run injected %s", k)
 			}
 		}
-		for _, inv := range Invariants {
+		invs := Invariants
+		if leaseSchedules {
+			invs = append(slices.Clone(invs), CatalogInvariants...)
+		}
+		for _, inv := range invs {
 			if checked[inv] == 0 {
 				t.Errorf("no run judged %q", inv)
 			}
