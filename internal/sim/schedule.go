@@ -317,6 +317,17 @@ func (s *Schedule) withUnkindFaults() {
 	if s.Workers == 1 {
 		return
 	}
+	if pick(0.5) {
+		// One worker cut off from DynamoDB alone for longer than any takeover of its leases
+		// can wait (the lease plus the function timeout), while it can still read and invoke.
+		d := lease + 2*s.FunctionTimeout + dur(0, lease)
+		e := Event{At: at(), Kind: EvFault, Fault: FCutDynamo, D: d, W: rng.IntN(s.Workers), OneWorker: true}
+		s.Events = append(s.Events, e)
+		if pick(0.5) {
+			e.Fault = FLateWrite
+			s.Events = append(s.Events, e)
+		}
+	}
 	// Pauses at any instant, past the lease.
 	for range rng.IntN(1 + s.Workers) {
 		s.Events = append(s.Events, Event{At: at(), Kind: EvFreeze, D: dur(lease/2, 3*lease), W: rng.IntN(s.Workers)})

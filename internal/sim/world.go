@@ -735,7 +735,10 @@ func (d simDynamo) write(ctx context.Context, key map[string]dtypes.AttributeVal
 	}
 	w.mu.Unlock()
 	if late {
-		lands := until.Sub(w.now()) + time.Duration(fnv32(fmt.Sprint(w.s.Seed, shard, w.now().UnixNano()))%uint32(max(1, 2*w.s.LeaseDuration/time.Millisecond)))*time.Millisecond
+		// It lands once the window is over, within about the time a worker takes to rejoin
+		// and take its leases again (the lease, and the wait for its own tombstone).
+		spread := 3*w.s.LeaseDuration + 2*w.s.FunctionTimeout
+		lands := until.Sub(w.now()) + time.Duration(fnv32(fmt.Sprint(w.s.Seed, shard, w.now().UnixNano()))%uint32(max(1, spread/time.Millisecond)))*time.Millisecond
 		w.late.Add(1)
 		go func() {
 			defer w.late.Done()
