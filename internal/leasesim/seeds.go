@@ -19,6 +19,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/fakedynamo"
+	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/lease"
 )
 
@@ -323,9 +324,15 @@ func (w *world) unkindFaults(seed uint64) *sync.WaitGroup {
 		{faultCutBoth, func(l *link, v bool) { l.cutDynamo, l.cutKinesis = v, v }},
 		{faultCutFunc, func(l *link, v bool) { l.cutFunc = v }},
 	}
-	for _, window := range [][2]time.Duration{{time.Second, 9 * time.Second}, {16 * time.Second, 30 * time.Second}} {
+	// The second partition outlasts any takeover's wait (the lease, and the invocation bound).
+	bound := max(invoke.DefaultTimeout, w.invokeTime.Truncate(time.Second)+time.Second)
+	for i, window := range [][2]time.Duration{{time.Second, 9 * time.Second}, {16 * time.Second, 30 * time.Second}} {
 		c := cuts[rng.IntN(len(cuts))]
-		at(dur(window[0], window[1]), c.kind, workerID(rng.IntN(w.cfg.Workers)), dur(lease/2, 4*lease),
+		d := dur(lease/2, 4*lease)
+		if i == 1 {
+			d = lease + 2*bound + dur(0, lease)
+		}
+		at(dur(window[0], window[1]), c.kind, workerID(rng.IntN(w.cfg.Workers)), d,
 			func(l *link) { c.set(l, true) }, func(l *link) { c.set(l, false) })
 	}
 	pause := func(kind string, t, d time.Duration) {
