@@ -22,11 +22,12 @@ const (
 	InvObserver   = "observer counts add up"
 	InvFilter     = "filtered-out records never invoked, and counted"
 	InvRetries    = "a discarded batch was invoked MaximumRetryAttempts+1 times"
+	InvExpiry     = "a worker declared dead a lease duration after its last heartbeat"
 	InvGoroutines = "every goroutine stopped"
 )
 
 // Invariants lists them in report order.
-var Invariants = []string{InvLost, InvOrder, InvLineage, InvOverlap, InvCheckpoint, InvWindow, InvObserver, InvFilter, InvRetries, InvGoroutines}
+var Invariants = []string{InvLost, InvOrder, InvLineage, InvOverlap, InvCheckpoint, InvWindow, InvObserver, InvFilter, InvRetries, InvExpiry, InvGoroutines}
 
 // check judges a run's history; returned is how many of incs had their Run return.
 func (w *world) check(res *Result, incs []*incarnation, returned int) {
@@ -40,6 +41,7 @@ func (w *world) check(res *Result, incs []*incarnation, returned int) {
 	w.checkLineageLocked(j, calls)
 	w.checkOverlapLocked(j, calls)
 	res.Checked[InvCheckpoint] += w.cpJudged
+	res.Checked[InvExpiry] += w.declared
 	if w.s.Window > 0 {
 		w.checkWindowsLocked(j, calls)
 	}

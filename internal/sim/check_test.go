@@ -43,6 +43,7 @@ func TestCheckerJudges(t *testing.T) {
 			handled:  map[string]bool{"p1": true, "p2": true, "c1": true, "g1": true},
 			sent:     map[string]bool{"d1": true},
 			cpJudged: 2,
+			declared: 1,
 		}
 		w.byShard = map[string][]*rec{"p": {w.recs["d1"], w.recs["p1"], w.recs["pb"], w.recs["p2"]}, "c": {w.recs["c1"]},
 			"e": {w.recs["e1"]}, "g": {w.recs["g1"]}}
@@ -224,10 +225,10 @@ func TestOnlineChecksJudge(t *testing.T) {
 		// Sound: a takes the lease at counter 1, checkpoints at 1; b takes it at 2; a's
 		// checkpoint sent at 1 fails its condition (nothing applied).
 		w := fencingWorld()
-		_ = w.fenced("a", "s", false, 0, false, setLease(w, "a", 1))
-		_ = w.fenced("a", "s", true, 1, true, setLease(w, "a", 1))
-		_ = w.fenced("b", "s", false, 0, false, setLease(w, "b", 2))
-		_ = w.fenced("a", "s", true, 1, true, func() error { return errors.New("condition failed") })
+		_ = w.fenced("a", "s", false, 0, false, setLease(w, "a", 1), nil)
+		_ = w.fenced("a", "s", true, 1, true, setLease(w, "a", 1), nil)
+		_ = w.fenced("b", "s", false, 0, false, setLease(w, "b", 2), nil)
+		_ = w.fenced("a", "s", true, 1, true, func() error { return errors.New("condition failed") }, nil)
 		if len(w.errs) != 0 || w.cpJudged != 1 || w.tenure["a|s"] != 1 || w.tenure["b|s"] != 2 {
 			t.Fatalf("sound writes: violations %q, %d judged, tenure %v", w.errs, w.cpJudged, w.tenure)
 		}
@@ -237,19 +238,19 @@ func TestOnlineChecksJudge(t *testing.T) {
 			want string
 		}{
 			{"no fencing: a stale checkpoint lands on another's lease", func(w *world) {
-				_ = w.fenced("a", "s", false, 0, false, setLease(w, "a", 1))
-				_ = w.fenced("b", "s", false, 0, false, setLease(w, "b", 2))
-				_ = w.fenced("a", "s", true, 1, true, setLease(w, "b", 2))
+				_ = w.fenced("a", "s", false, 0, false, setLease(w, "a", 1), nil)
+				_ = w.fenced("b", "s", false, 0, false, setLease(w, "b", 2), nil)
+				_ = w.fenced("a", "s", true, 1, true, setLease(w, "b", 2), nil)
 			}, "held by"},
 			{"fencing on the owner alone: a checkpoint of an earlier tenure lands", func(w *world) {
-				_ = w.fenced("a", "s", false, 0, false, setLease(w, "a", 1))
-				_ = w.fenced("b", "s", false, 0, false, setLease(w, "b", 2))
-				_ = w.fenced("a", "s", false, 0, false, setLease(w, "a", 3))
-				_ = w.fenced("a", "s", true, 1, true, setLease(w, "a", 3)) // sent during the first tenure
+				_ = w.fenced("a", "s", false, 0, false, setLease(w, "a", 1), nil)
+				_ = w.fenced("b", "s", false, 0, false, setLease(w, "b", 2), nil)
+				_ = w.fenced("a", "s", false, 0, false, setLease(w, "a", 3), nil)
+				_ = w.fenced("a", "s", true, 1, true, setLease(w, "a", 3), nil) // sent during the first tenure
 			}, "sent at its counter 1"},
 			{"a checkpoint by a worker that never took the lease", func(w *world) {
-				_ = w.fenced("b", "s", false, 0, false, setLease(w, "", 1))
-				_ = w.fenced("a", "s", true, 0, false, setLease(w, "", 1))
+				_ = w.fenced("b", "s", false, 0, false, setLease(w, "", 1), nil)
+				_ = w.fenced("a", "s", true, 0, false, setLease(w, "", 1), nil)
 			}, "held by"},
 		}
 		for _, b := range broken {
@@ -257,6 +258,37 @@ func TestOnlineChecksJudge(t *testing.T) {
 			b.run(w)
 			if len(w.errs) != 1 || !strings.HasPrefix(w.errs[0], "fencing: ") || !strings.Contains(w.errs[0], b.want) {
 				t.Errorf("%s: violations %q, want one fencing violation containing %q", b.name, w.errs, b.want)
+			}
+		}
+	})
+	t.Run("expiry", func(t *testing.T) {
+		now := epoch
+		w := newWorld()
+		w.now = func() time.Time { return now }
+		w.s.LeaseDuration = 10 * time.Second
+		w.beats = map[string]time.Time{}
+		beat := func(owner string) {
+			w.rosterWrite(owner, &dynamodb.UpdateItemInput{UpdateExpression: aws.String("SET #m.#me.#h = :h, #m.#me.#u = :u"),
+				ExpressionAttributeNames: map[string]string{"#me": owner}})()
+		}
+		declare := func(by, dead string) {
+			w.rosterWrite(by, &dynamodb.UpdateItemInput{UpdateExpression: aws.String("REMOVE #m.#w SET #g.#k = :tomb"),
+				ExpressionAttributeNames: map[string]string{"#w": dead}})()
+		}
+		beat("a")
+		beat("b")
+		now = now.Add(10 * time.Second)
+		declare("b", "a") // a whole lease after a's last heartbeat
+		if len(w.errs) != 0 || w.declared != 1 {
+			t.Fatalf("a declaration a lease after the last heartbeat: violations %q, %d judged", w.errs, w.declared)
+		}
+		for _, after := range []time.Duration{5 * time.Second, 9 * time.Second, 0} {
+			w.errs = nil
+			beat("c")
+			now = now.Add(after)
+			declare("b", "c") // judged expired too soon
+			if len(w.errs) != 1 || !strings.HasPrefix(w.errs[0], "expiry: ") {
+				t.Errorf("declared dead %s after its heartbeat: violations %q, want one expiry violation", after, w.errs)
 			}
 		}
 	})

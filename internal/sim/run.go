@@ -76,7 +76,7 @@ func RunSchedule(s Schedule, dir string) Result {
 		s: s, now: time.Now,
 		recs: map[string]*rec{}, byShard: map[string][]*rec{}, keyCount: map[string]int{},
 		parents: map[string][]string{}, trimmed: map[string]bool{}, handled: map[string]bool{}, sent: map[string]bool{},
-		excused: map[string]bool{}, filteredSeen: map[string]bool{}, tenure: map[string]int64{}, errKinds: map[string]int{}, live: map[int]*incarnation{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
+		excused: map[string]bool{}, filteredSeen: map[string]bool{}, tenure: map[string]int64{}, beats: map[string]time.Time{}, errKinds: map[string]int{}, live: map[int]*incarnation{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
 	}
 	w.fake = fakekinesis.New(fakekinesis.WithIteratorTTL(s.IteratorTTL), fakekinesis.WithListShardsPageSize(s.ListPageSize), s.subscriptionTiming())
 	w.arn = w.fake.CreateStream("sim", s.Shards)

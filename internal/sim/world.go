@@ -97,6 +97,10 @@ type world struct {
 	// tenure is the lease counter each worker last left on a lease it owns ("owner|shard"), as
 	// DynamoDB saw it: the counter its checkpoints must find.
 	tenure map[string]int64
+	// beats: when each worker's last heartbeat landed; declared counts the declarations of a
+	// dead worker judged against them.
+	beats    map[string]time.Time
+	declared int
 	// late are the lease-table writes still in the network (FLateWrite).
 	late sync.WaitGroup
 	live map[int]*incarnation // worker slot → its running incarnation
@@ -720,7 +724,7 @@ func (d simDynamo) after(err error) error {
 // once the window is over, while the worker sees a timeout.
 // A create (PutItem) is never late: one conditional on absence that lands long after it was sent
 // would bring back a lease finished and deleted meanwhile, which no condition can tell.
-func (d simDynamo) write(ctx context.Context, key map[string]dtypes.AttributeValue, canBeLate, checkpoint bool, apply func() error) error {
+func (d simDynamo) write(ctx context.Context, key map[string]dtypes.AttributeValue, canBeLate, checkpoint bool, apply func() error, landed func()) error {
 	inc, w := d.inc, d.inc.w
 	if err := inc.gate(ctx); err != nil {
 		return err
@@ -743,8 +747,8 @@ func (d simDynamo) write(ctx context.Context, key map[string]dtypes.AttributeVal
 		go func() {
 			defer w.late.Done()
 			time.Sleep(lands)
-			if err := w.fenced(inc.owner, shard, checkpoint, sent, known, apply); err == nil {
-				w.logf("worker %d: a late write to %s landed", inc.id, shard)
+			if err := w.fenced(inc.owner, shard, checkpoint, sent, known, apply, landed); err == nil {
+				w.logf("worker %d: a late write to %q landed", inc.id, shard)
 			}
 		}()
 		return errLate
@@ -752,18 +756,22 @@ func (d simDynamo) write(ctx context.Context, key map[string]dtypes.AttributeVal
 	if err := d.before(ctx); err != nil {
 		return err
 	}
-	return d.after(w.fenced(inc.owner, shard, checkpoint, sent, known, apply))
+	return d.after(w.fenced(inc.owner, shard, checkpoint, sent, known, apply, landed))
 }
 
 // fenced applies a write of owner's to shard's lease (shard "" for the roster and the mapping
 // item) and judges it: a checkpoint must find the lease owned by its writer, with the counter
 // the writer last left (sent, when known). After any write that leaves the lease the writer's,
 // its counter is the writer's tenure.
-func (w *world) fenced(owner, shard string, checkpoint bool, sent int64, known bool, apply func() error) error {
+func (w *world) fenced(owner, shard string, checkpoint bool, sent int64, known bool, apply func() error, landed func()) error {
 	w.dbMu.Lock()
 	defer w.dbMu.Unlock()
 	if shard == "" {
-		return apply()
+		err := apply()
+		if err == nil && landed != nil {
+			landed()
+		}
+		return err
 	}
 	was, wasCounter := w.leaseHolder(shard)
 	err := apply()
@@ -784,6 +792,38 @@ func (w *world) fenced(owner, shard string, checkpoint bool, sent int64, known b
 	}
 	if now == owner {
 		w.tenure[owner+"|"+shard] = counter
+	}
+	return nil
+}
+
+// rosterWrite judges a write to the roster once it landed: a heartbeat of the writer's is noted,
+// and a declaration that a worker is dead must come a whole lease duration after that worker's
+// last heartbeat landed (its leases are judged expired no sooner).
+func (w *world) rosterWrite(owner string, in *dynamodb.UpdateItemInput) func() {
+	expr := aws.ToString(in.UpdateExpression)
+	names := in.ExpressionAttributeNames
+	switch {
+	case names["#me"] == owner && (strings.Contains(expr, "#m.#me.#h = :h") || strings.HasPrefix(expr, "SET #m.#me = :entry")): // a heartbeat, or a join
+		return func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.beats[owner] = w.now()
+		}
+	case strings.HasPrefix(expr, "REMOVE #m.#w") && names["#w"] != "":
+		dead := names["#w"]
+		return func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			last, ok := w.beats[dead]
+			if !ok {
+				return
+			}
+			w.declared++
+			if since := w.now().Sub(last); since < w.s.LeaseDuration {
+				w.violateLocked("expiry: %s declared %s dead %s after its last heartbeat landed; the lease is %s",
+					owner, dead, since.Round(time.Millisecond), w.s.LeaseDuration.Round(time.Millisecond))
+			}
+		}
 	}
 	return nil
 }
@@ -826,19 +866,20 @@ func isCheckpoint(in *dynamodb.UpdateItemInput) bool {
 
 func (d simDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	var out *dynamodb.PutItemOutput
-	err := d.write(ctx, in.Item, false, false, func() (err error) { out, err = d.inc.w.db.PutItem(context.Background(), in, o...); return err })
+	err := d.write(ctx, in.Item, false, false, func() (err error) { out, err = d.inc.w.db.PutItem(context.Background(), in, o...); return err }, nil)
 	return out, err
 }
 
 func (d simDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	var out *dynamodb.UpdateItemOutput
-	err := d.write(ctx, in.Key, true, isCheckpoint(in), func() (err error) { out, err = d.inc.w.db.UpdateItem(context.Background(), in, o...); return err })
+	err := d.write(ctx, in.Key, true, isCheckpoint(in), func() (err error) { out, err = d.inc.w.db.UpdateItem(context.Background(), in, o...); return err },
+		d.inc.w.rosterWrite(d.inc.owner, in))
 	return out, err
 }
 
 func (d simDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	var out *dynamodb.DeleteItemOutput
-	err := d.write(ctx, in.Key, true, false, func() (err error) { out, err = d.inc.w.db.DeleteItem(context.Background(), in, o...); return err })
+	err := d.write(ctx, in.Key, true, false, func() (err error) { out, err = d.inc.w.db.DeleteItem(context.Background(), in, o...); return err }, nil)
 	return out, err
 }
 
