@@ -173,8 +173,13 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string, i
 			return
 		}
 		late := c.Sub(done)
-		lateness = max(lateness, late)
 		lineagePairs++
+		if w.unkindDuring(done.Add(-2*cfg.LeaseDuration), c) {
+			// A worker paused or cut off meanwhile may hold the child, or be the one it is
+			// placed on: its wait is the takeover's, not the claim cycle's.
+			return
+		}
+		lateness = max(lateness, late)
 		if late > cycle+cycle/2 {
 			slowChildren = append(slowChildren, fmt.Sprintf("child %s first read %s after its parents finished (claim cycle %s)", child, late, cycle))
 		}
@@ -311,8 +316,12 @@ func (w *world) unkindFaults(seed uint64) *sync.WaitGroup {
 				return
 			}
 			sw.link.set(on)
+			from := time.Now()
 			time.Sleep(d)
 			sw.link.set(off)
+			w.mu.Lock()
+			w.unkind = append(w.unkind, [2]time.Time{from, time.Now()})
+			w.mu.Unlock()
 		}()
 	}
 	cuts := []struct {
@@ -336,7 +345,7 @@ func (w *world) unkindFaults(seed uint64) *sync.WaitGroup {
 			func(l *link) { c.set(l, true) }, func(l *link) { c.set(l, false) })
 	}
 	pause := func(kind string, t, d time.Duration) {
-		at(t, kind, workerID(rng.IntN(w.cfg.Workers)), 0, func(l *link) { l.pausedUntil = time.Now().Add(d) }, func(*link) {})
+		at(t, kind, workerID(rng.IntN(w.cfg.Workers)), d, func(l *link) { l.pausedUntil = time.Now().Add(d) }, func(*link) {})
 	}
 	pause(faultPause, dur(time.Second, 30*time.Second), dur(lease/2, 3*lease))
 	pause(faultPauseSplit, 10*time.Second-dur(0, 2*time.Second), 2*lease+2*w.cfg.ShardSync+dur(0, 10*time.Second))
@@ -350,4 +359,15 @@ func (w *world) injectedSummary() string {
 		parts = append(parts, fmt.Sprintf("%s %d", k, w.injected[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// unkindDuring reports whether a fault of one worker was on at some time in [from, to]. Called
+// with w.mu held.
+func (w *world) unkindDuring(from, to time.Time) bool {
+	for _, f := range w.unkind {
+		if f[0].Before(to) && f[1].After(from) {
+			return true
+		}
+	}
+	return false
 }

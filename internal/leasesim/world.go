@@ -78,6 +78,7 @@ type world struct {
 	calls        []invocation         // every invocation, by its start and end at the function
 	invokeTime   time.Duration        // how long the function runs (10 ms by default)
 	injected     map[string]int       // fault kind → times it took effect
+	unkind       [][2]time.Time       // when faults of one worker were on (from, to)
 	delivered    map[string]bool      // eventIDs invoked
 	firstCall    map[string]time.Time // shard → when its first invocation started
 	lastEnd      map[string]time.Time // shard → when its last invocation ended
