@@ -8,7 +8,7 @@ GO ?= go
 EMULATORS := scripts/emulators.sh
 EMULATORS_ENV := .emulators/env
 
-.PHONY: test test-unit emulators-up emulators-down build demo bench sim
+.PHONY: test test-unit emulators-up emulators-down build demo bench sim fuzz
 
 # test starts the emulators, runs vet and the full test suite against them,
 # and always stops the emulators again (on failure and on Ctrl-C too). It
@@ -37,6 +37,15 @@ LEASES ?=
 sim:
 	ESM_SIM_SEEDS=$(SEEDS) ESM_SIM_FROM=$(FROM) ESM_SIM_SEED=$(SEED) ESM_SIM_LEASES=$(LEASES) \
 		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/sim/ | grep -v '^=== RUN'
+
+# fuzz runs every fuzz target of the module (template parser, filters, event encoder, the API's
+# request decoding and SigV4 check, the on-failure message parser, ...: each "func FuzzX") for
+# FUZZTIME each, one after another, and prints each target's executions and time. A failing input
+# is kept by go test under the package's testdata/fuzz/, replayed by every later go test: commit it
+# with the fix. CI runs it with FUZZTIME=3s.
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz.sh
 
 # emulators-up starts kinesis-local and dynalite in the background and writes
 # their endpoints to .emulators/env; "source .emulators/env" in a shell to use

@@ -42,6 +42,9 @@ var (
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
+	if testkit.Fuzzing() { // the fuzz targets need no emulator
+		return m.Run()
+	}
 	var stop func()
 	var err error
 	if kinesisEndpoint, kin, stop, err = testenv.Kinesis(context.Background()); err != nil {
@@ -187,12 +190,17 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 // filled in).
 func startOpen(t *testing.T, catalog esmapi.Catalog, progress esmapi.Progress, opts ...esmapi.Option) *server {
 	t.Helper()
-	ctx := context.Background()
-	shared, err := service.NewShared(ctx, local.DefaultRegion, kinesisEndpoint, "json")
+	shared, err := service.NewShared(context.Background(), local.DefaultRegion, kinesisEndpoint, "json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := esmapi.Open(ctx, shared, catalog, progress, opts...)
+	return startEngine(t, shared, catalog, progress, opts...)
+}
+
+// startEngine is startOpen with another engine.
+func startEngine(t *testing.T, engine esmapi.Engine, catalog esmapi.Catalog, progress esmapi.Progress, opts ...esmapi.Option) *server {
+	t.Helper()
+	m, err := esmapi.Open(context.Background(), engine, catalog, progress, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

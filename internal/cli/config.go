@@ -124,6 +124,18 @@ func ExitCode(err error) int {
 	return 1
 }
 
+// Stopped classifies how a long-running command (run, serve) ended once the stop signal may
+// have come: an error that is only the cancellation of stop (the context the signal ends) is a
+// clean stop, nil, whichever start-up step it interrupted (the SDK configuration, a describe or
+// create of a table, provisioning, listing shards, registering a consumer, the first claims).
+// Any other error, and a cancellation that the signal did not cause, is a failure as it is.
+func Stopped(stop context.Context, err error) error {
+	if err != nil && stop.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
 // OneLine renders err on one line, for stderr.
 func OneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
@@ -213,6 +225,8 @@ type Config struct {
 	Invoke []string
 	// MaxEnvironments caps the execution environments of exec: targets (0: the default).
 	MaxEnvironments int
+	// FunctionEnv is what exec: functions get of esm's environment.
+	FunctionEnv FunctionEnvFlags
 	// Example is the function --invoke example runs in-process (nil: no such target).
 	Example any
 	// Provision asks Run to create the template's stream on the emulator (ProvisionStream).
