@@ -495,7 +495,7 @@ func (w *world) start(id string) *simWorker {
 	l := newLink()
 	api := &cutAPI{DynamoAPI: &checkingAPI{DB: w.db, w: w}, link: l}
 	d, err := lease.NewDynamo(api, w.table, id, lease.WithLeaseDuration(w.cfg.LeaseDuration),
-		lease.WithLogger(w.log.With("worker", id)), lease.WithShardSettle(2*w.cfg.ShardSync),
+		lease.WithLogger(w.log.With("worker", id)), lease.WithShardSettle(2*w.cfg.ShardSync), lease.WithFunctionTimeout(w.functionTimeout()),
 		lease.WithRand(rand.New(rand.NewPCG(w.rnd.Uint64(), 1))))
 	if err != nil {
 		panic(err)
@@ -509,6 +509,9 @@ func (w *world) start(id string) *simWorker {
 		// none goes out while the worker is cut off from its function.
 		if err := l.gate(ctx); err != nil {
 			return invoke.Response{}, fmt.Errorf("%w: %w", invoke.ErrUnavailable, err)
+		}
+		if err := invoke.CheckStart(ctx); err != nil {
+			return invoke.Response{}, err
 		}
 		if l.cut(func(l *link) bool { return l.cutFunc }) {
 			return invoke.Response{}, fmt.Errorf("%w: %w", invoke.ErrUnavailable, errCut)
@@ -733,3 +736,11 @@ func indexOf(b []byte, s string) int {
 }
 
 var _ = aws.String
+
+// functionTimeout is the invocation bound the workers give their lease tables: the function's
+// time, rounded up (at least the default).
+func (w *world) functionTimeout() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return max(invoke.DefaultTimeout, w.invokeTime.Truncate(time.Second)+time.Second)
+}

@@ -201,7 +201,7 @@ func (d *driver) start(sl *slot) {
 	var runLeases func(context.Context) error
 	if w.db != nil {
 		dyn, err := lease.NewDynamo(simDynamo{inc}, leaseTable, inc.owner,
-			lease.WithLeaseDuration(w.s.LeaseDuration), lease.WithLogger(w.debugLogger(inc)))
+			lease.WithLeaseDuration(w.s.LeaseDuration), lease.WithFunctionTimeout(w.s.FunctionTimeout), lease.WithLogger(w.debugLogger(inc)))
 		if err != nil {
 			w.violate("lease.NewDynamo: %v", err)
 			return

@@ -431,6 +431,9 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 	if err := ctx.Err(); err != nil {
 		return invoke.Response{}, err
 	}
+	if err := invoke.CheckStart(ctx); err != nil { // asked just before the send, as the invokers do
+		return invoke.Response{}, err
+	}
 	if w.hit(inc, FCutFunction) {
 		return invoke.Response{}, fmt.Errorf("%w: sim: function unreachable (partition)", invoke.ErrUnavailable)
 	}
