@@ -120,9 +120,15 @@ func RunSchedule(s Schedule, dir string) Result {
 	for _, sl := range d.slots {
 		sl.restart = time.Time{}
 	}
-	deadline := time.Now().Add(30 * time.Minute)
-	for d.until(time.Now().Add(time.Second)); !w.settled() && time.Now().Before(deadline); {
+	// A mapping still making progress is given the time it needs (a slow function bisecting
+	// poison records can take long): the wait ends 30 minutes after the last record was done,
+	// and after 3 hours at most.
+	deadline, limit, done := time.Now().Add(30*time.Minute), time.Now().Add(3*time.Hour), w.doneCount()
+	for d.until(time.Now().Add(time.Second)); !w.settled() && time.Now().Before(deadline) && time.Now().Before(limit); {
 		d.until(time.Now().Add(time.Second))
+		if n := w.doneCount(); n > done {
+			done, deadline = n, time.Now().Add(30*time.Minute)
+		}
 	}
 	if !w.settled() && w.db != nil && os.Getenv("ESM_SIM_DEBUG") != "" {
 		out, _ := w.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(leaseTable)})
@@ -480,6 +486,19 @@ func parentsOf(sh types.Shard) []string {
 		}
 	}
 	return ps
+}
+
+// doneCount is how many records were handled, delivered or filtered out.
+func (w *world) doneCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, r := range w.recs {
+		if w.doneLocked(r) {
+			n++
+		}
+	}
+	return n
 }
 
 // settled reports whether every record was handled, delivered, filtered out or trimmed.
