@@ -298,6 +298,9 @@ func (s *Schedule) withUnkindFaults() {
 		s.BatchSize = max(s.BatchSize, 50)
 	}
 	s.FunctionTimeout = max(3*time.Second, (2*s.InvokeTime).Truncate(time.Second)+time.Second)
+	if pick(0.3) { // the function failing while the partitions below go on
+		s.Events = append(s.Events, Event{At: at(), Kind: EvFault, Fault: FInvError, D: dur(time.Second, 10*time.Second)})
+	}
 	// Partitions of one worker: short ones, and (with leases) ones long enough for the others to
 	// declare it dead, often while it invokes.
 	for range rng.IntN(3 + 2*s.Workers) {
