@@ -131,7 +131,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 			}
 		}()
 	}
-		catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, longestTimeout(res, timeout)+execenv.InitTimeout, logger)
+	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, longestTimeout(res, timeout)+execenv.InitTimeout, logger)
 	if err != nil {
 		return err
 	}
