@@ -39,6 +39,8 @@ type Input struct {
 	MaxChildWait time.Duration
 	// Resharded says the stream was resharded, so that lineage must have had pairs to judge.
 	Resharded bool
+	// End is when the workers were stopped: a child never invoked waited until then.
+	End time.Time
 }
 
 // maxShown is how many examples a failed verdict names.
@@ -58,7 +60,7 @@ func Judge(in Input) ([]Verdict, Stats) {
 	out = append(out, checkOrder(invs))
 	out = append(out, checkLineage(invs, in.Lineage, in.Resharded))
 	out = append(out, checkOverlap(invs))
-	out = append(out, checkChildWait(invs, in.Lineage, in.Produced, in.MaxChildWait, &st))
+	out = append(out, checkChildWait(invs, in.Lineage, in.Produced, in.MaxChildWait, in.End, &st))
 	out = append(out, checkExits(in.Exits))
 	out = append(out, checkMidInvocation(invs, in.Events, &st))
 	return out, st
@@ -237,14 +239,15 @@ func checkOverlap(invs []Invocation) Verdict {
 }
 
 // checkChildWait: once its parents are done (their last invocation ended) and it holds a
-// record, a child shard's first invocation comes within max.
-func checkChildWait(invs []Invocation, lineage map[string][]string, p Produced, limit time.Duration, st *Stats) Verdict {
+// record, a child shard's first invocation comes within limit; one never invoked waited until
+// end.
+func checkChildWait(invs []Invocation, lineage map[string][]string, p Produced, limit time.Duration, end time.Time, st *Stats) Verdict {
 	shards := byShard(invs)
 	judged := 0
 	var bad []string
-	for _, child := range sortedKeys(shards) {
+	for _, child := range sortedKeys(lineage) {
 		parents := lineage[child]
-		if len(parents) == 0 {
+		if len(parents) == 0 || len(shards[child]) == 0 && p.FirstPut[child].IsZero() {
 			continue
 		}
 		ready := p.FirstPut[child]
@@ -257,7 +260,10 @@ func checkChildWait(invs []Invocation, lineage map[string][]string, p Produced, 
 			continue
 		}
 		judged++
-		first := shards[child][0]
+		first := Invocation{Worker: "nobody", Start: end}
+		if len(shards[child]) > 0 {
+			first = shards[child][0]
+		}
 		wait := first.Start.Sub(ready)
 		if wait > st.LongestChildWait {
 			st.LongestChildWait, st.LongestChild = wait, child

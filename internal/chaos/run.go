@@ -205,6 +205,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		stopWG.Go(func() { _ = w.Term(termWait) })
 	}
 	stopWG.Wait()
+	end := time.Now()
 	for fn.InFlight() > 0 {
 		if !sleepCtx(ctx, 50*time.Millisecond) {
 			return nil, ctx.Err()
@@ -223,7 +224,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Events = r.events
 	res.Reshards = r.reshards
 	res.Verdicts, res.Stats = Judge(Input{Invocations: fn.Invocations(), Produced: r.produced, Lineage: lineage,
-		Events: r.events, Exits: exits, MaxChildWait: cfg.MaxChildWait, Resharded: len(r.reshards) > 0})
+		Events: r.events, Exits: exits, MaxChildWait: cfg.MaxChildWait, Resharded: len(r.reshards) > 0, End: end})
 	return res, nil
 }
 
