@@ -50,6 +50,7 @@ func (w *Worker) Start() error {
 	cmd := exec.Command(w.bin, w.args...)
 	cmd.Dir, cmd.Env = w.dir, w.env
 	cmd.Stdout, cmd.Stderr = w.logf, w.logf
+	dieWithParent(cmd)
 	fmt.Fprintf(w.logf, "=== chaos: start %s at %s\n", w.ID, time.Now().Format(time.RFC3339Nano))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start worker %s: %w", w.ID, err)
