@@ -518,6 +518,8 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, i int, kind string)
 		return
 	case "sigterm":
 		defer r.release(i)
+		w.AwaitLogging(10 * time.Second)
+		from = time.Now()
 		if err := w.Term(termWait); err != nil {
 			r.cfg.Logf("%v", err)
 		}
@@ -526,8 +528,9 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, i int, kind string)
 			r.cfg.Logf("restart %s: %v", w.ID, err)
 			return
 		}
-		if rng.IntN(2) == 0 { // again, while it starts
-			sleepCtx(context.WithoutCancel(ctx), time.Duration(100+rng.IntN(1400))*time.Millisecond)
+		if rng.IntN(2) == 0 { // again, while it starts (describing the stream and the lease table)
+			w.AwaitLogging(10 * time.Second)
+			sleepCtx(context.WithoutCancel(ctx), time.Duration(rng.IntN(1000))*time.Millisecond)
 			from = time.Now()
 			if err := w.Term(termWait); err != nil {
 				r.cfg.Logf("%v", err)

@@ -38,6 +38,7 @@ type Worker struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	started time.Time
+	logFrom int64  // the log's size when the process started
 	ending  string // the cause the run is ending it with, "" for none
 	paused  bool
 	exits   []Exit
@@ -52,6 +53,9 @@ func (w *Worker) Start() error {
 	cmd.Stdout, cmd.Stderr = w.logf, w.logf
 	dieWithParent(cmd)
 	fmt.Fprintf(w.logf, "=== chaos: start %s at %s\n", w.ID, time.Now().Format(time.RFC3339Nano))
+	if fi, err := w.logf.Stat(); err == nil {
+		w.logFrom = fi.Size()
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start worker %s: %w", w.ID, err)
 	}
@@ -121,6 +125,29 @@ func (w *Worker) end(sig syscall.Signal, cause string, wait time.Duration) error
 		_ = cmd.Process.Kill()
 		<-done
 		return fmt.Errorf("worker %s did not exit within %s of %s", w.ID, wait, sig)
+	}
+}
+
+// AwaitLogging waits (at most wait) until the current process has logged its first line: it has
+// then installed its signal handler, so that a SIGTERM tests esm's stop rather than the
+// default action of a signal that arrives while the Go runtime starts.
+func (w *Worker) AwaitLogging(wait time.Duration) bool {
+	w.mu.Lock()
+	from, done := w.logFrom, w.done
+	w.mu.Unlock()
+	deadline := time.Now().Add(wait)
+	for {
+		if b, err := os.ReadFile(w.logf.Name()); err == nil && int64(len(b)) > from && strings.Contains(string(b[from:]), "level=") {
+			return true
+		}
+		select {
+		case <-done:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
 }
 
