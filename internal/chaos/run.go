@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/internal/ctxwait"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -188,7 +189,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.Logf("seed %d: load ended, %d records written; draining", cfg.Seed, r.total())
 	drainUntil := time.Now().Add(60*time.Second + cfg.Duration/2)
 	for time.Now().Before(drainUntil) && !r.allDelivered() {
-		if !sleepCtx(ctx, 250*time.Millisecond) {
+		if !ctxwait.Sleep(ctx, 250*time.Millisecond) {
 			return nil, ctx.Err()
 		}
 		for _, w := range workers { // a worker that exited on its own is judged, and restarted
@@ -207,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stopWG.Wait()
 	end := time.Now()
 	for fn.InFlight() > 0 {
-		if !sleepCtx(ctx, 50*time.Millisecond) {
+		if !ctxwait.Sleep(ctx, 50*time.Millisecond) {
 			return nil, ctx.Err()
 		}
 	}
@@ -385,7 +386,7 @@ func (r *runner) reshard(ctx context.Context, rng *rand.Rand) {
 		at := start.Add(time.Duration(s.at * float64(r.cfg.Duration)))
 		if rng.IntN(2) == 0 {
 			pauseAt := at.Add(-300 * time.Millisecond)
-			if !sleepCtx(ctx, time.Until(pauseAt)) {
+			if !ctxwait.Sleep(ctx, time.Until(pauseAt)) {
 				return
 			}
 			if i, ok := r.claim(rng); ok {
@@ -393,7 +394,7 @@ func (r *runner) reshard(ctx context.Context, rng *rand.Rand) {
 				go r.pause(ctx, i, d, "sigstop across a reshard")
 			}
 		}
-		if !sleepCtx(ctx, time.Until(at)) {
+		if !ctxwait.Sleep(ctx, time.Until(at)) {
 			return
 		}
 		before, _ := local.OpenShards(ctx, r.kc, r.stream)
@@ -463,7 +464,7 @@ func (r *runner) pause(ctx context.Context, i int, d time.Duration, kind string)
 	w := r.workers[i]
 	from := time.Now()
 	w.Pause()
-	sleepCtx(ctx, d)
+	ctxwait.Sleep(ctx, d)
 	w.Resume()
 	r.record(kind, i, from)
 }
@@ -476,7 +477,7 @@ var faultKinds = []string{"partition dynamodb", "partition kinesis", "partition 
 // the previous one ended, after a 2–4 s start. It restarts a worker that exited on its own (the
 // judge reports the exit).
 func (r *runner) faults(ctx context.Context, rng *rand.Rand) {
-	if !sleepCtx(ctx, time.Duration(2000+rng.IntN(2000))*time.Millisecond) {
+	if !ctxwait.Sleep(ctx, time.Duration(2000+rng.IntN(2000))*time.Millisecond) {
 		return
 	}
 	var deck []string
@@ -492,7 +493,7 @@ func (r *runner) faults(ctx context.Context, rng *rand.Rand) {
 		if ok {
 			r.inject(ctx, rng, i, kind)
 		}
-		if !sleepCtx(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond) {
+		if !ctxwait.Sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond) {
 			return
 		}
 	}
@@ -511,7 +512,7 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, i int, kind string)
 		defer r.release(i)
 		w.Kill()
 		r.record(kind, i, from)
-		sleepCtx(context.WithoutCancel(ctx), time.Duration(500+rng.IntN(2500))*time.Millisecond)
+		ctxwait.Sleep(context.WithoutCancel(ctx), time.Duration(500+rng.IntN(2500))*time.Millisecond)
 		if err := w.Start(); err != nil {
 			r.cfg.Logf("restart %s: %v", w.ID, err)
 		}
@@ -530,7 +531,7 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, i int, kind string)
 		}
 		if rng.IntN(2) == 0 { // again, while it starts (describing the stream and the lease table)
 			w.AwaitLogging(10 * time.Second)
-			sleepCtx(context.WithoutCancel(ctx), time.Duration(rng.IntN(1000))*time.Millisecond)
+			ctxwait.Sleep(context.WithoutCancel(ctx), time.Duration(rng.IntN(1000))*time.Millisecond)
 			from = time.Now()
 			if err := w.Term(termWait); err != nil {
 				r.cfg.Logf("%v", err)
@@ -557,24 +558,9 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, i int, kind string)
 	for _, s := range cut {
 		w.Proxy.Partition(s)
 	}
-	sleepCtx(ctx, lease+time.Duration(500+rng.IntN(4500))*time.Millisecond)
+	ctxwait.Sleep(ctx, lease+time.Duration(500+rng.IntN(4500))*time.Millisecond)
 	for _, s := range cut {
 		w.Proxy.Heal(s)
 	}
 	r.record(kind, i, from)
-}
-
-// sleepCtx sleeps for d or until ctx ends, reporting whether the whole d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
