@@ -38,6 +38,7 @@ type FunctionServer struct {
 	max  time.Duration
 	log  []Invocation
 	live map[*Invocation]struct{}
+	slow map[string]time.Time // per worker: until when its invocations start long
 
 	ln  net.Listener
 	srv *http.Server
@@ -49,7 +50,7 @@ func NewFunctionServer(seed uint64, max time.Duration) (*FunctionServer, error) 
 	if err != nil {
 		return nil, err
 	}
-	f := &FunctionServer{rng: rand.New(rand.NewPCG(seed, 0x66756e63)), max: max, ln: ln, live: map[*Invocation]struct{}{}}
+	f := &FunctionServer{rng: rand.New(rand.NewPCG(seed, 0x66756e63)), max: max, ln: ln, live: map[*Invocation]struct{}{}, slow: map[string]time.Time{}}
 	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = f.srv.Serve(ln) }()
 	return f, nil
@@ -75,12 +76,24 @@ func (f *FunctionServer) InFlight() int {
 	return len(f.live)
 }
 
-// duration draws an invocation's length: mostly short, sometimes long, rarely near the limit, so
-// that pauses, kills and partitions land while invocations run.
-func (f *FunctionServer) duration() time.Duration {
+// SlowFor makes the invocations that worker starts in the next d long (more than 0.6 of the
+// limit): the run calls it just before it faults the worker, so that the fault lands while an
+// invocation runs, and an invocation started just before a worker is cut off outlasts its lease.
+func (f *FunctionServer) SlowFor(worker string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slow[worker] = time.Now().Add(d)
+}
+
+// duration draws the length of an invocation from worker: mostly short, sometimes long, rarely
+// near the limit, and always long while the worker is to be slow.
+func (f *FunctionServer) duration(worker string) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	x := f.rng.Float64()
+	if time.Now().Before(f.slow[worker]) {
+		x = 0.95 + 0.05*x
+	}
 	var lo, hi float64
 	switch {
 	case x < 0.70:
@@ -109,7 +122,7 @@ func (f *FunctionServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.live[inv] = struct{}{}
 	f.mu.Unlock()
-	time.Sleep(f.duration()) // the function's work; it does not stop when its caller goes away
+	time.Sleep(f.duration(inv.Worker)) // the function's work; it does not stop when its caller goes away
 	inv.End = time.Now()
 	f.mu.Lock()
 	delete(f.live, inv)

@@ -354,8 +354,8 @@ func (r *runner) produce(ctx context.Context) error {
 
 // reshard splits, merges and rescales the stream under load: a split at 15% of the duration, a
 // merge at 35%, UpdateShardCount to 4 at 55% and to 2 at 75%. Half the time a worker is paused
-// past its lease just before the change, so that the others finish (and clean up) the parents
-// while it sleeps.
+// past its lease (mid-invocation) just before the change, so that the others finish (and clean
+// up) the parents while it sleeps.
 func (r *runner) reshard(ctx context.Context, rng *rand.Rand) {
 	start := time.Now()
 	steps := []struct {
@@ -382,16 +382,22 @@ func (r *runner) reshard(ctx context.Context, rng *rand.Rand) {
 			return "UpdateShardCount 2", local.Resize(ctx, r.kc, r.stream, 2)
 		}},
 	}
+	var pauses sync.WaitGroup
+	defer pauses.Wait()
 	for _, s := range steps {
 		at := start.Add(time.Duration(s.at * float64(r.cfg.Duration)))
 		if rng.IntN(2) == 0 {
-			pauseAt := at.Add(-300 * time.Millisecond)
+			pauseAt := at.Add(-1300 * time.Millisecond)
 			if !ctxwait.Sleep(ctx, time.Until(pauseAt)) {
 				return
 			}
 			if i, ok := r.claim(rng); ok {
+				r.fn.SlowFor(r.workers[i].ID, time.Second) // paused 1 s later, mid-invocation
 				d := r.cfg.LeaseDuration + time.Duration(2000+rng.IntN(3000))*time.Millisecond
-				go r.pause(ctx, i, d, "sigstop across a reshard")
+				pauses.Go(func() {
+					ctxwait.Sleep(ctx, time.Second)
+					r.pause(ctx, i, d, "sigstop across a reshard")
+				})
 			}
 		}
 		if !ctxwait.Sleep(ctx, time.Until(at)) {
@@ -491,6 +497,10 @@ func (r *runner) faults(ctx context.Context, rng *rand.Rand) {
 		deck = deck[1:]
 		i, ok := r.claim(rng)
 		if ok {
+			if kind != "sigterm" { // a stop waits for its invocations anyway
+				r.fn.SlowFor(r.workers[i].ID, 1500*time.Millisecond)
+				ctxwait.Sleep(ctx, time.Second)
+			}
 			r.inject(ctx, rng, i, kind)
 		}
 		if !ctxwait.Sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond) {
