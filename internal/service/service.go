@@ -154,8 +154,8 @@ func destination(cfg aws.Config, endpointURL, sqsProtocol string, mc poller.Conf
 // StartupAttempts is how many times each call of a worker's start-up (the stream, its consumer
 // and shards, the lease table and the mapping's UUID) is attempted, with the SDK's back-off:
 // a minute on average (at most about two), instead of the SDK's 3 attempts (about a second) that
-// every later call keeps. A
-// worker started while AWS is briefly out of reach waits for it rather than exiting 1.
+// every later call keeps. A worker started while AWS is briefly out of reach waits for it rather
+// than exiting 1.
 const StartupAttempts = 10
 
 // startupKinesis is the Kinesis client of the start-up calls (see StartupAttempts).
