@@ -160,10 +160,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var wg sync.WaitGroup
 	var produceErr error
 	wg.Go(func() { produceErr = r.produce(loadCtx) })
-	wg.Go(func() { r.reshard(loadCtx, rand.New(rand.NewPCG(rng.Uint64(), 1))) })
+	// Each goroutine gets a source of its own, drawn here: rng is not safe for concurrent use.
+	reshardRng := rand.New(rand.NewPCG(rng.Uint64(), 1))
+	wg.Go(func() { r.reshard(loadCtx, reshardRng) })
 	// Two dealers of faults, so that faults overlap on different workers; one with two workers.
 	for d := range min(2, cfg.Workers-1) {
-		wg.Go(func() { r.faults(loadCtx, rand.New(rand.NewPCG(rng.Uint64(), 2+uint64(d)))) })
+		dealerRng := rand.New(rand.NewPCG(rng.Uint64(), 2+uint64(d)))
+		wg.Go(func() { r.faults(loadCtx, dealerRng) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
