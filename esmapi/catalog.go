@@ -22,19 +22,42 @@ type Record struct {
 	Enabled bool `json:"Enabled"`
 	// Deleting is set by DeleteEventSourceMapping; a restart finishes the deletion.
 	Deleting bool `json:"Deleting,omitempty"`
-	// Revision counts the changes of the record; workers sharing a catalog apply a record whose
-	// revision is higher than theirs.
+	// Revision counts the changes of the record: 0 when created, one more with each change.
+	// Every write is conditional on the revision it was made from, so one revision of a mapping
+	// has one content, and workers sharing a catalog apply a record whose revision is higher
+	// than theirs.
 	Revision int64 `json:"Revision"`
 	// Created orders ListEventSourceMappings.
 	Created time.Time         `json:"Created"`
 	Tags    map[string]string `json:"Tags,omitempty"`
 }
 
-// Catalog keeps the mappings' definitions.
+// ErrConflict is what a Catalog's Put and Delete return when the mapping's record is no longer
+// the revision the write was made from: another worker changed or deleted it first.
+var ErrConflict = errors.New("the mapping was changed by another worker")
+
+// Catalog keeps the mappings' definitions. Its writes are conditional, so that workers sharing
+// it never overwrite each other's changes.
 type Catalog interface {
 	Load(ctx context.Context) ([]Record, error)
+	// Put writes r if the catalog holds the revision r was made from: no record of the mapping
+	// when r.Revision is 0, else its revision r.Revision-1. Otherwise it returns ErrConflict.
 	Put(ctx context.Context, r Record) error
-	Delete(ctx context.Context, uuid string) error
+	// Delete removes the mapping's record if it is at revision rev, or already gone; otherwise
+	// it returns ErrConflict.
+	Delete(ctx context.Context, uuid string, rev int64) error
+}
+
+// conflictErr reports a failed condition: the revision the catalog holds (-1: none) against the
+// one a write was made from.
+func conflictErr(uuid string, have, want int64) error {
+	switch {
+	case have < 0:
+		return fmt.Errorf("mapping %s: no record, want revision %d: %w", uuid, want, ErrConflict)
+	case want < 0:
+		return fmt.Errorf("mapping %s: revision %d, want no record: %w", uuid, have, ErrConflict)
+	}
+	return fmt.Errorf("mapping %s: revision %d, want %d: %w", uuid, have, want, ErrConflict)
 }
 
 // FileCatalog keeps each mapping as <dir>/<UUID>.json, written atomically. The directory is
@@ -68,8 +91,31 @@ func (c FileCatalog) Load(context.Context) ([]Record, error) {
 	return out, nil
 }
 
-// Put implements Catalog: the file is written aside, synced and renamed into place.
+// revision is the revision of the mapping's file, -1 when there is none.
+func (c FileCatalog) revision(uuid string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir, uuid+".json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read mapping: %w", err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return 0, fmt.Errorf("mapping %s: %w", uuid, err)
+	}
+	return r.Revision, nil
+}
+
+// Put implements Catalog: the file is written aside, synced and renamed into place. The
+// directory is this process's (the state directory's lock), so checking the revision first is
+// enough for its condition.
 func (c FileCatalog) Put(_ context.Context, r Record) error {
+	if have, err := c.revision(r.Mapping.UUID); err != nil {
+		return err
+	} else if have != r.Revision-1 {
+		return conflictErr(r.Mapping.UUID, have, r.Revision-1)
+	}
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return fmt.Errorf("create mappings directory: %w", err)
 	}
@@ -101,7 +147,12 @@ func (c FileCatalog) Put(_ context.Context, r Record) error {
 }
 
 // Delete implements Catalog.
-func (c FileCatalog) Delete(_ context.Context, uuid string) error {
+func (c FileCatalog) Delete(_ context.Context, uuid string, rev int64) error {
+	if have, err := c.revision(uuid); err != nil {
+		return err
+	} else if have >= 0 && have != rev {
+		return conflictErr(uuid, have, rev)
+	}
 	if err := os.Remove(filepath.Join(c.Dir, uuid+".json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete mapping: %w", err)
 	}

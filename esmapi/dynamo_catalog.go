@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,15 +23,17 @@ type DynamoCatalogAPI interface {
 }
 
 // DynamoCatalog keeps the mappings in a DynamoDB table, one item per mapping (key "uuid", the
-// record as JSON in "record"), so that every worker of the table serves the same mappings.
+// record as JSON in "record", its revision in "revision"), so that every worker of the table
+// serves the same mappings. Every write is conditional on the revision it was made from.
 type DynamoCatalog struct {
 	API   DynamoCatalogAPI
 	Table string
 }
 
 const (
-	catalogKey    = "uuid"
-	catalogRecord = "record"
+	catalogKey      = "uuid"
+	catalogRecord   = "record"
+	catalogRevision = "revision"
 )
 
 // Ensure makes sure the table exists, creating it (on demand capacity) when create is set, and
@@ -56,7 +59,11 @@ func (c DynamoCatalog) Ensure(ctx context.Context, create bool) error {
 	default:
 		return fmt.Errorf("describe mappings table %s: %w", c.Table, err)
 	}
-	w := dynamodb.NewTableExistsWaiter(c.API)
+	// A new table is active within a second or so: poll it at that pace, not the waiter's
+	// default of 20 s.
+	w := dynamodb.NewTableExistsWaiter(c.API, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 200*time.Millisecond, 5*time.Second
+	})
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.Table)}, 2*time.Minute); err != nil {
 		return fmt.Errorf("mappings table %s: %w", c.Table, err)
 	}
@@ -90,27 +97,51 @@ func (c DynamoCatalog) Load(ctx context.Context) ([]Record, error) {
 	}
 }
 
-// Put implements Catalog.
+// Put implements Catalog: a PutItem conditional on the revision r was made from (no item when
+// r.Revision is 0).
 func (c DynamoCatalog) Put(ctx context.Context, r Record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	_, err = c.API.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.Table), Item: map[string]types.AttributeValue{
-		catalogKey: &types.AttributeValueMemberS{Value: r.Mapping.UUID}, catalogRecord: &types.AttributeValueMemberS{Value: string(b)},
-	}})
-	if err != nil {
+	in := &dynamodb.PutItemInput{TableName: aws.String(c.Table), Item: map[string]types.AttributeValue{
+		catalogKey:      &types.AttributeValueMemberS{Value: r.Mapping.UUID},
+		catalogRecord:   &types.AttributeValueMemberS{Value: string(b)},
+		catalogRevision: &types.AttributeValueMemberN{Value: strconv.FormatInt(r.Revision, 10)},
+	}}
+	if r.Revision == 0 {
+		in.ConditionExpression = aws.String("attribute_not_exists(#k)")
+		in.ExpressionAttributeNames = map[string]string{"#k": catalogKey}
+	} else {
+		in.ConditionExpression = aws.String("#r = :read")
+		in.ExpressionAttributeNames = map[string]string{"#r": catalogRevision}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":read": &types.AttributeValueMemberN{Value: strconv.FormatInt(r.Revision-1, 10)}}
+	}
+	_, err = c.API.PutItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return fmt.Errorf("write mapping %s to %s: %w", r.Mapping.UUID, c.Table, ErrConflict)
+	case err != nil:
 		return fmt.Errorf("write mapping to %s: %w", c.Table, err)
 	}
 	return nil
 }
 
-// Delete implements Catalog.
-func (c DynamoCatalog) Delete(ctx context.Context, uuid string) error {
-	_, err := c.API.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(c.Table), Key: map[string]types.AttributeValue{
-		catalogKey: &types.AttributeValueMemberS{Value: uuid},
-	}})
-	if err != nil {
+// Delete implements Catalog: a DeleteItem conditional on the revision (an item already gone is
+// fine).
+func (c DynamoCatalog) Delete(ctx context.Context, uuid string, rev int64) error {
+	_, err := c.API.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(c.Table),
+		Key:                       map[string]types.AttributeValue{catalogKey: &types.AttributeValueMemberS{Value: uuid}},
+		ConditionExpression:       aws.String("attribute_not_exists(#k) OR #r = :read"),
+		ExpressionAttributeNames:  map[string]string{"#k": catalogKey, "#r": catalogRevision},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":read": &types.AttributeValueMemberN{Value: strconv.FormatInt(rev, 10)}},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return fmt.Errorf("delete mapping %s from %s: %w", uuid, c.Table, ErrConflict)
+	case err != nil:
 		return fmt.Errorf("delete mapping from %s: %w", c.Table, err)
 	}
 	return nil

@@ -54,8 +54,20 @@ func notFound() *APIError {
 }
 
 func inUse(uuid, state string) *APIError {
+	if state == StateDeleting {
+		return &APIError{Status: http.StatusBadRequest, Type: ResourceInUse, Message: fmt.Sprintf(
+			"Cannot update the event source mapping %s because it is being deleted.", uuid)}
+	}
 	return &APIError{Status: http.StatusBadRequest, Type: ResourceInUse, Message: fmt.Sprintf(
 		"Cannot update the event source mapping %s because it is in use: its state is %s. Try again once it is Enabled or Disabled.", uuid, state)}
+}
+
+// changedElsewhere is the answer to a change made from a revision of the mapping that another
+// worker has since replaced: Lambda's ResourceConflictException ("another operation is in
+// progress"), in esm's words (AWS's text for this case is not recorded).
+func changedElsewhere(uuid string) *APIError {
+	return &APIError{Status: http.StatusConflict, Type: ResourceConflict, Message: fmt.Sprintf(
+		"The event source mapping %s was changed by another request while this one was processed. Get it and try again.", uuid)}
 }
 
 func validation(format string, args ...any) *APIError {

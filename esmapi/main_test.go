@@ -187,12 +187,17 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 // filled in).
 func startOpen(t *testing.T, catalog esmapi.Catalog, progress esmapi.Progress, opts ...esmapi.Option) *server {
 	t.Helper()
-	ctx := context.Background()
-	shared, err := service.NewShared(ctx, local.DefaultRegion, kinesisEndpoint, "json")
+	shared, err := service.NewShared(context.Background(), local.DefaultRegion, kinesisEndpoint, "json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := esmapi.Open(ctx, shared, catalog, progress, opts...)
+	return startEngine(t, shared, catalog, progress, opts...)
+}
+
+// startEngine is startOpen with another engine.
+func startEngine(t *testing.T, engine esmapi.Engine, catalog esmapi.Catalog, progress esmapi.Progress, opts ...esmapi.Option) *server {
+	t.Helper()
+	m, err := esmapi.Open(context.Background(), engine, catalog, progress, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

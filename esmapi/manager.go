@@ -54,10 +54,16 @@ type Manager struct {
 	// deleted are the mappings deleted while this process runs: a catalog read from before
 	// their deletion must not bring them back.
 	deleted map[string]bool
+	// applied is when the catalog read last applied here began (this process's clock): a read
+	// that began earlier is older than what this worker knows, and is not applied.
+	applied time.Time
 }
 
 type entry struct {
-	rec    Record
+	rec Record
+	// known is when the record was last known to be in the catalog (this process's clock): a
+	// catalog read that began later and lacks it shows that it was deleted.
+	known  time.Time
 	state  string
 	result atomic.Pointer[string] // LastProcessingResult
 	gen    int                    // which start of the poller is current
@@ -102,15 +108,17 @@ func Open(ctx context.Context, engine Engine, catalog Catalog, progress Progress
 		}
 		m.funcs[f.Name] = f
 	}
+	loaded := time.Now()
 	recs, err := catalog.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
+	m.applied = loaded
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range recs {
-		e := &entry{rec: r}
+		e := &entry{rec: r, known: loaded}
 		e.result.Store(new(ResultNone))
 		m.maps[r.Mapping.UUID] = e
 		switch {
@@ -403,7 +411,7 @@ func (m *Manager) addLocked(ctx context.Context, rec Record, mc poller.Config) (
 	if err := m.catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
-	e := &entry{rec: rec, state: StateCreating}
+	e := &entry{rec: rec, known: time.Now(), state: StateCreating}
 	e.result.Store(new(ResultNone))
 	m.maps[id] = e
 	view := e.view()
@@ -530,7 +538,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 		}
 	}
 	if err := m.catalog.Put(ctx, rec); err != nil {
-		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+		return EventSourceMapping{}, m.lostLocked(ctx, id, err)
 	}
 	m.replaceLocked(e, rec)
 	view := e.view()
@@ -583,7 +591,7 @@ func (m *Manager) Delete(ctx context.Context, id string) (EventSourceMapping, *A
 	rec.Deleting = true
 	rec.Revision++
 	if err := m.catalog.Put(ctx, rec); err != nil {
-		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+		return EventSourceMapping{}, m.lostLocked(ctx, id, err)
 	}
 	e.rec, e.state = rec, StateDeleting
 	view := e.view()
@@ -604,13 +612,13 @@ func (m *Manager) finishDelete(e *entry) {
 		}
 	}
 	m.mu.Lock()
-	id := e.rec.Mapping.UUID
+	id, rev := e.rec.Mapping.UUID, e.rec.Revision
 	m.mu.Unlock()
 	if err := m.progress.Delete(m.ctx, id); err != nil {
 		m.log.Error("delete the mapping's progress", "mapping", id, "error", err)
 		return
 	}
-	if err := m.catalog.Delete(m.ctx, id); err != nil {
+	if err := m.catalog.Delete(m.ctx, id, rev); err != nil {
 		m.log.Error("delete the mapping", "mapping", id, "error", err)
 		return
 	}
@@ -698,6 +706,10 @@ func (m *Manager) SetTags(ctx context.Context, arn string, add map[string]string
 	if e == nil {
 		return notFound()
 	}
+	if e.state == StateDeleting {
+		// A deleted mapping's record stays at its Deleting revision until it is removed.
+		return inUse(e.rec.Mapping.UUID, e.state)
+	}
 	rec := e.rec
 	tags := map[string]string{}
 	for k, v := range rec.Tags {
@@ -712,7 +724,7 @@ func (m *Manager) SetTags(ctx context.Context, arn string, add map[string]string
 	rec.Tags = tags
 	rec.Revision++
 	if err := m.catalog.Put(ctx, rec); err != nil {
-		return &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+		return m.lostLocked(ctx, rec.Mapping.UUID, err)
 	}
 	e.rec = rec
 	return nil

@@ -31,7 +31,18 @@ func sharedWorker(t *testing.T, ddb *dynamodb.Client, table, worker string, fn *
 	if err := catalog.Ensure(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	progress := esmapi.ProgressFuncs{
+	return startOpen(t, catalog, leaseProgress(ddb, table, worker),
+		esmapi.WithDeleteDelay(time.Second),
+		esmapi.WithFunctions(esmapi.Function{Name: "fn", Invoker: inprocess.New(fn.handle)}),
+		esmapi.WithBase(poller.Config{PollInterval: 50 * time.Millisecond, MinPollSpacing: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second}),
+		esmapi.WithSyncInterval(100*time.Millisecond),
+		esmapi.WithRestartBackoff(100*time.Millisecond),
+	)
+}
+
+// leaseProgress keeps each mapping's progress in the lease table table-<UUID>, as worker.
+func leaseProgress(ddb *dynamodb.Client, table, worker string) esmapi.Progress {
+	return esmapi.ProgressFuncs{
 		StoreFunc: func(ctx context.Context, id string) (poller.Store, error) {
 			if err := lease.EnsureTable(ctx, ddb, table+"-"+id, true); err != nil {
 				return nil, err
@@ -41,18 +52,11 @@ func sharedWorker(t *testing.T, ddb *dynamodb.Client, table, worker string, fn *
 		DeleteFunc: func(ctx context.Context, id string) error {
 			_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table + "-" + id)})
 			if nf := (*ddbtypes.ResourceNotFoundException)(nil); errors.As(err, &nf) {
-				return nil // the other worker dropped it first
+				return nil // another worker dropped it first
 			}
 			return err
 		},
 	}
-	return startOpen(t, catalog, progress,
-		esmapi.WithDeleteDelay(time.Second),
-		esmapi.WithFunctions(esmapi.Function{Name: "fn", Invoker: inprocess.New(fn.handle)}),
-		esmapi.WithBase(poller.Config{PollInterval: 50 * time.Millisecond, MinPollSpacing: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second}),
-		esmapi.WithSyncInterval(100*time.Millisecond),
-		esmapi.WithRestartBackoff(100*time.Millisecond),
-	)
 }
 
 // TestSharedMappingsAcrossWorkers: two workers on one table serve the same mappings. A mapping

@@ -2,6 +2,7 @@ package esmapi
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -34,6 +35,18 @@ func (m *Manager) Sync(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.applyLocked(recs, start)
+	return nil
+}
+
+// applyLocked applies the catalog's records, read from start on, unless a read that began later
+// was applied already (a conflicting write's): a mapping missing from them is then gone only
+// from the older read. m.mu is held.
+func (m *Manager) applyLocked(recs []Record, start time.Time) {
+	if start.Before(m.applied) {
+		return
+	}
+	m.applied = start
 	seen := make(map[string]bool, len(recs))
 	for _, r := range recs {
 		id := r.Mapping.UUID
@@ -43,7 +56,7 @@ func (m *Manager) Sync(ctx context.Context) error {
 		case m.deleted[id]:
 		case !ok && r.Deleting: // being deleted elsewhere: nothing runs here
 		case !ok:
-			e = &entry{rec: r, state: StateDisabled}
+			e = &entry{rec: r, known: start, state: StateDisabled}
 			e.result.Store(new(ResultNone))
 			m.maps[id] = e
 			if r.Enabled {
@@ -62,12 +75,17 @@ func (m *Manager) Sync(ctx context.Context) error {
 		}
 	}
 	for id, e := range m.maps {
-		// Gone from the catalog: deleted elsewhere. A mapping created here since the catalog
-		// was read is not in what was read.
-		if !seen[id] && e.rec.Created.Before(start) && e.state != StateDeleting {
+		// Gone from the catalog: deleted elsewhere. A mapping written here since the catalog
+		// began to be read may not be in what was read.
+		if !seen[id] && e.known.Before(start) && e.state != StateDeleting {
 			e.state = StateDeleting
 			m.async(func() {
 				m.stop(e)
+				// The worker that deleted it dropped its progress before its record; a poller
+				// of this worker that restarted meanwhile may have made it again.
+				if err := m.progress.Delete(m.ctx, id); err != nil && m.ctx.Err() == nil {
+					m.log.Warn("delete the progress of a mapping deleted by another worker", "mapping", id, "error", err)
+				}
 				m.mu.Lock()
 				delete(m.maps, id)
 				m.deleted[id] = true
@@ -76,5 +94,26 @@ func (m *Manager) Sync(ctx context.Context) error {
 			m.log.Info("mapping deleted by another worker", "mapping", id)
 		}
 	}
-	return nil
+}
+
+// lostLocked answers a write of the mapping id that the catalog refused (err): when another
+// worker changed or deleted the mapping first (ErrConflict), the catalog is read again and
+// applied here, and the answer is Lambda's to a conflicting change: ResourceInUseException with
+// the state the mapping is now in here (Updating, Deleting, …), or ResourceConflictException
+// when it is not changing (the catalog could not be read). m.mu is held.
+func (m *Manager) lostLocked(ctx context.Context, id string, err error) *APIError {
+	if !errors.Is(err, ErrConflict) {
+		return &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	m.log.Info("mapping changed by another worker meanwhile; the request is refused", "mapping", id, "error", err)
+	start := time.Now()
+	if recs, lerr := m.catalog.Load(ctx); lerr != nil {
+		m.log.Warn("read the shared mappings", "error", lerr)
+	} else {
+		m.applyLocked(recs, start)
+	}
+	if e, ok := m.maps[id]; ok && transitional(e.state) {
+		return inUse(id, e.state)
+	}
+	return changedElsewhere(id)
 }

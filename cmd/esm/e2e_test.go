@@ -46,6 +46,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer stop()
+	defer func() { stopDynamo() }() // started by the first test that needs it
 
 	dir, err := os.MkdirTemp("", "esm-e2e-")
 	if err != nil {

@@ -77,9 +77,9 @@ func run(args []string, e env) int {
 	case "version":
 		fmt.Fprintln(e.stdout, "esm", version)
 	case "run":
-		err = a.Run.run(ctx, e)
+		err = cli.Stopped(ctx, a.Run.run(ctx, e))
 	case "serve":
-		err = a.Serve.run(ctx, e)
+		err = cli.Stopped(ctx, a.Serve.run(ctx, e))
 	case "validate":
 		err = a.Validate.run(ctx, e)
 	case "invoke":

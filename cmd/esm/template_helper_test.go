@@ -16,6 +16,13 @@ import (
 // their indentation ("BatchSize: 5").
 func writeTemplate(t *testing.T, dir, stream string, props ...string) string {
 	t.Helper()
+	return writeTemplateOn(t, dir, "", "arn:aws:kinesis:us-east-1:000000000000:stream/"+stream, props...)
+}
+
+// writeTemplateOn is writeTemplate with more resources (YAML lines at a resource's indentation)
+// and the event's Stream as given (an ARN, or an intrinsic such as !GetAtt S.Arn).
+func writeTemplateOn(t *testing.T, dir, resources, streamRef string, props ...string) string {
+	t.Helper()
 	var extra strings.Builder
 	for _, p := range props {
 		for line := range strings.SplitSeq(p, "\n") {
@@ -25,7 +32,7 @@ func writeTemplate(t *testing.T, dir, stream string, props ...string) string {
 	tmpl := filepath.Join(dir, "template.yaml")
 	if err := os.WriteFile(tmpl, []byte(`Transform: AWS::Serverless-2016-10-31
 Resources:
-  Fn:
+`+resources+`  Fn:
     Type: AWS::Serverless::Function
     Properties:
       Runtime: provided.al2023
@@ -35,7 +42,7 @@ Resources:
         S:
           Type: Kinesis
           Properties:
-            Stream: arn:aws:kinesis:us-east-1:000000000000:stream/`+stream+`
+            Stream: `+streamRef+`
             StartingPosition: TRIM_HORIZON
 `+extra.String()), 0o644); err != nil {
 		t.Fatal(err)

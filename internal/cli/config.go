@@ -124,6 +124,18 @@ func ExitCode(err error) int {
 	return 1
 }
 
+// Stopped classifies how a long-running command (run, serve) ended once the stop signal may
+// have come: an error that is only the cancellation of stop (the context the signal ends) is a
+// clean stop, nil, whichever start-up step it interrupted (the SDK configuration, a describe or
+// create of a table, provisioning, listing shards, registering a consumer, the first claims).
+// Any other error, and a cancellation that the signal did not cause, is a failure as it is.
+func Stopped(stop context.Context, err error) error {
+	if err != nil && stop.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
 // OneLine renders err on one line, for stderr.
 func OneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -200,5 +201,30 @@ func TestOnDestinationFailure(t *testing.T) {
 	p, _ := kong.New(&f)
 	if _, err := p.Parse(append(base, "--on-destination-failure", "retry")); err == nil {
 		t.Fatal("--on-destination-failure retry accepted")
+	}
+}
+
+// TestStopped: only a cancellation caused by the stop signal is a clean stop.
+func TestStopped(t *testing.T) {
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	live := context.Background()
+	cancelled := fmt.Errorf("describe lease table t: %w", context.Canceled)
+	failed := errors.New("describe lease table t: StatusCode: 500")
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want error
+	}{
+		{"stopped while a call was cancelled", stopped, cancelled, nil},
+		{"stopped after a failure", stopped, failed, failed},
+		{"a cancellation the signal did not cause", live, cancelled, cancelled},
+		{"a failure", live, failed, failed},
+		{"no error", stopped, nil, nil},
+	} {
+		if got := Stopped(c.ctx, c.err); got != c.want {
+			t.Errorf("%s: Stopped = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -121,11 +121,13 @@ func (d *DB) write(op string, kind writeKind, tableName *string, key map[string]
 			delete(t.items, k)
 			t.sorted = nil
 		}
+	} else if it, ok := t.items[k]; ok {
+		// An overwrite keeps the item's place in the scan order: the stored item is the one
+		// the cached order points to, so every read sees the new version.
+		it.attrs, it.size = next, newSize
 	} else {
-		if existing == nil {
-			t.sorted = nil
-		}
 		t.items[k] = &stored{attrs: next, size: newSize, part: part, order: order, key: k}
+		t.sorted = nil
 	}
 	return existing, next, touched, consumed(t.name, ccMode, units, true), nil
 }
