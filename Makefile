@@ -8,7 +8,7 @@ GO ?= go
 EMULATORS := scripts/emulators.sh
 EMULATORS_ENV := .emulators/env
 
-.PHONY: test test-unit emulators-up emulators-down build demo bench sim chaos
+.PHONY: test test-unit emulators-up emulators-down build demo bench sim fuzz chaos
 
 # test starts the emulators, runs vet and the full test suite against them,
 # and always stops the emulators again (on failure and on Ctrl-C too). It
@@ -42,8 +42,8 @@ sim:
 # proxy (5xx, throttles, dropped connections, partitions from DynamoDB, Kinesis or its function),
 # killed, paused past their lease and stopped, while the stream is split, merged and rescaled;
 # then prints the faults injected and every verdict. SEEDS seeds from FROM, DURATION of load and
-# faults each (default 10 seeds of 60s), WORKERS processes; FLAGS are more "esm run" flags, LOGS keeps the workers' logs.
-# "make test" runs one seed of 25s.
+# faults each (default 10 seeds of 60s), WORKERS processes; FLAGS are more "esm run" flags, LOGS
+# keeps the workers' logs. "make test" runs one seed of 25s.
 DURATION ?= 60s
 WORKERS ?= 3
 FLAGS ?=
@@ -52,6 +52,15 @@ chaos: node_modules/.package-lock.json
 	ESM_CHAOS_SEEDS=$(if $(filter file,$(origin SEEDS)),10,$(SEEDS)) ESM_CHAOS_FROM=$(FROM) ESM_CHAOS_DURATION=$(DURATION) ESM_CHAOS_WORKERS=$(WORKERS) \
 		ESM_CHAOS_FLAGS='$(FLAGS)' ESM_CHAOS_LOGS='$(LOGS)' \
 		$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/chaos/ | grep -v -e '^=== RUN' -e '^\s*$$'
+
+# fuzz runs every fuzz target of the module (template parser, filters, event encoder, the API's
+# request decoding and SigV4 check, the on-failure message parser, ...: each "func FuzzX") for
+# FUZZTIME each, one after another, and prints each target's executions and time. A failing input
+# is kept by go test under the package's testdata/fuzz/, replayed by every later go test: commit it
+# with the fix. CI runs it with FUZZTIME=3s.
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz.sh
 
 # emulators-up starts kinesis-local and dynalite in the background and writes
 # their endpoints to .emulators/env; "source .emulators/env" in a shell to use

@@ -225,6 +225,8 @@ type Config struct {
 	Invoke []string
 	// MaxEnvironments caps the execution environments of exec: targets (0: the default).
 	MaxEnvironments int
+	// FunctionEnv is what exec: functions get of esm's environment.
+	FunctionEnv FunctionEnvFlags
 	// Example is the function --invoke example runs in-process (nil: no such target).
 	Example any
 	// Provision asks Run to create the template's stream on the emulator (ProvisionStream).

@@ -31,7 +31,8 @@ func (c *Config) Invoker() (poller.Invoker, func() error, error) {
 		return nil, nop, err
 	}
 	o := InvokerOptions{AWS: c.AWS, EndpointURL: c.Service.EndpointURL, Timeout: c.Service.FunctionTimeout,
-		Region: c.Service.Region, FunctionName: c.Service.FunctionName, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger}
+		Region: c.Service.Region, FunctionName: c.Service.FunctionName, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger,
+		FunctionEnv: c.FunctionEnv}
 	if c.Mapping != nil {
 		o.Function = &c.Mapping.Function
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/net/netutil"
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
@@ -33,9 +35,12 @@ const DefaultAPIAddr = "127.0.0.1:9070"
 
 // ServeFlags are the flags of "esm serve".
 type ServeFlags struct {
-	APIAddr        string   `name:"api-addr" help:"Address of Lambda's event source mapping API (default 127.0.0.1:9070). A bare :PORT binds 127.0.0.1; any non-loopback address needs --api-credentials." default:"127.0.0.1:9070" env:"ESM_API_ADDR" placeholder:"HOST:PORT"`
-	APICredentials string   `name:"api-credentials" help:"KEY:SECRET that API requests must be signed with (SigV4). Required to listen beyond loopback." env:"ESM_API_CREDENTIALS" placeholder:"KEY:SECRET"`
-	Function       []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN, example). Repeatable; the same NAME twice makes a pool." env:"ESM_FUNCTION" sep:"none" placeholder:"NAME=TARGET"`
+	APIAddr              string   `name:"api-addr" help:"Address of Lambda's event source mapping API (default 127.0.0.1:9070). A bare :PORT binds 127.0.0.1; any non-loopback address needs --api-credentials and --api-tls-cert/--api-tls-key (or --api-insecure-plaintext)." default:"127.0.0.1:9070" env:"ESM_API_ADDR" placeholder:"HOST:PORT"`
+	APICredentials       string   `name:"api-credentials" help:"KEY:SECRET that API requests must be signed with (SigV4, for service lambda in esm's region). Required to listen beyond loopback." env:"ESM_API_CREDENTIALS" placeholder:"KEY:SECRET"`
+	APITLSCert           string   `name:"api-tls-cert" help:"PEM certificate (chain) the API serves HTTPS with; with --api-tls-key." env:"ESM_API_TLS_CERT" placeholder:"FILE"`
+	APITLSKey            string   `name:"api-tls-key" help:"PEM private key of --api-tls-cert." env:"ESM_API_TLS_KEY" placeholder:"FILE"`
+	APIInsecurePlaintext bool     `name:"api-insecure-plaintext" help:"Serve plain HTTP on a non-loopback --api-addr: anyone who can watch the network reads the mappings and can replay a signed request for 5 minutes." env:"ESM_API_INSECURE_PLAINTEXT"`
+	Function             []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN, example). Repeatable; the same NAME twice makes a pool." env:"ESM_FUNCTION" sep:"none" placeholder:"NAME=TARGET"`
 
 	Template           string   `help:"SAM or CloudFormation template: its functions (each needs a --function target) get its Timeout, Role and settings, and its mappings are created when they do not exist yet." env:"ESM_TEMPLATE" placeholder:"FILE"`
 	ParameterOverrides []string `help:"Template parameters in SAM's syntax: \"Key=Value Key2=Value2\" (repeatable)." env:"ESM_PARAMETER_OVERRIDES" sep:"none" placeholder:"\"K=V ...\""`
@@ -52,6 +57,8 @@ type ServeFlags struct {
 
 	PollFlags `embed:""`
 
+	FunctionEnvFlags `embed:""`
+
 	LogFlags `embed:""`
 }
 
@@ -65,7 +72,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	if err != nil {
 		return err
 	}
-	addr, creds, err := f.checkAPI()
+	addr, creds, tlsConfig, err := f.checkAPI()
 	if err != nil {
 		return err
 	}
@@ -113,36 +120,78 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	var h http.Handler = m.Handler()
 	auth := "none (loopback only)"
 	if creds != nil {
-		h, auth = esmapi.RequireSigV4(h, *creds, time.Now), "SigV4 with the --api-credentials key "+creds.AccessKeyID
+		h, auth = esmapi.RequireSigV4(h, *creds, shared.AWS.Region, time.Now), "SigV4 with the --api-credentials key "+creds.AccessKeyID+" for lambda in "+shared.AWS.Region
+	}
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
 	}
 	where := "state_dir"
 	if f.LeaseTable != "" {
 		where = "lease_table"
 	}
-	logger.Info("esm serve: Lambda's event source mapping API", "addr", ln.Addr().String(), "auth", auth,
+	logger.Info("esm serve: Lambda's event source mapping API", "addr", ln.Addr().String(), "scheme", scheme, "auth", auth,
 		"functions", strings.Join(m.Functions(), ","), where, cmp.Or(f.LeaseTable, f.StateDir))
-	return serveUntilDone(ctx, ln, h)
+	return serveUntilDone(ctx, apiListener(ln, tlsConfig), h)
 }
 
-// checkAPI checks the API's flags: the address to listen on, and the credentials requests must
-// be signed with (nil: none, which only a loopback address may have).
-func (f *ServeFlags) checkAPI() (string, *esmapi.Credentials, error) {
+// checkAPI checks the API's flags, before anything listens: the address to listen on, the
+// credentials requests must be signed with (nil: none, which only a loopback address may have),
+// and the TLS configuration (nil: plain HTTP, which beyond loopback needs
+// --api-insecure-plaintext).
+func (f *ServeFlags) checkAPI() (string, *esmapi.Credentials, *tls.Config, error) {
 	addr := esmapi.NormalizeAddr(f.APIAddr)
 	var creds *esmapi.Credentials
 	if f.APICredentials != "" {
 		c, err := esmapi.ParseCredentials(f.APICredentials)
 		if err != nil {
-			return "", nil, Usage(fmt.Errorf("--api-credentials: %w", err))
+			return "", nil, nil, Usage(fmt.Errorf("--api-credentials: %w", err))
 		}
 		creds = &c
 	}
 	if creds == nil && !esmapi.Loopback(addr) {
-		return "", nil, Usage(fmt.Errorf("--api-addr %s is not a loopback address: pass --api-credentials KEY:SECRET, and every request must then be signed with them", addr))
+		return "", nil, nil, Usage(fmt.Errorf("--api-addr %s is not a loopback address: pass --api-credentials KEY:SECRET, and every request must then be signed with them", addr))
+	}
+	var tlsConfig *tls.Config
+	switch {
+	case (f.APITLSCert == "") != (f.APITLSKey == ""):
+		return "", nil, nil, Usage(errors.New("--api-tls-cert and --api-tls-key go together: the certificate and its private key"))
+	case f.APITLSCert != "":
+		cert, err := tls.LoadX509KeyPair(f.APITLSCert, f.APITLSKey)
+		if err != nil {
+			return "", nil, nil, Usage(fmt.Errorf("--api-tls-cert %s, --api-tls-key %s: %w", f.APITLSCert, f.APITLSKey, err))
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	case !esmapi.Loopback(addr) && !f.APIInsecurePlaintext:
+		return "", nil, nil, Usage(fmt.Errorf("--api-addr %s is not a loopback address: serve HTTPS with --api-tls-cert FILE --api-tls-key FILE (signed requests over plain HTTP can be read and replayed by anyone on the network), or accept that with --api-insecure-plaintext", addr))
 	}
 	if f.LeaseDuration <= 0 || f.SyncInterval <= 0 {
-		return "", nil, Usage(fmt.Errorf("--lease-duration %s and --sync-interval %s must be positive", f.LeaseDuration, f.SyncInterval))
+		return "", nil, nil, Usage(fmt.Errorf("--lease-duration %s and --sync-interval %s must be positive", f.LeaseDuration, f.SyncInterval))
 	}
-	return addr, creds, nil
+	return addr, creds, tlsConfig, nil
+}
+
+// The API server's limits: what one client can hold of it.
+const (
+	// apiMaxConnections bounds the connections served at once; more wait to be accepted.
+	apiMaxConnections = 256
+	// apiMaxHeaderBytes caps a request's headers (Go's server answers 431 beyond it).
+	apiMaxHeaderBytes = 64 << 10
+	// apiReadTimeout bounds reading a request, body included (the body is capped at 1 MiB).
+	apiReadTimeout = 30 * time.Second
+	// apiWriteTimeout bounds handling a request and writing its answer.
+	apiWriteTimeout = 60 * time.Second
+	// apiIdleTimeout closes a kept-alive connection that sends nothing.
+	apiIdleTimeout = 2 * time.Minute
+)
+
+// apiListener bounds the connections of ln and, with tlsConfig, serves TLS on them.
+func apiListener(ln net.Listener, tlsConfig *tls.Config) net.Listener {
+	ln = netutil.LimitListener(ln, apiMaxConnections)
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	return ln
 }
 
 // stores opens where the mappings and their progress live: the --lease-table tables (see
@@ -188,7 +237,8 @@ func ensureTemplateMappings(ctx context.Context, m *esmapi.Manager, tpl *sam.Tem
 // serveUntilDone serves h on ln until ctx ends, then shuts the server down (in-flight requests
 // get 5 s).
 func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: apiReadTimeout,
+		WriteTimeout: apiWriteTimeout, IdleTimeout: apiIdleTimeout, MaxHeaderBytes: apiMaxHeaderBytes}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -284,7 +334,7 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 		}
 		o := InvokerOptions{AWS: shared.AWS, EndpointURL: shared.EndpointURL, Timeout: timeout, Region: shared.AWS.Region,
-			FunctionName: name, Function: templateFn[name], Logger: logger}
+			FunctionName: name, Function: templateFn[name], Logger: logger, FunctionEnv: f.FunctionEnvFlags}
 		fn := esmapi.Function{Name: name}
 		if tf := templateFn[name]; tf != nil {
 			fn.Role = tf.Role
