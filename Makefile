@@ -8,7 +8,7 @@ GO ?= go
 EMULATORS := scripts/emulators.sh
 EMULATORS_ENV := .emulators/env
 
-.PHONY: test test-unit emulators-up emulators-down build demo bench sim fuzz chaos
+.PHONY: test test-unit emulators-up emulators-down build demo demo-efo bench latency sim fuzz chaos
 
 # test starts the emulators, runs vet and the full test suite against them,
 # and always stops the emulators again (on failure and on Ctrl-C too). It
@@ -80,8 +80,18 @@ build:
 demo: node_modules/.package-lock.json build
 	$(GO) run ./cmd/demo -esm bin/esm
 
+# demo-efo is the same story read through an enhanced fan-out consumer that esm registers on the
+# emulator (SubscribeToShard instead of GetRecords); both end with the put→invoke latency.
+demo-efo: node_modules/.package-lock.json build
+	$(GO) run ./cmd/demo -esm bin/esm -efo
+
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
+
+# latency measures put-to-invoke latency, enhanced fan-out against polling at 1 s and 200 ms, on
+# the in-memory fake (./poller/) and on kinesis-local (./cmd/esm/), in one go test run.
+latency: node_modules/.package-lock.json
+	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./poller/ ./cmd/esm/
 
 # bench runs the Go benchmarks: poller throughput on the in-memory fake (one op = one 1 KiB
 # record, single core), and put-to-invoke latency, enhanced fan-out against polling at 1 s and
@@ -91,8 +101,7 @@ node_modules/.package-lock.json: package-lock.json
 BENCH_SHARDS ?= 500,1000
 bench: node_modules/.package-lock.json
 	$(GO) test -run '^$$' -bench 'Poller' -benchtime 200000x -cpu 1 ./poller/
-	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./poller/
-	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./cmd/esm/
+	$(MAKE) latency
 	$(GO) test -run '^$$' -bench 'InvokeOverhead' -benchtime 5000x ./e2e/rie/
 	$(GO) test -run '^$$' -bench 'ManyIdleShards' -benchtime 1x ./internal/leasesim/ -args -shards=$(BENCH_SHARDS)
 	$(GO) test -run '^$$' -bench 'ManyIdleShards' -benchtime 1x -timeout 30m ./cmd/esm/ -args -shards=$(BENCH_SHARDS)

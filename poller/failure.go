@@ -115,10 +115,19 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 // with errStopped when the mapping stops. payload, when non-nil, is the encoded event for recs (or
 // batch's stand-in, direct.go).
 func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, payload []byte) error {
-	b := &batchRun{r: r, runCtx: runCtx, workCtx: workCtx, recs: recs, payload: payload,
-		pace: r.p.retryPace()}
-	return retry(runCtx, &b.pace, b.attempt, nil)
+	return r.processRun(&batchRun{r: r, runCtx: runCtx, workCtx: workCtx, recs: recs, payload: payload})
 }
+
+// processRun runs b through the failure rules.
+func (r *reader) processRun(b *batchRun) error {
+	b.pace = r.p.retryPace()
+	return retry(b.runCtx, &b.pace, b.attempt, nil)
+}
+
+// failurePaceFactor is how much longer the longest pause before retrying a batch that failed
+// whole is than retryMax: 20 s by default, which gives AWS's recorded count (an always-failing
+// function, MaximumRecordAgeInSeconds 60: approximateInvokeCount 8) within one.
+const failurePaceFactor = 4
 
 // batchRun is one batch going through the failure rules: the records not yet handled or
 // discarded, and what the rules count.
@@ -133,6 +142,7 @@ type batchRun struct {
 	last            *FailureResponse
 	lastRequest     string // the request id of the last invocation, for the failure record
 	pace            backoff
+	half            bool // a bisected half: its retries are paced short
 }
 
 // log is the batch's logger, built only when something is logged: not on the hot path.
@@ -161,10 +171,19 @@ func (b *batchRun) attempt(int) (step, error) {
 	}
 	r.p.obs.IteratorAge(r.shardID, iteratorAge(b.recs, r.p.now()))
 	started := time.Now()
-	resp, err := r.invokeBatch(b.workCtx, b.recs, b.payload)
+	// Held again just before the send, if the invoker waits first (for a slot, an endpoint, an
+	// environment) or retries on its own: see invoke.WithStartCheck.
+	ictx := b.workCtx
+	if r.p.coord != nil {
+		ictx = invoke.WithStartCheck(ictx, r.held)
+	}
+	resp, err := r.invokeBatch(ictx, b.recs, b.payload)
 	took := time.Since(started)
 	b.attempted = true
 	if err != nil {
+		if b.workCtx.Err() != nil { // cut off by the end of the shutdown grace: it may run on
+			r.abandoned.Store(true)
+		}
 		r.observeInvoke(0, took, err, false, false)
 		b.log().Warn("function not invoked; retrying without counting", "err", err)
 		return stepRetry, err
@@ -247,6 +266,12 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 	case outcomeInvalid:
 		b.log().Warn("invalid partial batch response: the whole batch failed", "response", string(resp.Payload))
 	}
+	// A batch that failed whole waits longer each time, as Lambda's recorded counts show; the
+	// retry after a partial response, and a bisected half's, stay short.
+	b.pace.max = r.p.retryMax
+	if o != outcomePartial && !b.half {
+		b.pace.max = failurePaceFactor * r.p.retryMax
+	}
 	return b.failed()
 }
 
@@ -267,10 +292,12 @@ func (b *batchRun) handledUpTo(failedAt int) (step, error) {
 func (b *batchRun) bisect() error {
 	half := (len(b.recs) + 1) / 2
 	b.log().Info("bisecting batch", "first_half", half, "second_half", len(b.recs)-half)
-	if err := b.r.process(b.runCtx, b.workCtx, b.recs[:half], nil); err != nil {
-		return err
+	for _, recs := range [][]types.Record{b.recs[:half], b.recs[half:]} {
+		if err := b.r.processRun(&batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, recs: recs, half: true}); err != nil {
+			return err
+		}
 	}
-	return b.r.process(b.runCtx, b.workCtx, b.recs[half:], nil)
+	return nil
 }
 
 // failed counts a failure toward MaximumRetryAttempts: past it the records are discarded

@@ -32,7 +32,7 @@ func (c *Config) Invoker() (poller.Invoker, func() error, error) {
 	}
 	o := InvokerOptions{AWS: c.AWS, EndpointURL: c.Service.EndpointURL, Timeout: c.Service.FunctionTimeout,
 		Region: c.Service.Region, FunctionName: c.Service.FunctionName, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger,
-		FunctionEnv: c.FunctionEnv}
+		FunctionEnv: c.FunctionEnv, FunctionARN: defaultFunctionARN(c.AWS.Region, c.Service.EndpointURL, c.Service.FunctionName)}
 	if c.Mapping != nil {
 		o.Function = &c.Mapping.Function
 	}
@@ -61,7 +61,12 @@ func (c *Config) ApplyEnvironment() error {
 	if c.Mapping == nil {
 		return nil
 	}
-	for k, v := range c.Mapping.Function.Environment {
+	return applyEnvironment(c.Mapping.Function.Environment)
+}
+
+// applyEnvironment sets each of env's variables that this process's environment does not set.
+func applyEnvironment(env map[string]string) error {
+	for k, v := range env {
 		if _, set := os.LookupEnv(k); set {
 			continue
 		}

@@ -18,12 +18,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"golang.org/x/net/netutil"
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
@@ -55,11 +57,20 @@ type ServeFlags struct {
 	SQSProtocol      string        `name:"sqs-protocol" help:"Protocol of SQS on-failure destinations: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
 	Timeout          time.Duration `help:"Timeout of functions invoked over HTTP or in-process that the template does not time (default 3s)." env:"ESM_TIMEOUT"`
 
-	PollFlags `embed:""`
+	PollFlags        `embed:""`
+	DestinationFlags `embed:""`
+	ObserveFlags     `embed:""`
 
 	FunctionEnvFlags `embed:""`
 
 	LogFlags `embed:""`
+}
+
+// base is the poller configuration every mapping gets from the flags.
+func (f *ServeFlags) base() poller.Config {
+	c := f.PollFlags.base()
+	c.OnDestinationFailure = f.OnDestinationFailure
+	return c
 }
 
 // defaultFunctionTimeout is a function's timeout when nothing sets one, as in SAM.
@@ -67,7 +78,7 @@ const defaultFunctionTimeout = 3 * time.Second
 
 // Serve runs "esm serve" until ctx ends: the API on --api-addr and every mapping created through
 // it (or by the template). example is the function of the example target, run in-process.
-func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) error {
+func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, example any) (err error) {
 	logger, err := f.Logger(stderr)
 	if err != nil {
 		return err
@@ -88,7 +99,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	if err != nil {
 		return err
 	}
-	fns, closeFns, err := f.functions(res, shared, timeout, logger, example)
+	fns, closeFns, err := f.functions(ctx, res, shared, timeout, logger, example)
 	defer closeFns()
 	if err != nil {
 		return err
@@ -100,12 +111,32 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 		return fmt.Errorf("--api-addr %s: %w", addr, err)
 	}
 	defer ln.Close()
-	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, logger)
+	obs, serveMetrics, err := f.observers(ctx, stdout, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := obs.close(); err == nil {
+			err = cerr
+		}
+	}()
+	if serveMetrics != nil {
+		mctx, stopMetrics := context.WithCancel(ctx)
+		served := make(chan error, 1)
+		go func() { served <- serveMetrics(mctx) }()
+		defer func() {
+			stopMetrics()
+			if merr := <-served; err == nil && merr != nil {
+				err = fmt.Errorf("--metrics-addr: %w", merr)
+			}
+		}()
+	}
+		catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, longestTimeout(res, timeout)+execenv.InitTimeout, logger)
 	if err != nil {
 		return err
 	}
 	defer closeStores()
-	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger)}, storeOpts...)
+	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger), obs.option()}, storeOpts...)
 	m, err := esmapi.Open(ctx, shared, catalog, progress, opts...)
 	if err != nil {
 		return err
@@ -194,12 +225,13 @@ func apiListener(ln net.Listener, tlsConfig *tls.Config) net.Listener {
 	return ln
 }
 
-// stores opens where the mappings and their progress live: the --lease-table tables (see
+// stores opens where the mappings and their progress live (bound: the invocation bound of the
+// lease tables): the --lease-table tables (see
 // sharedStores), or the bbolt file of --state-dir with the mappings beside it. closeStores
 // releases what was opened.
-func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
+func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
 	if f.LeaseTable != "" {
-		catalog, progress, opts, err := f.sharedStores(ctx, shared, logger)
+		catalog, progress, opts, err := f.sharedStores(ctx, shared, bound, logger)
 		return catalog, progress, opts, func() {}, err
 	}
 	store, err := checkpoint.OpenFile(f.StateDir)
@@ -210,7 +242,8 @@ func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, logger 
 		StoreFunc:  func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
 		DeleteFunc: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
 	}
-	return esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}, progress, nil, func() { _ = store.Close() }, nil
+	return esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}, progress,
+		[]esmapi.Option{esmapi.WithResults(esmapi.FileResults{Dir: filepath.Join(f.StateDir, "results")})}, func() { _ = store.Close() }, nil
 }
 
 // ensureTemplateMappings creates the template's mappings that do not exist yet.
@@ -253,9 +286,22 @@ func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler) error 
 	return nil
 }
 
+// longestTimeout is the longest function timeout of the template's functions and timeout (the
+// others'). A mapping's lease table does not know which function it invokes when it is opened,
+// so each bounds its invocations by the longest, plus the 10 s init phase Lambda allows.
+func longestTimeout(res *Resolved, timeout time.Duration) time.Duration {
+	if res == nil || res.Template == nil {
+		return timeout
+	}
+	for i := range res.Template.Mappings {
+		timeout = max(timeout, time.Duration(res.Template.Mappings[i].Function.Timeout)*time.Second)
+	}
+	return timeout
+}
+
 // sharedStores keeps the mappings in the --lease-table table and each mapping's progress in a
 // lease table of its own, <table>-<UUID>, through which the workers share its shards.
-func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
+func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
 	ddb := dynamodb.NewFromConfig(shared.AWS, func(do *dynamodb.Options) {
 		if shared.EndpointURL != "" {
 			do.BaseEndpoint = aws.String(shared.EndpointURL)
@@ -272,7 +318,8 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, l
 			if err := lease.EnsureTable(ctx, ddb, table(id), true); err != nil {
 				return nil, err
 			}
-			return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration))
+			return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration),
+				lease.WithFunctionTimeout(bound))
 		},
 		DeleteFunc: func(ctx context.Context, id string) error {
 			_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table(id))})
@@ -293,7 +340,7 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, l
 // functions are the --function targets, each with its invoker; a template's function must be
 // given one too. The example target runs example in-process. closeAll, never nil, stops what the
 // invokers started (execution environments).
-func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, example any) (fns []esmapi.Function, closeAll func(), err error) {
+func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, example any) (fns []esmapi.Function, closeAll func(), err error) {
 	var closers []func() error
 	closeAll = func() {
 		for _, c := range closers {
@@ -334,7 +381,8 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 		}
 		o := InvokerOptions{AWS: shared.AWS, EndpointURL: shared.EndpointURL, Timeout: timeout, Region: shared.AWS.Region,
-			FunctionName: name, Function: templateFn[name], Logger: logger, FunctionEnv: f.FunctionEnvFlags}
+			FunctionName: name, FunctionARN: defaultFunctionARN(shared.AWS.Region, shared.EndpointURL, name), Function: templateFn[name], Logger: logger,
+			FunctionEnv: f.FunctionEnvFlags}
 		fn := esmapi.Function{Name: name}
 		if tf := templateFn[name]; tf != nil {
 			fn.Role = tf.Role
@@ -342,10 +390,18 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 				o.Timeout = time.Duration(tf.Timeout) * time.Second
 			}
 		}
+		if fn.Role == "" && targets[0].Lambda != "" {
+			fn.Role = functionRole(ctx, newLambdaClient(shared), targets[0].Lambda, logger)
+		}
 		if targets[0].Example {
-			var arn string
+			arn := o.FunctionARN
 			if o.Function != nil {
 				arn = o.Function.FunctionArn
+				// In-process, as with esm run: the template's Environment, where esm's own
+				// environment does not set a variable (the process has one environment for all).
+				if err := applyEnvironment(o.Function.Environment); err != nil {
+					return nil, closeAll, err
+				}
 			}
 			fn.Invoker = inprocess.New(example, inprocess.WithFunctionARN(arn), inprocess.WithTimeout(o.Timeout), inprocess.WithLogger(logger))
 			if o.Function != nil && o.Function.ReservedConcurrentExecutions != nil {
@@ -363,4 +419,43 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 	}
 	slices.SortFunc(fns, func(a, b esmapi.Function) int { return strings.Compare(a.Name, b.Name) })
 	return fns, closeAll, nil
+}
+
+// defaultFunctionARN is the ARN a function without a template is known by in its context
+// (Lambda-Runtime-Invoked-Function-Arn, the in-process context): its name in the region, and the
+// emulators' account with an endpoint URL, else sam local's 123456789012 (no STS call is made for
+// it).
+func defaultFunctionARN(region, endpointURL, name string) string {
+	account := sam.DefaultAccountID
+	if endpointURL != "" {
+		account = emulatorAccountID
+	}
+	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)
+}
+
+// functionConfigurations reads a Lambda function's configuration.
+type functionConfigurations interface {
+	GetFunctionConfiguration(ctx context.Context, in *awslambda.GetFunctionConfigurationInput, optFns ...func(*awslambda.Options)) (*awslambda.GetFunctionConfigurationOutput, error)
+}
+
+func newLambdaClient(shared *service.Shared) *awslambda.Client {
+	return awslambda.NewFromConfig(shared.AWS, func(lo *awslambda.Options) {
+		if shared.EndpointURL != "" {
+			lo.BaseEndpoint = aws.String(shared.EndpointURL)
+		}
+	})
+}
+
+// functionRole is the execution role of a function on Lambda (a lambda: target), the events'
+// invokeIdentityArn as Lambda sets it; "" (the poller's default) when it cannot be read, with a
+// warning.
+func functionRole(ctx context.Context, api functionConfigurations, function string, logger *slog.Logger) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := api.GetFunctionConfiguration(ctx, &awslambda.GetFunctionConfigurationInput{FunctionName: aws.String(function)})
+	if err != nil {
+		logger.Warn("the function's role is unknown: events carry the default invokeIdentityArn", "function", function, "error", err)
+		return ""
+	}
+	return aws.ToString(out.Role)
 }

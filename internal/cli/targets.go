@@ -108,8 +108,10 @@ type InvokerOptions struct {
 	Region      string
 	// Function is the template's function (its name, ARN, memory, handler, environment), or nil.
 	Function *sam.Function
-	// FunctionName names the function when there is no template.
+	// FunctionName names the function when there is no template; FunctionARN, when set, is its
+	// ARN then.
 	FunctionName    string
+	FunctionARN     string
 	MaxEnvironments int              // exec: the most execution environments; 0 for the default
 	FunctionEnv     FunctionEnvFlags // exec: what the function gets of esm's environment
 	Output          io.Writer        // exec: the function's log; nil for stderr
@@ -186,7 +188,7 @@ func execOptions(o InvokerOptions) ([]execenv.Option, error) {
 	}
 	opts := []execenv.Option{
 		execenv.WithTimeout(o.Timeout), execenv.WithRegion(o.Region), execenv.WithMaxEnvironments(o.MaxEnvironments),
-		execenv.WithOutput(o.Output), execenv.WithLogger(o.Logger), execenv.WithFunction(o.FunctionName, ""),
+		execenv.WithOutput(o.Output), execenv.WithLogger(o.Logger), execenv.WithFunction(o.FunctionName, o.FunctionARN),
 	}
 	if f := o.Function; f != nil {
 		opts = append(opts, execenv.WithFunction(f.FunctionName, f.FunctionArn), execenv.WithMemorySize(f.MemorySize),

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -38,8 +37,6 @@ type Options struct {
 	// RegisterConsumer registers Consumer (a name) when it does not exist, and waits until it is
 	// ACTIVE.
 	RegisterConsumer bool
-	// SubscribeOptions are client options for every SubscribeToShard call.
-	SubscribeOptions []func(*kinesis.Options)
 	// EndpointURL, when set, is where every AWS call goes (a local emulator); otherwise the SDK's
 	// own resolution applies, AWS_ENDPOINT_URL_KINESIS included.
 	EndpointURL string
@@ -95,9 +92,6 @@ type Options struct {
 // from destinationOptions once the store is open).
 func pollerOptions(o Options) []poller.Option {
 	opts := []poller.Option{poller.WithLogger(o.Logger)}
-	if subOpts := slices.Concat(buildSubscribeOptions, o.SubscribeOptions); len(subOpts) > 0 {
-		opts = append(opts, poller.WithSubscribeOptions(subOpts...))
-	}
 	if o.Observer != nil {
 		opts = append(opts, poller.WithObserver(o.Observer))
 	}

@@ -256,6 +256,10 @@ func (p *Pool) Invoke(ctx context.Context, payload []byte) (invoke.Response, err
 		if err != nil {
 			return invoke.Response{}, err
 		}
+		if err := invoke.CheckStart(ctx); err != nil { // the wait for an environment may have been long
+			p.release(e)
+			return invoke.Response{}, err
+		}
 		resp, reusable, err := e.invoke(ctx, payload)
 		if reusable {
 			p.release(e)

@@ -3,6 +3,7 @@ package prom
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,14 +21,22 @@ const (
 	NameBatchSize          = "esm_batch_size"
 	NameShardState         = "esm_shard_state"
 	NameShardOwned         = "esm_shard_owned"
+	// Enhanced fan-out, per shard.
+	NameShardReadBy           = "esm_shard_read_by"
+	NameSubscriptionStarted   = "esm_subscription_started_timestamp_seconds"
+	NameSubscriptionRenewals  = "esm_subscription_renewals_total"
+	NameSubscriptionInUse     = "esm_subscription_in_use_total"
+	NameSubscriptionLastEvent = "esm_subscription_last_event_timestamp_seconds"
 )
 
 // Label names.
 const (
+	LabelUUID     = "uuid" // esm serve's mappings only
 	LabelFunction = "function"
 	LabelStream   = "stream"
 	LabelShard    = "shard"
 	LabelState    = "state"
+	LabelMode     = "mode"
 )
 
 // shardStates are the states esm_shard_state exposes for every shard from its first state on.
@@ -48,13 +57,19 @@ type Observer struct {
 	iteratorAge                                           *prometheus.GaugeVec   // by shard
 	state                                                 *prometheus.GaugeVec   // by shard, state
 	owned                                                 *prometheus.GaugeVec   // by shard
+	readBy                                                *prometheus.GaugeVec   // by shard, mode
+	subStarted, subLastEvent                              *prometheus.GaugeVec   // by shard
+	subRenewals, subInUse                                 *prometheus.CounterVec // by shard
 	duration, batchSize                                   prometheus.Observer
 	invocations, errors, throttles, destinationFailures   prometheus.Counter // by function and stream, as Lambda's
 
 	shards sync.Map // shard ID → *shardMetrics
 }
 
-var _ poller.Observer = (*Observer)(nil)
+var (
+	_ poller.Observer             = (*Observer)(nil)
+	_ poller.SubscriptionObserver = (*Observer)(nil)
+)
 
 // shardMetrics are one shard's series, resolved once.
 type shardMetrics struct {
@@ -75,7 +90,21 @@ type gaugeRef struct{ g prometheus.Gauge }
 // function and stream labels. Like prometheus.MustRegister, it panics when reg holds a
 // different metric of the same name (a programming error, not a run-time condition).
 func New(reg prometheus.Registerer, function, stream string) *Observer {
-	perShard := []string{LabelFunction, LabelStream, LabelShard}
+	return newObserver(reg, []string{LabelFunction, LabelStream}, prometheus.Labels{LabelFunction: function, LabelStream: stream})
+}
+
+// NewMapping is New for one of the mappings of an esm serve: its series also carry the label
+// uuid, the mapping's UUID. Every observer of a registry must come from New, or every one from
+// NewMapping. Calling it again for a mapping (a restarted poller) continues its series.
+func NewMapping(reg prometheus.Registerer, uuid, function, stream string) *Observer {
+	return newObserver(reg, []string{LabelUUID, LabelFunction, LabelStream},
+		prometheus.Labels{LabelUUID: uuid, LabelFunction: function, LabelStream: stream})
+}
+
+// newObserver registers the metrics with the mapping's labels (names, in order) and curries them
+// with their values.
+func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Labels) *Observer {
+	perShard := append(slices.Clip(names), LabelShard)
 	counter := func(name, help string) *prometheus.CounterVec {
 		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, perShard))
 	}
@@ -84,13 +113,11 @@ func New(reg prometheus.Registerer, function, stream string) *Observer {
 	}
 	histogram := func(name, help string, buckets []float64) *prometheus.HistogramVec {
 		return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets},
-			[]string{LabelFunction, LabelStream}))
+			names))
 	}
 	perFunction := func(name, help string) *prometheus.CounterVec {
-		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help},
-			[]string{LabelFunction, LabelStream}))
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, names))
 	}
-	curry := prometheus.Labels{LabelFunction: function, LabelStream: stream}
 	// The six event counts are Lambda's opt-in event source mapping metrics (MetricsConfig
 	// EventCount); esm always exposes them here, and honours MetricsConfig in EMF.
 	const optIn = "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]}); always exposed here: "
@@ -111,13 +138,24 @@ func New(reg prometheus.Registerer, function, stream string) *Observer {
 			optIn+"records whose failure record reached the on-failure destination.").MustCurryWith(curry),
 		iteratorAge: gauge(metrics.NameIteratorAge,
 			"Lambda IteratorAge in milliseconds: age of the last record of the latest batch when it was sent to the function. Absent for shards this worker does not read.",
-			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
+			perShard...).MustCurryWith(curry),
 		state: gauge(NameShardState,
 			"1 for the shard's current state (pending, reading, finished, released), 0 for the others.",
-			LabelFunction, LabelStream, LabelShard, LabelState).MustCurryWith(curry),
+			append(slices.Clip(perShard), LabelState)...).MustCurryWith(curry),
 		owned: gauge(NameShardOwned,
 			"1 while this worker holds the shard's lease and reads it (state reading), else 0.",
-			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
+			perShard...).MustCurryWith(curry),
+		readBy: gauge(NameShardReadBy,
+			"1 for how the shard is read (mode polling: GetRecords; subscription: SubscribeToShard through an enhanced fan-out consumer), 0 for the other.",
+			append(slices.Clip(perShard), LabelMode)...).MustCurryWith(curry),
+		subStarted: gauge(NameSubscriptionStarted,
+			"Unix time the shard's current SubscribeToShard subscription started (its age is now minus this).", perShard...).MustCurryWith(curry),
+		subLastEvent: gauge(NameSubscriptionLastEvent,
+			"Unix time the last event of the shard's subscription arrived.", perShard...).MustCurryWith(curry),
+		subRenewals: counter(NameSubscriptionRenewals,
+			"Subscriptions of the shard renewed: before Kinesis' 5-minute lifetime, or after one ended or dropped.").MustCurryWith(curry),
+		subInUse: counter(NameSubscriptionInUse,
+			"SubscribeToShard calls for the shard refused with ResourceInUseException (another subscription within 5 s).").MustCurryWith(curry),
 		duration: histogram(NameInvocationDuration,
 			"Duration of each invocation that reached the function, as esm saw it, in seconds (Lambda's Duration, which is in milliseconds); its count is Lambda's Invocations.",
 			durationBuckets).With(curry),
@@ -261,6 +299,37 @@ func (p *Observer) ShardState(shardID, state string) {
 		p.iteratorAge.DeleteLabelValues(shardID)
 	}
 }
+
+// ShardReadBy sets esm_shard_read_by: 1 for mode, 0 for the other.
+func (p *Observer) ShardReadBy(shardID, mode string) {
+	for _, m := range []string{poller.ReadByPolling, poller.ReadBySubscription} {
+		v := 0.0
+		if m == mode {
+			v = 1
+		}
+		p.readBy.WithLabelValues(shardID, m).Set(v)
+	}
+}
+
+// Subscribed sets the subscription's start, and counts a renewal.
+func (p *Observer) Subscribed(shardID string, at time.Time, renewal bool) {
+	p.subStarted.WithLabelValues(shardID).Set(unixSeconds(at))
+	c := p.subRenewals.WithLabelValues(shardID) // present from the first subscription on, at 0
+	if renewal {
+		c.Inc()
+	}
+	p.subInUse.WithLabelValues(shardID)
+}
+
+// SubscriptionInUse counts a ResourceInUseException.
+func (p *Observer) SubscriptionInUse(shardID string) { p.subInUse.WithLabelValues(shardID).Inc() }
+
+// SubscriptionEvent sets the time of the subscription's last event.
+func (p *Observer) SubscriptionEvent(shardID string, at time.Time) {
+	p.subLastEvent.WithLabelValues(shardID).Set(unixSeconds(at))
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMilli()) / 1e3 }
 
 // NewRegistry returns a registry holding the Go runtime and process collectors, to which a
 // program adds its observers' metrics with New.
