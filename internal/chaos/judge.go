@@ -41,6 +41,10 @@ type Input struct {
 	Resharded bool
 	// End is when the workers were stopped: a child never invoked waited until then.
 	End time.Time
+	// TakeoverBound is how long after a worker's death its shards may wait for a taker (the
+	// lease design's L + 4c + 9/8·B). A child during whose wait a worker was faulted may wait
+	// MaxChildWait plus that.
+	TakeoverBound time.Duration
 }
 
 // maxShown is how many examples a failed verdict names.
@@ -60,7 +64,7 @@ func Judge(in Input) ([]Verdict, Stats) {
 	out = append(out, checkOrder(invs))
 	out = append(out, checkLineage(invs, in.Lineage, in.Resharded))
 	out = append(out, checkOverlap(invs))
-	out = append(out, checkChildWait(invs, in.Lineage, in.Produced, in.MaxChildWait, in.End, &st))
+	out = append(out, checkChildWait(invs, in, &st))
 	out = append(out, checkExits(in.Exits))
 	out = append(out, checkMidInvocation(invs, in.Events, &st))
 	return out, st
@@ -239,11 +243,13 @@ func checkOverlap(invs []Invocation) Verdict {
 }
 
 // checkChildWait: once its parents are done (their last invocation ended) and it holds a
-// record, a child shard's first invocation comes within limit; one never invoked waited until
-// end.
-func checkChildWait(invs []Invocation, lineage map[string][]string, p Produced, limit time.Duration, end time.Time, st *Stats) Verdict {
+// record, a child shard's first invocation comes within MaxChildWait, or, when a worker was
+// faulted during the wait (the child may have been placed on it), within MaxChildWait plus the
+// takeover bound; one never invoked waited until in.End.
+func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
+	lineage, p, end := in.Lineage, in.Produced, in.End
 	shards := byShard(invs)
-	judged := 0
+	judged, faulted := 0, 0
 	var bad []string
 	for _, child := range sortedKeys(lineage) {
 		parents := lineage[child]
@@ -268,13 +274,19 @@ func checkChildWait(invs []Invocation, lineage map[string][]string, p Produced, 
 		if wait > st.LongestChildWait {
 			st.LongestChildWait, st.LongestChild = wait, child
 		}
+		limit := in.MaxChildWait
+		if slices.ContainsFunc(in.Events, func(e FaultEvent) bool { return e.From.Before(first.Start) && e.To.After(ready) }) {
+			faulted++
+			limit += in.TakeoverBound
+		}
 		if wait > limit {
 			bad = append(bad, fmt.Sprintf("%s waited %s (ready %s, first invoked on %s at %s)", child, wait.Round(time.Millisecond),
 				ready.Format(timeFmt), first.Worker, first.Start.Format(timeFmt)))
 		}
 	}
-	v := Verdict{Name: fmt.Sprintf("no child waits more than %s once its parents are done", limit), OK: len(bad) == 0,
-		Detail: fmt.Sprintf("%d children judged, the longest wait %s", judged, st.LongestChildWait.Round(time.Millisecond))}
+	v := Verdict{Name: fmt.Sprintf("no child waits more than %s once its parents are done", in.MaxChildWait), OK: len(bad) == 0,
+		Detail: fmt.Sprintf("%d children judged (%d with a worker faulted while they waited: bound %s + the takeover bound %s), the longest wait %s",
+			judged, faulted, in.MaxChildWait, in.TakeoverBound.Round(time.Millisecond), st.LongestChildWait.Round(time.Millisecond))}
 	if st.LongestChild != "" {
 		v.Detail += " (" + st.LongestChild + ")"
 	}

@@ -45,10 +45,13 @@ func goodRun() Input {
 	}
 }
 
+// key names a verdict by the first two words of its name.
+func key(v Verdict) string { return strings.Join(strings.Fields(v.Name)[:2], " ") }
+
 func verdictsByName(vs []Verdict) map[string]Verdict {
 	out := map[string]Verdict{}
 	for _, v := range vs {
-		out[strings.SplitN(v.Name, " ", 2)[0]] = v
+		out[key(v)] = v
 	}
 	return out
 }
@@ -71,78 +74,108 @@ func TestJudgePassesAGoodRun(t *testing.T) {
 	}
 }
 
+// TestJudgeChildWaitAllowsATakeover: a child whose wait a worker fault overlapped (it may have
+// been placed on that worker) may wait the takeover bound longer; one with no fault may not.
+func TestJudgeChildWaitAllowsATakeover(t *testing.T) {
+	in := goodRun()
+	in.TakeoverBound = 20 * time.Second
+	in.Invocations = slices.Clone(in.Invocations)
+	in.Invocations[6].Start, in.Invocations[6].End = at(30), at(31) // m waits 25.5 s
+	in.End = at(40)
+	in.Events = nil // (the faults-landed verdict fails then: only the child wait is looked at here)
+	name := "no child waits more than 15s once its parents are done"
+	if vs, _ := Judge(in); verdictsByName(vs)["no child"].OK || verdictsByName(vs)["no child"].Name != name {
+		v := verdictsByName(vs)["no child"]
+		t.Fatalf("no fault during the wait: %+v, want a failed %q", v, name)
+	}
+	in.Events = append(in.Events, FaultEvent{Kind: "sigkill", Worker: "w2", From: at(6), To: at(6)})
+	vs, _ := Judge(in)
+	if v := verdictsByName(vs)["no child"]; !v.OK || !strings.Contains(v.Detail, "1 with a worker faulted") {
+		t.Fatalf("a kill during the wait: %+v, want it held within 15 s + 20 s", v)
+	}
+}
+
 // TestJudgeCatches breaks each invariant in several ways; the judge must fail that invariant
-// (named by its verdict's first word) and no other.
+// (named by its verdict's first two words) and no other.
 func TestJudgeCatches(t *testing.T) {
 	cases := []struct {
 		name, verdict string
 		breakIt       func(*Input)
 	}{
-		{"a record never delivered", "every", func(in *Input) { in.Produced.Written["b"] = 6 }},
-		{"a record only in an invocation that did not end", "every", func(in *Input) {
+		{"a record never delivered", "every record", func(in *Input) { in.Produced.Written["b"] = 6 }},
+		{"a record only in an invocation that did not end", "every record", func(in *Input) {
 			in.Invocations[6].Records = in.Invocations[6].Records[:1] // b:4 dropped
 		}},
-		{"nothing produced", "every", func(in *Input) { in.Produced.Written = map[string]int{} }},
-		{"two records of a key swapped in one invocation", "order", func(in *Input) {
+		{"nothing produced", "every record", func(in *Input) { in.Produced.Written = map[string]int{} }},
+		{"two records of a key swapped in one invocation", "order per", func(in *Input) {
 			r := in.Invocations[0].Records
 			in.Invocations[0].Records = []Record{r[0], {Key: "b", Data: "b:1"}}
 			in.Invocations[1].Records = []Record{{Key: "a", Data: "a:1"}, {Key: "b", Data: "b:0"}}
 		}},
-		{"a key's later record first delivered on another shard", "order", func(in *Input) {
+		{"a key's later record first delivered on another shard", "order per", func(in *Input) {
 			in.Invocations[5].Records = []Record{{Key: "b", Data: "b:4"}}
 			in.Invocations[6].Records = []Record{{Key: "a", Data: "a:3"}, {Key: "b", Data: "b:3"}}
 		}},
-		{"a child invoked before its parent's last invocation ended", "lineage", func(in *Input) {
+		{"a child invoked before its parent's last invocation ended", "lineage by", func(in *Input) {
 			in.Invocations[3] = inv("w2", "c1", 2.4, 4, "a:2")
 		}},
-		{"a finished parent read again after its child started", "lineage", func(in *Input) {
+		{"a finished parent read again after its child started", "lineage by", func(in *Input) {
 			in.Invocations = append(in.Invocations, inv("w3", "p", 4.2, 4.4, "a:0"))
 		}},
-		{"a grandparent read again after its grandchild started", "lineage", func(in *Input) {
+		{"a grandparent read again after its grandchild started", "lineage by", func(in *Input) {
 			in.Invocations = append(in.Invocations, inv("w2", "p", 5.5, 7, "b:0"))
 		}},
-		{"a merge started while its second parent ran", "lineage", func(in *Input) {
+		{"a merge started while its second parent ran", "lineage by", func(in *Input) {
 			in.Invocations[5] = inv("w3", "c2", 3.5, 5.2, "b:3")
 		}},
-		{"resharded, but no pair had invocations", "lineage", func(in *Input) {
+		{"resharded, but no pair had invocations", "lineage by", func(in *Input) {
 			in.Lineage = map[string][]string{"p": nil, "c1": nil, "c2": nil, "m": nil}
 		}},
-		{"two workers on one shard at once", "no", func(in *Input) {
+		{"two workers on one shard at once", "no overlap", func(in *Input) {
 			in.Invocations[2] = inv("w2", "p", 1.5, 2.5, "a:1", "b:1")
 		}},
-		{"an invocation inside a long earlier one, after a short one", "no", func(in *Input) {
+		{"an invocation inside a long earlier one, after a short one", "no overlap", func(in *Input) {
 			in.Invocations[4] = inv("w3", "c2", 3, 4.4, "b:2")
 			in.Invocations = append(in.Invocations, inv("w1", "c2", 3.7, 3.8, "b:2"))
 			in.Invocations[5] = inv("w3", "c2", 4.4, 4.5, "b:3")
 		}},
-		{"no shard with two invocations", "no", func(in *Input) {
+		{"no shard with two invocations", "no overlap", func(in *Input) {
 			in.Invocations = []Invocation{in.Invocations[0]}
 			in.Invocations[0].Records = []Record{{Key: "a", Data: "a:0"}}
 			in.Produced.Written = map[string]int{"a": 1}
 			in.Lineage, in.Resharded = map[string][]string{"p": nil}, false
 			in.Events[0] = FaultEvent{Kind: "sigstop", Worker: "w1", From: at(0.5)}
 		}},
-		{"a child waits 16 s after its parents", "no", func(in *Input) {
+		{"a child waits 16 s after its parents", "no child", func(in *Input) {
 			for i := range in.Invocations {
 				if in.Invocations[i].Shard == "m" {
 					in.Invocations[i].Start, in.Invocations[i].End = at(20.5), at(21)
 				}
 			}
 		}},
-		{"a child waits 16 s after its first record, put after its parents ended", "no", func(in *Input) {
+		{"a child waits 16 s after its first record, put after its parents ended", "no child", func(in *Input) {
 			in.Produced.FirstPut["m"] = at(10)
 			in.Invocations[6].Start, in.Invocations[6].End = at(26.5), at(27)
 		}},
-		{"a child with records never invoked", "no", func(in *Input) {
+		{"a child waits past the takeover bound after a fault", "no child", func(in *Input) {
+			in.TakeoverBound = 5 * time.Second
+			in.Events = append(in.Events, FaultEvent{Kind: "sigkill", Worker: "w1", From: at(4.6), To: at(4.6)})
+			for i := range in.Invocations {
+				if in.Invocations[i].Shard == "m" {
+					in.Invocations[i].Start, in.Invocations[i].End = at(25), at(26)
+				}
+			}
+		}},
+		{"a child with records never invoked", "no child", func(in *Input) {
 			in.Invocations = in.Invocations[:6]
 			in.Produced.Written["a"], in.Produced.Written["b"] = 3, 4
 			in.End = at(25)
 		}},
-		{"SIGTERM exits 1", "SIGTERM", func(in *Input) { in.Exits[0].Code = 1 }},
-		{"a worker exits on its own", "SIGTERM", func(in *Input) { in.Exits = append(in.Exits, Exit{Worker: "w3", Cause: "self", Code: 1}) }},
-		{"no SIGTERM at all", "SIGTERM", func(in *Input) { in.Exits = in.Exits[1:] }},
-		{"no fault while an invocation ran", "faults", func(in *Input) { in.Events[0].From = at(7) }},
-		{"a fault while another worker's invocation ran", "faults", func(in *Input) { in.Events[0].Worker = "w1" }},
+		{"SIGTERM exits 1", "SIGTERM exits", func(in *Input) { in.Exits[0].Code = 1 }},
+		{"a worker exits on its own", "SIGTERM exits", func(in *Input) { in.Exits = append(in.Exits, Exit{Worker: "w3", Cause: "self", Code: 1}) }},
+		{"no SIGTERM at all", "SIGTERM exits", func(in *Input) { in.Exits = in.Exits[1:] }},
+		{"no fault while an invocation ran", "faults landed", func(in *Input) { in.Events[0].From = at(7) }},
+		{"a fault while another worker's invocation ran", "faults landed", func(in *Input) { in.Events[0].Worker = "w1" }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -153,7 +186,7 @@ func TestJudgeCatches(t *testing.T) {
 			var failed []string
 			for _, v := range vs {
 				if !v.OK {
-					failed = append(failed, strings.SplitN(v.Name, " ", 2)[0])
+					failed = append(failed, key(v))
 				}
 			}
 			if !slices.Equal(failed, []string{c.verdict}) {

@@ -228,8 +228,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Events = r.events
 	res.Reshards = r.reshards
 	res.Verdicts, res.Stats = Judge(Input{Invocations: fn.Invocations(), Produced: r.produced, Lineage: lineage,
-		Events: r.events, Exits: exits, MaxChildWait: cfg.MaxChildWait, Resharded: len(r.reshards) > 0, End: end})
+		Events: r.events, Exits: exits, MaxChildWait: cfg.MaxChildWait, Resharded: len(r.reshards) > 0, End: end,
+		TakeoverBound: TakeoverBound(cfg.LeaseDuration, cfg.FunctionTimeout)})
 	return res, nil
+}
+
+// TakeoverBound is how long a dead worker's shards may wait for a taker, as lease/DESIGN.md gives
+// it: L + 4c + 9/8·B, with the claim interval c = min(1 s, L/10) and the invocation bound B of
+// an invoker outside esm's process, the function timeout plus 10 s.
+func TakeoverBound(lease, timeout time.Duration) time.Duration {
+	c := min(time.Second, lease/10)
+	return lease + 4*c + (timeout+10*time.Second)*9/8
 }
 
 // termWait is how long a worker may take to stop after SIGTERM: its --shutdown-grace and the
