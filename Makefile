@@ -97,14 +97,15 @@ latency: node_modules/.package-lock.json
 # record, single core), and put-to-invoke latency, enhanced fan-out against polling at 1 s and
 # 200 ms, on the fake and on kinesis-local; and the memory and CPU of one process reading
 # BENCH_SHARDS idle shards (ManyIdleShards: one worker on the fakes, the esm binary on
-# kinesis-local and on the in-memory Kinesis over HTTP).
+# kinesis-local and on the in-memory Kinesis over HTTP; ManyIdleSubscriptions: the esm binary
+# holding a subscription per idle shard of the in-memory Kinesis over HTTP).
 BENCH_SHARDS ?= 500,1000
 bench: node_modules/.package-lock.json
 	$(GO) test -run '^$$' -bench 'Poller' -benchtime 200000x -cpu 1 ./poller/
 	$(MAKE) latency
 	$(GO) test -run '^$$' -bench 'InvokeOverhead' -benchtime 5000x ./e2e/rie/
 	$(GO) test -run '^$$' -bench 'ManyIdleShards' -benchtime 1x ./internal/leasesim/ -args -shards=$(BENCH_SHARDS)
-	$(GO) test -run '^$$' -bench 'ManyIdleShards' -benchtime 1x -timeout 30m ./cmd/esm/ -args -shards=$(BENCH_SHARDS)
+	$(GO) test -run '^$$' -bench 'ManyIdle' -benchtime 1x -timeout 30m ./cmd/esm/ -args -shards=$(BENCH_SHARDS)
 
 .PHONY: sim-scale
 

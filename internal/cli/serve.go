@@ -334,6 +334,7 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, b
 	return catalog, progress, []esmapi.Option{
 		esmapi.WithSyncInterval(f.SyncInterval),
 		esmapi.WithDeleteDelay(2*f.SyncInterval + f.ShutdownGrace),
+		esmapi.WithResults(esmapi.DynamoResults{API: ddb, Table: f.LeaseTable}),
 	}, nil
 }
 

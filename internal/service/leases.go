@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/execenv"
@@ -40,7 +39,7 @@ func invocationBound(o Options) time.Duration {
 // runShared runs the mapping as one worker of those sharing o.LeaseTable: progress lives in the
 // lease table, and the Dynamo coordinator shares the shards. Its leases are renewed until the
 // poller has stopped (its last batches and checkpoints need them), then released.
-func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Client, checked poller.Checked, inv poller.Invoker, popts []poller.Option) error {
+func runShared(ctx context.Context, o Options, cfg aws.Config, kin poller.KinesisAPI, checked poller.Checked, inv poller.Invoker, popts []poller.Option) error {
 	mc := checked.Config()
 	ddb := dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
 		if o.EndpointURL != "" {

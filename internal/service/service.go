@@ -22,6 +22,7 @@ import (
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/dlq"
+	"github.com/kinesis-esm/esm/internal/getrecords"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -224,8 +225,9 @@ func Run(ctx context.Context, o Options, handler any) error {
 		return err
 	}
 	popts := pollerOptions(o)
+	reads := getrecords.Wrap(kin) // GetRecords, an idle shard's once-a-second call, on the lean path
 	if o.LeaseTable != "" {
-		return runShared(ctx, o, cfg, kin, checked, inv, popts)
+		return runShared(ctx, o, cfg, reads, checked, inv, popts)
 	}
 	store, err := checkpoint.OpenFile(o.StateDir)
 	if err != nil {
@@ -241,7 +243,7 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if err != nil {
 		return err
 	}
-	p, err := poller.NewChecked(checked, kin, ms, inv, append(popts, dopts...)...)
+	p, err := poller.NewChecked(checked, reads, ms, inv, append(popts, dopts...)...)
 	if err != nil {
 		return err
 	}
