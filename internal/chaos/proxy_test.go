@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -119,6 +120,12 @@ func TestProxyRoutesByServiceAndPartitionsOne(t *testing.T) {
 	go func() { done <- getItem(dc) }()
 	if err := getRecords(kc); err != nil {
 		t.Errorf("GetRecords during a DynamoDB partition: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); counts.Snapshot()["dynamodb partitioned"] == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("GetItem never reached the proxy")
+		}
+		time.Sleep(5 * time.Millisecond) // the held request is counted when it arrives
 	}
 	p.Heal(DynamoDB) // ends the held request: its connection drops
 	if err := <-done; err == nil {
