@@ -42,8 +42,8 @@ type Input struct {
 	// End is when the workers were stopped: a child never invoked waited until then.
 	End time.Time
 	// TakeoverBound is how long after a worker's death its shards may wait for a taker (the
-	// lease design's L + 4c + 9/8·B). A child during whose wait a worker was faulted may wait
-	// MaxChildWait plus that.
+	// lease design's L + 4c + 9/8·B). A child during whose wait (or up to TakeoverBound before
+	// it) a worker was faulted may wait MaxChildWait plus that.
 	TakeoverBound time.Duration
 }
 
@@ -244,8 +244,9 @@ func checkOverlap(invs []Invocation) Verdict {
 
 // checkChildWait: once its parents are done (their last invocation ended) and it holds a
 // record, a child shard's first invocation comes within MaxChildWait, or, when a worker was
-// faulted during the wait (the child may have been placed on it), within MaxChildWait plus the
-// takeover bound; one never invoked waited until in.End.
+// faulted during the wait or less than the takeover bound before it (the child or a parent may
+// have been placed on it), within MaxChildWait plus the takeover bound; one never invoked waited
+// until in.End.
 func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 	lineage, p, end := in.Lineage, in.Produced, in.End
 	shards := byShard(invs)
@@ -275,7 +276,11 @@ func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 			st.LongestChildWait, st.LongestChild = wait, child
 		}
 		limit := in.MaxChildWait
-		if slices.ContainsFunc(in.Events, func(e FaultEvent) bool { return e.From.Before(first.Start) && e.To.After(ready) }) {
+		// A fault delays a child until the takeover bound after it ended: the worker may have held
+		// a parent (paused or cut off, it is declared dead and its leases wait) or the child.
+		if slices.ContainsFunc(in.Events, func(e FaultEvent) bool {
+			return e.From.Before(first.Start) && e.To.Add(in.TakeoverBound).After(ready)
+		}) {
 			faulted++
 			limit += in.TakeoverBound
 		}
@@ -285,7 +290,7 @@ func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 		}
 	}
 	v := Verdict{Name: fmt.Sprintf("no child waits more than %s once its parents are done", in.MaxChildWait), OK: len(bad) == 0,
-		Detail: fmt.Sprintf("%d children judged (%d with a worker faulted while they waited: bound %s + the takeover bound %s), the longest wait %s",
+		Detail: fmt.Sprintf("%d children judged (%d with a worker faulted while they waited or just before: bound %s + the takeover bound %s), the longest wait %s",
 			judged, faulted, in.MaxChildWait, in.TakeoverBound.Round(time.Millisecond), st.LongestChildWait.Round(time.Millisecond))}
 	if st.LongestChild != "" {
 		v.Detail += " (" + st.LongestChild + ")"
