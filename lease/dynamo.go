@@ -158,15 +158,15 @@ type Dynamo struct {
 	// claimed or saved again here, even when this worker takes the lease anew, until Release
 	// says that reader stopped (a worker paused past its lease rejoins and may retake it
 	// at once, while its reader is still about to invoke a batch read before the pause).
-	orphans map[string]bool
-	polls        map[string]pollState
-	legacy       map[string]observation // leases of the previous protocol: counter and since when
-	cleanup      map[string]bool        // finished parents to check for deletion
-	lastCand     map[string]bool        // the candidates of the last Claim
-	claims       int                    // Claim calls
-	cycles       int                    // claim cycles run
-	lastCycle    time.Time
-	pending      map[string]bool // placed here at some point and not seen owned by another since
+	orphans   map[string]bool
+	polls     map[string]pollState
+	legacy    map[string]observation // leases of the previous protocol: counter and since when
+	cleanup   map[string]bool        // finished parents to check for deletion
+	lastCand  map[string]bool        // the candidates of the last Claim
+	claims    int                    // Claim calls
+	cycles    int                    // claim cycles run
+	lastCycle time.Time
+	pending   map[string]bool // placed here at some point and not seen owned by another since
 	// finishedHere are the shards this worker finished: it creates their children too.
 	finishedHere map[string]bool
 	waiting      map[string]bool // placed here, owned by another live worker that does not hand it over
