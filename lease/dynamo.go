@@ -97,7 +97,11 @@ type Dynamo struct {
 	safe    time.Duration // how long after a heartbeat Held stays true
 
 	cycleMu sync.Mutex // one Load or Claim cycle at a time
-	beatMu  sync.Mutex // one heartbeat at a time
+	// beatTurn lets one heartbeat run at a time. It is a channel, not a mutex, so that a wait for it
+	// ends with its context and counts as durably blocked under testing/synctest: the
+	// simulation pauses a worker inside a DynamoDB call, holding it, and a goroutine waiting on
+	// a mutex would keep the simulated clock from ever reaching the pause's end.
+	beatTurn chan struct{}
 
 	mu       sync.Mutex
 	rnd      *rand.Rand
@@ -288,7 +292,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		members: map[string]member{}, beats2: map[string]beatObs{}, gone: map[string]gone{},
 		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{}, restarted: map[string]bool{},
 		children: map[string][]string{}, cache: map[string]Lease{}, seen: map[string]bool{}, missing: map[string]bool{},
-		held: map[string]*heldLease{}, orphans: map[string]bool{}, polls: map[string]pollState{}, legacy: map[string]observation{},
+		beatTurn: make(chan struct{}, 1), held: map[string]*heldLease{}, orphans: map[string]bool{}, polls: map[string]pollState{}, legacy: map[string]observation{},
 		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
 		finishedHere: map[string]bool{}, itemChildren: map[string][]string{}, unlisted: map[string]bool{},
 	}, nil
@@ -340,10 +344,24 @@ func (d *Dynamo) Run(ctx context.Context) error {
 	}
 }
 
+// lockBeats waits for the heartbeat's turn; false when ctx ended first.
+func (d *Dynamo) lockBeats(ctx context.Context) bool {
+	select {
+	case d.beatTurn <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (d *Dynamo) unlockBeats() { <-d.beatTurn }
+
 // beatOnce joins or heartbeats if one is due and says when to come back.
 func (d *Dynamo) beatOnce(ctx context.Context) time.Duration {
-	d.beatMu.Lock()
-	defer d.beatMu.Unlock()
+	if !d.lockBeats(ctx) {
+		return beatRetry
+	}
+	defer d.unlockBeats()
 	d.mu.Lock()
 	joined, last, fails := d.joined, d.lastBeatTry, d.beatFailures
 	d.mu.Unlock()

@@ -58,12 +58,11 @@ func (d *Dynamo) Register(ctx context.Context, shards []poller.ShardInfo) error 
 	}
 	publish := d.joined && d.publishedKnown != int64(len(d.infos))
 	d.mu.Unlock()
-	if publish { // tell the others at once how many shards this worker knows of
-		d.beatMu.Lock()
+	if publish && d.lockBeats(ctx) { // tell the others at once how many shards this worker knows of
 		if err := d.heartbeat(ctx); err != nil && ctx.Err() == nil {
 			d.log.Warn("heartbeat failed; retrying", "err", err)
 		}
-		d.beatMu.Unlock()
+		d.unlockBeats()
 	}
 	var mu sync.Mutex
 	var errs []error
