@@ -12,9 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// A worker's invocation bound (WithFunctionTimeout) lives in an item of its own, leaseKey
-// boundPrefix + worker id, {e: epoch, t: milliseconds}: written when the worker joins, read only
-// when it is declared dead or replaced by a new incarnation, and deleted when it leaves. The
+// A worker's invocation bound (WithFunctionTimeout) lives in an item of its own per epoch, leaseKey
+// boundPrefix + worker id + ":" + epoch, {e: epoch, t: milliseconds}: written when the worker
+// joins, read only when it is declared dead or replaced by a new incarnation, and deleted when
+// it leaves or once its tombstone is removed. One item per worker id would not do: a worker
+// restarted under the same id overwrites it while another worker may still have to read the
+// previous incarnation's, which then counted as the longest, 900 s. The
 // roster item, which every heartbeat rewrites, stays as small as it was (at 100 workers just
 // under 3 KB: 3 write units a heartbeat; 4 bytes more per entry made it 4).
 const (
@@ -23,7 +26,9 @@ const (
 	attrBoundMillis = "t"
 )
 
-func boundKey(id string) string { return boundPrefix + id }
+func boundKey(id string, epoch int64) string {
+	return boundPrefix + id + ":" + strconv.FormatInt(epoch, 10)
+}
 
 // isBoundItem reports whether a lease table item is a worker's bound, not a lease.
 func isBoundItem(it map[string]types.AttributeValue) bool {
@@ -34,7 +39,7 @@ func isBoundItem(it map[string]types.AttributeValue) bool {
 // writeBound records this worker's bound under the epoch it is about to join with.
 func (d *Dynamo) writeBound(ctx context.Context, epoch int64) error {
 	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &d.table, Item: map[string]types.AttributeValue{
-		attrKey: str(boundKey(d.id)), attrBoundEpoch: num(epoch), attrBoundMillis: num(d.cfg.functionTimeout.Milliseconds()),
+		attrKey: str(boundKey(d.id, epoch)), attrBoundEpoch: num(epoch), attrBoundMillis: num(d.cfg.functionTimeout.Milliseconds()),
 	}})
 	if err != nil {
 		return fmt.Errorf("write invocation bound: %w", err)
@@ -46,7 +51,7 @@ func (d *Dynamo) writeBound(ctx context.Context, epoch int64) error {
 // none for that epoch (an earlier version, or a worker that died between the two writes of its
 // join).
 func (d *Dynamo) readBound(ctx context.Context, id string, epoch int64) (time.Duration, error) {
-	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &d.table, Key: key(boundKey(id)), ConsistentRead: aws.Bool(true)})
+	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &d.table, Key: key(boundKey(id, epoch)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return 0, fmt.Errorf("read invocation bound of %s: %w", id, err)
 	}
@@ -65,7 +70,7 @@ func (d *Dynamo) readBound(ctx context.Context, id string, epoch int64) (time.Du
 // dropBound deletes worker id's bound if it is still that of epoch (a new incarnation's stays).
 func (d *Dynamo) dropBound(ctx context.Context, id string, epoch int64) {
 	_, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: &d.table, Key: key(boundKey(id)),
+		TableName: &d.table, Key: key(boundKey(id, epoch)),
 		ConditionExpression:       aws.String("#e = :e"),
 		ExpressionAttributeNames:  map[string]string{"#e": attrBoundEpoch},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(epoch)},

@@ -1,0 +1,58 @@
+package lease
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestBoundOfEachEpochIsKept: a worker restarted under the same id publishes its bound without
+// hiding the previous incarnation's, which a worker declaring that incarnation dead, or the
+// restart replacing it, still has to read. With one bound item per worker id the restart
+// overwrote it, the previous epoch read as having none and counted the longest (900 s), and
+// its leases waited a quarter of an hour (the lease simulation: records never delivered).
+func TestBoundOfEachEpochIsKept(t *testing.T) {
+	ctx := context.Background()
+	table := newTable(t)
+	first, err := NewDynamo(ddb, table, "a", WithFunctionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := NewDynamo(ddb, table, "a", WithFunctionTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restarted.join(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if first.epoch == restarted.epoch {
+		t.Fatal("the restart joined under the same epoch")
+	}
+	for _, c := range []struct {
+		epoch int64
+		want  time.Duration
+	}{{first.epoch, time.Second}, {restarted.epoch, 2 * time.Second}} {
+		got, err := restarted.readBound(ctx, "a", c.epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("the bound of epoch %d reads %s, want %s", c.epoch, got, c.want)
+		}
+	}
+	tombs := tombstones(t, table)
+	if want := outlast(restarted.safe + time.Second); tombs[goneKey("a", first.epoch)] != want {
+		t.Errorf("the restart's tombstone of the first incarnation waits %s, want %s (its own bound)", tombs[goneKey("a", first.epoch)], want)
+	}
+	// Once the tombstone is gone, so is that epoch's bound.
+	restarted.dropBound(ctx, "a", first.epoch)
+	if got, err := restarted.readBound(ctx, "a", first.epoch); err != nil || got != MaxFunctionTimeout {
+		t.Errorf("a dropped bound reads %s (%v), want none (%s)", got, err, MaxFunctionTimeout)
+	}
+	if got, _ := restarted.readBound(ctx, "a", restarted.epoch); got != 2*time.Second {
+		t.Errorf("dropping the first epoch's bound changed the restart's: %s", got)
+	}
+}
