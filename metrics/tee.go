@@ -86,3 +86,15 @@ func (t tee) DestinationDeliveryFailed(shardID string) {
 		o.DestinationDeliveryFailed(shardID)
 	}
 }
+
+func (t tee) ShardBlocked(shardID string, blocked bool) {
+	for _, o := range t {
+		o.ShardBlocked(shardID, blocked)
+	}
+}
+
+func (t tee) BatchItemFailuresIgnored(shardID string) {
+	for _, o := range t {
+		o.BatchItemFailuresIgnored(shardID)
+	}
+}

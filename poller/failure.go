@@ -115,9 +115,14 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 // with errStopped when the mapping stops. payload, when non-nil, is the encoded event for recs (or
 // batch's stand-in, direct.go).
 func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, payload []byte) error {
-	b := &batchRun{r: r, runCtx: runCtx, workCtx: workCtx, recs: recs, payload: payload,
-		pace: r.p.retryPace()}
-	return retry(runCtx, &b.pace, b.attempt, nil)
+	return r.runBatch(&batchRun{r: r, runCtx: runCtx, workCtx: workCtx, recs: recs, payload: payload})
+}
+
+// runBatch takes b through the failure rules; the shard stops counting as blocked on b once it is done.
+func (r *reader) runBatch(b *batchRun) error {
+	b.pace = r.p.retryPace()
+	defer r.unstalled(&b.stall)
+	return retry(b.runCtx, &b.pace, b.attempt, nil)
 }
 
 // batchRun is one batch going through the failure rules: the records not yet handled or
@@ -133,6 +138,7 @@ type batchRun struct {
 	last            *FailureResponse
 	lastRequest     string // the request id of the last invocation, for the failure record
 	pace            backoff
+	stall           stall // how long these records have been failing (blocked.go)
 }
 
 // log is the batch's logger, built only when something is logged: not on the hot path.
@@ -167,6 +173,7 @@ func (b *batchRun) attempt(int) (step, error) {
 	if err != nil {
 		r.observeInvoke(0, took, err, false, false)
 		b.log().Warn("function not invoked; retrying without counting", "err", err)
+		r.stalled(&b.stall, "function not invoked: "+err.Error())
 		return stepRetry, err
 	}
 	return b.judge(resp, took)
@@ -213,7 +220,11 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 	b.invokes++
 	b.lastRequest = resp.RequestID
 	o, failedAt := classifyResponse(resp, b.recs, cfg.ReportBatchItemFailures)
+	if !cfg.ReportBatchItemFailures && o == outcomeSuccess {
+		b.ignoredItemFailures(resp.Payload)
+	}
 	var state map[string]string
+	cause := ""
 	if r.windowed() && (o == outcomeSuccess || o == outcomePartial) {
 		var ok bool
 		if state, ok = windowResponse(resp.Payload); !ok {
@@ -239,15 +250,18 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 		if failedAt > 0 {
 			return b.handledUpTo(failedAt)
 		}
+		cause = "partial batch failure at its first record " + deref(b.recs[0].SequenceNumber)
 	case outcomeFunctionError:
 		b.log().Warn("function error", "invocations", b.invokes, "error", string(resp.Payload))
 		if cfg.BisectBatchOnFunctionError && len(b.recs) > 1 {
 			return stepDone, b.bisect()
 		}
+		cause = "function error: " + clip(resp.Payload)
 	case outcomeInvalid:
 		b.log().Warn("invalid partial batch response: the whole batch failed", "response", string(resp.Payload))
+		cause = "invalid partial batch response: " + clip(resp.Payload)
 	}
-	return b.failed()
+	return b.failed(cause)
 }
 
 // handledUpTo acknowledges the records before failedAt, handled by a partial batch response. The
@@ -259,24 +273,29 @@ func (b *batchRun) handledUpTo(failedAt int) (step, error) {
 	}
 	b.recs, b.payload = b.recs[failedAt:], nil
 	b.invokes, b.failures = 0, 0
+	b.r.unstalled(&b.stall) // the checkpoint moved: a new batch
 	return stepAgain, nil
 }
 
 // bisect processes the two halves of a batch that failed with a function error in order, each
-// with a fresh retry count (the split itself is not counted).
+// with a fresh retry count (the split itself is not counted) and failing since the batch did.
 func (b *batchRun) bisect() error {
 	half := (len(b.recs) + 1) / 2
 	b.log().Info("bisecting batch", "first_half", half, "second_half", len(b.recs)-half)
-	if err := b.r.process(b.runCtx, b.workCtx, b.recs[:half], nil); err != nil {
-		return err
+	b.r.stalled(&b.stall, "function error") // the halves are failing since the batch first did
+	for _, recs := range [][]types.Record{b.recs[:half], b.recs[half:]} {
+		h := &batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, recs: recs, stall: stall{since: b.stall.since}}
+		if err := b.r.runBatch(h); err != nil {
+			return err
+		}
 	}
-	return b.r.process(b.runCtx, b.workCtx, b.recs[half:], nil)
+	return nil
 }
 
 // failed counts a failure toward MaximumRetryAttempts: past it the records are discarded
 // (RetryAttemptsExhausted); until then they are retried after a pause, but not once the mapping
-// is stopping (they are read again after a restart).
-func (b *batchRun) failed() (step, error) {
+// is stopping (they are read again after a restart). cause says how the invocation failed.
+func (b *batchRun) failed(cause string) (step, error) {
 	b.failures++
 	if maxRetries := b.r.p.cfg.RetryAttempts(); maxRetries >= 0 && b.failures > maxRetries {
 		return stepDone, b.r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, b.invokes, b.last, b.lastRequest)
@@ -284,6 +303,7 @@ func (b *batchRun) failed() (step, error) {
 	if b.runCtx.Err() != nil {
 		return stepDone, errStopped
 	}
+	b.r.stalled(&b.stall, cause)
 	return stepRetry, nil
 }
 

@@ -46,6 +46,14 @@ type Observer interface {
 	IteratorAge(shardID string, age time.Duration)
 	// ShardState: a shard changed state (StatePending, StateReading, StateFinished, StateReleased).
 	ShardState(shardID, state string)
+	// ShardBlocked: the shard has been retrying the same batch for longer than WithBlockedAfter
+	// allows (blocked), or no longer is (the batch went through, was discarded, or the shard
+	// stopped being read here). esm's own signal; Lambda has none.
+	ShardBlocked(shardID string, blocked bool)
+	// BatchItemFailuresIgnored: the function returned a non-empty batchItemFailures while the
+	// mapping lacks ReportBatchItemFailures, so the response was ignored, as Lambda ignores it,
+	// and the batch counted as handled. esm's own signal; Lambda has none.
+	BatchItemFailuresIgnored(shardID string)
 }
 
 // NopObserver ignores everything; embed it to implement part of Observer.
@@ -61,6 +69,8 @@ func (NopObserver) Throttled(string)                              {}
 func (NopObserver) DestinationDeliveryFailed(string)              {}
 func (NopObserver) IteratorAge(string, time.Duration)             {}
 func (NopObserver) ShardState(string, string)                     {}
+func (NopObserver) ShardBlocked(string, bool)                     {}
+func (NopObserver) BatchItemFailuresIgnored(string)               {}
 
 // WithObserver sends the mapping's measurements to o.
 func WithObserver(o Observer) Option { return func(p *Poller) { p.obs = o } }

@@ -36,6 +36,8 @@ type reader struct {
 
 	buf   []byte // event encoding buffer, reused across batches
 	slots *slots // with ParallelizationFactor > 1: the batches in flight
+
+	blocked blockage // the shard's batches reported blocked (blocked.go)
 }
 
 // currentProgress is the shard's progress as last written. With slots, whose goroutines write it

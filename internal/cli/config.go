@@ -77,6 +77,8 @@ type RunFlags struct {
 
 	MetricsAddr string `help:"Serve Prometheus metrics (/metrics) and health checks (/healthz, /readyz) at this address; off unless set. A bare :PORT binds 127.0.0.1." env:"ESM_METRICS_ADDR" placeholder:"HOST:PORT"`
 	EMF         bool   `help:"Also write the metrics as CloudWatch embedded-metric-format lines on stdout, once a minute." env:"ESM_EMF"`
+	// BlockedAfter: zero is poller.DefaultBlockedAfter.
+	BlockedAfter time.Duration `help:"Report a shard as blocked (esm_shard_blocked, and a warning naming the shard and the cause) once it has retried the same batch this long (default 1m)." env:"ESM_BLOCKED_AFTER"`
 
 	LogFlags `embed:""`
 }
@@ -265,6 +267,10 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 		return nil, Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))
 	}
 	o.LeaseTable, o.CreateLeaseTable, o.WorkerID, o.LeaseDuration = f.LeaseTable, f.CreateLeaseTable, f.WorkerID, f.LeaseDuration
+	if f.BlockedAfter < 0 {
+		return nil, Usage(fmt.Errorf("--blocked-after %s: must be positive", f.BlockedAfter))
+	}
+	o.BlockedAfter = f.BlockedAfter
 	o.Mapping = mc
 	if f.RegisterConsumer != nil {
 		o.Consumer, o.RegisterConsumer = *f.RegisterConsumer, true

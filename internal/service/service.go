@@ -74,6 +74,9 @@ type Options struct {
 	LeaseDuration time.Duration
 	// Observer, when set, receives the mapping's measurements (metrics).
 	Observer poller.Observer
+	// BlockedAfter is how long a shard retries the same batch before it is reported blocked.
+	// Default (zero) poller.DefaultBlockedAfter.
+	BlockedAfter time.Duration
 	// Ready, when set, is called once the mapping is running (store read, shards listed, first
 	// leases claimed).
 	Ready func()
@@ -100,6 +103,9 @@ func pollerOptions(o Options) []poller.Option {
 	}
 	if o.Observer != nil {
 		opts = append(opts, poller.WithObserver(o.Observer))
+	}
+	if o.BlockedAfter > 0 {
+		opts = append(opts, poller.WithBlockedAfter(o.BlockedAfter))
 	}
 	if o.Ready != nil {
 		opts = append(opts, poller.WithReady(o.Ready))

@@ -3,6 +3,8 @@ package prom
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +22,11 @@ const (
 	NameBatchSize          = "esm_batch_size"
 	NameShardState         = "esm_shard_state"
 	NameShardOwned         = "esm_shard_owned"
+	NameShardBlocked       = "esm_shard_blocked"
+	// NameMappingIteratorAge is the mapping's IteratorAge as Lambda publishes it: one number, the
+	// largest over the shards read here.
+	NameMappingIteratorAge       = "esm_mapping_iterator_age_milliseconds"
+	NameBatchItemFailuresIgnored = "esm_batch_item_failures_ignored_total"
 )
 
 // Label names.
@@ -48,8 +55,12 @@ type Observer struct {
 	iteratorAge                                           *prometheus.GaugeVec   // by shard
 	state                                                 *prometheus.GaugeVec   // by shard, state
 	owned                                                 *prometheus.GaugeVec   // by shard
+	blocked                                               *prometheus.GaugeVec   // by shard
 	duration, batchSize                                   prometheus.Observer
 	invocations, errors, throttles, destinationFailures   prometheus.Counter // by function and stream, as Lambda's
+	ignoredItemFailures                                   prometheus.Counter // by function and stream
+
+	function, stream string // the labels of the mapping's IteratorAge (mappingAges)
 
 	shards sync.Map // shard ID → *shardMetrics
 }
@@ -62,12 +73,18 @@ type shardMetrics struct {
 
 	age atomic.Pointer[gaugeRef] // nil while the shard has no IteratorAge series
 
-	mu    sync.Mutex // guards state and owned, and the creation of age
-	state string     // "" before the first ShardState
-	owned prometheus.Gauge
+	mu      sync.Mutex // guards state, owned and blocked, and the creation of age
+	state   string     // "" before the first ShardState
+	owned   prometheus.Gauge
+	blocked prometheus.Gauge
 }
 
-type gaugeRef struct{ g prometheus.Gauge }
+// gaugeRef is a shard's IteratorAge series and its value (float64 bits), which the mapping's
+// IteratorAge reads at each scrape.
+type gaugeRef struct {
+	g  prometheus.Gauge
+	ms atomic.Uint64
+}
 
 // New returns an observer whose metrics carry the labels function and stream, and
 // registers them with reg (none when reg is nil). Several observers (one per mapping) may share
@@ -96,7 +113,8 @@ func New(reg prometheus.Registerer, function, stream string) *Observer {
 	const optIn = "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]}); always exposed here: "
 	const always = "Lambda function metric, always on in Lambda: "
 
-	return &Observer{
+	o := &Observer{
+		function: function, stream: stream,
 		polled: counter(metrics.NamePolledEventCount,
 			optIn+"records read successfully from the shard (an empty poll adds 0).").MustCurryWith(curry),
 		filtered: counter(metrics.NameFilteredOutEventCount,
@@ -131,7 +149,14 @@ func New(reg prometheus.Registerer, function, stream string) *Observer {
 			always+"sends to the on-failure destination that failed (each attempt; --on-destination-failure block retries, drop drops the records).").With(curry),
 		batchSize: histogram(NameBatchSize,
 			"Records per invocation.", batchSizeBuckets).With(curry),
+		blocked: gauge(NameShardBlocked,
+			"1 while the shard has been retrying the same batch for longer than --blocked-after (the log says why), else 0.",
+			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
+		ignoredItemFailures: perFunction(NameBatchItemFailuresIgnored,
+			"Responses that listed batchItemFailures while the mapping lacks FunctionResponseTypes ReportBatchItemFailures: ignored, as Lambda ignores them, and the batch counted as handled.").With(curry),
 	}
+	register(reg, newMappingAges()).add(o)
+	return o
 }
 
 // register registers c with reg and returns it, or the collector reg already holds under the
@@ -218,7 +243,9 @@ func (p *Observer) IteratorAge(shardID string, age time.Duration) {
 	if ref == nil {
 		ref = p.ageGauge(shardID, sm)
 	}
-	ref.g.Set(float64(max(age, 0)) / float64(time.Millisecond))
+	ms := float64(max(age, 0)) / float64(time.Millisecond)
+	ref.ms.Store(math.Float64bits(ms))
+	ref.g.Set(ms)
 }
 
 // ageGauge creates the shard's IteratorAge series.
@@ -247,6 +274,7 @@ func (p *Observer) ShardState(shardID, state string) {
 			p.state.WithLabelValues(shardID, s).Set(0)
 		}
 		sm.owned = p.owned.WithLabelValues(shardID)
+		sm.blockedGauge(p, shardID)
 	} else {
 		p.state.WithLabelValues(shardID, sm.state).Set(0)
 	}
@@ -259,6 +287,85 @@ func (p *Observer) ShardState(shardID, state string) {
 	sm.owned.Set(0)
 	if sm.age.Swap(nil) != nil {
 		p.iteratorAge.DeleteLabelValues(shardID)
+	}
+}
+
+// ShardBlocked sets esm_shard_blocked.
+func (p *Observer) ShardBlocked(shardID string, blocked bool) {
+	sm := p.shard(shardID)
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	v := 0.0
+	if blocked {
+		v = 1
+	}
+	sm.blockedGauge(p, shardID).Set(v)
+}
+
+// blockedGauge is the shard's esm_shard_blocked series, created at 0 on first use; sm.mu is held.
+func (sm *shardMetrics) blockedGauge(p *Observer, shardID string) prometheus.Gauge {
+	if sm.blocked == nil {
+		sm.blocked = p.blocked.WithLabelValues(shardID)
+		sm.blocked.Set(0)
+	}
+	return sm.blocked
+}
+
+// BatchItemFailuresIgnored adds one to esm_batch_item_failures_ignored_total.
+func (p *Observer) BatchItemFailuresIgnored(string) { p.ignoredItemFailures.Inc() }
+
+// maxAge is the largest IteratorAge of the shards read here, in milliseconds; false when none has one.
+func (p *Observer) maxAge() (ms float64, ok bool) {
+	p.shards.Range(func(_, v any) bool {
+		if ref := v.(*shardMetrics).age.Load(); ref != nil {
+			ms, ok = max(ms, math.Float64frombits(ref.ms.Load())), true
+		}
+		return true
+	})
+	return ms, ok
+}
+
+// mappingAges is the collector of esm_mapping_iterator_age_milliseconds: at each scrape, for each
+// mapping (function and stream) of the registry's observers, the largest IteratorAge of its
+// shards. One per registry; every observer registered with it adds itself.
+type mappingAges struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	obs  []*Observer
+}
+
+func newMappingAges() *mappingAges {
+	return &mappingAges{desc: prometheus.NewDesc(NameMappingIteratorAge,
+		"Lambda's IteratorAge of the mapping, in milliseconds, as Lambda publishes it: the largest IteratorAge over the shards this worker reads (absent while none has one). With several workers, take max by (function, stream).",
+		[]string{LabelFunction, LabelStream}, nil)}
+}
+
+func (m *mappingAges) add(o *Observer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.obs = append(m.obs, o)
+}
+
+func (m *mappingAges) Describe(ch chan<- *prometheus.Desc) { ch <- m.desc }
+
+func (m *mappingAges) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	obs := slices.Clone(m.obs)
+	m.mu.Unlock()
+	type mapping struct{ function, stream string }
+	ages := map[mapping]float64{}
+	for _, o := range obs {
+		ms, ok := o.maxAge()
+		if !ok {
+			continue
+		}
+		k := mapping{o.function, o.stream}
+		if cur, seen := ages[k]; !seen || ms > cur {
+			ages[k] = ms
+		}
+	}
+	for k, ms := range ages {
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, ms, k.function, k.stream)
 	}
 }
 
