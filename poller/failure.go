@@ -139,6 +139,9 @@ type batchRun struct {
 	lastRequest     string // the request id of the last invocation, for the failure record
 	pace            backoff
 	stall           stall // how long these records have been failing (blocked.go)
+	// With a Tracer (trace.go): the current invocation's span, the batch's first one, and the
+	// bisected invocation these records are half of.
+	span, first, parent InvocationSpan
 }
 
 // log is the batch's logger, built only when something is logged: not on the hot path.
@@ -166,11 +169,13 @@ func (b *batchRun) attempt(int) (step, error) {
 		return stepDone, errLost
 	}
 	r.p.obs.IteratorAge(r.shardID, iteratorAge(b.recs, r.p.now()))
+	ictx := b.startSpan(b.workCtx)
 	started := time.Now()
-	resp, err := r.invokeBatch(b.workCtx, b.recs, b.payload)
+	resp, err := r.invokeBatch(ictx, b.recs, b.payload)
 	took := time.Since(started)
 	b.attempted = true
 	if err != nil {
+		b.endSpan(OutcomeNotInvoked)
 		r.observeInvoke(0, took, err, false, false)
 		b.log().Warn("function not invoked; retrying without counting", "err", err)
 		r.stalled(&b.stall, "function not invoked: "+err.Error())
@@ -235,6 +240,7 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 	b.last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
 	switch o {
 	case outcomeSuccess:
+		b.endSpan(OutcomeOK)
 		if r.p.log.Enabled(b.workCtx, slog.LevelDebug) {
 			b.log().Debug("batch handled", "invocations", b.invokes)
 		}
@@ -248,20 +254,27 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 			r.progress.Window = &WindowState{Start: r.progress.Window.Start, State: state}
 		}
 		if failedAt > 0 {
+			b.endSpan(OutcomePartial)
 			return b.handledUpTo(failedAt)
 		}
 		cause = "partial batch failure at its first record " + deref(b.recs[0].SequenceNumber)
 	case outcomeFunctionError:
 		b.log().Warn("function error", "invocations", b.invokes, "error", string(resp.Payload))
 		if cfg.BisectBatchOnFunctionError && len(b.recs) > 1 {
-			return stepDone, b.bisect()
+			bisected := b.span
+			b.endSpan(OutcomeBisected)
+			return stepDone, b.bisect(bisected)
 		}
 		cause = "function error: " + clip(resp.Payload)
 	case outcomeInvalid:
 		b.log().Warn("invalid partial batch response: the whole batch failed", "response", string(resp.Payload))
 		cause = "invalid partial batch response: " + clip(resp.Payload)
 	}
-	return b.failed(cause)
+	outcome := ""
+	if b.span != nil {
+		outcome = failureOutcome(o, resp)
+	}
+	return b.failed(cause, outcome)
 }
 
 // handledUpTo acknowledges the records before failedAt, handled by a partial batch response. The
@@ -278,13 +291,14 @@ func (b *batchRun) handledUpTo(failedAt int) (step, error) {
 }
 
 // bisect processes the two halves of a batch that failed with a function error in order, each
-// with a fresh retry count (the split itself is not counted) and failing since the batch did.
-func (b *batchRun) bisect() error {
+// with a fresh retry count (the split itself is not counted) and failing since the batch did;
+// their invocations are traced after parent, the bisected one.
+func (b *batchRun) bisect(parent InvocationSpan) error {
 	half := (len(b.recs) + 1) / 2
 	b.log().Info("bisecting batch", "first_half", half, "second_half", len(b.recs)-half)
 	b.r.stalled(&b.stall, "function error") // the halves are failing since the batch first did
 	for _, recs := range [][]types.Record{b.recs[:half], b.recs[half:]} {
-		h := &batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, recs: recs, stall: stall{since: b.stall.since}}
+		h := &batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, recs: recs, stall: stall{since: b.stall.since}, parent: parent}
 		if err := b.r.runBatch(h); err != nil {
 			return err
 		}
@@ -294,12 +308,16 @@ func (b *batchRun) bisect() error {
 
 // failed counts a failure toward MaximumRetryAttempts: past it the records are discarded
 // (RetryAttemptsExhausted); until then they are retried after a pause, but not once the mapping
-// is stopping (they are read again after a restart). cause says how the invocation failed.
-func (b *batchRun) failed(cause string) (step, error) {
+// is stopping (they are read again after a restart). cause says how the invocation failed,
+// outcome what its span is ended with when it is retried.
+func (b *batchRun) failed(cause, outcome string) (step, error) {
 	b.failures++
 	if maxRetries := b.r.p.cfg.RetryAttempts(); maxRetries >= 0 && b.failures > maxRetries {
-		return stepDone, b.r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, b.invokes, b.last, b.lastRequest)
+		err := b.r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, b.invokes, b.last, b.lastRequest)
+		b.endSpan(b.r.discardedOutcome())
+		return stepDone, err
 	}
+	b.endSpan(outcome)
 	if b.runCtx.Err() != nil {
 		return stepDone, errStopped
 	}

@@ -66,6 +66,7 @@ type Poller struct {
 	retention           atomic.Int64  // the stream's retention period (a time.Duration); 0 until read
 	blockedAfter        time.Duration // see WithBlockedAfter
 	warnedIgnored       atomic.Bool   // the ignored batchItemFailures were logged (blocked.go)
+	tracer              Tracer        // nil: invocations are not traced (trace.go)
 	checked             *Checked      // given to NewChecked: New does not check the Config again
 }
 

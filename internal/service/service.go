@@ -74,6 +74,8 @@ type Options struct {
 	LeaseDuration time.Duration
 	// Observer, when set, receives the mapping's measurements (metrics).
 	Observer poller.Observer
+	// Tracer, when set, traces every invocation (see package tracing).
+	Tracer poller.Tracer
 	// BlockedAfter is how long a shard retries the same batch before it is reported blocked.
 	// Default (zero) poller.DefaultBlockedAfter.
 	BlockedAfter time.Duration
@@ -103,6 +105,9 @@ func pollerOptions(o Options) []poller.Option {
 	}
 	if o.Observer != nil {
 		opts = append(opts, poller.WithObserver(o.Observer))
+	}
+	if o.Tracer != nil {
+		opts = append(opts, poller.WithTracer(o.Tracer))
 	}
 	if o.BlockedAfter > 0 {
 		opts = append(opts, poller.WithBlockedAfter(o.BlockedAfter))
