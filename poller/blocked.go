@@ -33,6 +33,7 @@ func WithBlockedAfter(d time.Duration) Option {
 type stall struct {
 	since    time.Time // the batch's first failure; zero while it has not failed
 	reported bool
+	told     bool // a DetailObserver was told the batch is failing
 }
 
 // blockage counts a shard's batches reported blocked (several slots may be) and reports the
@@ -42,9 +43,11 @@ type blockage struct {
 	n  int
 }
 
-// stalled notes a failure of the batch s tracks, with its cause, and reports the shard blocked
-// when the batch has been failing for longer than the threshold.
-func (r *reader) stalled(s *stall, cause string) {
+// stalled notes a failure of the batch s tracks (its first and last sequence numbers), with its
+// cause, and reports the shard blocked when the batch has been failing for longer than the
+// threshold.
+func (r *reader) stalled(s *stall, first, last, cause string) {
+	r.failing(s, first, last, cause)
 	now := r.p.now()
 	if s.since.IsZero() {
 		s.since = now
@@ -63,8 +66,20 @@ func (r *reader) stalled(s *stall, cause string) {
 		"failing_for", failing.Round(time.Millisecond), "blocked_after", r.p.blockedAfter, "cause", cause)
 }
 
+// failing tells a DetailObserver that the batch s tracks failed by cause.
+func (r *reader) failing(s *stall, first, last, cause string) {
+	if r.p.detail != nil {
+		s.told = true
+		r.p.detail.BatchFailing(r.shardID, first, last, cause)
+	}
+}
+
 // unstalled ends s: the batch went through, was given up on, or is no longer retried here.
 func (r *reader) unstalled(s *stall) {
+	if s.told {
+		s.told = false
+		r.p.detail.BatchFailing(r.shardID, "", "", "")
+	}
 	s.since = time.Time{}
 	if !s.reported {
 		return

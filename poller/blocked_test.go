@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,5 +164,71 @@ func TestListsItemFailures(t *testing.T) {
 		if got := listsItemFailures([]byte(body)); got != want {
 			t.Errorf("listsItemFailures(%s) = %v, want %v", body, got, want)
 		}
+	}
+}
+
+// details records what a DetailObserver is told.
+type details struct {
+	counting
+	mu          sync.Mutex
+	parents     map[string][]string
+	checkpoints map[string]string
+	failing     []string // "shard first..last cause", "" when cleared
+}
+
+func (d *details) ShardLineage(id string, parents []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.parents[id] = parents
+}
+
+func (d *details) Checkpointed(id, seq string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.checkpoints[id] = seq
+}
+
+func (d *details) BatchFailing(id, first, last, cause string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if first == "" {
+		d.failing = append(d.failing, "")
+		return
+	}
+	d.failing = append(d.failing, id+" "+first+".."+last+" "+cause)
+}
+
+func (d *details) snapshotDetails() (map[string][]string, map[string]string, []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.parents), maps.Clone(d.checkpoints), slices.Clone(d.failing)
+}
+
+// TestDetailObserver: a DetailObserver learns the lineage (a split's children with their
+// parent), every checkpoint, and each failing batch with its cause, cleared once it is done.
+func TestDetailObserver(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	seqs := putN(f, 2, func(i int) string { return []string{"poison", "ok"}[i] })
+	kids := f.Split("s", shard0)
+	h := &scripted{decide: func(n int, e events.KinesisEvent) (json.RawMessage, error) {
+		if string(e.Records[0].Kinesis.Data) == "poison" && n == 1 {
+			return nil, errors.New("first try fails")
+		}
+		return nil, nil
+	}}
+	d := &details{counting: counting{states: map[string]string{}}, parents: map[string][]string{}, checkpoints: map[string]string{}}
+	startFailureHarness(t, Config{BatchSize: 1}, f, arn, h, WithObserver(d))
+	testkit.WaitFor(t, "the children known and the parent checkpointed", 5*time.Second, func() bool {
+		parents, cps, _ := d.snapshotDetails()
+		return cps[shard0] == seqs[1] && len(parents[kids[0]]) == 1 && len(parents[kids[1]]) == 1
+	})
+	parents, _, failing := d.snapshotDetails()
+	if parents[kids[0]][0] != shard0 || parents[kids[1]][0] != shard0 || len(parents[shard0]) != 0 {
+		t.Fatalf("lineage %v", parents)
+	}
+	want := []string{shard0 + " " + seqs[0] + ".." + seqs[0] + ` function error: {"errorMessage":"first try fails","errorType":"errorString"}`, ""}
+	if !slices.Equal(failing, want) {
+		t.Fatalf("failing batches %q, want %q", failing, want)
 	}
 }

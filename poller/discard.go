@@ -118,7 +118,7 @@ func (r *reader) deliverFailure(runCtx, workCtx context.Context, f FailureRecord
 			return stepDone, nil
 		}
 		log.Warn("on-failure destination unreachable; retrying, the shard waits", "err", err)
-		r.stalled(&s, "on-failure destination unreachable: "+err.Error())
+		r.stalled(&s, f.StartSequenceNumber, f.EndSequenceNumber, "on-failure destination unreachable: "+err.Error())
 		return stepRetry, err
 	}, nil)
 	if err == nil && delivered {

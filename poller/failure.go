@@ -178,7 +178,7 @@ func (b *batchRun) attempt(int) (step, error) {
 		b.endSpan(OutcomeNotInvoked)
 		r.observeInvoke(0, took, err, false, false)
 		b.log().Warn("function not invoked; retrying without counting", "err", err)
-		r.stalled(&b.stall, "function not invoked: "+err.Error())
+		b.stalled("function not invoked: " + err.Error())
 		return stepRetry, err
 	}
 	return b.judge(resp, took)
@@ -290,13 +290,18 @@ func (b *batchRun) handledUpTo(failedAt int) (step, error) {
 	return stepAgain, nil
 }
 
+// stalled notes a failure of the batch with its cause (blocked.go).
+func (b *batchRun) stalled(cause string) {
+	b.r.stalled(&b.stall, deref(b.recs[0].SequenceNumber), deref(b.recs[len(b.recs)-1].SequenceNumber), cause)
+}
+
 // bisect processes the two halves of a batch that failed with a function error in order, each
 // with a fresh retry count (the split itself is not counted) and failing since the batch did;
 // their invocations are traced after parent, the bisected one.
 func (b *batchRun) bisect(parent InvocationSpan) error {
 	half := (len(b.recs) + 1) / 2
 	b.log().Info("bisecting batch", "first_half", half, "second_half", len(b.recs)-half)
-	b.r.stalled(&b.stall, "function error") // the halves are failing since the batch first did
+	b.stalled("function error") // the halves are failing since the batch first did
 	for _, recs := range [][]types.Record{b.recs[:half], b.recs[half:]} {
 		h := &batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, recs: recs, stall: stall{since: b.stall.since}, parent: parent}
 		if err := b.r.runBatch(h); err != nil {
@@ -313,6 +318,7 @@ func (b *batchRun) bisect(parent InvocationSpan) error {
 func (b *batchRun) failed(cause, outcome string) (step, error) {
 	b.failures++
 	if maxRetries := b.r.p.cfg.RetryAttempts(); maxRetries >= 0 && b.failures > maxRetries {
+		b.r.failing(&b.stall, deref(b.recs[0].SequenceNumber), deref(b.recs[len(b.recs)-1].SequenceNumber), cause)
 		err := b.r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, b.invokes, b.last, b.lastRequest)
 		b.endSpan(b.r.discardedOutcome())
 		return stepDone, err
@@ -321,7 +327,7 @@ func (b *batchRun) failed(cause, outcome string) (step, error) {
 	if b.runCtx.Err() != nil {
 		return stepDone, errStopped
 	}
-	b.r.stalled(&b.stall, cause)
+	b.stalled(cause)
 	return stepRetry, nil
 }
 

@@ -56,6 +56,22 @@ type Observer interface {
 	BatchItemFailuresIgnored(shardID string)
 }
 
+// DetailObserver is an Observer that also wants what a live view of the mapping shows: the
+// shard graph, the checkpoints and the batches being retried. The poller finds it by a type
+// assertion on the Observer given to WithObserver. Its methods must be cheap and safe for
+// concurrent use.
+type DetailObserver interface {
+	// ShardLineage: the shard and its parents (none, one, or two for a merge), as a listing or a
+	// parent's ChildShards told them; told again at every listing.
+	ShardLineage(shardID string, parents []string)
+	// Checkpointed: the shard's checkpoint moved to sequenceNumber.
+	Checkpointed(shardID, sequenceNumber string)
+	// BatchFailing: a batch of the shard (first to last sequence number) failed by cause; it is
+	// retried, or given up on (discarded) next. BatchFailing(shardID, "", "", "") once that
+	// batch is done.
+	BatchFailing(shardID, first, last, cause string)
+}
+
 // NopObserver ignores everything; embed it to implement part of Observer.
 type NopObserver struct{}
 
@@ -72,8 +88,14 @@ func (NopObserver) ShardState(string, string)                     {}
 func (NopObserver) ShardBlocked(string, bool)                     {}
 func (NopObserver) BatchItemFailuresIgnored(string)               {}
 
-// WithObserver sends the mapping's measurements to o.
-func WithObserver(o Observer) Option { return func(p *Poller) { p.obs = o } }
+// WithObserver sends the mapping's measurements to o (and its details, when o is also a
+// DetailObserver).
+func WithObserver(o Observer) Option {
+	return func(p *Poller) {
+		p.obs = o
+		p.detail, _ = o.(DetailObserver)
+	}
+}
 
 // iteratorAge is the age of the last record of a batch at now.
 func iteratorAge(recs []types.Record, now time.Time) time.Duration {

@@ -56,7 +56,8 @@ type Poller struct {
 	coord   Coordinator
 	filters *filter.Filters // nil: every record is invoked
 	obs     Observer
-	ready   func() // called once the mapping is running (see WithReady)
+	detail  DetailObserver // obs, when it is one; else nil
+	ready   func()         // called once the mapping is running (see WithReady)
 	// readiness, when set, follows the store's health (see WithReadiness).
 	readiness *Readiness
 	efo       *efo // with Config.ConsumerARN: enhanced fan-out (subscribe.go)

@@ -15,6 +15,7 @@ import (
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
 	"github.com/kinesis-esm/esm/metrics/health"
+	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/tracing"
@@ -156,6 +157,18 @@ func (c *Config) trace(ctx context.Context, o *service.Options) (stop func() err
 	}, nil
 }
 
+// boardOptions names this worker on the live page when it shares the mapping through a lease table.
+func boardOptions(o *service.Options) []live.Option {
+	if o.LeaseTable == "" {
+		return nil
+	}
+	id := o.WorkerID
+	if id == "" {
+		id = "this worker"
+	}
+	return []live.Option{live.WithWorker(id)}
+}
+
 // chain calls a (when set), then b.
 func chain(a, b func(string)) func(string) {
 	if a == nil {
@@ -172,9 +185,14 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 	if c.MetricsAddr != "" {
 		reg := prom.NewRegistry()
 		observers = append(observers, prom.New(reg, o.FunctionName, o.Stream))
+		board := live.New(boardOptions(o)...)
+		page := board.Add(o.FunctionName, o.Stream)
+		observers = append(observers, page)
+		o.OnMappingUUID = chain(o.OnMappingUUID, page.SetMappingUUID)
 		// Ready while the mapping runs and its store answers, with leases after a claim succeeded.
 		readiness := poller.NewReadiness()
-		srv := health.New(c.MetricsAddr, health.WithGatherer(reg), health.WithReadiness(readiness.Err))
+		srv := health.New(c.MetricsAddr, health.WithGatherer(reg), health.WithReadiness(readiness.Err),
+			health.WithRoute("GET "+live.PathPage, board.Handler()), health.WithRoute("GET "+live.PathState, board.Handler()))
 		if _, err := srv.Listen(); err != nil { // a port in use fails before anything is polled
 			return nil, fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
 		}
