@@ -183,11 +183,11 @@ func TestDashboardNamesExposedMetrics(t *testing.T) {
 func TestMetricNames(t *testing.T) {
 	for expr, want := range map[string][]string{
 		`sum by (shard) (rate(PolledEventCount{function=~"$function", stream="a{b}"}[$__rate_interval]))`: {"PolledEventCount"},
-		`histogram_quantile(0.99, sum by (le) (rate(esm_invocation_duration_seconds_bucket[5m])))`:         {"esm_invocation_duration_seconds_bucket"},
-		`sum(rate(esm_batch_size_sum[1m])) / sum(rate(esm_batch_size_count[1m]))`:                          {"esm_batch_size_sum", "esm_batch_size_count"},
-		`sum(esm_shard_blocked) or vector(0)`:                                                              {"esm_shard_blocked"},
-		`label_values(Invocations{function=~"$function"}, stream)`:                                         {"Invocations"},
-		`max(IteratorAgeMillis)`:                                                                           {"IteratorAgeMillis"},
+		`histogram_quantile(0.99, sum by (le) (rate(esm_invocation_duration_seconds_bucket[5m])))`:        {"esm_invocation_duration_seconds_bucket"},
+		`sum(rate(esm_batch_size_sum[1m])) / sum(rate(esm_batch_size_count[1m]))`:                         {"esm_batch_size_sum", "esm_batch_size_count"},
+		`sum(esm_shard_blocked) or vector(0)`:                                                             {"esm_shard_blocked"},
+		`label_values(Invocations{function=~"$function"}, stream)`:                                        {"Invocations"},
+		`max(IteratorAgeMillis)`: {"IteratorAgeMillis"},
 	} {
 		if got := metricNames(expr); !slices.Equal(got, want) {
 			t.Errorf("metricNames(%s) = %q, want %q", expr, got, want)
