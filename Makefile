@@ -8,7 +8,7 @@ GO ?= go
 EMULATORS := scripts/emulators.sh
 EMULATORS_ENV := .emulators/env
 
-.PHONY: test test-unit emulators-up emulators-down build demo bench sim
+.PHONY: test test-unit emulators-up emulators-down build demo demo-efo bench latency sim fuzz
 
 # test starts the emulators, runs vet and the full test suite against them,
 # and always stops the emulators again (on failure and on Ctrl-C too). It
@@ -44,6 +44,15 @@ sim:
 	ESM_SIM_SEEDS=$(SEEDS) ESM_SIM_FROM=$(FROM) ESM_SIM_SEED=$(SEED) ESM_SIM_LEASES=$(LEASES) \
 		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/sim/ | grep -v '^=== RUN'
 
+# fuzz runs every fuzz target of the module (template parser, filters, event encoder, the API's
+# request decoding and SigV4 check, the on-failure message parser, ...: each "func FuzzX") for
+# FUZZTIME each, one after another, and prints each target's executions and time. A failing input
+# is kept by go test under the package's testdata/fuzz/, replayed by every later go test: commit it
+# with the fix. CI runs it with FUZZTIME=3s.
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz.sh
+
 # emulators-up starts kinesis-local and dynalite in the background and writes
 # their endpoints to .emulators/env; "source .emulators/env" in a shell to use
 # them from go test.
@@ -62,22 +71,32 @@ build:
 demo: node_modules/.package-lock.json build
 	$(GO) run ./cmd/demo -esm bin/esm
 
+# demo-efo is the same story read through an enhanced fan-out consumer that esm registers on the
+# emulator (SubscribeToShard instead of GetRecords); both end with the put→invoke latency.
+demo-efo: node_modules/.package-lock.json build
+	$(GO) run ./cmd/demo -esm bin/esm -efo
+
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund
+
+# latency measures put-to-invoke latency, enhanced fan-out against polling at 1 s and 200 ms, on
+# the in-memory fake (./poller/) and on kinesis-local (./cmd/esm/), in one go test run.
+latency: node_modules/.package-lock.json
+	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./poller/ ./cmd/esm/
 
 # bench runs the Go benchmarks: poller throughput on the in-memory fake (one op = one 1 KiB
 # record, single core), and put-to-invoke latency, enhanced fan-out against polling at 1 s and
 # 200 ms, on the fake and on kinesis-local; and the memory and CPU of one process reading
 # BENCH_SHARDS idle shards (ManyIdleShards: one worker on the fakes, the esm binary on
-# kinesis-local and on the in-memory Kinesis over HTTP).
+# kinesis-local and on the in-memory Kinesis over HTTP; ManyIdleSubscriptions: the esm binary
+# holding a subscription per idle shard of the in-memory Kinesis over HTTP).
 BENCH_SHARDS ?= 500,1000
 bench: node_modules/.package-lock.json
 	$(GO) test -run '^$$' -bench 'Poller' -benchtime 200000x -cpu 1 ./poller/
-	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./poller/
-	$(GO) test -run '^$$' -bench 'PutToInvokeLatency' -benchtime 40x ./cmd/esm/
+	$(MAKE) latency
 	$(GO) test -run '^$$' -bench 'InvokeOverhead' -benchtime 5000x ./e2e/rie/
 	$(GO) test -run '^$$' -bench 'ManyIdleShards' -benchtime 1x ./internal/leasesim/ -args -shards=$(BENCH_SHARDS)
-	$(GO) test -run '^$$' -bench 'ManyIdleShards' -benchtime 1x -timeout 30m ./cmd/esm/ -args -shards=$(BENCH_SHARDS)
+	$(GO) test -run '^$$' -bench 'ManyIdle' -benchtime 1x -timeout 30m ./cmd/esm/ -args -shards=$(BENCH_SHARDS)
 
 .PHONY: sim-scale
 

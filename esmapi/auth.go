@@ -58,18 +58,26 @@ func Loopback(addr string) bool {
 // maxSkew is how far a request's X-Amz-Date may be from now, as AWS allows.
 const maxSkew = 5 * time.Minute
 
-// RequireSigV4 lets through only requests signed with creds (AWS Signature Version 4). It
+// SigningService is the service a request's credential scope must name: Lambda's.
+const SigningService = "lambda"
+
+// RequireSigV4 lets through only requests signed with creds (AWS Signature Version 4) for
+// service lambda in region (the credential scope KEY/DATE/REGION/lambda/aws4_request). It
 // re-signs each request's canonical form with the SDK's signer and compares the signatures;
-// anything else is refused with AWS's error shape.
-func RequireSigV4(h http.Handler, creds Credentials, now func() time.Time) http.Handler {
+// anything else is refused as AWS refuses it. The body (at most 1 MiB) is read only once the
+// headers passed: an unsigned request costs no more than its headers.
+func RequireSigV4(h http.Handler, creds Credentials, region string, now func() time.Time) http.Handler {
 	signer := v4.NewSigner()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			writeError(w, "", &APIError{Status: http.StatusRequestEntityTooLarge, Type: "RequestTooLargeException", Message: "Request must be smaller than 1048576 bytes."})
-			return
+		var body []byte
+		read := func() *APIError {
+			var err error
+			if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody)); err != nil {
+				return tooLarge()
+			}
+			return nil
 		}
-		if e := verify(r, body, creds, now(), signer); e != nil {
+		if e := verify(r, read, &body, creds, region, now(), signer); e != nil {
 			writeError(w, "", e)
 			return
 		}
@@ -115,7 +123,8 @@ func parseAuthorization(h string) (authorization, bool) {
 	return a, a.accessKey != "" && a.signedHeaders != "" && a.signature != ""
 }
 
-func verify(r *http.Request, body []byte, creds Credentials, now time.Time, signer *v4.Signer) *APIError {
+// verify checks r's signature; read reads its body into *body once the headers passed.
+func verify(r *http.Request, read func() *APIError, body *[]byte, creds Credentials, region string, now time.Time, signer *v4.Signer) *APIError {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return authError(http.StatusForbidden, MissingAuthenticationToken, "Missing Authentication Token")
@@ -124,6 +133,9 @@ func verify(r *http.Request, body []byte, creds Credentials, now time.Time, sign
 	if !ok {
 		return authError(http.StatusBadRequest, "IncompleteSignatureException",
 			"Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters of the AWS4-HMAC-SHA256 algorithm.")
+	}
+	if e := checkScope(a, region); e != nil {
+		return e
 	}
 	if a.accessKey != creds.AccessKeyID {
 		return authError(http.StatusForbidden, UnrecognizedClient, "The security token included in the request is invalid.")
@@ -137,7 +149,10 @@ func verify(r *http.Request, body []byte, creds Credentials, now time.Time, sign
 		return authError(http.StatusForbidden, InvalidSignature, fmt.Sprintf("Signature expired: %s is now earlier than %s (%s - 5 min.)",
 			t.Format(amzDate), now.UTC().Add(-maxSkew).Format(amzDate), now.UTC().Format(amzDate)))
 	}
-	sum := sha256.Sum256(body)
+	if e := read(); e != nil {
+		return e
+	}
+	sum := sha256.Sum256(*body)
 	payloadHash := hex.EncodeToString(sum[:])
 	if v := r.Header.Get("X-Amz-Content-Sha256"); v != "" && v != payloadHash {
 		return mismatch()
@@ -166,6 +181,23 @@ func verify(r *http.Request, body []byte, creds Credentials, now time.Time, sign
 		return mismatch()
 	}
 	return nil
+}
+
+// checkScope refuses a credential scope of another region or service, before the key is looked
+// at, with AWS's InvalidSignatureException: one sentence per wrong part, the region's first, each
+// ending ". " (as AWS's services write them).
+func checkScope(a authorization, region string) *APIError {
+	var msg strings.Builder
+	if a.region != region {
+		fmt.Fprintf(&msg, "Credential should be scoped to a valid region, not '%s'. ", a.region)
+	}
+	if a.service != SigningService {
+		fmt.Fprintf(&msg, "Credential should be scoped to correct service: '%s'. ", SigningService)
+	}
+	if msg.Len() == 0 {
+		return nil
+	}
+	return authError(http.StatusForbidden, InvalidSignature, msg.String())
 }
 
 func mismatch() *APIError {

@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesis-esm/esm/esmapi"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -27,7 +30,7 @@ func TestSigV4(t *testing.T) {
 	creds := esmapi.Credentials{AccessKeyID: "AKIDSERVE", SecretAccessKey: "serve-secret"}
 	now := time.Now()
 	clock := func() time.Time { return now }
-	srv := httptest.NewServer(esmapi.RequireSigV4(s.m.Handler(), creds, func() time.Time { return clock() }))
+	srv := httptest.NewServer(esmapi.RequireSigV4(s.m.Handler(), creds, local.DefaultRegion, func() time.Time { return clock() }))
 	defer srv.Close()
 	client := func(key, secret string) *lambda.Client {
 		return lambda.New(lambda.Options{Region: local.DefaultRegion, BaseEndpoint: aws.String(srv.URL),
@@ -85,6 +88,21 @@ func TestSigV4(t *testing.T) {
 			t.Fatalf("unsigned: %d %s", st, typ)
 		}
 	})
+	t.Run("body too large", func(t *testing.T) {
+		big := bytes.Repeat([]byte("x"), 2<<20)
+		req, _ := http.NewRequest("POST", srv.URL+mappings, bytes.NewReader(big))
+		if st, typ := send(t, req); st != 403 || typ != "MissingAuthenticationTokenException" {
+			t.Fatalf("unsigned 2 MiB: %d %s; want refused on its headers, before its body is read", st, typ)
+		}
+		req, _ = http.NewRequest("POST", srv.URL+mappings, bytes.NewReader(big))
+		if err := v4.NewSigner().SignHTTP(ctx, aws.Credentials{AccessKeyID: "AKIDSERVE", SecretAccessKey: "serve-secret"},
+			req, "UNSIGNED-PAYLOAD", "lambda", local.DefaultRegion, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if st, typ := send(t, req); st != 413 || typ != "RequestTooLargeException" {
+			t.Fatalf("signed 2 MiB: %d %s", st, typ)
+		}
+	})
 	t.Run("body changed after signing", func(t *testing.T) {
 		signed := []byte(`{"FunctionName":"fn"}`)
 		req, _ := http.NewRequest("POST", srv.URL+mappings, bytes.NewReader(signed))
@@ -104,6 +122,44 @@ func TestSigV4(t *testing.T) {
 			t.Fatalf("tampered body: %d %s", st, typ)
 		}
 	})
+}
+
+// TestSigV4ScopePinned: a request signed with the right key but for another service or region is
+// refused as AWS refuses it, before the key is looked at: InvalidSignatureException, 403, one
+// sentence per wrong part of the credential scope (testdata/sigv4_scope.golden).
+func TestSigV4ScopePinned(t *testing.T) {
+	s := startServer(t, t.TempDir(), map[string]*recorder{"fn": {}})
+	creds := esmapi.Credentials{AccessKeyID: "AKIDSERVE", SecretAccessKey: "serve-secret"}
+	srv := httptest.NewServer(esmapi.RequireSigV4(s.m.Handler(), creds, local.DefaultRegion, time.Now))
+	defer srv.Close()
+	var golden bytes.Buffer
+	for _, c := range []struct{ name, key, service, region string }{
+		{"lambda in esm's region", "AKIDSERVE", "lambda", local.DefaultRegion},
+		{"another service", "AKIDSERVE", "kinesis", local.DefaultRegion},
+		{"another region", "AKIDSERVE", "lambda", "eu-west-1"},
+		{"both", "AKIDSERVE", "execute-api", "ap-south-2"},
+		{"another region and an unknown key", "AKIDOTHER", "lambda", "eu-west-1"},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/2015-03-31/event-source-mappings/", nil)
+		if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: c.key, SecretAccessKey: "serve-secret"},
+			req, hex.EncodeToString(sha256.New().Sum(nil)), c.service, c.region, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Fprintf(&golden, "# %s: %s/%s\n%d %s\n%s", c.name, c.region, c.service, resp.StatusCode, resp.Header.Get("x-amzn-ErrorType"), body)
+		if c.name == "lambda in esm's region" {
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("a request signed for lambda in %s: %d %s", local.DefaultRegion, resp.StatusCode, body)
+			}
+			golden.Reset()
+		}
+	}
+	testkit.Golden(t, "sigv4_scope.golden", golden.Bytes())
 }
 
 type readCloser struct{ *bytes.Reader }

@@ -45,6 +45,11 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Type + ": " + e.Message }
 
+// tooLarge answers a request body past maxBody.
+func tooLarge() *APIError {
+	return &APIError{Status: http.StatusRequestEntityTooLarge, Type: "RequestTooLargeException", Message: "Request must be smaller than 1048576 bytes."}
+}
+
 func invalidParameter(format string, args ...any) *APIError {
 	return &APIError{Status: http.StatusBadRequest, Type: InvalidParameterValue, Message: fmt.Sprintf(format, args...)}
 }

@@ -1,9 +1,13 @@
 package esmapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -104,6 +108,45 @@ func FuzzUpdateRequest(f *testing.F) {
 		}
 		if aerr != nil && (aerr.Status != 400 || aerr.Message == "") {
 			t.Fatalf("refusal %+v", aerr)
+		}
+	})
+}
+
+// FuzzSigV4 drives the SigV4 check with arbitrary Authorization, X-Amz-Date and
+// X-Amz-Content-Sha256 headers and bodies: no panic, and nothing reaches the API unsigned; every
+// refusal is a 4xx with one of AWS's authentication error types and a message.
+func FuzzSigV4(f *testing.F) {
+	f.Add("", "", "", []byte(nil))
+	f.Add("AWS4-HMAC-SHA256 Credential=AKID/20240101/us-east-1/lambda/aws4_request, SignedHeaders=host;x-amz-date, Signature=00", "20240101T000000Z", "", []byte("{}"))
+	f.Add("AWS4-HMAC-SHA256 Credential=AKID/20240101/eu-west-1/kinesis/aws4_request, SignedHeaders=host, Signature=ab", "20240101T000000Z", "UNSIGNED-PAYLOAD", []byte("x"))
+	f.Add("AWS4-HMAC-SHA256 Credential=a/b/c/d, SignedHeaders=, Signature=", "garbage", "", []byte(nil))
+	f.Add("AWS4-HMAC-SHA256 ,,,=,Credential=////aws4_request", "", "", []byte(nil))
+	creds := Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret"}
+	now := func() time.Time { return time.Date(2024, 1, 1, 0, 1, 0, 0, time.UTC) }
+	reached := false
+	h := RequireSigV4(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }), creds, "us-east-1", now)
+	known := map[string]bool{MissingAuthenticationToken: true, UnrecognizedClient: true, InvalidSignature: true,
+		"IncompleteSignatureException": true, "RequestTooLargeException": true}
+	f.Fuzz(func(t *testing.T, authz, date, sha string, body []byte) {
+		req := httptest.NewRequest("POST", "/2015-03-31/event-source-mappings/", bytes.NewReader(body))
+		for k, v := range map[string]string{"Authorization": authz, "X-Amz-Date": date, "X-Amz-Content-Sha256": sha} {
+			if v != "" {
+				req.Header.Set(k, v)
+			}
+		}
+		reached = false
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if reached {
+			t.Fatalf("an arbitrary signature reached the API: %q", authz)
+		}
+		var doc struct{ Message string }
+		typ := rec.Header()["x-amzn-ErrorType"] // written in AWS's spelling, not canonical
+		if len(typ) != 1 {
+			t.Fatalf("answer %d %s: no x-amzn-ErrorType", rec.Code, rec.Body)
+		}
+		if rec.Code/100 != 4 || !known[typ[0]] || json.Unmarshal(rec.Body.Bytes(), &doc) != nil || doc.Message == "" {
+			t.Fatalf("answer %d %s %s: want a 4xx with AWS's authentication error", rec.Code, typ, rec.Body)
 		}
 	})
 }

@@ -29,7 +29,7 @@ func (m *Manager) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := uuid.NewString()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		writeError(w, reqID, &APIError{Status: http.StatusRequestEntityTooLarge, Type: "RequestTooLargeException", Message: "Request must be smaller than 1048576 bytes."})
+		writeError(w, reqID, tooLarge())
 		return
 	}
 	path := r.URL.Path

@@ -42,6 +42,9 @@ var (
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
+	if testkit.Fuzzing() { // the fuzz targets need no emulator
+		return m.Run()
+	}
 	var stop func()
 	var err error
 	if kinesisEndpoint, kin, stop, err = testenv.Kinesis(context.Background()); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -66,8 +67,10 @@ type entry struct {
 	known  time.Time
 	state  string
 	result atomic.Pointer[string] // LastProcessingResult
-	gen    int                    // which start of the poller is current
-	run    *run                   // nil: no poller
+	// resultMu orders the changes of result with their saving (setResult).
+	resultMu sync.Mutex
+	gen      int  // which start of the poller is current
+	run      *run // nil: no poller
 }
 
 type run struct {
@@ -120,6 +123,13 @@ func Open(ctx context.Context, engine Engine, catalog Catalog, progress Progress
 	for _, r := range recs {
 		e := &entry{rec: r, known: loaded}
 		e.result.Store(new(ResultNone))
+		if o.results != nil {
+			if kept, err := o.results.LoadResult(ctx, r.Mapping.UUID); err != nil {
+				m.log.Warn("the mapping's last processing result is lost", "mapping", r.Mapping.UUID, "error", err)
+			} else if kept != "" {
+				e.result.Store(&kept)
+			}
+		}
 		m.maps[r.Mapping.UUID] = e
 		switch {
 		case r.Deleting:
@@ -191,6 +201,12 @@ func (m *Manager) startLocked(e *entry) {
 	fnName := e.rec.FunctionName
 	fn := m.funcs[parseFunctionName(fnName).name]
 	log := m.log.With("mapping", id)
+	var obs poller.Observer = resultObserver{m: m, e: e, id: id}
+	if m.o.observe != nil {
+		if more := m.o.observe(e.view()); more != nil {
+			obs = metrics.Tee(obs, more)
+		}
+	}
 	settle := func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -211,7 +227,7 @@ func (m *Manager) startLocked(e *entry) {
 			}
 			if err == nil {
 				err = m.runPoller(ctx, mc, id, fn.Invoker,
-					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(resultObserver{e: e}))
+					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(obs))
 			}
 			if ctx.Err() != nil {
 				return
@@ -220,7 +236,7 @@ func (m *Manager) startLocked(e *entry) {
 				err = errors.New("the poller stopped")
 			}
 			log.Error("mapping failed; starting it again", "error", err, "in", backoff)
-			e.result.Store(new(ResultProblem + oneLine(err)))
+			m.setResult(e, id, ResultProblem+oneLine(err))
 			settle()
 			select {
 			case <-ctx.Done():
@@ -288,15 +304,36 @@ func oneLine(err error) string { return strings.Join(strings.Fields(err.Error())
 // resultObserver keeps the mapping's LastProcessingResult.
 type resultObserver struct {
 	poller.NopObserver
-	e *entry
+	m  *Manager
+	e  *entry
+	id string
 }
 
 func (o resultObserver) BatchInvoked(_ string, _ int, _ time.Duration, failed bool) {
 	if failed {
-		o.e.result.Store(new(ResultProblem + "Function call failed"))
+		o.m.setResult(o.e, o.id, ResultProblem+"Function call failed")
 		return
 	}
-	o.e.result.Store(new(ResultOK))
+	o.m.setResult(o.e, o.id, ResultOK)
+}
+
+// setResult sets the mapping's LastProcessingResult and, when it changed, keeps it
+// (WithResults). Batches of several shards may report at once: a change and its saving happen
+// in one order.
+func (m *Manager) setResult(e *entry, id, result string) {
+	if old := e.result.Load(); old != nil && *old == result {
+		return // the hot path: nothing changed
+	}
+	e.resultMu.Lock()
+	defer e.resultMu.Unlock()
+	if old := e.result.Swap(&result); old != nil && *old == result {
+		return
+	}
+	if m.o.results != nil {
+		if err := m.o.results.SaveResult(m.ctx, id, result); err != nil {
+			m.log.Warn("the mapping's last processing result is not kept", "mapping", id, "error", err)
+		}
+	}
 }
 
 // view is the mapping as the API returns it; m.mu is held.
@@ -621,6 +658,11 @@ func (m *Manager) finishDelete(e *entry) {
 	if err := m.catalog.Delete(m.ctx, id, rev); err != nil {
 		m.log.Error("delete the mapping", "mapping", id, "error", err)
 		return
+	}
+	if m.o.results != nil {
+		if err := m.o.results.DeleteResult(m.ctx, id); err != nil {
+			m.log.Warn("delete the mapping's last processing result", "mapping", id, "error", err)
+		}
 	}
 	m.mu.Lock()
 	delete(m.maps, id)

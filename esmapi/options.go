@@ -42,6 +42,8 @@ type options struct {
 	deleteDelay    time.Duration
 	syncInterval   time.Duration
 	restartBackoff time.Duration
+	observe        func(EventSourceMapping) poller.Observer
+	results        Results
 }
 
 // WithFunctions registers functions that mappings may invoke, known by their names (repeatable;
@@ -82,3 +84,14 @@ func WithRestartBackoff(d time.Duration) Option {
 		}
 	}
 }
+
+// WithObserver gives each mapping's poller an observer of its own besides the manager's (which
+// keeps LastProcessingResult): observe is called each time a mapping's poller starts, with the
+// mapping as the API shows it, and may return nil for none. Default: none.
+func WithObserver(observe func(EventSourceMapping) poller.Observer) Option {
+	return func(o *options) { o.observe = observe }
+}
+
+// WithResults keeps each mapping's LastProcessingResult in r across restarts (default: none,
+// every mapping starts with "No records processed").
+func WithResults(r Results) Option { return func(o *options) { o.results = r } }

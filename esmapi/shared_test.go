@@ -25,19 +25,20 @@ import (
 
 // sharedWorker is one worker serving the mappings of a DynamoDB table: the catalog in table,
 // each mapping's leases in table-<UUID>.
-func sharedWorker(t *testing.T, ddb *dynamodb.Client, table, worker string, fn *recorder) *server {
+func sharedWorker(t *testing.T, ddb *dynamodb.Client, table, worker string, fn *recorder, opts ...esmapi.Option) *server {
 	t.Helper()
 	catalog := esmapi.DynamoCatalog{API: ddb, Table: table}
 	if err := catalog.Ensure(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	return startOpen(t, catalog, leaseProgress(ddb, table, worker),
+	base := []esmapi.Option{
 		esmapi.WithDeleteDelay(time.Second),
 		esmapi.WithFunctions(esmapi.Function{Name: "fn", Invoker: inprocess.New(fn.handle)}),
 		esmapi.WithBase(poller.Config{PollInterval: 50 * time.Millisecond, MinPollSpacing: 20 * time.Millisecond, ShutdownGrace: 5 * time.Second}),
-		esmapi.WithSyncInterval(100*time.Millisecond),
-		esmapi.WithRestartBackoff(100*time.Millisecond),
-	)
+		esmapi.WithSyncInterval(100 * time.Millisecond),
+		esmapi.WithRestartBackoff(100 * time.Millisecond),
+	}
+	return startOpen(t, catalog, leaseProgress(ddb, table, worker), append(base, opts...)...)
 }
 
 // leaseProgress keeps each mapping's progress in the lease table table-<UUID>, as worker.

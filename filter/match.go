@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/kinesis-esm/esm/internal/epoch"
 )
 
 // recordDoc is the document a pattern's top level is matched against: the fields of the
@@ -80,13 +82,13 @@ func (d *recordDoc) meta(k topKey) value {
 	return value{}
 }
 
-// epochSeconds renders t as the Lambda event does: seconds since the epoch as a JSON number,
-// float64(UnixNano)/1e9 in Go's shortest form, and 0 for the zero Time.
+// epochSeconds renders t as the Lambda event does: seconds since the epoch as a JSON number with
+// Kinesis' milliseconds (internal/epoch), and 0 for the zero Time.
 func epochSeconds(t time.Time) string {
 	if t.IsZero() {
 		return "0"
 	}
-	return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', -1, 64)
+	return string(epoch.AppendSeconds(nil, t))
 }
 
 // matchTop matches a top-level pattern object (or a branch of one of its "$or"s) against the

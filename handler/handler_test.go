@@ -190,7 +190,8 @@ func TestStartOutsideLambdaRunsTheMapping(t *testing.T) {
 	cmd := exec.Command(prog, "--stream", stream, "--endpoint-url", endpoint, "--state-dir", filepath.Join(dir, "state"),
 		"--poll-interval", "100ms")
 	cmd.Dir = dir // no template.yaml: flags only
-	cmd.Env = append(os.Environ(), "ESM_BIN="+esm, "EXAMPLE_OUTPUT="+deliveries)
+	// The function runs under exec:, which passes it nothing of the environment unless named.
+	cmd.Env = append(os.Environ(), "ESM_BIN="+esm, "EXAMPLE_OUTPUT="+deliveries, "ESM_FUNCTION_ENV_PASS=EXAMPLE_OUTPUT")
 	var out testkit.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

@@ -147,6 +147,37 @@ func TimedOutAfter(reqID, seconds string) Response {
 		Payload: doc.Marshal(), RequestID: reqID}
 }
 
+// ErrNotStarted is wrapped (with ErrUnavailable) by Invoke errors when the invocation was not
+// sent because the context's start check (WithStartCheck) said no.
+var ErrNotStarted = errors.New("invocation not started: the caller may no longer start it")
+
+type startCheckKey struct{}
+
+// WithStartCheck returns a context under which an invocation may be sent only while ok says so.
+// An invoker asks it (through CheckStart) just before each send that may come later than the
+// call: after waiting for a concurrency slot, an endpoint or an execution environment, and
+// before a retry of its own. The poller gives the lease's Held: an invocation sent after the
+// worker's lease may have ended could outlast the wait of the worker that takes it over.
+func WithStartCheck(ctx context.Context, ok func() bool) context.Context {
+	return context.WithValue(ctx, startCheckKey{}, ok)
+}
+
+// CheckStart returns nil when ctx has no start check or its check says yes, and otherwise an
+// error wrapping ErrUnavailable and ErrNotStarted: not invoked, retried without counting.
+func CheckStart(ctx context.Context) error {
+	if ok, _ := ctx.Value(startCheckKey{}).(func() bool); ok != nil && !ok() {
+		return fmt.Errorf("%w: %w", ErrUnavailable, ErrNotStarted)
+	}
+	return nil
+}
+
+// HasStartCheck reports whether ctx carries a start check: an invoker whose client retries on
+// its own (the Lambda SDK's retryer) then leaves the retries to the caller.
+func HasStartCheck(ctx context.Context) bool {
+	ok, _ := ctx.Value(startCheckKey{}).(func() bool)
+	return ok != nil
+}
+
 // HeaderTraceID is the HTTP header in which Lambda's Invoke API takes the invocation's X-Ray
 // trace header (Root=1-…;Parent=…;Sampled=…); the Runtime API hands the same value to the
 // function as Lambda-Runtime-Trace-Id.

@@ -48,5 +48,8 @@ func (l *limited) Invoke(ctx context.Context, payload []byte) (Response, error) 
 		return Response{}, fmt.Errorf("invoke: waiting for one of %d concurrency slots: %w", cap(l.slots), ctx.Err())
 	}
 	defer func() { <-l.slots }()
+	if err := CheckStart(ctx); err != nil { // the wait for a slot may have been long
+		return Response{}, err
+	}
 	return l.inv.Invoke(ctx, payload)
 }

@@ -125,3 +125,34 @@ func TestLimitNegativeIsUnlimited(t *testing.T) {
 		t.Fatalf("Limit(inv, -1) = %T, want inv itself", inv)
 	}
 }
+
+// An invocation that waited for a slot is not started when the start check says no: the
+// poller's lease may have ended during the wait.
+func TestLimitAsksTheStartCheckAfterTheWait(t *testing.T) {
+	g := newGate()
+	inv := Limit(g, 1)
+	first := make(chan error, 1)
+	go func() { _, err := inv.Invoke(context.Background(), nil); first <- err }()
+	<-g.entered
+	var mu sync.Mutex
+	allowed := true
+	check := func() bool { mu.Lock(); defer mu.Unlock(); return allowed }
+	second := make(chan error, 1)
+	go func() { _, err := inv.Invoke(WithStartCheck(context.Background(), check), nil); second <- err }()
+	mu.Lock()
+	allowed = false
+	mu.Unlock()
+	g.release <- struct{}{}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-second:
+		if !errors.Is(err, ErrNotStarted) || !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("err %v; want ErrNotStarted", err)
+		}
+	case <-g.entered:
+		g.release <- struct{}{}
+		t.Fatalf("the invocation that waited reached the function after its start check said no (%v)", <-second)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -40,6 +41,9 @@ const (
 	// the placement applies to it: longer than any worker needs to list the shards again
 	// (poller.DefaultShardSyncInterval is a minute).
 	DefaultShardSettle = 2 * time.Minute
+	// MaxFunctionTimeout is Lambda's longest function timeout: the invocation bound of a worker
+	// whose roster entry does not give one (written by an earlier version).
+	MaxFunctionTimeout = 900 * time.Second
 )
 
 const (
@@ -73,7 +77,10 @@ const (
 // Held is true only while this worker's last successful heartbeat was sent less than
 // LeaseDuration − LeaseDuration/5 ago: a worker that stalls stops reading before anyone can
 // declare it dead. Throttled heartbeats are retried every 250 ms and a worker is only declared
-// dead across two heartbeats of the declarer that went through.
+// dead across two heartbeats of the declarer that went through. A dead (or restarted) worker's
+// leases are taken only once any invocation it started must have ended: 9/8 of the invocation
+// bound it published (WithFunctionTimeout) after its death, since no invocation can be called
+// back once sent.
 //
 // Logging (WithLogger): one Info line per lease taken, handed over or released, a Warn line per
 // lease lost and per worker declared dead, Debug lines for creations and checkpoints. An error
@@ -97,6 +104,16 @@ type Dynamo struct {
 	running  bool
 	lastLoad time.Time // when Load's cycle ended, zero once a Claim used it
 	loaded   bool      // a Load has read the whole table once
+	// scanned is the epoch this worker was a member under when a claim cycle last read the
+	// whole table (see scan); Claim creates leases only once it is the current one.
+	scanned  int64
+	lastScan map[string]Lease // that read, for the first Load
+	rejoined bool             // this epoch is not the process's first
+	// unlisted are the shards of items the read after a rejoin found that this worker's listing
+	// knows neither of nor of their parents: the listing is older than they are. Claim creates
+	// nothing until the listing knows them, or for at most the shard settle time.
+	unlisted   map[string]bool
+	unlistedAt time.Time
 
 	// Roster state.
 	joined         bool
@@ -108,6 +125,7 @@ type Dynamo struct {
 	beats          int64 // successful heartbeats
 	beatFailures   int
 	members        map[string]member
+	gone           map[string]gone // tombstones of dead or replaced workers, by goneKey
 	beats2         map[string]beatObs
 	membersChanged time.Time
 	fleetChanged   time.Time // when a member last came or went, as this worker saw it
@@ -126,16 +144,23 @@ type Dynamo struct {
 	succ      assignment // the placement without this worker (shutdown hand-overs)
 	succKey   string
 	cache     map[string]Lease // the last item seen of each shard this worker looked at
-	missing   map[string]bool  // polled and found absent
-	held      map[string]*heldLease
-	polls     map[string]pollState
-	legacy    map[string]observation // leases of the previous protocol: counter and since when
-	cleanup   map[string]bool        // finished parents to check for deletion
-	lastCand  map[string]bool        // the candidates of the last Claim
-	claims    int                    // Claim calls
-	cycles    int                    // claim cycles run
-	lastCycle time.Time
-	pending   map[string]bool // placed here at some point and not seen owned by another since
+	// seen are the shards whose item this worker has read or written since it started: an
+	// item is deleted only once its shard is finished (see cleanUp), so one seen and then
+	// read absent is finished, whatever the listing says.
+	seen map[string]bool
+	// itemChildren are the children the items of the whole-table reads name their parents
+	// of: descendants a listing older than them may not know (see descendantHasItem).
+	itemChildren map[string][]string
+	missing      map[string]bool // polled and found absent
+	held         map[string]*heldLease
+	polls        map[string]pollState
+	legacy       map[string]observation // leases of the previous protocol: counter and since when
+	cleanup      map[string]bool        // finished parents to check for deletion
+	lastCand     map[string]bool        // the candidates of the last Claim
+	claims       int                    // Claim calls
+	cycles       int                    // claim cycles run
+	lastCycle    time.Time
+	pending      map[string]bool // placed here at some point and not seen owned by another since
 	// finishedHere are the shards this worker finished: it creates their children too.
 	finishedHere map[string]bool
 	waiting      map[string]bool // placed here, owned by another live worker that does not hand it over
@@ -152,6 +177,7 @@ type heldLease struct {
 	announced bool   // returned by Claim
 	finished  bool
 	unwanted  bool // not asked for by the poller: to be released unowned
+	abandoned bool // its invocation was cut off at shutdown (Abandon): kept, not handed over
 }
 
 type observation struct {
@@ -168,9 +194,11 @@ type pollState struct {
 type dynamoConfig struct {
 	leaseDuration time.Duration
 	settle        time.Duration
-	log           *slog.Logger
-	now           func() time.Time
-	rnd           *rand.Rand
+	// functionTimeout bounds how long an invocation this worker starts may run.
+	functionTimeout time.Duration
+	log             *slog.Logger
+	now             func() time.Time
+	rnd             *rand.Rand
 }
 
 // Option configures NewDynamo; nil Options are ignored.
@@ -187,6 +215,15 @@ func WithLeaseDuration(d time.Duration) Option {
 // ShardSyncInterval.
 func WithShardSettle(d time.Duration) Option {
 	return func(c *dynamoConfig) { c.settle = d }
+}
+
+// WithFunctionTimeout sets how long an invocation this worker starts may run at most: the
+// function timeout the invoker enforces (exec:, in-process), Lambda enforces (lambda:), or the
+// HTTP client's deadline. It goes into the roster: a worker that takes a dead worker's leases
+// waits for it (see DESIGN.md, "Invocations bounded by leases"). Default invoke.DefaultTimeout,
+// the invokers' own default.
+func WithFunctionTimeout(d time.Duration) Option {
+	return func(c *dynamoConfig) { c.functionTimeout = d }
 }
 
 // WithLogger sets the logger. Default: discard.
@@ -208,7 +245,7 @@ func WithRand(r *rand.Rand) Option {
 // NewDynamo returns the lease store and coordinator of worker workerID on table, which must
 // exist (see EnsureTable). Call Run to keep the heartbeat going.
 func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynamo, error) {
-	cfg := dynamoConfig{leaseDuration: DefaultLeaseDuration, settle: DefaultShardSettle, now: time.Now}
+	cfg := dynamoConfig{leaseDuration: DefaultLeaseDuration, settle: DefaultShardSettle, functionTimeout: invoke.DefaultTimeout, now: time.Now}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -225,6 +262,8 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		return nil, fmt.Errorf("lease: worker id %q must not start with '!'", workerID)
 	case cfg.leaseDuration <= 0:
 		return nil, fmt.Errorf("lease: lease duration %s must be positive", cfg.leaseDuration)
+	case cfg.functionTimeout <= 0:
+		return nil, fmt.Errorf("lease: function timeout %s must be positive", cfg.functionTimeout)
 	case cfg.settle < 0:
 		return nil, fmt.Errorf("lease: shard settle time %s must not be negative", cfg.settle)
 	}
@@ -240,18 +279,19 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		beatInt: cfg.leaseDuration / 3,
 		safe:    cfg.leaseDuration - cfg.leaseDuration/5,
 		rnd:     cfg.rnd,
-		members: map[string]member{}, beats2: map[string]beatObs{},
+		members: map[string]member{}, beats2: map[string]beatObs{}, gone: map[string]gone{},
 		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{}, restarted: map[string]bool{},
-		children: map[string][]string{}, cache: map[string]Lease{}, missing: map[string]bool{},
+		children: map[string][]string{}, cache: map[string]Lease{}, seen: map[string]bool{}, missing: map[string]bool{},
 		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
 		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
-		finishedHere: map[string]bool{},
+		finishedHere: map[string]bool{}, itemChildren: map[string][]string{}, unlisted: map[string]bool{},
 	}, nil
 }
 
 var (
 	_ poller.Store       = (*Dynamo)(nil)
 	_ poller.Coordinator = (*Dynamo)(nil)
+	_ poller.Abandoner   = (*Dynamo)(nil)
 )
 
 // WorkerID is this worker's id, the leaseOwner of the leases it holds.

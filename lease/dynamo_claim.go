@@ -46,14 +46,20 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	now := d.cfg.now()
 	d.mu.Lock()
 	ready := d.joined && now.Sub(d.joinedAt) >= d.beatInt && d.aliveLocked(now)
+	// Nothing is created before the whole table was read under this epoch, nor while it shows
+	// shards a listing older than them cannot link to those it knows (see scan).
+	scanned := d.scanned == d.epoch && (len(d.unlisted) == 0 || now.Sub(d.unlistedAt) >= d.cfg.settle)
 	var create, grab []string
 	for _, id := range candidates {
 		if !ready || d.held[id] != nil || d.cache[id].Finished() {
 			continue
 		}
+		if _, known := d.cache[id]; !scanned && !known {
+			continue // to create, or to take as grab does when it turns out present
+		}
 		switch {
 		case !d.settledLocked(id, now):
-			if l, ok := d.cache[id]; !ok || d.freeLocked(l, now) || l.Owner == d.id {
+			if l, ok := d.cache[id]; !ok || d.freeLocked(l, now) || d.mineLocked(l, now) {
 				grab = append(grab, id)
 			}
 		case d.plan.owner[id] == d.id && d.missing[id] && d.fleetSettledLocked(id, now):
@@ -219,11 +225,19 @@ func (d *Dynamo) settledLocked(id string, now time.Time) bool {
 	return d.agreedLocked() || now.Sub(d.firstSeen[id]) >= d.cfg.settle
 }
 
+// mineLocked: the lease names this worker's id, and no incarnation of it that may still be
+// invoking (a previous run's epoch whose tombstone's wait has not passed here).
+func (d *Dynamo) mineLocked(l Lease, now time.Time) bool {
+	return l.Owner == d.id && (l.HandedOver || l.OwnerEpoch == d.epoch || !d.buriedLocked(l, now))
+}
+
 // freeLocked: nobody alive holds the lease as far as this worker knows.
 func (d *Dynamo) freeLocked(l Lease, now time.Time) bool {
 	switch {
 	case l.Owner == "" || l.HandedOver: // nobody reads a lease not taken up yet
 		return true
+	case d.buriedLocked(l, now): // an invocation of its owner's may still be running
+		return false
 	case l.Owner == d.id:
 		return l.OwnerEpoch != d.epoch
 	case l.OwnerEpoch == 0: // the previous protocol's lease: free once its counter stood still

@@ -38,11 +38,70 @@ func (d *Dynamo) cycle(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	d.mu.Lock()
+	epoch := d.epoch
+	rescan := d.joined && d.scanned != epoch
+	d.mu.Unlock()
+	if rescan {
+		all, err := d.scan(ctx, epoch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			d.log.Warn("read lease table failed; will retry", "err", err)
+		}
+		d.mu.Lock()
+		d.lastScan = all
+		d.mu.Unlock()
+	}
 	d.declareDeadMembers(ctx)
+	d.removeTombstones(ctx)
 	wanted, lineage := d.plan1()
 	d.pollAndTake(ctx, wanted, lineage)
 	d.cleanUp(ctx)
 	return nil
+}
+
+// scan reads the whole table, consistently: every item is seen (see Dynamo.seen), and the
+// parents each names. Under epoch (0: not joined) it is the read after the join that Claim
+// waits for before it creates a lease: a worker that comes back after it was declared dead
+// (paused, cut off) learns which items were created or deleted meanwhile (DESIGN.md, "Finished
+// stays finished").
+func (d *Dynamo) scan(ctx context.Context, epoch int64) (map[string]Lease, error) {
+	all, err := scanTable(ctx, d.api, d.table)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, l := range all {
+		d.seen[id] = true
+		for _, p := range nonEmpty(l.Parents) {
+			if !slices.Contains(d.itemChildren[p], id) {
+				d.itemChildren[p] = append(d.itemChildren[p], id)
+			}
+		}
+	}
+	if epoch != 0 && epoch == d.epoch {
+		d.scanned = epoch
+		if d.rejoined {
+			// A worker back after it was declared dead may hold a listing from before its
+			// pause: the items of shards it never listed, whose parents it never listed
+			// either, are descendants it cannot link to the shards it knows (their parents'
+			// items may be gone). Its next listing links them.
+			clear(d.unlisted)
+			for id, l := range all {
+				if _, known := d.infos[id]; !known && !slices.ContainsFunc(nonEmpty(l.Parents), func(p string) bool {
+					_, known := d.infos[p]
+					return known
+				}) && len(nonEmpty(l.Parents)) > 0 {
+					d.unlisted[id] = true
+				}
+			}
+			d.unlistedAt = d.cfg.now()
+		}
+	}
+	return all, nil
 }
 
 // declareDeadMembers declares dead the members whose heartbeat stood still for a lease
@@ -245,6 +304,15 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 		if !ok {
 			continue // not read (throttled): next cycle
 		}
+		if it == nil && d.seen[id] {
+			// Seen before and gone now: deleted, so finished (see cleanUp). Never created
+			// again, whatever this worker's listing says of the shard's children.
+			d.cache[id] = finishedMarker(id)
+			delete(d.missing, id)
+			delete(d.pending, id)
+			delete(d.waiting, id)
+			continue
+		}
 		if it == nil {
 			d.missing[id] = true
 			delete(d.cache, id)
@@ -270,7 +338,7 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 			}
 		}
 		ours := it.Owner == d.id && it.OwnerEpoch == d.epoch && !it.HandedOver
-		if ours || (d.freeLocked(*it, now) || it.Owner == d.id) && d.lastCand[id] {
+		if ours || (d.freeLocked(*it, now) || d.mineLocked(*it, now)) && d.lastCand[id] {
 			// Free, or handed over to this worker, and asked for by the poller: a lease
 			// taken for a shard the poller does not read (trimmed from its listing) would keep
 			// the shard's children waiting for good (see parentsDone).
@@ -278,8 +346,14 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 			take = append(take, *it)
 			continue
 		}
-		if d.freeLocked(*it, now) || it.Owner == d.id {
+		if d.freeLocked(*it, now) || d.mineLocked(*it, now) {
 			d.backoffLocked(id, now)
+			continue
+		}
+		if g, ok := d.gone[goneKey(it.Owner, it.OwnerEpoch)]; ok {
+			// Its owner is dead or replaced: free once the tombstone's wait has passed here.
+			// Read it again then, not after a back-off.
+			d.polls[id] = pollState{next: g.seen.Add(g.wait)}
 			continue
 		}
 		if d.plan.owner[id] == d.id && d.polls[id].tries >= pollEager {
@@ -289,8 +363,8 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 	}
 	for _, p := range lineage {
 		// A trimmed parent without an item is not read by anyone: never created (it was
-		// closed before a LATEST start) or finished and deleted.
-		if it, ok := items[p]; ok && it == nil && d.infos[p].ShardID == "" {
+		// closed before a LATEST start) or finished and deleted. One seen before was deleted.
+		if it, ok := items[p]; ok && it == nil && (d.infos[p].ShardID == "" || d.seen[p]) {
 			d.cache[p] = finishedMarker(p)
 		}
 	}
@@ -326,7 +400,7 @@ func (d *Dynamo) confirmFree(ctx context.Context, ls []Lease) []Lease {
 	now := d.cfg.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.DeleteFunc(ls, func(l Lease) bool { return l.Owner != d.id && !d.freeLocked(l, now) })
+	return slices.DeleteFunc(ls, func(l Lease) bool { return !d.mineLocked(l, now) && !d.freeLocked(l, now) })
 }
 
 // batchGet reads leases consistently: id → item, nil when absent; ids not read are left out.
@@ -384,9 +458,9 @@ func (d *Dynamo) batchGetRetry(ctx context.Context, ids []string, retries int) m
 		}
 	}
 	d.mu.Lock()
-	for id, l := range out {
+	for _, l := range out {
 		if l != nil {
-			d.cache[id] = *l
+			d.rememberLocked(*l)
 		}
 	}
 	d.mu.Unlock()
@@ -399,7 +473,14 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 	d.mu.Lock()
 	epoch := d.epoch
 	if l.Owner == d.id && l.OwnerEpoch == epoch && !l.HandedOver { // ours already: nothing to write
-		d.held[l.ShardID] = &heldLease{counter: l.Counter}
+		d.mu.Unlock()
+		if !d.stillUnfinished(ctx, l, false) {
+			return
+		}
+		d.mu.Lock()
+		if d.epoch == epoch && d.joined {
+			d.held[l.ShardID] = &heldLease{counter: l.Counter}
+		}
 		d.mu.Unlock()
 		d.log.Info("lease taken", "shard_id", l.ShardID, "reason", "handed over", "lease_counter", l.Counter)
 		return
@@ -446,13 +527,19 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 	nl, derr := decodeLease(out.Attributes)
 	d.mu.Lock()
 	if derr == nil {
-		d.cache[l.ShardID] = nl
-	}
-	if d.epoch == epoch && d.joined {
-		d.held[l.ShardID] = &heldLease{counter: l.Counter + 1}
+		d.rememberLocked(nl)
 	}
 	d.mu.Unlock()
-	d.log.Info("lease taken", "shard_id", l.ShardID, "reason", reason, "previous_owner", l.Owner, "lease_counter", l.Counter+1)
+	l.Counter++
+	if !d.stillUnfinished(ctx, l, false) {
+		return
+	}
+	d.mu.Lock()
+	if d.epoch == epoch && d.joined {
+		d.held[l.ShardID] = &heldLease{counter: l.Counter}
+	}
+	d.mu.Unlock()
+	d.log.Info("lease taken", "shard_id", l.ShardID, "reason", reason, "previous_owner", l.Owner, "lease_counter", l.Counter)
 }
 
 // noteFailure records what a failed conditional write returned, or logs another failure.
@@ -461,7 +548,7 @@ func (d *Dynamo) noteFailure(id string, err error, what string) {
 	if ok := asCCF(err, &ccf); ok {
 		d.mu.Lock()
 		if l, derr := decodeLease(ccf.Item); derr == nil && len(ccf.Item) > 0 {
-			d.cache[id] = l
+			d.rememberLocked(l)
 		}
 		d.backoffLocked(id, d.cfg.now())
 		d.mu.Unlock()
@@ -480,39 +567,27 @@ func asCCF(err error, target **types.ConditionalCheckFailedException) bool {
 }
 
 // create creates the lease of a shard placed here, owned by this worker. A shard with a
-// descendant that has a lease already was finished and deleted (see cleanUp): it is never
-// created again.
+// descendant that has an item was finished and deleted (see cleanUp), as was one this worker
+// saw an item of and then read absent (see pollAndTake): it is never created again. The
+// descendants are read again after the write: a check made before it may be stale by the
+// time it lands (see stillUnfinished).
 func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 	d.mu.Lock()
 	si, ok := d.infos[id]
-	// Every descendant: a parent deleted after its children started may have children that
-	// were deleted in turn, once theirs started; the newest generation always has items.
-	var kids []string
-	for queue := slices.Clone(d.children[id]); len(queue) > 0; queue = queue[1:] {
-		if c := queue[0]; !slices.Contains(kids, c) {
-			kids = append(kids, c)
-			queue = append(queue, d.children[c]...)
-		}
-	}
 	epoch := d.epoch
 	d.mu.Unlock()
 	if !ok {
 		si = poller.ShardInfo{ShardID: id}
 	}
-	if len(kids) > 0 {
-		items := d.batchGet(ctx, kids)
-		if len(items) < len(kids) {
-			return // could not tell: next cycle
-		}
-		for _, it := range items {
-			if it != nil {
-				d.mu.Lock()
-				d.cache[id] = finishedMarker(id)
-				delete(d.missing, id)
-				d.mu.Unlock()
-				return
-			}
-		}
+	switch found, read := d.descendantHasItem(ctx, id, true); {
+	case !read:
+		return // could not tell: next cycle
+	case found:
+		d.mu.Lock()
+		d.cache[id] = finishedMarker(id)
+		delete(d.missing, id)
+		d.mu.Unlock()
+		return
 	}
 	item, err := newItem(si)
 	if err != nil {
@@ -551,15 +626,113 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 	}
 	l, _ := decodeLease(item)
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	delete(d.missing, id)
-	d.cache[id] = l
+	d.rememberLocked(l)
+	d.mu.Unlock()
+	if !d.stillUnfinished(ctx, l, true) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.epoch == epoch && d.joined {
 		// The poller starts it from the Initial it registered, which is what the item holds.
 		// A start the table replaced reaches the poller through the next Load first.
 		d.held[id] = &heldLease{counter: 1, fresh: !d.restarted[id]}
 	}
 	d.log.Info("lease taken", "shard_id", id, "reason", "created", "lease_counter", 1)
+}
+
+// stillUnfinished is called with a lease this worker has just created, taken or adopted, before
+// it holds it: a lease nobody has read yet (no checkpoint) of a shard with known descendants is
+// checked again against its descendants, consistently, after the write that gave it to this
+// worker. A descendant that has started (for a lease just created: that has an item at all)
+// means the shard was finished and its lease deleted, and this one was created again by a
+// worker whose checks came before that (it paused between its checks and its write): the lease
+// is recorded finished, and nobody reads it. False when the lease is not to be held (finished,
+// or the read failed).
+func (d *Dynamo) stillUnfinished(ctx context.Context, l Lease, created bool) bool {
+	if l.Finished() {
+		return false
+	}
+	if l.Progress.Checkpoint != "" {
+		return true // read before: its shard's children have not started
+	}
+	switch found, read := d.descendantHasItem(ctx, l.ShardID, created); {
+	case !read:
+		return false // could not tell: a later cycle adopts it again
+	case found:
+		d.refinish(ctx, l)
+		return false
+	}
+	return true
+}
+
+// descendantHasItem reports whether a descendant of the shard, among those this worker knows,
+// has an item (that has started, unless anyItem: some KCL versions create children's leases
+// with their ancestors', before those are read). A child is read only once its parents are
+// finished (or trimmed), and a finished lease is deleted only once every child has started, so
+// from its deletion on some descendant always has a started item. It reads one generation at a time, each consistently
+// and taken from what this worker knows when it comes to it, so that a generation deleted
+// during the reads leaves its children to the next one. read is false when a read failed.
+func (d *Dynamo) descendantHasItem(ctx context.Context, id string, anyItem bool) (found, read bool) {
+	visited := map[string]bool{id: true}
+	for level := []string{id}; ; {
+		var next []string
+		d.mu.Lock()
+		for _, s := range level {
+			for _, c := range append(slices.Clone(d.children[s]), d.itemChildren[s]...) {
+				if !visited[c] {
+					visited[c] = true
+					next = append(next, c)
+				}
+			}
+		}
+		d.mu.Unlock()
+		if len(next) == 0 {
+			return false, true
+		}
+		items := d.batchGetRetry(ctx, next, childRetries)
+		if len(items) < len(next) {
+			return false, false
+		}
+		for _, it := range items {
+			if it != nil && (anyItem || started(*it)) {
+				return true, true
+			}
+		}
+		level = next
+	}
+}
+
+// refinish records finished a lease this worker created or took of a shard found finished
+// (stillUnfinished): checkpoint SHARD_END, unowned, conditional on this worker owning it at the
+// counter it has.
+func (d *Dynamo) refinish(ctx context.Context, l Lease) {
+	d.mu.Lock()
+	d.cache[l.ShardID] = finishedMarker(l.ShardID)
+	delete(d.missing, l.ShardID)
+	d.mu.Unlock()
+	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &d.table, Key: key(l.ShardID),
+		UpdateExpression:    aws.String("SET #cp = :end, #c = :next REMOVE #o, #e, #ho"),
+		ConditionExpression: aws.String("#o = :me AND #c = :cur"),
+		ExpressionAttributeNames: map[string]string{"#cp": attrCheckpoint, "#c": attrCounter, "#o": attrOwner,
+			"#e": attrOwnerEpoch, "#ho": attrHandedOver},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":end": str(sentinelShardEnd), ":me": str(d.id),
+			":cur": num(l.Counter), ":next": num(l.Counter + 1)},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if err != nil {
+		// Taken since (its next owner checks it too), or not written: a later adoption retries.
+		d.log.Warn("recording a finished shard's lease finished failed", "shard_id", l.ShardID, "err", err)
+		return
+	}
+	if nl, derr := decodeLease(out.Attributes); derr == nil {
+		d.mu.Lock()
+		d.rememberLocked(nl)
+		d.mu.Unlock()
+	}
+	d.log.Warn("lease of a finished shard found again; recorded finished", "shard_id", l.ShardID, "lease_counter", l.Counter+1)
 }
 
 // grab claims a candidate the placement does not cover yet (a new child): create it, or take
@@ -608,6 +781,8 @@ func (d *Dynamo) cleanUp(ctx context.Context) {
 	}
 	slices.Sort(ids)
 	items := d.batchGet(ctx, slices.Compact(ids))
+	var deletable []string
+	nkids := map[string]int{}
 	for _, p := range parents {
 		pl := items[p]
 		done := pl != nil && pl.Finished()
@@ -632,9 +807,34 @@ func (d *Dynamo) cleanUp(ctx context.Context) {
 		d.mu.Lock()
 		delete(d.cleanup, p)
 		d.mu.Unlock()
-		if !done || len(kids) == 0 {
-			continue
+		if done && len(kids) > 0 {
+			deletable = append(deletable, p)
+			nkids[p] = len(kids)
 		}
+	}
+	if len(deletable) == 0 {
+		return
+	}
+	// Every member must know the children, on a consistent read of the roster made after the
+	// children were read started: the roster this worker last read may lack a worker that has
+	// joined since, which published what it knows in its join. (A worker that joins later reads
+	// the whole table before it creates any lease: see scan and DESIGN.md, "Finished stays
+	// finished".)
+	if err := d.readRoster(ctx, true); err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("read roster failed; will retry", "err", err)
+		}
+		d.keepForCleanUp(deletable)
+		return
+	}
+	d.mu.Lock()
+	agreed := d.agreedLocked()
+	d.mu.Unlock()
+	if !agreed {
+		d.keepForCleanUp(deletable)
+		return
+	}
+	for _, p := range deletable {
 		_, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: &d.table, Key: key(p),
 			ConditionExpression:       aws.String("#cp = :end"),
@@ -645,13 +845,28 @@ func (d *Dynamo) cleanUp(ctx context.Context) {
 			d.log.Warn("delete finished lease failed", "shard_id", p, "err", err)
 			continue
 		}
-		d.log.Info("finished lease deleted", "shard_id", p, "children", len(kids))
+		d.log.Info("finished lease deleted", "shard_id", p, "children", nkids[p])
+	}
+}
+
+// keepForCleanUp checks the parents again at the next cycle.
+func (d *Dynamo) keepForCleanUp(parents []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range parents {
+		d.cleanup[p] = true
 	}
 }
 
 // started: the shard was read (a checkpoint past its starting position, or finished).
 func started(l Lease) bool {
 	return l.Finished() || l.Progress.Checkpoint != ""
+}
+
+// rememberLocked records an item read or written: the last one seen of its shard.
+func (d *Dynamo) rememberLocked(l Lease) {
+	d.cache[l.ShardID] = l
+	d.seen[l.ShardID] = true
 }
 
 // finishedMarker stands for the lease of a finished shard whose item was deleted.

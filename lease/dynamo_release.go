@@ -108,7 +108,7 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 		d.drop(id, h)
 		if l, derr := decodeLease(out.Attributes); derr == nil {
 			d.mu.Lock()
-			d.cache[id] = l
+			d.rememberLocked(l)
 			d.mu.Unlock()
 		}
 		if to != "" {
@@ -145,13 +145,27 @@ func (d *Dynamo) successorLocked(id string) string {
 	return rank(id, ms)[0]
 }
 
-// releaseAll hands over every lease still held (worker shutdown, after the poller returned).
+// Abandon implements poller.Abandoner: the shard's reader stopped with an invocation cut off
+// by the end of the shutdown grace, which may still run. The lease is kept (not handed over),
+// and this worker's leave then writes a tombstone for its epoch, as a death does: the next
+// owner waits for this worker's invocation bound.
+func (d *Dynamo) Abandon(shardID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h := d.held[shardID]; h != nil {
+		h.abandoned = true
+	}
+}
+
+// releaseAll hands over every lease still held (worker shutdown, after the poller returned),
+// except those whose invocation was abandoned.
 func (d *Dynamo) releaseAll(ctx context.Context) {
 	parallel(sortedKeys(d.heldLeases()), func(id string) {
 		d.mu.Lock()
 		h := d.held[id]
+		abandoned := h != nil && h.abandoned
 		d.mu.Unlock()
-		if h == nil {
+		if h == nil || abandoned {
 			return
 		}
 		if err := d.release(ctx, id, h, "worker stopping"); err != nil {
@@ -175,8 +189,9 @@ func (d *Dynamo) releaseAll(ctx context.Context) {
 	}
 	var adopt []string
 	d.mu.Lock()
+	now := d.cfg.now()
 	for id, l := range all {
-		if d.held[id] == nil && l.Owner == d.id && !l.Finished() {
+		if d.held[id] == nil && d.mineLocked(l, now) && !l.Finished() {
 			d.held[id] = &heldLease{counter: l.Counter}
 			adopt = append(adopt, id)
 		}

@@ -28,6 +28,11 @@ const (
 	memberLeave = "l"
 	memberKnown = "u" // how many shards the worker knows of
 	memberWaits = "w" // leases placed on the worker that another live worker owns and does not hand over
+	// attrGone holds the tombstones of workers declared dead or replaced by a new incarnation:
+	// goneKey(id, epoch) → {w: milliseconds}. Their leases stay unfree until an observer has
+	// seen the tombstone for that long (see DESIGN.md, "Invocations bounded by leases").
+	attrGone = "gone"
+	goneWait = "w"
 )
 
 // maxWaits bounds the leases one roster entry asks about.
@@ -42,6 +47,22 @@ type member struct {
 	waits   []string
 }
 
+// gone is a tombstone seen in the roster: how long after this worker first saw it the leases of
+// that worker's epoch stay unfree, and when it was first seen (the return of the read that
+// showed it: the tombstone was written before).
+type gone struct {
+	wait time.Duration
+	seen time.Time
+}
+
+// goneKey names the tombstone of a worker's epoch.
+func goneKey(id string, epoch int64) string { return strconv.FormatInt(epoch, 10) + ":" + id }
+
+// outlast is how long an observer waits for something that lasts at most d on another clock:
+// d + d/8, the clock-rate ratio Held's margin allows (a worker stops at 0.8 L on its clock; the
+// others declare it dead after 0.9 L on theirs).
+func outlast(d time.Duration) time.Duration { return d + d/8 }
+
 // beatObs is what this worker has seen of another's heartbeat: the value and since when.
 type beatObs struct {
 	m     member
@@ -52,23 +73,37 @@ type beatObs struct {
 	healthyAt int64
 }
 
-func decodeRoster(item map[string]types.AttributeValue) (map[string]member, error) {
+func decodeRoster(item map[string]types.AttributeValue) (map[string]member, map[string]time.Duration, error) {
 	out := map[string]member{}
+	tombs := map[string]time.Duration{}
+	if g, ok := item[attrGone].(*types.AttributeValueMemberM); ok {
+		for k, v := range g.Value {
+			w := MaxFunctionTimeout + DefaultLeaseDuration // unreadable: as long as the longest
+			if e, ok := v.(*types.AttributeValueMemberM); ok {
+				if n, ok := e.Value[goneWait].(*types.AttributeValueMemberN); ok {
+					if ms, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+						w = time.Duration(ms) * time.Millisecond
+					}
+				}
+			}
+			tombs[k] = w
+		}
+	}
 	m, ok := item[attrMembers].(*types.AttributeValueMemberM)
 	if !ok {
-		return out, nil
+		return out, tombs, nil
 	}
 	for id, v := range m.Value {
 		e, ok := v.(*types.AttributeValueMemberM)
 		if !ok {
-			return nil, fmt.Errorf("roster entry %s is not a map", id)
+			return nil, nil, fmt.Errorf("roster entry %s is not a map", id)
 		}
 		var mb member
 		for name, dst := range map[string]*int64{memberEpoch: &mb.epoch, memberBeat: &mb.beat, memberKnown: &mb.known} {
 			if n, ok := e.Value[name].(*types.AttributeValueMemberN); ok {
 				x, err := strconv.ParseInt(n.Value, 10, 64)
 				if err != nil {
-					return nil, fmt.Errorf("roster entry %s: %w", id, err)
+					return nil, nil, fmt.Errorf("roster entry %s: %w", id, err)
 				}
 				*dst = x
 			}
@@ -81,7 +116,7 @@ func decodeRoster(item map[string]types.AttributeValue) (map[string]member, erro
 		}
 		out[id] = mb
 	}
-	return out, nil
+	return out, tombs, nil
 }
 
 func entryValue(m member) types.AttributeValue {
@@ -92,35 +127,69 @@ func entryValue(m member) types.AttributeValue {
 	return &types.AttributeValueMemberM{Value: v}
 }
 
+func tombstoneValue(wait time.Duration) types.AttributeValue {
+	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{goneWait: num(wait.Milliseconds())}}
+}
+
 // join makes sure the roster item exists and writes this worker's entry with a new epoch. An
-// entry of the same id (a previous incarnation) is replaced: that incarnation's heartbeats then
-// fail, and leases stamped with its epoch are free.
+// entry of the same id (a previous incarnation, killed or frozen) is replaced by a tombstone in
+// the same write: that incarnation's heartbeats then fail, and leases stamped with its epoch are
+// free once it can have neither read nor invoked for them (see DESIGN.md).
 func (d *Dynamo) join(ctx context.Context) error {
-	if _, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	created, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
-		UpdateExpression:          aws.String("SET #m = if_not_exists(#m, :empty)"),
-		ExpressionAttributeNames:  map[string]string{"#m": attrMembers},
+		UpdateExpression:          aws.String("SET #m = if_not_exists(#m, :empty), #g = if_not_exists(#g, :empty)"),
+		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#g": attrGone},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":empty": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}},
-	}); err != nil {
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
 		return fmt.Errorf("create roster: %w", err)
+	}
+	ms, _, err := decodeRoster(created.Attributes)
+	if err != nil {
+		return err
 	}
 	d.mu.Lock()
 	epoch := d.rnd.Int64()
 	known := int64(len(d.infos))
 	d.mu.Unlock()
+	expr, cond := "SET #m.#me = :entry", "attribute_not_exists(#m.#me)"
+	names := map[string]string{"#m": attrMembers, "#me": d.id}
+	values := map[string]types.AttributeValue{":entry": entryValue(member{epoch: epoch, beat: 1, known: known})}
+	prev, replaced := ms[d.id]
+	var prevBound time.Duration
+	if replaced {
+		if prevBound, err = d.readBound(ctx, d.id, prev.epoch); err != nil {
+			return err
+		}
+	}
+	// The bound first: a worker whose entry is there has its bound written (or counts as the
+	// longest, if it lacks one).
+	if err := d.writeBound(ctx, epoch); err != nil {
+		return err
+	}
+	if replaced {
+		// Its last heartbeat was sent before this write: its Held ends within safe of now,
+		// and an invocation it started then ends within its bound after that.
+		expr += ", #g.#old = :tomb"
+		cond = "#m.#me.#e = :prev"
+		names["#g"], names["#old"], names["#e"] = attrGone, goneKey(d.id, prev.epoch), memberEpoch
+		values[":tomb"], values[":prev"] = tombstoneValue(outlast(d.safe+prevBound)), num(prev.epoch)
+	}
 	sent := d.cfg.now()
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
-		UpdateExpression:          aws.String("SET #m.#me = :entry"),
-		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#me": d.id},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":entry": entryValue(member{epoch: epoch, beat: 1, known: known})},
-		ReturnValues:              types.ReturnValueAllNew,
+		UpdateExpression: aws.String(expr), ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ReturnValues: types.ReturnValueAllNew,
 	})
 	if err != nil {
 		return fmt.Errorf("join roster: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.rejoined = d.epoch != 0
 	d.epoch, d.beat, d.joined, d.joinedAt, d.leaving, d.publishedKnown = epoch, 1, true, sent, false, known
 	d.lastBeat, d.beats = sent, d.beats+1
 	d.log.Info("joined the lease table's workers", "epoch", epoch)
@@ -213,9 +282,21 @@ func (d *Dynamo) readRoster(ctx context.Context, consistent bool) error {
 // came before the read was served), unless the read took longer than LeaseDuration/10; then
 // from its return. Held keeps a margin of LeaseDuration/5 for this.
 func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent, got time.Time) error {
-	ms, err := decodeRoster(item)
+	ms, tombs, err := decodeRoster(item)
 	if err != nil {
 		return err
+	}
+	for k, w := range tombs {
+		if _, ok := d.gone[k]; !ok {
+			d.gone[k] = gone{wait: w, seen: got}
+		}
+	}
+	for k := range d.gone {
+		// A stale read may lack a tombstone it had shown: it then shows the entry, which
+		// holds the leases as well, and the tombstone counts again from its next sight.
+		if _, ok := tombs[k]; !ok {
+			delete(d.gone, k)
+		}
 	}
 	at := sent
 	if got.Sub(sent) > d.cfg.leaseDuration/10 {
@@ -276,19 +357,27 @@ func (d *Dynamo) deadMembersLocked(now time.Time) []string {
 	return out
 }
 
-// declareDead removes a member whose heartbeat stood still, conditional on the heartbeat and
-// epoch seen: if it beat meanwhile, nothing happens. The member's leases are then free.
+// declareDead replaces a member whose heartbeat stood still by a tombstone, conditional on the
+// heartbeat and epoch seen: if it beat meanwhile, nothing happens. The member's leases are free
+// once this worker has seen the tombstone for the member's invocation bound (outlast), so that
+// no invocation it started before its Held ended is still running when another begins.
 func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
-	_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	bound, err := d.readBound(ctx, id, m.epoch)
+	if err != nil {
+		return fmt.Errorf("declare %s dead: %w", id, err)
+	}
+	k, wait := goneKey(id, m.epoch), outlast(bound)
+	_, err = d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
-		UpdateExpression:          aws.String("REMOVE #m.#w"),
-		ConditionExpression:       aws.String("#m.#w.#e = :e AND #m.#w.#h = :h"),
-		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#w": id, "#e": memberEpoch, "#h": memberBeat},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(m.epoch), ":h": num(m.beat)},
+		UpdateExpression:         aws.String("REMOVE #m.#w SET #g.#k = :tomb"),
+		ConditionExpression:      aws.String("#m.#w.#e = :e AND #m.#w.#h = :h"),
+		ExpressionAttributeNames: map[string]string{"#m": attrMembers, "#w": id, "#e": memberEpoch, "#h": memberBeat, "#g": attrGone, "#k": k},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(m.epoch), ":h": num(m.beat),
+			":tomb": tombstoneValue(wait)},
 	})
 	switch {
 	case err == nil:
-		d.log.Warn("worker declared dead", "dead_worker", id, "heartbeat", m.beat)
+		d.log.Warn("worker declared dead", "dead_worker", id, "heartbeat", m.beat, "leases_free_in", wait)
 	case isConditionFailed(err): // it beat, or another worker declared it first
 	default:
 		return fmt.Errorf("declare %s dead: %w", id, err)
@@ -296,31 +385,91 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
 	d.mu.Lock()
 	delete(d.members, id)
 	delete(d.beats2, id)
+	if _, ok := d.gone[k]; !ok {
+		// Until the next roster read shows it (or shows the member alive after all).
+		d.gone[k] = gone{wait: wait, seen: d.cfg.now()}
+	}
 	d.membersChanged = d.cfg.now()
 	d.fleetChanged = d.membersChanged
 	d.mu.Unlock()
 	return nil
 }
 
+// buriedLocked: the lease names an epoch whose tombstone this worker has seen for less than its
+// wait; an invocation of that epoch may still be running.
+func (d *Dynamo) buriedLocked(l Lease, now time.Time) bool {
+	g, ok := d.gone[goneKey(l.Owner, l.OwnerEpoch)]
+	return ok && now.Sub(g.seen) < g.wait
+}
+
+// removeTombstones removes the tombstones whose wait has passed here: the member ranked first
+// for each does it at once, the others a lease duration later (in case it is dead too). Their
+// leases are free whether the tombstone is there or not; removing it keeps the roster small.
+func (d *Dynamo) removeTombstones(ctx context.Context) {
+	now := d.cfg.now()
+	d.mu.Lock()
+	var todo []string
+	if d.aliveLocked(now) {
+		live := slices.Sorted(maps.Keys(d.members))
+		for k, g := range d.gone {
+			if over := now.Sub(g.seen) - g.wait; over >= 0 && (rank(k, live)[0] == d.id || over >= d.cfg.leaseDuration) {
+				todo = append(todo, k)
+			}
+		}
+	}
+	d.mu.Unlock()
+	for _, k := range todo {
+		_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &d.table, Key: key(rosterKey),
+			UpdateExpression:         aws.String("REMOVE #g.#k"),
+			ConditionExpression:      aws.String("attribute_exists(#g.#k)"),
+			ExpressionAttributeNames: map[string]string{"#g": attrGone, "#k": k},
+		})
+		switch {
+		case err == nil || isConditionFailed(err):
+			d.mu.Lock()
+			delete(d.gone, k)
+			d.mu.Unlock()
+			if id, epoch, ok := goneWorker(k); ok {
+				d.dropBound(ctx, id, epoch)
+			}
+		case ctx.Err() == nil:
+			d.log.Warn("remove tombstone failed; will retry", "tombstone", k, "err", err)
+		}
+	}
+}
+
 // leave removes this worker's entry at shutdown, once it holds nothing.
 func (d *Dynamo) leave(ctx context.Context) {
 	d.mu.Lock()
 	joined, epoch := d.joined, d.epoch
+	abandoned := slices.ContainsFunc(slices.Collect(maps.Values(d.held)), func(h *heldLease) bool { return h.abandoned })
 	d.joined = false
 	d.mu.Unlock()
 	if !joined {
 		return
 	}
+	expr := "REMOVE #m.#me"
+	names := map[string]string{"#m": attrMembers, "#me": d.id, "#e": memberEpoch}
+	values := map[string]types.AttributeValue{":e": num(epoch)}
+	if abandoned {
+		// An invocation cut off at shutdown may still run: the leases it kept are free only
+		// once it must have ended, as after a death.
+		wait := outlast(d.cfg.functionTimeout)
+		expr += " SET #g.#k = :tomb"
+		names["#g"], names["#k"], values[":tomb"] = attrGone, goneKey(d.id, epoch), tombstoneValue(wait)
+		d.log.Warn("leaving with invocations cut off by the shutdown grace: their leases are free to others later", "leases_free_in", wait)
+	}
 	_, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
-		UpdateExpression:          aws.String("REMOVE #m.#me"),
-		ConditionExpression:       aws.String("#m.#me.#e = :e"),
-		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#me": d.id, "#e": memberEpoch},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(epoch)},
+		UpdateExpression: aws.String(expr), ConditionExpression: aws.String("#m.#me.#e = :e"),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	})
 	if err != nil && !isConditionFailed(err) {
 		d.log.Warn("leave roster failed; the others will declare this worker dead", "err", err)
+		return
 	}
+	d.dropBound(ctx, d.id, epoch)
 }
 
 // markLeaving tells the others at once that this worker is stopping: they stop counting it in

@@ -46,6 +46,7 @@ func (d *Dynamo) Register(ctx context.Context, shards []poller.ShardInfo) error 
 			si = old
 		}
 		d.infos[si.ShardID] = si
+		delete(d.unlisted, si.ShardID)
 		for _, p := range nonEmpty(si.Parents) {
 			if !slices.Contains(d.children[p], si.ShardID) {
 				d.children[p] = append(d.children[p], si.ShardID)
@@ -151,9 +152,10 @@ func (d *Dynamo) Load(ctx context.Context) (map[string]poller.ShardProgress, err
 	var all map[string]Lease
 	d.mu.Lock()
 	first := !d.loaded
+	all, d.lastScan = d.lastScan, nil
 	d.mu.Unlock()
-	if first {
-		m, err := scanTable(ctx, d.api, d.table)
+	if first && all == nil {
+		m, err := d.scan(ctx, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -238,7 +240,7 @@ func (d *Dynamo) save(ctx context.Context, id string, pr poller.ShardProgress) e
 	l, derr := decodeLease(out.Attributes)
 	d.mu.Lock()
 	if derr == nil {
-		d.cache[id] = l
+		d.rememberLocked(l)
 	}
 	if pr.Finished {
 		h.finished = true

@@ -130,7 +130,7 @@ func scanTable(ctx context.Context, api DynamoAPI, table string) (map[string]Lea
 			return nil, fmt.Errorf("scan lease table %s: %w", table, err)
 		}
 		for _, it := range res.Items {
-			if isRoster(it) || isMappingItem(it) { // not leases
+			if isRoster(it) || isMappingItem(it) || isBoundItem(it) { // not leases
 				continue
 			}
 			l, err := decodeLease(it)

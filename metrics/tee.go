@@ -88,6 +88,40 @@ func (t tee) DestinationDeliveryFailed(shardID string) {
 	}
 }
 
+var _ poller.SubscriptionObserver = tee(nil)
+
+func (t tee) ShardReadBy(shardID, mode string) {
+	for _, o := range t {
+		if so, ok := o.(poller.SubscriptionObserver); ok {
+			so.ShardReadBy(shardID, mode)
+		}
+	}
+}
+
+func (t tee) Subscribed(shardID string, at time.Time, renewal bool) {
+	for _, o := range t {
+		if so, ok := o.(poller.SubscriptionObserver); ok {
+			so.Subscribed(shardID, at, renewal)
+		}
+	}
+}
+
+func (t tee) SubscriptionInUse(shardID string) {
+	for _, o := range t {
+		if so, ok := o.(poller.SubscriptionObserver); ok {
+			so.SubscriptionInUse(shardID)
+		}
+	}
+}
+
+func (t tee) SubscriptionEvent(shardID string, at time.Time) {
+	for _, o := range t {
+		if so, ok := o.(poller.SubscriptionObserver); ok {
+			so.SubscriptionEvent(shardID, at)
+		}
+	}
+}
+
 func (t tee) ShardBlocked(shardID string, blocked bool) {
 	for _, o := range t {
 		o.ShardBlocked(shardID, blocked)

@@ -39,6 +39,8 @@ type readerResult struct {
 	kind     resultKind
 	children []types.ChildShard // resultFinished: the ChildShards of the shard's end
 	err      error              // resultFailed
+	// abandoned: an invocation was cut off by the end of the shutdown grace and may still run.
+	abandoned bool
 }
 
 // endedBy is res as the error that ended the reader makes it.
@@ -66,14 +68,44 @@ type coordinator struct {
 	atTip map[string]bool
 	// claimed: a claim of leases succeeded.
 	claimed bool
+	// askedChildren: finished shards whose children were looked for (see childrenUnknown).
+	askedChildren map[string]bool
 }
 
+// syncFinished marks finished the shards the store says are, and the ancestors of every shard
+// it says was read (a checkpoint, or finished): a child is read only once its parents are
+// finished, so whatever a lease says of a parent, it is never read again (a lease created again
+// after its finished one was deleted, or a progress this worker loaded before).
 func (c *coordinator) syncFinished(progress map[string]ShardProgress) {
 	for id, pr := range progress {
 		if pr.Finished {
 			c.g.finished[id] = true
 		}
+		if pr.Finished || pr.Checkpoint != "" {
+			c.g.markAncestorsFinished(id)
+		}
 	}
+}
+
+// childrenUnknown reports whether a shard the store says is finished has no child in the graph,
+// once per shard: the worker that finished it knew its children from ChildShards, and may have
+// died before anyone listed them. A listing then finds them at once, not at the next shard sync.
+func (c *coordinator) childrenUnknown(progress map[string]ShardProgress) bool {
+	var parents map[string]bool
+	unknown := false
+	for id, pr := range progress {
+		if !pr.Finished || c.g.shards[id] == nil || c.askedChildren[id] {
+			continue
+		}
+		if parents == nil {
+			parents = c.g.parentsWithChildren()
+		}
+		if !parents[id] {
+			c.askedChildren[id] = true
+			unknown = true
+		}
+	}
+	return unknown
 }
 
 func (c *coordinator) run(ctx context.Context) error {
@@ -171,6 +203,13 @@ func (c *coordinator) handle(res readerResult) {
 	case res.kind == resultStopped || res.kind == resultLost:
 		p.obs.ShardState(res.shardID, StateReleased)
 		if p.coord == nil {
+			break
+		}
+		if a, ok := p.coord.(Abandoner); ok && res.abandoned {
+			// Its next owner must wait for the invocation cut off, which no one can call back.
+			p.log.Warn("shard lease kept: an invocation cut off by the shutdown grace may still run; the next owner waits for the function timeout",
+				"shard_id", res.shardID)
+			a.Abandon(res.shardID)
 			break
 		}
 		// Stopped on a hand-over request, a shutdown or a lost lease: give the lease up so its
@@ -289,6 +328,9 @@ func (c *coordinator) claim() {
 		}
 	}
 	c.syncFinished(progress)
+	if c.childrenUnknown(progress) {
+		c.resync()
+	}
 	candidates := c.g.ready()
 	for id := range c.cancels {
 		candidates = append(candidates, id)

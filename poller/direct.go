@@ -70,6 +70,7 @@ func (r *reader) invokeBatch(ctx context.Context, recs []types.Record, payload [
 // seconds that SecondsEpochTime marshals and unmarshals, encryptionType empty as the encoder
 // leaves it out. TestDirectEventMatchesJSON and FuzzDirectEvent check it is deep-equal.
 func (r *reader) kinesisEvent(recs []types.Record) *events.KinesisEvent {
+	recs = r.p.enc.expand(recs)
 	region, source, identity := jsonText(r.p.arn.Region), jsonText(r.p.cfg.StreamARN), jsonText(r.p.cfg.InvokeIdentityARN)
 	shard := jsonText(r.shardID)
 	dataLen, idLen := 0, 0

@@ -27,7 +27,7 @@ func NewBatchEncoder(cfg Config) (*BatchEncoder, error) {
 		return nil, err
 	}
 	c := checked.cfg
-	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, checked.stream.Region, c.InvokeIdentityARN), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
+	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, checked.stream.Region, c.InvokeIdentityARN, c.ConsumerARN != "", checked.filters), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
 }
 
 // Next renders the batch the poller would invoke first for recs (records of one shard, in
@@ -41,6 +41,10 @@ func (e *BatchEncoder) Next(shardID string, recs []types.Record) (payload []byte
 // Slot is the slot, 0 to ParallelizationFactor-1, whose batches hold the records of partitionKey:
 // with ParallelizationFactor > 1 a batch holds only records of one slot.
 func (e *BatchEncoder) Slot(partitionKey string) int { return slotOf(partitionKey, e.slots) }
+
+// Match applies the mapping's FilterCriteria to one record as the poller does (to each user record
+// of an aggregate when the mapping reads through a consumer); true without filters.
+func (e *BatchEncoder) Match(r *types.Record) bool { return e.enc.match(r) }
 
 // Record renders one record as it appears in an event's Records array.
 func (e *BatchEncoder) Record(shardID string, r *types.Record) []byte {

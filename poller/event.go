@@ -2,11 +2,14 @@ package poller
 
 import (
 	"encoding/base64"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/filter"
+	"github.com/kinesis-esm/esm/internal/epoch"
+	"github.com/kinesis-esm/esm/kpl"
 )
 
 // eventEncoder renders batches as the JSON event Lambda sends for Kinesis (events.KinesisEvent),
@@ -16,9 +19,18 @@ import (
 type eventEncoder struct {
 	// tail is everything after eventID that is the same for every record of the mapping.
 	tail []byte
+	// deaggregate expands KPL aggregates into their user records (enhanced fan-out, as Lambda
+	// does), leaving out those whose partition key differs from the aggregate's. An encoder is
+	// shared by the mapping's readers: it holds no other state.
+	deaggregate bool
+	// filters are the mapping's FilterCriteria (nil: none): with deaggregate, they apply to each
+	// user record of an aggregate.
+	filters *filter.Filters
 }
 
-func newEventEncoder(streamARN, region, invokeIdentityARN string) *eventEncoder {
+// newEventEncoder returns the encoder of a mapping's events; deaggregate is true for a mapping that
+// reads through an enhanced fan-out consumer.
+func newEventEncoder(streamARN, region, invokeIdentityARN string, deaggregate bool, filters *filter.Filters) *eventEncoder {
 	var t []byte
 	t = append(t, `,"eventName":"aws:kinesis:record","invokeIdentityArn":`...)
 	t = appendJSONString(t, invokeIdentityARN)
@@ -27,7 +39,7 @@ func newEventEncoder(streamARN, region, invokeIdentityARN string) *eventEncoder 
 	t = append(t, `,"eventSourceARN":`...)
 	t = appendJSONString(t, streamARN)
 	t = append(t, '}')
-	return &eventEncoder{tail: t}
+	return &eventEncoder{tail: t, deaggregate: deaggregate, filters: filters}
 }
 
 const (
@@ -77,18 +89,36 @@ func (e *eventEncoder) sizeBatch(scratch []byte, shardID string, recs []types.Re
 }
 
 // batch is encodeBatch, and with data false sizeBatch: size is the event's length either way.
+// n counts Kinesis records: an aggregate that deaggregate expands is taken whole or not at all.
 func (e *eventEncoder) batch(buf []byte, shardID string, recs []types.Record, maxRecords, maxBytes int, data bool) (payload []byte, size, n int) {
 	b := append(buf[:0], eventHead...)
 	size = len(b)
+	objects := 0 // record objects written
 	for n < len(recs) && n < maxRecords {
-		mark := len(b)
-		if n > 0 {
-			b = append(b, ',')
+		mark, grown, written := len(b), 0, 0
+		add := func(r *types.Record) {
+			if objects+written > 0 {
+				b = append(b, ',')
+			}
+			from := len(b)
+			b = e.appendRecordData(b, shardID, r, data)
+			if !data {
+				grown += len(b) - from + base64.StdEncoding.EncodedLen(len(r.Data))
+				b = b[:from]
+			}
+			written++
 		}
-		b = e.appendRecordData(b, shardID, &recs[n], data)
-		grown := len(b) - mark
-		if !data {
-			grown += base64.StdEncoding.EncodedLen(len(recs[n].Data))
+		if users, ok := e.userRecords(&recs[n]); ok {
+			for i := range users {
+				add(&users[i])
+			}
+		} else {
+			add(&recs[n])
+		}
+		if data {
+			grown = len(b) - mark
+		} else {
+			grown += len(b) - mark // the separators
 			b = b[:mark]
 		}
 		if n > 0 && size+grown+len(eventEnd) > maxBytes {
@@ -96,22 +126,93 @@ func (e *eventEncoder) batch(buf []byte, shardID string, recs []types.Record, ma
 			break
 		}
 		size += grown
+		objects += written
 		n++
 	}
 	return append(b, eventEnd...), size + len(eventEnd), n
 }
 
-// appendEpochSeconds writes the arrival time as aws-lambda-go's SecondsEpochTime does: a JSON
-// number of seconds, float64(UnixNano)/1e9 in Go's shortest form.
+// expand is recs as the event holds them: with every aggregate replaced by its user records (see
+// userRecords). It returns recs itself when nothing changes.
+func (e *eventEncoder) expand(recs []types.Record) []types.Record {
+	if !e.deaggregate {
+		return recs
+	}
+	var out []types.Record
+	for i := range recs {
+		users, ok := e.userRecords(&recs[i])
+		if ok && out == nil {
+			out = append(make([]types.Record, 0, len(recs)+len(users)), recs[:i]...)
+		}
+		switch {
+		case ok:
+			out = append(out, users...)
+		case out != nil:
+			out = append(out, recs[i])
+		}
+	}
+	if out == nil {
+		return recs
+	}
+	return out
+}
+
+// userRecords is what one Kinesis record becomes in the event when the encoder de-aggregates
+// and it is a KPL aggregate (ok): its user records whose partition key is the aggregate's, each
+// with the aggregate's sequence number and arrival time (Lambda documents no sub-sequence number
+// in its event). A record that is not an aggregate, or a malformed one, stays as it is (!ok).
+func (e *eventEncoder) userRecords(r *types.Record) (users []types.Record, ok bool) {
+	if !e.deaggregate || !kpl.IsAggregated(r.Data) {
+		return nil, false
+	}
+	decoded, err := kpl.Decode(r.Data)
+	if err != nil {
+		return nil, false
+	}
+	users = make([]types.Record, 0, len(decoded))
+	for _, u := range decoded {
+		if u.PartitionKey != deref(r.PartitionKey) {
+			continue
+		}
+		user := types.Record{PartitionKey: r.PartitionKey, SequenceNumber: r.SequenceNumber,
+			ApproximateArrivalTimestamp: r.ApproximateArrivalTimestamp, Data: u.Data}
+		if e.filters == nil || e.filters.Match(filterRecord(&user)) {
+			users = append(users, user)
+		}
+	}
+	return users, true
+}
+
+// match applies the mapping's FilterCriteria to one Kinesis record: to the record itself, or,
+// for an aggregate the encoder de-aggregates, to its user records (it matches when one does, and
+// the event holds only those).
+func (e *eventEncoder) match(rec *types.Record) bool {
+	if users, ok := e.userRecords(rec); ok {
+		return len(users) > 0
+	}
+	return e.filters == nil || e.filters.Match(filterRecord(rec))
+}
+
+// filterRecord is what FilterCriteria see of a record.
+func filterRecord(rec *types.Record) filter.Record {
+	fr := filter.Record{Data: rec.Data, PartitionKey: deref(rec.PartitionKey), SequenceNumber: deref(rec.SequenceNumber)}
+	if rec.ApproximateArrivalTimestamp != nil {
+		fr.ApproximateArrivalTimestamp = *rec.ApproximateArrivalTimestamp
+	}
+	return fr
+}
+
+// appendEpochSeconds writes the arrival time as Lambda's event does: a JSON number of seconds
+// with Kinesis' milliseconds (internal/epoch), 0 without a time.
 func appendEpochSeconds(b []byte, t *time.Time) []byte {
 	if t == nil {
 		return append(b, '0')
 	}
-	return strconv.AppendFloat(b, epochSeconds(t), 'f', -1, 64)
+	return epoch.AppendSeconds(b, *t)
 }
 
-// epochSeconds is the arrival time t in seconds, as events.SecondsEpochTime marshals it.
-func epochSeconds(t *time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+// epochSeconds is the arrival time t in seconds, as the event writes it.
+func epochSeconds(t *time.Time) float64 { return epoch.Seconds(*t) }
 
 func deref(s *string) string {
 	if s == nil {

@@ -115,15 +115,20 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 // with errStopped when the mapping stops. payload, when non-nil, is the encoded event for recs (or
 // batch's stand-in, direct.go).
 func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, payload []byte) error {
-	return r.runBatch(&batchRun{r: r, runCtx: runCtx, workCtx: workCtx, recs: recs, payload: payload})
+	return r.processRun(&batchRun{r: r, runCtx: runCtx, workCtx: workCtx, recs: recs, payload: payload})
 }
 
-// runBatch takes b through the failure rules; the shard stops counting as blocked on b once it is done.
-func (r *reader) runBatch(b *batchRun) error {
+// processRun runs b through the failure rules.
+func (r *reader) processRun(b *batchRun) error {
 	b.pace = r.p.retryPace()
-	defer r.unstalled(&b.stall)
+	defer r.unstalled(&b.stall) // the shard stops counting as blocked on b once it is done
 	return retry(b.runCtx, &b.pace, b.attempt, nil)
 }
+
+// failurePaceFactor is how much longer the longest pause before retrying a batch that failed
+// whole is than retryMax: 20 s by default, which gives AWS's recorded count (an always-failing
+// function, MaximumRecordAgeInSeconds 60: approximateInvokeCount 8) within one.
+const failurePaceFactor = 4
 
 // batchRun is one batch going through the failure rules: the records not yet handled or
 // discarded, and what the rules count.
@@ -142,6 +147,7 @@ type batchRun struct {
 	// With a Tracer (trace.go): the current invocation's span, the batch's first one, and the
 	// bisected invocation these records are half of.
 	span, first, parent InvocationSpan
+	half                bool // a bisected half: its retries are paced short
 }
 
 // log is the batch's logger, built only when something is logged: not on the hot path.
@@ -171,11 +177,19 @@ func (b *batchRun) attempt(int) (step, error) {
 	r.p.obs.IteratorAge(r.shardID, iteratorAge(b.recs, r.p.now()))
 	ictx := b.startSpan(b.workCtx)
 	started := time.Now()
+	// Held again just before the send, if the invoker waits first (for a slot, an endpoint, an
+	// environment) or retries on its own: see invoke.WithStartCheck.
+	if r.p.coord != nil {
+		ictx = invoke.WithStartCheck(ictx, r.held)
+	}
 	resp, err := r.invokeBatch(ictx, b.recs, b.payload)
 	took := time.Since(started)
 	b.attempted = true
 	if err != nil {
 		b.endSpan(OutcomeNotInvoked)
+		if b.workCtx.Err() != nil { // cut off by the end of the shutdown grace: it may run on
+			r.abandoned.Store(true)
+		}
 		r.observeInvoke(0, took, err, false, false)
 		b.log().Warn("function not invoked; retrying without counting", "err", err)
 		b.stalled("function not invoked: " + err.Error())
@@ -270,6 +284,12 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 		b.log().Warn("invalid partial batch response: the whole batch failed", "response", string(resp.Payload))
 		cause = "invalid partial batch response: " + clip(resp.Payload)
 	}
+	// A batch that failed whole waits longer each time, as Lambda's recorded counts show; the
+	// retry after a partial response, and a bisected half's, stay short.
+	b.pace.max = r.p.retryMax
+	if o != outcomePartial && !b.half {
+		b.pace.max = failurePaceFactor * r.p.retryMax
+	}
 	outcome := ""
 	if b.span != nil {
 		outcome = failureOutcome(o, resp)
@@ -303,8 +323,8 @@ func (b *batchRun) bisect(parent InvocationSpan) error {
 	b.log().Info("bisecting batch", "first_half", half, "second_half", len(b.recs)-half)
 	b.stalled("function error") // the halves are failing since the batch first did
 	for _, recs := range [][]types.Record{b.recs[:half], b.recs[half:]} {
-		h := &batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, recs: recs, stall: stall{since: b.stall.since}, parent: parent}
-		if err := b.r.runBatch(h); err != nil {
+		h := &batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, recs: recs, half: true, stall: stall{since: b.stall.since}, parent: parent}
+		if err := b.r.processRun(h); err != nil {
 			return err
 		}
 	}

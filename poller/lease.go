@@ -34,6 +34,14 @@ type Coordinator interface {
 	Release(ctx context.Context, shardID string) error
 }
 
+// Abandoner is implemented by a Coordinator that can keep a lease whose reader stopped with an
+// invocation cut off by the end of the shutdown grace (ShutdownGrace shorter than the function
+// timeout): such an invocation, sent to Lambda or an HTTP endpoint, may still run, so the lease
+// must not go to a next owner at once. The poller then calls Abandon instead of Release.
+type Abandoner interface {
+	Abandon(shardID string)
+}
+
 // ShardInfo describes a shard for Coordinator.Register.
 type ShardInfo struct {
 	ShardID                        string

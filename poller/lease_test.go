@@ -12,6 +12,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
@@ -34,6 +35,15 @@ type memWorker struct {
 	id       string
 	claims   atomic.Int64
 	released chan string // when set, receives each shard whose reader stopped and released it
+	// abandoned, when set, receives each shard whose reader stopped with an invocation cut off
+	// by the shutdown grace (Abandoner).
+	abandoned chan string
+}
+
+func (w *memWorker) Abandon(id string) {
+	if w.abandoned != nil {
+		w.abandoned <- id
+	}
 }
 
 func (w *memWorker) Load(context.Context) (map[string]ShardProgress, error) {
@@ -135,12 +145,19 @@ func (t *leaseTable) owned() map[string]int {
 
 func startWorker(t *testing.T, f *fakekinesis.Fake, arn string, table *leaseTable, w *memWorker, rec *recorder, tune ...func(*Config)) func() error {
 	t.Helper()
+	return startWorkerInvoking(t, f, arn, w, inprocess.New(rec.handle), tune...)
+}
+
+// startWorkerInvoking runs worker w's poller with the invoker inv; the returned stop ends it and
+// returns what Run returned.
+func startWorkerInvoking(t *testing.T, f *fakekinesis.Fake, arn string, w *memWorker, inv Invoker, tune ...func(*Config)) func() error {
+	t.Helper()
 	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
 		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
 	for _, fn := range tune {
 		fn(&cfg)
 	}
-	p, err := New(cfg, f, w, inprocess.New(rec.handle), WithCoordinator(w))
+	p, err := New(cfg, f, w, inv, WithCoordinator(w))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +239,80 @@ func TestLostLeaseStopsReader(t *testing.T) {
 	defer table.mu.Unlock()
 	if cp := table.progress["shardId-000000000000"].Checkpoint; cp != "" {
 		t.Fatalf("a fenced worker moved the checkpoint to %s", cp)
+	}
+}
+
+// TestInvokerAsksHeldBeforeTheSend: an invoker that waits before it sends (for a concurrency
+// slot, an endpoint, an environment) asks the lease again just before the send, through the
+// start check the poller puts in the context: a lease lost during the wait sends nothing.
+func TestInvokerAsksHeldBeforeTheSend(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	table := newLeaseTable()
+	f.Put("s", "k", []byte("k:0"))
+	w := &memWorker{t: table, id: "A", released: make(chan string, 10)}
+	waiting, proceed := make(chan struct{}), make(chan struct{})
+	var sent atomic.Int64
+	inv := invoke.InvokerFunc(func(ctx context.Context, _ []byte) (invoke.Response, error) {
+		waiting <- struct{}{}
+		<-proceed // the wait for a slot
+		if err := invoke.CheckStart(ctx); err != nil {
+			return invoke.Response{}, err
+		}
+		sent.Add(1)
+		return invoke.Response{StatusCode: 200}, nil
+	})
+	stop := startWorkerInvoking(t, f, arn, w, inv)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	<-waiting
+	table.mu.Lock()
+	table.owner["shardId-000000000000"] = "Z" // the lease is lost during the wait
+	table.mu.Unlock()
+	close(proceed)
+	if id := <-w.released; id != "shardId-000000000000" { // the reader stopped
+		t.Fatalf("released %s", id)
+	}
+	if n := sent.Load(); n != 0 {
+		t.Fatalf("%d invocations sent after the lease was lost", n)
+	}
+}
+
+// TestCutOffInvocationIsNotHandedOver: at a stop, an invocation still running when the shutdown
+// grace ends is cut off, but may still run where it was sent (Lambda, an HTTP endpoint): the
+// poller then tells the coordinator (Abandon) instead of releasing the lease for a next owner to
+// start at once.
+func TestCutOffInvocationIsNotHandedOver(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	table := newLeaseTable()
+	f.Put("s", "k", []byte("k:0"))
+	w := &memWorker{t: table, id: "A", released: make(chan string, 10), abandoned: make(chan string, 10)}
+	started := make(chan struct{}, 1)
+	inv := invoke.InvokerFunc(func(ctx context.Context, _ []byte) (invoke.Response, error) {
+		started <- struct{}{}
+		<-ctx.Done() // longer than the grace
+		return invoke.Response{}, ctx.Err()
+	})
+	stop := startWorkerInvoking(t, f, arn, w, inv, func(c *Config) { c.ShutdownGrace = 50 * time.Millisecond })
+	<-started
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-w.abandoned:
+		if id != "shardId-000000000000" {
+			t.Fatalf("abandoned %s", id)
+		}
+	default:
+		t.Fatal("the coordinator was not told of the invocation cut off")
+	}
+	select {
+	case id := <-w.released:
+		t.Fatalf("%s released for a next owner while its invocation may still run", id)
+	default:
 	}
 }

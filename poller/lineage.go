@@ -93,6 +93,33 @@ func (g *lineage) addChildren(children []types.ChildShard) (unknownParent bool) 
 
 func (g *lineage) markFinished(id string) { g.finished[id] = true; delete(g.running, id) }
 
+// markAncestorsFinished marks finished every ancestor of a shard that was read.
+func (g *lineage) markAncestorsFinished(id string) {
+	seen := map[string]bool{id: true}
+	for queue := []string{id}; len(queue) > 0; queue = queue[1:] {
+		if n := g.shards[queue[0]]; n != nil {
+			for _, p := range n.parents {
+				if !seen[p] {
+					seen[p] = true
+					g.finished[p] = true
+					queue = append(queue, p)
+				}
+			}
+		}
+	}
+}
+
+// parentsWithChildren are the shards some shard of the graph names as a parent.
+func (g *lineage) parentsWithChildren() map[string]bool {
+	out := map[string]bool{}
+	for _, n := range g.shards {
+		for _, p := range n.parents {
+			out[p] = true
+		}
+	}
+	return out
+}
+
 // ready returns the shards that may start now, in shard id order.
 func (g *lineage) ready() []string {
 	var out []string

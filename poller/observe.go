@@ -104,3 +104,40 @@ func iteratorAge(recs []types.Record, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// How a shard is read, for SubscriptionObserver.ShardReadBy.
+const (
+	ReadByPolling      = "polling"      // GetRecords
+	ReadBySubscription = "subscription" // SubscribeToShard, through an enhanced fan-out consumer
+)
+
+// SubscriptionObserver is what an Observer may also implement to see how shards are read and
+// their enhanced fan-out subscriptions; the poller finds it by type assertion. Every method must
+// be cheap and safe for concurrent use.
+type SubscriptionObserver interface {
+	// ShardReadBy: the shard is read by ReadByPolling or ReadBySubscription from now on.
+	ShardReadBy(shardID, mode string)
+	// Subscribed: a SubscribeToShard call for the shard succeeded at at; renewal is false for
+	// the first subscription after the reader (re)opened the shard, true for a renewal (the
+	// lifetime, a drop).
+	Subscribed(shardID string, at time.Time, renewal bool)
+	// SubscriptionInUse: a SubscribeToShard call was refused with ResourceInUseException.
+	SubscriptionInUse(shardID string)
+	// SubscriptionEvent: an event of the shard's subscription arrived at at.
+	SubscriptionEvent(shardID string, at time.Time)
+}
+
+// subscriptionObserver is the mapping's SubscriptionObserver, or one that ignores everything.
+func (p *Poller) subscriptionObserver() SubscriptionObserver {
+	if so, ok := p.obs.(SubscriptionObserver); ok {
+		return so
+	}
+	return nopSubscriptionObserver{}
+}
+
+type nopSubscriptionObserver struct{}
+
+func (nopSubscriptionObserver) ShardReadBy(string, string)          {}
+func (nopSubscriptionObserver) Subscribed(string, time.Time, bool)  {}
+func (nopSubscriptionObserver) SubscriptionInUse(string)            {}
+func (nopSubscriptionObserver) SubscriptionEvent(string, time.Time) {}

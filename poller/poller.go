@@ -112,7 +112,7 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 			return nil, err
 		}
 	}
-	p.enc = newEventEncoder(p.cfg.StreamARN, p.arn.Region, p.cfg.InvokeIdentityARN)
+	p.enc = newEventEncoder(p.cfg.StreamARN, p.arn.Region, p.cfg.InvokeIdentityARN, p.cfg.ConsumerARN != "", p.filters)
 	p.log = p.log.With("stream", p.arn.Name)
 	if p.cfg.TumblingWindow > 0 && p.cfg.ParallelizationFactor > 1 {
 		// AWS documents no rejection of this combination, so a template that deploys runs. A
@@ -250,7 +250,8 @@ func (p *Poller) Run(ctx context.Context) error {
 			return fmt.Errorf("register shards: %w", err)
 		}
 	}
-	c := &coordinator{p: p, g: newLineage(), progress: progress, cancels: map[string]context.CancelFunc{}, results: make(chan readerResult)}
+	c := &coordinator{p: p, g: newLineage(), progress: progress, cancels: map[string]context.CancelFunc{}, results: make(chan readerResult),
+		askedChildren: map[string]bool{}}
 	// With a coordinator a shard is read only once its lease is taken, seconds after the start
 	// was decided: LATEST then would skip what arrived meanwhile, so it opens AT_TIMESTAMP.
 	if fresh && p.cfg.StartingPosition == Latest && p.coord == nil {

@@ -27,6 +27,8 @@ type pump struct {
 	last     string // the last record handed over
 	bo       backoff
 	now      func() time.Time
+	obs      SubscriptionObserver
+	made     int // subscriptions made: the later ones are renewals
 }
 
 // run subscribes until the shard ends or ctx ends: it resubscribes at once after a subscription
@@ -35,6 +37,7 @@ func (m *pump) run(ctx context.Context) {
 	_ = retry(ctx, &m.bo, func(int) (step, error) { return m.subscribe(ctx) }, func(err error, d time.Duration) {
 		var inUse *types.ResourceInUseException
 		if errors.As(err, &inUse) {
+			m.obs.SubscriptionInUse(m.shardID)
 			m.log.Info("shard subscription in use; backing off", "backoff", d)
 		} else {
 			m.log.Warn("subscribe to shard failed; backing off", "err", err, "backoff", d)
@@ -62,6 +65,8 @@ func (m *pump) subscribe(ctx context.Context) (step, error) {
 		}
 		return stepRetry, err
 	}
+	m.obs.Subscribed(m.shardID, m.now(), m.made > 0)
+	m.made++
 	got, ended, err := m.consume(ctx, out.GetStream())
 	switch {
 	case ended || ctx.Err() != nil:
@@ -94,6 +99,7 @@ func (m *pump) consume(ctx context.Context, es *kinesis.SubscribeToShardEventStr
 				continue
 			}
 			got = true
+			m.obs.SubscriptionEvent(m.shardID, m.now())
 			v := &e.Value
 			recs := v.Records
 			for len(recs) > 0 && m.last != "" && compareSeq(deref(recs[0].SequenceNumber), m.last) <= 0 {

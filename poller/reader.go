@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/internal/ctxwait"
 )
 
@@ -30,12 +30,17 @@ type reader struct {
 	atTip bool
 	// sub: with enhanced fan-out, the subscription records are pushed on (subscribe.go).
 	sub *subscription
+	// readBy is how the shard was last reported read (SubscriptionObserver.ShardReadBy).
+	readBy string
 
 	// What was read and not yet delivered, and how the polling goes.
 	poll pollState
 
 	buf   []byte // event encoding buffer, reused across batches
 	slots *slots // with ParallelizationFactor > 1: the batches in flight
+	// abandoned: an invocation was cut off by the end of the shutdown grace. It may still run
+	// (on Lambda, at an HTTP endpoint): the lease must not be handed over as if it had ended.
+	abandoned atomic.Bool
 
 	blocked blockage // the shard's batches reported blocked (blocked.go)
 }
@@ -127,7 +132,10 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 	}
 	if r.p.cfg.ParallelizationFactor > 1 {
 		stopSlots := r.startSlots(runCtx, workCtx)
-		defer func() { res = stopSlots(res) }()
+		defer func() {
+			res = stopSlots(res)
+			res.abandoned = res.abandoned || r.abandoned.Load()
+		}()
 	}
 	for {
 		var err error
@@ -161,7 +169,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 
 // result is how the reader ended, from the error that ended it.
 func (r *reader) result(err error) readerResult {
-	return readerResult{shardID: r.shardID}.endedBy(err)
+	return readerResult{shardID: r.shardID, abandoned: r.abandoned.Load()}.endedBy(err)
 }
 
 // startSlots starts the slots of a ParallelizationFactor above 1. The function it returns stops
@@ -282,11 +290,21 @@ func (r *reader) next(ctx context.Context, limit int32) (*kinesis.GetRecordsOutp
 	return r.p.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
 }
 
+// reportReadBy tells the observer how the shard is read, when that changed.
+func (r *reader) reportReadBy(mode string) {
+	if r.readBy != mode {
+		r.readBy = mode
+		r.p.subscriptionObserver().ShardReadBy(r.shardID, mode)
+	}
+}
+
 // open gets a shard iterator for the current position, retrying transient failures.
 func (r *reader) open(ctx context.Context) error {
 	if r.subscribing() { // enhanced fan-out: subscribe instead (subscribe.go)
+		r.reportReadBy(ReadBySubscription)
 		return r.subscribe(ctx)
 	}
+	r.reportReadBy(ReadByPolling)
 	bo := readPace
 	return retry(ctx, &bo, func(int) (step, error) {
 		pos, _ := r.openPosition()
@@ -363,11 +381,6 @@ func (r *reader) selectBatch(pending []types.Record) (take int, matched []types.
 	return len(pending), matched, pos
 }
 
-// match applies the mapping's FilterCriteria to one record.
-func (r *reader) match(rec *types.Record) bool {
-	fr := filter.Record{Data: rec.Data, PartitionKey: deref(rec.PartitionKey), SequenceNumber: deref(rec.SequenceNumber)}
-	if rec.ApproximateArrivalTimestamp != nil {
-		fr.ApproximateArrivalTimestamp = *rec.ApproximateArrivalTimestamp
-	}
-	return r.p.filters.Match(fr)
-}
+// match applies the mapping's FilterCriteria to one record (eventEncoder.match: to each user
+// record of an aggregate that enhanced fan-out de-aggregates).
+func (r *reader) match(rec *types.Record) bool { return r.p.enc.match(rec) }

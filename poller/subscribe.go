@@ -75,7 +75,7 @@ func (p *Poller) useSubscriptions() error {
 	}
 	e := p.efo
 	e.api, e.consumer, e.closed = api, p.cfg.ConsumerARN, map[string]bool{}
-	e.opts = append([]func(*kinesis.Options){freshProtocol}, p.subOpts...)
+	e.opts = append([]func(*kinesis.Options){freshProtocol, initialResponseOptional}, p.subOpts...)
 	p.kin = listingTap{KinesisAPI: p.kin, efo: p.efo}
 	return nil
 }
@@ -165,7 +165,8 @@ func (r *reader) subscribe(ctx context.Context) error {
 	s := &subscription{events: make(chan subEvent, 1), stop: stop, done: make(chan struct{})}
 	r.sub = s
 	pm := &pump{e: r.p.efo, shardID: r.shardID, log: r.p.log.With("shard_id", r.shardID, "consumer", r.p.efo.consumer),
-		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.retry, now: r.p.now}
+		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.retry, now: r.p.now,
+		obs: r.p.subscriptionObserver()}
 	go func() {
 		defer close(s.done)
 		pm.run(pctx)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/kinesis-esm/esm/internal/testenv"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/local"
 )
 
@@ -24,6 +25,9 @@ var (
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
+	if testkit.Fuzzing() { // FuzzParseMessage needs no queue; each fuzz worker runs TestMain
+		return m.Run()
+	}
 	var err error
 	if sqsSrv, sqsC, err = testenv.SQS(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -335,13 +335,8 @@ func (r *Redriver) streamBatches(ctx context.Context, m Message) ([]batch, error
 	return out, nil
 }
 
-func (r *Redriver) match(rec *types.Record) bool {
-	fr := filter.Record{Data: rec.Data, PartitionKey: aws.ToString(rec.PartitionKey), SequenceNumber: aws.ToString(rec.SequenceNumber)}
-	if rec.ApproximateArrivalTimestamp != nil {
-		fr.ApproximateArrivalTimestamp = *rec.ApproximateArrivalTimestamp
-	}
-	return r.filters.Match(fr)
-}
+// match applies the mapping's filters as the poller does.
+func (r *Redriver) match(rec *types.Record) bool { return r.enc.Match(rec) }
 
 // payloadBatches takes the event an S3 object carries: as it is when it fits one invocation (the
 // bytes the function received), else cut into batches of its records at the same limits.

@@ -38,10 +38,11 @@ func main() {
 	esmBin := flag.String("esm", "bin/esm", "path of the esm binary")
 	records := flag.Int("records", 1200, "records to write")
 	keys := flag.Int("keys", 40, "partition keys")
+	efo := flag.Bool("efo", false, "read through an enhanced fan-out consumer (SubscribeToShard) instead of polling")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *esmBin, *records, *keys); err != nil {
+	if err := run(ctx, *esmBin, *records, *keys, *efo); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -50,9 +51,15 @@ func main() {
 func say(format string, a ...any) { fmt.Printf("==> "+format+"\n", a...) }
 
 const (
-	stream = "demo-stream"
-	queue  = "demo-failures"
-	poison = "poison"
+	stream   = "demo-stream"
+	queue    = "demo-failures"
+	poison   = "poison"
+	consumer = "demo-esm" // the enhanced fan-out consumer of -efo
+	// pollInterval is esm's --poll-interval: a caught-up shard is read this often when polling.
+	pollInterval = 250 * time.Millisecond
+	// latencyKey is the partition key of the records whose put→invoke latency is measured.
+	latencyKey     = "latency"
+	latencyRecords = 20
 )
 
 // demoTemplate is the SAM template the demo's esm reads: the example function with a Kinesis
@@ -87,6 +94,7 @@ Resources:
 type demo struct {
 	begin       time.Time
 	total, keys int
+	efo         bool   // read through a registered consumer
 	work        string // temporary folder: template, state, log, deliveries
 	kin         *kinesis.Client
 	sqs         *sqs.Client
@@ -107,10 +115,10 @@ type demo struct {
 }
 
 // run tells the whole story and returns an error unless every check passed.
-func run(ctx context.Context, esmBin string, total, keys int) error {
+func run(ctx context.Context, esmBin string, total, keys int, efo bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	d := &demo{begin: time.Now(), total: total, keys: keys}
+	d := &demo{begin: time.Now(), total: total, keys: keys, efo: efo}
 	work, err := os.MkdirTemp("", "esm-demo-")
 	if err != nil {
 		return err
@@ -153,6 +161,9 @@ func run(ctx context.Context, esmBin string, total, keys int) error {
 		return err
 	}
 	d.progress()
+	if got, err = d.measureLatency(ctx); err != nil {
+		return err
+	}
 	_ = d.esm.Process.Signal(syscall.SIGTERM)
 	if err := <-d.exited; err != nil {
 		return fmt.Errorf("esm did not stop cleanly: %w", err)
@@ -195,8 +206,16 @@ func (d *demo) startESM(esmBin, kinesisURL, sqsURL string) (stop func(), err err
 	if err != nil {
 		return nil, err
 	}
-	d.esm = exec.Command(esmBin, "run", "--invoke", "example", "--template", tmpl, "--sqs-protocol", "query", "--poll-interval", "250ms",
-		"--state-dir", filepath.Join(d.work, "state"), "--metrics-addr", d.metricsAddr)
+	args := []string{"run", "--invoke", "example", "--template", tmpl, "--sqs-protocol", "query", "--poll-interval", pollInterval.String(),
+		"--state-dir", filepath.Join(d.work, "state"), "--metrics-addr", d.metricsAddr}
+	how := "polling every " + pollInterval.String()
+	if d.efo {
+		// kinesis-local never ends a closed shard's subscription: esm reads the rest of a closed
+		// shard with GetRecords once ListShards shows it closed, so list often.
+		args = append(args, "--register-consumer", consumer, "--shard-sync-interval", "3s")
+		how = "through the enhanced fan-out consumer " + consumer + " (SubscribeToShard)"
+	}
+	d.esm = exec.Command(esmBin, args...)
 	d.esm.Env = append(os.Environ(),
 		"AWS_ENDPOINT_URL_KINESIS="+kinesisURL, "AWS_ENDPOINT_URL_SQS="+sqsURL,
 		"AWS_ACCESS_KEY_ID=AKIDLOCAL", "AWS_SECRET_ACCESS_KEY=local", "AWS_REGION=us-east-1",
@@ -208,7 +227,7 @@ func (d *demo) startESM(esmBin, kinesisURL, sqsURL string) (stop func(), err err
 	}
 	d.exited = make(chan error, 1)
 	go func() { d.exited <- d.esm.Wait() }()
-	say("esm running (pid %d): example handler in-process, BisectBatchOnFunctionError, MaximumRetryAttempts 2, SQS on-failure queue", d.esm.Process.Pid)
+	say("esm running (pid %d): reading %s; example handler in-process, BisectBatchOnFunctionError, MaximumRetryAttempts 2, SQS on-failure queue", d.esm.Process.Pid, how)
 	say("esm log: %s; metrics: http://%s/metrics", d.logPath, d.metricsAddr)
 	return func() {
 		if d.esm.ProcessState == nil {
@@ -324,6 +343,66 @@ func (d *demo) awaitDeliveries(ctx context.Context, tick <-chan time.Time) (got 
 	}
 }
 
+// measureLatency puts latencyRecords records one at a time, each once the previous one was
+// invoked and a pause of a third of the poll interval later (so that puts land at every phase of
+// the poll cycle), and prints the put→invoke latency: from PutRecords' return to the function's
+// start (the delivery's receivedAt, in milliseconds). It returns every delivery so far.
+func (d *demo) measureLatency(ctx context.Context) ([]example.Delivery, error) {
+	var lat []time.Duration
+	var got []example.Delivery
+	for i := range latencyRecords {
+		data := fmt.Sprintf("%s:%d", latencyKey, i)
+		if _, err := local.PutRecords(ctx, d.kin, stream, []local.Record{{PartitionKey: latencyKey, Data: []byte(data)}}); err != nil {
+			return nil, err
+		}
+		put := time.Now()
+		for {
+			var err error
+			if got, err = verify.ReadDeliveries(d.out); err != nil {
+				return nil, err
+			}
+			if at, ok := receivedAt(got, data); ok {
+				lat = append(lat, max(time.UnixMilli(at).Sub(put), 0))
+				break
+			}
+			select {
+			case <-time.After(5 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, fmt.Errorf("latency record %d not delivered: %w", i, ctx.Err())
+			}
+		}
+		select {
+		case <-time.After(pollInterval / 3):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	d.perKey[latencyKey] = latencyRecords
+	slices.Sort(lat)
+	how := "polling every " + pollInterval.String()
+	if d.efo {
+		how = "enhanced fan-out"
+	}
+	pct := func(p float64) time.Duration {
+		return lat[min(int(p*float64(len(lat))), len(lat)-1)].Round(time.Millisecond)
+	}
+	say("put→invoke latency, %s, %d records one at a time: p50 %s, p95 %s, max %s", how, len(lat), pct(0.5), pct(0.95), lat[len(lat)-1].Round(time.Millisecond))
+	if d.efo {
+		say("(kinesis-local pushes a subscription's events about once a second; Kinesis pushes them as records arrive, ~70 ms)")
+	}
+	return got, nil
+}
+
+// receivedAt is when the function received the record data, in Unix milliseconds.
+func receivedAt(got []example.Delivery, data string) (int64, bool) {
+	for _, g := range got {
+		if g.Data == data {
+			return g.ReceivedAt, true
+		}
+	}
+	return 0, false
+}
+
 // progress prints one line: written, delivered, the rate since the last line, and per shard the
 // deliveries and esm's iterator age.
 func (d *demo) progress() {
@@ -395,6 +474,9 @@ func (d *demo) report(ctx context.Context, got []example.Delivery, failures []st
 		return fmt.Errorf("checks failed: %s", bad)
 	}
 	fmt.Printf("\nall checks passed in %s\n", time.Since(d.begin).Round(time.Second))
+	if !d.efo {
+		fmt.Println("(make demo-efo tells the same story through an enhanced fan-out consumer, with its latency)")
+	}
 	return nil
 }
 

@@ -214,7 +214,9 @@ func testResharding(t *testing.T, kill bool, src source) {
 	env := []string{"EXAMPLE_OUTPUT=" + out, "EXAMPLE_DELAY=25ms", "EXAMPLE_EVENT_DUMP=" + dump, "EXAMPLE_TRACE=" + trace}
 	args := []string{"--stream", stream, "--state-dir", filepath.Join(dir, "state"), "--batch-size", "5",
 		"--poll-interval", "200ms", "--shard-sync-interval", "10s"}
-	args = append(args, src.args...)
+	if src.args != nil {
+		args = append(args, src.args(t, stream)...)
+	}
 	proc := src.start(t, env, args...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,49 +18,53 @@ import (
 	"github.com/kinesis-esm/esm/local"
 )
 
-// Enhanced fan-out end to end, on kinesis-local. The esm binary of these tests is built with
-// -tags esm_kinesislocal: its subscriptions expect no initial-response message, which
-// kinesis-local never sends (see local.NoInitialResponse). Everything else is the production
-// binary.
+// Enhanced fan-out end to end, on kinesis-local, with the binary "make build" builds: kinesis-local
+// starts its subscriptions without the initial-response message Kinesis sends, and esm decides
+// from each stream's first message (poller/initialresponse.go).
 
 // source is how an end-to-end esm reads its stream: polling (the zero value) or through a consumer.
 type source struct {
-	bin   string   // the esm binary; "" is esmBin
-	args  []string // more "esm run" arguments
+	args func(t *testing.T, stream string) []string // more "esm run" arguments, after --stream
+	// check judges esm's log once every record arrived.
 	check func(t *testing.T, stream, output string)
 }
 
 func (s source) start(t *testing.T, env []string, args ...string) *esmProc {
 	t.Helper()
-	return startBin(t, cmp.Or(s.bin, esmBin), env, args...)
-}
-
-var efoBuild struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// efoBin builds esm with -tags esm_kinesislocal, once per test binary, next to esmBin.
-func efoBin(t *testing.T) string {
-	t.Helper()
-	efoBuild.once.Do(func() {
-		efoBuild.path = esmBin + "-efo"
-		cmd := exec.Command("go", "build", "-tags", "esm_kinesislocal", "-o", efoBuild.path, ".")
-		cmd.Stderr = os.Stderr
-		efoBuild.err = cmd.Run()
-	})
-	if efoBuild.err != nil {
-		t.Fatalf("build esm for kinesis-local subscriptions: %v", efoBuild.err)
-	}
-	return efoBuild.path
+	return startBin(t, esmBin, env, args...)
 }
 
 // consumerSource reads through the consumer named consumer, registered by esm itself; check
 // asserts that it was registered and that at least subscribed shards were read through
 // subscriptions.
-func consumerSource(t *testing.T, consumer string, subscribed int) source {
-	return source{bin: efoBin(t), args: []string{"--register-consumer", consumer}, check: func(t *testing.T, stream, out string) {
+func consumerSource(consumer string, subscribed int) source {
+	return source{args: func(*testing.T, string) []string { return []string{"--register-consumer", consumer} },
+		check: consumerCheck(consumer, subscribed)}
+}
+
+// consumerARNSource registers the consumer itself and gives esm its ARN as the stream, as a
+// template's Stream: !GetAtt Consumer.ConsumerARN does.
+func consumerARNSource(consumer string, subscribed int) source {
+	return source{args: func(t *testing.T, stream string) []string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		reg, err := kin.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{
+			StreamARN: aws.String(streamARNOf(t, stream)), ConsumerName: &consumer})
+		if err != nil {
+			t.Fatalf("register consumer %s: %v", consumer, err)
+		}
+		testkit.WaitFor(t, "consumer ACTIVE", 30*time.Second, func() bool {
+			return describeConsumer(t, stream, consumer).ConsumerStatus == types.ConsumerStatusActive
+		})
+		return []string{"--stream", aws.ToString(reg.Consumer.ConsumerARN)}
+	}, check: consumerCheck(consumer, subscribed)}
+}
+
+// consumerCheck asserts that the consumer is registered and named in esm's log, and that at least
+// subscribed shards were read through subscriptions.
+func consumerCheck(consumer string, subscribed int) func(t *testing.T, stream, out string) {
+	return func(t *testing.T, stream, out string) {
 		t.Helper()
 		c := describeConsumer(t, stream, consumer)
 		if c.ConsumerStatus != types.ConsumerStatusActive || !strings.Contains(out, "consumer="+aws.ToString(c.ConsumerARN)) {
@@ -75,35 +76,34 @@ func consumerSource(t *testing.T, consumer string, subscribed int) source {
 		}
 		t.Logf("%d shards subscribed, %d subscriptions refused as in use, %d closed shards drained with GetRecords", n,
 			strings.Count(out, "shard subscription in use"), strings.Count(out, "reading the rest with GetRecords"))
-	}}
+	}
 }
 
 func describeConsumer(t *testing.T, stream, consumer string) *types.ConsumerDescription {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sum, err := kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out, err := kin.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{
-		StreamARN: sum.StreamDescriptionSummary.StreamARN, ConsumerName: &consumer})
+		StreamARN: aws.String(streamARNOf(t, stream)), ConsumerName: &consumer})
 	if err != nil {
 		t.Fatalf("describe consumer %s of %s: %v", consumer, stream, err)
 	}
 	return out.ConsumerDescription
 }
 
-// TestEFOReshardingLosesNothing is TestReshardingLosesNothing through a registered consumer: a
-// 4-shard stream split, merged and re-sized under load, read with SubscribeToShard (closed shards,
-// which kinesis-local's subscriptions never end, drained with GetRecords), optionally killed with
-// SIGKILL and restarted (resubscribing while the killed process' subscriptions may still be in use).
+// TestEFOReshardingLosesNothing is TestReshardingLosesNothing through a registered consumer, with
+// the esm binary users build: a 4-shard stream split, merged and re-sized under load, read with
+// SubscribeToShard (closed shards, which kinesis-local's subscriptions never end, drained with
+// GetRecords); once with a consumer esm registers itself, once with a consumer's ARN as the stream,
+// killed with SIGKILL and restarted (resubscribing while the killed process' subscriptions may
+// still be in use).
 func TestEFOReshardingLosesNothing(t *testing.T) {
-	for _, kill := range []bool{false, true} {
-		t.Run(map[bool]string{false: "continuous", true: "sigkill-restart"}[kill], func(t *testing.T) {
-			testResharding(t, kill, consumerSource(t, fmt.Sprintf("esm-e2e-%d", streamSeq.Add(1)), 8))
-		})
-	}
+	t.Run("continuous", func(t *testing.T) {
+		testResharding(t, false, consumerSource(fmt.Sprintf("esm-e2e-%d", streamSeq.Add(1)), 8))
+	})
+	t.Run("consumer-arn-sigkill-restart", func(t *testing.T) {
+		testResharding(t, true, consumerARNSource(fmt.Sprintf("esm-e2e-%d", streamSeq.Add(1)), 8))
+	})
 }
 
 // TestTemplateStreamConsumer: a template whose mapping reads an AWS::Kinesis::StreamConsumer's
@@ -117,7 +117,8 @@ func TestTemplateStreamConsumer(t *testing.T) {
 		t.Fatalf("esm validate: exit code %d\n%s%s", code, out, stderr)
 	}
 	deliveries := filepath.Join(t.TempDir(), "deliveries.jsonl")
-	proc := source{bin: efoBin(t)}.start(t, []string{"EXAMPLE_OUTPUT=" + deliveries}, "--template", tpl,
+	metricsAddr := freeAddr(t)
+	proc := source{}.start(t, []string{"EXAMPLE_OUTPUT=" + deliveries}, "--template", tpl, "--metrics-addr", metricsAddr,
 		"--parameter-overrides", "StreamName="+stream, "--provision", "--state-dir", filepath.Join(t.TempDir(), "state"))
 	testkit.WaitFor(t, "esm to provision and start", 30*time.Second, func() bool { return strings.Contains(proc.stderr.String(), "mapping started") })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -127,6 +128,12 @@ func TestTemplateStreamConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "all records delivered", time.Minute, func() bool { return uniqueCount(readDeliveries(t, deliveries)) >= total })
+	// esm status shows each shard read by subscription, with the subscription's figures.
+	code, status, stderr := runESMOutput(t, "", "status", "--all", "--metrics-addr", metricsAddr, "--endpoint-url", kinesisEndpoint)
+	if code != 0 || strings.Count(status, "read by subscription (age ") != 2 || !strings.Contains(status, "refused in use, last event ") {
+		t.Fatalf("esm status --all: exit %d, want both shards read by subscription:\n%s%s", code, status, stderr)
+	}
+	t.Logf("esm status --all:\n%s", status)
 	if code := proc.stop(t); code != 0 {
 		t.Fatalf("esm exited %d after SIGTERM, want 0", code)
 	}
@@ -138,5 +145,17 @@ func TestTemplateStreamConsumer(t *testing.T) {
 	if bad := verify.Failed(verify.Deliveries(got, perKey, lineage)); bad != "" {
 		t.Fatal(bad)
 	}
-	consumerSource(t, stream+"-esm", 2).check(t, stream, proc.stderr.String())
+	consumerCheck(stream+"-esm", 2)(t, stream, proc.stderr.String())
+}
+
+// streamARNOf is the stream's ARN.
+func streamARNOf(t *testing.T, stream string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sum, err := kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: &stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return aws.ToString(sum.StreamDescriptionSummary.StreamARN)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +17,8 @@ import (
 
 // fakeKinesisHTTP serves an in-memory Kinesis over Kinesis's JSON protocol, for a benchmark of the
 // esm binary at a rate kinesis-local cannot answer. It has only the calls "esm run" makes to
-// read idle shards (DescribeStreamSummary, ListShards, GetShardIterator and GetRecords), it
+// read idle shards (DescribeStreamSummary, ListShards, GetShardIterator and GetRecords; with a
+// consumer, DescribeStreamConsumer and SubscribeToShard, whose event stream it relays), it
 // decodes inputs with encoding/json (the SDK's member names) and leaves out the one output
 // timestamp (StreamCreationTimestamp: the SDK expects epoch seconds, encoding/json writes RFC
 // 3339); records would need the same for ApproximateArrivalTimestamp, so it is for idle streams.
@@ -41,6 +43,16 @@ func fakeKinesisHTTP(f *fakekinesis.Fake) http.Handler {
 			out, err = serveCall(r.Context(), body, f.GetShardIterator)
 		case "GetRecords":
 			out, err = serveCall(r.Context(), body, f.GetRecords)
+		case "DescribeStreamConsumer":
+			var o *kinesis.DescribeStreamConsumerOutput
+			if o, err = serveCall(r.Context(), body, f.DescribeStreamConsumer); err == nil {
+				o.ConsumerDescription.ConsumerCreationTimestamp = nil
+			}
+			out = o
+		case "SubscribeToShard":
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			serveStream(w, f.ServeSubscribeToShard(r))
+			return
 		default:
 			err = &smithy.GenericAPIError{Code: "UnknownOperationException", Message: op}
 		}
@@ -56,6 +68,32 @@ func fakeKinesisHTTP(f *fakekinesis.Fake) http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(out)
 	})
+}
+
+// serveStream writes resp, an event stream, to w as it comes, and closes it (which ends the
+// subscription) when the stream ends or the client goes.
+func serveStream(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // serveCall decodes one call's input from body and makes the call.

@@ -18,11 +18,12 @@ import (
 )
 
 type invokeCmd struct {
-	cli.TemplateFlags `embed:""`
-	Event             string         `help:"Event JSON to invoke with (- for stdin), e.g. from esm generate-event." required:"" short:"e" env:"ESM_EVENT" placeholder:"FILE"`
-	Invoke            []string       `help:"The function, as esm run takes it: exec:PATH [ARGS], a Lambda-Invoke-compatible endpoint (aws-lambda-rie), lambda:NAME_OR_ARN, or example. Default: the example function in-process." env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
-	Timeout           *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
-	cli.LogFlags      `embed:""`
+	cli.TemplateFlags    `embed:""`
+	Event                string         `help:"Event JSON to invoke with (- for stdin), e.g. from esm generate-event." required:"" short:"e" env:"ESM_EVENT" placeholder:"FILE"`
+	Invoke               []string       `help:"The function, as esm run takes it: exec:PATH [ARGS], a Lambda-Invoke-compatible endpoint (aws-lambda-rie), lambda:NAME_OR_ARN, or example. Default: the example function in-process." env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
+	Timeout              *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
+	cli.FunctionEnvFlags `embed:""`
+	cli.LogFlags         `embed:""`
 }
 
 // run invokes the function once and prints its response on stdout. A function error is printed
@@ -41,7 +42,7 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 		return err
 	}
 	cfg := &cli.Config{
-		Invoke: c.Invoke, AWS: res.AWS, Logger: logger,
+		Invoke: c.Invoke, AWS: res.AWS, Logger: logger, FunctionEnv: c.FunctionEnvFlags,
 		Service: service.Options{EndpointURL: c.EndpointURL, FunctionTimeout: invoke.DefaultTimeout},
 	}
 	if res.Template != nil {

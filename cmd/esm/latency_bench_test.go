@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/internal/testkit"
@@ -54,7 +53,6 @@ func BenchmarkPutToInvokeLatency(b *testing.B) {
 			}
 			if tt.efo {
 				o.Consumer, o.RegisterConsumer = "bench", true
-				o.SubscribeOptions = []func(*kinesis.Options){local.NoInitialResponse}
 			}
 			go func() { errc <- service.Run(ctx, o, handler) }()
 			// The first record proves the shard is being read; it is not measured.

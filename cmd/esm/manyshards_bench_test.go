@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -26,7 +28,12 @@ import (
 	"github.com/kinesis-esm/esm/local"
 )
 
-var manyShards, idleWindow = testkit.IdleShardsFlags()
+var (
+	manyShards, idleWindow = testkit.IdleShardsFlags()
+	idleTLS                = flag.Bool("tls", false, "BenchmarkManyIdleShardsFakeKinesis: esm reaches Kinesis over TLS with HTTP/2 offered (ALPN), as on AWS, trusting the test's certificate through AWS_CA_BUNDLE")
+	esmEnv                 = flag.String("esm-env", "", "BenchmarkManyIdleShards: environment variables for the esm process, comma-separated (say, GOGC=400)")
+	baseESM                = flag.String("esm-base", "", "another esm binary (say, built from main) that BenchmarkManyIdleShardsFakeKinesis measures before this one at each shard count, for a before/after comparison in one run")
+)
 
 // BenchmarkManyIdleShards measures one esm process reading many idle shards of one stream on
 // kinesis-local: "esm run" of the built binary, polling every second (the default) with the
@@ -59,7 +66,7 @@ func BenchmarkManyIdleShards(b *testing.B) {
 		b.Cleanup(func() {
 			_, _ = kin.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(stream)})
 		})
-		measureIdleShards(b, n, stream, kinesisEndpoint, proxySlots)
+		measureIdleShards(b, esmBin, n, stream, kinesisEndpoint, proxySlots)
 	})
 }
 
@@ -67,23 +74,39 @@ func BenchmarkManyIdleShards(b *testing.B) {
 // internal/fakekinesis, served over HTTP by this test process (fakeKinesisHTTP), instead of
 // kinesis-local: the fake answers every poll, so esm polls each shard once a second as it would
 // on Kinesis, and cpu-%core is what its idle shards cost at Lambda's polling rate. Only the esm
-// process is measured; the fake's CPU and memory are in the test process.
+// process is measured; the fake's CPU and memory are in the test process. With -esm-base, another
+// esm binary is measured first at each shard count (sub-benchmarks esm=base and esm=this), on a
+// fake of its own: a before/after comparison under the same load.
 //
 //	go test -run '^$' -bench ManyIdleShardsFakeKinesis -benchtime 1x ./cmd/esm/ -args -shards=500,1000
 func BenchmarkManyIdleShardsFakeKinesis(b *testing.B) {
 	testkit.ForEachCount(b, *manyShards, func(b *testing.B, n int) {
-		f := fakekinesis.New()
-		f.CreateStream("idle", n)
-		srv := httptest.NewServer(fakeKinesisHTTP(f))
-		b.Cleanup(srv.Close)
-		measureIdleShards(b, n, "idle", srv.URL, n)
+		forEachESM(b, func(b *testing.B, bin string) {
+			f := fakekinesis.New()
+			f.CreateStream("idle", n)
+			srv := httptest.NewServer(fakeKinesisHTTP(f))
+			b.Cleanup(srv.Close)
+			measureIdleShards(b, bin, n, "idle", srv.URL, n)
+		})
 	})
 }
 
-// measureIdleShards runs "esm run" on stream, an idle stream of n shards at the Kinesis endpoint
-// target, through a readsProxy that forwards up to slots requests at a time, waits until every
-// shard is read and owned, and measures the esm process.
-func measureIdleShards(b *testing.B, n int, stream, target string, slots int) {
+// forEachESM runs fn with the esm binary under test or, with -esm-base, as sub-benchmarks with
+// the base binary first and then the one under test.
+func forEachESM(b *testing.B, fn func(b *testing.B, bin string)) {
+	if *baseESM == "" {
+		fn(b, esmBin)
+		return
+	}
+	b.Run("esm=base", func(b *testing.B) { fn(b, *baseESM) })
+	b.Run("esm=this", func(b *testing.B) { fn(b, esmBin) })
+}
+
+// measureIdleShards runs "esm run" of the binary bin on stream, an idle stream of n shards at the
+// Kinesis endpoint target, through a readsProxy that forwards up to slots requests at a time,
+// waits until every shard is read and owned, and measures the esm process, with the connections
+// it opened to the proxy during the window (conns/s).
+func measureIdleShards(b *testing.B, bin string, n int, stream, target string, slots int) {
 	rp, err := newReadsProxy(target, &http.Transport{MaxIdleConnsPerHost: slots, DisableCompression: true}, slots)
 	if err != nil {
 		b.Fatal(err)
@@ -95,36 +118,62 @@ func measureIdleShards(b *testing.B, n int, stream, target string, slots int) {
 			rp.conns.Add(1)
 		}
 	}
-	proxy.Start()
-	b.Cleanup(proxy.Close) // after esm's cleanup (registered later, run first) stopped esm
+	p := runIdleESM(b, bin, proxy, stream, n, "read", func() bool { read, _ := reads.Read(); return read >= n })
+	b.ResetTimer()
+	conns, from := rp.conns.Load(), time.Now()
+	testkit.MeasureProc(b, p.cmd.Process.Pid, *idleWindow, func() int64 { _, calls := reads.Read(); return calls })
+	b.StopTimer()
+	c := rp.conns.Load() - conns
+	b.ReportMetric(float64(c)/time.Since(from).Seconds(), "conns/s")
+	b.Logf("%d shards: esm opened %d connections to Kinesis before the window, %d during it", n, conns, c)
+	if code := p.stop(b); code != 0 {
+		b.Fatalf("esm exit code %d\n%s", code, tail(p.stderr.String(), 30))
+	}
+}
+
+// runIdleESM starts srv (startFake) and "esm run" of the binary bin on stream through it, and
+// waits until ready (what it tells, say "read") holds and esm owns all n shards (esm_shard_owned).
+// The test's cleanup stops srv after esm.
+func runIdleESM(b *testing.B, bin string, srv *httptest.Server, stream string, n int, what string, ready func() bool) *esmProc {
+	env := startFake(b, srv)
+	b.Cleanup(srv.Close) // after esm's cleanup (registered later, run first) stopped esm
 	addr := freeAddr(b)
 	started := time.Now()
-	p := spawnESM(b, []string{"ESM_INVOKE=example"}, "run", "--endpoint-url", proxy.URL, "--stream", stream,
+	p := spawnBin(b, bin, env, "run", "--endpoint-url", srv.URL, "--stream", stream,
 		"--state-dir", filepath.Join(b.TempDir(), "state"), "--metrics-addr", addr)
-	testkit.WaitFor(b, "every shard read and owned", 5*time.Minute, func() bool {
+	testkit.WaitFor(b, "every shard "+what+" and owned", 5*time.Minute, func() bool {
 		select {
 		case err := <-p.done:
 			b.Fatalf("esm exited: %v\n%s", err, tail(p.stderr.String(), 30))
 		default:
 		}
-		if read, _ := reads.Read(); read < n {
-			return false
-		}
-		return scrape(b, addr)["esm_shard_owned"] == float64(n)
+		return ready() && scrape(b, addr)["esm_shard_owned"] == float64(n)
 	})
-	b.Logf("%d shards: all read and owned %s after esm started; load average %s", n,
+	b.Logf("%d shards: all %s and owned %s after esm started; load average %s", n, what,
 		time.Since(started).Round(time.Millisecond), testkit.LoadAverage())
+	return p
+}
 
-	b.ResetTimer()
-	conns := rp.conns.Load()
-	testkit.MeasureProc(b, p.cmd.Process.Pid, *idleWindow, func() int64 { _, calls := reads.Read(); return calls })
-	b.StopTimer()
-	if c := rp.conns.Load() - conns; c > 0 {
-		b.Logf("%d shards: esm opened %d connections to Kinesis during the window", n, c)
+// startFake starts srv, over TLS with HTTP/2 offered with -tls, and returns the environment of an
+// esm process that reads from it (the built-in example function, the certificate to trust with
+// -tls, and -esm-env).
+func startFake(b *testing.B, srv *httptest.Server) []string {
+	env := []string{"ESM_INVOKE=example"}
+	if *esmEnv != "" {
+		env = append(env, strings.Split(*esmEnv, ",")...)
 	}
-	if code := p.stop(b); code != 0 {
-		b.Fatalf("esm exit code %d\n%s", code, tail(p.stderr.String(), 30))
+	if !*idleTLS {
+		srv.Start()
+		return env
 	}
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	bundle := filepath.Join(b.TempDir(), "ca.pem")
+	cert := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(bundle, cert, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return append(env, "AWS_CA_BUNDLE="+bundle)
 }
 
 // proxySlots is how many requests readsProxy has in flight to kinesis-local at once.

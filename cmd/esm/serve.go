@@ -12,5 +12,5 @@ type serveCmd struct {
 }
 
 func (s *serveCmd) run(ctx context.Context, e env) error {
-	return s.Serve(ctx, e.stderr, example.Handle)
+	return s.Serve(ctx, e.stdout, e.stderr, example.Handle)
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -35,6 +37,7 @@ type statusCmd struct {
 	StateDir          string        `help:"Directory of the checkpoint store." default:".esm" env:"ESM_STATE_DIR"`
 	LeaseTable        string        `help:"Read progress and owners from this DynamoDB lease table (workers sharing the mapping) instead of the state directory." env:"ESM_LEASE_TABLE"`
 	MetricsAddr       string        `help:"A running esm's --metrics-addr: adds each shard's live state and iterator age, and lets status run while that esm holds the state directory." env:"ESM_METRICS_ADDR" placeholder:"HOST:PORT"`
+	All               bool          `help:"With --metrics-addr of a running esm serve: every mapping it runs, each as a lineage tree with its uuid (live states and iterator ages; the checkpoints are in the state it holds)." env:"ESM_ALL"`
 	JSON              bool          `help:"Print the shards as JSON." env:"ESM_JSON"`
 	Watch             bool          `help:"Redraw the view every --interval until interrupted." env:"ESM_WATCH"`
 	Interval          time.Duration `help:"Refresh interval of --watch." default:"1s" env:"ESM_INTERVAL"`
@@ -59,8 +62,20 @@ type shardStatus struct {
 	Owner string `json:"owner,omitempty"`
 	// IteratorAgeMillis is the live iterator age a running esm reports (with --metrics-addr).
 	IteratorAgeMillis *float64 `json:"iteratorAgeMillis,omitempty"`
+	// ReadBy is how a running esm reads the shard: polling or subscription (with --metrics-addr),
+	// and Subscription its subscription's figures.
+	ReadBy       string              `json:"readBy,omitempty"`
+	Subscription *subscriptionStatus `json:"subscription,omitempty"`
 	// Trimmed is set for a shard the store knows that the stream no longer lists (retention).
 	Trimmed bool `json:"trimmed,omitempty"`
+}
+
+// subscriptionStatus is a shard's enhanced fan-out subscription, as a running esm's metrics say.
+type subscriptionStatus struct {
+	AgeSeconds          *float64 `json:"ageSeconds,omitempty"`
+	Renewals            float64  `json:"renewals"`
+	InUseRefusals       float64  `json:"inUseRefusals"`
+	LastEventAgeSeconds *float64 `json:"lastEventAgeSeconds,omitempty"`
 }
 
 type statusReport struct {
@@ -75,6 +90,9 @@ type statusReport struct {
 // --metrics-addr gives the live view), or from a lease table; with --metrics-addr, the running
 // esm's live shard states and iterator ages are added. --watch redraws until interrupted.
 func (s *statusCmd) run(ctx context.Context, e env) error {
+	if s.All {
+		return s.runAll(ctx, e)
+	}
 	c, err := s.Target(ctx, s.Stream, s.FunctionName, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
@@ -113,23 +131,88 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 			}
 			return err
 		}
-		switch {
-		case s.JSON:
-			enc := json.NewEncoder(e.stdout)
-			enc.SetIndent("", "  ")
-			err = enc.Encode(rep)
-		case s.Watch: // home the cursor and clear the screen, then draw
-			_, err = io.WriteString(e.stdout, "\x1b[H\x1b[2J"+renderTree(rep)+"\n"+time.Now().Format(time.TimeOnly)+"  (Ctrl-C to stop)\n")
-		default:
-			_, err = io.WriteString(e.stdout, renderTree(rep))
-		}
-		if err != nil || !s.Watch {
+		if done, err := s.show(ctx, e, rep, renderTree(rep)); done || err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(s.Interval):
+	}
+}
+
+// show prints one view: v as JSON, or text; with --watch it waits for the next and reports
+// whether to stop (done).
+func (s *statusCmd) show(ctx context.Context, e env, v any, text string) (done bool, err error) {
+	switch {
+	case s.JSON:
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(v)
+	case s.Watch: // home the cursor and clear the screen, then draw
+		_, err = io.WriteString(e.stdout, "\x1b[H\x1b[2J"+text+"\n"+time.Now().Format(time.TimeOnly)+"  (Ctrl-C to stop)\n")
+	default:
+		_, err = io.WriteString(e.stdout, text)
+	}
+	if err != nil || !s.Watch {
+		return true, err
+	}
+	select {
+	case <-ctx.Done():
+		return true, nil
+	case <-time.After(s.Interval):
+		return false, nil
+	}
+}
+
+// mappingReport is one mapping of an esm serve, as status --all shows it.
+type mappingReport struct {
+	UUID string `json:"uuid"`
+	statusReport
+}
+
+// runAll shows every mapping of the esm serve at --metrics-addr: the mappings its metrics name
+// (by uuid), each stream's shards from ListShards, and the live states and iterator ages.
+func (s *statusCmd) runAll(ctx context.Context, e env) error {
+	if s.MetricsAddr == "" {
+		return cli.Usage(errors.New("--all needs --metrics-addr: the address of a running esm serve's metrics"))
+	}
+	cfg, err := service.AWSConfig(ctx, s.Region, s.EndpointURL)
+	if err != nil {
+		return err
+	}
+	kin := kinesis.NewFromConfig(cfg, func(ko *kinesis.Options) {
+		if s.EndpointURL != "" {
+			ko.BaseEndpoint = aws.String(s.EndpointURL)
+		}
+	})
+	for {
+		mappings, err := scrapeMappings(ctx, s.MetricsAddr)
+		if err != nil {
+			if s.Watch && ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		var reps []mappingReport
+		var text strings.Builder
+		for _, id := range slices.Sorted(maps.Keys(mappings)) {
+			lm := mappings[id]
+			arn, err := service.ResolveStreamARN(ctx, kin, lm.stream)
+			if err != nil {
+				return fmt.Errorf("mapping %s: %w", id, err)
+			}
+			shards, err := poller.ListShards(ctx, kin, arn)
+			if err != nil {
+				return fmt.Errorf("mapping %s: %w", id, err)
+			}
+			rep := statusReport{Stream: arn, Function: lm.function, StateDir: "held by the esm serve at " + s.MetricsAddr + " (checkpoints not shown)",
+				Shards: shardStates(shards, nil)}
+			applyLive(&rep, lm.shards)
+			reps = append(reps, mappingReport{UUID: id, statusReport: rep})
+			fmt.Fprintf(&text, "mapping   %s\n%s\n", cmp.Or(id, "(esm run's)"), renderTree(rep))
+		}
+		if len(reps) == 0 {
+			text.WriteString("no mapping in the metrics at " + s.MetricsAddr + " (is it an esm serve, and has a mapping started?)\n")
+		}
+		if done, err := s.show(ctx, e, reps, text.String()); done || err != nil {
+			return err
 		}
 	}
 }
@@ -162,33 +245,55 @@ func (s *statusCmd) report(ctx context.Context, kin *kinesis.Client, ddb *dynamo
 		return rep, err
 	}
 	rep.Shards = shardStates(shards, progress)
-	var live map[string]liveShard
+	for i := range rep.Shards {
+		rep.Shards[i].Owner = owners[rep.Shards[i].ShardID]
+	}
 	if s.MetricsAddr != "" {
-		if live, err = scrapeLive(ctx, s.MetricsAddr); err != nil {
+		mappings, err := scrapeMappings(ctx, s.MetricsAddr)
+		if err != nil {
 			return rep, err
 		}
-	}
-	for i := range rep.Shards {
-		sh := &rep.Shards[i]
-		sh.Owner = owners[sh.ShardID]
-		if l, ok := live[sh.ShardID]; ok {
-			if l.state != "" && sh.State != stateFinished {
-				sh.State = l.state
-			}
-			sh.IteratorAgeMillis = l.age
+		for _, lm := range mappings {
+			applyLive(&rep, lm.shards)
 		}
 	}
 	return rep, nil
 }
 
-type liveShard struct {
-	state string
-	age   *float64
+// applyLive adds a running esm's live states and iterator ages to the report.
+func applyLive(rep *statusReport, live map[string]liveShard) {
+	for i := range rep.Shards {
+		sh := &rep.Shards[i]
+		if l, ok := live[sh.ShardID]; ok {
+			if l.state != "" && sh.State != stateFinished {
+				sh.State = l.state
+			}
+			sh.IteratorAgeMillis, sh.ReadBy, sh.Subscription = l.age, l.readBy, l.sub
+		}
+	}
 }
 
-// scrapeLive reads a running esm's per-shard gauges from its /metrics: the current state
-// (esm_shard_state == 1) and IteratorAge.
-func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) {
+type liveShard struct {
+	state  string
+	age    *float64
+	readBy string
+	sub    *subscriptionStatus
+}
+
+// liveSeries are the per-shard series status reads from a running esm.
+var liveSeries = []string{metrics.NameIteratorAge, prom.NameShardState, prom.NameShardReadBy, prom.NameSubscriptionStarted,
+	prom.NameSubscriptionLastEvent, prom.NameSubscriptionRenewals, prom.NameSubscriptionInUse}
+
+// liveMapping is what a running esm's metrics say of one mapping.
+type liveMapping struct {
+	function, stream string
+	shards           map[string]liveShard
+}
+
+// scrapeMappings reads a running esm's per-shard gauges from its /metrics, by mapping (the uuid
+// label of esm serve's series; "" for esm run's): the current state (esm_shard_state == 1) and
+// IteratorAge.
+func scrapeMappings(ctx context.Context, addr string) (map[string]*liveMapping, error) {
 	if strings.HasPrefix(addr, ":") {
 		addr = "127.0.0.1" + addr
 	}
@@ -201,12 +306,13 @@ func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) 
 		return nil, fmt.Errorf("read live state from --metrics-addr %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
-	out := map[string]liveShard{}
+	out := map[string]*liveMapping{}
+	now := time.Now()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
 		name, rest, ok := strings.Cut(line, "{")
-		if !ok || (name != metrics.NameIteratorAge && name != prom.NameShardState) {
+		if !ok || !slices.Contains(liveSeries, name) {
 			continue
 		}
 		labels, value, _ := strings.Cut(rest, "} ")
@@ -215,14 +321,52 @@ func scrapeLive(ctx context.Context, addr string) (map[string]liveShard, error) 
 		if err != nil || shard == "" {
 			continue
 		}
-		l := out[shard]
-		switch {
-		case name == metrics.NameIteratorAge:
-			l.age = &v
-		case v == 1:
-			l.state = state
+		id := label(labels, prom.LabelUUID)
+		lm := out[id]
+		if lm == nil {
+			lm = &liveMapping{function: label(labels, prom.LabelFunction), stream: label(labels, prom.LabelStream), shards: map[string]liveShard{}}
+			out[id] = lm
 		}
-		out[shard] = l
+		l := lm.shards[shard]
+		sub := func() *subscriptionStatus {
+			if l.sub == nil {
+				l.sub = &subscriptionStatus{}
+			}
+			return l.sub
+		}
+		since := func(unix float64) *float64 {
+			d := max(float64(now.UnixMilli())/1e3-unix, 0)
+			return &d
+		}
+		switch name {
+		case metrics.NameIteratorAge:
+			l.age = &v
+		case prom.NameShardState:
+			if v == 1 {
+				l.state = state
+			}
+		case prom.NameShardReadBy:
+			if v == 1 {
+				l.readBy = label(labels, prom.LabelMode)
+			}
+		case prom.NameSubscriptionStarted:
+			sub().AgeSeconds = since(v)
+		case prom.NameSubscriptionLastEvent:
+			sub().LastEventAgeSeconds = since(v)
+		case prom.NameSubscriptionRenewals:
+			sub().Renewals = v
+		case prom.NameSubscriptionInUse:
+			sub().InUseRefusals = v
+		}
+		lm.shards[shard] = l
+	}
+	for _, lm := range out { // a shard read by polling now has no subscription to show
+		for id, l := range lm.shards {
+			if l.readBy != poller.ReadBySubscription {
+				l.sub = nil
+				lm.shards[id] = l
+			}
+		}
 	}
 	return out, sc.Err()
 }
@@ -334,6 +478,20 @@ func renderTree(rep statusReport) string {
 		if s.IteratorAgeMillis != nil {
 			line += fmt.Sprintf(" iterator age %s", time.Duration(*s.IteratorAgeMillis*float64(time.Millisecond)).Round(time.Millisecond))
 		}
+		if s.ReadBy != "" {
+			line += " read by " + s.ReadBy
+		}
+		if sub := s.Subscription; sub != nil {
+			var parts []string
+			if sub.AgeSeconds != nil {
+				parts = append(parts, "age "+seconds(*sub.AgeSeconds))
+			}
+			parts = append(parts, fmt.Sprintf("%g renewals", sub.Renewals), fmt.Sprintf("%g refused in use", sub.InUseRefusals))
+			if sub.LastEventAgeSeconds != nil {
+				parts = append(parts, "last event "+seconds(*sub.LastEventAgeSeconds)+" ago")
+			}
+			line += " (" + strings.Join(parts, ", ") + ")"
+		}
 		if len(s.Parents) > 1 {
 			line += " (merged with " + s.Parents[1] + ")"
 		}
@@ -350,4 +508,9 @@ func renderTree(rep statusReport) string {
 		walk(r, "", true, true)
 	}
 	return b.String()
+}
+
+// seconds renders a number of seconds as a duration, to the tenth of a second.
+func seconds(v float64) string {
+	return time.Duration(v * float64(time.Second)).Round(100 * time.Millisecond).String()
 }

@@ -58,9 +58,8 @@ type RunFlags struct {
 	// Provision creates the template's stream on the emulator when it is missing.
 	Provision bool `help:"Create the template's stream (its AWS::Kinesis::Stream, with its ShardCount) on the --endpoint-url emulator when it does not exist." env:"ESM_PROVISION"`
 
-	StateDir string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
-	// OnDestinationFailure is what a shard does when its on-failure destination cannot be reached.
-	OnDestinationFailure string `help:"When the on-failure destination cannot take a record: block (retry, holding the shard; nothing is lost) or drop (drop the records and move on, as Lambda does). Each failed send counts in DestinationDeliveryFailures." default:"block" enum:"block,drop" env:"ESM_ON_DESTINATION_FAILURE"`
+	StateDir         string `help:"Directory of the checkpoint store (locked while esm runs)." default:".esm" env:"ESM_STATE_DIR"`
+	DestinationFlags `embed:""`
 
 	BatchSize                 *int    `help:"Most records per invocation, 1-10000 (default: the template's, else 100)." env:"ESM_BATCH_SIZE"`
 	MaximumBatchingWindow     *int    `name:"maximum-batching-window" help:"Seconds to gather records before invoking, 0-300 (default: the template's, else 0)." env:"ESM_MAXIMUM_BATCHING_WINDOW"`
@@ -75,12 +74,31 @@ type RunFlags struct {
 	WorkerID         string        `help:"This worker's id in the lease table, unique among its workers (default: hostname-pid)." env:"ESM_WORKER_ID" placeholder:"ID"`
 	LeaseDuration    time.Duration `help:"How long a worker's lease lasts without renewal; renewed every third of it. The same for every worker of a table." default:"10s" env:"ESM_LEASE_DURATION"`
 
-	MetricsAddr string `help:"Serve Prometheus metrics (/metrics) and health checks (/healthz, /readyz) at this address; off unless set. A bare :PORT binds 127.0.0.1." env:"ESM_METRICS_ADDR" placeholder:"HOST:PORT"`
-	EMF         bool   `help:"Also write the metrics as CloudWatch embedded-metric-format lines on stdout, once a minute." env:"ESM_EMF"`
+	ObserveFlags `embed:""`
 	// BlockedAfter: zero is poller.DefaultBlockedAfter.
 	BlockedAfter time.Duration `help:"Report a shard as blocked (esm_shard_blocked, and a warning naming the shard and the cause) once it has retried the same batch this long (default 1m)." env:"ESM_BLOCKED_AFTER"`
 
 	LogFlags `embed:""`
+}
+
+// DestinationFlags say what a shard does when its on-failure destination cannot be reached, the
+// same for esm run and esm serve.
+type DestinationFlags struct {
+	OnDestinationFailure string `help:"When the on-failure destination cannot take a record: block (retry, holding the shard; nothing is lost) or drop (drop the records and move on, as Lambda does). Each failed send counts in DestinationDeliveryFailures." default:"block" enum:"block,drop" env:"ESM_ON_DESTINATION_FAILURE"`
+}
+
+// ObserveFlags say where the mappings' metrics go, the same for esm run and esm serve.
+type ObserveFlags struct {
+	MetricsAddr string `help:"Serve Prometheus metrics (/metrics) and health checks (/healthz, /readyz) at this address; off unless set. A bare :PORT binds 127.0.0.1. With esm serve every mapping's series carry its uuid." env:"ESM_METRICS_ADDR" placeholder:"HOST:PORT"`
+	EMF         bool   `help:"Also write the metrics as CloudWatch embedded-metric-format lines on stdout, once a minute (one set per mapping)." env:"ESM_EMF"`
+}
+
+// metricsAddr is --metrics-addr with a bare :PORT bound to 127.0.0.1.
+func (f ObserveFlags) metricsAddr() string {
+	if strings.HasPrefix(f.MetricsAddr, ":") {
+		return "127.0.0.1" + f.MetricsAddr
+	}
+	return f.MetricsAddr
 }
 
 // LogFlags configure the structured log on stderr.
@@ -227,6 +245,8 @@ type Config struct {
 	Invoke []string
 	// MaxEnvironments caps the execution environments of exec: targets (0: the default).
 	MaxEnvironments int
+	// FunctionEnv is what exec: functions get of esm's environment.
+	FunctionEnv FunctionEnvFlags
 	// Example is the function --invoke example runs in-process (nil: no such target).
 	Example any
 	// Provision asks Run to create the template's stream on the emulator (ProvisionStream).
@@ -252,10 +272,7 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 		return nil, Usage(fmt.Errorf("--max-environments %d: must be 0 or more", f.MaxEnvironments))
 	}
 	c.Provision, c.MaxEnvironments = f.Provision, f.MaxEnvironments
-	c.MetricsAddr, c.EMF = f.MetricsAddr, f.EMF
-	if strings.HasPrefix(c.MetricsAddr, ":") {
-		c.MetricsAddr = "127.0.0.1" + c.MetricsAddr
-	}
+	c.MetricsAddr, c.EMF = f.metricsAddr(), f.EMF
 	o, mc := c.Service, c.Service.Mapping
 	o.StateDir = f.StateDir
 	if err := f.overrideMapping(&mc); err != nil {

@@ -19,11 +19,14 @@ type MappingFlags struct {
 	FunctionName *string        `help:"Function name, used in ARNs and to key checkpoints (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
 	Timeout      *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
 	SQSProtocol  string         `name:"sqs-protocol" help:"Protocol of the SQS on-failure destination: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
+
+	FunctionEnvFlags `embed:""`
 }
 
 // apply sets what the flags say on a configuration Target resolved.
 func (m MappingFlags) apply(c *Config) {
 	c.Invoke = m.Invoke
+	c.FunctionEnv = m.FunctionEnvFlags
 	c.Service.SQSProtocol = m.SQSProtocol
 	if m.Timeout != nil {
 		c.Service.FunctionTimeout = *m.Timeout

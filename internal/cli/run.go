@@ -34,7 +34,8 @@ func (c *Config) Invoker() (poller.Invoker, func() error, error) {
 		return nil, nop, err
 	}
 	o := InvokerOptions{AWS: c.AWS, EndpointURL: c.Service.EndpointURL, Timeout: c.Service.FunctionTimeout,
-		Region: c.Service.Region, FunctionName: c.Service.FunctionName, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger}
+		Region: c.Service.Region, FunctionName: c.Service.FunctionName, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger,
+		FunctionEnv: c.FunctionEnv, FunctionARN: defaultFunctionARN(c.AWS.Region, c.Service.EndpointURL, c.Service.FunctionName)}
 	if c.Mapping != nil {
 		o.Function = &c.Mapping.Function
 	}
@@ -63,7 +64,12 @@ func (c *Config) ApplyEnvironment() error {
 	if c.Mapping == nil {
 		return nil
 	}
-	for k, v := range c.Mapping.Function.Environment {
+	return applyEnvironment(c.Mapping.Function.Environment)
+}
+
+// applyEnvironment sets each of env's variables that this process's environment does not set.
+func applyEnvironment(env map[string]string) error {
+	for k, v := range env {
 		if _, set := os.LookupEnv(k); set {
 			continue
 		}
@@ -157,16 +163,13 @@ func (c *Config) trace(ctx context.Context, o *service.Options) (stop func() err
 	}, nil
 }
 
-// boardOptions names this worker on the live page when it shares the mapping through a lease table.
-func boardOptions(o *service.Options) []live.Option {
-	if o.LeaseTable == "" {
+// liveBoardOptions names this worker on the live page when it shares its mappings through a
+// lease table and has a --worker-id.
+func liveBoardOptions(leaseTable, workerID string) []live.Option {
+	if leaseTable == "" || workerID == "" {
 		return nil
 	}
-	id := o.WorkerID
-	if id == "" {
-		id = "this worker"
-	}
-	return []live.Option{live.WithWorker(id)}
+	return []live.Option{live.WithWorker(workerID)}
 }
 
 // chain calls a (when set), then b.
@@ -185,7 +188,7 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 	if c.MetricsAddr != "" {
 		reg := prom.NewRegistry()
 		observers = append(observers, prom.New(reg, o.FunctionName, o.Stream))
-		board := live.New(boardOptions(o)...)
+		board := live.New(liveBoardOptions(o.LeaseTable, o.WorkerID)...)
 		page := board.Add(o.FunctionName, o.Stream)
 		observers = append(observers, page)
 		o.OnMappingUUID = chain(o.OnMappingUUID, page.SetMappingUUID)

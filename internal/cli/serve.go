@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,11 +18,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	"golang.org/x/net/netutil"
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
@@ -33,9 +37,12 @@ const DefaultAPIAddr = "127.0.0.1:9070"
 
 // ServeFlags are the flags of "esm serve".
 type ServeFlags struct {
-	APIAddr        string   `name:"api-addr" help:"Address of Lambda's event source mapping API (default 127.0.0.1:9070). A bare :PORT binds 127.0.0.1; any non-loopback address needs --api-credentials." default:"127.0.0.1:9070" env:"ESM_API_ADDR" placeholder:"HOST:PORT"`
-	APICredentials string   `name:"api-credentials" help:"KEY:SECRET that API requests must be signed with (SigV4). Required to listen beyond loopback." env:"ESM_API_CREDENTIALS" placeholder:"KEY:SECRET"`
-	Function       []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN, example). Repeatable; the same NAME twice makes a pool." env:"ESM_FUNCTION" sep:"none" placeholder:"NAME=TARGET"`
+	APIAddr              string   `name:"api-addr" help:"Address of Lambda's event source mapping API (default 127.0.0.1:9070). A bare :PORT binds 127.0.0.1; any non-loopback address needs --api-credentials and --api-tls-cert/--api-tls-key (or --api-insecure-plaintext)." default:"127.0.0.1:9070" env:"ESM_API_ADDR" placeholder:"HOST:PORT"`
+	APICredentials       string   `name:"api-credentials" help:"KEY:SECRET that API requests must be signed with (SigV4, for service lambda in esm's region). Required to listen beyond loopback." env:"ESM_API_CREDENTIALS" placeholder:"KEY:SECRET"`
+	APITLSCert           string   `name:"api-tls-cert" help:"PEM certificate (chain) the API serves HTTPS with; with --api-tls-key." env:"ESM_API_TLS_CERT" placeholder:"FILE"`
+	APITLSKey            string   `name:"api-tls-key" help:"PEM private key of --api-tls-cert." env:"ESM_API_TLS_KEY" placeholder:"FILE"`
+	APIInsecurePlaintext bool     `name:"api-insecure-plaintext" help:"Serve plain HTTP on a non-loopback --api-addr: anyone who can watch the network reads the mappings and can replay a signed request for 5 minutes." env:"ESM_API_INSECURE_PLAINTEXT"`
+	Function             []string `name:"function" help:"A function mappings may invoke: NAME=TARGET, TARGET being anything --invoke takes (exec:PATH, an http(s) URL, lambda:NAME_OR_ARN, example). Repeatable; the same NAME twice makes a pool." env:"ESM_FUNCTION" sep:"none" placeholder:"NAME=TARGET"`
 
 	Template           string   `help:"SAM or CloudFormation template: its functions (each needs a --function target) get its Timeout, Role and settings, and its mappings are created when they do not exist yet." env:"ESM_TEMPLATE" placeholder:"FILE"`
 	ParameterOverrides []string `help:"Template parameters in SAM's syntax: \"Key=Value Key2=Value2\" (repeatable)." env:"ESM_PARAMETER_OVERRIDES" sep:"none" placeholder:"\"K=V ...\""`
@@ -50,9 +57,20 @@ type ServeFlags struct {
 	SQSProtocol      string        `name:"sqs-protocol" help:"Protocol of SQS on-failure destinations: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
 	Timeout          time.Duration `help:"Timeout of functions invoked over HTTP or in-process that the template does not time (default 3s)." env:"ESM_TIMEOUT"`
 
-	PollFlags `embed:""`
+	PollFlags        `embed:""`
+	DestinationFlags `embed:""`
+	ObserveFlags     `embed:""`
+
+	FunctionEnvFlags `embed:""`
 
 	LogFlags `embed:""`
+}
+
+// base is the poller configuration every mapping gets from the flags.
+func (f *ServeFlags) base() poller.Config {
+	c := f.PollFlags.base()
+	c.OnDestinationFailure = f.OnDestinationFailure
+	return c
 }
 
 // defaultFunctionTimeout is a function's timeout when nothing sets one, as in SAM.
@@ -60,12 +78,12 @@ const defaultFunctionTimeout = 3 * time.Second
 
 // Serve runs "esm serve" until ctx ends: the API on --api-addr and every mapping created through
 // it (or by the template). example is the function of the example target, run in-process.
-func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) error {
+func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, example any) (err error) {
 	logger, err := f.Logger(stderr)
 	if err != nil {
 		return err
 	}
-	addr, creds, err := f.checkAPI()
+	addr, creds, tlsConfig, err := f.checkAPI()
 	if err != nil {
 		return err
 	}
@@ -81,7 +99,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	if err != nil {
 		return err
 	}
-	fns, closeFns, err := f.functions(res, shared, timeout, logger, example)
+	fns, closeFns, err := f.functions(ctx, res, shared, timeout, logger, example)
 	defer closeFns()
 	if err != nil {
 		return err
@@ -93,12 +111,32 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 		return fmt.Errorf("--api-addr %s: %w", addr, err)
 	}
 	defer ln.Close()
-	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, logger)
+	obs, serveMetrics, err := f.observers(ctx, stdout, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := obs.close(); err == nil {
+			err = cerr
+		}
+	}()
+	if serveMetrics != nil {
+		mctx, stopMetrics := context.WithCancel(ctx)
+		served := make(chan error, 1)
+		go func() { served <- serveMetrics(mctx) }()
+		defer func() {
+			stopMetrics()
+			if merr := <-served; err == nil && merr != nil {
+				err = fmt.Errorf("--metrics-addr: %w", merr)
+			}
+		}()
+	}
+	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, longestTimeout(res, timeout)+execenv.InitTimeout, logger)
 	if err != nil {
 		return err
 	}
 	defer closeStores()
-	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger)}, storeOpts...)
+	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger), obs.option()}, storeOpts...)
 	m, err := esmapi.Open(ctx, shared, catalog, progress, opts...)
 	if err != nil {
 		return err
@@ -113,44 +151,87 @@ func (f *ServeFlags) Serve(ctx context.Context, stderr io.Writer, example any) e
 	var h http.Handler = m.Handler()
 	auth := "none (loopback only)"
 	if creds != nil {
-		h, auth = esmapi.RequireSigV4(h, *creds, time.Now), "SigV4 with the --api-credentials key "+creds.AccessKeyID
+		h, auth = esmapi.RequireSigV4(h, *creds, shared.AWS.Region, time.Now), "SigV4 with the --api-credentials key "+creds.AccessKeyID+" for lambda in "+shared.AWS.Region
+	}
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
 	}
 	where := "state_dir"
 	if f.LeaseTable != "" {
 		where = "lease_table"
 	}
-	logger.Info("esm serve: Lambda's event source mapping API", "addr", ln.Addr().String(), "auth", auth,
+	logger.Info("esm serve: Lambda's event source mapping API", "addr", ln.Addr().String(), "scheme", scheme, "auth", auth,
 		"functions", strings.Join(m.Functions(), ","), where, cmp.Or(f.LeaseTable, f.StateDir))
-	return serveUntilDone(ctx, ln, h)
+	return serveUntilDone(ctx, apiListener(ln, tlsConfig), h)
 }
 
-// checkAPI checks the API's flags: the address to listen on, and the credentials requests must
-// be signed with (nil: none, which only a loopback address may have).
-func (f *ServeFlags) checkAPI() (string, *esmapi.Credentials, error) {
+// checkAPI checks the API's flags, before anything listens: the address to listen on, the
+// credentials requests must be signed with (nil: none, which only a loopback address may have),
+// and the TLS configuration (nil: plain HTTP, which beyond loopback needs
+// --api-insecure-plaintext).
+func (f *ServeFlags) checkAPI() (string, *esmapi.Credentials, *tls.Config, error) {
 	addr := esmapi.NormalizeAddr(f.APIAddr)
 	var creds *esmapi.Credentials
 	if f.APICredentials != "" {
 		c, err := esmapi.ParseCredentials(f.APICredentials)
 		if err != nil {
-			return "", nil, Usage(fmt.Errorf("--api-credentials: %w", err))
+			return "", nil, nil, Usage(fmt.Errorf("--api-credentials: %w", err))
 		}
 		creds = &c
 	}
 	if creds == nil && !esmapi.Loopback(addr) {
-		return "", nil, Usage(fmt.Errorf("--api-addr %s is not a loopback address: pass --api-credentials KEY:SECRET, and every request must then be signed with them", addr))
+		return "", nil, nil, Usage(fmt.Errorf("--api-addr %s is not a loopback address: pass --api-credentials KEY:SECRET, and every request must then be signed with them", addr))
+	}
+	var tlsConfig *tls.Config
+	switch {
+	case (f.APITLSCert == "") != (f.APITLSKey == ""):
+		return "", nil, nil, Usage(errors.New("--api-tls-cert and --api-tls-key go together: the certificate and its private key"))
+	case f.APITLSCert != "":
+		cert, err := tls.LoadX509KeyPair(f.APITLSCert, f.APITLSKey)
+		if err != nil {
+			return "", nil, nil, Usage(fmt.Errorf("--api-tls-cert %s, --api-tls-key %s: %w", f.APITLSCert, f.APITLSKey, err))
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	case !esmapi.Loopback(addr) && !f.APIInsecurePlaintext:
+		return "", nil, nil, Usage(fmt.Errorf("--api-addr %s is not a loopback address: serve HTTPS with --api-tls-cert FILE --api-tls-key FILE (signed requests over plain HTTP can be read and replayed by anyone on the network), or accept that with --api-insecure-plaintext", addr))
 	}
 	if f.LeaseDuration <= 0 || f.SyncInterval <= 0 {
-		return "", nil, Usage(fmt.Errorf("--lease-duration %s and --sync-interval %s must be positive", f.LeaseDuration, f.SyncInterval))
+		return "", nil, nil, Usage(fmt.Errorf("--lease-duration %s and --sync-interval %s must be positive", f.LeaseDuration, f.SyncInterval))
 	}
-	return addr, creds, nil
+	return addr, creds, tlsConfig, nil
 }
 
-// stores opens where the mappings and their progress live: the --lease-table tables (see
+// The API server's limits: what one client can hold of it.
+const (
+	// apiMaxConnections bounds the connections served at once; more wait to be accepted.
+	apiMaxConnections = 256
+	// apiMaxHeaderBytes caps a request's headers (Go's server answers 431 beyond it).
+	apiMaxHeaderBytes = 64 << 10
+	// apiReadTimeout bounds reading a request, body included (the body is capped at 1 MiB).
+	apiReadTimeout = 30 * time.Second
+	// apiWriteTimeout bounds handling a request and writing its answer.
+	apiWriteTimeout = 60 * time.Second
+	// apiIdleTimeout closes a kept-alive connection that sends nothing.
+	apiIdleTimeout = 2 * time.Minute
+)
+
+// apiListener bounds the connections of ln and, with tlsConfig, serves TLS on them.
+func apiListener(ln net.Listener, tlsConfig *tls.Config) net.Listener {
+	ln = netutil.LimitListener(ln, apiMaxConnections)
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	return ln
+}
+
+// stores opens where the mappings and their progress live (bound: the invocation bound of the
+// lease tables): the --lease-table tables (see
 // sharedStores), or the bbolt file of --state-dir with the mappings beside it. closeStores
 // releases what was opened.
-func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
+func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
 	if f.LeaseTable != "" {
-		catalog, progress, opts, err := f.sharedStores(ctx, shared, logger)
+		catalog, progress, opts, err := f.sharedStores(ctx, shared, bound, logger)
 		return catalog, progress, opts, func() {}, err
 	}
 	store, err := checkpoint.OpenFile(f.StateDir)
@@ -161,7 +242,8 @@ func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, logger 
 		StoreFunc:  func(_ context.Context, id string) (poller.Store, error) { return store.Mapping(id), nil },
 		DeleteFunc: func(_ context.Context, id string) error { return store.DeleteMapping(id) },
 	}
-	return esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}, progress, nil, func() { _ = store.Close() }, nil
+	return esmapi.FileCatalog{Dir: filepath.Join(f.StateDir, "mappings")}, progress,
+		[]esmapi.Option{esmapi.WithResults(esmapi.FileResults{Dir: filepath.Join(f.StateDir, "results")})}, func() { _ = store.Close() }, nil
 }
 
 // ensureTemplateMappings creates the template's mappings that do not exist yet.
@@ -188,7 +270,8 @@ func ensureTemplateMappings(ctx context.Context, m *esmapi.Manager, tpl *sam.Tem
 // serveUntilDone serves h on ln until ctx ends, then shuts the server down (in-flight requests
 // get 5 s).
 func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: apiReadTimeout,
+		WriteTimeout: apiWriteTimeout, IdleTimeout: apiIdleTimeout, MaxHeaderBytes: apiMaxHeaderBytes}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -203,9 +286,22 @@ func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler) error 
 	return nil
 }
 
+// longestTimeout is the longest function timeout of the template's functions and timeout (the
+// others'). A mapping's lease table does not know which function it invokes when it is opened,
+// so each bounds its invocations by the longest, plus the 10 s init phase Lambda allows.
+func longestTimeout(res *Resolved, timeout time.Duration) time.Duration {
+	if res == nil || res.Template == nil {
+		return timeout
+	}
+	for i := range res.Template.Mappings {
+		timeout = max(timeout, time.Duration(res.Template.Mappings[i].Function.Timeout)*time.Second)
+	}
+	return timeout
+}
+
 // sharedStores keeps the mappings in the --lease-table table and each mapping's progress in a
 // lease table of its own, <table>-<UUID>, through which the workers share its shards.
-func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
+func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
 	ddb := dynamodb.NewFromConfig(shared.AWS, func(do *dynamodb.Options) {
 		if shared.EndpointURL != "" {
 			do.BaseEndpoint = aws.String(shared.EndpointURL)
@@ -222,7 +318,8 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, l
 			if err := lease.EnsureTable(ctx, ddb, table(id), true); err != nil {
 				return nil, err
 			}
-			return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration))
+			return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration),
+				lease.WithFunctionTimeout(bound))
 		},
 		DeleteFunc: func(ctx context.Context, id string) error {
 			_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table(id))})
@@ -237,13 +334,14 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, l
 	return catalog, progress, []esmapi.Option{
 		esmapi.WithSyncInterval(f.SyncInterval),
 		esmapi.WithDeleteDelay(2*f.SyncInterval + f.ShutdownGrace),
+		esmapi.WithResults(esmapi.DynamoResults{API: ddb, Table: f.LeaseTable}),
 	}, nil
 }
 
 // functions are the --function targets, each with its invoker; a template's function must be
 // given one too. The example target runs example in-process. closeAll, never nil, stops what the
 // invokers started (execution environments).
-func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, example any) (fns []esmapi.Function, closeAll func(), err error) {
+func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, example any) (fns []esmapi.Function, closeAll func(), err error) {
 	var closers []func() error
 	closeAll = func() {
 		for _, c := range closers {
@@ -284,7 +382,8 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 		}
 		o := InvokerOptions{AWS: shared.AWS, EndpointURL: shared.EndpointURL, Timeout: timeout, Region: shared.AWS.Region,
-			FunctionName: name, Function: templateFn[name], Logger: logger}
+			FunctionName: name, FunctionARN: defaultFunctionARN(shared.AWS.Region, shared.EndpointURL, name), Function: templateFn[name], Logger: logger,
+			FunctionEnv: f.FunctionEnvFlags}
 		fn := esmapi.Function{Name: name}
 		if tf := templateFn[name]; tf != nil {
 			fn.Role = tf.Role
@@ -292,10 +391,18 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 				o.Timeout = time.Duration(tf.Timeout) * time.Second
 			}
 		}
+		if fn.Role == "" && targets[0].Lambda != "" {
+			fn.Role = functionRole(ctx, newLambdaClient(shared), targets[0].Lambda, logger)
+		}
 		if targets[0].Example {
-			var arn string
+			arn := o.FunctionARN
 			if o.Function != nil {
 				arn = o.Function.FunctionArn
+				// In-process, as with esm run: the template's Environment, where esm's own
+				// environment does not set a variable (the process has one environment for all).
+				if err := applyEnvironment(o.Function.Environment); err != nil {
+					return nil, closeAll, err
+				}
 			}
 			fn.Invoker = inprocess.New(example, inprocess.WithFunctionARN(arn), inprocess.WithTimeout(o.Timeout), inprocess.WithLogger(logger))
 			if o.Function != nil && o.Function.ReservedConcurrentExecutions != nil {
@@ -313,4 +420,43 @@ func (f *ServeFlags) functions(res *Resolved, shared *service.Shared, timeout ti
 	}
 	slices.SortFunc(fns, func(a, b esmapi.Function) int { return strings.Compare(a.Name, b.Name) })
 	return fns, closeAll, nil
+}
+
+// defaultFunctionARN is the ARN a function without a template is known by in its context
+// (Lambda-Runtime-Invoked-Function-Arn, the in-process context): its name in the region, and the
+// emulators' account with an endpoint URL, else sam local's 123456789012 (no STS call is made for
+// it).
+func defaultFunctionARN(region, endpointURL, name string) string {
+	account := sam.DefaultAccountID
+	if endpointURL != "" {
+		account = emulatorAccountID
+	}
+	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)
+}
+
+// functionConfigurations reads a Lambda function's configuration.
+type functionConfigurations interface {
+	GetFunctionConfiguration(ctx context.Context, in *awslambda.GetFunctionConfigurationInput, optFns ...func(*awslambda.Options)) (*awslambda.GetFunctionConfigurationOutput, error)
+}
+
+func newLambdaClient(shared *service.Shared) *awslambda.Client {
+	return awslambda.NewFromConfig(shared.AWS, func(lo *awslambda.Options) {
+		if shared.EndpointURL != "" {
+			lo.BaseEndpoint = aws.String(shared.EndpointURL)
+		}
+	})
+}
+
+// functionRole is the execution role of a function on Lambda (a lambda: target), the events'
+// invokeIdentityArn as Lambda sets it; "" (the poller's default) when it cannot be read, with a
+// warning.
+func functionRole(ctx context.Context, api functionConfigurations, function string, logger *slog.Logger) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := api.GetFunctionConfiguration(ctx, &awslambda.GetFunctionConfigurationInput{FunctionName: aws.String(function)})
+	if err != nil {
+		logger.Warn("the function's role is unknown: events carry the default invokeIdentityArn", "function", function, "error", err)
+		return ""
+	}
+	return aws.ToString(out.Role)
 }

@@ -108,10 +108,13 @@ type InvokerOptions struct {
 	Region      string
 	// Function is the template's function (its name, ARN, memory, handler, environment), or nil.
 	Function *sam.Function
-	// FunctionName names the function when there is no template.
+	// FunctionName names the function when there is no template; FunctionARN, when set, is its
+	// ARN then.
 	FunctionName    string
-	MaxEnvironments int       // exec: the most execution environments; 0 for the default
-	Output          io.Writer // exec: the function's log; nil for stderr
+	FunctionARN     string
+	MaxEnvironments int              // exec: the most execution environments; 0 for the default
+	FunctionEnv     FunctionEnvFlags // exec: what the function gets of esm's environment
+	Output          io.Writer        // exec: the function's log; nil for stderr
 	Logger          *slog.Logger
 }
 
@@ -141,6 +144,10 @@ func NewInvoker(targets []Target, o InvokerOptions) (inv invoke.Invoker, closeFn
 		}
 		inv, closeFn = h, func() error { h.CloseIdleConnections(); return nil }
 	case targets[0].Exec != nil:
+		// The functions run as esm's user: keep them out of esm's environment and memory.
+		if err := execenv.ProtectHost(); err != nil && o.Logger != nil {
+			o.Logger.Warn("execution environments: esm's environment stays readable by its user's processes", "error", err)
+		}
 		pools := make([]*execenv.Pool, 0, len(targets))
 		closeFn = func() error {
 			for _, p := range pools {
@@ -148,8 +155,12 @@ func NewInvoker(targets []Target, o InvokerOptions) (inv invoke.Invoker, closeFn
 			}
 			return nil
 		}
+		opts, err := execOptions(o)
+		if err != nil {
+			return nil, closeFn, err
+		}
 		for _, t := range targets {
-			p, err := execenv.New(t.Exec, execOptions(o)...)
+			p, err := execenv.New(t.Exec, opts...)
 			if err != nil {
 				return nil, closeFn, Usage(fmt.Errorf("--invoke %s: %w", t, err))
 			}
@@ -169,11 +180,15 @@ func NewInvoker(targets []Target, o InvokerOptions) (inv invoke.Invoker, closeFn
 }
 
 // execOptions configure the execution environments of an exec: target from the template's
-// function.
-func execOptions(o InvokerOptions) []execenv.Option {
+// function and the --function-env-pass and --function-credentials flags.
+func execOptions(o InvokerOptions) ([]execenv.Option, error) {
+	env, err := o.FunctionEnv.execOptions(context.Background(), o.AWS)
+	if err != nil {
+		return nil, err
+	}
 	opts := []execenv.Option{
 		execenv.WithTimeout(o.Timeout), execenv.WithRegion(o.Region), execenv.WithMaxEnvironments(o.MaxEnvironments),
-		execenv.WithOutput(o.Output), execenv.WithLogger(o.Logger), execenv.WithFunction(o.FunctionName, ""),
+		execenv.WithOutput(o.Output), execenv.WithLogger(o.Logger), execenv.WithFunction(o.FunctionName, o.FunctionARN),
 	}
 	if f := o.Function; f != nil {
 		opts = append(opts, execenv.WithFunction(f.FunctionName, f.FunctionArn), execenv.WithMemorySize(f.MemorySize),
@@ -182,7 +197,7 @@ func execOptions(o InvokerOptions) []execenv.Option {
 	if o.Output == nil {
 		opts = append(opts, execenv.WithOutput(os.Stderr))
 	}
-	return opts
+	return append(opts, env...), nil
 }
 
 // leastBusy spreads invocations over several exec: pools: each goes to the pool with the fewest

@@ -1,6 +1,7 @@
 package fakekinesis
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,8 +76,19 @@ func WithSubscriptionTiming(lifetime, reuse time.Duration) Option {
 	}
 }
 
-// efoConfig holds the subscription timings (WithSubscriptionTiming); zero means the default.
-type efoConfig struct{ lifetime, reuse time.Duration }
+// WithoutInitialResponse serves every subscription as kinesis-local and LocalStack do: the event
+// stream starts with the first event, without the initial-response message Kinesis sends first,
+// and a subscription refused as in use is an HTTP 200 whose stream holds only the exception.
+func WithoutInitialResponse() Option {
+	return func(c *config) { c.efo.noInitial = true }
+}
+
+// efoConfig holds the subscription timings (WithSubscriptionTiming), zero meaning the default, and
+// whether the initial response is left out (WithoutInitialResponse).
+type efoConfig struct {
+	lifetime, reuse time.Duration
+	noInitial       bool
+}
 
 // efoState is the fake's consumers and their subscriptions.
 type efoState struct {
@@ -215,7 +227,7 @@ func (f *Fake) streamARN(id int) string {
 }
 
 // SubscribeToShard subscribes a registered consumer to a shard and returns the SDK's event stream:
-// the initial response, then one SubscribeToShardEvent whenever records arrive (or after a second
+// the initial response (unless WithoutInitialResponse), then one SubscribeToShardEvent whenever records arrive (or after a second
 // without any), each with its ContinuationSequenceNumber and MillisBehindLatest. At the end of a
 // closed shard the last event has ChildShards and no ContinuationSequenceNumber, and the stream
 // ends. The stream also ends, cleanly, when the subscription's lifetime is over (5 minutes). A
@@ -273,6 +285,17 @@ func (f *Fake) serveSubscribe(req *http.Request) (*http.Response, error) {
 	}
 	_ = req.Body.Close()
 	c, pos, err := f.startSubscription(&in)
+	var iu *types.ResourceInUseException
+	if err != nil && f.cfg.efo.noInitial && errors.As(err, &iu) {
+		// As kinesis-local refuses it: HTTP 200, and the exception as the stream's only message.
+		var body bytes.Buffer
+		_ = writeException(eventstream.NewEncoder(), &body, iu)
+		return &http.Response{
+			StatusCode: http.StatusOK, Proto: "HTTP/2.0", ProtoMajor: 2,
+			Header: http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}},
+			Body:   io.NopCloser(&body), Request: req,
+		}, nil
+	}
 	if err != nil {
 		return errorResponse(req, err), nil
 	}
@@ -380,12 +403,14 @@ func (f *Fake) stream(ctx context.Context, c *consumer, st subStart, w *io.PipeW
 			_ = w.Close()
 		}
 	}()
-	initial := eventstream.Message{Payload: []byte("{}")}
-	initial.Headers.Set(eventstream.MessageTypeHeader, eventstream.StringValue(eventstream.EventMessageType))
-	initial.Headers.Set(eventstream.EventTypeHeader, eventstream.StringValue("initial-response"))
-	initial.Headers.Set(eventstream.ContentTypeHeader, eventstream.StringValue("application/json"))
-	if err := enc.Encode(w, initial); err != nil {
-		return
+	if !f.cfg.efo.noInitial {
+		initial := eventstream.Message{Payload: []byte("{}")}
+		initial.Headers.Set(eventstream.MessageTypeHeader, eventstream.StringValue(eventstream.EventMessageType))
+		initial.Headers.Set(eventstream.EventTypeHeader, eventstream.StringValue("initial-response"))
+		initial.Headers.Set(eventstream.ContentTypeHeader, eventstream.StringValue("application/json"))
+		if err := enc.Encode(w, initial); err != nil {
+			return
+		}
 	}
 	lifetime := time.NewTimer(cmpOr(f.cfg.efo.lifetime, defaultSubscriptionLifetime))
 	defer lifetime.Stop()

@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/execenv"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -20,10 +23,23 @@ func DefaultWorkerID() string {
 	return fmt.Sprintf("%s-%d", cmp.Or(host, "esm"), os.Getpid())
 }
 
+// invocationBound is how long an invocation this worker starts may run, from the moment the
+// poller starts it: the function timeout, plus, for an invoker outside this process (exec:,
+// HTTP, lambda:), the 10 s init phase Lambda allows before it (an environment's init, an
+// endpoint's cold start, which httpinvoke's deadline allows too), or, in-process, the wait for a
+// handler that overran its timeout. The lease table's takers of a dead worker's leases wait for it.
+func invocationBound(o Options) time.Duration {
+	t := cmp.Or(o.FunctionTimeout, invoke.DefaultTimeout)
+	if o.Invoker != nil {
+		return t + execenv.InitTimeout
+	}
+	return t + inprocess.DefaultOverrunWait
+}
+
 // runShared runs the mapping as one worker of those sharing o.LeaseTable: progress lives in the
 // lease table, and the Dynamo coordinator shares the shards. Its leases are renewed until the
 // poller has stopped (its last batches and checkpoints need them), then released.
-func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Client, checked poller.Checked, inv poller.Invoker, popts []poller.Option) error {
+func runShared(ctx context.Context, o Options, cfg aws.Config, kin poller.KinesisAPI, checked poller.Checked, inv poller.Invoker, popts []poller.Option) error {
 	mc := checked.Config()
 	ddb := dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
 		if o.EndpointURL != "" {
@@ -43,7 +59,7 @@ func runShared(ctx context.Context, o Options, cfg aws.Config, kin *kinesis.Clie
 	}
 	popts = append(popts, dopts...)
 	id := cmp.Or(o.WorkerID, DefaultWorkerID())
-	opts := []lease.Option{lease.WithLogger(o.Logger)}
+	opts := []lease.Option{lease.WithLogger(o.Logger), lease.WithFunctionTimeout(invocationBound(o))}
 	if o.LeaseDuration > 0 {
 		opts = append(opts, lease.WithLeaseDuration(o.LeaseDuration))
 	}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/dlq"
+	"github.com/kinesis-esm/esm/internal/getrecords"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -38,8 +38,6 @@ type Options struct {
 	// RegisterConsumer registers Consumer (a name) when it does not exist, and waits until it is
 	// ACTIVE.
 	RegisterConsumer bool
-	// SubscribeOptions are client options for every SubscribeToShard call.
-	SubscribeOptions []func(*kinesis.Options)
 	// EndpointURL, when set, is where every AWS call goes (a local emulator); otherwise the SDK's
 	// own resolution applies, AWS_ENDPOINT_URL_KINESIS included.
 	EndpointURL string
@@ -100,9 +98,6 @@ type Options struct {
 // from destinationOptions once the store is open).
 func pollerOptions(o Options) []poller.Option {
 	opts := []poller.Option{poller.WithLogger(o.Logger)}
-	if subOpts := slices.Concat(buildSubscribeOptions, o.SubscribeOptions); len(subOpts) > 0 {
-		opts = append(opts, poller.WithSubscribeOptions(subOpts...))
-	}
 	if o.Observer != nil {
 		opts = append(opts, poller.WithObserver(o.Observer))
 	}
@@ -223,8 +218,9 @@ func Run(ctx context.Context, o Options, handler any) error {
 		return err
 	}
 	popts := pollerOptions(o)
+	reads := getrecords.Wrap(kin) // GetRecords, an idle shard's once-a-second call, on the lean path
 	if o.LeaseTable != "" {
-		return runShared(ctx, o, cfg, kin, checked, inv, popts)
+		return runShared(ctx, o, cfg, reads, checked, inv, popts)
 	}
 	store, err := checkpoint.OpenFile(o.StateDir)
 	if err != nil {
@@ -240,7 +236,7 @@ func Run(ctx context.Context, o Options, handler any) error {
 	if err != nil {
 		return err
 	}
-	p, err := poller.NewChecked(checked, kin, ms, inv, append(popts, dopts...)...)
+	p, err := poller.NewChecked(checked, reads, ms, inv, append(popts, dopts...)...)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesis-esm/esm/internal/getrecords"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -14,6 +15,8 @@ import (
 type Shared struct {
 	AWS     aws.Config
 	Kinesis *kinesis.Client
+	// reads is Kinesis with GetRecords on the lean path, for the pollers (nil: Kinesis).
+	reads *getrecords.Kinesis
 	// EndpointURL and SQSProtocol are as in Options.
 	EndpointURL, SQSProtocol string
 }
@@ -29,7 +32,7 @@ func NewShared(ctx context.Context, region, endpoint, sqsProtocol string) (*Shar
 			ko.BaseEndpoint = aws.String(endpoint)
 		}
 	})
-	return &Shared{AWS: cfg, Kinesis: kin, EndpointURL: endpoint, SQSProtocol: sqsProtocol}, nil
+	return &Shared{AWS: cfg, Kinesis: kin, reads: getrecords.Wrap(kin), EndpointURL: endpoint, SQSProtocol: sqsProtocol}, nil
 }
 
 // ResolveStream returns the ARN of the stream given by name or ARN, or an error wrapping
@@ -53,5 +56,9 @@ func (s *Shared) NewPoller(mc poller.Config, uuid string, store poller.Store, in
 	if err != nil {
 		return nil, err
 	}
-	return poller.New(mc, s.Kinesis, store, inv, append(opts, dopts...)...)
+	var kin poller.KinesisAPI = s.Kinesis
+	if s.reads != nil {
+		kin = s.reads
+	}
+	return poller.New(mc, kin, store, inv, append(opts, dopts...)...)
 }

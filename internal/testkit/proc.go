@@ -53,7 +53,14 @@ func ReadProc(pid int) (ProcSample, error) {
 // load average. It fails b when no GetRecords call was made during the window.
 func MeasureProc(b *testing.B, pid int, window time.Duration, getRecords func() int64) {
 	b.Helper()
-	calls0 := getRecords()
+	MeasureProcPer(b, pid, window, "GetRecords", getRecords)
+}
+
+// MeasureProcPer is MeasureProc with another unit of work than a GetRecords call: unit names the
+// count (unit/s, cpu-us/unit), and count returns how many the process has done so far.
+func MeasureProcPer(b *testing.B, pid int, window time.Duration, unit string, count func() int64) {
+	b.Helper()
+	calls0 := count()
 	start, err := ReadProc(pid)
 	if err != nil {
 		b.Fatal(err)
@@ -63,21 +70,21 @@ func MeasureProc(b *testing.B, pid int, window time.Duration, getRecords func() 
 	if err != nil {
 		b.Fatal(err)
 	}
-	calls := getRecords() - calls0
+	calls := count() - calls0
 	const mb = 1 << 20
 	elapsed, cpu := end.At.Sub(start.At), end.CPU-start.CPU
 	pct, rate := 100*float64(cpu)/float64(elapsed), float64(calls)/elapsed.Seconds()
 	b.ReportMetric(float64(end.RSS)/mb, "RSS-MB")
 	b.ReportMetric(float64(end.PeakRSS)/mb, "peakRSS-MB")
 	b.ReportMetric(pct, "cpu-%core")
-	b.ReportMetric(rate, "GetRecords/s")
+	b.ReportMetric(rate, unit+"/s")
 	if calls == 0 {
-		b.Fatal("no GetRecords call during the window: nothing was polling")
+		b.Fatalf("no %s during the window: nothing was polling", unit)
 	}
 	perCall := float64(cpu.Microseconds()) / float64(calls)
-	b.ReportMetric(perCall, "cpu-us/GetRecords")
-	b.Logf("RSS %d MB (peak %d MB), %.1f%% of a core over %s, %.0f GetRecords/s, %.0f µs of CPU per GetRecords; load average %s",
-		end.RSS>>20, end.PeakRSS>>20, pct, elapsed.Round(time.Millisecond), rate, perCall, LoadAverage())
+	b.ReportMetric(perCall, "cpu-us/"+unit)
+	b.Logf("RSS %d MB (peak %d MB), %.1f%% of a core over %s, %.0f %s/s, %.0f µs of CPU per %s; load average %s",
+		end.RSS>>20, end.PeakRSS>>20, pct, elapsed.Round(time.Millisecond), rate, unit, perCall, unit, LoadAverage())
 }
 
 // LoadAverage returns the first line of /proc/loadavg (the 1, 5 and 15 minute load averages and

@@ -3,6 +3,7 @@ package testkit
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"sync"
 	"testing"
@@ -52,4 +53,18 @@ func LineCount(t testing.TB, path string) int {
 		t.Fatal(err)
 	}
 	return bytes.Count(b, []byte("\n"))
+}
+
+// Fuzzing reports whether the test binary runs a fuzz target (go test -fuzz, or one of its
+// workers): a TestMain may then skip what only the other tests need, such as emulators.
+func Fuzzing() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
+			return true
+		}
+	}
+	return false
 }

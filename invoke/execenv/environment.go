@@ -15,10 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +36,8 @@ const (
 	errorTypeInit    = "Runtime.InitError"
 	errorTypeExit    = "Runtime.ExitError"
 	errorTypeUnknown = "Runtime.Unknown"
+	// errorTypeOutOfMemory is Lambda's error type for an environment killed at its memory limit.
+	errorTypeOutOfMemory = "Runtime.OutOfMemory"
 )
 
 // environment is one execution environment: a process of the binary and its Runtime API.
@@ -50,6 +49,7 @@ type environment struct {
 	ln      net.Listener
 	srv     *http.Server
 	cmd     *exec.Cmd
+	sandbox *sandbox // what keeps the environment's processes together
 	started time.Time
 	readers sync.WaitGroup // the stdout and stderr forwarders
 	outputs []*output      // the read ends of the process's stdout and stderr
@@ -91,8 +91,8 @@ type posted struct {
 	tooLarge  bool   // the response passed Lambda's 6 MB limit
 }
 
-// startEnvironment starts the binary with a Runtime API of its own.
-func startEnvironment(cfg *config, out *lineWriter, name string) (*environment, error) {
+// startEnvironment starts the binary with a Runtime API of its own, in a sandbox of its own.
+func startEnvironment(ctx context.Context, cfg *config, out *lineWriter, name string) (*environment, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("runtime API: %w", err)
@@ -104,6 +104,11 @@ func startEnvironment(cfg *config, out *lineWriter, name string) (*environment, 
 		initFailed: make(chan posted, 1),
 		exited:     make(chan struct{}),
 	}
+	sb, serr := newSandbox(cfg.containment, e.addr, cfg.memoryMB)
+	if serr != nil {
+		cfg.log.Warn("execution environment: not wholly contained", "environment", name, "error", serr)
+	}
+	e.sandbox = sb
 	e.srv = &http.Server{Handler: e.routes(), ReadHeaderTimeout: 10 * time.Second}
 	e.started = cfg.now() // before the Runtime API serves: init is measured from here
 	go func() { _ = e.srv.Serve(ln) }()
@@ -111,28 +116,47 @@ func startEnvironment(cfg *config, out *lineWriter, name string) (*environment, 
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		_ = e.srv.Close()
+		sb.abandon()
 		return nil, err
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
 		_ = e.srv.Close()
+		sb.abandon()
 		stdoutR.Close()
 		stdoutW.Close()
 		return nil, err
 	}
-	e.cmd = exec.Command(cfg.command[0], cfg.command[1:]...)
-	e.cmd.Env = e.environ()
-	e.cmd.Stdout, e.cmd.Stderr = stdoutW, stderrW
-	setProcAttr(e.cmd)
-	err = e.cmd.Start()
+	env := e.environ(ctx)
+	start := func() error {
+		e.cmd = exec.Command(cfg.command[0], cfg.command[1:]...)
+		e.cmd.Env = env
+		e.cmd.Stdout, e.cmd.Stderr = stdoutW, stderrW
+		sb.setProcAttr(e.cmd)
+		return e.cmd.Start()
+	}
+	err = start()
+	if err != nil && sb.intoCgroup() {
+		// The kernel would not start the process in its cgroup (no right to, an old kernel):
+		// start it outside, then move it in, or contain it by sweeping.
+		cfg.log.Debug("execution environment: starting in its cgroup failed; starting it outside", "environment", name, "error", err)
+		sb.startOutside()
+		if err = start(); err == nil {
+			if aerr := sb.adopt(e.cmd.Process.Pid); aerr != nil {
+				cfg.log.Warn("execution environment: not in a cgroup; its processes are swept instead", "environment", name, "error", aerr)
+			}
+		}
+	}
 	stdoutW.Close() // the child holds its own copies
 	stderrW.Close()
 	if err != nil {
 		stdoutR.Close()
 		stderrR.Close()
 		_ = e.srv.Close()
+		sb.abandon()
 		return nil, err
 	}
+	sb.started(e.cmd.Process.Pid)
 	e.outputs = []*output{{f: stdoutR}, {f: stderrR}}
 	e.readers.Add(len(e.outputs))
 	for _, o := range e.outputs {
@@ -147,48 +171,6 @@ func startEnvironment(cfg *config, out *lineWriter, name string) (*environment, 
 }
 
 func (e *environment) pid() int { return e.cmd.Process.Pid }
-
-// environ is the process's environment: esm's own, then the function's variables (those esm's
-// environment does not set), then Lambda's reserved variables, which always win.
-func (e *environment) environ() []string {
-	vars := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			vars[k] = v
-		}
-	}
-	for k, v := range e.cfg.env {
-		if _, set := vars[k]; !set {
-			vars[k] = v
-		}
-	}
-	root := filepath.Dir(e.cfg.command[0])
-	now := e.cfg.now().UTC()
-	reserved := map[string]string{
-		"AWS_LAMBDA_RUNTIME_API":          e.addr,
-		"_HANDLER":                        e.cfg.handler,
-		"AWS_REGION":                      e.cfg.region,
-		"AWS_DEFAULT_REGION":              e.cfg.region,
-		"AWS_LAMBDA_FUNCTION_NAME":        e.cfg.functionName,
-		"AWS_LAMBDA_FUNCTION_VERSION":     e.cfg.version,
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": strconv.Itoa(e.cfg.memoryMB),
-		"AWS_LAMBDA_INITIALIZATION_TYPE":  "on-demand",
-		"AWS_LAMBDA_LOG_GROUP_NAME":       "/aws/lambda/" + e.cfg.functionName,
-		"AWS_LAMBDA_LOG_STREAM_NAME":      fmt.Sprintf("%s/[%s]%s", now.Format("2006/01/02"), e.cfg.version, strings.ReplaceAll(uuid.NewString(), "-", "")),
-		"LAMBDA_TASK_ROOT":                root,
-		"LAMBDA_RUNTIME_DIR":              root,
-		"TZ":                              ":UTC",
-	}
-	for k, v := range reserved {
-		vars[k] = v
-	}
-	out := make([]string, 0, len(vars))
-	for k, v := range vars {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // routes is the Runtime API.
 func (e *environment) routes() http.Handler {
@@ -337,6 +319,7 @@ func (e *environment) invoke(ctx context.Context, payload []byte) (resp invoke.R
 
 	resp = invoke.Response{StatusCode: http.StatusOK, ExecutedVersion: e.cfg.version, RequestID: inv.id}
 	reusable = true
+	var status string // what the REPORT line adds for an invocation that ended the environment
 	select {
 	case p := <-inv.result:
 		switch {
@@ -353,6 +336,11 @@ func (e *environment) invoke(ctx context.Context, payload []byte) (resp invoke.R
 	case <-e.exited:
 		resp.FunctionError = invoke.FunctionErrorUnhandled
 		resp.Payload = e.exitDocument(inv.id)
+		if e.sandbox.outOfMemory() {
+			resp.Payload = invoke.ErrorDocument{ErrorType: errorTypeOutOfMemory,
+				ErrorMessage: fmt.Sprintf("RequestId: %s Error: Runtime exited with error: %s", inv.id, e.state)}.Marshal()
+			status = "\tStatus: error\tError Type: " + errorTypeOutOfMemory
+		}
 		reusable = false
 	case <-timer.C:
 		e.out.line(fmt.Sprintf("%s %s Task timed out after %.2f seconds", e.cfg.now().UTC().Format(time.RFC3339Nano), inv.id, e.cfg.timeout.Seconds()))
@@ -372,7 +360,7 @@ func (e *environment) invoke(ctx context.Context, payload []byte) (resp invoke.R
 	if cold {
 		initTook = e.initTook // written before initDone was closed
 	}
-	e.report(inv.id, took, initTook, maxRSS)
+	e.report(inv.id, took, initTook, maxRSS, status)
 	return resp, reusable, nil
 }
 
@@ -386,7 +374,7 @@ func (e *environment) initError(inv *invocation, p posted) invoke.Response {
 		typ = p.errorType
 	}
 	e.out.line(fmt.Sprintf("INIT_REPORT Init Duration: %s ms\tPhase: init\tStatus: error\tError Type: %s", ms(took), typ))
-	e.report(inv.id, 0, took, e.maxMemoryMB())
+	e.report(inv.id, 0, took, e.maxMemoryMB(), "")
 	return invoke.Response{StatusCode: http.StatusOK, ExecutedVersion: e.cfg.version, RequestID: inv.id,
 		FunctionError: invoke.FunctionErrorUnhandled, Payload: errorDocument(p, errorTypeInit)}
 }
@@ -431,8 +419,9 @@ func (e *environment) exitDocument(id string) []byte {
 
 // report writes the END and REPORT lines of an invocation, once what the function wrote before
 // it answered has been forwarded (for up to 50 ms); initTook is the init's duration for the
-// first invocation of an environment, 0 for a warm one.
-func (e *environment) report(id string, took, initTook time.Duration, maxMB int) {
+// first invocation of an environment, 0 for a warm one; status ends the REPORT line (Lambda's
+// "\tStatus: error\tError Type: …" for an environment that ran out of memory), or is empty.
+func (e *environment) report(id string, took, initTook time.Duration, maxMB int, status string) {
 	for deadline := time.Now().Add(50 * time.Millisecond); time.Now().Before(deadline) && !e.drained(); {
 		time.Sleep(time.Millisecond)
 	}
@@ -443,7 +432,7 @@ func (e *environment) report(id string, took, initTook time.Duration, maxMB int)
 	if initTook > 0 {
 		line += fmt.Sprintf("\tInit Duration: %s ms", ms(initTook))
 	}
-	e.out.line(line)
+	e.out.line(line + status)
 }
 
 // ms renders a duration in milliseconds with two decimals, as the REPORT line does.
@@ -458,14 +447,17 @@ func traceID(now time.Time) string {
 	return fmt.Sprintf("Root=1-%08x-%s;Parent=%s;Sampled=0", now.Unix(), hex.EncodeToString(b[:12]), hex.EncodeToString(b[12:]))
 }
 
-// kill ends the process (its whole process group) at once, as Lambda ends a sandbox.
+// kill ends every process of the environment at once, as Lambda ends a sandbox: the process, its
+// process group, and whatever it started that left them (see sandbox). It returns once they are
+// gone.
 func (e *environment) kill() {
+	reaped := false
 	select {
 	case <-e.exited:
-		return
+		reaped = true
 	default:
 	}
-	killGroup(e.cmd)
+	e.sandbox.killAll(reaped)
 }
 
 // stop kills the process and waits for it, its log and its Runtime API to end.
@@ -473,7 +465,7 @@ func (e *environment) stop() {
 	e.stopOnce.Do(func() {
 		e.kill()
 		<-e.exited
-		// A child that left the process group may hold the output open: its log is cut after a
+		// A process that escaped the sandbox may hold the output open: its log is cut after a
 		// second.
 		done := make(chan struct{})
 		go func() { e.readers.Wait(); close(done) }()
@@ -485,6 +477,7 @@ func (e *environment) stop() {
 			}
 			<-done
 		}
+		e.sandbox.remove()
 		_ = e.srv.Close()
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -470,5 +471,37 @@ func TestNewFindsTheBinary(t *testing.T) {
 	}
 	if p, err := New([]string{"./bootstrap"}); err != nil || p.cfg.command[0] != bashBootstrap {
 		t.Fatalf("./bootstrap: %v", err)
+	}
+}
+
+// TestPoolWaitAsksTheStartCheck: an invocation that waited for the busy environment is not
+// started when the caller's start check says no by then (the poller's lease may have ended
+// during the wait).
+func TestPoolWaitAsksTheStartCheck(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, bashBootstrap, map[string]string{"BASH_DELAY": "1"}, WithHandler("function.handler"), WithMaxEnvironments(1),
+		WithTimeout(20*time.Second))
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.pool.Invoke(context.Background(), oneRecord)
+		done <- err
+	}()
+	testkit.WaitFor(t, "the first invocation to start", 10*time.Second, func() bool { return strings.Contains(h.out.String(), "START") })
+	var allowed atomic.Bool
+	allowed.Store(true)
+	second := make(chan error, 1)
+	go func() {
+		_, err := h.pool.Invoke(invoke.WithStartCheck(context.Background(), allowed.Load), oneRecord)
+		second <- err
+	}()
+	allowed.Store(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; !errors.Is(err, invoke.ErrNotStarted) {
+		t.Fatalf("err %v: want invoke.ErrNotStarted", err)
+	}
+	if n := strings.Count(h.out.String(), "START"); n != 1 {
+		t.Fatalf("%d invocations started, want the first only", n)
 	}
 }

@@ -65,6 +65,9 @@ type Pool struct {
 type config struct {
 	command      []string
 	env          map[string]string
+	pass         []string        // names of esm's variables the function gets
+	credentials  CredentialsFunc // the function's own AWS credentials; nil: none
+	containment  *containment
 	functionName string
 	functionARN  string
 	version      string
@@ -83,8 +86,7 @@ type config struct {
 type Option func(*config)
 
 // WithEnvironment adds the function's own environment variables (the template's Environment).
-// A variable already set in esm's environment keeps esm's value; Lambda's reserved variables
-// always win.
+// Lambda's reserved variables always win; esm's own environment is not passed (see WithPassEnv).
 func WithEnvironment(env map[string]string) Option {
 	return func(c *config) {
 		for k, v := range env {
@@ -108,7 +110,8 @@ func WithFunction(name, arn string) Option {
 }
 
 // WithMemorySize sets the function's memory in MB (AWS_LAMBDA_FUNCTION_MEMORY_SIZE and the
-// REPORT line; default DefaultMemorySize). It is not enforced.
+// REPORT line; default DefaultMemorySize). Where cgroup v2 has the memory controller it is the
+// environment's memory limit; elsewhere it is not enforced (New logs so once).
 func WithMemorySize(mb int) Option {
 	return func(c *config) {
 		if mb > 0 {
@@ -212,6 +215,12 @@ func New(command []string, opts ...Option) (*Pool, error) {
 			o(&cfg)
 		}
 	}
+	if cfg.containment == nil {
+		cfg.containment = detected()
+	}
+	if cfg.containment.notice != "" {
+		noticeOnce.Do(func() { cfg.log.Info("execution environments: " + cfg.containment.notice) })
+	}
 	return &Pool{
 		cfg:   cfg,
 		slots: make(chan struct{}, cfg.max),
@@ -222,6 +231,9 @@ func New(command []string, opts ...Option) (*Pool, error) {
 }
 
 var _ invoke.Invoker = (*Pool)(nil)
+
+// noticeOnce: what the machine does not offer the environments is logged once per process.
+var noticeOnce sync.Once
 
 // errGone: the environment's process ended between invocations; the invocation was not handed
 // to it and moves to a fresh environment.
@@ -242,6 +254,10 @@ func (p *Pool) Invoke(ctx context.Context, payload []byte) (invoke.Response, err
 	for attempt := 0; ; attempt++ {
 		e, err := p.acquire(ctx)
 		if err != nil {
+			return invoke.Response{}, err
+		}
+		if err := invoke.CheckStart(ctx); err != nil { // the wait for an environment may have been long
+			p.release(e)
 			return invoke.Response{}, err
 		}
 		resp, reusable, err := e.invoke(ctx, payload)
@@ -275,7 +291,7 @@ func (p *Pool) acquire(ctx context.Context) (*environment, error) {
 	case e := <-p.idle:
 		return e, nil
 	case p.slots <- struct{}{}:
-		e, err := p.start()
+		e, err := p.start(ctx)
 		if err != nil {
 			<-p.slots
 			return nil, err
@@ -287,7 +303,7 @@ func (p *Pool) acquire(ctx context.Context) (*environment, error) {
 }
 
 // start starts a new environment and registers it.
-func (p *Pool) start() (*environment, error) {
+func (p *Pool) start(ctx context.Context) (*environment, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -296,7 +312,7 @@ func (p *Pool) start() (*environment, error) {
 	p.seq++
 	name := fmt.Sprintf("%d", p.seq)
 	p.mu.Unlock()
-	e, err := startEnvironment(&p.cfg, p.out, name)
+	e, err := startEnvironment(ctx, &p.cfg, p.out, name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: start %s: %w", invoke.ErrUnavailable, p.cfg.command[0], err)
 	}
@@ -339,8 +355,8 @@ func (p *Pool) Environments() int {
 	return len(p.live)
 }
 
-// Close kills every environment (SIGKILL to its process group, as Lambda ends a sandbox) and
-// waits for their processes and log forwarding to end. Invocations in flight end with an error;
+// Close kills every environment (every process it started, as Lambda ends a sandbox) and waits
+// for their processes and log forwarding to end. Invocations in flight end with an error;
 // later ones fail.
 func (p *Pool) Close() error {
 	p.mu.Lock()

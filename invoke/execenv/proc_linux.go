@@ -5,28 +5,17 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// setProcAttr puts the process in a process group of its own (so that a kill reaches the
-// children a runtime starts, such as curl under a shell bootstrap) and has the kernel kill it
-// when esm dies.
-func setProcAttr(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
-// killGroup sends SIGKILL to the process's group.
-func killGroup(cmd *exec.Cmd) {
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	_ = cmd.Process.Kill()
-}
-
-// maxMemoryMB is the process's peak resident memory (VmHWM), in MB rounded up; 0 when unknown.
+// maxMemoryMB is the environment's peak memory: its cgroup's when memory is limited, else the
+// process's peak resident memory (VmHWM); in MB rounded up, 0 when unknown.
 func (e *environment) maxMemoryMB() int {
+	if mb := e.sandbox.peakMemoryMB(); mb > 0 {
+		return mb
+	}
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", e.cmd.Process.Pid))
 	if err != nil {
 		return 0

@@ -2,17 +2,7 @@
 
 package execenv
 
-import (
-	"os"
-	"os/exec"
-)
-
-// setProcAttr: without Linux's process groups and parent-death signal, the process is only
-// killed by esm itself.
-func setProcAttr(*exec.Cmd) {}
-
-// killGroup kills the process.
-func killGroup(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
+import "os"
 
 // maxMemoryMB is unknown outside Linux.
 func (e *environment) maxMemoryMB() int { return 0 }

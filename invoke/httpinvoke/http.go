@@ -246,6 +246,9 @@ func (h *Pool) Invoke(ctx context.Context, payload []byte) (invoke.Response, err
 		return invoke.Response{}, err
 	}
 	defer h.release(ep)
+	if err := invoke.CheckStart(ctx); err != nil { // the wait for an endpoint may have been long
+		return invoke.Response{}, err
+	}
 	return h.invokeAt(ctx, ep, payload)
 }
 
@@ -294,6 +297,7 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 		last     *outcome // the classification of the latest attempt that got an answer
 		inFlight bool     // an attempt was sent and has no answer yet
 		attempts int
+		stopped  error // the start check refused a retry
 	)
 	rc := &retryablehttp.Client{
 		HTTPClient:   h.client,
@@ -301,6 +305,10 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 		RetryWaitMin: h.waitMin,
 		RetryWaitMax: h.waitMax,
 		Backoff:      retryablehttp.DefaultBackoff,
+		PrepareRetry: func(*http.Request) error { // after the back-off, just before the send
+			stopped = invoke.CheckStart(ctx)
+			return stopped
+		},
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 		RequestLogHook: func(_ retryablehttp.Logger, _ *http.Request, _ int) {
 			inFlight = true
@@ -346,6 +354,8 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 	switch {
 	case ctx.Err() != nil:
 		return invoke.Response{}, fmt.Errorf("invoke %s, request %s: %w", ep, reqID, ctx.Err())
+	case stopped != nil:
+		return invoke.Response{}, fmt.Errorf("invoke %s, request %s, after %d attempts: %w", ep, reqID, attempts, stopped)
 	case actx.Err() != nil:
 		return invoke.Response{}, fmt.Errorf("%w: %s: no answer within %v (function timeout %v)", invoke.ErrUnavailable, ep, limit, h.timeout)
 	case last != nil:

@@ -10,8 +10,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 // fakeEndpoint is a Lambda-Invoke-compatible endpoint on 127.0.0.1 that records what it receives
@@ -435,5 +438,49 @@ func TestNewHTTPZeroOptionsMeanDefaults(t *testing.T) {
 	}
 	if h.timeout != invoke.DefaultTimeout || h.client == nil || h.log == nil {
 		t.Fatalf("timeout %v, client %v, logger %v: want the defaults", h.timeout, h.client, h.log)
+	}
+}
+
+// A retry is sent only while the caller's start check says yes (the poller's lease): a retry
+// sent after the lease may have ended could outlast the wait of the worker that takes it over.
+func TestHTTPRetryAsksTheStartCheck(t *testing.T) {
+	var allowed atomic.Bool
+	allowed.Store(true)
+	f := newFakeEndpoint(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		allowed.Store(false) // the lease ends while the first attempt is answered
+		reply(503, "busy")(n, w, r)
+	})
+	h := newHTTP(t, []string{f.srv.URL})
+	_, err := h.Invoke(invoke.WithStartCheck(context.Background(), allowed.Load), []byte(`{}`))
+	if !errors.Is(err, invoke.ErrNotStarted) || !errors.Is(err, invoke.ErrUnavailable) || f.count() != 1 {
+		t.Fatalf("err %v after %d requests; want invoke.ErrNotStarted after 1", err, f.count())
+	}
+}
+
+// An invocation that waited for a free endpoint is not sent when the start check says no.
+func TestHTTPWaitForAnEndpointAsksTheStartCheck(t *testing.T) {
+	release := make(chan struct{})
+	f := newFakeEndpoint(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		<-release
+		reply(200, "null")(n, w, r)
+	})
+	h := newHTTP(t, []string{f.srv.URL})
+	first := make(chan error, 1)
+	go func() { _, err := h.Invoke(context.Background(), []byte(`{}`)); first <- err }()
+	testkit.WaitFor(t, "the first invocation at the endpoint", 10*time.Second, func() bool { return f.count() == 1 })
+	var allowed atomic.Bool
+	allowed.Store(true)
+	second := make(chan error, 1)
+	go func() {
+		_, err := h.Invoke(invoke.WithStartCheck(context.Background(), allowed.Load), []byte(`{}`))
+		second <- err
+	}()
+	allowed.Store(false) // the lease ends while the second waits
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; !errors.Is(err, invoke.ErrNotStarted) || f.count() != 1 {
+		t.Fatalf("err %v after %d requests; want invoke.ErrNotStarted, and only the first sent", err, f.count())
 	}
 }

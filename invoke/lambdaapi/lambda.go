@@ -47,11 +47,16 @@ func New(client Client, function string) *Invoker {
 // invoke.ErrUnavailable, as Lambda counts none of them as an invocation; ctx's own end is returned
 // wrapped as it is.
 func (l *Invoker) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
+	var opts []func(*awslambda.Options)
+	if invoke.HasStartCheck(ctx) {
+		// A retry of the SDK's own would be sent without asking the check: the caller retries.
+		opts = append(opts, func(o *awslambda.Options) { o.RetryMaxAttempts = 1 })
+	}
 	out, err := l.client.Invoke(ctx, &awslambda.InvokeInput{
 		FunctionName:   aws.String(l.function),
 		InvocationType: types.InvocationTypeRequestResponse,
 		Payload:        payload,
-	})
+	}, opts...)
 	return classifyLambda(l.function, out, err, ctx.Err())
 }
 

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
@@ -173,5 +175,37 @@ func TestClassifyLambda(t *testing.T) {
 	resp, err := classifyLambda("f", &awslambda.InvokeOutput{StatusCode: 200, FunctionError: aws.String("Handled"), Payload: []byte(`{}`)}, nil, nil)
 	if err != nil || resp.FunctionError != invoke.FunctionErrorUnhandled {
 		t.Fatalf("any FunctionError value is a function error: %+v, %v", resp, err)
+	}
+}
+
+// Under a start check (the poller's lease), the SDK does not retry on its own: a retry would be
+// sent without asking the check. Without one, the client's retries stay its owner's choice.
+func TestLambdaRetriesOnlyWithoutAStartCheck(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		ctx      context.Context
+		requests int
+	}{
+		{"start check", invoke.WithStartCheck(context.Background(), func() bool { return true }), 1},
+		{"none", context.Background(), 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			api := newInvokeAPI(t)
+			client := awslambda.New(awslambda.Options{
+				Region:           "us-east-1",
+				Credentials:      credentials.NewStaticCredentialsProvider("AKIDLOCAL", "local", ""),
+				BaseEndpoint:     aws.String(api.srv.URL),
+				RetryMaxAttempts: 3,
+				Retryer:          retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts, o.MaxBackoff = 3, time.Millisecond }),
+			})
+			if _, err := New(client, "broken").Invoke(tt.ctx, []byte(`{"Records":[]}`)); !errors.Is(err, invoke.ErrUnavailable) {
+				t.Fatalf("err %v, want invoke.ErrUnavailable", err)
+			}
+			api.mu.Lock()
+			defer api.mu.Unlock()
+			if len(api.requests) != tt.requests {
+				t.Fatalf("%d requests, want %d", len(api.requests), tt.requests)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,14 +28,22 @@ const (
 	// largest over the shards read here.
 	NameMappingIteratorAge       = "esm_mapping_iterator_age_milliseconds"
 	NameBatchItemFailuresIgnored = "esm_batch_item_failures_ignored_total"
+	// Enhanced fan-out, per shard.
+	NameShardReadBy           = "esm_shard_read_by"
+	NameSubscriptionStarted   = "esm_subscription_started_timestamp_seconds"
+	NameSubscriptionRenewals  = "esm_subscription_renewals_total"
+	NameSubscriptionInUse     = "esm_subscription_in_use_total"
+	NameSubscriptionLastEvent = "esm_subscription_last_event_timestamp_seconds"
 )
 
 // Label names.
 const (
+	LabelUUID     = "uuid" // esm serve's mappings only
 	LabelFunction = "function"
 	LabelStream   = "stream"
 	LabelShard    = "shard"
 	LabelState    = "state"
+	LabelMode     = "mode"
 )
 
 // shardStates are the states esm_shard_state exposes for every shard from its first state on.
@@ -56,16 +65,22 @@ type Observer struct {
 	state                                                 *prometheus.GaugeVec   // by shard, state
 	owned                                                 *prometheus.GaugeVec   // by shard
 	blocked                                               *prometheus.GaugeVec   // by shard
+	readBy                                                *prometheus.GaugeVec   // by shard, mode
+	subStarted, subLastEvent                              *prometheus.GaugeVec   // by shard
+	subRenewals, subInUse                                 *prometheus.CounterVec // by shard
 	duration, batchSize                                   prometheus.Observer
 	invocations, errors, throttles, destinationFailures   prometheus.Counter // by function and stream, as Lambda's
 	ignoredItemFailures                                   prometheus.Counter // by function and stream
 
-	function, stream string // the labels of the mapping's IteratorAge (mappingAges)
+	labels []string // the mapping's label values, in the registry's order (mappingAges)
 
 	shards sync.Map // shard ID → *shardMetrics
 }
 
-var _ poller.Observer = (*Observer)(nil)
+var (
+	_ poller.Observer             = (*Observer)(nil)
+	_ poller.SubscriptionObserver = (*Observer)(nil)
+)
 
 // shardMetrics are one shard's series, resolved once.
 type shardMetrics struct {
@@ -92,7 +107,21 @@ type gaugeRef struct {
 // function and stream labels. Like prometheus.MustRegister, it panics when reg holds a
 // different metric of the same name (a programming error, not a run-time condition).
 func New(reg prometheus.Registerer, function, stream string) *Observer {
-	perShard := []string{LabelFunction, LabelStream, LabelShard}
+	return newObserver(reg, []string{LabelFunction, LabelStream}, prometheus.Labels{LabelFunction: function, LabelStream: stream})
+}
+
+// NewMapping is New for one of the mappings of an esm serve: its series also carry the label
+// uuid, the mapping's UUID. Every observer of a registry must come from New, or every one from
+// NewMapping. Calling it again for a mapping (a restarted poller) continues its series.
+func NewMapping(reg prometheus.Registerer, uuid, function, stream string) *Observer {
+	return newObserver(reg, []string{LabelUUID, LabelFunction, LabelStream},
+		prometheus.Labels{LabelUUID: uuid, LabelFunction: function, LabelStream: stream})
+}
+
+// newObserver registers the metrics with the mapping's labels (names, in order) and curries them
+// with their values.
+func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Labels) *Observer {
+	perShard := append(slices.Clip(names), LabelShard)
 	counter := func(name, help string) *prometheus.CounterVec {
 		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, perShard))
 	}
@@ -101,20 +130,18 @@ func New(reg prometheus.Registerer, function, stream string) *Observer {
 	}
 	histogram := func(name, help string, buckets []float64) *prometheus.HistogramVec {
 		return register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets},
-			[]string{LabelFunction, LabelStream}))
+			names))
 	}
 	perFunction := func(name, help string) *prometheus.CounterVec {
-		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help},
-			[]string{LabelFunction, LabelStream}))
+		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, names))
 	}
-	curry := prometheus.Labels{LabelFunction: function, LabelStream: stream}
 	// The six event counts are Lambda's opt-in event source mapping metrics (MetricsConfig
 	// EventCount); esm always exposes them here, and honours MetricsConfig in EMF.
 	const optIn = "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]}); always exposed here: "
 	const always = "Lambda function metric, always on in Lambda: "
 
 	o := &Observer{
-		function: function, stream: stream,
+		labels: labelValues(names, curry),
 		polled: counter(metrics.NamePolledEventCount,
 			optIn+"records read successfully from the shard (an empty poll adds 0).").MustCurryWith(curry),
 		filtered: counter(metrics.NameFilteredOutEventCount,
@@ -129,13 +156,24 @@ func New(reg prometheus.Registerer, function, stream string) *Observer {
 			optIn+"records whose failure record reached the on-failure destination.").MustCurryWith(curry),
 		iteratorAge: gauge(metrics.NameIteratorAge,
 			"Lambda IteratorAge in milliseconds: age of the last record of the latest batch when it was sent to the function. Absent for shards this worker does not read.",
-			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
+			perShard...).MustCurryWith(curry),
 		state: gauge(NameShardState,
 			"1 for the shard's current state (pending, reading, finished, released), 0 for the others.",
-			LabelFunction, LabelStream, LabelShard, LabelState).MustCurryWith(curry),
+			append(slices.Clip(perShard), LabelState)...).MustCurryWith(curry),
 		owned: gauge(NameShardOwned,
 			"1 while this worker holds the shard's lease and reads it (state reading), else 0.",
-			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
+			perShard...).MustCurryWith(curry),
+		readBy: gauge(NameShardReadBy,
+			"1 for how the shard is read (mode polling: GetRecords; subscription: SubscribeToShard through an enhanced fan-out consumer), 0 for the other.",
+			append(slices.Clip(perShard), LabelMode)...).MustCurryWith(curry),
+		subStarted: gauge(NameSubscriptionStarted,
+			"Unix time the shard's current SubscribeToShard subscription started (its age is now minus this).", perShard...).MustCurryWith(curry),
+		subLastEvent: gauge(NameSubscriptionLastEvent,
+			"Unix time the last event of the shard's subscription arrived.", perShard...).MustCurryWith(curry),
+		subRenewals: counter(NameSubscriptionRenewals,
+			"Subscriptions of the shard renewed: before Kinesis' 5-minute lifetime, or after one ended or dropped.").MustCurryWith(curry),
+		subInUse: counter(NameSubscriptionInUse,
+			"SubscribeToShard calls for the shard refused with ResourceInUseException (another subscription within 5 s).").MustCurryWith(curry),
 		duration: histogram(NameInvocationDuration,
 			"Duration of each invocation that reached the function, as esm saw it, in seconds (Lambda's Duration, which is in milliseconds); its count is Lambda's Invocations.",
 			durationBuckets).With(curry),
@@ -151,11 +189,11 @@ func New(reg prometheus.Registerer, function, stream string) *Observer {
 			"Records per invocation.", batchSizeBuckets).With(curry),
 		blocked: gauge(NameShardBlocked,
 			"1 while the shard has been retrying the same batch for longer than --blocked-after (the log says why), else 0.",
-			LabelFunction, LabelStream, LabelShard).MustCurryWith(curry),
+			perShard...).MustCurryWith(curry),
 		ignoredItemFailures: perFunction(NameBatchItemFailuresIgnored,
 			"Responses that listed batchItemFailures while the mapping lacks FunctionResponseTypes ReportBatchItemFailures: ignored, as Lambda ignores them, and the batch counted as handled.").With(curry),
 	}
-	register(reg, newMappingAges()).add(o)
+	register(reg, newMappingAges(names)).add(o)
 	return o
 }
 
@@ -334,10 +372,19 @@ type mappingAges struct {
 	obs  []*Observer
 }
 
-func newMappingAges() *mappingAges {
+func newMappingAges(names []string) *mappingAges {
 	return &mappingAges{desc: prometheus.NewDesc(NameMappingIteratorAge,
 		"Lambda's IteratorAge of the mapping, in milliseconds, as Lambda publishes it: the largest IteratorAge over the shards this worker reads (absent while none has one). With several workers, take max by (function, stream).",
-		[]string{LabelFunction, LabelStream}, nil)}
+		names, nil)}
+}
+
+// labelValues are the values of curry's labels in the order of names.
+func labelValues(names []string, curry prometheus.Labels) []string {
+	vs := make([]string, len(names))
+	for i, n := range names {
+		vs[i] = curry[n]
+	}
+	return vs
 }
 
 func (m *mappingAges) add(o *Observer) {
@@ -352,22 +399,53 @@ func (m *mappingAges) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	obs := slices.Clone(m.obs)
 	m.mu.Unlock()
-	type mapping struct{ function, stream string }
-	ages := map[mapping]float64{}
+	ages := map[string]float64{} // by the mapping's label values, joined
+	values := map[string][]string{}
 	for _, o := range obs {
 		ms, ok := o.maxAge()
 		if !ok {
 			continue
 		}
-		k := mapping{o.function, o.stream}
+		k := strings.Join(o.labels, "\x00")
 		if cur, seen := ages[k]; !seen || ms > cur {
-			ages[k] = ms
+			ages[k], values[k] = ms, o.labels
 		}
 	}
 	for k, ms := range ages {
-		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, ms, k.function, k.stream)
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, ms, values[k]...)
 	}
 }
+
+// ShardReadBy sets esm_shard_read_by: 1 for mode, 0 for the other.
+func (p *Observer) ShardReadBy(shardID, mode string) {
+	for _, m := range []string{poller.ReadByPolling, poller.ReadBySubscription} {
+		v := 0.0
+		if m == mode {
+			v = 1
+		}
+		p.readBy.WithLabelValues(shardID, m).Set(v)
+	}
+}
+
+// Subscribed sets the subscription's start, and counts a renewal.
+func (p *Observer) Subscribed(shardID string, at time.Time, renewal bool) {
+	p.subStarted.WithLabelValues(shardID).Set(unixSeconds(at))
+	c := p.subRenewals.WithLabelValues(shardID) // present from the first subscription on, at 0
+	if renewal {
+		c.Inc()
+	}
+	p.subInUse.WithLabelValues(shardID)
+}
+
+// SubscriptionInUse counts a ResourceInUseException.
+func (p *Observer) SubscriptionInUse(shardID string) { p.subInUse.WithLabelValues(shardID).Inc() }
+
+// SubscriptionEvent sets the time of the subscription's last event.
+func (p *Observer) SubscriptionEvent(shardID string, at time.Time) {
+	p.subLastEvent.WithLabelValues(shardID).Set(unixSeconds(at))
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMilli()) / 1e3 }
 
 // NewRegistry returns a registry holding the Go runtime and process collectors, to which a
 // program adds its observers' metrics with New.

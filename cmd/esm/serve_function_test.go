@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	"github.com/kinesis-esm/esm/internal/testenv"
+	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/local"
+)
+
+var exampleBootstrap struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildExampleBootstrap builds the example function as a Lambda bootstrap, once per test binary.
+func buildExampleBootstrap(t *testing.T) string {
+	t.Helper()
+	exampleBootstrap.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		exampleBootstrap.path = esmBin + "-bootstrap"
+		exampleBootstrap.err = testenv.BuildBootstrap(ctx, "", exampleBootstrap.path, "github.com/kinesis-esm/esm/example/bootstrap", "")
+	})
+	if exampleBootstrap.err != nil {
+		t.Fatal(exampleBootstrap.err)
+	}
+	return exampleBootstrap.path
+}
+
+// TestServeExecFunctionKnowsItsName: a function given only as --function NAME=exec:... (no
+// template) is handed Lambda-Runtime-Invoked-Function-Arn with NAME, so its context names it;
+// its records carry the documented default invokeIdentityArn.
+func TestServeExecFunctionKnowsItsName(t *testing.T) {
+	boot := buildExampleBootstrap(t)
+	stream := newStream(t, 1)
+	dir := t.TempDir()
+	trace, dump := filepath.Join(dir, "trace.jsonl"), filepath.Join(dir, "events.jsonl")
+	_, endpoint := startServe(t, []string{"EXAMPLE_TRACE=" + trace, "EXAMPLE_EVENT_DUMP=" + dump}, "--state-dir", filepath.Join(dir, "state"),
+		"--function", "orders=exec:"+boot, "--function-env-pass", "EXAMPLE_TRACE,EXAMPLE_EVENT_DUMP")
+	if _, err := lambdaClient(endpoint).CreateEventSourceMapping(context.Background(), &lambda.CreateEventSourceMappingInput{
+		FunctionName: aws.String("orders"), StartingPosition: types.EventSourcePositionTrimHorizon,
+		EventSourceArn: aws.String(fmt.Sprintf("arn:aws:kinesis:%s:000000000000:stream/%s", local.DefaultRegion, stream))}); err != nil {
+		t.Fatal(err)
+	}
+	putRecords(t, stream, "r1")
+	testkit.WaitFor(t, "an invocation", 30*time.Second, func() bool { return testkit.LineCount(t, trace) > 0 })
+	raw, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		FunctionARN string `json:"functionArn"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(string(raw), "\n", 2)[0]), &tr); err != nil {
+		t.Fatal(err)
+	}
+	if want := "arn:aws:lambda:" + local.DefaultRegion + ":000000000000:function:orders"; tr.FunctionARN != want {
+		t.Fatalf("the function's context names %q, want %q", tr.FunctionARN, want)
+	}
+	ev, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"invokeIdentityArn":"arn:aws:iam::000000000000:role/esm"`; !strings.Contains(string(ev), want) {
+		t.Fatalf("event %s lacks the default %s", ev, want)
+	}
+}

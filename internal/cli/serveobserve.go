@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kinesis-esm/esm/esmapi"
+	"github.com/kinesis-esm/esm/metrics"
+	"github.com/kinesis-esm/esm/metrics/emf"
+	"github.com/kinesis-esm/esm/metrics/health"
+	"github.com/kinesis-esm/esm/metrics/live"
+	"github.com/kinesis-esm/esm/metrics/prom"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// serveObservers are esm serve's metrics: one Prometheus registry whose series carry each
+// mapping's uuid, function and stream (--metrics-addr), and one set of EMF lines per mapping
+// (--emf), all made as each mapping's poller starts and kept across its restarts.
+type serveObservers struct {
+	reg   *prometheus.Registry
+	board *live.Board // the live page (--metrics-addr); nil without it
+	emfTo io.Writer   // nil: no EMF
+
+	ctx  context.Context // the EMF writers' lifetime; cancelled by stop
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	lines map[string]*emf.Observer // by mapping UUID
+	pages map[string]*live.Mapping // by mapping UUID
+	errs  []error
+}
+
+// observers sets up what the flags ask for. serve, when not nil, serves /metrics, /healthz and
+// /readyz until ctx ends; stop ends the EMF writers (after the mappings stopped) and reports the
+// first error of any.
+func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, logger *slog.Logger) (o *serveObservers, serve func(context.Context) error, err error) {
+	o = &serveObservers{lines: map[string]*emf.Observer{}, pages: map[string]*live.Mapping{}}
+	o.ctx, o.stop = context.WithCancel(context.WithoutCancel(ctx))
+	if f.EMF {
+		o.emfTo = stdout
+	}
+	if addr := f.metricsAddr(); addr != "" {
+		o.reg = prom.NewRegistry()
+		o.board = live.New(liveBoardOptions(f.LeaseTable, f.WorkerID)...)
+		srv := health.New(addr, health.WithGatherer(o.reg),
+			health.WithRoute("GET "+live.PathPage, o.board.Handler()), health.WithRoute("GET "+live.PathState, o.board.Handler()))
+		bound, err := srv.Listen() // a port in use fails before anything is polled
+		if err != nil {
+			o.stop()
+			return nil, nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+		}
+		logger.Info("metrics served", "addr", bound)
+		serve = srv.Run
+	}
+	return o, serve, nil
+}
+
+// option is the esmapi option that gives each mapping its observers, or nil for none.
+func (o *serveObservers) option() esmapi.Option {
+	if o.reg == nil && o.emfTo == nil {
+		return nil
+	}
+	return esmapi.WithObserver(o.observe)
+}
+
+// observe returns the observers of the mapping m.
+func (o *serveObservers) observe(m esmapi.EventSourceMapping) poller.Observer {
+	fn, stream := functionNameOf(m.FunctionArn), streamNameOf(m.EventSourceArn)
+	var obs []poller.Observer
+	if o.reg != nil {
+		obs = append(obs, prom.NewMapping(o.reg, m.UUID, fn, stream))
+		o.mu.Lock()
+		page, ok := o.pages[m.UUID]
+		if !ok {
+			page = o.board.Add(fn, stream)
+			page.SetMappingUUID(m.UUID)
+			o.pages[m.UUID] = page
+		}
+		o.mu.Unlock()
+		obs = append(obs, page)
+	}
+	if o.emfTo != nil {
+		o.mu.Lock()
+		lines, ok := o.lines[m.UUID]
+		if !ok {
+			// Lambda publishes the event counts only for a mapping whose MetricsConfig asks for them.
+			counts := m.MetricsConfig != nil && slices.Contains(m.MetricsConfig.Metrics, "EventCount")
+			lines = emf.New(o.emfTo, "esm", fn, stream, emf.WithEventCounts(counts))
+			lines.SetMappingUUID(m.UUID)
+			o.lines[m.UUID] = lines
+			o.wg.Add(1)
+			go func() {
+				defer o.wg.Done()
+				if err := lines.Run(o.ctx); err != nil {
+					o.mu.Lock()
+					o.errs = append(o.errs, err)
+					o.mu.Unlock()
+				}
+			}()
+		}
+		o.mu.Unlock()
+		obs = append(obs, lines)
+	}
+	return metrics.Tee(obs...)
+}
+
+// close stops the EMF writers (each writes what it has left) and returns the first error.
+func (o *serveObservers) close() error {
+	o.stop()
+	o.wg.Wait()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.errs) > 0 {
+		return fmt.Errorf("--emf: %w", o.errs[0])
+	}
+	return nil
+}
+
+// functionNameOf is the function's name in its ARN (arn:aws:lambda:R:A:function:NAME[:QUALIFIER]).
+func functionNameOf(arn string) string { return arnPart(arn, ":function:", ":") }
+
+// streamNameOf is the stream's name in a stream or consumer ARN.
+func streamNameOf(arn string) string { return arnPart(arn, ":stream/", "/") }
+
+// arnPart is what follows marker in arn, up to end; arn itself when it has no marker.
+func arnPart(arn, marker, end string) string {
+	_, rest, ok := strings.Cut(arn, marker)
+	if !ok {
+		return arn
+	}
+	part, _, _ := strings.Cut(rest, end)
+	return part
+}
