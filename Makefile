@@ -8,7 +8,7 @@ GO ?= go
 EMULATORS := scripts/emulators.sh
 EMULATORS_ENV := .emulators/env
 
-.PHONY: test test-unit emulators-up emulators-down build demo demo-efo bench latency sim fuzz
+.PHONY: test test-unit emulators-up emulators-down build demo demo-efo bench latency sim fuzz chaos
 
 # test starts the emulators, runs vet and the full test suite against them,
 # and always stops the emulators again (on failure and on Ctrl-C too). It
@@ -24,7 +24,7 @@ test:
 # test-unit runs the short tests of the packages whose tests need no emulator (no node on PATH
 # needed, under a minute); the packages listed in EMULATOR_PKGS start kinesis-local or dynalite
 # in their TestMain and run in "make test" only.
-EMULATOR_PKGS := /cmd/demo$$|/cmd/esm$$|/dlq$$|/e2e/rie$$|/esmapi$$|/handler$$|/handler/inproc$$|/internal/e2e$$|/lease$$|/local$$
+EMULATOR_PKGS := /cmd/demo$$|/cmd/esm$$|/dlq$$|/e2e/rie$$|/esmapi$$|/handler$$|/handler/inproc$$|/internal/chaos$$|/internal/e2e$$|/lease$$|/local$$
 test-unit:
 	$(GO) test -short -count=1 $$($(GO) list ./... | grep -vE '$(EMULATOR_PKGS)') && \
 	$(HELM_TEST)
@@ -43,6 +43,21 @@ LEASES ?=
 sim:
 	ESM_SIM_SEEDS=$(SEEDS) ESM_SIM_FROM=$(FROM) ESM_SIM_SEED=$(SEED) ESM_SIM_LEASES=$(LEASES) \
 		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/sim/ | grep -v '^=== RUN'
+
+# chaos runs esm workers as processes on kinesis-local and dynalite, each through its own fault
+# proxy (5xx, throttles, dropped connections, partitions from DynamoDB, Kinesis or its function),
+# killed, paused past their lease and stopped, while the stream is split, merged and rescaled;
+# then prints the faults injected and every verdict. SEEDS seeds from FROM, DURATION of load and
+# faults each (default 10 seeds of 60s), WORKERS processes; FLAGS are more "esm run" flags, LOGS
+# keeps the workers' logs. "make test" runs one seed of 25s.
+DURATION ?= 60s
+WORKERS ?= 3
+FLAGS ?=
+LOGS ?=
+chaos: node_modules/.package-lock.json
+	ESM_CHAOS_SEEDS=$(if $(filter file,$(origin SEEDS)),10,$(SEEDS)) ESM_CHAOS_FROM=$(FROM) ESM_CHAOS_DURATION=$(DURATION) ESM_CHAOS_WORKERS=$(WORKERS) \
+		ESM_CHAOS_FLAGS='$(FLAGS)' ESM_CHAOS_LOGS='$(LOGS)' \
+		$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/chaos/ | grep -v -e '^=== RUN' -e '^\s*$$'
 
 # fuzz runs every fuzz target of the module (template parser, filters, event encoder, the API's
 # request decoding and SigV4 check, the on-failure message parser, ...: each "func FuzzX") for

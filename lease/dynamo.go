@@ -153,14 +153,20 @@ type Dynamo struct {
 	itemChildren map[string][]string
 	missing      map[string]bool // polled and found absent
 	held         map[string]*heldLease
-	polls        map[string]pollState
-	legacy       map[string]observation // leases of the previous protocol: counter and since when
-	cleanup      map[string]bool        // finished parents to check for deletion
-	lastCand     map[string]bool        // the candidates of the last Claim
-	claims       int                    // Claim calls
-	cycles       int                    // claim cycles run
-	lastCycle    time.Time
-	pending      map[string]bool // placed here at some point and not seen owned by another since
+	// orphans are shards whose lease was lost while the poller read them (returned by Claim):
+	// their reader may still run, on the progress of that tenure, so the shard is not Held,
+	// claimed or saved again here, even when this worker takes the lease anew, until Release
+	// says that reader stopped (a worker paused past its lease rejoins and may retake it
+	// at once, while its reader is still about to invoke a batch read before the pause).
+	orphans   map[string]bool
+	polls     map[string]pollState
+	legacy    map[string]observation // leases of the previous protocol: counter and since when
+	cleanup   map[string]bool        // finished parents to check for deletion
+	lastCand  map[string]bool        // the candidates of the last Claim
+	claims    int                    // Claim calls
+	cycles    int                    // claim cycles run
+	lastCycle time.Time
+	pending   map[string]bool // placed here at some point and not seen owned by another since
 	// finishedHere are the shards this worker finished: it creates their children too.
 	finishedHere map[string]bool
 	waiting      map[string]bool // placed here, owned by another live worker that does not hand it over
@@ -282,7 +288,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		members: map[string]member{}, beats2: map[string]beatObs{}, gone: map[string]gone{},
 		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{}, restarted: map[string]bool{},
 		children: map[string][]string{}, cache: map[string]Lease{}, seen: map[string]bool{}, missing: map[string]bool{},
-		held: map[string]*heldLease{}, polls: map[string]pollState{}, legacy: map[string]observation{},
+		held: map[string]*heldLease{}, orphans: map[string]bool{}, polls: map[string]pollState{}, legacy: map[string]observation{},
 		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
 		finishedHere: map[string]bool{}, itemChildren: map[string][]string{}, unlisted: map[string]bool{},
 	}, nil
@@ -388,6 +394,9 @@ func (d *Dynamo) loseLocked(id string, h *heldLease, why string) {
 	}
 	h.gone = true
 	delete(d.held, id)
+	if h.announced {
+		d.orphans[id] = true
+	}
 	d.log.Warn("lease lost", "shard_id", id, "reason", why, "lease_counter", h.counter)
 }
 
@@ -405,7 +414,7 @@ func (d *Dynamo) Held(shardID string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h := d.held[shardID]
-	return h != nil && d.aliveLocked(d.cfg.now())
+	return h != nil && !d.orphans[shardID] && d.aliveLocked(d.cfg.now())
 }
 
 func (d *Dynamo) aliveLocked(now time.Time) bool {

@@ -114,7 +114,7 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	var out []string
 	for _, id := range candidates {
 		h := d.held[id]
-		if h == nil || h.handTo != "" || !h.fresh || h.finished || !d.aliveLocked(now) {
+		if h == nil || h.handTo != "" || !h.fresh || h.finished || d.orphans[id] || !d.aliveLocked(now) {
 			continue
 		}
 		h.announced = true

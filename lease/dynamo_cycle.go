@@ -549,8 +549,14 @@ func (d *Dynamo) noteFailure(id string, err error, what string) {
 		d.mu.Lock()
 		if l, derr := decodeLease(ccf.Item); derr == nil && len(ccf.Item) > 0 {
 			d.rememberLocked(l)
+			d.backoffLocked(id, d.cfg.now())
+		} else {
+			// No item came back (dynalite ignores ReturnValuesOnConditionCheckFailure): read it
+			// at once. A back-off here, renewed by each failed create, would defer that read
+			// for good, and a lease handed over to this worker would never be taken.
+			d.pending[id] = true
+			delete(d.polls, id)
 		}
-		d.backoffLocked(id, d.cfg.now())
 		d.mu.Unlock()
 		d.log.Debug(what+": another worker was first", "shard_id", id)
 		return

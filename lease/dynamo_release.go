@@ -29,8 +29,11 @@ import (
 func (d *Dynamo) Release(ctx context.Context, shardID string) error {
 	d.mu.Lock()
 	h := d.held[shardID]
+	orphan := d.orphans[shardID]
+	delete(d.orphans, shardID)
 	d.mu.Unlock()
-	if h == nil {
+	if h == nil || orphan {
+		// The reader of a lost tenure stopped: a lease taken anew since is the next reader's.
 		return nil
 	}
 	return d.release(ctx, shardID, h, "reader stopped")
@@ -152,6 +155,7 @@ func (d *Dynamo) successorLocked(id string) string {
 func (d *Dynamo) Abandon(shardID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	delete(d.orphans, shardID)
 	if h := d.held[shardID]; h != nil {
 		h.abandoned = true
 	}

@@ -194,9 +194,10 @@ func (d *Dynamo) Save(ctx context.Context, updates map[string]poller.ShardProgre
 func (d *Dynamo) save(ctx context.Context, id string, pr poller.ShardProgress) error {
 	d.mu.Lock()
 	h := d.held[id]
+	orphan := d.orphans[id]
 	children := slices.Clone(d.children[id])
 	d.mu.Unlock()
-	if h == nil {
+	if h == nil || orphan { // an orphan's checkpoint is of the lost tenure's reader
 		return fmt.Errorf("checkpoint shard %s: %w", id, poller.ErrLeaseLost)
 	}
 	h.mu.Lock()

@@ -184,8 +184,9 @@ func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecord
 		// The SDK's retry header names the call's deadline, in the server's time, once a skew is known.
 		h["Amz-Sdk-Request"] = []string{h.Get("Amz-Sdk-Request") + "; ttl=" + deadline.Add(skew).Format("20060102T150405Z")}
 	}
+	u := *t.url // the signer writes the request's URL (its query): each request has its own
 	req := (&http.Request{
-		Method: http.MethodPost, URL: t.url, Host: t.host, Header: h,
+		Method: http.MethodPost, URL: &u, Host: t.host, Header: h,
 		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
 		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
 	}).WithContext(ctx)

@@ -375,3 +375,40 @@ func TestCancelledOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentCallsShareNothing: the pollers of many shards call one Client at once, so each
+// request must be its own. Under -race this fails when requests share the template's URL, which
+// the signer writes while another request is on the wire.
+func TestConcurrentCallsShareNothing(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		served.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_, _ = io.WriteString(w, `{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":0}`)
+	}))
+	t.Cleanup(srv.Close)
+	var ops atomic.Int64
+	c := New(sdkClient(srv.URL, &ops))
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAA"), Limit: aws.Int32(10)}
+	const workers, calls = 8, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*calls)
+	for range workers {
+		wg.Go(func() {
+			for range calls {
+				if _, err := c.GetRecords(context.Background(), in); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := served.Load(); got != workers*calls {
+		t.Fatalf("the server answered %d calls, want %d", got, workers*calls)
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/fakedynamo"
+	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/lease"
 )
 
@@ -25,8 +28,8 @@ import (
 // two SIGKILLs (one worker restarted), and then a check of the invariants. It returns the
 // violations found (none is a pass; a child read later than one claim cycle after its parents
 // finished is one, and so is a run in which no child was read), the late children among them,
-// and what it exercised.
-func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
+// what it exercised, and the faults of one worker it injected by kind.
+func FaultRun(seed uint64) (violations, slowChildren []string, summary string, injected map[string]int) {
 	rnd := rand.New(rand.NewPCG(seed, 99))
 	var frnd = rand.New(rand.NewPCG(seed, 7))
 	var fmu sync.Mutex // fault functions run concurrently
@@ -59,6 +62,7 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 			put[rec{shard, seq}] = true
 		}
 	}
+	unkind := w.unkindFaults(seed) // sets the function's time before the workers start
 	for i := range cfg.Workers {
 		w.start(workerID(i))
 	}
@@ -120,11 +124,17 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 		}
 		w.mu.Unlock()
 	}
+	unkind.Wait()
 	w.stopAll()
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	violations = append(violations, w.faults...)
+	overlaps, pairs := w.overlaps()
+	violations = append(violations, overlaps...)
+	if pairs == 0 {
+		violations = append(violations, "no two invocations of one shard: the run judged no overlap")
+	}
 	if lost > 0 {
 		violations = append(violations, fmt.Sprintf("%d of %d records never delivered", lost, len(put)))
 	}
@@ -133,7 +143,7 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 	// half a cycle for that cycle's own calls.
 	cycle := min(time.Second, cfg.LeaseDuration/10) // the claim interval
 	lateness := time.Duration(0)
-	pairs := 0
+	lineagePairs := 0
 	checkChild := func(child string, parents []string) {
 		if len(parents) == 0 {
 			violations = append(violations, fmt.Sprintf("child %s has no parents in the listing", child))
@@ -163,8 +173,13 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 			return
 		}
 		late := c.Sub(done)
+		lineagePairs++
+		if w.unkindDuring(done.Add(-2*cfg.LeaseDuration), c) {
+			// A worker paused or cut off meanwhile may hold the child, or be the one it is
+			// placed on: its wait is the takeover's, not the claim cycle's.
+			return
+		}
 		lateness = max(lateness, late)
-		pairs++
 		if late > cycle+cycle/2 {
 			slowChildren = append(slowChildren, fmt.Sprintf("child %s first read %s after its parents finished (claim cycle %s)", child, late, cycle))
 		}
@@ -173,13 +188,13 @@ func FaultRun(seed uint64) (violations, slowChildren []string, summary string) {
 		checkChild(c, w.parentsOf(c))
 	}
 	checkChild(merged, w.parentsOf(merged))
-	if pairs == 0 {
+	if lineagePairs == 0 {
 		violations = append(violations, "no child was read after its parents finished: the run exercised no lineage")
 	}
 	violations = append(violations, slowChildren...)
-	summary = fmt.Sprintf("%d records, %d invocations, %d DynamoDB faults, %d moves, %d children read at most %s (%.2f claim cycles) after their parents finished",
-		len(put), w.invoked.Load(), w.db.TableStats(w.table).Faults, w.moves, pairs, lateness.Round(time.Millisecond), float64(lateness)/float64(cycle))
-	return violations, slowChildren, summary
+	summary = fmt.Sprintf("%d records, %d invocations of %s, %d DynamoDB faults, %s, %d moves, %d children read at most %s (%.2f claim cycles) after their parents finished",
+		len(put), w.invoked.Load(), w.invokeTime, w.db.TableStats(w.table).Faults, w.injectedSummary(), w.moves, lineagePairs, lateness.Round(time.Millisecond), float64(lateness)/float64(cycle))
+	return violations, slowChildren, summary, maps.Clone(w.injected)
 }
 
 // openShards lists the open shards in hash key order (neighbours can be merged).
@@ -258,4 +273,101 @@ func (w *world) noteDelivered(payload []byte) {
 	for _, r := range ev.Records {
 		w.delivered[r.EventID] = true
 	}
+}
+
+// Fault kinds of one worker, counted in world.injected.
+const (
+	faultCutDynamo  = "partition-dynamodb"
+	faultCutKinesis = "partition-kinesis"
+	faultCutBoth    = "partition-dynamodb-and-kinesis"
+	faultCutFunc    = "partition-function"
+	faultPause      = "pause"
+	faultPauseSplit = "pause-across-reshard"
+)
+
+// unkindFaults plays, beside the run's own steps, the faults that hit one worker while the
+// others see everything: a slow function for half the seeds (as long as the lease or longer,
+// so that an invocation outlasts a partition's detection), two partitions of one worker (from
+// DynamoDB, Kinesis, both, or its function), a pause at any instant, and a pause across the
+// split at 10 s long enough for the parent to finish, its children to start and its finished
+// lease to be deleted meanwhile. Its own random stream leaves the run's other choices alone.
+func (w *world) unkindFaults(seed uint64) *sync.WaitGroup {
+	rng := rand.New(rand.NewPCG(seed, 0xfa17))
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	lease := w.cfg.LeaseDuration
+	if rng.IntN(2) == 0 {
+		w.mu.Lock()
+		w.invokeTime = dur(lease/2, 2*lease)
+		w.mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	at := func(t time.Duration, kind string, worker string, d time.Duration, on, off func(l *link)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(t)
+			w.mu.Lock()
+			sw := w.workers[worker]
+			if sw != nil {
+				w.injected[kind]++
+			}
+			w.mu.Unlock()
+			if sw == nil {
+				return
+			}
+			sw.link.set(on)
+			from := time.Now()
+			time.Sleep(d)
+			sw.link.set(off)
+			w.mu.Lock()
+			w.unkind = append(w.unkind, [2]time.Time{from, time.Now()})
+			w.mu.Unlock()
+		}()
+	}
+	cuts := []struct {
+		kind string
+		set  func(l *link, v bool)
+	}{
+		{faultCutDynamo, func(l *link, v bool) { l.cutDynamo = v }},
+		{faultCutKinesis, func(l *link, v bool) { l.cutKinesis = v }},
+		{faultCutBoth, func(l *link, v bool) { l.cutDynamo, l.cutKinesis = v, v }},
+		{faultCutFunc, func(l *link, v bool) { l.cutFunc = v }},
+	}
+	// The second partition outlasts any takeover's wait (the lease, and the invocation bound).
+	bound := max(invoke.DefaultTimeout, w.invokeTime.Truncate(time.Second)+time.Second)
+	for i, window := range [][2]time.Duration{{time.Second, 9 * time.Second}, {16 * time.Second, 30 * time.Second}} {
+		c := cuts[rng.IntN(len(cuts))]
+		d := dur(lease/2, 4*lease)
+		if i == 1 {
+			d = lease + 2*bound + dur(0, lease)
+		}
+		at(dur(window[0], window[1]), c.kind, workerID(rng.IntN(w.cfg.Workers)), d,
+			func(l *link) { c.set(l, true) }, func(l *link) { c.set(l, false) })
+	}
+	pause := func(kind string, t, d time.Duration) {
+		at(t, kind, workerID(rng.IntN(w.cfg.Workers)), d, func(l *link) { l.pausedUntil = time.Now().Add(d) }, func(*link) {})
+	}
+	pause(faultPause, dur(time.Second, 30*time.Second), dur(lease/2, 3*lease))
+	pause(faultPauseSplit, 10*time.Second-dur(0, 2*time.Second), 2*lease+2*w.cfg.ShardSync+dur(0, 10*time.Second))
+	return &wg
+}
+
+// injectedSummary lists the faults of one worker that took effect.
+func (w *world) injectedSummary() string {
+	var parts []string
+	for _, k := range slices.Sorted(mapsKeys(w.injected)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, w.injected[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// unkindDuring reports whether a fault of one worker was on at some time in [from, to]. Called
+// with w.mu held.
+func (w *world) unkindDuring(from, to time.Time) bool {
+	for _, f := range w.unkind {
+		if f[0].Before(to) && f[1].After(from) {
+			return true
+		}
+	}
+	return false
 }

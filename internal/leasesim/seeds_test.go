@@ -19,10 +19,14 @@ func TestFaultSeeds(t *testing.T) {
 		t.Skip("simulation")
 	}
 	failed, slow := 0, 0
+	injected := map[string]int{}
 	for seed := range uint64(*seeds) {
 		t.Run(fmt.Sprint(seed+1), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				v, late, summary := FaultRun(seed + 1)
+				v, late, summary, inj := FaultRun(seed + 1)
+				for k, n := range inj {
+					injected[k] += n
+				}
 				if len(late) > 0 {
 					slow++
 				}
@@ -37,7 +41,12 @@ func TestFaultSeeds(t *testing.T) {
 			})
 		})
 	}
-	t.Logf("%d seeds, %d with violations, %d with a child read later than one claim cycle", *seeds, failed, slow)
+	t.Logf("%d seeds, %d with violations, %d with a child read later than one claim cycle; faults of one worker: %v", *seeds, failed, slow, injected)
+	for _, k := range []string{faultCutDynamo, faultCutKinesis, faultCutBoth, faultCutFunc, faultPause, faultPauseSplit} {
+		if *seeds >= 20 && injected[k] == 0 {
+			t.Errorf("no seed injected %s", k)
+		}
+	}
 }
 
 func TestOneSeed(t *testing.T) {
@@ -47,7 +56,7 @@ func TestOneSeed(t *testing.T) {
 	debugLog = slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug})
 	defer func() { debugLog = nil }()
 	synctest.Test(t, func(t *testing.T) {
-		v, _, summary := FaultRun(uint64(*one))
+		v, _, summary, _ := FaultRun(uint64(*one))
 		for _, x := range v {
 			t.Log(x)
 		}

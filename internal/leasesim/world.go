@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/internal/fakedynamo"
 	"github.com/kinesis-esm/esm/internal/fakekinesis"
@@ -74,7 +75,10 @@ type world struct {
 	claimed      map[string]time.Time // first start of each shard
 	faults       []string             // invariant violations
 	exits        []error
-	inflight     map[string]string    // shard → worker invoking it now
+	calls        []invocation         // every invocation, by its start and end at the function
+	invokeTime   time.Duration        // how long the function runs (10 ms by default)
+	injected     map[string]int       // fault kind → times it took effect
+	unkind       [][2]time.Time       // when faults of one worker were on (from, to)
 	delivered    map[string]bool      // eventIDs invoked
 	firstCall    map[string]time.Time // shard → when its first invocation started
 	lastEnd      map[string]time.Time // shard → when its last invocation ended
@@ -88,16 +92,129 @@ type simWorker struct {
 	id        string
 	d         *lease.Dynamo
 	api       *cutAPI
+	link      *link
 	cancel    context.CancelFunc
 	done      chan struct{}
 	started   time.Time
 	seenPeers bool
 }
 
-// cutAPI fails every call once cut: a killed or partitioned worker.
+// cutAPI fails every call once cut (a killed worker), or while its worker is partitioned from
+// DynamoDB; a paused worker's calls wait.
 type cutAPI struct {
 	lease.DynamoAPI
-	cut atomic.Bool
+	cut  atomic.Bool
+	link *link
+}
+
+// link is a worker's network and process state: what it is cut off from, and until when it is
+// paused (SIGSTOP). A paused worker's calls wait until it resumes; its invocations in flight go
+// on at the function.
+type link struct {
+	mu                             sync.Mutex
+	cutDynamo, cutKinesis, cutFunc bool
+	pausedUntil                    time.Time
+	dead                           chan struct{}
+}
+
+func newLink() *link { return &link{dead: make(chan struct{})} }
+
+// gate waits while the worker is paused.
+func (l *link) gate(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		wait := time.Until(l.pausedUntil)
+		l.mu.Unlock()
+		if wait <= 0 {
+			return ctx.Err()
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-l.dead:
+			t.Stop()
+			return errCut
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+func (l *link) set(f func(l *link)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f(l)
+}
+
+func (l *link) cut(which func(l *link) bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return which(l)
+}
+
+func (c *cutAPI) check(ctx context.Context) error {
+	if c.cut.Load() {
+		return errCut
+	}
+	if err := c.link.gate(ctx); err != nil {
+		return err
+	}
+	if c.cut.Load() || c.link.cut(func(l *link) bool { return l.cutDynamo }) {
+		return errCut
+	}
+	return nil
+}
+
+// linkKinesis is a worker's connection to Kinesis: refused while it is partitioned from it,
+// waiting while it is paused.
+type linkKinesis struct {
+	*fakekinesis.Fake
+	l *link
+}
+
+func (k linkKinesis) check(ctx context.Context) error {
+	if err := k.l.gate(ctx); err != nil {
+		return err
+	}
+	if k.l.cut(func(l *link) bool { return l.cutKinesis }) {
+		return errCut
+	}
+	return nil
+}
+
+func (k linkKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if err := k.check(ctx); err != nil {
+		return nil, err
+	}
+	return k.Fake.ListShards(ctx, in, o...)
+}
+
+func (k linkKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if err := k.check(ctx); err != nil {
+		return nil, err
+	}
+	return k.Fake.GetShardIterator(ctx, in, o...)
+}
+
+func (k linkKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	if err := k.check(ctx); err != nil {
+		return nil, err
+	}
+	return k.Fake.GetRecords(ctx, in, o...)
+}
+
+func (k linkKinesis) DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, o ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	if err := k.check(ctx); err != nil {
+		return nil, err
+	}
+	return k.Fake.DescribeStreamSummary(ctx, in, o...)
+}
+
+// invocation is one invocation as the function saw it.
+type invocation struct {
+	worker, shard string
+	start, end    time.Time
 }
 
 // settleGrace is how long after a worker starts or stops the bound on one worker's shards
@@ -107,43 +224,43 @@ const settleGrace = 5 * time.Second
 var errCut = errors.New("leasesim: connection refused")
 
 func (c *cutAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if c.cut.Load() {
-		return nil, errCut
+	if err := c.check(ctx); err != nil {
+		return nil, err
 	}
 	return c.DynamoAPI.GetItem(ctx, in, o...)
 }
 
 func (c *cutAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if c.cut.Load() {
-		return nil, errCut
+	if err := c.check(ctx); err != nil {
+		return nil, err
 	}
 	return c.DynamoAPI.BatchGetItem(ctx, in, o...)
 }
 
 func (c *cutAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if c.cut.Load() {
-		return nil, errCut
+	if err := c.check(ctx); err != nil {
+		return nil, err
 	}
 	return c.DynamoAPI.PutItem(ctx, in, o...)
 }
 
 func (c *cutAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if c.cut.Load() {
-		return nil, errCut
+	if err := c.check(ctx); err != nil {
+		return nil, err
 	}
 	return c.DynamoAPI.UpdateItem(ctx, in, o...)
 }
 
 func (c *cutAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if c.cut.Load() {
-		return nil, errCut
+	if err := c.check(ctx); err != nil {
+		return nil, err
 	}
 	return c.DynamoAPI.DeleteItem(ctx, in, o...)
 }
 
 func (c *cutAPI) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	if c.cut.Load() {
-		return nil, errCut
+	if err := c.check(ctx); err != nil {
+		return nil, err
 	}
 	return c.DynamoAPI.Scan(ctx, in, o...)
 }
@@ -251,7 +368,7 @@ func newWorld(cfg Config, opts ...fakedynamo.Option) *world {
 		stream: "sim", table: "sim-leases", counts: counts, log: slog.New(counts),
 		workers: map[string]*simWorker{}, running: map[string]string{}, stopped: map[string]time.Time{},
 		everRun: map[string]bool{}, finished: map[string]time.Time{}, claimed: map[string]time.Time{},
-		inflight: map[string]string{}, t0: time.Now(), delivered: map[string]bool{},
+		t0: time.Now(), delivered: map[string]bool{}, invokeTime: 10 * time.Millisecond, injected: map[string]int{},
 		firstCall: map[string]time.Time{}, lastEnd: map[string]time.Time{},
 	}
 	w.arn = w.kin.CreateStream(w.stream, cfg.Shards)
@@ -274,7 +391,12 @@ type observed struct {
 	sw *simWorker
 }
 
+// A paused worker's poller waits at its coordinator and store before it reaches the lease code
+// (whose goroutines would otherwise wait on each other's locks, which virtual time cannot pass).
 func (o *observed) Claim(ctx context.Context, candidates []string) ([]string, error) {
+	if err := o.sw.link.gate(ctx); err != nil {
+		return nil, err
+	}
 	held, err := o.Dynamo.Claim(ctx, candidates)
 	now := time.Now()
 	w := o.w
@@ -319,12 +441,32 @@ func (o *observed) Claim(ctx context.Context, candidates []string) ([]string, er
 	return held, err
 }
 
+func (o *observed) Register(ctx context.Context, shards []poller.ShardInfo) error {
+	if err := o.sw.link.gate(ctx); err != nil {
+		return err
+	}
+	return o.Dynamo.Register(ctx, shards)
+}
+
+func (o *observed) Load(ctx context.Context) (map[string]poller.ShardProgress, error) {
+	if err := o.sw.link.gate(ctx); err != nil {
+		return nil, err
+	}
+	return o.Dynamo.Load(ctx)
+}
+
 func (o *observed) Release(ctx context.Context, id string) error {
+	if err := o.sw.link.gate(ctx); err != nil {
+		return err
+	}
 	o.w.stop(o.sw.id, id)
 	return o.Dynamo.Release(ctx, id)
 }
 
 func (o *observed) Save(ctx context.Context, updates map[string]poller.ShardProgress) error {
+	if err := o.sw.link.gate(ctx); err != nil {
+		return err
+	}
 	err := o.Dynamo.Save(ctx, updates)
 	if err == nil {
 		for id, pr := range updates {
@@ -350,21 +492,35 @@ func (w *world) stop(worker, id string) {
 
 // start runs a worker: a poller and its Dynamo, as esm run wires them.
 func (w *world) start(id string) *simWorker {
-	api := &cutAPI{DynamoAPI: &checkingAPI{DB: w.db, w: w}}
+	l := newLink()
+	api := &cutAPI{DynamoAPI: &checkingAPI{DB: w.db, w: w}, link: l}
 	d, err := lease.NewDynamo(api, w.table, id, lease.WithLeaseDuration(w.cfg.LeaseDuration),
-		lease.WithLogger(w.log.With("worker", id)), lease.WithShardSettle(2*w.cfg.ShardSync),
+		lease.WithLogger(w.log.With("worker", id)), lease.WithShardSettle(2*w.cfg.ShardSync), lease.WithFunctionTimeout(w.functionTimeout()),
 		lease.WithRand(rand.New(rand.NewPCG(w.rnd.Uint64(), 1))))
 	if err != nil {
 		panic(err)
 	}
-	sw := &simWorker{id: id, d: d, api: api, done: make(chan struct{}), started: time.Now()}
+	sw := &simWorker{id: id, d: d, api: api, link: l, done: make(chan struct{}), started: time.Now()}
 	co := &observed{Dynamo: d, w: w, sw: sw}
 	cfg := poller.Config{StreamARN: w.arn, StartingPosition: poller.TrimHorizon, ClaimInterval: d.ClaimInterval(),
 		PollInterval: 5 * time.Second, ShardSyncInterval: w.cfg.ShardSync, ShutdownGrace: 5 * time.Second, BatchSize: 100}
 	inv := invoke.InvokerFunc(func(ctx context.Context, payload []byte) (invoke.Response, error) {
-		return w.invoke(id, payload)
+		// A request made while paused goes out on resume, unless its context ended meanwhile;
+		// none goes out while the worker is cut off from its function.
+		if err := l.gate(ctx); err != nil {
+			return invoke.Response{}, fmt.Errorf("%w: %w", invoke.ErrUnavailable, err)
+		}
+		if err := invoke.CheckStart(ctx); err != nil {
+			return invoke.Response{}, err
+		}
+		if l.cut(func(l *link) bool { return l.cutFunc }) {
+			return invoke.Response{}, fmt.Errorf("%w: %w", invoke.ErrUnavailable, errCut)
+		}
+		resp, err := w.invoke(id, payload)
+		_ = l.gate(context.Background()) // a paused worker reads the response when it resumes
+		return resp, err
 	})
-	p, err := poller.New(cfg, w.kin, co, inv, poller.WithCoordinator(co),
+	p, err := poller.New(cfg, linkKinesis{Fake: w.kin, l: l}, co, inv, poller.WithCoordinator(co),
 		poller.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		panic(err)
@@ -417,6 +573,7 @@ func (w *world) kill(id string) time.Time {
 	}
 	w.mu.Unlock()
 	sw.api.cut.Store(true)
+	close(sw.link.dead)
 	sw.cancel()
 	<-sw.done
 	return now
@@ -444,26 +601,50 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
-// invoke records an invocation and catches two workers invoking one shard at once.
+// invoke runs the function (for invokeTime, wherever its worker is) and records the
+// invocation by its start and end, judged by overlaps afterwards.
 func (w *world) invoke(worker string, payload []byte) (invoke.Response, error) {
 	shard := shardOf(payload)
 	w.mu.Lock()
-	if other, ok := w.inflight[shard]; ok && other != worker {
-		w.faults = append(w.faults, fmt.Sprintf("%s invokes %s while %s does", worker, shard, other))
-	}
-	w.inflight[shard] = worker
+	c := invocation{worker: worker, shard: shard, start: time.Now()}
 	if _, ok := w.firstCall[shard]; !ok {
-		w.firstCall[shard] = time.Now()
+		w.firstCall[shard] = c.start
 	}
+	d := w.invokeTime
 	w.mu.Unlock()
-	time.Sleep(10 * time.Millisecond) // the handler's work, in virtual time
+	time.Sleep(d) // the handler's work, in virtual time
 	w.mu.Lock()
-	delete(w.inflight, shard)
-	w.lastEnd[shard] = time.Now()
+	c.end = time.Now()
+	w.calls = append(w.calls, c)
+	if c.end.After(w.lastEnd[shard]) {
+		w.lastEnd[shard] = c.end
+	}
 	w.mu.Unlock()
 	w.invoked.Add(1)
 	w.noteDelivered(payload)
 	return invoke.Response{StatusCode: 200, Payload: []byte("null")}, nil
+}
+
+// overlaps judges every invocation against the ones of its shard that started before it: it
+// reports those that started while another ran, and how many pairs it judged.
+func (w *world) overlaps() (bad []string, judged int) {
+	calls := slices.Clone(w.calls)
+	slices.SortStableFunc(calls, func(a, b invocation) int { return a.start.Compare(b.start) })
+	last := map[string]invocation{}
+	for _, c := range calls {
+		prev, ok := last[c.shard]
+		if ok {
+			judged++
+			if c.start.Before(prev.end) {
+				bad = append(bad, fmt.Sprintf("%s invokes %s at %s while %s's invocation (%s..%s) runs",
+					c.worker, c.shard, c.start.Sub(w.t0), prev.worker, prev.start.Sub(w.t0), prev.end.Sub(w.t0)))
+			}
+		}
+		if !ok || c.end.After(prev.end) {
+			last[c.shard] = c
+		}
+	}
+	return bad, judged
 }
 
 // counts per worker of the shards being read now.
@@ -555,3 +736,11 @@ func indexOf(b []byte, s string) int {
 }
 
 var _ = aws.String
+
+// functionTimeout is the invocation bound the workers give their lease tables: the function's
+// time, rounded up (at least the default).
+func (w *world) functionTimeout() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return max(invoke.DefaultTimeout, w.invokeTime.Truncate(time.Second)+time.Second)
+}

@@ -46,10 +46,16 @@ func runShared(ctx context.Context, o Options, cfg aws.Config, kin poller.Kinesi
 			do.BaseEndpoint = aws.String(o.EndpointURL)
 		}
 	})
-	if err := lease.EnsureTable(ctx, ddb, o.LeaseTable, o.CreateLeaseTable); err != nil {
+	ddbStart := dynamodb.NewFromConfig(cfg, func(do *dynamodb.Options) {
+		if o.EndpointURL != "" {
+			do.BaseEndpoint = aws.String(o.EndpointURL)
+		}
+		do.RetryMaxAttempts = StartupAttempts
+	})
+	if err := lease.EnsureTable(ctx, ddbStart, o.LeaseTable, o.CreateLeaseTable); err != nil {
 		return err
 	}
-	mid, err := mappingUUID(ctx, o, func(ctx context.Context) (string, error) { return lease.MappingUUID(ctx, ddb, o.LeaseTable) })
+	mid, err := mappingUUID(ctx, o, func(ctx context.Context) (string, error) { return lease.MappingUUID(ctx, ddbStart, o.LeaseTable) })
 	if err != nil {
 		return err
 	}

@@ -157,6 +157,23 @@ func destination(cfg aws.Config, endpointURL, sqsProtocol string, mc poller.Conf
 	return d, nil
 }
 
+// StartupAttempts is how many times each call of a worker's start-up (the stream, its consumer
+// and shards, the lease table and the mapping's UUID) is attempted, with the SDK's back-off:
+// a minute on average (at most about two), instead of the SDK's 3 attempts (about a second) that
+// every later call keeps. A worker started while AWS is briefly out of reach waits for it rather
+// than exiting 1.
+const StartupAttempts = 10
+
+// startupKinesis is the Kinesis client of the start-up calls (see StartupAttempts).
+func startupKinesis(cfg aws.Config, endpoint string) *kinesis.Client {
+	return kinesis.NewFromConfig(cfg, func(ko *kinesis.Options) {
+		if endpoint != "" {
+			ko.BaseEndpoint = aws.String(endpoint)
+		}
+		ko.RetryMaxAttempts = StartupAttempts
+	})
+}
+
 // Run runs the mapping until ctx ends, invoking o.Invoker or, when it is nil, handler in-process.
 // Configuration errors wrap poller.ErrInvalidConfig; nothing is written before the stream has been
 // found.
@@ -187,17 +204,18 @@ func Run(ctx context.Context, o Options, handler any) error {
 			ko.BaseEndpoint = aws.String(o.EndpointURL)
 		}
 	})
+	kinStart := startupKinesis(cfg, o.EndpointURL)
 	stream, consumer, err := splitSource(o.Stream, o.Consumer)
 	if err != nil {
 		return err
 	}
-	arn, err := ResolveStreamARN(ctx, kin, stream)
+	arn, err := ResolveStreamARN(ctx, kinStart, stream)
 	if err != nil {
 		return err
 	}
 	consumerARN := o.Mapping.ConsumerARN
 	if consumer != "" {
-		if consumerARN, err = ResolveConsumer(ctx, kin, arn, consumer, o.RegisterConsumer, o.Logger); err != nil {
+		if consumerARN, err = ResolveConsumer(ctx, kinStart, arn, consumer, o.RegisterConsumer, o.Logger); err != nil {
 			return err
 		}
 	}
@@ -214,7 +232,7 @@ func Run(ctx context.Context, o Options, handler any) error {
 	}
 
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
-	if _, err := poller.ListShards(ctx, kin, arn); err != nil {
+	if _, err := poller.ListShards(ctx, kinStart, arn); err != nil {
 		return err
 	}
 	popts := pollerOptions(o)

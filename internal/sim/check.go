@@ -8,24 +8,29 @@ import (
 	"time"
 )
 
-// Invariants checked after every run (besides those checked as they happen: overlapping
-// invocations, checkpoints passing unhandled records, writes by a worker that is not the live
-// one, failure records that do not match their range, and the goroutines the bubble waits for).
+// Invariants checked after every run (besides those checked as they happen: checkpoints passing
+// unhandled records, checkpoints landing on a lease their writer does not hold with the counter
+// it left, writes by a worker that is not the live one, failure records that do not match their
+// range). Each counts the cases it judged: records, pairs of invocations, checkpoints, workers.
 const (
 	InvLost       = "nothing lost"
 	InvOrder      = "per-key order of first deliveries"
-	InvLineage    = "lineage on invocation end times"
+	InvLineage    = "lineage on invocation start and end times"
 	InvOverlap    = "no overlapping invocations (shard at PF 1, key at PF > 1)"
-	InvCheckpoint = "checkpoints cover only handled records, written by the live worker"
+	InvCheckpoint = "checkpoints cover only handled records, fenced by lease owner and counter"
 	InvWindow     = "window totals and carried state"
 	InvObserver   = "observer counts add up"
+	InvFilter     = "filtered-out records never invoked, and counted"
+	InvRetries    = "a discarded batch was invoked MaximumRetryAttempts+1 times"
+	InvExpiry     = "a worker declared dead a lease duration after its last heartbeat"
 	InvGoroutines = "every goroutine stopped"
 )
 
 // Invariants lists them in report order.
-var Invariants = []string{InvLost, InvOrder, InvLineage, InvOverlap, InvCheckpoint, InvWindow, InvObserver, InvGoroutines}
+var Invariants = []string{InvLost, InvOrder, InvLineage, InvOverlap, InvCheckpoint, InvWindow, InvObserver, InvFilter, InvRetries, InvExpiry, InvGoroutines}
 
-func (w *world) check(res *Result, incs []*incarnation) {
+// check judges a run's history; returned is how many of incs had their Run return.
+func (w *world) check(res *Result, incs []*incarnation, returned int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	j := &judge{res: res, perKind: map[string]int{}}
@@ -34,13 +39,21 @@ func (w *world) check(res *Result, incs []*incarnation) {
 	w.checkLostLocked(j)
 	w.checkOrderLocked(j, calls)
 	w.checkLineageLocked(j, calls)
-	res.Checked[InvOverlap] += len(calls)
-	res.Checked[InvCheckpoint] += w.saves
+	w.checkOverlapLocked(j, calls)
+	res.Checked[InvCheckpoint] += w.cpJudged
+	res.Checked[InvExpiry] += w.declared
 	if w.s.Window > 0 {
 		w.checkWindowsLocked(j, calls)
 	}
 	w.checkObserversLocked(j, incs)
-	res.Checked[InvGoroutines] += len(incs)
+	if w.s.Filter {
+		w.checkFilterLocked(j, calls, incs)
+	}
+	w.checkRetriesLocked(j, calls)
+	res.Checked[InvGoroutines] += returned
+	if returned != len(incs) {
+		j.bad("goroutines: %d of %d workers' Run returned", returned, len(incs))
+	}
 }
 
 // judge collects a run's violations: the first five of each kind (the text before the first
@@ -58,11 +71,14 @@ func (j *judge) bad(format string, args ...any) {
 }
 
 // checkLostLocked: nothing lost. Every record was handled, delivered to the destination or
-// filtered out, unless retention trimmed its shard.
+// filtered out, unless retention trimmed its shard before any of that happened (excused).
 func (w *world) checkLostLocked(j *judge) {
 	for _, r := range w.recs {
+		if w.excused[r.seq] {
+			continue
+		}
 		j.res.Checked[InvLost]++
-		if !w.doneLocked(r) && !w.trimmed[r.shard] {
+		if !w.doneLocked(r) {
 			j.bad("lost: %s (%s:%d, shard %s) was neither handled, delivered nor filtered", r.seq, r.key, r.n, r.shard)
 		}
 	}
@@ -94,9 +110,6 @@ func (w *world) checkOrderLocked(j *judge, calls []*call) {
 func (w *world) checkLineageLocked(j *judge, calls []*call) {
 	lastEnd := map[string]time.Time{}
 	for _, c := range calls {
-		if c.frozen { // ended after a freeze: its shard may have been taken over meanwhile
-			continue
-		}
 		if c.end.After(lastEnd[c.shard]) {
 			lastEnd[c.shard] = c.end
 		}
@@ -189,4 +202,87 @@ func (w *world) ancestorsLocked(shard string) []string {
 	}
 	walk(shard)
 	return out
+}
+
+// checkOverlapLocked: no two invocations of one shard (PF 1) or of one partition key (PF > 1)
+// run at the same time, by their start and end at the function. Each invocation after the first
+// of its key is one judged pair: it against the latest end before it.
+func (w *world) checkOverlapLocked(j *judge, calls []*call) {
+	lastEnd := map[string]*call{}
+	for _, c := range calls { // by start
+		for _, k := range c.keys {
+			prev := lastEnd[k]
+			if prev != nil {
+				j.res.Checked[InvOverlap]++
+				if c.start.Before(prev.end) {
+					j.bad("overlap: %s invoked by worker %d at %s while worker %d's invocation of it (%s..%s) ran",
+						k, c.inc, c.start.Sub(epoch), prev.inc, prev.start.Sub(epoch), prev.end.Sub(epoch))
+				}
+			}
+			if prev == nil || c.end.After(prev.end) {
+				lastEnd[k] = c
+			}
+		}
+	}
+}
+
+// checkFilterLocked: with a filter, no record it drops (tag b) reaches the function, and the
+// observers counted every one a reader must have filtered: those followed on their shard by a
+// record the function handled.
+func (w *world) checkFilterLocked(j *judge, calls []*call, incs []*incarnation) {
+	for _, c := range calls {
+		for _, seq := range c.seqs {
+			j.res.Checked[InvFilter]++
+			if w.recs[seq].tag == "b" {
+				j.bad("filter: record %s (%s:%d), filtered out by the pattern, invoked by worker %d", seq, w.recs[seq].key, w.recs[seq].n, c.inc)
+			}
+		}
+	}
+	must := 0
+	for _, recs := range w.byShard {
+		later := false
+		for i := len(recs) - 1; i >= 0; i-- {
+			r := recs[i]
+			if r.tag == "b" && later && !w.excused[r.seq] {
+				must++
+			}
+			later = later || w.handled[r.seq]
+		}
+	}
+	counted := 0
+	for _, inc := range incs {
+		inc.obs.mu.Lock()
+		counted += inc.obs.filtered
+		inc.obs.mu.Unlock()
+	}
+	j.res.Checked[InvFilter] += must
+	if counted < must {
+		j.bad("filter: the observers counted %d records filtered out, the readers had to filter at least %d", counted, must)
+	}
+}
+
+// checkRetriesLocked: a batch discarded with its retries exhausted was invoked exactly
+// MaximumRetryAttempts+1 times by the worker that discarded it, and its failure record says so.
+// Judged where a batch keeps its records from one attempt to the next (no bisection, no partial
+// responses) and one worker ran at a time.
+func (w *world) checkRetriesLocked(j *judge, calls []*call) {
+	if w.s.Bisect || w.s.Partial || w.s.Retries < 0 || w.s.Workers > 1 {
+		return
+	}
+	for _, d := range w.discards {
+		if d.condition != "RetryAttemptsExhausted" || len(d.seqs) == 0 {
+			continue
+		}
+		n := 0
+		for _, c := range calls {
+			if c.inc == d.inc && c.responded && !c.start.After(d.at) && slices.Equal(c.seqs, d.seqs) {
+				n++
+			}
+		}
+		j.res.Checked[InvRetries]++
+		if n != w.s.Retries+1 || d.invokes != n {
+			j.bad("retries: batch %s.. (%d records) discarded by worker %d after %d invocations (its record says %d), MaximumRetryAttempts is %d",
+				d.seqs[0], len(d.seqs), d.inc, n, d.invokes, w.s.Retries)
+		}
+	}
 }

@@ -6,9 +6,14 @@
 //
 // A seed decides everything a run does (Generate): the mapping's configuration, producers over
 // many keys, reshards, trims, iterator expiry, faults on every dependency, worker crashes (memory
-// lost, store kept), restarts, freezes and graceful stops. Run plays the schedule and then checks
-// every invariant of the architecture (Check); Stats counts what the runs injected and checked,
-// so that no check passes on schedules that never did the thing it guards.
+// lost, store kept), restarts, freezes and graceful stops; with several workers, faults that hit
+// one worker while the others see everything (partitions from DynamoDB, Kinesis, both or the
+// function, lease-table writes that land late), pauses mid-invocation and across reshards, and
+// functions as slow as the lease. Run plays the schedule and then checks every invariant of the
+// architecture (check); every invocation is judged by its start and end at the function, with no
+// exemption for a paused or killed worker's. Result counts what a run injected and how many
+// cases each invariant judged, so that no check passes on schedules that never did the thing it
+// guards. RunCatalog plays a seed's catalog schedule: esm serve managers sharing one catalog.
 //
 // Virtual time is exact; the order of goroutines that run at the same virtual instant is the Go
 // scheduler's. A seed therefore replays the same schedule exactly, and almost always the same

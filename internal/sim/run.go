@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -75,7 +76,7 @@ func RunSchedule(s Schedule, dir string) Result {
 		s: s, now: time.Now,
 		recs: map[string]*rec{}, byShard: map[string][]*rec{}, keyCount: map[string]int{},
 		parents: map[string][]string{}, trimmed: map[string]bool{}, handled: map[string]bool{}, sent: map[string]bool{},
-		inflight: map[string]int{}, errKinds: map[string]int{}, live: map[int]*incarnation{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
+		excused: map[string]bool{}, filteredSeen: map[string]bool{}, tenure: map[string]int64{}, beats: map[string]time.Time{}, errKinds: map[string]int{}, live: map[int]*incarnation{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
 	}
 	w.fake = fakekinesis.New(fakekinesis.WithIteratorTTL(s.IteratorTTL), fakekinesis.WithListShardsPageSize(s.ListPageSize), s.subscriptionTiming())
 	w.arn = w.fake.CreateStream("sim", s.Shards)
@@ -119,9 +120,15 @@ func RunSchedule(s Schedule, dir string) Result {
 	for _, sl := range d.slots {
 		sl.restart = time.Time{}
 	}
-	deadline := time.Now().Add(30 * time.Minute)
-	for d.until(time.Now().Add(time.Second)); !w.settled() && time.Now().Before(deadline); {
+	// A mapping still making progress is given the time it needs (a slow function bisecting
+	// poison records can take long): the wait ends 30 minutes after the last record was done,
+	// and after 3 hours at most.
+	deadline, limit, done := time.Now().Add(30*time.Minute), time.Now().Add(3*time.Hour), w.doneCount()
+	for d.until(time.Now().Add(time.Second)); !w.settled() && time.Now().Before(deadline) && time.Now().Before(limit); {
 		d.until(time.Now().Add(time.Second))
+		if n := w.doneCount(); n > done {
+			done, deadline = n, time.Now().Add(30*time.Minute)
+		}
 	}
 	if !w.settled() && w.db != nil && os.Getenv("ESM_SIM_DEBUG") != "" {
 		out, _ := w.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(leaseTable)})
@@ -143,9 +150,12 @@ func RunSchedule(s Schedule, dir string) Result {
 	for _, sl := range d.slots {
 		d.stop(sl, true)
 	}
+	d.crashed.Wait() // killed workers' Run returns once their functions end
+	w.late.Wait()    // lease-table writes still in the network land
 	w.logf("run ended")
+	w.injected["records-excused-by-a-trim"] = len(w.excused) // the only ones not judged for loss
 	res := Result{Schedule: s, Trace: w.trace, Injected: w.injected, Checked: map[string]int{}}
-	w.check(&res, d.incs)
+	w.check(&res, d.incs, d.returned)
 	res.Violations = append(res.Violations, w.errs...)
 	return res
 }
@@ -158,6 +168,10 @@ type driver struct {
 	rng   *rand.Rand
 	slots []*slot
 	incs  []*incarnation
+	// crashed waits for killed workers' Run to return; returned counts the workers whose Run
+	// returned (every goroutine of theirs stopped), guarded by w.mu.
+	crashed  sync.WaitGroup
+	returned int
 }
 
 // slot is one worker (a container): its current incarnation, or when it comes back.
@@ -170,13 +184,15 @@ type slot struct {
 func (d *driver) start(sl *slot) {
 	w := d.w
 	inc := &incarnation{id: len(d.incs) + 1, slot: sl.n, w: w, dead: make(chan struct{}), obs: &counts{}, done: make(chan error, 1)}
+	inc.owner = fmt.Sprintf("worker-%d-%d", sl.n, inc.id)
 	retries := w.s.Retries
 	start := poller.TrimHorizon
 	if w.s.Latest {
 		start = poller.Latest
 	}
 	cfg := poller.Config{
-		StreamARN: w.arn, FunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:sim",
+		MaximumBatchingWindow: w.s.BatchWindow,
+		StreamARN:             w.arn, FunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:sim",
 		StartingPosition: start, BatchSize: w.s.BatchSize, ParallelizationFactor: w.s.PF,
 		BisectBatchOnFunctionError: w.s.Bisect, ReportBatchItemFailures: w.s.Partial, MaximumRetryAttempts: &retries,
 		OnFailureDestination: "arn:aws:sqs:us-east-1:000000000000:sim-dlq", TumblingWindow: w.s.Window,
@@ -190,8 +206,8 @@ func (d *driver) start(sl *slot) {
 	inc.base = w.base
 	var runLeases func(context.Context) error
 	if w.db != nil {
-		dyn, err := lease.NewDynamo(simDynamo{inc}, leaseTable, fmt.Sprintf("worker-%d-%d", sl.n, inc.id),
-			lease.WithLeaseDuration(w.s.LeaseDuration), lease.WithLogger(w.debugLogger(inc)))
+		dyn, err := lease.NewDynamo(simDynamo{inc}, leaseTable, inc.owner,
+			lease.WithLeaseDuration(w.s.LeaseDuration), lease.WithFunctionTimeout(w.s.FunctionTimeout), lease.WithLogger(w.debugLogger(inc)))
 		if err != nil {
 			w.violate("lease.NewDynamo: %v", err)
 			return
@@ -238,10 +254,30 @@ func (d *driver) stop(sl *slot, graceful bool) {
 	}
 	w := d.w
 	if !graceful {
+		// Memory lost at once; its goroutines end when the calls they wait on do (a function
+		// invocation runs to its end).
 		close(inc.dead)
+		inc.cancel()
+		w.mu.Lock()
+		delete(w.live, sl.n)
+		w.mu.Unlock()
+		sl.inc = nil
+		d.crashed.Add(1)
+		go func() {
+			defer d.crashed.Done()
+			<-inc.done
+			w.mu.Lock()
+			d.returned++
+			w.mu.Unlock()
+		}()
+		w.logf("worker %d killed", inc.id)
+		return
 	}
 	inc.cancel()
 	err := <-inc.done
+	w.mu.Lock()
+	d.returned++
+	w.mu.Unlock()
 	switch {
 	case !graceful:
 	case err != nil && !persistentFault(err):
@@ -296,6 +332,7 @@ func (d *driver) until(t time.Time) {
 			w.violate("worker %d exited: %v", sl.inc.id, err)
 		}
 		w.mu.Lock()
+		d.returned++
 		w.injected["exit-on-persistent-failure"]++
 		delete(w.live, sl.n)
 		w.mu.Unlock()
@@ -349,11 +386,20 @@ func (d *driver) apply(e Event) {
 		}
 		id := closed[d.rng.IntN(len(closed))]
 		w.trimmed[id] = true
+		for _, r := range w.byShard[id] {
+			if !w.doneLocked(r) {
+				w.excused[r.seq] = true
+			}
+		}
 		w.mu.Unlock()
 		w.fake.Trim("sim", id)
 	case EvFault:
+		key := e.Fault
+		if e.OneWorker {
+			key = oneWorker(e.Fault, e.W%len(d.slots))
+		}
 		w.mu.Lock()
-		w.faults[e.Fault] = time.Now().Add(e.D)
+		w.faults[key] = time.Now().Add(e.D)
 		w.mu.Unlock()
 	case EvCrash:
 		sl := d.slots[e.W%len(d.slots)]
@@ -442,12 +488,25 @@ func parentsOf(sh types.Shard) []string {
 	return ps
 }
 
+// doneCount is how many records were handled, delivered or filtered out.
+func (w *world) doneCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, r := range w.recs {
+		if w.doneLocked(r) {
+			n++
+		}
+	}
+	return n
+}
+
 // settled reports whether every record was handled, delivered, filtered out or trimmed.
 func (w *world) settled() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.recs {
-		if !w.doneLocked(r) && !w.trimmed[r.shard] {
+		if !w.doneLocked(r) && !w.excused[r.seq] {
 			return false
 		}
 	}
@@ -459,7 +518,7 @@ func slicesSort(s []string) { slices.Sort(s) }
 // persistentFault reports whether a worker's exit came from a fault the schedule kept up longer
 // than the poller's retry budget: the store, or the listing at start.
 func persistentFault(err error) bool {
-	return strings.Contains(err.Error(), "sim: store") || strings.Contains(err.Error(), "InternalFailure")
+	return strings.Contains(err.Error(), "sim: store") || strings.Contains(err.Error(), "sim: kinesis") || strings.Contains(err.Error(), "InternalFailure")
 }
 
 var _ = errors.New

@@ -29,6 +29,8 @@ type Schedule struct {
 	IteratorTTL         time.Duration
 	ListPageSize        int
 	InvokeTime          time.Duration // typical invocation duration
+	FunctionTimeout     time.Duration // the function's timeout: no invocation runs longer
+	BatchWindow         time.Duration // MaximumBatchingWindowInSeconds
 	FailRate, PoisonPct float64       // per invocation; per record (percent)
 
 	// EFO: the mapping reads through a consumer, whose subscriptions last SubLifetime
@@ -72,6 +74,21 @@ const (
 	FInvPartial   = "invoke-partial-response"
 )
 
+// Per-worker fault kinds: a fault window that hits one worker (Event.W) while the others see
+// everything. A partition refuses the worker's requests before they are sent; what was in
+// flight when it began completes (an invocation keeps running at the function). A late write
+// is a lease-table update or delete that times out at the worker and lands at DynamoDB later,
+// once the partition it met has healed (a request queued in the network).
+const (
+	FCutDynamo   = "partition-dynamodb"
+	FCutKinesis  = "partition-kinesis"
+	FCutBoth     = "partition-dynamodb-and-kinesis"
+	FCutFunction = "partition-function"
+	FLateWrite   = "dynamodb-write-lands-late"
+)
+
+var workerFaultKinds = []string{FCutDynamo, FCutKinesis, FCutBoth, FCutFunction}
+
 var faultKinds = []string{FKinThrottle, FKin5xx, FKinExpired, FKinDropped, FKinList5xx, FStoreDown, FStoreLostAck,
 	FDestDown, FInvThrottle, FInvError, FInvTimeout, FInvPartial}
 
@@ -83,6 +100,8 @@ type Event struct {
 	N     int
 	D     time.Duration
 	Fault string
+	// OneWorker: the fault hits worker slot W only.
+	OneWorker bool
 }
 
 func (e Event) String() string {
@@ -93,7 +112,7 @@ func (e Event) String() string {
 	if e.N != 0 {
 		s += fmt.Sprintf(" n=%d", e.N)
 	}
-	if e.Kind == EvCrash || e.Kind == EvFreeze || e.Kind == EvStop {
+	if e.Kind == EvCrash || e.Kind == EvFreeze || e.Kind == EvStop || e.OneWorker {
 		s += fmt.Sprintf(" worker-slot=%d", e.W)
 	}
 	if e.D != 0 {
@@ -227,6 +246,7 @@ func generate(seed int64, leaseSchedules bool) Schedule {
 	}
 	s.Length = length
 	s.withSubscriptions()
+	s.withUnkindFaults()
 	slices.SortStableFunc(s.Events, func(a, b Event) int { return int(a.At - b.At) })
 	return s
 }
@@ -236,6 +256,7 @@ func (s Schedule) String() string {
 	fmt.Fprintf(&b, "seed %d: workers=%d lease=%s latest=%t shards=%d keys=%d PF=%d batch=%d bisect=%t partial=%t retries=%d window=%s filter=%t filestore=%t poll=%s sync=%s ttl=%s page=%d invoke=%s fail=%.3f poison=%.2f%%\n",
 		s.Seed, s.Workers, s.LeaseDuration, s.Latest, s.Shards, s.Keys, s.PF, s.BatchSize, s.Bisect, s.Partial, s.Retries, s.Window, s.Filter, s.FileStore,
 		s.PollInterval, s.ShardSync, s.IteratorTTL, s.ListPageSize, s.InvokeTime, s.FailRate, s.PoisonPct)
+	fmt.Fprintf(&b, "  function timeout %s, batching window %s\n", s.FunctionTimeout, s.BatchWindow)
 	if s.EFO {
 		fmt.Fprintf(&b, "  read through a consumer; subscriptions last %s\n", s.SubLifetime)
 	}
@@ -250,4 +271,82 @@ func (s Schedule) String() string {
 	}
 	fmt.Fprintf(&b, "  (%d put bursts, %d records, over %s)\n", puts, n, s.Length.Round(time.Second))
 	return b.String()
+}
+
+// withUnkindFaults adds the faults that hit one worker while the others see everything, pauses
+// mid-invocation and across another worker's clean-up of finished leases, slow functions (as
+// long as the lease and longer) and batching windows. They come from their own random stream,
+// so every seed's other events are the same as without them.
+func (s *Schedule) withUnkindFaults() {
+	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0xfa17))
+	pick := func(p float64) bool { return rng.Float64() < p }
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
+	at := func() time.Duration { return dur(time.Second, s.Length) }
+	lease := s.LeaseDuration
+	if pick(0.4) {
+		// A batching window, and iterators that expire while records wait in it.
+		s.BatchWindow = time.Duration(1+rng.IntN(4)) * time.Second
+		s.BatchSize = max(s.BatchSize, 10+rng.IntN(90)) // big enough that records wait
+		for range 1 + rng.IntN(3) {
+			s.Events = append(s.Events, Event{At: at(), Kind: EvFault, Fault: FKinExpired, D: dur(100*time.Millisecond, 3*time.Second)})
+		}
+	}
+	if s.Workers > 1 && pick(0.35) {
+		// A function as slow as the lease or slower: an invocation outlasts a partition's
+		// detection, and a pause often falls in the middle of one.
+		s.InvokeTime = dur(lease/2, 2*lease)
+		s.BatchSize = max(s.BatchSize, 50)
+	}
+	s.FunctionTimeout = max(3*time.Second, (2*s.InvokeTime).Truncate(time.Second)+time.Second)
+	if pick(0.3) { // the function failing while the partitions below go on
+		s.Events = append(s.Events, Event{At: at(), Kind: EvFault, Fault: FInvError, D: dur(time.Second, 10*time.Second)})
+	}
+	// Partitions of one worker: short ones, and (with leases) ones long enough for the others to
+	// declare it dead, often while it invokes.
+	for range rng.IntN(3 + 2*s.Workers) {
+		kind := workerFaultKinds[rng.IntN(len(workerFaultKinds))]
+		d := dur(100*time.Millisecond, 15*time.Second)
+		if s.Workers > 1 && pick(0.6) {
+			d = dur(lease/2, 4*lease)
+		}
+		e := Event{At: at(), Kind: EvFault, Fault: kind, D: d, W: rng.IntN(s.Workers), OneWorker: true}
+		s.Events = append(s.Events, e)
+		if s.Workers > 1 && (kind == FCutDynamo || kind == FCutBoth) && pick(0.4) {
+			// Its lease-table writes meanwhile are held in the network and land after it heals.
+			e.Fault = FLateWrite
+			s.Events = append(s.Events, e)
+		}
+	}
+	if s.Workers == 1 {
+		return
+	}
+	if pick(0.5) {
+		// One worker cut off from DynamoDB alone for longer than any takeover of its leases
+		// can wait (the lease plus the function timeout), while it can still read and invoke.
+		d := lease + 2*s.FunctionTimeout + dur(0, lease)
+		e := Event{At: at(), Kind: EvFault, Fault: FCutDynamo, D: d, W: rng.IntN(s.Workers), OneWorker: true}
+		s.Events = append(s.Events, e)
+		if pick(0.5) {
+			e.Fault = FLateWrite
+			s.Events = append(s.Events, e)
+		}
+	}
+	// Pauses at any instant, past the lease.
+	for range rng.IntN(1 + s.Workers) {
+		s.Events = append(s.Events, Event{At: at(), Kind: EvFreeze, D: dur(lease/2, 3*lease), W: rng.IntN(s.Workers)})
+	}
+	// A pause across a reshard: while the paused worker sleeps, another finishes the parent, the
+	// children start and a third deletes the finished lease.
+	var reshards []time.Duration
+	for _, e := range s.Events {
+		if e.Kind == EvSplit || e.Kind == EvMerge || e.Kind == EvScale {
+			reshards = append(reshards, e.At)
+		}
+	}
+	for _, t := range reshards {
+		if pick(0.5) {
+			d := 2*lease + 2*s.ShardSync + dur(0, 20*time.Second)
+			s.Events = append(s.Events, Event{At: max(0, t-dur(0, 2*time.Second)), Kind: EvFreeze, D: d, W: rng.IntN(s.Workers)})
+		}
+	}
 }

@@ -57,6 +57,11 @@ func seedsToRun(t *testing.T) []int64 {
 // multi-worker ones. -race runs the first two.
 var leaseBudgetSeeds = []int64{4, 33, 36, 9, 13}
 
+// catalogBudget are the seeds whose catalog schedule the CI budget runs.
+var catalogBudget = map[int64]bool{-4: true, -33: true}
+
+func abs(n int64) int64 { return max(n, -n) }
+
 func TestSimulation(t *testing.T) {
 	seeds := seedsToRun(t)
 	var withLeases map[int64]bool
@@ -76,6 +81,14 @@ func TestSimulation(t *testing.T) {
 		traceTail, _ = strconv.Atoi(s)
 	}
 	injected, checked := map[string]int{}, map[string]int{}
+	count := func(r Result) {
+		for k, v := range r.Injected {
+			injected[k] += v
+		}
+		for k, v := range r.Checked {
+			checked[k] += v
+		}
+	}
 	failed := 0
 	began := time.Now()
 	for _, seed := range seeds {
@@ -91,21 +104,29 @@ func TestSimulation(t *testing.T) {
 		if withLeases[seed] && res.Schedule.Workers < 2 {
 			t.Errorf("lease budget seed %d has %d worker: pick one with several", -seed, res.Schedule.Workers)
 		}
-		for k, v := range res.Injected {
-			injected[k] += v
-		}
-		for k, v := range res.Checked {
-			checked[k] += v
-		}
+		count(res)
 		if res.Failed() {
 			failed++
-			t.Errorf("seed %d broke an invariant:\n%s", seed, res.Report())
-			if failed >= 3 {
-				break
+			// The first three failures in full; then one line each, and the run goes on, so
+			// that make sim lists every failing seed.
+			if failed <= 3 {
+				t.Errorf("seed %d broke an invariant:\n%s", seed, res.Report())
+			} else {
+				t.Errorf("seed %d broke an invariant: %s (%d violations)", seed, res.Violations[0], len(res.Violations))
 			}
 		}
 		if os.Getenv("ESM_SIM_SEED") != "" {
 			t.Logf("%s", res.Schedule)
+		}
+		if leaseSchedules || catalogBudget[seed] {
+			// The seed's catalog schedule: managers sharing one catalog.
+			var cres Result
+			synctest.Test(t, func(t *testing.T) { cres = RunCatalog(abs(seed)) })
+			count(cres)
+			if cres.Failed() {
+				failed++
+				t.Errorf("seed %d's catalog schedule broke an invariant: %s (%d violations)", abs(seed), strings.Join(cres.Violations[:min(3, len(cres.Violations))], "; "), len(cres.Violations))
+			}
 		}
 	}
 	took := time.Since(began)
@@ -113,7 +134,12 @@ func TestSimulation(t *testing.T) {
 	fmt.Fprintf(&b, "%d seeds in %s: %.1f seeds/s, %d failed\n", len(seeds), took.Round(time.Millisecond), float64(len(seeds))/took.Seconds(), failed)
 	b.WriteString("invariants (cases judged):\n")
 	for _, inv := range Invariants {
-		fmt.Fprintf(&b, "  %-70s %d\n", inv, checked[inv])
+		fmt.Fprintf(&b, "  %-75s %d\n", inv, checked[inv])
+	}
+	if checked[InvCatalogConverge] > 0 {
+		for _, inv := range CatalogInvariants {
+			fmt.Fprintf(&b, "  %-75s %d\n", inv, checked[inv])
+		}
 	}
 	b.WriteString("injected (times each took effect):\n")
 	for _, k := range slices.Sorted(maps.Keys(injected)) {
@@ -124,13 +150,21 @@ func TestSimulation(t *testing.T) {
 		// Every kind of fault and event must have happened across the runs.
 		// (A partial-response fault window often meets no failing batch: the responses count.)
 		kinds := slices.DeleteFunc(slices.Clone(faultKinds), func(k string) bool { return k == FInvPartial })
+		kinds = append(kinds, workerFaultKinds...)
+		if leaseSchedules {
+			kinds = append(kinds, FLateWrite, OpCatalogCreate, OpCatalogUpdate, OpCatalogDelete)
+		}
 		for _, k := range append(append(kinds, subscriptionFaults...), string(EvCrash), string(EvFreeze), string(EvStop),
 			string(EvSplit), string(EvMerge), string(EvTrim), "poison-record", PartialResponses) {
 			if injected[k] == 0 {
 				t.Errorf("no run injected %s", k)
 			}
 		}
-		for _, inv := range Invariants {
+		invs := slices.DeleteFunc(slices.Clone(Invariants), func(inv string) bool { return inv == InvExpiry && !leaseSchedules })
+		if leaseSchedules {
+			invs = append(invs, CatalogInvariants...)
+		}
+		for _, inv := range invs {
 			if checked[inv] == 0 {
 				t.Errorf("no run judged %q", inv)
 			}

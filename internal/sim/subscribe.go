@@ -69,7 +69,7 @@ func (w *world) useSubscriptions() {
 		if err := inc.gate(se.Context); err != nil {
 			return fakekinesis.ErrDropped
 		}
-		if len(se.Event.Records) > 0 && w.active(FSubDropped) {
+		if len(se.Event.Records) > 0 && (w.active(FSubDropped) || w.hit(inc, FCutKinesis, FCutBoth)) {
 			return fakekinesis.ErrDropped
 		}
 		w.mu.Lock()
@@ -79,6 +79,7 @@ func (w *world) useSubscriptions() {
 			for _, r := range se.Event.Records {
 				if w.recs[*r.SequenceNumber].tag == "b" {
 					inc.filtered++
+					w.filteredSeen[*r.SequenceNumber] = true
 				}
 			}
 		}

@@ -9,12 +9,15 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/internal/fakedynamo"
@@ -42,8 +45,16 @@ type call struct {
 	responded  bool // returned a response (BatchInvoked), not throttled nor killed
 	failed     bool // function error, timeout or partial failure
 	killed     bool // the worker died while it ran
-	frozen     bool // its worker froze while it ran: it may overlap whoever took the shard over
 	keys       []string
+}
+
+// discard is a failure record as the destination received it.
+type discard struct {
+	inc       int
+	condition string
+	invokes   int // its ApproximateInvokeCount
+	seqs      []string
+	at        time.Time
 }
 
 // world is one run's shared state. Everything the poller touches goes through one incarnation's
@@ -64,16 +75,36 @@ type world struct {
 	handled  map[string]bool // the function succeeded for it (or reported it handled)
 	sent     map[string]bool // delivered to the on-failure destination
 	calls    []*call
-	inflight map[string]int // shard (PF 1) or key (PF > 1) → invocations running
-	faults   map[string]time.Time
-	injected map[string]int // fault kind → times it took effect
-	attempt  map[string]int // batch (first seq) → invocations so far, for deterministic choices
+	discards []discard            // failure records delivered
+	faults   map[string]time.Time // fault kind (or kind@slot for one worker's) → until when
+	injected map[string]int       // fault kind → times it took effect
+	attempt  map[string]int       // batch (first seq) → invocations so far, for deterministic choices
 	errs     []string
 	errKinds map[string]int
 	trace    []string
 	saves    int
-	live     map[int]*incarnation // worker slot → its running incarnation
-	db       *fakedynamo.DB       // the lease table, with several workers
+	// cpJudged counts the judgments of the checkpoint invariant: records a written checkpoint
+	// covered, and checkpoints judged against the lease holder at DynamoDB.
+	cpJudged int
+	// excused are the records retention trimmed before they were handled, delivered or
+	// filtered: the only records not judged for loss.
+	excused map[string]bool
+	// filteredSeen counts the filtered-out records (tag b) the readers saw, by sequence number.
+	filteredSeen map[string]bool
+	// dbMu orders the lease-table writes that pass the workers' wrappers, so that the state of
+	// a lease before and after each write is known (the fencing check).
+	dbMu sync.Mutex
+	// tenure is the lease counter each worker last left on a lease it owns ("owner|shard"), as
+	// DynamoDB saw it: the counter its checkpoints must find.
+	tenure map[string]int64
+	// beats: when each worker's last heartbeat landed; declared counts the declarations of a
+	// dead worker judged against them.
+	beats    map[string]time.Time
+	declared int
+	// late are the lease-table writes still in the network (FLateWrite).
+	late sync.WaitGroup
+	live map[int]*incarnation // worker slot → its running incarnation
+	db   *fakedynamo.DB       // the lease table, with several workers
 	// consumer is the consumer the mapping reads through, with EFO.
 	consumer string
 }
@@ -100,15 +131,30 @@ func (w *world) logf(format string, args ...any) {
 var epoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) // synctest's start of time
 
 // active reports whether a fault is on now, and counts it when it is.
-func (w *world) active(kind string) bool {
+func (w *world) active(kind string) bool { return w.hit(nil, kind) }
+
+// hit reports whether one of the fault kinds is on now for the worker: for every worker, or
+// for its slot alone (inc may be nil: faults of every worker only). It counts the first found.
+func (w *world) hit(inc *incarnation, kinds ...string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if until, ok := w.faults[kind]; ok && w.now().Before(until) {
-		w.injected[kind]++
-		return true
+	for _, kind := range kinds {
+		keys := []string{kind}
+		if inc != nil {
+			keys = append(keys, oneWorker(kind, inc.slot))
+		}
+		for _, k := range keys {
+			if until, ok := w.faults[k]; ok && w.now().Before(until) {
+				w.injected[kind]++
+				return true
+			}
+		}
 	}
 	return false
 }
+
+// oneWorker is the key of a fault window that hits one worker slot.
+func oneWorker(kind string, slot int) string { return fmt.Sprintf("%s@%d", kind, slot) }
 
 // chance is a deterministic coin for a decision about a batch: the same seed, batch and attempt
 // give the same answer whatever the goroutine order.
@@ -129,6 +175,7 @@ func (w *world) chance(p float64, parts ...string) bool {
 type incarnation struct {
 	id     int
 	slot   int
+	owner  string       // its worker id in the lease table
 	base   poller.Store // the file or memory store, or the worker's lease.Dynamo
 	w      *world
 	dead   chan struct{}
@@ -187,6 +234,9 @@ func (k simKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput,
 	if err := k.inc.gate(ctx); err != nil {
 		return nil, err
 	}
+	if k.inc.w.hit(k.inc, FCutKinesis, FCutBoth) {
+		return nil, errKinesisCut
+	}
 	if k.inc.w.active(FKinList5xx) {
 		return nil, fakekinesis.ErrInternal()
 	}
@@ -200,6 +250,8 @@ func (k simKinesis) before(ctx context.Context) error {
 		return err
 	}
 	switch w := k.inc.w; {
+	case w.hit(k.inc, FCutKinesis, FCutBoth):
+		return errKinesisCut
 	case w.active(FKinThrottle):
 		return fakekinesis.ErrThrottled()
 	case w.active(FKin5xx):
@@ -239,6 +291,7 @@ func (k simKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput,
 			for _, r := range out.Records {
 				if w.recs[*r.SequenceNumber].tag == "b" {
 					k.inc.filtered++
+					w.filteredSeen[*r.SequenceNumber] = true
 				}
 			}
 		}
@@ -253,6 +306,9 @@ func (k simKinesis) DescribeStreamSummary(ctx context.Context, in *kinesis.Descr
 	if err := k.inc.gate(ctx); err != nil {
 		return nil, err
 	}
+	if k.inc.w.hit(k.inc, FCutKinesis, FCutBoth) {
+		return nil, errKinesisCut
+	}
 	return k.inc.w.fake.DescribeStreamSummary(ctx, in, o...)
 }
 
@@ -265,7 +321,7 @@ func (s simStore) Load(ctx context.Context) (map[string]poller.ShardProgress, er
 	if err := s.inc.gate(ctx); err != nil {
 		return nil, err
 	}
-	if s.inc.w.db == nil && s.inc.w.active(FStoreDown) { // the lease table's faults are simDynamo's
+	if s.inc.w.db == nil && s.inc.w.hit(s.inc, FStoreDown, FCutDynamo, FCutBoth) { // the lease table's faults are simDynamo's
 		return nil, errors.New("sim: store unreachable")
 	}
 	return s.inc.base.Load(ctx)
@@ -276,11 +332,11 @@ func (s simStore) Save(ctx context.Context, u map[string]poller.ShardProgress) e
 		return err
 	}
 	w := s.inc.w
-	if w.db == nil && w.active(FStoreDown) {
+	if w.db == nil && w.hit(s.inc, FStoreDown, FCutDynamo, FCutBoth) {
 		return errors.New("sim: store unreachable")
 	}
 	w.mu.Lock()
-	if w.live[s.inc.slot] != s.inc {
+	if w.db == nil && w.live[s.inc.slot] != s.inc { // with leases, judged at DynamoDB (fencing)
 		w.violateLocked("checkpoint written by worker %d, which is not the live one", s.inc.id)
 	}
 	for id, pr := range u {
@@ -307,6 +363,7 @@ func (w *world) checkCheckpointLocked(shard string, pr poller.ShardProgress) {
 		if !covered {
 			break
 		}
+		w.cpJudged++
 		if !w.doneLocked(r) {
 			w.violateLocked("checkpoint %s of %s (finished=%t) passes record %s (%s:%d), which was neither handled, delivered nor filtered",
 				pr.Checkpoint, shard, pr.Finished, r.seq, r.key, r.n)
@@ -346,6 +403,11 @@ func (d simDest) Deliver(ctx context.Context, f poller.FailureRecord) error {
 		}
 		w.sent[seq] = true
 	}
+	fr := discard{inc: d.inc.id, condition: f.Condition, invokes: f.ApproximateInvokeCount, at: w.now()}
+	for _, r := range e.Records {
+		fr.seqs = append(fr.seqs, r.Kinesis.SequenceNumber)
+	}
+	w.discards = append(w.discards, fr)
 	if len(e.Records) != f.BatchSize {
 		w.violateLocked("failure record for %s says %d records, its event holds %d", f.ShardID, f.BatchSize, len(e.Records))
 	}
@@ -361,21 +423,26 @@ type simInvoker struct{ inc *incarnation }
 
 func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
 	inc, w := v.inc, v.inc.w
-	// An invocation sent while its worker is frozen passed the poller's Held check before the
-	// freeze (a SIGSTOP between the check and the request): it goes out on resume, like one in
-	// flight at the freeze, and may overlap whoever took the shard over meanwhile.
-	w.mu.Lock()
-	sentFrozen := inc.frozen.After(w.now())
-	w.mu.Unlock()
+	// A request made while its worker is paused goes out when it resumes (a SIGSTOP between the
+	// poller's last check and the send), unless its context ended meanwhile.
 	if err := inc.gate(ctx); err != nil {
 		return invoke.Response{}, fmt.Errorf("%w: %w", invoke.ErrUnavailable, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return invoke.Response{}, err
+	}
+	if err := invoke.CheckStart(ctx); err != nil { // asked just before the send, as the invokers do
+		return invoke.Response{}, err
+	}
+	if w.hit(inc, FCutFunction) {
+		return invoke.Response{}, fmt.Errorf("%w: sim: function unreachable (partition)", invoke.ErrUnavailable)
 	}
 	var e events.KinesisTimeWindowEvent
 	if err := json.Unmarshal(payload, &e); err != nil {
 		w.violate("event does not decode: %v", err)
 		return invoke.Response{}, err
 	}
-	c := &call{inc: inc.id, shard: e.ShardID, final: e.IsFinalInvokeForWindow, window: e.Window.Start.Time, frozen: sentFrozen}
+	c := &call{inc: inc.id, shard: e.ShardID, final: e.IsFinalInvokeForWindow, window: e.Window.Start.Time}
 	for _, r := range e.Records {
 		c.shard, _, _ = strings.Cut(r.EventID, ":")
 		c.seqs = append(c.seqs, r.Kinesis.SequenceNumber)
@@ -401,13 +468,21 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 
 	o := v.decide(c, batchID, attempt)
 	v.begin(c)
+	// The function runs for its time wherever the worker is: a paused worker's invocation goes on
+	// at the function, and so does a killed one's with leases (several workers: the function is
+	// remote). A single worker's function dies with it.
 	t := time.NewTimer(o.runFor)
 	select {
 	case <-t.C:
 	case <-inc.dead:
-		t.Stop()
+		if w.s.Workers > 1 {
+			<-t.C
+		} else {
+			t.Stop()
+		}
 	}
-	_ = inc.gate(context.Background()) // an in-process function is frozen with its worker
+	v.finish(c)
+	_ = inc.gate(context.Background()) // a paused worker reads the response when it resumes
 	return v.end(c, o, e.State)
 }
 
@@ -439,7 +514,7 @@ func (v simInvoker) decide(c *call, batchID, attempt string) outcome {
 		o.failedAt = 0
 	}
 	if w.active(FInvTimeout) {
-		o.timeout, o.runFor = true, 3*time.Second
+		o.timeout, o.runFor = true, w.s.FunctionTimeout
 	}
 	o.partial = o.failedAt >= 0 && !o.timeout && w.s.Partial && len(c.seqs) > 0 && (w.active(FInvPartial) || w.chance(0.7, "partial", batchID, attempt))
 	if o.partial {
@@ -450,8 +525,8 @@ func (v simInvoker) decide(c *call, batchID, attempt string) outcome {
 	return o
 }
 
-// begin records the call and marks its keys in flight, reporting an overlap with another
-// invocation of the same keys (one sent frozen is exempt: see Invoke).
+// begin records the call: its start, and the keys it may not share with another invocation
+// running at the same time (judged after the run).
 func (v simInvoker) begin(c *call) {
 	w := v.inc.w
 	keys := c.exclusive(w)
@@ -459,16 +534,15 @@ func (v simInvoker) begin(c *call) {
 	defer w.mu.Unlock()
 	c.start = w.now()
 	c.keys = keys
-	for _, k := range keys {
-		if c.frozen {
-			break
-		}
-		if w.inflight[k] > 0 {
-			w.violateLocked("overlapping invocations of %s (%s, worker %d) at %s", k, c.shard, v.inc.id, c.start.Sub(epoch))
-		}
-		w.inflight[k]++
-	}
 	w.calls = append(w.calls, c)
+}
+
+// finish records when the function stopped running.
+func (v simInvoker) finish(c *call) {
+	w := v.inc.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c.end = w.now()
 }
 
 // end closes the call and answers as its outcome says: an unavailable function if its worker
@@ -478,12 +552,6 @@ func (v simInvoker) end(c *call, o outcome, state map[string]string) (invoke.Res
 	inc, w := v.inc, v.inc.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c.end = w.now()
-	if !c.frozen {
-		for _, k := range c.keys {
-			w.inflight[k]--
-		}
-	}
 	if inc.isDead() {
 		c.killed = true
 		return invoke.Response{}, fmt.Errorf("%w: %w", invoke.ErrUnavailable, errDead)
@@ -587,20 +655,12 @@ func (c *counts) BatchInvoked(_ string, n int, _ time.Duration, failed bool) {
 	c.mu.Unlock()
 }
 
-// freeze stops a worker for d (SIGSTOP): every call it makes waits, and its invocations in
-// flight no longer count as running (another worker may take its shards once its leases expire).
+// freeze stops a worker for d (SIGSTOP): every call it makes waits, and so does its reading
+// of a response. Its invocations in flight go on at the function and are judged as every other.
 func (w *world) freeze(inc *incarnation, d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	inc.frozen = w.now().Add(d)
-	for _, c := range w.calls {
-		if c.inc == inc.id && c.end.IsZero() && !c.frozen {
-			c.frozen = true
-			for _, k := range c.keys {
-				w.inflight[k]--
-			}
-		}
-	}
 }
 
 // simCoord is the worker's lease coordinator: a dead worker holds nothing and does nothing.
@@ -632,8 +692,16 @@ func (s simCoord) Release(ctx context.Context, id string) error {
 	return s.c.Release(ctx, id)
 }
 
-// simDynamo is the worker's connection to the lease table, with the store's faults.
+// simDynamo is the worker's connection to the lease table, with the store's faults and the
+// worker's partitions. Every write to a lease item is judged at DynamoDB: a checkpoint may land
+// only on a lease its writer owns with the counter it left there (fencing by owner and counter).
 type simDynamo struct{ inc *incarnation }
+
+var (
+	errDynamoCut  = errors.New("sim: store unreachable (lease table, partition)")
+	errKinesisCut = errors.New("sim: kinesis unreachable (partition)")
+	errLate       = errors.New("sim: store unreachable (lease table write timed out; it may land later)")
+)
 
 func (d simDynamo) before(ctx context.Context) error {
 	if err := d.inc.gate(ctx); err != nil {
@@ -641,6 +709,9 @@ func (d simDynamo) before(ctx context.Context) error {
 	}
 	if d.inc.w.active(FStoreDown) {
 		return errors.New("sim: store unreachable (lease table)")
+	}
+	if d.inc.w.hit(d.inc, FCutDynamo, FCutBoth) {
+		return errDynamoCut
 	}
 	return nil
 }
@@ -652,20 +723,167 @@ func (d simDynamo) after(err error) error {
 	return err
 }
 
-func (d simDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if err := d.before(ctx); err != nil {
-		return nil, err
+// write sends one write: refused, applied now, or (FLateWrite) held in the network and applied
+// once the window is over, while the worker sees a timeout.
+// A create (PutItem) is never late: one conditional on absence that lands long after it was sent
+// would bring back a lease finished and deleted meanwhile, which no condition can tell.
+func (d simDynamo) write(ctx context.Context, key map[string]dtypes.AttributeValue, canBeLate, checkpoint bool, apply func() error, landed func()) error {
+	inc, w := d.inc, d.inc.w
+	if err := inc.gate(ctx); err != nil {
+		return err
 	}
-	out, err := d.inc.w.db.PutItem(ctx, in, o...)
-	return out, d.after(err)
+	shard := leaseShard(key)
+	w.mu.Lock()
+	sent, known := w.tenure[inc.owner+"|"+shard]
+	until, late := w.faults[oneWorker(FLateWrite, inc.slot)]
+	late = late && canBeLate && w.now().Before(until)
+	if late {
+		w.injected[FLateWrite]++
+	}
+	w.mu.Unlock()
+	if late {
+		// It lands once the window is over, within about the time a worker takes to rejoin
+		// and take its leases again (the lease, and the wait for its own tombstone).
+		spread := 3*w.s.LeaseDuration + 2*w.s.FunctionTimeout
+		lands := until.Sub(w.now()) + time.Duration(fnv32(fmt.Sprint(w.s.Seed, shard, w.now().UnixNano()))%uint32(max(1, spread/time.Millisecond)))*time.Millisecond
+		w.late.Add(1)
+		go func() {
+			defer w.late.Done()
+			time.Sleep(lands)
+			if err := w.fenced(inc.owner, shard, checkpoint, sent, known, apply, landed); err == nil {
+				w.logf("worker %d: a late write to %q landed", inc.id, shard)
+			}
+		}()
+		return errLate
+	}
+	if err := d.before(ctx); err != nil {
+		return err
+	}
+	return d.after(w.fenced(inc.owner, shard, checkpoint, sent, known, apply, landed))
+}
+
+// fenced applies a write of owner's to shard's lease (shard "" for the roster and the mapping
+// item) and judges it: a checkpoint must find the lease owned by its writer, with the counter
+// the writer last left (sent, when known). After any write that leaves the lease the writer's,
+// its counter is the writer's tenure.
+func (w *world) fenced(owner, shard string, checkpoint bool, sent int64, known bool, apply func() error, landed func()) error {
+	w.dbMu.Lock()
+	defer w.dbMu.Unlock()
+	if shard == "" {
+		err := apply()
+		if err == nil && landed != nil {
+			landed()
+		}
+		return err
+	}
+	was, wasCounter := w.leaseHolder(shard)
+	err := apply()
+	if err != nil {
+		return err
+	}
+	now, counter := w.leaseHolder(shard)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if checkpoint {
+		w.cpJudged++
+		switch {
+		case was != owner:
+			w.violateLocked("fencing: checkpoint of %s by %s landed on a lease held by %q", shard, owner, was)
+		case !known || wasCounter != sent:
+			w.violateLocked("fencing: checkpoint of %s by %s, sent at its counter %d (known %t), landed at counter %d", shard, owner, sent, known, wasCounter)
+		}
+	}
+	if now == owner {
+		w.tenure[owner+"|"+shard] = counter
+	}
+	return nil
+}
+
+// rosterWrite judges a write to the roster once it landed: a heartbeat of the writer's is noted,
+// and a declaration that a worker is dead must come a whole lease duration after that worker's
+// last heartbeat landed (its leases are judged expired no sooner).
+func (w *world) rosterWrite(owner string, in *dynamodb.UpdateItemInput) func() {
+	expr := aws.ToString(in.UpdateExpression)
+	names := in.ExpressionAttributeNames
+	switch {
+	case names["#me"] == owner && (strings.Contains(expr, "#m.#me.#h = :h") || strings.HasPrefix(expr, "SET #m.#me = :entry")): // a heartbeat, or a join
+		return func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.beats[owner] = w.now()
+		}
+	case strings.HasPrefix(expr, "REMOVE #m.#w") && names["#w"] != "":
+		dead := names["#w"]
+		return func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			last, ok := w.beats[dead]
+			if !ok {
+				return
+			}
+			w.declared++
+			if since := w.now().Sub(last); since < w.s.LeaseDuration {
+				w.violateLocked("expiry: %s declared %s dead %s after its last heartbeat landed; the lease is %s",
+					owner, dead, since.Round(time.Millisecond), w.s.LeaseDuration.Round(time.Millisecond))
+			}
+		}
+	}
+	return nil
+}
+
+// leaseHolder reads a lease's owner and counter as DynamoDB holds them.
+func (w *world) leaseHolder(shard string) (string, int64) {
+	out, err := w.db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(leaseTable), ConsistentRead: aws.Bool(true),
+		Key: map[string]dtypes.AttributeValue{"leaseKey": &dtypes.AttributeValueMemberS{Value: shard}}})
+	if err != nil || out.Item == nil {
+		return "", 0
+	}
+	owner, _ := out.Item["leaseOwner"].(*dtypes.AttributeValueMemberS)
+	counter, _ := out.Item["leaseCounter"].(*dtypes.AttributeValueMemberN)
+	var o string
+	var n int64
+	if owner != nil {
+		o = owner.Value
+	}
+	if counter != nil {
+		n, _ = strconv.ParseInt(counter.Value, 10, 64)
+	}
+	return o, n
+}
+
+// leaseShard is the shard of a lease item's key, "" for the table's other items.
+func leaseShard(key map[string]dtypes.AttributeValue) string {
+	v, ok := key["leaseKey"].(*dtypes.AttributeValueMemberS)
+	if !ok || strings.HasPrefix(v.Value, "!") {
+		return ""
+	}
+	return v.Value
+}
+
+// isCheckpoint: an update that writes a lease's checkpoint and leaves its owner alone.
+func isCheckpoint(in *dynamodb.UpdateItemInput) bool {
+	expr := aws.ToString(in.UpdateExpression)
+	return slices.Contains(slices.Collect(maps.Values(in.ExpressionAttributeNames)), "checkpoint") &&
+		strings.Contains(expr, "= :cp") && !strings.Contains(expr, "#o =")
+}
+
+func (d simDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	var out *dynamodb.PutItemOutput
+	err := d.write(ctx, in.Item, false, false, func() (err error) { out, err = d.inc.w.db.PutItem(context.Background(), in, o...); return err }, nil)
+	return out, err
 }
 
 func (d simDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if err := d.before(ctx); err != nil {
-		return nil, err
-	}
-	out, err := d.inc.w.db.UpdateItem(ctx, in, o...)
-	return out, d.after(err)
+	var out *dynamodb.UpdateItemOutput
+	err := d.write(ctx, in.Key, true, isCheckpoint(in), func() (err error) { out, err = d.inc.w.db.UpdateItem(context.Background(), in, o...); return err },
+		d.inc.w.rosterWrite(d.inc.owner, in))
+	return out, err
+}
+
+func (d simDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	var out *dynamodb.DeleteItemOutput
+	err := d.write(ctx, in.Key, true, false, func() (err error) { out, err = d.inc.w.db.DeleteItem(context.Background(), in, o...); return err }, nil)
+	return out, err
 }
 
 func (d simDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
@@ -689,12 +907,4 @@ func (d simDynamo) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemIn
 		return nil, err
 	}
 	return d.inc.w.db.BatchGetItem(ctx, in, o...)
-}
-
-func (d simDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if err := d.before(ctx); err != nil {
-		return nil, err
-	}
-	out, err := d.inc.w.db.DeleteItem(ctx, in, o...)
-	return out, d.after(err)
 }

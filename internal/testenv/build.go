@@ -46,3 +46,16 @@ func goBuild(ctx context.Context, dir, out, pkg string, env []string, flags ...s
 	}
 	return nil
 }
+
+// ESMPackage is the esm command.
+const ESMPackage = "github.com/kinesis-esm/esm/cmd/esm"
+
+// BuildESM builds the esm binary as "make build" does (no tags, no flags) into dir and returns
+// its path. moduleDir is as for [BuildRIE].
+func BuildESM(ctx context.Context, dir, moduleDir string) (string, error) {
+	out := filepath.Join(dir, "esm")
+	if err := goBuild(ctx, moduleDir, out, ESMPackage, nil); err != nil {
+		return "", err
+	}
+	return out, nil
+}

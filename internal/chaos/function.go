@@ -1,0 +1,134 @@
+package chaos
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Invocation is one call of the function, as the function saw it: when it started and ended (wall
+// time of this process, which hosts the function), which worker sent it and what it held.
+type Invocation struct {
+	Worker     string
+	Shard      string
+	Start, End time.Time
+	Records    []Record
+}
+
+// Record is one record of an invocation.
+type Record struct {
+	Key      string // partition key
+	Data     string // "key:n", the producer's n-th record of key
+	Sequence string
+}
+
+// FunctionServer is the function every worker invokes, a Lambda-Invoke-compatible endpoint
+// (POST .../invocations, as aws-lambda-rie and Lambda answer it). Each invocation takes a seeded
+// random time, shorter than the function timeout, and is recorded when it ends. Like a Lambda
+// invocation, it runs to its end whether or not its caller is still there.
+type FunctionServer struct {
+	mu   sync.Mutex
+	rng  *rand.Rand
+	max  time.Duration
+	log  []Invocation
+	live map[*Invocation]struct{}
+	slow map[string]time.Time // per worker: until when its invocations start long
+
+	ln  net.Listener
+	srv *http.Server
+}
+
+// NewFunctionServer starts the function on 127.0.0.1; no invocation lasts longer than max.
+func NewFunctionServer(seed uint64, max time.Duration) (*FunctionServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	f := &FunctionServer{rng: rand.New(rand.NewPCG(seed, 0x66756e63)), max: max, ln: ln, live: map[*Invocation]struct{}{}, slow: map[string]time.Time{}}
+	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = f.srv.Serve(ln) }()
+	return f, nil
+}
+
+// URL is the function's base URL.
+func (f *FunctionServer) URL() string { return "http://" + f.ln.Addr().String() }
+
+// Close stops the function server. Call it once InFlight is 0.
+func (f *FunctionServer) Close() error { return f.srv.Close() }
+
+// Invocations returns the invocations that ended, in the order they ended.
+func (f *FunctionServer) Invocations() []Invocation {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Invocation(nil), f.log...)
+}
+
+// InFlight is how many invocations are running.
+func (f *FunctionServer) InFlight() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.live)
+}
+
+// SlowFor makes the invocations that worker starts in the next d long (more than 0.6 of the
+// limit): the run calls it just before it faults the worker, so that the fault lands while an
+// invocation runs, and an invocation started just before a worker is cut off outlasts its lease.
+func (f *FunctionServer) SlowFor(worker string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slow[worker] = time.Now().Add(d)
+}
+
+// duration draws the length of an invocation from worker: mostly short, sometimes long, rarely
+// near the limit, and always long while the worker is to be slow.
+func (f *FunctionServer) duration(worker string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	x := f.rng.Float64()
+	if time.Now().Before(f.slow[worker]) {
+		x = 0.95 + 0.05*x
+	}
+	var lo, hi float64
+	switch {
+	case x < 0.70:
+		lo, hi = 0.05, 0.25
+	case x < 0.95:
+		lo, hi = 0.25, 0.6
+	default:
+		lo, hi = 0.6, 1
+	}
+	return time.Duration((lo + (hi-lo)*f.rng.Float64()) * float64(f.max))
+}
+
+func (f *FunctionServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var e events.KinesisEvent
+	if err := json.NewDecoder(r.Body).Decode(&e); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	inv := &Invocation{Worker: r.Header.Get(workerHeader), Start: start}
+	for _, rec := range e.Records {
+		shard, _, _ := strings.Cut(rec.EventID, ":")
+		inv.Shard = shard
+		inv.Records = append(inv.Records, Record{Key: rec.Kinesis.PartitionKey, Data: string(rec.Kinesis.Data), Sequence: rec.Kinesis.SequenceNumber})
+	}
+	f.mu.Lock()
+	f.live[inv] = struct{}{}
+	f.mu.Unlock()
+	time.Sleep(f.duration(inv.Worker)) // the function's work; it does not stop when its caller goes away
+	inv.End = time.Now()
+	f.mu.Lock()
+	delete(f.live, inv)
+	f.log = append(f.log, *inv)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Amz-Executed-Version", "$LATEST")
+	_, _ = w.Write([]byte(`{"batchItemFailures":[]}`))
+}

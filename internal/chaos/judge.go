@@ -1,0 +1,355 @@
+package chaos
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Verdict is the judge's finding on one invariant.
+type Verdict struct {
+	Name   string
+	OK     bool
+	Detail string
+}
+
+// Stats are the run's figures.
+type Stats struct {
+	Records, Deliveries, Duplicates int
+	Invocations                     int
+	// LongestChildWait is the longest a child shard waited for its first invocation once its
+	// parents were done (their last invocation ended) and it had a record; LongestChild names it.
+	LongestChildWait time.Duration
+	LongestChild     string
+	// MidInvocation counts, per kind, the process faults and partitions that hit a worker while
+	// one of its invocations was running.
+	MidInvocation map[string]int
+}
+
+// Input is what the judge reads.
+type Input struct {
+	Invocations  []Invocation
+	Produced     Produced
+	Lineage      map[string][]string // every shard with its parents
+	Events       []FaultEvent
+	Exits        []Exit
+	MaxChildWait time.Duration
+	// Resharded says the stream was resharded, so that lineage must have had pairs to judge.
+	Resharded bool
+	// End is when the workers were stopped: a child never invoked waited until then.
+	End time.Time
+	// TakeoverBound is how long after a worker's death its shards may wait for a taker (the
+	// lease design's L + 4c + 9/8·B). A child during whose wait (or up to TakeoverBound before
+	// it) a worker was faulted may wait MaxChildWait plus that.
+	TakeoverBound time.Duration
+}
+
+// maxShown is how many examples a failed verdict names.
+const maxShown = 3
+
+// Judge checks a run's invariants: every record delivered, per-key order of first deliveries,
+// lineage by invocation start and end times, no overlap of one shard's invocations, the child
+// wait, clean exits, and that faults hit invocations in flight.
+func Judge(in Input) ([]Verdict, Stats) {
+	invs := slices.Clone(in.Invocations)
+	slices.SortStableFunc(invs, func(a, b Invocation) int {
+		return cmp.Or(a.Start.Compare(b.Start), a.End.Compare(b.End))
+	})
+	st := Stats{Invocations: len(invs), MidInvocation: map[string]int{}}
+	var out []Verdict
+	out = append(out, checkDelivered(invs, in.Produced, &st))
+	out = append(out, checkOrder(invs))
+	out = append(out, checkLineage(invs, in.Lineage, in.Resharded))
+	out = append(out, checkOverlap(invs))
+	out = append(out, checkChildWait(invs, in, &st))
+	out = append(out, checkExits(in.Exits))
+	out = append(out, checkMidInvocation(invs, in.Events, &st))
+	return out, st
+}
+
+func checkDelivered(invs []Invocation, p Produced, st *Stats) Verdict {
+	seen := map[string]bool{}
+	for _, inv := range invs {
+		for _, r := range inv.Records {
+			st.Deliveries++
+			seen[r.Data] = true
+		}
+	}
+	var missing []string
+	keys := sortedKeys(p.Written)
+	for _, k := range keys {
+		for i := range p.Written[k] {
+			st.Records++
+			if d := k + ":" + strconv.Itoa(i); !seen[d] {
+				missing = append(missing, d)
+			}
+		}
+	}
+	st.Duplicates = st.Deliveries - len(seen)
+	v := Verdict{Name: "every record delivered", OK: len(missing) == 0 && st.Records > 0,
+		Detail: fmt.Sprintf("%d of %d records, %d deliveries, %d duplicates", st.Records-len(missing), st.Records, st.Deliveries, st.Duplicates)}
+	if len(missing) > 0 {
+		v.Detail += fmt.Sprintf("; missing %d, e.g. %s", len(missing), strings.Join(missing[:min(maxShown, len(missing))], ", "))
+	}
+	return v
+}
+
+// checkOrder: per partition key, first deliveries (by invocation start) in put order.
+func checkOrder(invs []Invocation) Verdict {
+	seen := map[string]bool{}
+	next := map[string]int{}
+	var bad []string
+	for _, inv := range invs {
+		for _, r := range inv.Records {
+			if seen[r.Data] {
+				continue
+			}
+			seen[r.Data] = true
+			key, n, ok := parseData(r.Data)
+			if !ok {
+				bad = append(bad, fmt.Sprintf("record %q is not the producer's", r.Data))
+				continue
+			}
+			if n != next[key] {
+				bad = append(bad, fmt.Sprintf("%s first delivered where %s:%d was due (%s on %s at %s)",
+					r.Data, key, next[key], inv.Shard, inv.Worker, inv.Start.Format(timeFmt)))
+			}
+			next[key] = max(next[key], n+1)
+		}
+	}
+	v := Verdict{Name: "order per partition key", OK: len(bad) == 0 && len(next) > 0,
+		Detail: fmt.Sprintf("%d keys judged", len(next))}
+	if len(bad) > 0 {
+		v.Detail += fmt.Sprintf("; %d out of order, e.g. %s", len(bad), strings.Join(bad[:min(maxShown, len(bad))], "; "))
+	}
+	return v
+}
+
+func parseData(d string) (key string, n int, ok bool) {
+	key, num, found := strings.Cut(d, ":")
+	if !found {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(num)
+	return key, n, err == nil
+}
+
+const timeFmt = "15:04:05.000"
+
+// ancestors returns every ancestor of shard (parents, their parents, …).
+func ancestors(lineage map[string][]string, shard string) []string {
+	var out []string
+	seen := map[string]bool{}
+	queue := slices.Clone(lineage[shard])
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+		queue = append(queue, lineage[s]...)
+	}
+	return out
+}
+
+// byShard groups invocations (sorted by start) per shard.
+func byShard(invs []Invocation) map[string][]Invocation {
+	out := map[string][]Invocation{}
+	for _, inv := range invs {
+		out[inv.Shard] = append(out[inv.Shard], inv)
+	}
+	return out
+}
+
+// lastEnd is the end of a shard's last invocation to end, and that invocation.
+func lastEnd(invs []Invocation) (Invocation, bool) {
+	if len(invs) == 0 {
+		return Invocation{}, false
+	}
+	return slices.MaxFunc(invs, func(a, b Invocation) int { return a.End.Compare(b.End) }), true
+}
+
+// checkLineage: no invocation of a shard starts before every invocation of each of its ancestors
+// has ended.
+func checkLineage(invs []Invocation, lineage map[string][]string, resharded bool) Verdict {
+	shards := byShard(invs)
+	pairs, bad := 0, []string{}
+	for _, child := range sortedKeys(shards) {
+		for _, a := range ancestors(lineage, child) {
+			last, ok := lastEnd(shards[a])
+			if !ok {
+				continue
+			}
+			pairs++
+			for _, inv := range shards[child] {
+				if inv.Start.Before(last.End) {
+					bad = append(bad, fmt.Sprintf("%s invoked on %s at %s, %s before %s's invocation on %s ended (%s–%s)",
+						child, inv.Worker, inv.Start.Format(timeFmt), last.End.Sub(inv.Start).Round(time.Millisecond), a,
+						last.Worker, last.Start.Format(timeFmt), last.End.Format(timeFmt)))
+					break
+				}
+			}
+		}
+	}
+	v := Verdict{Name: "lineage by invocation start and end", OK: len(bad) == 0 && (pairs > 0 || !resharded),
+		Detail: fmt.Sprintf("%d ancestor→descendant pairs with invocations", pairs)}
+	if len(bad) > 0 {
+		v.Detail += fmt.Sprintf("; %d broken, e.g. %s", len(bad), strings.Join(bad[:min(maxShown, len(bad))], "; "))
+	}
+	if pairs == 0 && resharded {
+		v.Detail += "; the stream was resharded but no pair had invocations: nothing judged"
+	}
+	return v
+}
+
+// checkOverlap: no two invocations of one shard run at the same time.
+func checkOverlap(invs []Invocation) Verdict {
+	shards := byShard(invs)
+	n, judged := 0, 0
+	var worst time.Duration
+	var bad []string
+	for _, s := range sortedKeys(shards) {
+		list := shards[s]
+		judged += max(0, len(list)-1)
+		var prev Invocation
+		for i, inv := range list {
+			if i > 0 && inv.Start.Before(prev.End) {
+				n++
+				d := prev.End.Sub(inv.Start)
+				if d > worst {
+					worst = d
+				}
+				if len(bad) < maxShown {
+					bad = append(bad, fmt.Sprintf("%s: %s's invocation %s–%s and %s's from %s (%s overlap)", s, prev.Worker,
+						prev.Start.Format(timeFmt), prev.End.Format(timeFmt), inv.Worker, inv.Start.Format(timeFmt), d.Round(time.Millisecond)))
+				}
+			}
+			if i == 0 || inv.End.After(prev.End) {
+				prev = inv
+			}
+		}
+	}
+	v := Verdict{Name: "no overlap of one shard's invocations", OK: n == 0 && judged > 0,
+		Detail: fmt.Sprintf("%d successive invocations judged", judged)}
+	if n > 0 {
+		v.Detail += fmt.Sprintf("; %d overlaps, the longest %s, e.g. %s", n, worst.Round(time.Millisecond), strings.Join(bad, "; "))
+	}
+	return v
+}
+
+// checkChildWait: once its parents are done (their last invocation ended) and it holds a
+// record, a child shard's first invocation comes within MaxChildWait, or, when a worker was
+// faulted during the wait or less than the takeover bound before it (the child or a parent may
+// have been placed on it), within MaxChildWait plus the takeover bound; one never invoked waited
+// until in.End.
+func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
+	lineage, p, end := in.Lineage, in.Produced, in.End
+	shards := byShard(invs)
+	judged, faulted := 0, 0
+	var bad []string
+	for _, child := range sortedKeys(lineage) {
+		parents := lineage[child]
+		if len(parents) == 0 || len(shards[child]) == 0 && p.FirstPut[child].IsZero() {
+			continue
+		}
+		ready := p.FirstPut[child]
+		for _, par := range parents {
+			if last, ok := lastEnd(shards[par]); ok && last.End.After(ready) {
+				ready = last.End
+			}
+		}
+		if ready.IsZero() {
+			continue
+		}
+		judged++
+		first := Invocation{Worker: "nobody", Start: end}
+		if len(shards[child]) > 0 {
+			first = shards[child][0]
+		}
+		wait := first.Start.Sub(ready)
+		if wait > st.LongestChildWait {
+			st.LongestChildWait, st.LongestChild = wait, child
+		}
+		limit := in.MaxChildWait
+		// A fault delays a child until the takeover bound after it ended: the worker may have held
+		// a parent (paused or cut off, it is declared dead and its leases wait) or the child.
+		if slices.ContainsFunc(in.Events, func(e FaultEvent) bool {
+			return e.From.Before(first.Start) && e.To.Add(in.TakeoverBound).After(ready)
+		}) {
+			faulted++
+			limit += in.TakeoverBound
+		}
+		if wait > limit {
+			bad = append(bad, fmt.Sprintf("%s waited %s (ready %s, first invoked on %s at %s)", child, wait.Round(time.Millisecond),
+				ready.Format(timeFmt), first.Worker, first.Start.Format(timeFmt)))
+		}
+	}
+	v := Verdict{Name: fmt.Sprintf("no child waits more than %s once its parents are done", in.MaxChildWait), OK: len(bad) == 0,
+		Detail: fmt.Sprintf("%d children judged (%d with a worker faulted while they waited or just before: bound %s + the takeover bound %s), the longest wait %s",
+			judged, faulted, in.MaxChildWait, in.TakeoverBound.Round(time.Millisecond), st.LongestChildWait.Round(time.Millisecond))}
+	if st.LongestChild != "" {
+		v.Detail += " (" + st.LongestChild + ")"
+	}
+	if len(bad) > 0 {
+		v.Detail += "; " + strings.Join(bad[:min(maxShown, len(bad))], "; ")
+	}
+	return v
+}
+
+// checkExits: a SIGTERM ends a worker with exit 0, and no worker exits on its own.
+func checkExits(exits []Exit) Verdict {
+	terms := 0
+	var bad []string
+	for _, e := range exits {
+		switch {
+		case e.Cause == "sigterm":
+			terms++
+			if e.Code != 0 {
+				bad = append(bad, fmt.Sprintf("%s exited %d after SIGTERM at %s, %s after it started", e.Worker, e.Code, e.At.Format(timeFmt), e.Uptime.Round(time.Millisecond)))
+			}
+		case e.Cause == "self":
+			bad = append(bad, fmt.Sprintf("%s exited on its own with %d at %s", e.Worker, e.Code, e.At.Format(timeFmt)))
+		}
+	}
+	v := Verdict{Name: "SIGTERM exits 0, and no worker exits on its own", OK: len(bad) == 0 && terms > 0,
+		Detail: fmt.Sprintf("%d SIGTERMs", terms)}
+	if len(bad) > 0 {
+		v.Detail += fmt.Sprintf("; %d bad exits: %s", len(bad), strings.Join(bad[:min(maxShown, len(bad))], "; "))
+	}
+	return v
+}
+
+// checkMidInvocation counts the faults that hit a worker while one of its invocations ran; a run
+// in which none did has not tested what it claims.
+func checkMidInvocation(invs []Invocation, events []FaultEvent, st *Stats) Verdict {
+	total := 0
+	for _, e := range events {
+		for _, inv := range invs {
+			if inv.Worker == e.Worker && inv.Start.Before(e.From) && inv.End.After(e.From) {
+				st.MidInvocation[e.Kind]++
+				total++
+				break
+			}
+		}
+	}
+	var parts []string
+	for _, k := range sortedKeys(st.MidInvocation) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, st.MidInvocation[k]))
+	}
+	return Verdict{Name: "faults landed mid-invocation", OK: total > 0,
+		Detail: fmt.Sprintf("%d of %d process faults and partitions: %s", total, len(events), strings.Join(parts, ", "))}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

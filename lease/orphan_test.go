@@ -1,0 +1,89 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// TestLostTenureReaderIsNotHeldAgain: a lease lost while the poller read it (a worker paused
+// past its lease loses its epoch, rejoins and may take the same lease back at once) is not
+// Held, claimed or saved for the lost tenure's reader, which may still be about to invoke a
+// batch read before the pause, until the poller's Release says that reader stopped; then the
+// lease, taken anew, is claimed for a new reader. Without the rule the old reader's Held turns
+// true again and its stale batch is invoked under the new tenure (make sim LEASES=1 seed 36:
+// a parent's records invoked after its children started).
+func TestLostTenureReaderIsNotHeldAgain(t *testing.T) {
+	ctx := context.Background()
+	table := newTable(t)
+	ids := shardIDs(1)
+	id := ids[0]
+	d, err := NewDynamo(ddb, table, "a", WithLeaseDuration(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Register(ctx, infos(ids)); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); _ = d.Run(rctx) }()
+	defer func() { cancel(); <-ran }()
+	cycle := func() []string {
+		if _, err := d.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		held, err := d.Claim(ctx, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return held
+	}
+	testkit.WaitFor(t, "the shard claimed", 20*time.Second, func() bool { return slices.Contains(cycle(), id) })
+	if !d.Held(id) {
+		t.Fatal("the claimed shard is not Held")
+	}
+
+	// The tenure ends while the reader runs, as when the worker's epoch is found lost.
+	d.mu.Lock()
+	d.loseLocked(id, d.held[id], "epoch lost (test)")
+	d.mu.Unlock()
+	// The item still names this worker and its epoch: the next cycles adopt it again.
+	testkit.WaitFor(t, "the lease taken anew", 20*time.Second, func() bool {
+		cycle()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.held[id] != nil
+	})
+	for range 3 {
+		if got := cycle(); slices.Contains(got, id) {
+			t.Fatalf("Claim returned %s again while the lost tenure's reader had not stopped", id)
+		}
+	}
+	if d.Held(id) {
+		t.Fatal("the lost tenure's reader is Held again under the new tenure")
+	}
+	if err := d.Save(ctx, map[string]poller.ShardProgress{id: {Checkpoint: "49590338271490256608559692538361571095921575989136588898"}}); !errors.Is(err, poller.ErrLeaseLost) {
+		t.Fatalf("a checkpoint of the lost tenure's reader: %v, want ErrLeaseLost", err)
+	}
+
+	// The reader stops and the poller releases: the lease, kept, is claimed for a new reader.
+	if err := d.Release(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	kept := d.held[id] != nil
+	d.mu.Unlock()
+	if !kept {
+		t.Fatal("the lost tenure's Release gave up the lease taken anew")
+	}
+	testkit.WaitFor(t, "the shard claimed for a new reader", 20*time.Second, func() bool { return slices.Contains(cycle(), id) })
+	if !d.Held(id) {
+		t.Fatal("the new reader's shard is not Held")
+	}
+}
