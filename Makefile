@@ -18,14 +18,20 @@ test:
 	bash $(EMULATORS) start; \
 	source $(EMULATORS_ENV); \
 	$(GO) vet ./...; \
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m ./... && \
+	$(HELM_TEST)
 
 # test-unit runs the short tests of the packages whose tests need no emulator (no node on PATH
 # needed, under a minute); the packages listed in EMULATOR_PKGS start kinesis-local or dynalite
 # in their TestMain and run in "make test" only.
 EMULATOR_PKGS := /cmd/demo$$|/cmd/esm$$|/dlq$$|/e2e/rie$$|/esmapi$$|/handler$$|/handler/inproc$$|/internal/chaos$$|/internal/e2e$$|/lease$$|/local$$
 test-unit:
-	$(GO) test -short -count=1 $$($(GO) list ./... | grep -vE '$(EMULATOR_PKGS)')
+	$(GO) test -short -count=1 $$($(GO) list ./... | grep -vE '$(EMULATOR_PKGS)') && \
+	$(HELM_TEST)
+
+# HELM_TEST lints and renders the Helm chart, in its own module (deploy/helm: helm's dependencies
+# stay out of esm's), which "go test ./..." of the main module does not reach.
+HELM_TEST = cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # sim runs the deterministic simulation (internal/sim) over SEEDS seeds from FROM, or replays
 # one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.

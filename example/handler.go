@@ -80,6 +80,8 @@ type Trace struct {
 	Records  int   `json:"records"`
 	// Outcome is "ok", "error" or "panic".
 	Outcome string `json:"outcome"`
+	// TraceHeader is the invocation's X-Ray trace header, where aws-lambda-go puts it.
+	TraceHeader string `json:"traceHeader,omitempty"`
 }
 
 // Config is the function's settings; the zero value records nothing and never fails.
@@ -129,6 +131,7 @@ func (c Config) Handle(ctx context.Context, e events.KinesisEvent) (resp events.
 	if dl, ok := ctx.Deadline(); ok {
 		tr.Deadline = dl.UnixNano()
 	}
+	tr.TraceHeader, _ = ctx.Value("x-amzn-trace-id").(string) // aws-lambda-go's key
 	if c.Trace != "" {
 		defer func() {
 			v := recover()

@@ -177,3 +177,24 @@ func HasStartCheck(ctx context.Context) bool {
 	ok, _ := ctx.Value(startCheckKey{}).(func() bool)
 	return ok != nil
 }
+
+// HeaderTraceID is the HTTP header in which Lambda's Invoke API takes the invocation's X-Ray
+// trace header (Root=1-…;Parent=…;Sampled=…); the Runtime API hands the same value to the
+// function as Lambda-Runtime-Trace-Id.
+const HeaderTraceID = "X-Amzn-Trace-Id"
+
+type traceHeaderKey struct{}
+
+// WithTraceHeader returns ctx carrying h, the X-Ray trace header (the X-Amzn-Trace-Id value) that
+// an invocation made with ctx passes to the function: the HTTP invoker sends it as X-Amzn-Trace-Id,
+// execution environments hand it over as Lambda-Runtime-Trace-Id, the in-process invoker puts it
+// where aws-lambda-go puts it. Without one each invoker makes its own, not sampled, as before.
+func WithTraceHeader(ctx context.Context, h string) context.Context {
+	return context.WithValue(ctx, traceHeaderKey{}, h)
+}
+
+// TraceHeader is the trace header ctx carries (WithTraceHeader), or "".
+func TraceHeader(ctx context.Context) string {
+	h, _ := ctx.Value(traceHeaderKey{}).(string)
+	return h
+}

@@ -6,7 +6,8 @@ import (
 	"github.com/kinesis-esm/esm/poller"
 )
 
-// Tee returns an observer that passes every measurement to each of obs, in order. Nil observers
+// Tee returns an observer that passes every measurement to each of obs, in order (and the
+// details of a poller.DetailObserver to those of obs that are one). Nil observers
 // are skipped; with none left it returns poller.NopObserver, with one it returns that one. The
 // result is as safe for concurrent use as obs are, and each call costs the sum of theirs.
 func Tee(obs ...poller.Observer) poller.Observer {
@@ -117,6 +118,42 @@ func (t tee) SubscriptionEvent(shardID string, at time.Time) {
 	for _, o := range t {
 		if so, ok := o.(poller.SubscriptionObserver); ok {
 			so.SubscriptionEvent(shardID, at)
+		}
+	}
+}
+
+func (t tee) ShardBlocked(shardID string, blocked bool) {
+	for _, o := range t {
+		o.ShardBlocked(shardID, blocked)
+	}
+}
+
+func (t tee) BatchItemFailuresIgnored(shardID string) {
+	for _, o := range t {
+		o.BatchItemFailuresIgnored(shardID)
+	}
+}
+
+func (t tee) ShardLineage(shardID string, parents []string) {
+	for _, o := range t {
+		if d, ok := o.(poller.DetailObserver); ok {
+			d.ShardLineage(shardID, parents)
+		}
+	}
+}
+
+func (t tee) Checkpointed(shardID, sequenceNumber string) {
+	for _, o := range t {
+		if d, ok := o.(poller.DetailObserver); ok {
+			d.Checkpointed(shardID, sequenceNumber)
+		}
+	}
+}
+
+func (t tee) BatchFailing(shardID, first, last, cause string) {
+	for _, o := range t {
+		if d, ok := o.(poller.DetailObserver); ok {
+			d.BatchFailing(shardID, first, last, cause)
 		}
 	}
 }

@@ -34,6 +34,8 @@ func (r *recorder) ShardState(s, state string)              { r.add("state %s %s
 func (r *recorder) FunctionError(s string)                  { r.add("error %s", s) }
 func (r *recorder) Throttled(s string)                      { r.add("throttled %s", s) }
 func (r *recorder) DestinationDeliveryFailed(s string)      { r.add("destination failed %s", s) }
+func (r *recorder) ShardBlocked(s string, blocked bool)     { r.add("blocked %s %v", s, blocked) }
+func (r *recorder) BatchItemFailuresIgnored(s string)       { r.add("ignored %s", s) }
 
 func TestTeeFansOut(t *testing.T) {
 	a, b := &recorder{}, &recorder{}
@@ -48,9 +50,12 @@ func TestTeeFansOut(t *testing.T) {
 	o.FunctionError("s")
 	o.Throttled("s")
 	o.DestinationDeliveryFailed("s")
+	o.ShardBlocked("s", true)
+	o.BatchItemFailuresIgnored("s")
 	want := []string{
 		"polled s 3", "filtered s 1", "invoked s 2 1s true", "dropped s 1", "delivered s 1",
 		"age s 1m0s", "state s reading", "error s", "throttled s", "destination failed s",
+		"blocked s true", "ignored s",
 	}
 	for name, r := range map[string]*recorder{"first": a, "second": b} {
 		if !slices.Equal(r.calls, want) {

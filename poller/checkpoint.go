@@ -13,7 +13,13 @@ import (
 func (r *reader) checkpoint(ctx context.Context, seq string) error {
 	pr := r.progress
 	pr.Checkpoint = seq
-	return r.store(ctx, pr, func(err error) error { return fmt.Errorf("checkpoint shard %s at %s: %w", r.shardID, seq, err) })
+	if err := r.store(ctx, pr, func(err error) error { return fmt.Errorf("checkpoint shard %s at %s: %w", r.shardID, seq, err) }); err != nil {
+		return err
+	}
+	if r.p.detail != nil {
+		r.p.detail.Checkpointed(r.shardID, seq)
+	}
+	return nil
 }
 
 func (r *reader) finish(ctx context.Context) error {

@@ -255,6 +255,9 @@ func (c *coordinator) finished(res readerResult) {
 		c.resync()
 	}
 	for _, ch := range res.children {
+		if p.detail != nil {
+			p.detail.ShardLineage(deref(ch.ShardId), ch.ParentShards)
+		}
 		if w := c.g.waitingOn(deref(ch.ShardId)); len(w) > 0 {
 			p.log.Info("shard pending on parents", "shard_id", deref(ch.ShardId), "parents", w)
 			p.obs.ShardState(deref(ch.ShardId), StatePending)
@@ -262,9 +265,13 @@ func (c *coordinator) finished(res readerResult) {
 	}
 }
 
-// reportStates tells the observer which shards are finished and which wait on their parents.
+// reportStates tells the observer which shards are finished and which wait on their parents (and
+// a DetailObserver every shard's parents).
 func (c *coordinator) reportStates() {
-	for id := range c.g.shards {
+	for id, n := range c.g.shards {
+		if c.p.detail != nil {
+			c.p.detail.ShardLineage(id, n.parents)
+		}
 		switch {
 		case c.g.finished[id]:
 			c.p.obs.ShardState(id, StateFinished)

@@ -100,6 +100,8 @@ func (r *reader) deliverFailure(runCtx, workCtx context.Context, f FailureRecord
 	f.Payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
 	bo := r.p.retryPace()
 	delivered := false
+	var s stall
+	defer r.unstalled(&s)
 	err := retry(runCtx, &bo, func(int) (step, error) {
 		err := r.p.dest.Deliver(workCtx, f)
 		switch {
@@ -116,6 +118,7 @@ func (r *reader) deliverFailure(runCtx, workCtx context.Context, f FailureRecord
 			return stepDone, nil
 		}
 		log.Warn("on-failure destination unreachable; retrying, the shard waits", "err", err)
+		r.stalled(&s, f.StartSequenceNumber, f.EndSequenceNumber, "on-failure destination unreachable: "+err.Error())
 		return stepRetry, err
 	}, nil)
 	if err == nil && delivered {

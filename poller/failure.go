@@ -121,6 +121,7 @@ func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, p
 // processRun runs b through the failure rules.
 func (r *reader) processRun(b *batchRun) error {
 	b.pace = r.p.retryPace()
+	defer r.unstalled(&b.stall) // the shard stops counting as blocked on b once it is done
 	return retry(b.runCtx, &b.pace, b.attempt, nil)
 }
 
@@ -142,7 +143,11 @@ type batchRun struct {
 	last            *FailureResponse
 	lastRequest     string // the request id of the last invocation, for the failure record
 	pace            backoff
-	half            bool // a bisected half: its retries are paced short
+	stall           stall // how long these records have been failing (blocked.go)
+	// With a Tracer (trace.go): the current invocation's span, the batch's first one, and the
+	// bisected invocation these records are half of.
+	span, first, parent InvocationSpan
+	half                bool // a bisected half: its retries are paced short
 }
 
 // log is the batch's logger, built only when something is logged: not on the hot path.
@@ -170,10 +175,10 @@ func (b *batchRun) attempt(int) (step, error) {
 		return stepDone, errLost
 	}
 	r.p.obs.IteratorAge(r.shardID, iteratorAge(b.recs, r.p.now()))
+	ictx := b.startSpan(b.workCtx)
 	started := time.Now()
 	// Held again just before the send, if the invoker waits first (for a slot, an endpoint, an
 	// environment) or retries on its own: see invoke.WithStartCheck.
-	ictx := b.workCtx
 	if r.p.coord != nil {
 		ictx = invoke.WithStartCheck(ictx, r.held)
 	}
@@ -181,11 +186,13 @@ func (b *batchRun) attempt(int) (step, error) {
 	took := time.Since(started)
 	b.attempted = true
 	if err != nil {
+		b.endSpan(OutcomeNotInvoked)
 		if b.workCtx.Err() != nil { // cut off by the end of the shutdown grace: it may run on
 			r.abandoned.Store(true)
 		}
 		r.observeInvoke(0, took, err, false, false)
 		b.log().Warn("function not invoked; retrying without counting", "err", err)
+		b.stalled("function not invoked: " + err.Error())
 		return stepRetry, err
 	}
 	return b.judge(resp, took)
@@ -232,7 +239,11 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 	b.invokes++
 	b.lastRequest = resp.RequestID
 	o, failedAt := classifyResponse(resp, b.recs, cfg.ReportBatchItemFailures)
+	if !cfg.ReportBatchItemFailures && o == outcomeSuccess {
+		b.ignoredItemFailures(resp.Payload)
+	}
 	var state map[string]string
+	cause := ""
 	if r.windowed() && (o == outcomeSuccess || o == outcomePartial) {
 		var ok bool
 		if state, ok = windowResponse(resp.Payload); !ok {
@@ -243,6 +254,7 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 	b.last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
 	switch o {
 	case outcomeSuccess:
+		b.endSpan(OutcomeOK)
 		if r.p.log.Enabled(b.workCtx, slog.LevelDebug) {
 			b.log().Debug("batch handled", "invocations", b.invokes)
 		}
@@ -256,15 +268,21 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 			r.progress.Window = &WindowState{Start: r.progress.Window.Start, State: state}
 		}
 		if failedAt > 0 {
+			b.endSpan(OutcomePartial)
 			return b.handledUpTo(failedAt)
 		}
+		cause = "partial batch failure at its first record " + deref(b.recs[0].SequenceNumber)
 	case outcomeFunctionError:
 		b.log().Warn("function error", "invocations", b.invokes, "error", string(resp.Payload))
 		if cfg.BisectBatchOnFunctionError && len(b.recs) > 1 {
-			return stepDone, b.bisect()
+			bisected := b.span
+			b.endSpan(OutcomeBisected)
+			return stepDone, b.bisect(bisected)
 		}
+		cause = "function error: " + clip(resp.Payload)
 	case outcomeInvalid:
 		b.log().Warn("invalid partial batch response: the whole batch failed", "response", string(resp.Payload))
+		cause = "invalid partial batch response: " + clip(resp.Payload)
 	}
 	// A batch that failed whole waits longer each time, as Lambda's recorded counts show; the
 	// retry after a partial response, and a bisected half's, stay short.
@@ -272,7 +290,11 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 	if o != outcomePartial && !b.half {
 		b.pace.max = failurePaceFactor * r.p.retryMax
 	}
-	return b.failed()
+	outcome := ""
+	if b.span != nil {
+		outcome = failureOutcome(o, resp)
+	}
+	return b.failed(cause, outcome)
 }
 
 // handledUpTo acknowledges the records before failedAt, handled by a partial batch response. The
@@ -284,16 +306,25 @@ func (b *batchRun) handledUpTo(failedAt int) (step, error) {
 	}
 	b.recs, b.payload = b.recs[failedAt:], nil
 	b.invokes, b.failures = 0, 0
+	b.r.unstalled(&b.stall) // the checkpoint moved: a new batch
 	return stepAgain, nil
 }
 
+// stalled notes a failure of the batch with its cause (blocked.go).
+func (b *batchRun) stalled(cause string) {
+	b.r.stalled(&b.stall, deref(b.recs[0].SequenceNumber), deref(b.recs[len(b.recs)-1].SequenceNumber), cause)
+}
+
 // bisect processes the two halves of a batch that failed with a function error in order, each
-// with a fresh retry count (the split itself is not counted).
-func (b *batchRun) bisect() error {
+// with a fresh retry count (the split itself is not counted) and failing since the batch did;
+// their invocations are traced after parent, the bisected one.
+func (b *batchRun) bisect(parent InvocationSpan) error {
 	half := (len(b.recs) + 1) / 2
 	b.log().Info("bisecting batch", "first_half", half, "second_half", len(b.recs)-half)
+	b.stalled("function error") // the halves are failing since the batch first did
 	for _, recs := range [][]types.Record{b.recs[:half], b.recs[half:]} {
-		if err := b.r.processRun(&batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, recs: recs, half: true}); err != nil {
+		h := &batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, recs: recs, half: true, stall: stall{since: b.stall.since}, parent: parent}
+		if err := b.r.processRun(h); err != nil {
 			return err
 		}
 	}
@@ -302,15 +333,21 @@ func (b *batchRun) bisect() error {
 
 // failed counts a failure toward MaximumRetryAttempts: past it the records are discarded
 // (RetryAttemptsExhausted); until then they are retried after a pause, but not once the mapping
-// is stopping (they are read again after a restart).
-func (b *batchRun) failed() (step, error) {
+// is stopping (they are read again after a restart). cause says how the invocation failed,
+// outcome what its span is ended with when it is retried.
+func (b *batchRun) failed(cause, outcome string) (step, error) {
 	b.failures++
 	if maxRetries := b.r.p.cfg.RetryAttempts(); maxRetries >= 0 && b.failures > maxRetries {
-		return stepDone, b.r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, b.invokes, b.last, b.lastRequest)
+		b.r.failing(&b.stall, deref(b.recs[0].SequenceNumber), deref(b.recs[len(b.recs)-1].SequenceNumber), cause)
+		err := b.r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, b.invokes, b.last, b.lastRequest)
+		b.endSpan(b.r.discardedOutcome())
+		return stepDone, err
 	}
+	b.endSpan(outcome)
 	if b.runCtx.Err() != nil {
 		return stepDone, errStopped
 	}
+	b.stalled(cause)
 	return stepRetry, nil
 }
 

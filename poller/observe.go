@@ -46,6 +46,30 @@ type Observer interface {
 	IteratorAge(shardID string, age time.Duration)
 	// ShardState: a shard changed state (StatePending, StateReading, StateFinished, StateReleased).
 	ShardState(shardID, state string)
+	// ShardBlocked: the shard has been retrying the same batch for longer than WithBlockedAfter
+	// allows (blocked), or no longer is (the batch went through, was discarded, or the shard
+	// stopped being read here). esm's own signal; Lambda has none.
+	ShardBlocked(shardID string, blocked bool)
+	// BatchItemFailuresIgnored: the function returned a non-empty batchItemFailures while the
+	// mapping lacks ReportBatchItemFailures, so the response was ignored, as Lambda ignores it,
+	// and the batch counted as handled. esm's own signal; Lambda has none.
+	BatchItemFailuresIgnored(shardID string)
+}
+
+// DetailObserver is an Observer that also wants what a live view of the mapping shows: the
+// shard graph, the checkpoints and the batches being retried. The poller finds it by a type
+// assertion on the Observer given to WithObserver. Its methods must be cheap and safe for
+// concurrent use.
+type DetailObserver interface {
+	// ShardLineage: the shard and its parents (none, one, or two for a merge), as a listing or a
+	// parent's ChildShards told them; told again at every listing.
+	ShardLineage(shardID string, parents []string)
+	// Checkpointed: the shard's checkpoint moved to sequenceNumber.
+	Checkpointed(shardID, sequenceNumber string)
+	// BatchFailing: a batch of the shard (first to last sequence number) failed by cause; it is
+	// retried, or given up on (discarded) next. BatchFailing(shardID, "", "", "") once that
+	// batch is done.
+	BatchFailing(shardID, first, last, cause string)
 }
 
 // NopObserver ignores everything; embed it to implement part of Observer.
@@ -61,9 +85,17 @@ func (NopObserver) Throttled(string)                              {}
 func (NopObserver) DestinationDeliveryFailed(string)              {}
 func (NopObserver) IteratorAge(string, time.Duration)             {}
 func (NopObserver) ShardState(string, string)                     {}
+func (NopObserver) ShardBlocked(string, bool)                     {}
+func (NopObserver) BatchItemFailuresIgnored(string)               {}
 
-// WithObserver sends the mapping's measurements to o.
-func WithObserver(o Observer) Option { return func(p *Poller) { p.obs = o } }
+// WithObserver sends the mapping's measurements to o (and its details, when o is also a
+// DetailObserver).
+func WithObserver(o Observer) Option {
+	return func(p *Poller) {
+		p.obs = o
+		p.detail, _ = o.(DetailObserver)
+	}
+}
 
 // iteratorAge is the age of the last record of a batch at now.
 func iteratorAge(recs []types.Record, now time.Time) time.Duration {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,22 @@ type counting struct {
 	ages                                                  int
 	errors, throttles, destinationFailures, invocations   int
 	states                                                map[string]string
+	blocked                                               []string // "shard true|false", in order
+	ignored                                               int
+}
+
+func (c *counting) ShardBlocked(id string, b bool) {
+	c.mu.Lock()
+	c.blocked = append(c.blocked, fmt.Sprint(id, " ", b))
+	c.mu.Unlock()
+}
+func (c *counting) BatchItemFailuresIgnored(string) { c.mu.Lock(); c.ignored++; c.mu.Unlock() }
+
+// blockedCalls is a copy of the ShardBlocked calls so far.
+func (c *counting) blockedCalls() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.blocked)
 }
 
 func (c *counting) FunctionError(string) { c.mu.Lock(); c.errors++; c.mu.Unlock() }
@@ -37,7 +54,7 @@ func (c *counting) snapshot() *counting {
 	defer c.mu.Unlock()
 	return &counting{polled: c.polled, filtered: c.filtered, invoked: c.invoked, failed: c.failed, dropped: c.dropped,
 		delivered: c.delivered, ages: c.ages, errors: c.errors, throttles: c.throttles, destinationFailures: c.destinationFailures,
-		invocations: c.invocations}
+		invocations: c.invocations, ignored: c.ignored}
 }
 
 func (c *counting) RecordsPolled(_ string, n int)      { c.mu.Lock(); c.polled += n; c.mu.Unlock() }

@@ -56,15 +56,19 @@ type Poller struct {
 	coord   Coordinator
 	filters *filter.Filters // nil: every record is invoked
 	obs     Observer
-	ready   func() // called once the mapping is running (see WithReady)
+	detail  DetailObserver // obs, when it is one; else nil
+	ready   func()         // called once the mapping is running (see WithReady)
 	// readiness, when set, follows the store's health (see WithReadiness).
 	readiness *Readiness
 	efo       *efo // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
 	subOpts   []func(*kinesis.Options)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
-	retention           atomic.Int64 // the stream's retention period (a time.Duration); 0 until read
-	checked             *Checked     // given to NewChecked: New does not check the Config again
+	retention           atomic.Int64  // the stream's retention period (a time.Duration); 0 until read
+	blockedAfter        time.Duration // see WithBlockedAfter
+	warnedIgnored       atomic.Bool   // the ignored batchItemFailures were logged (blocked.go)
+	tracer              Tracer        // nil: invocations are not traced (trace.go)
+	checked             *Checked      // given to NewChecked: New does not check the Config again
 }
 
 // Option configures New.
@@ -88,7 +92,7 @@ func WithClock(now func() time.Time) Option { return func(p *Poller) { p.now = n
 // *ValidationError naming the field.
 func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (*Poller, error) {
 	p := &Poller{kin: kin, store: store, inv: inv, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now,
-		retryBase: time.Second, retryMax: 5 * time.Second, obs: NopObserver{}}
+		retryBase: time.Second, retryMax: 5 * time.Second, obs: NopObserver{}, blockedAfter: DefaultBlockedAfter}
 	for _, o := range opts {
 		o(p)
 	}

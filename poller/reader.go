@@ -41,6 +41,8 @@ type reader struct {
 	// abandoned: an invocation was cut off by the end of the shutdown grace. It may still run
 	// (on Lambda, at an HTTP endpoint): the lease must not be handed over as if it had ended.
 	abandoned atomic.Bool
+
+	blocked blockage // the shard's batches reported blocked (blocked.go)
 }
 
 // currentProgress is the shard's progress as last written. With slots, whose goroutines write it

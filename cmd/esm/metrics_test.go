@@ -3,6 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,6 +46,34 @@ func scrape(t testing.TB, addr string) map[string]float64 {
 	return out
 }
 
+// getJSON decodes the JSON at path into v.
+func getJSON(addr, path string, v any) error {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// get returns the body at path.
+func get(t testing.TB, addr, path string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", path, resp.Status, err)
+	}
+	return string(b)
+}
+
 func status(addr, path string) int {
 	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
@@ -78,6 +109,25 @@ func TestMetricsAddUp(t *testing.T) {
 		m["OnFailureDestinationDeliveredEventCount"] != 0 {
 		t.Fatalf("filtered %v, failed %v, dropped %v, delivered %v: want 10 filtered and the poison record's batch failed once and dropped",
 			m["FilteredOutEventCount"], m["FailedInvokeEventCount"], m["DroppedEventCount"], m["OnFailureDestinationDeliveredEventCount"])
+	}
+	// The live page: the shard, its checkpoint, and the poison record's batch as its last error.
+	var views []struct {
+		Function string `json:"function"`
+		UUID     string `json:"uuid"`
+		Dropped  int    `json:"dropped"`
+		Shards   []struct {
+			ShardID, State, Checkpoint, LastError string
+		} `json:"shards"`
+	}
+	if err := getJSON(addr, "/live/state.json", &views); err != nil {
+		t.Fatal(err)
+	}
+	if len(views) != 1 || views[0].UUID == "" || views[0].Dropped < 1 || len(views[0].Shards) != 1 ||
+		views[0].Shards[0].State != "reading" || views[0].Shards[0].Checkpoint == "" || !strings.Contains(views[0].Shards[0].LastError, "function error") {
+		t.Fatalf("/live/state.json: %+v", views)
+	}
+	if page := get(t, addr, "/live"); !strings.Contains(page, `data-shard="shardId-000000000000"`) || !strings.Contains(page, "<svg") {
+		t.Fatalf("/live does not draw the shard:\n%s", page)
 	}
 	// esm status while esm runs: the state directory is held, the live view comes from /metrics.
 	code, stdout, stderr := runESMOutput(t, "", "status", "--endpoint-url", kinesisEndpoint, "--template", tmpl,

@@ -85,6 +85,22 @@ func TestServeMetricsAndStatus(t *testing.T) {
 		t.Fatalf("/metrics lacks the second shard of alpha's stream: %s", want)
 	}
 
+	// The live page has both mappings, each with its UUID and its stream's shards.
+	var views []struct {
+		Function, Stream, UUID string
+		Shards                 []struct{ ShardID, State string }
+	}
+	if err := getJSON(metricsAddr, "/live/state.json", &views); err != nil {
+		t.Fatal(err)
+	}
+	byUUID := map[string]int{}
+	for _, v := range views {
+		byUUID[v.UUID] = len(v.Shards)
+	}
+	if len(views) != 2 || byUUID[ids[0]] != 2 || byUUID[ids[1]] != 1 {
+		t.Fatalf("/live/state.json: %+v; want alpha's two shards and beta's one, by UUID", views)
+	}
+
 	code, status, stderr := runESMOutput(t, "", "status", "--all", "--metrics-addr", metricsAddr, "--endpoint-url", kinesisEndpoint)
 	if code != 0 {
 		t.Fatalf("esm status --all: exit %d\n%s%s", code, status, stderr)

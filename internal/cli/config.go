@@ -75,6 +75,8 @@ type RunFlags struct {
 	LeaseDuration    time.Duration `help:"How long a worker's lease lasts without renewal; renewed every third of it. The same for every worker of a table." default:"10s" env:"ESM_LEASE_DURATION"`
 
 	ObserveFlags `embed:""`
+	// BlockedAfter: zero is poller.DefaultBlockedAfter.
+	BlockedAfter time.Duration `help:"Report a shard as blocked (esm_shard_blocked, and a warning naming the shard and the cause) once it has retried the same batch this long (default 1m)." env:"ESM_BLOCKED_AFTER"`
 
 	LogFlags `embed:""`
 }
@@ -282,6 +284,10 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 		return nil, Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))
 	}
 	o.LeaseTable, o.CreateLeaseTable, o.WorkerID, o.LeaseDuration = f.LeaseTable, f.CreateLeaseTable, f.WorkerID, f.LeaseDuration
+	if f.BlockedAfter < 0 {
+		return nil, Usage(fmt.Errorf("--blocked-after %s: must be positive", f.BlockedAfter))
+	}
+	o.BlockedAfter = f.BlockedAfter
 	o.Mapping = mc
 	if f.RegisterConsumer != nil {
 		o.Consumer, o.RegisterConsumer = *f.RegisterConsumer, true

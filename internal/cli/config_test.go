@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -226,5 +228,26 @@ func TestStopped(t *testing.T) {
 		if got := Stopped(c.ctx, c.err); got != c.want {
 			t.Errorf("%s: Stopped = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestBlockedAfter: --blocked-after reaches the service, zero leaves the poller's default (which
+// the flag's help states), a negative one is refused.
+func TestBlockedAfter(t *testing.T) {
+	t.Chdir(t.TempDir())
+	base := []string{"--stream", "s", "--endpoint-url", "http://127.0.0.1:1"}
+	c, err := load(t, append(base, "--blocked-after", "90s")...)
+	if err != nil || c.Service.BlockedAfter != 90*time.Second {
+		t.Fatalf("--blocked-after 90s: %v, %v", err, c)
+	}
+	if c, err = load(t, base...); err != nil || c.Service.BlockedAfter != 0 {
+		t.Fatalf("no --blocked-after: %v, %v", err, c)
+	}
+	if _, err := load(t, append(base, "--blocked-after=-1s")...); err == nil {
+		t.Fatal("--blocked-after -1s accepted")
+	}
+	field, _ := reflect.TypeFor[RunFlags]().FieldByName("BlockedAfter")
+	if want := "(default " + strings.TrimSuffix(poller.DefaultBlockedAfter.String(), "0s") + ")"; !strings.Contains(field.Tag.Get("help"), want) {
+		t.Fatalf("--blocked-after's help %q does not state the default %s", field.Tag.Get("help"), want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
@@ -14,8 +15,10 @@ import (
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
 	"github.com/kinesis-esm/esm/metrics/health"
+	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/tracing"
 )
 
 // errNoFunction is esm run's answer when nothing says which function to invoke.
@@ -117,15 +120,64 @@ func Run(ctx context.Context, c *Config, fn any) error {
 	if c.Mapping != nil {
 		c.Logger.Info("mapping from template", "mapping", c.Mapping.ID, "function", o.FunctionName, "stream", o.Stream)
 	}
+	stopTracing, err := c.trace(ctx, &o)
+	if err != nil {
+		return err
+	}
 	stop, err := c.observe(ctx, &o)
 	if err != nil {
+		_ = stopTracing()
 		return err
 	}
 	err = StateDirInUse(service.Run(ctx, o, handler))
 	if serr := stop(); err == nil {
 		err = serr
 	}
+	if terr := stopTracing(); err == nil {
+		err = terr
+	}
 	return err
+}
+
+// traceFlushTimeout bounds the export of the spans still buffered when esm stops.
+const traceFlushTimeout = 5 * time.Second
+
+// trace sets up OpenTelemetry tracing when the OTEL_* variables ask for it. The returned stop
+// flushes and ends it (after the mapping stopped).
+func (c *Config) trace(ctx context.Context, o *service.Options) (stop func() error, err error) {
+	tp, err := tracing.FromEnvironment(ctx)
+	if err != nil || tp == nil {
+		return func() error { return nil }, err
+	}
+	tr := tracing.NewTracer(tp, tracing.Mapping{FunctionName: o.FunctionName, UUID: o.MappingUUID})
+	o.Tracer = tr
+	o.OnMappingUUID = chain(o.OnMappingUUID, tr.SetMappingUUID)
+	c.Logger.Info("tracing invocations with OpenTelemetry (OTLP over HTTP)")
+	return func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceFlushTimeout)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			return fmt.Errorf("trace export: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// liveBoardOptions names this worker on the live page when it shares its mappings through a
+// lease table and has a --worker-id.
+func liveBoardOptions(leaseTable, workerID string) []live.Option {
+	if leaseTable == "" || workerID == "" {
+		return nil
+	}
+	return []live.Option{live.WithWorker(workerID)}
+}
+
+// chain calls a (when set), then b.
+func chain(a, b func(string)) func(string) {
+	if a == nil {
+		return b
+	}
+	return func(s string) { a(s); b(s) }
 }
 
 // observe sets up the metrics the flags ask for: Prometheus with the health endpoints, and EMF
@@ -136,9 +188,14 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 	if c.MetricsAddr != "" {
 		reg := prom.NewRegistry()
 		observers = append(observers, prom.New(reg, o.FunctionName, o.Stream))
+		board := live.New(liveBoardOptions(o.LeaseTable, o.WorkerID)...)
+		page := board.Add(o.FunctionName, o.Stream)
+		observers = append(observers, page)
+		o.OnMappingUUID = chain(o.OnMappingUUID, page.SetMappingUUID)
 		// Ready while the mapping runs and its store answers, with leases after a claim succeeded.
 		readiness := poller.NewReadiness()
-		srv := health.New(c.MetricsAddr, health.WithGatherer(reg), health.WithReadiness(readiness.Err))
+		srv := health.New(c.MetricsAddr, health.WithGatherer(reg), health.WithReadiness(readiness.Err),
+			health.WithRoute("GET "+live.PathPage, board.Handler()), health.WithRoute("GET "+live.PathState, board.Handler()))
 		if _, err := srv.Listen(); err != nil { // a port in use fails before anything is polled
 			return nil, fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
 		}
@@ -150,7 +207,7 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 		// Lambda publishes the event counts only for a mapping whose MetricsConfig asks for them.
 		eventCounts := c.Mapping != nil && c.Mapping.MetricsConfig != nil && slices.Contains(c.Mapping.MetricsConfig.Metrics, "EventCount")
 		lines := emf.New(os.Stdout, "esm", o.FunctionName, o.Stream, emf.WithEventCounts(eventCounts))
-		o.OnMappingUUID = lines.SetMappingUUID // the service reads it from the mapping's store
+		o.OnMappingUUID = chain(o.OnMappingUUID, lines.SetMappingUUID) // the service reads it from the mapping's store
 		observers = append(observers, lines)
 		runs = append(runs, lines.Run)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
 	"github.com/kinesis-esm/esm/metrics/health"
+	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -24,7 +25,8 @@ import (
 // (--emf), all made as each mapping's poller starts and kept across its restarts.
 type serveObservers struct {
 	reg   *prometheus.Registry
-	emfTo io.Writer // nil: no EMF
+	board *live.Board // the live page (--metrics-addr); nil without it
+	emfTo io.Writer   // nil: no EMF
 
 	ctx  context.Context // the EMF writers' lifetime; cancelled by stop
 	stop context.CancelFunc
@@ -32,6 +34,7 @@ type serveObservers struct {
 
 	mu    sync.Mutex
 	lines map[string]*emf.Observer // by mapping UUID
+	pages map[string]*live.Mapping // by mapping UUID
 	errs  []error
 }
 
@@ -39,14 +42,16 @@ type serveObservers struct {
 // /readyz until ctx ends; stop ends the EMF writers (after the mappings stopped) and reports the
 // first error of any.
 func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, logger *slog.Logger) (o *serveObservers, serve func(context.Context) error, err error) {
-	o = &serveObservers{lines: map[string]*emf.Observer{}}
+	o = &serveObservers{lines: map[string]*emf.Observer{}, pages: map[string]*live.Mapping{}}
 	o.ctx, o.stop = context.WithCancel(context.WithoutCancel(ctx))
 	if f.EMF {
 		o.emfTo = stdout
 	}
 	if addr := f.metricsAddr(); addr != "" {
 		o.reg = prom.NewRegistry()
-		srv := health.New(addr, health.WithGatherer(o.reg))
+		o.board = live.New(liveBoardOptions(f.LeaseTable, f.WorkerID)...)
+		srv := health.New(addr, health.WithGatherer(o.reg),
+			health.WithRoute("GET "+live.PathPage, o.board.Handler()), health.WithRoute("GET "+live.PathState, o.board.Handler()))
 		bound, err := srv.Listen() // a port in use fails before anything is polled
 		if err != nil {
 			o.stop()
@@ -72,6 +77,15 @@ func (o *serveObservers) observe(m esmapi.EventSourceMapping) poller.Observer {
 	var obs []poller.Observer
 	if o.reg != nil {
 		obs = append(obs, prom.NewMapping(o.reg, m.UUID, fn, stream))
+		o.mu.Lock()
+		page, ok := o.pages[m.UUID]
+		if !ok {
+			page = o.board.Add(fn, stream)
+			page.SetMappingUUID(m.UUID)
+			o.pages[m.UUID] = page
+		}
+		o.mu.Unlock()
+		obs = append(obs, page)
 	}
 	if o.emfTo != nil {
 		o.mu.Lock()

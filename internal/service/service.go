@@ -72,6 +72,11 @@ type Options struct {
 	LeaseDuration time.Duration
 	// Observer, when set, receives the mapping's measurements (metrics).
 	Observer poller.Observer
+	// Tracer, when set, traces every invocation (see package tracing).
+	Tracer poller.Tracer
+	// BlockedAfter is how long a shard retries the same batch before it is reported blocked.
+	// Default (zero) poller.DefaultBlockedAfter.
+	BlockedAfter time.Duration
 	// Ready, when set, is called once the mapping is running (store read, shards listed, first
 	// leases claimed).
 	Ready func()
@@ -95,6 +100,12 @@ func pollerOptions(o Options) []poller.Option {
 	opts := []poller.Option{poller.WithLogger(o.Logger)}
 	if o.Observer != nil {
 		opts = append(opts, poller.WithObserver(o.Observer))
+	}
+	if o.Tracer != nil {
+		opts = append(opts, poller.WithTracer(o.Tracer))
+	}
+	if o.BlockedAfter > 0 {
+		opts = append(opts, poller.WithBlockedAfter(o.BlockedAfter))
 	}
 	if o.Ready != nil {
 		opts = append(opts, poller.WithReady(o.Ready))

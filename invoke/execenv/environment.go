@@ -274,7 +274,11 @@ func (e *environment) handleInitError(w http.ResponseWriter, r *http.Request) {
 // invoke runs one invocation. reusable reports whether the environment stays warm for the next;
 // err is errGone when the process had ended before the invocation was handed to it, or ctx's.
 func (e *environment) invoke(ctx context.Context, payload []byte) (resp invoke.Response, reusable bool, err error) {
-	inv := &invocation{id: uuid.NewString(), payload: payload, traceID: traceID(e.cfg.now()), result: make(chan posted, 1)}
+	th := invoke.TraceHeader(ctx)
+	if th == "" {
+		th = traceID(e.cfg.now())
+	}
+	inv := &invocation{id: uuid.NewString(), payload: payload, traceID: th, result: make(chan posted, 1)}
 	cold := !e.used
 	e.used = true
 	if cold {

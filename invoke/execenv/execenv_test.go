@@ -191,6 +191,22 @@ func TestGoBootstrap(t *testing.T) {
 			t.Fatalf("%d environments for invocations one after the other, want 1", n)
 		}
 	})
+	t.Run("the caller's trace header reaches the function", func(t *testing.T) {
+		t.Parallel()
+		trace := filepath.Join(t.TempDir(), "trace.jsonl")
+		h := newHarness(t, goBootstrap, map[string]string{"EXAMPLE_TRACE": trace})
+		const header = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+		ctx, cancel := context.WithTimeout(invoke.WithTraceHeader(context.Background(), header), 30*time.Second)
+		defer cancel()
+		if _, err := h.pool.Invoke(ctx, oneRecord); err != nil {
+			t.Fatal(err)
+		}
+		h.invoke(t) // without one: a header of its own, not sampled
+		tr := readTraces(t, trace)
+		if len(tr) != 2 || tr[0].TraceHeader != header || !strings.HasSuffix(tr[1].TraceHeader, ";Sampled=0") {
+			t.Fatalf("traces %+v: want the caller's header as Lambda-Runtime-Trace-Id, then one of esm's", tr)
+		}
+	})
 	t.Run("handler error keeps the environment", func(t *testing.T) {
 		t.Parallel()
 		trace := filepath.Join(t.TempDir(), "trace.jsonl")

@@ -334,6 +334,9 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Amz-Invocation-Type", "RequestResponse")
 	req.Header.Set(headerRequestID, reqID) // aws-lambda-rie makes it the handler's AwsRequestID
+	if th := invoke.TraceHeader(ctx); th != "" {
+		req.Header.Set(invoke.HeaderTraceID, th) // as Lambda's Invoke API takes it
+	}
 	resp, doErr := rc.Do(req)
 	if resp != nil {
 		_ = resp.Body.Close() // already read by CheckRetry

@@ -154,6 +154,10 @@ func (p *Invoker) run(ctx context.Context, call func(context.Context) ([]byte, e
 		AwsRequestID:       reqID,
 		InvokedFunctionArn: p.functionARN,
 	})
+	if th := invoke.TraceHeader(ctx); th != "" {
+		// Where aws-lambda-go's runtime loop puts Lambda-Runtime-Trace-Id (a string key, its own).
+		ctx = context.WithValue(ctx, "x-amzn-trace-id", th) //nolint:staticcheck // aws-lambda-go's key
+	}
 
 	// Buffered so that a handler that outlives the overrun wait can still hand its result over
 	// and end.

@@ -220,6 +220,12 @@ func (e *Observer) IteratorAge(_ string, age time.Duration) {
 // ShardState is ignored: Lambda has no such metric.
 func (e *Observer) ShardState(string, string) {}
 
+// ShardBlocked is not written: Lambda publishes no such metric.
+func (e *Observer) ShardBlocked(string, bool) {}
+
+// BatchItemFailuresIgnored is not written: Lambda publishes no such metric.
+func (e *Observer) BatchItemFailuresIgnored(string) {}
+
 // count adds to an event count: the interval is written only when event counts are on (or a
 // function metric was observed).
 func (e *Observer) count(c *int64, n int) {

@@ -18,6 +18,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +59,22 @@ type Option func(*config)
 type config struct {
 	gatherer prometheus.Gatherer
 	ready    func() error
+	routes   []route
+}
+
+type route struct {
+	pattern string
+	h       http.Handler
+}
+
+// WithRoute serves h at pattern (an http.ServeMux pattern, such as "GET /live") next to the
+// server's own routes, and names it on /. A nil h is ignored.
+func WithRoute(pattern string, h http.Handler) Option {
+	return func(c *config) {
+		if h != nil {
+			c.routes = append(c.routes, route{pattern, h})
+		}
+	}
 }
 
 // WithGatherer sets where /metrics reads the metrics from, e.g. a registry from prom.NewRegistry
@@ -109,8 +126,13 @@ func New(addr string, opts ...Option) *Server {
 		}
 		plain(w, http.StatusOK, "ready")
 	})
+	index := "esm: /metrics /healthz /readyz"
+	for _, r := range c.routes {
+		mux.Handle(r.pattern, r.h)
+		index += " " + r.pattern[strings.LastIndexByte(r.pattern, ' ')+1:]
+	}
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		plain(w, http.StatusOK, "esm: /metrics /healthz /readyz")
+		plain(w, http.StatusOK, index)
 	})
 	return &Server{addr: addr, handler: mux}
 }

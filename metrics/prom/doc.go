@@ -63,6 +63,16 @@
 //	    reading only while it holds the lease and as released once it gave the lease up or lost
 //	    it, so this is 1 exactly in the reading state; it is 0 when pending, finished or
 //	    released. sum(esm_shard_owned) by (function) is the number of leases a worker holds.
+//	esm_mapping_iterator_age_milliseconds{function,stream}    gauge, milliseconds
+//	    The mapping's IteratorAge as one number, as Lambda publishes IteratorAge per mapping: the
+//	    largest IteratorAge of the shards this worker reads, computed at each scrape; absent while
+//	    none has one. With several workers, max by (function, stream) is the mapping's.
+//	esm_shard_blocked{function,stream,shard}                  gauge, 1 or 0
+//	    1 while the shard has been retrying the same batch for longer than the blocked threshold
+//	    (poller.WithBlockedAfter, --blocked-after); a warning names the shard and the cause.
+//	esm_batch_item_failures_ignored_total{function,stream}    counter
+//	    Responses that listed batchItemFailures while the mapping lacks FunctionResponseTypes
+//	    ReportBatchItemFailures: ignored, as Lambda ignores them, the batch counted as handled.
 //
 // The histograms have no shard label, to keep their series count independent of the number of
 // shards. Series of a shard stay until the process exits (counters must not vanish under

@@ -3,7 +3,9 @@ package prom
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +23,11 @@ const (
 	NameBatchSize          = "esm_batch_size"
 	NameShardState         = "esm_shard_state"
 	NameShardOwned         = "esm_shard_owned"
+	NameShardBlocked       = "esm_shard_blocked"
+	// NameMappingIteratorAge is the mapping's IteratorAge as Lambda publishes it: one number, the
+	// largest over the shards read here.
+	NameMappingIteratorAge       = "esm_mapping_iterator_age_milliseconds"
+	NameBatchItemFailuresIgnored = "esm_batch_item_failures_ignored_total"
 	// Enhanced fan-out, per shard.
 	NameShardReadBy           = "esm_shard_read_by"
 	NameSubscriptionStarted   = "esm_subscription_started_timestamp_seconds"
@@ -57,11 +64,15 @@ type Observer struct {
 	iteratorAge                                           *prometheus.GaugeVec   // by shard
 	state                                                 *prometheus.GaugeVec   // by shard, state
 	owned                                                 *prometheus.GaugeVec   // by shard
+	blocked                                               *prometheus.GaugeVec   // by shard
 	readBy                                                *prometheus.GaugeVec   // by shard, mode
 	subStarted, subLastEvent                              *prometheus.GaugeVec   // by shard
 	subRenewals, subInUse                                 *prometheus.CounterVec // by shard
 	duration, batchSize                                   prometheus.Observer
 	invocations, errors, throttles, destinationFailures   prometheus.Counter // by function and stream, as Lambda's
+	ignoredItemFailures                                   prometheus.Counter // by function and stream
+
+	labels []string // the mapping's label values, in the registry's order (mappingAges)
 
 	shards sync.Map // shard ID → *shardMetrics
 }
@@ -77,12 +88,18 @@ type shardMetrics struct {
 
 	age atomic.Pointer[gaugeRef] // nil while the shard has no IteratorAge series
 
-	mu    sync.Mutex // guards state and owned, and the creation of age
-	state string     // "" before the first ShardState
-	owned prometheus.Gauge
+	mu      sync.Mutex // guards state, owned and blocked, and the creation of age
+	state   string     // "" before the first ShardState
+	owned   prometheus.Gauge
+	blocked prometheus.Gauge
 }
 
-type gaugeRef struct{ g prometheus.Gauge }
+// gaugeRef is a shard's IteratorAge series and its value (float64 bits), which the mapping's
+// IteratorAge reads at each scrape.
+type gaugeRef struct {
+	g  prometheus.Gauge
+	ms atomic.Uint64
+}
 
 // New returns an observer whose metrics carry the labels function and stream, and
 // registers them with reg (none when reg is nil). Several observers (one per mapping) may share
@@ -123,7 +140,8 @@ func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Lab
 	const optIn = "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]}); always exposed here: "
 	const always = "Lambda function metric, always on in Lambda: "
 
-	return &Observer{
+	o := &Observer{
+		labels: labelValues(names, curry),
 		polled: counter(metrics.NamePolledEventCount,
 			optIn+"records read successfully from the shard (an empty poll adds 0).").MustCurryWith(curry),
 		filtered: counter(metrics.NameFilteredOutEventCount,
@@ -169,7 +187,14 @@ func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Lab
 			always+"sends to the on-failure destination that failed (each attempt; --on-destination-failure block retries, drop drops the records).").With(curry),
 		batchSize: histogram(NameBatchSize,
 			"Records per invocation.", batchSizeBuckets).With(curry),
+		blocked: gauge(NameShardBlocked,
+			"1 while the shard has been retrying the same batch for longer than --blocked-after (the log says why), else 0.",
+			perShard...).MustCurryWith(curry),
+		ignoredItemFailures: perFunction(NameBatchItemFailuresIgnored,
+			"Responses that listed batchItemFailures while the mapping lacks FunctionResponseTypes ReportBatchItemFailures: ignored, as Lambda ignores them, and the batch counted as handled.").With(curry),
 	}
+	register(reg, newMappingAges(names)).add(o)
+	return o
 }
 
 // register registers c with reg and returns it, or the collector reg already holds under the
@@ -256,7 +281,9 @@ func (p *Observer) IteratorAge(shardID string, age time.Duration) {
 	if ref == nil {
 		ref = p.ageGauge(shardID, sm)
 	}
-	ref.g.Set(float64(max(age, 0)) / float64(time.Millisecond))
+	ms := float64(max(age, 0)) / float64(time.Millisecond)
+	ref.ms.Store(math.Float64bits(ms))
+	ref.g.Set(ms)
 }
 
 // ageGauge creates the shard's IteratorAge series.
@@ -285,6 +312,7 @@ func (p *Observer) ShardState(shardID, state string) {
 			p.state.WithLabelValues(shardID, s).Set(0)
 		}
 		sm.owned = p.owned.WithLabelValues(shardID)
+		sm.blockedGauge(p, shardID)
 	} else {
 		p.state.WithLabelValues(shardID, sm.state).Set(0)
 	}
@@ -297,6 +325,94 @@ func (p *Observer) ShardState(shardID, state string) {
 	sm.owned.Set(0)
 	if sm.age.Swap(nil) != nil {
 		p.iteratorAge.DeleteLabelValues(shardID)
+	}
+}
+
+// ShardBlocked sets esm_shard_blocked.
+func (p *Observer) ShardBlocked(shardID string, blocked bool) {
+	sm := p.shard(shardID)
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	v := 0.0
+	if blocked {
+		v = 1
+	}
+	sm.blockedGauge(p, shardID).Set(v)
+}
+
+// blockedGauge is the shard's esm_shard_blocked series, created at 0 on first use; sm.mu is held.
+func (sm *shardMetrics) blockedGauge(p *Observer, shardID string) prometheus.Gauge {
+	if sm.blocked == nil {
+		sm.blocked = p.blocked.WithLabelValues(shardID)
+		sm.blocked.Set(0)
+	}
+	return sm.blocked
+}
+
+// BatchItemFailuresIgnored adds one to esm_batch_item_failures_ignored_total.
+func (p *Observer) BatchItemFailuresIgnored(string) { p.ignoredItemFailures.Inc() }
+
+// maxAge is the largest IteratorAge of the shards read here, in milliseconds; false when none has one.
+func (p *Observer) maxAge() (ms float64, ok bool) {
+	p.shards.Range(func(_, v any) bool {
+		if ref := v.(*shardMetrics).age.Load(); ref != nil {
+			ms, ok = max(ms, math.Float64frombits(ref.ms.Load())), true
+		}
+		return true
+	})
+	return ms, ok
+}
+
+// mappingAges is the collector of esm_mapping_iterator_age_milliseconds: at each scrape, for each
+// mapping (function and stream) of the registry's observers, the largest IteratorAge of its
+// shards. One per registry; every observer registered with it adds itself.
+type mappingAges struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	obs  []*Observer
+}
+
+func newMappingAges(names []string) *mappingAges {
+	return &mappingAges{desc: prometheus.NewDesc(NameMappingIteratorAge,
+		"Lambda's IteratorAge of the mapping, in milliseconds, as Lambda publishes it: the largest IteratorAge over the shards this worker reads (absent while none has one). With several workers, take max by (function, stream).",
+		names, nil)}
+}
+
+// labelValues are the values of curry's labels in the order of names.
+func labelValues(names []string, curry prometheus.Labels) []string {
+	vs := make([]string, len(names))
+	for i, n := range names {
+		vs[i] = curry[n]
+	}
+	return vs
+}
+
+func (m *mappingAges) add(o *Observer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.obs = append(m.obs, o)
+}
+
+func (m *mappingAges) Describe(ch chan<- *prometheus.Desc) { ch <- m.desc }
+
+func (m *mappingAges) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	obs := slices.Clone(m.obs)
+	m.mu.Unlock()
+	ages := map[string]float64{} // by the mapping's label values, joined
+	values := map[string][]string{}
+	for _, o := range obs {
+		ms, ok := o.maxAge()
+		if !ok {
+			continue
+		}
+		k := strings.Join(o.labels, "\x00")
+		if cur, seen := ages[k]; !seen || ms > cur {
+			ages[k], values[k] = ms, o.labels
+		}
+	}
+	for k, ms := range ages {
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.GaugeValue, ms, values[k]...)
 	}
 }
 

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/internal/testkit"
+)
+
+// otlpCollector keeps the spans of the OTLP/HTTP protobuf exports it receives.
+type otlpCollector struct {
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	var req coltracepb.ExportTraceServiceRequest
+	if err == nil {
+		err = proto.Unmarshal(body, &req)
+	}
+	if r.URL.Path != "/v1/traces" || err != nil {
+		http.Error(w, "not an OTLP trace export", http.StatusBadRequest)
+		return
+	}
+	c.mu.Lock()
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			c.spans = append(c.spans, ss.GetSpans()...)
+		}
+	}
+	c.mu.Unlock()
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+// byOutcome indexes the spans' esm.outcome values, and the X-Ray headers their spans stand for.
+func (c *otlpCollector) byOutcome() (outcomes map[string]int, headers map[string]bool, streams map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	outcomes, headers, streams = map[string]int{}, map[string]bool{}, map[string]bool{}
+	for _, s := range c.spans {
+		for _, kv := range s.GetAttributes() {
+			switch kv.GetKey() {
+			case "esm.outcome":
+				outcomes[kv.GetValue().GetStringValue()]++
+			case "messaging.destination.name":
+				streams[kv.GetValue().GetStringValue()] = true
+			}
+		}
+		id := hex.EncodeToString(s.GetTraceId())
+		headers["Root=1-"+id[:8]+"-"+id[8:]+";Parent="+hex.EncodeToString(s.GetSpanId())+";Sampled=1"] = true
+	}
+	return outcomes, headers, streams
+}
+
+// TestTracesExported runs the binary with OTEL_EXPORTER_OTLP_ENDPOINT set: every invocation of a
+// mapping that bisects a poison record reaches the collector as a span, and the function saw each
+// invocation's span as its trace header.
+func TestTracesExported(t *testing.T) {
+	col := &otlpCollector{}
+	srv := httptest.NewServer(col)
+	defer srv.Close()
+	stream := newStream(t, 1)
+	dir := t.TempDir()
+	tmpl := writeTemplate(t, dir, stream, "BatchSize: 10", "MaximumRetryAttempts: 0", "BisectBatchOnFunctionError: true")
+	putKeepAndPoison(t, t.Context(), stream)
+	traces := filepath.Join(dir, "trace.jsonl")
+	proc := startESM(t, []string{"EXAMPLE_OUTPUT=" + filepath.Join(dir, "out.jsonl"), "EXAMPLE_FAIL=error", "EXAMPLE_FAIL_MATCH=poison",
+		"EXAMPLE_TRACE=" + traces, "OTEL_EXPORTER_OTLP_ENDPOINT=" + srv.URL, "OTEL_BSP_SCHEDULE_DELAY=100"},
+		"--template", tmpl, "--state-dir", filepath.Join(dir, "state"), "--poll-interval", "100ms")
+	testkit.WaitFor(t, "the poison record dropped and the rest handled", 60*time.Second, func() bool {
+		outcomes, _, _ := col.byOutcome()
+		return outcomes["dropped"] == 1 && outcomes["ok"] >= 4
+	})
+	if code := proc.stop(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	outcomes, headers, streams := col.byOutcome()
+	t.Logf("span outcomes %v", outcomes)
+	if outcomes["bisected"] < 2 || !streams[stream] || len(streams) != 1 {
+		t.Fatalf("outcomes %v, streams %v: want the poison record's batch bisected down to it, on stream %s", outcomes, streams, stream)
+	}
+	b, err := os.ReadFile(traces)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	total := 0
+	for _, n := range outcomes {
+		total += n
+	}
+	if len(lines) != total {
+		t.Fatalf("%d invocations seen by the function, %d spans", len(lines), total)
+	}
+	for _, line := range lines {
+		var tr example.Trace
+		if err := json.Unmarshal([]byte(line), &tr); err != nil {
+			t.Fatal(err)
+		}
+		if !headers[tr.TraceHeader] {
+			t.Errorf("the function saw trace header %q, which is no exported span", tr.TraceHeader)
+		}
+	}
+}

@@ -1,0 +1,220 @@
+// Package live keeps what an operator asks of the mappings running in this process and serves it
+// as a live page: for each mapping its lineage graph (parents above children, drawn as SVG on the
+// server), each shard's state (pending on its parents, reading, blocked, finished, or released
+// to another worker), its owner, its iterator age over the last minutes, its checkpoint, the
+// batch it is retrying with the last error, and the mapping's on-failure deliveries.
+//
+// A [Board] holds the mappings; [Board.Add] returns a [Mapping], the poller.Observer (and
+// poller.DetailObserver) that feeds it. [Board.Handler] serves /live, a page that works as plain
+// HTML tables and graphs without JavaScript (and refreshes itself every few seconds) and, with
+// JavaScript, replaces its content every second with a small inline script: no front-end build;
+// and /live/state.json, the same state as JSON.
+package live
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// AgeWindow is how far back a shard's iterator age is kept and drawn.
+const AgeWindow = 5 * time.Minute
+
+// ageSpacing is the least time between two kept iterator-age samples of a shard.
+const ageSpacing = time.Second
+
+// Display states: the poller's, and blocked.
+const (
+	StatePending  = poller.StatePending
+	StateReading  = poller.StateReading
+	StateBlocked  = "blocked"
+	StateFinished = poller.StateFinished
+	StateReleased = poller.StateReleased
+)
+
+// Board is the live state of the mappings of this process. Safe for concurrent use.
+type Board struct {
+	worker string
+	now    func() time.Time
+
+	mu       sync.Mutex
+	mappings []*Mapping
+}
+
+// Option configures New.
+type Option func(*Board)
+
+// WithWorker names this worker (its lease-table worker ID): the owner shown for the shards it
+// reads. Without it, they show "this worker".
+func WithWorker(id string) Option { return func(b *Board) { b.worker = id } }
+
+// WithClock sets the clock of the iterator-age history (default time.Now).
+func WithClock(now func() time.Time) Option { return func(b *Board) { b.now = now } }
+
+// New returns an empty board.
+func New(opts ...Option) *Board {
+	b := &Board{now: time.Now, worker: "this worker"}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// Add adds a mapping of function on stream to the board and returns its observer.
+func (b *Board) Add(function, stream string) *Mapping {
+	m := &Mapping{board: b, function: function, stream: stream, shards: map[string]*shard{}}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mappings = append(b.mappings, m)
+	return m
+}
+
+// Remove takes m off the board (a mapping deleted while the process runs).
+func (b *Board) Remove(m *Mapping) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mappings = slices.DeleteFunc(b.mappings, func(x *Mapping) bool { return x == m })
+}
+
+// Mapping is one mapping's live state; it is the poller.Observer that feeds it. Its methods are
+// safe for concurrent use and take one short lock.
+type Mapping struct {
+	poller.NopObserver
+	board            *Board
+	function, stream string
+
+	mu                                   sync.Mutex
+	uuid                                 string
+	shards                               map[string]*shard
+	delivered, dropped, deliveryFailures int
+	lastDelivery                         time.Time
+}
+
+var (
+	_ poller.Observer       = (*Mapping)(nil)
+	_ poller.DetailObserver = (*Mapping)(nil)
+)
+
+type shard struct {
+	parents    []string
+	state      string // the poller's; "" before the first
+	blocked    bool
+	checkpoint string
+	ages       []sample
+	// The batch failing now (first == "": none) and the last failure's cause, kept after it.
+	failFirst, failLast string
+	lastError           string
+	lastErrorAt         time.Time
+	delivered, dropped  int
+}
+
+type sample struct {
+	at time.Time
+	ms float64
+}
+
+// SetMappingUUID sets the mapping's UUID shown on the page.
+func (m *Mapping) SetMappingUUID(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.uuid = id
+}
+
+// shard returns the shard's state, creating it; m.mu is held.
+func (m *Mapping) shard(id string) *shard {
+	s := m.shards[id]
+	if s == nil {
+		s = &shard{}
+		m.shards[id] = s
+	}
+	return s
+}
+
+func (m *Mapping) update(id string, f func(s *shard)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f(m.shard(id))
+}
+
+// ShardState records the shard's state.
+func (m *Mapping) ShardState(id, state string) {
+	m.update(id, func(s *shard) {
+		s.state = state
+		if state != poller.StateReading {
+			s.blocked = false
+		}
+	})
+}
+
+// ShardBlocked records whether the shard is blocked.
+func (m *Mapping) ShardBlocked(id string, blocked bool) {
+	m.update(id, func(s *shard) { s.blocked = blocked })
+}
+
+// ShardLineage records the shard's parents.
+func (m *Mapping) ShardLineage(id string, parents []string) {
+	m.update(id, func(s *shard) {
+		if !slices.Equal(s.parents, parents) {
+			s.parents = slices.Clone(parents)
+		}
+	})
+}
+
+// Checkpointed records the shard's checkpoint.
+func (m *Mapping) Checkpointed(id, seq string) { m.update(id, func(s *shard) { s.checkpoint = seq }) }
+
+// BatchFailing records the batch the shard is retrying and its cause.
+func (m *Mapping) BatchFailing(id, first, last, cause string) {
+	now := m.board.now()
+	m.update(id, func(s *shard) {
+		s.failFirst, s.failLast = first, last
+		if cause != "" {
+			s.lastError, s.lastErrorAt = cause, now
+		}
+	})
+}
+
+// IteratorAge adds a sample to the shard's iterator-age history (at most one a second; the
+// latest of a second wins) and forgets those older than AgeWindow.
+func (m *Mapping) IteratorAge(id string, age time.Duration) {
+	now := m.board.now()
+	ms := float64(max(age, 0)) / float64(time.Millisecond)
+	m.update(id, func(s *shard) {
+		if n := len(s.ages); n > 0 && now.Sub(s.ages[n-1].at) < ageSpacing {
+			s.ages[n-1].ms = ms
+			return
+		}
+		cut := 0
+		for cut < len(s.ages) && now.Sub(s.ages[cut].at) > AgeWindow {
+			cut++
+		}
+		s.ages = append(s.ages[cut:], sample{at: now, ms: ms})
+	})
+}
+
+// RecordsDelivered counts records sent to the on-failure destination.
+func (m *Mapping) RecordsDelivered(id string, n int) {
+	now := m.board.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.shard(id).delivered += n
+	m.delivered += n
+	m.lastDelivery = now
+}
+
+// RecordsDropped counts records discarded without reaching a destination.
+func (m *Mapping) RecordsDropped(id string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.shard(id).dropped += n
+	m.dropped += n
+}
+
+// DestinationDeliveryFailed counts failed sends to the on-failure destination.
+func (m *Mapping) DestinationDeliveryFailed(string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.deliveryFailures++
+}

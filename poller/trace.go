@@ -1,0 +1,108 @@
+package poller
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/kinesis-esm/esm/invoke"
+)
+
+// Outcomes of an invocation, as a Tracer is told them.
+const (
+	OutcomeOK                = "ok"                  // every record handled
+	OutcomePartial           = "partial"             // a partial batch response; the rest is retried
+	OutcomeFunctionError     = "function_error"      // the function failed; the batch is retried
+	OutcomeTimeout           = "timeout"             // the function passed its timeout; retried
+	OutcomeInvalidResponse   = "invalid_response"    // a ReportBatchItemFailures response that is not valid
+	OutcomeBisected          = "bisected"            // the function failed and the batch was split in two
+	OutcomeSentToDestination = "sent_to_destination" // retries exhausted: the records went to the on-failure destination
+	OutcomeDropped           = "dropped"             // retries exhausted, no destination: the records were discarded
+	OutcomeNotInvoked        = "not_invoked"         // the function was not reached (throttled, unavailable)
+)
+
+// Invocation describes one invocation to a Tracer.
+type Invocation struct {
+	StreamName, Region                      string // the stream's, from its ARN
+	ShardID                                 string
+	BatchSize                               int
+	FirstSequenceNumber, LastSequenceNumber string
+}
+
+// Tracer traces the mapping's invocations (WithTracer); package tracing implements it with
+// OpenTelemetry.
+type Tracer interface {
+	// StartInvocation is called before each invocation. after is the span of the invocation that
+	// led to this one: the first invocation of the batch being retried, or the invocation whose
+	// batch was bisected; nil for a batch's first. The context it returns is the one the
+	// invocation is made with; it may carry a trace header for the function
+	// (invoke.WithTraceHeader). Safe for concurrent use.
+	StartInvocation(ctx context.Context, after InvocationSpan, inv Invocation) (context.Context, InvocationSpan)
+}
+
+// InvocationSpan is one traced invocation.
+type InvocationSpan interface {
+	// End records the invocation's outcome (one of the Outcome constants) and ends the span.
+	End(outcome string)
+}
+
+// WithTracer traces every invocation with t (default none).
+func WithTracer(t Tracer) Option { return func(p *Poller) { p.tracer = t } }
+
+// startSpan starts the span of an invocation of b.recs when the mapping is traced; ctx is
+// returned unchanged otherwise.
+func (b *batchRun) startSpan(ctx context.Context) context.Context {
+	t := b.r.p.tracer
+	if t == nil {
+		return ctx
+	}
+	after := b.first
+	if after == nil {
+		after = b.parent
+	}
+	ctx, b.span = t.StartInvocation(ctx, after, Invocation{StreamName: b.r.p.arn.Name, Region: b.r.p.arn.Region, ShardID: b.r.shardID, BatchSize: len(b.recs),
+		FirstSequenceNumber: deref(b.recs[0].SequenceNumber), LastSequenceNumber: deref(b.recs[len(b.recs)-1].SequenceNumber)})
+	if b.first == nil {
+		b.first = b.span
+	}
+	return ctx
+}
+
+// endSpan ends the current invocation's span with outcome.
+func (b *batchRun) endSpan(outcome string) {
+	if b.span != nil {
+		b.span.End(outcome)
+		b.span = nil
+	}
+}
+
+// failureOutcome is the outcome of an invocation that failed by o and is retried.
+func failureOutcome(o outcome, resp invoke.Response) string {
+	switch o {
+	case outcomePartial:
+		return OutcomePartial
+	case outcomeInvalid:
+		return OutcomeInvalidResponse
+	}
+	if timedOut(resp.Payload) {
+		return OutcomeTimeout
+	}
+	return OutcomeFunctionError
+}
+
+// timedOut reports whether a function error's document is Lambda's timeout.
+func timedOut(payload []byte) bool {
+	if !bytes.Contains(payload, []byte("Sandbox.Timedout")) {
+		return false
+	}
+	var doc invoke.ErrorDocument
+	return json.Unmarshal(payload, &doc) == nil && doc.ErrorType == "Sandbox.Timedout"
+}
+
+// discardedOutcome is the outcome of the invocation after which recs were discarded.
+func (r *reader) discardedOutcome() string {
+	if r.p.dest != nil {
+		return OutcomeSentToDestination
+	}
+	return OutcomeDropped
+}
