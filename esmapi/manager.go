@@ -207,6 +207,12 @@ func (m *Manager) startLocked(e *entry) {
 			obs = metrics.Tee(obs, more)
 		}
 	}
+	popts := []poller.Option{poller.WithLogger(log), poller.WithObserver(obs)}
+	if m.o.trace != nil {
+		if t := m.o.trace(e.view()); t != nil {
+			popts = append(popts, poller.WithTracer(t))
+		}
+	}
 	settle := func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -226,8 +232,7 @@ func (m *Manager) startLocked(e *entry) {
 				err = fmt.Errorf("function %s is not registered", fnName)
 			}
 			if err == nil {
-				err = m.runPoller(ctx, mc, id, fn.Invoker,
-					poller.WithLogger(log), poller.WithReady(settle), poller.WithObserver(obs))
+				err = m.runPoller(ctx, mc, id, fn.Invoker, append(popts, poller.WithReady(settle))...)
 			}
 			if ctx.Err() != nil {
 				return

@@ -43,6 +43,7 @@ type options struct {
 	syncInterval   time.Duration
 	restartBackoff time.Duration
 	observe        func(EventSourceMapping) poller.Observer
+	trace          func(EventSourceMapping) poller.Tracer
 	results        Results
 }
 
@@ -90,6 +91,12 @@ func WithRestartBackoff(d time.Duration) Option {
 // mapping as the API shows it, and may return nil for none. Default: none.
 func WithObserver(observe func(EventSourceMapping) poller.Observer) Option {
 	return func(o *options) { o.observe = observe }
+}
+
+// WithTracer traces each mapping's invocations: trace is called each time a mapping's poller
+// starts, with the mapping as the API shows it, and may return nil for none. Default: none.
+func WithTracer(trace func(EventSourceMapping) poller.Tracer) Option {
+	return func(o *options) { o.trace = trace }
 }
 
 // WithResults keeps each mapping's LastProcessingResult in r across restarts (default: none,

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,12 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/local"
 )
 
 // otlpCollector keeps the spans of the OTLP/HTTP protobuf exports it receives.
@@ -116,5 +121,51 @@ func TestTracesExported(t *testing.T) {
 		if !headers[tr.TraceHeader] {
 			t.Errorf("the function saw trace header %q, which is no exported span", tr.TraceHeader)
 		}
+	}
+}
+
+// mappingIDs are the aws.lambda.resource_mapping.id values of the spans received.
+func (c *otlpCollector) mappingIDs() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := map[string]int{}
+	for _, s := range c.spans {
+		for _, kv := range s.GetAttributes() {
+			if kv.GetKey() == "aws.lambda.resource_mapping.id" {
+				ids[kv.GetValue().GetStringValue()]++
+			}
+		}
+	}
+	return ids
+}
+
+// TestServeTracesExported: esm serve with OTEL_EXPORTER_OTLP_ENDPOINT set traces the invocations
+// of a mapping created through its API, each span naming the mapping's UUID, and flushes them at
+// the stop.
+func TestServeTracesExported(t *testing.T) {
+	col := &otlpCollector{}
+	srv := httptest.NewServer(col)
+	defer srv.Close()
+	stream := newStream(t, 1)
+	proc, endpoint := startServe(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + srv.URL, "OTEL_BSP_SCHEDULE_DELAY=100"},
+		"--state-dir", t.TempDir(), "--function", "example=example")
+	out, err := lambdaClient(endpoint).CreateEventSourceMapping(t.Context(), &lambda.CreateEventSourceMappingInput{
+		FunctionName: aws.String("example"), StartingPosition: types.EventSourcePositionTrimHorizon,
+		EventSourceArn: aws.String(fmt.Sprintf("arn:aws:kinesis:%s:000000000000:stream/%s", local.DefaultRegion, stream))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := aws.ToString(out.UUID)
+	putRecords(t, stream, "r1", "r2", "r3")
+	testkit.WaitFor(t, "a span of the mapping", 60*time.Second, func() bool { return col.mappingIDs()[id] > 0 })
+	if code := proc.stop(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if ids := col.mappingIDs(); len(ids) != 1 {
+		t.Fatalf("spans name the mappings %v, want only %s", ids, id)
+	}
+	outcomes, _, streams := col.byOutcome()
+	if outcomes["ok"] == 0 || !streams[stream] {
+		t.Fatalf("outcomes %v on streams %v: want the records handled on %s", outcomes, streams, stream)
 	}
 }

@@ -136,7 +136,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 		return err
 	}
 	defer closeStores()
-	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger), obs.option()}, storeOpts...)
+	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger)}, append(obs.options(), storeOpts...)...)
 	m, err := esmapi.Open(ctx, shared, catalog, progress, opts...)
 	if err != nil {
 		return err

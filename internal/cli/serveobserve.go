@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/metrics"
@@ -18,6 +19,7 @@ import (
 	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/tracing"
 )
 
 // serveObservers are esm serve's metrics: one Prometheus registry whose series carry each
@@ -27,6 +29,8 @@ type serveObservers struct {
 	reg   *prometheus.Registry
 	board *live.Board // the live page (--metrics-addr); nil without it
 	emfTo io.Writer   // nil: no EMF
+	// traces makes each mapping's invocation spans, when the OTEL_* variables ask for them.
+	traces *sdktrace.TracerProvider
 
 	ctx  context.Context // the EMF writers' lifetime; cancelled by stop
 	stop context.CancelFunc
@@ -60,15 +64,28 @@ func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, logger *sl
 		logger.Info("metrics served", "addr", bound)
 		serve = srv.Run
 	}
+	if o.traces, err = tracing.FromEnvironment(ctx); err != nil {
+		o.stop()
+		return nil, nil, err
+	}
+	if o.traces != nil {
+		logger.Info("tracing invocations with OpenTelemetry (OTLP over HTTP)")
+	}
 	return o, serve, nil
 }
 
-// option is the esmapi option that gives each mapping its observers, or nil for none.
-func (o *serveObservers) option() esmapi.Option {
-	if o.reg == nil && o.emfTo == nil {
-		return nil
+// options are the esmapi options that give each mapping its observers and its tracer.
+func (o *serveObservers) options() []esmapi.Option {
+	var opts []esmapi.Option
+	if o.reg != nil || o.emfTo != nil {
+		opts = append(opts, esmapi.WithObserver(o.observe))
 	}
-	return esmapi.WithObserver(o.observe)
+	if o.traces != nil {
+		opts = append(opts, esmapi.WithTracer(func(m esmapi.EventSourceMapping) poller.Tracer {
+			return tracing.NewTracer(o.traces, tracing.Mapping{FunctionName: functionNameOf(m.FunctionArn), UUID: m.UUID})
+		}))
+	}
+	return opts
 }
 
 // observe returns the observers of the mapping m.
@@ -112,16 +129,25 @@ func (o *serveObservers) observe(m esmapi.EventSourceMapping) poller.Observer {
 	return metrics.Tee(obs...)
 }
 
-// close stops the EMF writers (each writes what it has left) and returns the first error.
+// close stops the EMF writers (each writes what it has left), flushes the spans still buffered
+// (bounded by traceFlushTimeout) and returns the first error.
 func (o *serveObservers) close() error {
 	o.stop()
 	o.wg.Wait()
+	var terr error
+	if o.traces != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+		defer cancel()
+		if err := o.traces.Shutdown(sctx); err != nil {
+			terr = fmt.Errorf("trace export: %w", err)
+		}
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.errs) > 0 {
 		return fmt.Errorf("--emf: %w", o.errs[0])
 	}
-	return nil
+	return terr
 }
 
 // functionNameOf is the function's name in its ARN (arn:aws:lambda:R:A:function:NAME[:QUALIFIER]).
