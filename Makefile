@@ -31,7 +31,7 @@ test-unit:
 
 # HELM_TEST lints and renders the Helm chart, in its own module (deploy/helm: helm's dependencies
 # stay out of esm's), which "go test ./..." of the main module does not reach.
-HELM_TEST = cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 ./...
+HELM_TEST = (cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 ./...)
 
 # sim runs the deterministic simulation (internal/sim) over SEEDS seeds from FROM, or replays
 # one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.
