@@ -27,6 +27,13 @@ import (
 //
 // A lease not held (never taken, lost, released already) is left alone.
 func (d *Dynamo) Release(ctx context.Context, shardID string) error {
+	// The reader stopped: a loss found while releasing (the release reads the roster first)
+	// makes no orphan of it either.
+	defer func() {
+		d.mu.Lock()
+		delete(d.orphans, shardID)
+		d.mu.Unlock()
+	}()
 	d.mu.Lock()
 	h := d.held[shardID]
 	orphan := d.orphans[shardID]
