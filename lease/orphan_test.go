@@ -15,19 +15,14 @@ import (
 	"github.com/kinesis-esm/esm/poller"
 )
 
-// TestLostTenureReaderIsNotHeldAgain: a lease lost while the poller read it (a worker paused
-// past its lease loses its epoch, rejoins and may take the same lease back at once) is not
-// Held, claimed or saved for the lost tenure's reader, which may still be about to invoke a
-// batch read before the pause, until the poller's Release says that reader stopped; then the
-// lease, taken anew, is claimed for a new reader. Without the rule the old reader's Held turns
-// true again and its stale batch is invoked under the new tenure (make sim LEASES=1 seed 36:
-// a parent's records invoked after its children started).
-func TestLostTenureReaderIsNotHeldAgain(t *testing.T) {
+// oneShardWorker is worker "a" of a new table with one shard, through api, its heartbeats run
+// until the test ends; cycle is one claim cycle (Load, then Claim of the shard), returning what
+// Claim returned.
+func oneShardWorker(t *testing.T, api DynamoAPI) (d *Dynamo, id string, cycle func() []string) {
+	t.Helper()
 	ctx := context.Background()
-	table := newTable(t)
 	ids := shardIDs(1)
-	id := ids[0]
-	d, err := NewDynamo(ddb, table, "a", WithLeaseDuration(3*time.Second))
+	d, err := NewDynamo(api, newTable(t), "a", WithLeaseDuration(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +32,8 @@ func TestLostTenureReaderIsNotHeldAgain(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	go func() { defer close(ran); _ = d.Run(rctx) }()
-	defer func() { cancel(); <-ran }()
-	cycle := func() []string {
+	t.Cleanup(func() { cancel(); <-ran })
+	return d, ids[0], func() []string {
 		if _, err := d.Load(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -48,6 +43,18 @@ func TestLostTenureReaderIsNotHeldAgain(t *testing.T) {
 		}
 		return held
 	}
+}
+
+// TestLostTenureReaderIsNotHeldAgain: a lease lost while the poller read it (a worker paused
+// past its lease loses its epoch, rejoins and may take the same lease back at once) is not
+// Held, claimed or saved for the lost tenure's reader, which may still be about to invoke a
+// batch read before the pause, until the poller's Release says that reader stopped; then the
+// lease, taken anew, is claimed for a new reader. Without the rule the old reader's Held turns
+// true again and its stale batch is invoked under the new tenure (make sim LEASES=1 seed 36:
+// a parent's records invoked after its children started).
+func TestLostTenureReaderIsNotHeldAgain(t *testing.T) {
+	ctx := context.Background()
+	d, id, cycle := oneShardWorker(t, ddb)
 	testkit.WaitFor(t, "the shard claimed", 20*time.Second, func() bool { return slices.Contains(cycle(), id) })
 	if !d.Held(id) {
 		t.Fatal("the claimed shard is not Held")
@@ -112,28 +119,9 @@ func (h *rosterReadHook) GetItem(ctx context.Context, in *dynamodb.GetItemInput,
 // retaken after a pause was held and never read, its child waited until the end of the run).
 func TestLossDuringReleaseLeavesNoOrphan(t *testing.T) {
 	ctx := context.Background()
-	table := newTable(t)
-	ids := shardIDs(1)
-	id := ids[0]
 	hook := &rosterReadHook{DynamoAPI: ddb}
-	d, err := NewDynamo(hook, table, "a", WithLeaseDuration(3*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Register(ctx, infos(ids)); err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	go func() { defer close(ran); _ = d.Run(rctx) }()
-	defer func() { cancel(); <-ran }()
-	testkit.WaitFor(t, "the shard claimed", 20*time.Second, func() bool {
-		if _, err := d.Load(ctx); err != nil {
-			t.Fatal(err)
-		}
-		held, err := d.Claim(ctx, ids)
-		return err == nil && slices.Contains(held, id)
-	})
+	d, id, cycle := oneShardWorker(t, hook)
+	testkit.WaitFor(t, "the shard claimed", 20*time.Second, func() bool { return slices.Contains(cycle(), id) })
 	lost := false
 	hook.onRead = func() {
 		d.mu.Lock()
