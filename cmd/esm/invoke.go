@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,9 +11,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
-	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
-	"github.com/kinesis-esm/esm/sam"
 )
 
 type invokeCmd struct {
@@ -44,9 +41,15 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 	cfg := &cli.Config{
 		Invoke: c.Invoke, AWS: res.AWS, Logger: logger, FunctionEnv: c.FunctionEnvFlags,
 		Service: service.Options{EndpointURL: c.EndpointURL, FunctionTimeout: invoke.DefaultTimeout},
+		// The function's own output is its log: on stderr, as sam local invoke shows it, so that
+		// stdout holds only the response.
+		Example: example.HandleTo(e.stderr),
+	}
+	if len(cfg.Invoke) == 0 {
+		cfg.Invoke = []string{"example"}
 	}
 	if res.Template != nil {
-		m, err := functionOf(res.Template, c.Function)
+		m, err := res.Template.SelectFunction(c.Function)
 		if err != nil {
 			return err
 		}
@@ -57,21 +60,11 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 	if c.Timeout != nil {
 		cfg.Service.FunctionTimeout = *c.Timeout
 	}
-	inv, closeInvoker, err := cfg.Invoker()
+	inv, closeInvoker, err := cfg.FunctionInvoker()
 	if err != nil {
 		return err
 	}
 	defer closeInvoker()
-	if inv == nil {
-		if err := cfg.ApplyEnvironment(); err != nil {
-			return err
-		}
-		// The function's own output is its log: on stderr, as sam local invoke shows it, so that
-		// stdout holds only the response.
-		os.Stdout = os.Stderr
-		inv = inprocess.New(example.Handle,
-			inprocess.WithFunctionARN(cfg.Service.Mapping.FunctionARN), inprocess.WithTimeout(cfg.Service.FunctionTimeout))
-	}
 	resp, err := inv.Invoke(ctx, event)
 	if err != nil {
 		return fmt.Errorf("invoke: %w", err)
@@ -83,26 +76,6 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 		return fmt.Errorf("function error (%s): the response above is Lambda's error document", resp.FunctionError)
 	}
 	return nil
-}
-
-// functionOf picks the function to invoke: the one --function selects, or the only function the
-// template's Kinesis mappings name.
-func functionOf(t *sam.Template, selector string) (*sam.Mapping, error) {
-	m, err := t.Select(selector)
-	if err == nil {
-		return m, nil
-	}
-	var se *sam.SelectionError
-	if selector == "" && errors.As(err, &se) && len(t.Mappings) > 1 {
-		first := t.Mappings[0].Function.FunctionArn
-		for _, o := range t.Mappings[1:] {
-			if o.Function.FunctionArn != first {
-				return nil, err
-			}
-		}
-		return &t.Mappings[0], nil
-	}
-	return nil, err
 }
 
 func readEvent(path string, stdin io.Reader) ([]byte, error) {
