@@ -101,15 +101,16 @@ func TestAll(t *testing.T) {
 		arns:   map[string]string{streamA: streamA, "b": streamB},
 	}
 	addr := metricsServer(t, metricsText)
-	reps, err := status.New(kin, status.WithMetricsAddr(addr), status.WithClock(func() time.Time { return now })).All(context.Background())
+	all, err := status.New(kin, status.WithMetricsAddr(addr), status.WithClock(func() time.Time { return now })).All(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reps) != 2 || reps[0].UUID != "u1" || reps[1].UUID != "u2" || reps[1].Stream != streamB {
+	reps := all.List
+	if all.MetricsAddr != addr || len(reps) != 2 || reps[0].UUID != "u1" || reps[1].UUID != "u2" || reps[1].Stream != streamB {
 		t.Fatalf("reports %+v, want u1 and u2 (on %s)", reps, streamB)
 	}
 	var b strings.Builder
-	if err := status.RenderMappings(&b, addr, reps); err != nil {
+	if err := all.Render(&b); err != nil {
 		t.Fatal(err)
 	}
 	want := "mapping   u1\nstream    " + streamA + "\nfunction  f\nstate     held by the esm serve at " + addr + " (checkpoints not shown)\n\n" +
@@ -121,8 +122,16 @@ func TestAll(t *testing.T) {
 		t.Errorf("rendered\n%s\nwant\n%s", b.String(), want)
 	}
 	b.Reset()
-	if err := status.RenderMappings(&b, addr, nil); err != nil || !strings.Contains(b.String(), "no mapping in the metrics at "+addr) {
+	if err := (status.Mappings{MetricsAddr: addr}).Render(&b); err != nil || b.String() != "no mapping in the metrics at "+addr+" (is it an esm serve, and has a mapping started?)\n" {
 		t.Errorf("no mapping rendered %q, %v", b.String(), err)
+	}
+	b.Reset()
+	if err := status.Write(&b, status.Mappings{MetricsAddr: addr}, true); err != nil || b.String() != "null\n" {
+		t.Errorf("no mapping as JSON: %q, %v; want null, as esm status --all --json has always printed", b.String(), err)
+	}
+	b.Reset()
+	if err := status.Write(&b, all, true); err != nil || !strings.HasPrefix(b.String(), "[\n  {\n    \"uuid\": \"u1\",\n    \"stream\": ") {
+		t.Errorf("mappings as JSON: %q, %v; want the list, indented", b.String(), err)
 	}
 	if _, err := status.New(kin, status.WithMetricsAddr(addr)).All(context.Background()); err != nil {
 		t.Fatal(err)

@@ -125,34 +125,52 @@ func (r *Reader) progress(ctx context.Context, rep *Report) (map[string]poller.S
 // All reports every mapping the running esm at the metrics address runs (an esm serve's, by
 // UUID; an esm run's under ""), ordered by UUID: each stream's shards with their live states,
 // iterator ages and subscriptions. The checkpoints are in the state that esm holds: none is shown.
-func (r *Reader) All(ctx context.Context) ([]MappingReport, error) {
+func (r *Reader) All(ctx context.Context) (Mappings, error) {
+	out := Mappings{MetricsAddr: r.metricsAddr}
 	if r.metricsAddr == "" {
-		return nil, ErrNoMetricsAddr
+		return out, ErrNoMetricsAddr
 	}
 	mappings, err := scrape(ctx, r.client, r.metricsAddr, r.now())
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	var reps []MappingReport
 	for _, id := range slices.Sorted(maps.Keys(mappings)) {
 		lm := mappings[id]
 		arn, err := r.streamARN(ctx, lm.Stream)
 		if err != nil {
-			return nil, fmt.Errorf("mapping %s: %w", id, err)
+			return out, fmt.Errorf("mapping %s: %w", id, err)
 		}
 		shards, err := poller.ListShards(ctx, r.kin, arn)
 		if err != nil {
-			return nil, fmt.Errorf("mapping %s: %w", id, err)
+			return out, fmt.Errorf("mapping %s: %w", id, err)
 		}
 		rep := Report{Stream: arn, Function: lm.Function, StateDir: "held by the esm serve at " + r.metricsAddr + " (checkpoints not shown)",
 			Shards: Shards(shards, nil)}
 		rep.ApplyLive(lm.Shards)
-		reps = append(reps, MappingReport{UUID: id, Report: rep})
+		out.List = append(out.List, MappingReport{UUID: id, Report: rep})
 	}
-	return reps, nil
+	return out, nil
 }
 
-// streamARN returns the ARN of a stream given by name (esm run's metrics label) or ARN.
+// Resolve returns the ARNs of a stream given by name or ARN (checking that it exists) and of a
+// function given by name or ARN: a name is completed with the stream's partition, region and
+// account, as Lambda resolves a mapping's function.
+func (r *Reader) Resolve(ctx context.Context, stream, function string) (streamARN, functionARN string, err error) {
+	if streamARN, err = r.streamARN(ctx, stream); err != nil {
+		return "", "", err
+	}
+	if strings.HasPrefix(function, "arn:") {
+		return streamARN, function, nil
+	}
+	sa, err := poller.ParseStreamARN(streamARN)
+	if err != nil {
+		return "", "", err
+	}
+	return streamARN, fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", sa.Partition, sa.Region, sa.Account, function), nil
+}
+
+// streamARN returns the ARN of a stream given by name (esm run's metrics label) or ARN, checking
+// that it exists.
 func (r *Reader) streamARN(ctx context.Context, stream string) (string, error) {
 	in := &kinesis.DescribeStreamSummaryInput{}
 	if strings.HasPrefix(stream, "arn:") {

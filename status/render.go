@@ -2,6 +2,7 @@ package status
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -16,16 +17,52 @@ func (r Report) Render(w io.Writer) error {
 	return err
 }
 
-// RenderMappings draws every mapping Reader.All found, each as Report.Render does under a line
-// naming its UUID; with none, a line saying that the metrics at metricsAddr name no mapping.
-func RenderMappings(w io.Writer, metricsAddr string, reps []MappingReport) error {
+// Render draws every mapping, each as Report.Render does under a line naming its UUID; with none,
+// a line saying that the metrics at MetricsAddr name no mapping.
+func (m Mappings) Render(w io.Writer) error {
 	var b strings.Builder
-	for _, m := range reps {
-		fmt.Fprintf(&b, "mapping   %s\n%s\n", cmp.Or(m.UUID, "(esm run's)"), m.text())
+	for _, r := range m.List {
+		fmt.Fprintf(&b, "mapping   %s\n%s\n", cmp.Or(r.UUID, "(esm run's)"), r.text())
 	}
-	if len(reps) == 0 {
-		b.WriteString("no mapping in the metrics at " + metricsAddr + " (is it an esm serve, and has a mapping started?)\n")
+	if len(m.List) == 0 {
+		b.WriteString("no mapping in the metrics at " + m.MetricsAddr + " (is it an esm serve, and has a mapping started?)\n")
 	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// MarshalJSON writes the list of mappings (null when there is none).
+func (m Mappings) MarshalJSON() ([]byte, error) { return json.Marshal(m.List) }
+
+// View is what Write and Redraw show: a Report or Mappings.
+type View interface {
+	Render(w io.Writer) error
+}
+
+var (
+	_ View = Report{}
+	_ View = Mappings{}
+)
+
+// Write writes v to w: as indented JSON with asJSON, else rendered as text.
+func Write(w io.Writer, v View, asJSON bool) error {
+	if !asJSON {
+		return v.Render(w)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// Redraw writes v as one frame of a terminal view redrawn in place: it homes the cursor and
+// clears the screen, renders v, and ends with the time of the frame, now.
+func Redraw(w io.Writer, v View, now time.Time) error {
+	var b strings.Builder
+	b.WriteString("\x1b[H\x1b[2J")
+	if err := v.Render(&b); err != nil {
+		return err
+	}
+	b.WriteString("\n" + now.Format(time.TimeOnly) + "  (Ctrl-C to stop)\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

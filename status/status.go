@@ -29,6 +29,12 @@ type Report struct {
 	Shards   []Shard `json:"shards"`
 }
 
+// Mappings is what Reader.All found at the metrics address: a JSON list.
+type Mappings struct {
+	MetricsAddr string
+	List        []MappingReport
+}
+
 // MappingReport is one mapping of a running esm, as Reader.All finds it: UUID is the mapping's
 // (esm serve's), "" for esm run's.
 type MappingReport struct {

@@ -147,3 +147,52 @@ func TestStatusReadsFileStore(t *testing.T) {
 		t.Fatalf("a state directory that does not exist: %+v, %v; want no progress", rep, err)
 	}
 }
+
+func TestWriteAndRedraw(t *testing.T) {
+	rep := status.Report{Stream: "arn", Function: "fn", StateDir: ".esm", Shards: []status.Shard{{ShardID: "s0", State: status.Reading, Checkpoint: "7"}}}
+	text := "stream    arn\nfunction  fn\nstate     .esm\n\ns0                                           reading   checkpoint 7\n"
+	var b strings.Builder
+	if err := status.Write(&b, rep, false); err != nil || b.String() != text {
+		t.Errorf("text: %q, %v; want %q", b.String(), err, text)
+	}
+	b.Reset()
+	want := `{
+  "stream": "arn",
+  "function": "fn",
+  "stateDir": ".esm",
+  "shards": [
+    {
+      "shardId": "s0",
+      "state": "reading",
+      "checkpoint": "7"
+    }
+  ]
+}
+`
+	if err := status.Write(&b, rep, true); err != nil || b.String() != want {
+		t.Errorf("JSON: %s, %v; want %s", b.String(), err, want)
+	}
+	b.Reset()
+	at := time.Date(2026, 5, 4, 12, 30, 45, 0, time.UTC)
+	if err := status.Redraw(&b, rep, at); err != nil || b.String() != "\x1b[H\x1b[2J"+text+"\n12:30:45  (Ctrl-C to stop)\n" {
+		t.Errorf("frame: %q, %v", b.String(), err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	const arn = "arn:aws-cn:kinesis:cn-north-1:111122223333:stream/orders"
+	kin := fakeKinesis{arns: map[string]string{"orders": arn, arn: arn}}
+	r := status.New(kin)
+	for _, c := range []struct{ stream, function, fn string }{
+		{"orders", "ship", "arn:aws-cn:lambda:cn-north-1:111122223333:function:ship"},
+		{arn, "arn:aws:lambda:us-east-1:1:function:other", "arn:aws:lambda:us-east-1:1:function:other"},
+	} {
+		s, fn, err := r.Resolve(context.Background(), c.stream, c.function)
+		if err != nil || s != arn || fn != c.fn {
+			t.Errorf("Resolve(%s, %s) = %s, %s, %v; want %s, %s", c.stream, c.function, s, fn, err, arn, c.fn)
+		}
+	}
+	if _, _, err := r.Resolve(context.Background(), "gone", "f"); !errors.Is(err, poller.ErrStreamNotFound) || err.Error() != poller.ErrStreamNotFound.Error()+": gone" {
+		t.Errorf("a stream that does not exist: %v", err)
+	}
+}

@@ -1,11 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/service"
-	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/status"
 )
 
@@ -45,68 +43,45 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 			return err
 		}
 		r := status.New(kinesis.NewFromConfig(withEndpoint(cfg, s.EndpointURL)), status.WithMetricsAddr(s.MetricsAddr))
-		return s.loop(ctx, e, func() (any, func(io.Writer) error, error) {
-			reps, err := r.All(ctx)
-			return reps, func(w io.Writer) error { return status.RenderMappings(w, s.MetricsAddr, reps) }, err
-		})
+		return s.loop(ctx, e, func() (status.View, error) { return r.All(ctx) })
 	}
 	c, err := s.Target(ctx, s.Stream, s.FunctionName, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	o := c.Service
-	cfg := withEndpoint(c.AWS, o.EndpointURL)
-	kin := kinesis.NewFromConfig(cfg)
-	arn, err := service.ResolveStreamARN(ctx, kin, o.Stream)
-	if err != nil {
-		return err
-	}
-	sa, err := poller.ParseStreamARN(arn)
-	if err != nil {
-		return err
-	}
-	fn := o.Mapping.FunctionARN
-	if fn == "" {
-		fn = service.FunctionARN(sa, o.FunctionName)
-	}
+	cfg := withEndpoint(c.AWS, c.Service.EndpointURL)
 	opts := []status.Option{status.WithStateDir(s.StateDir), status.WithMetricsAddr(s.MetricsAddr)}
 	if s.LeaseTable != "" {
 		opts = append(opts, status.WithLeaseTable(dynamodb.NewFromConfig(cfg), s.LeaseTable))
 	}
-	r := status.New(kin, opts...)
-	return s.loop(ctx, e, func() (any, func(io.Writer) error, error) {
+	r := status.New(kinesis.NewFromConfig(cfg), opts...)
+	arn, fn, err := r.Resolve(ctx, c.Service.Stream, cmp.Or(c.Service.Mapping.FunctionARN, c.Service.FunctionName))
+	if err != nil {
+		return err
+	}
+	return s.loop(ctx, e, func() (status.View, error) {
 		rep, err := r.Mapping(ctx, arn, fn)
 		if errors.Is(err, checkpoint.ErrLocked) {
 			err = fmt.Errorf("%w (esm status reads checkpoints when no esm process runs on that directory; --metrics-addr gives a running one's live view)", cli.StateDirInUse(err))
 		}
-		return rep, rep.Render, err
+		return rep, err
 	})
 }
 
-// loop shows one view of read (v as JSON, or text rendered), or with --watch one every
-// --interval until interrupted.
-func (s *statusCmd) loop(ctx context.Context, e env, read func() (v any, render func(io.Writer) error, err error)) error {
+// loop shows one view of read (as JSON with --json), or with --watch one every --interval until
+// interrupted.
+func (s *statusCmd) loop(ctx context.Context, e env, read func() (status.View, error)) error {
 	for {
-		v, render, err := read()
-		if err != nil {
-			if s.Watch && ctx.Err() != nil { // interrupted while reading
-				return nil
-			}
-			return err
-		}
+		v, err := read()
 		switch {
-		case s.JSON:
-			enc := json.NewEncoder(e.stdout)
-			enc.SetIndent("", "  ")
-			err = enc.Encode(v)
-		case s.Watch: // home the cursor and clear the screen, then draw
-			if _, err = io.WriteString(e.stdout, "\x1b[H\x1b[2J"); err == nil {
-				if err = render(e.stdout); err == nil {
-					_, err = io.WriteString(e.stdout, "\n"+time.Now().Format(time.TimeOnly)+"  (Ctrl-C to stop)\n")
-				}
-			}
+		case err != nil && s.Watch && ctx.Err() != nil: // interrupted while reading
+			return nil
+		case err != nil:
+			return err
+		case s.Watch && !s.JSON:
+			err = status.Redraw(e.stdout, v, time.Now())
 		default:
-			err = render(e.stdout)
+			err = status.Write(e.stdout, v, s.JSON)
 		}
 		if err != nil || !s.Watch {
 			return err
