@@ -3,6 +3,7 @@ package redrive
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -101,5 +102,25 @@ func TestOpenQueueByARN(t *testing.T) {
 	}
 	if _, err := (Opener{SQS: sqsC}).Open(ctx, Origin{FromQueue, "arn:aws:sqs:us-east-1:1:a:b"}); err == nil || !strings.Contains(err.Error(), "not an SQS queue ARN") {
 		t.Errorf("a resource with a colon: %v", err)
+	}
+}
+
+func TestSummaryErr(t *testing.T) {
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		sum  Summary
+		err  error
+		want string
+	}{
+		{Summary{Messages: 3, Redriven: 3}, nil, ""},
+		{Summary{Messages: 3, Exported: 2, Skipped: 1}, nil, ""},
+		{Summary{Messages: 4, Failing: 1, Expired: 2, Invalid: 1}, nil, "not everything was redriven: 1 still failing, 2 expired, 1 invalid (their messages were kept)"},
+		{Summary{Messages: 2, Failing: 1}, fmt.Errorf("read: %w", context.Canceled), "interrupted after 2 messages: the rest are kept for the next redrive"},
+		{Summary{Messages: 2, Failing: 1}, boom, "boom"},
+	} {
+		err := c.sum.Err(c.err)
+		if (c.want == "" && err != nil) || (c.want != "" && (err == nil || err.Error() != c.want)) {
+			t.Errorf("%+v.Err(%v) = %v, want %q", c.sum, c.err, err, c.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package status
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -150,4 +151,34 @@ func (sub Subscription) text() string {
 // seconds renders a number of seconds as a duration, to the tenth of a second.
 func seconds(v float64) string {
 	return time.Duration(v * float64(time.Second)).Round(100 * time.Millisecond).String()
+}
+
+// Show writes the view read returns to w: as text, or as JSON with asJSON. With every > 0 it
+// shows a new one every interval (text redrawn in place with Redraw, JSON one value after the
+// other) until ctx ends, and then returns nil, also when ctx ends during a read. It blocks until
+// then; the first error of read or of a write ends it.
+func Show(ctx context.Context, w io.Writer, asJSON bool, every time.Duration, read func(context.Context) (View, error)) error {
+	for {
+		v, err := read(ctx)
+		switch {
+		case err != nil && every > 0 && ctx.Err() != nil: // interrupted while reading
+			return nil
+		case err != nil:
+			return err
+		case every > 0 && !asJSON:
+			err = Redraw(w, v, time.Now())
+		default:
+			err = Write(w, v, asJSON)
+		}
+		if err != nil || every <= 0 {
+			return err
+		}
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
 }

@@ -3,9 +3,11 @@ package status_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -195,4 +197,38 @@ func TestResolve(t *testing.T) {
 	if _, _, err := r.Resolve(context.Background(), "gone", "f"); !errors.Is(err, poller.ErrStreamNotFound) || err.Error() != poller.ErrStreamNotFound.Error()+": gone" {
 		t.Errorf("a stream that does not exist: %v", err)
 	}
+}
+
+// TestShowWatches: with an interval, Show redraws every interval until the context ends, and a
+// read interrupted by the end is no error.
+func TestShowWatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var b strings.Builder
+		reads := 0
+		read := func(ctx context.Context) (status.View, error) {
+			reads++
+			if reads == 3 {
+				cancel()
+				return nil, ctx.Err()
+			}
+			return status.Report{Stream: "arn", Function: "fn", StateDir: fmt.Sprint(reads)}, nil
+		}
+		start := time.Now()
+		if err := status.Show(ctx, &b, false, time.Second, read); err != nil {
+			t.Fatal(err)
+		}
+		if reads != 3 || time.Since(start) != 2*time.Second || strings.Count(b.String(), "\x1b[H\x1b[2J") != 2 ||
+			!strings.Contains(b.String(), "state     2\n") {
+			t.Errorf("%d reads in %s, shown:\n%q", reads, time.Since(start), b.String())
+		}
+		b.Reset()
+		boom := errors.New("boom")
+		if err := status.Show(context.Background(), &b, true, 0, func(context.Context) (status.View, error) { return nil, boom }); err != boom {
+			t.Errorf("a failed read: %v", err)
+		}
+		if err := status.Show(context.Background(), &b, true, 0, func(context.Context) (status.View, error) { return status.Report{}, nil }); err != nil || !strings.HasPrefix(b.String(), "{\n") {
+			t.Errorf("once, as JSON: %q, %v", b.String(), err)
+		}
+	})
 }

@@ -67,11 +67,8 @@ func (g *generateCmd) run(ctx context.Context, e env) error {
 			}
 		}
 		key := fmt.Sprintf("partitionKey-%d", i)
-		switch len(g.PartitionKey) {
-		case 1:
-			key = g.PartitionKey[0]
-		case len(g.Data):
-			key = g.PartitionKey[i]
+		if n := len(g.PartitionKey); n > 0 { // one for all, or one each
+			key = g.PartitionKey[min(i, n-1)]
 		}
 		recs = append(recs, types.Record{Data: data, PartitionKey: aws.String(key),
 			SequenceNumber: aws.String(fmt.Sprintf("%s%04d", firstSequence, i)), ApproximateArrivalTimestamp: aws.Time(arrival)})

@@ -96,16 +96,7 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		return err
 	}
 	sum, err := rd.Run(ctx, src)
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("interrupted after %d messages: the rest are kept for the next redrive", sum.Messages)
-	}
-	if err != nil {
-		return err
-	}
-	if !sum.OK() {
-		return fmt.Errorf("not everything was redriven: %d still failing, %d expired, %d invalid (their messages were kept)", sum.Failing, sum.Expired, sum.Invalid)
-	}
-	return nil
+	return sum.Err(err)
 }
 
 // reporter draws a progress bar when out is a terminal, and writes plain lines otherwise.

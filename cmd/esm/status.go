@@ -43,7 +43,7 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 			return err
 		}
 		r := status.New(kinesis.NewFromConfig(withEndpoint(cfg, s.EndpointURL)), status.WithMetricsAddr(s.MetricsAddr))
-		return s.loop(ctx, e, func() (status.View, error) { return r.All(ctx) })
+		return status.Show(ctx, e.stdout, s.JSON, s.every(), func(ctx context.Context) (status.View, error) { return r.All(ctx) })
 	}
 	c, err := s.Target(ctx, s.Stream, s.FunctionName, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	return s.loop(ctx, e, func() (status.View, error) {
+	return status.Show(ctx, e.stdout, s.JSON, s.every(), func(ctx context.Context) (status.View, error) {
 		rep, err := r.Mapping(ctx, arn, fn)
 		if errors.Is(err, checkpoint.ErrLocked) {
 			err = fmt.Errorf("%w (esm status reads checkpoints when no esm process runs on that directory; --metrics-addr gives a running one's live view)", cli.StateDirInUse(err))
@@ -68,30 +68,12 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 	})
 }
 
-// loop shows one view of read (as JSON with --json), or with --watch one every --interval until
-// interrupted.
-func (s *statusCmd) loop(ctx context.Context, e env, read func() (status.View, error)) error {
-	for {
-		v, err := read()
-		switch {
-		case err != nil && s.Watch && ctx.Err() != nil: // interrupted while reading
-			return nil
-		case err != nil:
-			return err
-		case s.Watch && !s.JSON:
-			err = status.Redraw(e.stdout, v, time.Now())
-		default:
-			err = status.Write(e.stdout, v, s.JSON)
-		}
-		if err != nil || !s.Watch {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(s.Interval):
-		}
+// every is how often --watch redraws (0: show once).
+func (s *statusCmd) every() time.Duration {
+	if s.Watch {
+		return s.Interval
 	}
+	return 0
 }
 
 // withEndpoint is cfg with every client built from it sent to endpoint (a local emulator; "":

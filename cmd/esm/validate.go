@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/kinesis-esm/esm/internal/cli"
-	"github.com/kinesis-esm/esm/sam"
 )
 
 type validateCmd struct {
@@ -27,15 +25,8 @@ func (v *validateCmd) run(ctx context.Context, e env) error {
 		return cli.Usage(fmt.Errorf("no %s here: pass --template FILE", cmp.Or(v.Template, cli.DefaultTemplate)))
 	}
 	t := res.Template
-	if v.Function != "" || len(t.Mappings) == 0 {
-		m, err := t.Select(v.Function)
-		if err != nil {
-			if len(t.Warnings) > 0 {
-				return fmt.Errorf("%w (%s)", err, strings.Join(t.Warnings, "; "))
-			}
-			return err
-		}
-		t.Mappings = []sam.Mapping{*m}
+	if err := t.Narrow(v.Function); err != nil {
+		return err
 	}
 	if v.JSON {
 		return t.WriteJSON(e.stdout)
