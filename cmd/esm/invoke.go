@@ -17,7 +17,7 @@ import (
 type invokeCmd struct {
 	cli.TemplateFlags    `embed:""`
 	Event                string         `help:"Event JSON to invoke with (- for stdin), e.g. from esm generate-event." required:"" short:"e" env:"ESM_EVENT" placeholder:"FILE"`
-	Invoke               []string       `help:"The function, as esm run takes it: exec:PATH [ARGS], a Lambda-Invoke-compatible endpoint (aws-lambda-rie), lambda:NAME_OR_ARN, or example. Default: the example function in-process." env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
+	Invoke               []string       `help:"The function, as esm run takes it: exec:PATH [ARGS], a Lambda-Invoke-compatible endpoint (aws-lambda-rie), lambda:NAME_OR_ARN, or example (the default): the example function in-process." default:"example" env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
 	Timeout              *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
 	cli.FunctionEnvFlags `embed:""`
 	cli.LogFlags         `embed:""`
@@ -44,9 +44,6 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 		// The function's own output is its log: on stderr, as sam local invoke shows it, so that
 		// stdout holds only the response.
 		Example: example.HandleTo(e.stderr),
-	}
-	if len(cfg.Invoke) == 0 {
-		cfg.Invoke = []string{"example"}
 	}
 	if res.Template != nil {
 		m, err := res.Template.SelectFunction(c.Function)

@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-
-	"golang.org/x/term"
 
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/example"
@@ -90,19 +87,11 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		defer closeInvoker()
 		opts = append(opts, redrive.WithInvoker(inv))
 	}
-	opts = append(opts, redrive.WithReporter(reporter(out)))
+	opts = append(opts, redrive.WithReporter(redrive.NewReporter(out)))
 	rd, err := redrive.New(mc, kin, opts...)
 	if err != nil {
 		return err
 	}
 	sum, err := rd.Run(ctx, src)
 	return sum.Err(err)
-}
-
-// reporter draws a progress bar when out is a terminal, and writes plain lines otherwise.
-func reporter(out io.Writer) redrive.Reporter {
-	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return redrive.NewBarReporter(out)
-	}
-	return redrive.NewLineReporter(out)
 }

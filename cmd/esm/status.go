@@ -34,6 +34,10 @@ type statusCmd struct {
 // run shows the mapping's shards (package status): with --all every mapping of the esm serve at
 // --metrics-addr, else the one the template and flags name. --watch redraws until interrupted.
 func (s *statusCmd) run(ctx context.Context, e env) error {
+	every := s.Interval // how often --watch redraws; 0: once
+	if !s.Watch {
+		every = 0
+	}
 	if s.All {
 		if s.MetricsAddr == "" {
 			return cli.Usage(errors.New("--all needs --metrics-addr: the address of a running esm serve's metrics"))
@@ -43,7 +47,7 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 			return err
 		}
 		r := status.New(kinesis.NewFromConfig(withEndpoint(cfg, s.EndpointURL)), status.WithMetricsAddr(s.MetricsAddr))
-		return status.Show(ctx, e.stdout, s.JSON, s.every(), func(ctx context.Context) (status.View, error) { return r.All(ctx) })
+		return status.Show(ctx, e.stdout, s.JSON, every, func(ctx context.Context) (status.View, error) { return r.All(ctx) })
 	}
 	c, err := s.Target(ctx, s.Stream, s.FunctionName, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -59,21 +63,13 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	return status.Show(ctx, e.stdout, s.JSON, s.every(), func(ctx context.Context) (status.View, error) {
+	return status.Show(ctx, e.stdout, s.JSON, every, func(ctx context.Context) (status.View, error) {
 		rep, err := r.Mapping(ctx, arn, fn)
 		if errors.Is(err, checkpoint.ErrLocked) {
 			err = fmt.Errorf("%w (esm status reads checkpoints when no esm process runs on that directory; --metrics-addr gives a running one's live view)", cli.StateDirInUse(err))
 		}
 		return rep, err
 	})
-}
-
-// every is how often --watch redraws (0: show once).
-func (s *statusCmd) every() time.Duration {
-	if s.Watch {
-		return s.Interval
-	}
-	return 0
 }
 
 // withEndpoint is cfg with every client built from it sent to endpoint (a local emulator; "":
