@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -314,5 +315,88 @@ func TestCutOffInvocationIsNotHandedOver(t *testing.T) {
 	case id := <-w.released:
 		t.Fatalf("%s released for a next owner while its invocation may still run", id)
 	default:
+	}
+}
+
+// overclaimingWorker is a Coordinator that hands this worker more than the poller asked for: the
+// shards of extra, with every claim.
+type overclaimingWorker struct {
+	*memWorker
+	extra []string
+}
+
+func (w overclaimingWorker) Claim(ctx context.Context, candidates []string) ([]string, error) {
+	held, err := w.memWorker.Claim(ctx, candidates)
+	return append(held, w.extra...), err
+}
+
+// readingOrder records the order in which shards were reported read and finished.
+type readingOrder struct {
+	NopObserver
+	mu     sync.Mutex
+	events []string // "reading <id>", "finished <id>"
+}
+
+func (o *readingOrder) ShardState(id, state string) {
+	if state == StateReading || state == StateFinished {
+		o.mu.Lock()
+		o.events = append(o.events, state+" "+id)
+		o.mu.Unlock()
+	}
+}
+
+func (o *readingOrder) seen() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.events)
+}
+
+// TestChildHandedOverBeforeItsParentFinishedWaits: a Coordinator that hands this worker a child
+// while its parent is still being read (Claim returns more than it was asked) does not make the
+// poller read the child early: the lineage graph has the last word. The child is read once its
+// parent finished, and started once although every claim returns it.
+func TestChildHandedOverBeforeItsParentFinishedWaits(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	parent := "shardId-000000000000"
+	f.PutToShard("s", parent, "k", []byte("parent:0"))
+	kids := f.Split("s", parent)
+	f.PutToShard("s", kids[0], "k", []byte("child:0"))
+	table := newLeaseTable()
+	table.owner[kids[0]] = "A" // this worker holds the child's lease before its parent is read
+	rec := &recorder{block: make(chan struct{}), started: make(chan struct{}, 4)}
+	obs := &readingOrder{}
+	w := &memWorker{t: table, id: "A"}
+	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
+		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
+	p, err := New(cfg, f, w, inprocess.New(rec.handle), WithCoordinator(overclaimingWorker{w, []string{kids[0]}}), WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var unblock sync.Once
+	defer func() {
+		unblock.Do(func() { close(rec.block) })
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	<-rec.started // the parent's invocation is in flight
+	from := w.claims.Load()
+	testkit.WaitFor(t, "five claims handing over the child", 5*time.Second, func() bool { return w.claims.Load() >= from+5 })
+	if got := obs.seen(); !slices.Equal(got, []string{"reading " + parent}) {
+		t.Fatalf("shards read while the parent's invocation is in flight: %v, want the parent only", got)
+	}
+	unblock.Do(func() { close(rec.block) })
+	testkit.WaitFor(t, "the child's record", 5*time.Second, func() bool { return len(rec.deliveries()) == 2 })
+	want := []string{"reading " + parent, "finished " + parent, "reading " + kids[0], "reading " + kids[1]}
+	if got := obs.seen(); !slices.Equal(got, want) {
+		t.Fatalf("shard states %v, want %v", got, want)
+	}
+	if d := rec.deliveries(); d[0].data != "parent:0" || d[1].data != "child:0" {
+		t.Fatalf("deliveries %v, want parent:0 then child:0", d)
 	}
 }
