@@ -68,8 +68,6 @@ type coordinator struct {
 	stopRun  context.CancelFunc
 	// atTip: LATEST shards whose start this run decided; their first open is at LATEST itself.
 	atTip map[string]bool
-	// claimed: a claim of leases succeeded.
-	claimed bool
 }
 
 func (c *coordinator) run(ctx context.Context) error {
@@ -90,6 +88,10 @@ func (c *coordinator) run(ctx context.Context) error {
 
 	syncTicker := time.NewTicker(p.cfg.ShardSyncInterval)
 	defer syncTicker.Stop()
+	if p.readiness != nil {
+		// With a Coordinator not ready until a claim succeeded: the claims tell it (Readiness.stored).
+		p.readiness.start(p.coord != nil)
+	}
 	var claimTick <-chan time.Time
 	if p.coord != nil {
 		t := time.NewTicker(p.cfg.ClaimInterval)
@@ -99,9 +101,6 @@ func (c *coordinator) run(ctx context.Context) error {
 	}
 	if p.ready != nil {
 		p.ready()
-	}
-	if p.readiness != nil {
-		p.readiness.start(p.coord != nil && !c.claimed)
 	}
 	for {
 		if c.runCtx.Err() == nil && p.coord == nil {
@@ -292,9 +291,6 @@ func (c *coordinator) claim() {
 	held, err := p.coord.Claim(c.runCtx, candidates)
 	if p.readiness != nil {
 		p.readiness.stored(err, true)
-	}
-	if err == nil {
-		c.claimed = true
 	}
 	if err != nil {
 		if c.runCtx.Err() == nil {
