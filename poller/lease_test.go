@@ -153,12 +153,18 @@ func startWorker(t *testing.T, f *fakekinesis.Fake, arn string, table *leaseTabl
 // returns what Run returned.
 func startWorkerInvoking(t *testing.T, f *fakekinesis.Fake, arn string, w *memWorker, inv Invoker, tune ...func(*Config)) func() error {
 	t.Helper()
+	return startWorkerWith(t, f, arn, w, inv, []Option{WithCoordinator(w)}, tune...)
+}
+
+// startWorkerWith is startWorkerInvoking with the options opts, its Coordinator among them.
+func startWorkerWith(t *testing.T, f *fakekinesis.Fake, arn string, w *memWorker, inv Invoker, opts []Option, tune ...func(*Config)) func() error {
+	t.Helper()
 	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
 		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
 	for _, fn := range tune {
 		fn(&cfg)
 	}
-	p, err := New(cfg, f, w, inv, WithCoordinator(w))
+	p, err := New(cfg, f, w, inv, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,23 +373,10 @@ func TestChildHandedOverBeforeItsParentFinishedWaits(t *testing.T) {
 	rec := &recorder{block: make(chan struct{}), started: make(chan struct{}, 4)}
 	obs := &readingOrder{}
 	w := &memWorker{t: table, id: "A"}
-	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
-		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
-	p, err := New(cfg, f, w, inprocess.New(rec.handle), WithCoordinator(overclaimingWorker{w, []string{kids[0]}}), WithObserver(obs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	stop := startWorkerWith(t, f, arn, w, inprocess.New(rec.handle),
+		[]Option{WithCoordinator(overclaimingWorker{w, []string{kids[0]}}), WithObserver(obs)})
 	var unblock sync.Once
-	defer func() {
-		unblock.Do(func() { close(rec.block) })
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	t.Cleanup(func() { unblock.Do(func() { close(rec.block) }) }) // before the stop
 	<-rec.started // the parent's invocation is in flight
 	from := w.claims.Load()
 	testkit.WaitFor(t, "five claims handing over the child", 5*time.Second, func() bool { return w.claims.Load() >= from+5 })
@@ -398,5 +391,8 @@ func TestChildHandedOverBeforeItsParentFinishedWaits(t *testing.T) {
 	}
 	if d := rec.deliveries(); d[0].data != "parent:0" || d[1].data != "child:0" {
 		t.Fatalf("deliveries %v, want parent:0 then child:0", d)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
