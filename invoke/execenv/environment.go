@@ -22,7 +22,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
 )
 
 // The Runtime API's paths (version 2018-06-01) and headers.

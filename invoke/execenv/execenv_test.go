@@ -23,7 +23,7 @@ import (
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
 )
 
 // goBootstrap is the example function built as a Lambda bootstrap (plain lambda.Start).

@@ -1,7 +1,7 @@
 package httpinvoke
 
 import (
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
 
 	"bytes"
 	"context"

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,7 +1,7 @@
 package lambdaapi
 
 import (
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
 
 	"context"
 	"errors"
