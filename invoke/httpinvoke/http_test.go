@@ -1,8 +1,6 @@
 package httpinvoke
 
 import (
-	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
-
 	"context"
 	"errors"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
+	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
 )
 
 // fakeEndpoint is a Lambda-Invoke-compatible endpoint on 127.0.0.1 that records what it receives

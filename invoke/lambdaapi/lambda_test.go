@@ -1,8 +1,6 @@
 package lambdaapi
 
 import (
-	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
-
 	"context"
 	"errors"
 	"io"
@@ -18,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
 )
 
 // invokeAPI is an httptest server that speaks Lambda's Invoke API: the function named in the
