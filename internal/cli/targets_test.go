@@ -6,34 +6,36 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/sam"
 )
 
+// TestParseTargets: the values of --invoke parse as invoke.ParseTargets parses them (its tests
+// hold the cases), and what it refuses is a usage error of --invoke, with invoke's message.
 func TestParseTargets(t *testing.T) {
 	for _, tt := range []struct {
 		values []string
-		want   []Target
+		want   []invoke.Target
 		err    string
 	}{
-		{values: []string{"exec:bin/bootstrap"}, want: []Target{{Exec: []string{"bin/bootstrap"}}}},
-		{values: []string{`exec:./run.sh --name "two words" 'single quoted' a\ b`},
-			want: []Target{{Exec: []string{"./run.sh", "--name", "two words", "single quoted", "a b"}}}},
-		{values: []string{"exec:a", "exec:b -v"}, want: []Target{{Exec: []string{"a"}}, {Exec: []string{"b", "-v"}}}},
-		{values: []string{"http://127.0.0.1:1 http://127.0.0.1:2"}, want: []Target{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:2"}}},
-		{values: []string{"lambda:fn"}, want: []Target{{Lambda: "fn"}}},
-		{values: []string{"example"}, want: []Target{{Example: true}}},
+		{values: []string{"exec:./run.sh 'two words'"}, want: []invoke.Target{{Exec: []string{"./run.sh", "two words"}}}},
+		{values: []string{"http://127.0.0.1:1 http://127.0.0.1:2"}, want: []invoke.Target{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:2"}}},
+		{values: []string{"example"}, want: []invoke.Target{{Example: true}}},
 		{values: nil, want: nil},
-		{values: []string{"exec:"}, err: "needs the function's binary"},
-		{values: []string{`exec:a "unterminated`}, err: "exec:"},
-		{values: []string{"exec:a", "http://127.0.0.1:1"}, err: "not both"},
-		{values: []string{"example", "exec:a"}, err: "alone"},
-		{values: []string{"lambda:fn", "lambda:g"}, err: "alone"},
-		{values: []string{"bootstrap"}, err: "want exec:PATH"},
+		{values: []string{"exec:"}, err: "--invoke exec: needs the function's binary, e.g. exec:bin/bootstrap"},
+		{values: []string{`exec:a "unterminated`}, err: `--invoke "exec:a \"unterminated": EOF found when expecting closing quote`},
+		{values: []string{"exec:a", "http://127.0.0.1:1"}, err: "--invoke exec:a and http://127.0.0.1:1: a pool is of endpoints or of exec: binaries, not both"},
+		{values: []string{"example", "exec:a"}, err: "--invoke example: invoked alone, not in a pool with 1 other targets"},
+		{values: []string{"lambda:fn", "lambda:g"}, err: "--invoke lambda:fn: invoked alone, not in a pool with 1 other targets"},
+		{values: []string{"lambda:"}, err: "--invoke lambda: needs a function name or ARN, e.g. lambda:my-function"},
+		{values: []string{"bootstrap"}, err: `--invoke "bootstrap": want exec:PATH [ARGS] (a function binary esm runs itself), an http(s) URL of a Lambda-Invoke-compatible endpoint, lambda:NAME_OR_ARN, or example`},
 	} {
 		got, err := ParseTargets(tt.values)
 		switch {
 		case tt.err != "":
-			if err == nil || !strings.Contains(err.Error(), tt.err) || ExitCode(err) != 2 {
-				t.Errorf("%q: %v; want a usage error with %q", tt.values, err, tt.err)
+			if err == nil || err.Error() != tt.err || ExitCode(err) != 2 {
+				t.Errorf("%q: %v; want a usage error: %s", tt.values, err, tt.err)
 			}
 		case err != nil:
 			t.Errorf("%q: %v", tt.values, err)
@@ -43,31 +45,45 @@ func TestParseTargets(t *testing.T) {
 	}
 }
 
-func FuzzParseTargets(f *testing.F) {
-	for _, s := range []string{"exec:a b", `exec:"x y" 'z'`, "http://h:1 http://h:2", "lambda:fn", "example", "exec:\\"} {
-		f.Add(s)
+// TestNewInvokerUsage: what invoke.OpenTargets refuses is a usage error of --invoke too: a
+// binary that cannot be found, the same endpoint twice; a --function-env-pass that names no
+// variable is one of its own flag.
+func TestNewInvokerUsage(t *testing.T) {
+	o := InvokerOptions{Logger: discardLogger()}
+	for _, tt := range []struct {
+		targets []invoke.Target
+		env     FunctionEnvFlags
+		prefix  string
+	}{
+		{targets: []invoke.Target{{Exec: []string{"./no-such-bootstrap"}}}, prefix: "--invoke exec:./no-such-bootstrap: exec: "},
+		{targets: []invoke.Target{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:1"}},
+			prefix: "--invoke http://127.0.0.1:1 http://127.0.0.1:1: invoke: endpoints"},
+		{targets: []invoke.Target{{Exec: []string{"./no-such-bootstrap"}}}, env: FunctionEnvFlags{FunctionEnvPass: []string{"A=B"}},
+			prefix: `--function-env-pass "A=B": want the name of a variable`},
+		{targets: []invoke.Target{{Exec: []string{"./no-such-bootstrap"}}}, env: FunctionEnvFlags{FunctionCredentials: "root"},
+			prefix: `--function-credentials "root": want esm, none or profile:NAME`},
+	} {
+		o.FunctionEnv = tt.env
+		_, closeFn, err := NewInvoker(tt.targets, o)
+		if err == nil || !strings.HasPrefix(err.Error(), tt.prefix) || ExitCode(err) != 2 || closeFn == nil {
+			t.Errorf("%+v: %v; want a usage error starting %q", tt.targets, err, tt.prefix)
+		}
 	}
-	f.Fuzz(func(t *testing.T, v string) {
-		targets, err := ParseTargets([]string{v})
-		if err != nil {
-			if ExitCode(err) != 2 {
-				t.Fatalf("%q: %v is not a usage error", v, err)
-			}
-			return
-		}
-		for _, tg := range targets {
-			if n := btoi(tg.URL != "") + btoi(tg.Lambda != "") + btoi(tg.Exec != nil) + btoi(tg.Example); n != 1 {
-				t.Fatalf("%q: target %+v has %d kinds", v, tg, n)
-			}
-		}
-	})
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
+// TestNewInvokerExample: the example target runs the handler the options give, in this process,
+// limited to the template's ReservedConcurrentExecutions.
+func TestNewInvokerExample(t *testing.T) {
+	zero := 0
+	o := InvokerOptions{Handler: func() {}, Function: &sam.Function{FunctionName: "fn", ReservedConcurrentExecutions: &zero}}
+	inv, closeFn, err := NewInvoker([]invoke.Target{{Example: true}}, o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 0
+	defer closeFn()
+	if _, err := inv.Invoke(context.Background(), []byte(`{}`)); !errors.Is(err, invoke.ErrThrottled) {
+		t.Fatalf("example with reserved concurrency 0: %v, want throttled", err)
+	}
 }
 
 // TestRunWithoutAFunction: esm run without --invoke (and without a handler of its own) does not
