@@ -33,7 +33,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/kinesis-esm/esm/invoke/internal/invokeapi"
+	"github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // DefaultTimeout is the function timeout when none is configured: SAM's default of 3 s.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // Headers of Lambda's Invoke API.

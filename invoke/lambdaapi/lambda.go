@@ -12,7 +12,7 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
-	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // Client is the part of the Lambda client (*lambda.Client of aws-sdk-go-v2's service/lambda)

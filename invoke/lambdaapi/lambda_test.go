@@ -17,7 +17,7 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
-	invoke "github.com/kinesis-esm/esm/invoke/internal/invokeapi"
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // invokeAPI is an httptest server that speaks Lambda's Invoke API: the function named in the

@@ -4,7 +4,9 @@
 // every identifier of it (type aliases, the same constants and error values), and its doc comments
 // there are the ones users read; the transports import this package under the name invoke, since
 // each identifier is invoke's. It exists so that invoke can build the transports (invoke.Open)
-// without an import cycle, and it depends on the standard library only.
+// without an import cycle, and it depends on the standard library only: a package of this module
+// that needs only these definitions (the poller needs Response) may import it under the name
+// invoke too, and then links no transport, which importing invoke does.
 package invokeapi
 
 import (
