@@ -44,7 +44,8 @@ const DefaultTimeout = invokeapi.DefaultTimeout
 const DefaultFunctionName = invokeapi.DefaultFunctionName
 
 // DefaultFunctionARN is the InvokedFunctionArn a function sees when none is configured: function
-// "function" (the name aws-lambda-rie answers to) in the local emulators' region and account.
+// "function" (the name aws-lambda-rie answers to) in the local emulators' region and account,
+// arn:aws:lambda:us-east-1:000000000000:function:function.
 const DefaultFunctionARN = invokeapi.DefaultFunctionARN
 
 // Invoker runs the function once with an event payload. It is the interface the poller consumes
