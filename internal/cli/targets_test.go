@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/sam"
 )
@@ -86,5 +88,31 @@ func TestRunWithoutAFunction(t *testing.T) {
 	err := Run(context.Background(), c, nil)
 	if ExitCode(err) != 2 || !errors.Is(err, errNoFunction) || !strings.Contains(err.Error(), "--invoke exec:PATH") {
 		t.Fatalf("Run without a function: %v", err)
+	}
+}
+
+// TestFunctionInvokerExample: --invoke example is the example handler in this process, through
+// invoke.Open: the in-process invoker itself (a Kinesis handler takes records without JSON), or,
+// with the template's ReservedConcurrentExecutions, that limit (0: throttled).
+func TestFunctionInvokerExample(t *testing.T) {
+	handler := func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error) {
+		return events.KinesisEventResponse{}, nil
+	}
+	c := &Config{Invoke: []string{"example"}, Example: handler, Logger: discardLogger(), Mapping: &sam.Mapping{}}
+	inv, closeFn, err := c.FunctionInvoker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = closeFn()
+	if r, ok := inv.(interface{ TakesRecords() bool }); !ok || !r.TakesRecords() {
+		t.Fatalf("invoker %T does not take records", inv)
+	}
+	zero := 0
+	c.Mapping.Function.ReservedConcurrentExecutions = &zero
+	if inv, _, err = c.FunctionInvoker(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inv.Invoke(context.Background(), []byte(`{}`)); !errors.Is(err, invoke.ErrThrottled) {
+		t.Fatalf("example with reserved concurrency 0: %v, want throttled", err)
 	}
 }
