@@ -26,7 +26,8 @@
 //
 // What the transports share (Response, the errors, the context values) is declared once in an
 // internal package that they import, and re-exported here under the same names: a Response of
-// invoke/execenv is an invoke.Response.
+// invoke/execenv is an invoke.Response. Since Open builds every transport, a program that
+// imports invoke links them all.
 package invoke
 
 import (
