@@ -376,8 +376,9 @@ func TestChildHandedOverBeforeItsParentFinishedWaits(t *testing.T) {
 	stop := startWorkerWith(t, f, arn, w, inprocess.New(rec.handle),
 		[]Option{WithCoordinator(overclaimingWorker{w, []string{kids[0]}}), WithObserver(obs)})
 	var unblock sync.Once
-	t.Cleanup(func() { unblock.Do(func() { close(rec.block) }) }) // before the stop
-	<-rec.started // the parent's invocation is in flight
+	t.Cleanup(func() { unblock.Do(func() { close(rec.block) }) }) // runs before the stop
+	// The parent's invocation is in flight.
+	<-rec.started
 	from := w.claims.Load()
 	testkit.WaitFor(t, "five claims handing over the child", 5*time.Second, func() bool { return w.claims.Load() >= from+5 })
 	if got := obs.seen(); !slices.Equal(got, []string{"reading " + parent}) {
