@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kinesis-esm/esm/internal/testenv"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // The Dynamo tests run against dynalite and kinesis-local: the endpoints "make test" exports, or

@@ -26,7 +26,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // These tests run esm processes ("esm run --lease-table") against kinesis-local and dynalite.

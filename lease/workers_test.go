@@ -18,7 +18,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/poller"
 )
 

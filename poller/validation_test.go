@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/filter"
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // The package's tests read Kinesis from the in-memory fake (deterministic sequence numbers and

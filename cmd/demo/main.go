@@ -31,7 +31,7 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/verify"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/verify"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // Enhanced fan-out end to end, on kinesis-local, with the binary "make build" builds: kinesis-local

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/poller"
 )
 

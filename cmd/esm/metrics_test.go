@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // scrape reads the samples of /metrics: metric name → summed value over the given labels' series.

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // TestStartingPositions: three records before a timestamp T, three after it, then esm starts, then

@@ -25,7 +25,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // These tests run "esm run" with a function that fails on a poison record until the failure

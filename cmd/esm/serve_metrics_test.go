@@ -18,7 +18,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/verify"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // lambdaClient is aws-sdk-go-v2's Lambda client on an esm serve's API.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/verify"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // These tests drive "esm serve" with the AWS CLI v2 (Debian's awscli package; .ci/run installs

@@ -23,7 +23,7 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // otlpCollector keeps the spans of the OTLP/HTTP protobuf exports it receives.

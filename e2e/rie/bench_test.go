@@ -17,7 +17,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/invoke/httpinvoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // BenchmarkInvokeOverhead measures what one invocation costs beyond the handler's own work, for

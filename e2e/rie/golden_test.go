@@ -16,7 +16,7 @@ import (
 	"github.com/kinesis-esm/esm/handler/inproc"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/execenv"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // TestRIEEventMatchesInProcess: the same handler, given the same records, decodes the same event

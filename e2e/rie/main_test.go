@@ -30,7 +30,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/httpinvoke"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/poller"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // TestThreeRIEInstancesServeSixShards: six shards read at once share a pool of three

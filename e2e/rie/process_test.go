@@ -14,7 +14,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/httpinvoke"
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // TestStartRIEListensOnLoopbackAndStopEndsTheRuntime: both of the emulator's ports are on
