@@ -24,8 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/local"
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 var (
