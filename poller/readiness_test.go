@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 )
 
 // TestReadinessFollowsTheStore: not ready before the mapping runs; ready once it does; not ready
