@@ -18,8 +18,10 @@ FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
 WORKDIR /src
 # Never fetch another toolchain: the image's Go is the one go.mod asks for.
 ENV GOTOOLCHAIN=local CGO_ENABLED=0
-# Modules first, so that a source change does not download them again.
+# Modules first, so that a source change does not download them again. The main module requires
+# the fakes' module (fake/) through a replace directive, so its go.mod is read too.
 COPY go.mod go.sum ./
+COPY fake/go.mod fake/go.sum ./fake/
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 COPY . .

@@ -19,15 +19,22 @@ test:
 	source $(EMULATORS_ENV); \
 	$(GO) vet ./...; \
 	$(GO) test -race -count=1 -timeout 20m ./... && \
+	$(call FAKE_TEST,-race -timeout 10m) && \
 	$(HELM_TEST)
 
 # test-unit runs the short tests of the packages whose tests need no emulator (no node on PATH
 # needed, under a minute); the packages listed in EMULATOR_PKGS start kinesis-local or dynalite
 # in their TestMain and run in "make test" only.
-EMULATOR_PKGS := /cmd/demo$$|/cmd/esm$$|/dlq$$|/e2e/rie$$|/esmapi$$|/handler$$|/handler/inproc$$|/internal/chaos$$|/internal/e2e$$|/lease$$|/local$$
+EMULATOR_PKGS := /cmd/demo$$|/cmd/esm$$|/dlq$$|/e2e/rie$$|/esmapi$$|/handler$$|/handler/inproc$$|/internal/chaos$$|/internal/e2e$$|/lease$$|/internal/local$$
 test-unit:
 	$(GO) test -short -count=1 $$($(GO) list ./... | grep -vE '$(EMULATOR_PKGS)') && \
+	$(call FAKE_TEST,-short) && \
 	$(HELM_TEST)
+
+# FAKE_TEST vets and tests the in-memory fakes, a module of their own (fake/: users import them
+# without esm's dependencies), which "go test ./..." of the main module does not reach; the
+# caller passes more go test flags. Their comparison with dynalite is internal/fakeparity's.
+FAKE_TEST = (cd fake && $(GO) vet ./... && $(GO) test -count=1 $(1) ./...)
 
 # HELM_TEST lints and renders the Helm chart, in its own module (deploy/helm: helm's dependencies
 # stay out of esm's), which "go test ./..." of the main module does not reach.
@@ -35,7 +42,7 @@ HELM_TEST = (cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 ./...)
 
 # sim runs the deterministic simulation (internal/sim) over SEEDS seeds from FROM, or replays
 # one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.
-# LEASES=1 adds schedules with several workers on lease.Dynamo over internal/fakedynamo.
+# LEASES=1 adds schedules with several workers on lease.Dynamo over fake/fakedynamo.
 SEEDS ?= 300
 FROM ?= 1
 SEED ?=

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/fakedynamo"
+	"github.com/kinesis-esm/esm/fake/fakedynamo"
 )
 
 // TestCycleReadsEveryPlacedLeaseInTurn: a worker with more leases to read than one cycle

@@ -52,12 +52,14 @@ func (res readerResult) endedBy(err error) readerResult {
 	return res
 }
 
-// coordinator is Run's state, owned by Run's goroutine.
+// coordinator is Run's state, owned by Run's goroutine. Which shards run here and which are
+// finished is the lineage graph's to say (g); the coordinator asks it.
 type coordinator struct {
-	p        *Poller
-	g        *lineage
+	p *Poller
+	g *lineage
+	// progress: where each shard's next reader starts (the store's, as last loaded). A running
+	// reader keeps its own, as it writes it.
 	progress map[string]ShardProgress
-	cancels  map[string]context.CancelFunc // readers running
 	results  chan readerResult
 	wg       sync.WaitGroup
 	fatal    error
@@ -66,46 +68,6 @@ type coordinator struct {
 	stopRun  context.CancelFunc
 	// atTip: LATEST shards whose start this run decided; their first open is at LATEST itself.
 	atTip map[string]bool
-	// claimed: a claim of leases succeeded.
-	claimed bool
-	// askedChildren: finished shards whose children were looked for (see childrenUnknown).
-	askedChildren map[string]bool
-}
-
-// syncFinished marks finished the shards the store says are, and the ancestors of every shard
-// it says was read (a checkpoint, or finished): a child is read only once its parents are
-// finished, so whatever a lease says of a parent, it is never read again (a lease created again
-// after its finished one was deleted, or a progress this worker loaded before).
-func (c *coordinator) syncFinished(progress map[string]ShardProgress) {
-	for id, pr := range progress {
-		if pr.Finished {
-			c.g.finished[id] = true
-		}
-		if pr.Finished || pr.Checkpoint != "" {
-			c.g.markAncestorsFinished(id)
-		}
-	}
-}
-
-// childrenUnknown reports whether a shard the store says is finished has no child in the graph,
-// once per shard: the worker that finished it knew its children from ChildShards, and may have
-// died before anyone listed them. A listing then finds them at once, not at the next shard sync.
-func (c *coordinator) childrenUnknown(progress map[string]ShardProgress) bool {
-	var parents map[string]bool
-	unknown := false
-	for id, pr := range progress {
-		if !pr.Finished || c.g.shards[id] == nil || c.askedChildren[id] {
-			continue
-		}
-		if parents == nil {
-			parents = c.g.parentsWithChildren()
-		}
-		if !parents[id] {
-			c.askedChildren[id] = true
-			unknown = true
-		}
-	}
-	return unknown
 }
 
 func (c *coordinator) run(ctx context.Context) error {
@@ -126,6 +88,10 @@ func (c *coordinator) run(ctx context.Context) error {
 
 	syncTicker := time.NewTicker(p.cfg.ShardSyncInterval)
 	defer syncTicker.Stop()
+	if p.readiness != nil {
+		// With a Coordinator not ready until a claim succeeded: the claims tell it (Readiness.stored).
+		p.readiness.start(p.coord != nil)
+	}
 	var claimTick <-chan time.Time
 	if p.coord != nil {
 		t := time.NewTicker(p.cfg.ClaimInterval)
@@ -135,9 +101,6 @@ func (c *coordinator) run(ctx context.Context) error {
 	}
 	if p.ready != nil {
 		p.ready()
-	}
-	if p.readiness != nil {
-		p.readiness.start(p.coord != nil && !c.claimed)
 	}
 	for {
 		if c.runCtx.Err() == nil && p.coord == nil {
@@ -154,7 +117,7 @@ func (c *coordinator) run(ctx context.Context) error {
 			c.claim()
 		case <-c.runCtx.Done():
 			// Readers see runCtx too; wait for their results.
-			for len(c.cancels) > 0 {
+			for c.g.readers() > 0 {
 				c.handle(<-c.results)
 			}
 			if c.fatal == nil && ctx.Err() != nil {
@@ -165,11 +128,13 @@ func (c *coordinator) run(ctx context.Context) error {
 	}
 }
 
-// start runs a reader for the shard.
+// start runs a reader for the shard, if the lineage graph lets it start now.
 func (c *coordinator) start(id string) {
 	rctx, cancel := context.WithCancel(c.runCtx)
-	c.cancels[id] = cancel
-	c.g.running[id] = true
+	if !c.g.start(id, cancel) {
+		cancel()
+		return
+	}
 	r := &reader{p: c.p, shardID: id, progress: c.progress[id], atTip: c.atTip[id]}
 	delete(c.atTip, id)
 	c.p.log.Info("shard started", "shard_id", id, "position", r.describePosition())
@@ -184,9 +149,7 @@ func (c *coordinator) start(id string) {
 // handle takes a reader's result.
 func (c *coordinator) handle(res readerResult) {
 	p := c.p
-	c.cancels[res.shardID]()
-	delete(c.cancels, res.shardID)
-	delete(c.g.running, res.shardID)
+	c.g.ended(res.shardID, res.kind == resultFinished)
 	switch res.kind {
 	case resultFailed:
 		if c.fatal == nil {
@@ -231,10 +194,6 @@ func (c *coordinator) handle(res readerResult) {
 // Coordinator, the lease table).
 func (c *coordinator) finished(res readerResult) {
 	p := c.p
-	c.g.markFinished(res.shardID)
-	pr := c.progress[res.shardID]
-	pr.Finished = true
-	c.progress[res.shardID] = pr
 	p.log.Info("shard finished", "shard_id", res.shardID, "children", len(res.children))
 	p.obs.ShardState(res.shardID, StateFinished)
 	unknown := c.g.addChildren(res.children)
@@ -272,11 +231,8 @@ func (c *coordinator) reportStates() {
 		if c.p.detail != nil {
 			c.p.detail.ShardLineage(id, n.parents)
 		}
-		switch {
-		case c.g.finished[id]:
-			c.p.obs.ShardState(id, StateFinished)
-		case !c.g.running[id] && len(c.g.waitingOn(id)) > 0:
-			c.p.obs.ShardState(id, StatePending)
+		if st := c.g.observed(id); st != "" {
+			c.p.obs.ShardState(id, st)
 		}
 	}
 }
@@ -299,10 +255,10 @@ func (c *coordinator) resync() {
 			p.log.Warn("register shards failed; will retry", "err", err)
 		}
 	}
-	for id, cancel := range c.cancels {
-		if c.g.finished[id] { // trimmed while being read
+	for _, id := range c.g.runningShards() {
+		if c.g.isFinished(id) { // trimmed while being read
 			p.log.Warn("shard trimmed by retention before it was read to its end", "shard_id", id)
-			cancel()
+			c.g.stop(id)
 		}
 	}
 }
@@ -323,24 +279,18 @@ func (c *coordinator) claim() {
 		return
 	}
 	for id, pr := range progress {
-		if !c.g.running[id] {
+		if !c.g.isRunning(id) {
 			c.progress[id] = pr
 		}
 	}
-	c.syncFinished(progress)
-	if c.childrenUnknown(progress) {
+	c.g.syncProgress(progress)
+	if c.g.childrenUnknown(progress) {
 		c.resync()
 	}
-	candidates := c.g.ready()
-	for id := range c.cancels {
-		candidates = append(candidates, id)
-	}
+	candidates := append(c.g.ready(), c.g.runningShards()...)
 	held, err := p.coord.Claim(c.runCtx, candidates)
 	if p.readiness != nil {
 		p.readiness.stored(err, true)
-	}
-	if err == nil {
-		c.claimed = true
 	}
 	if err != nil {
 		if c.runCtx.Err() == nil {
@@ -351,14 +301,14 @@ func (c *coordinator) claim() {
 	holds := make(map[string]bool, len(held))
 	for _, id := range held {
 		holds[id] = true
-		if _, running := c.cancels[id]; !running && !c.g.finished[id] {
+		if !c.g.isRunning(id) {
 			c.start(id)
 		}
 	}
-	for id, cancel := range c.cancels {
+	for _, id := range c.g.runningShards() {
 		if !holds[id] {
 			p.log.Info("handing shard over", "shard_id", id)
-			cancel()
+			c.g.stop(id)
 		}
 	}
 }

@@ -24,6 +24,8 @@ type Coordinator interface {
 	// Claim is called every ClaimInterval with the shards that may be read now (parents finished)
 	// or are being read here. It takes leases towards this worker's fair share and returns the
 	// candidates this worker holds; a shard left out is to be stopped and released (a hand-over).
+	// A shard returned that may not be read now (it was no candidate: a parent is not finished,
+	// or it is finished) is not read until it may.
 	Claim(ctx context.Context, candidates []string) (held []string, err error)
 	// Held reports whether this worker still safely holds the shard's lease. Readers ask before
 	// every read and invocation and stop when it says no: a worker that may have lost a lease

@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
@@ -152,12 +153,18 @@ func startWorker(t *testing.T, f *fakekinesis.Fake, arn string, table *leaseTabl
 // returns what Run returned.
 func startWorkerInvoking(t *testing.T, f *fakekinesis.Fake, arn string, w *memWorker, inv Invoker, tune ...func(*Config)) func() error {
 	t.Helper()
+	return startWorkerWith(t, f, arn, w, inv, []Option{WithCoordinator(w)}, tune...)
+}
+
+// startWorkerWith is startWorkerInvoking with the options opts, its Coordinator among them.
+func startWorkerWith(t *testing.T, f *fakekinesis.Fake, arn string, w *memWorker, inv Invoker, opts []Option, tune ...func(*Config)) func() error {
+	t.Helper()
 	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
 		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
 	for _, fn := range tune {
 		fn(&cfg)
 	}
-	p, err := New(cfg, f, w, inv, WithCoordinator(w))
+	p, err := New(cfg, f, w, inv, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,5 +321,79 @@ func TestCutOffInvocationIsNotHandedOver(t *testing.T) {
 	case id := <-w.released:
 		t.Fatalf("%s released for a next owner while its invocation may still run", id)
 	default:
+	}
+}
+
+// overclaimingWorker is a Coordinator that hands this worker more than the poller asked for: the
+// shards of extra, with every claim.
+type overclaimingWorker struct {
+	*memWorker
+	extra []string
+}
+
+func (w overclaimingWorker) Claim(ctx context.Context, candidates []string) ([]string, error) {
+	held, err := w.memWorker.Claim(ctx, candidates)
+	return append(held, w.extra...), err
+}
+
+// readingOrder records the order in which shards were reported read and finished.
+type readingOrder struct {
+	NopObserver
+	mu     sync.Mutex
+	events []string // "reading <id>", "finished <id>"
+}
+
+func (o *readingOrder) ShardState(id, state string) {
+	if state == StateReading || state == StateFinished {
+		o.mu.Lock()
+		o.events = append(o.events, state+" "+id)
+		o.mu.Unlock()
+	}
+}
+
+func (o *readingOrder) seen() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.events)
+}
+
+// TestChildHandedOverBeforeItsParentFinishedWaits: a Coordinator that hands this worker a child
+// while its parent is still being read (Claim returns more than it was asked) does not make the
+// poller read the child early: the lineage graph has the last word. The child is read once its
+// parent finished, and started once although every claim returns it.
+func TestChildHandedOverBeforeItsParentFinishedWaits(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	parent := "shardId-000000000000"
+	f.PutToShard("s", parent, "k", []byte("parent:0"))
+	kids := f.Split("s", parent)
+	f.PutToShard("s", kids[0], "k", []byte("child:0"))
+	table := newLeaseTable()
+	table.owner[kids[0]] = "A" // this worker holds the child's lease before its parent is read
+	rec := &recorder{block: make(chan struct{}), started: make(chan struct{}, 4)}
+	obs := &readingOrder{}
+	w := &memWorker{t: table, id: "A"}
+	stop := startWorkerWith(t, f, arn, w, inprocess.New(rec.handle),
+		[]Option{WithCoordinator(overclaimingWorker{w, []string{kids[0]}}), WithObserver(obs)})
+	var unblock sync.Once
+	t.Cleanup(func() { unblock.Do(func() { close(rec.block) }) }) // runs before the stop
+	// The parent's invocation is in flight.
+	<-rec.started
+	from := w.claims.Load()
+	testkit.WaitFor(t, "five claims handing over the child", 5*time.Second, func() bool { return w.claims.Load() >= from+5 })
+	if got := obs.seen(); !slices.Equal(got, []string{"reading " + parent}) {
+		t.Fatalf("shards read while the parent's invocation is in flight: %v, want the parent only", got)
+	}
+	unblock.Do(func() { close(rec.block) })
+	testkit.WaitFor(t, "the child's record", 5*time.Second, func() bool { return len(rec.deliveries()) == 2 })
+	want := []string{"reading " + parent, "finished " + parent, "reading " + kids[0], "reading " + kids[1]}
+	if got := obs.seen(); !slices.Equal(got, want) {
+		t.Fatalf("shard states %v, want %v", got, want)
+	}
+	if d := rec.deliveries(); d[0].data != "parent:0" || d[1].data != "child:0" {
+		t.Fatalf("deliveries %v, want parent:0 then child:0", d)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,7 +3,6 @@ package poller
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,70 +27,6 @@ func shard(id string, parents ...string) types.Shard {
 func closed(s types.Shard) types.Shard {
 	s.SequenceNumberRange.EndingSequenceNumber = aws.String("9")
 	return s
-}
-
-func TestLineageReadiness(t *testing.T) {
-	g := newLineage()
-	// 0 split into 2,3; 2 and 1 merged into 4.
-	g.sync([]types.Shard{closed(shard("0")), closed(shard("1")), closed(shard("2", "0")), shard("3", "0"), shard("4", "1", "2")})
-	if got := g.ready(); !slices.Equal(got, []string{"0", "1"}) {
-		t.Fatalf("ready = %v, want the roots [0 1]", got)
-	}
-	g.running["0"], g.running["1"] = true, true
-	g.markFinished("0")
-	if got := g.ready(); !slices.Equal(got, []string{"2", "3"}) {
-		t.Fatalf("after 0 finished: ready = %v, want [2 3]", got)
-	}
-	g.running["2"], g.running["3"] = true, true
-	g.markFinished("2")
-	if got := g.ready(); len(got) != 0 {
-		t.Fatalf("merge child must wait for both parents; ready = %v", got)
-	}
-	if w := g.waitingOn("4"); !slices.Equal(w, []string{"1"}) {
-		t.Fatalf("4 waits on %v, want [1]", w)
-	}
-	g.markFinished("1")
-	if got := g.ready(); !slices.Equal(got, []string{"4"}) {
-		t.Fatalf("after both parents: ready = %v, want [4]", got)
-	}
-}
-
-func TestLineageTrimmedParentCountsAsFinished(t *testing.T) {
-	g := newLineage()
-	g.sync([]types.Shard{shard("5", "1", "2")}) // parents trimmed by retention
-	if got := g.ready(); !slices.Equal(got, []string{"5"}) {
-		t.Fatalf("ready = %v, want [5]", got)
-	}
-	// A shard that was listed and disappears was trimmed while unread.
-	g2 := newLineage()
-	g2.sync([]types.Shard{shard("0"), shard("1", "0")})
-	g2.sync([]types.Shard{shard("1", "0")})
-	if !g2.finished["0"] {
-		t.Fatal("shard 0 vanished from the listing but is not counted finished")
-	}
-}
-
-func TestLineageChildWithUnknownParentWaitsForListing(t *testing.T) {
-	g := newLineage()
-	g.sync([]types.Shard{closed(shard("0"))})
-	g.running["0"] = true
-	g.markFinished("0")
-	// 0 ended; its child 7 was merged from 0 and 6, which this worker has never seen.
-	unknown := g.addChildren([]types.ChildShard{{ShardId: aws.String("7"), ParentShards: []string{"0", "6"}}})
-	if !unknown {
-		t.Fatal("addChildren did not report the unknown parent")
-	}
-	if got := g.ready(); len(got) != 0 {
-		t.Fatalf("child with an unknown parent started: %v", got)
-	}
-	// A listing that does not show the just-created child yet must not count it trimmed.
-	g.sync([]types.Shard{closed(shard("0")), shard("6")})
-	if g.finished["7"] {
-		t.Fatal("an unlisted child learnt from ChildShards was taken as trimmed")
-	}
-	if got := g.ready(); !slices.Equal(got, []string{"6"}) {
-		t.Fatalf("ready = %v, want [6] (7 still waits on 6)", got)
-	}
 }
 
 func TestResumePosition(t *testing.T) {
@@ -243,34 +178,4 @@ type nopInvoker struct{}
 
 func (nopInvoker) Invoke(context.Context, []byte) (invoke.Response, error) {
 	return invoke.Response{}, nil
-}
-
-// TestLineageTrimmedParentWaitsForItsParents: a merge child trimmed before it was read counts as
-// finished, but while one of its own parents is still being read (a batch in flight after its
-// shard was trimmed), the merge child's children wait: their records follow that parent's
-// (simulation seed 588 started them while the grandparent was still invoking).
-func TestLineageTrimmedParentWaitsForItsParents(t *testing.T) {
-	g := newLineage()
-	// 0 and 1 merged into 2, which split into 3 and 4; 1 is still being read.
-	g.sync([]types.Shard{closed(shard("0")), closed(shard("1")), closed(shard("2", "0", "1")), shard("3", "2"), shard("4", "2")})
-	g.running["1"] = true
-	g.markFinished("0")
-	// Retention trims 0, 1 and 2: the listing shows only 3 and 4.
-	g.sync([]types.Shard{shard("3", "2"), shard("4", "2")})
-	if !g.finished["1"] || !g.finished["2"] {
-		t.Fatalf("trimmed shards not counted finished: %v", g.finished)
-	}
-	if got := g.ready(); len(got) != 0 {
-		t.Fatalf("ready = %v while the grandparent 1 is still being read, want none", got)
-	}
-	if w := g.waitingOn("3"); !slices.Equal(w, []string{"2"}) {
-		t.Fatalf("3 waits on %v, want [2]", w)
-	}
-	delete(g.running, "1") // its reader ended
-	if got := g.ready(); !slices.Equal(got, []string{"3", "4"}) {
-		t.Fatalf("ready = %v after the grandparent's reader ended, want [3 4]", got)
-	}
-	if w := g.waitingOn("3"); len(w) != 0 {
-		t.Fatalf("3 still waits on %v", w)
-	}
 }

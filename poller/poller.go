@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/filter"
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // KinesisAPI is the part of the Kinesis client the poller reads with.
@@ -250,8 +250,7 @@ func (p *Poller) Run(ctx context.Context) error {
 			return fmt.Errorf("register shards: %w", err)
 		}
 	}
-	c := &coordinator{p: p, g: newLineage(), progress: progress, cancels: map[string]context.CancelFunc{}, results: make(chan readerResult),
-		askedChildren: map[string]bool{}}
+	c := &coordinator{p: p, g: newLineage(), progress: progress, results: make(chan readerResult)}
 	// With a coordinator a shard is read only once its lease is taken, seconds after the start
 	// was decided: LATEST then would skip what arrived meanwhile, so it opens AT_TIMESTAMP.
 	if fresh && p.cfg.StartingPosition == Latest && p.coord == nil {
@@ -260,7 +259,7 @@ func (p *Poller) Run(ctx context.Context) error {
 			c.atTip[id] = true
 		}
 	}
-	c.syncFinished(progress)
+	c.g.syncProgress(progress)
 	c.g.sync(listing)
 	c.reportStates()
 	p.log.Info("mapping started", "shards", len(listing), "starting_position", p.cfg.StartingPosition, "batch_size", p.cfg.BatchSize)

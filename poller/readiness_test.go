@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 )
 
 // TestReadinessFollowsTheStore: not ready before the mapping runs; ready once it does; not ready
@@ -61,6 +61,30 @@ func (g *claimGate) Claim(_ context.Context, c []string) ([]string, error) {
 }
 func (g *claimGate) Held(string) bool                      { return true }
 func (g *claimGate) Release(context.Context, string) error { return nil }
+
+// TestReadyAfterAFirstClaimThatSucceeded: a first claim that succeeds makes the mapping ready at
+// once, not one ClaimInterval later at the next claim.
+func TestReadyAfterAFirstClaimThatSucceeded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fakekinesis.New()
+		arn := f.CreateStream("s", 1)
+		gate := &claimGate{}
+		gate.open.Store(true)
+		r := NewReadiness()
+		running := make(chan struct{})
+		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, ClaimInterval: time.Hour},
+			f, NewMemoryStore(), &timedInvoker{}, WithCoordinator(gate), WithReadiness(r), WithReady(func() { close(running) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		defer func() { cancel(); <-done }()
+		<-running
+		if err := r.Err(); err != nil {
+			t.Fatalf("not ready after the first claim succeeded: %v", err)
+		}
+	})
+}
 
 // TestReadinessWaitsForAClaim: with leases, ready only after a claim round succeeded.
 func TestReadinessWaitsForAClaim(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/filter"
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kinesis-esm/esm/dlq"
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/smithy-go"
 
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 )
 
 // fakeKinesisHTTP serves an in-memory Kinesis over Kinesis's JSON protocol, for a benchmark of the

@@ -23,9 +23,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/local"
 )
 
 var (
@@ -71,7 +71,7 @@ func BenchmarkManyIdleShards(b *testing.B) {
 }
 
 // BenchmarkManyIdleShardsFakeKinesis is BenchmarkManyIdleShards with the esm binary reading
-// internal/fakekinesis, served over HTTP by this test process (fakeKinesisHTTP), instead of
+// fake/fakekinesis, served over HTTP by this test process (fakeKinesisHTTP), instead of
 // kinesis-local: the fake answers every poll, so esm polls each shard once a second as it would
 // on Kinesis, and cpu-%core is what its idle shards cost at Lambda's polling rate. Only the esm
 // process is measured; the fake's CPU and memory are in the test process. With -esm-base, another

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
@@ -18,7 +18,7 @@ var subLifetime = flag.Duration("subscription-lifetime", 30*time.Second, "Benchm
 
 // BenchmarkManyIdleSubscriptionsFakeKinesis is BenchmarkManyIdleShardsFakeKinesis through an
 // enhanced fan-out consumer: "esm run --stream CONSUMER_ARN" of the built binary holds one
-// SubscribeToShard subscription per idle shard of internal/fakekinesis, served over HTTP by this
+// SubscribeToShard subscription per idle shard of fake/fakekinesis, served over HTTP by this
 // test process, which sends each subscription an empty event every second (as Kinesis sends one
 // at least every 5 seconds) and ends it after -subscription-lifetime (default 30 s, so that the
 // window sees renewals; Kinesis ends them after 5 minutes), when esm subscribes again. Once every

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/local"
 )
 
 // scrape reads the samples of /metrics: metric name → summed value over the given labels' series.

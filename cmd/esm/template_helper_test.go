@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kinesis-esm/esm/local"
+	"github.com/kinesis-esm/esm/internal/local"
 )
 
 // writeTemplate writes dir/template.yaml, one function Fn with one Kinesis event S on stream

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/invoke"
-	"github.com/kinesis-esm/esm/local"
 )
 
 // checkDelivered fails unless every written record was delivered exactly once, in put order per

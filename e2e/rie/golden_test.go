@@ -14,9 +14,9 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/handler/inproc"
+	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/execenv"
-	"github.com/kinesis-esm/esm/local"
 )
 
 // TestRIEEventMatchesInProcess: the same handler, given the same records, decodes the same event

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/httpinvoke"
-	"github.com/kinesis-esm/esm/local"
 )
 
 // TestStartRIEListensOnLoopbackAndStopEndsTheRuntime: both of the emulator's ports are on

@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/kinesis-esm/esm/invoke/execenv"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // The values of --function-credentials.
@@ -26,19 +26,19 @@ type FunctionEnvFlags struct {
 	FunctionCredentials string   `name:"function-credentials" help:"The AWS credentials exec: functions get as their own (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN): esm (esm's own, as sam local passes the developer's), none, or profile:NAME (that profile of the shared AWS configuration)." default:"esm" env:"ESM_FUNCTION_CREDENTIALS" placeholder:"esm|none|profile:NAME"`
 }
 
-// execOptions are the execution environments' options the flags give; esm is esm's own SDK
-// configuration.
-func (f FunctionEnvFlags) execOptions(ctx context.Context, esm aws.Config) ([]execenv.Option, error) {
+// openOptions are the options of an exec: target the flags give (invoke.WithPassEnv,
+// invoke.WithCredentials); esm is esm's own SDK configuration. A profile is loaded only here, for
+// an exec: target.
+func (f FunctionEnvFlags) openOptions(ctx context.Context, esm aws.Config) ([]invoke.Option, error) {
 	for _, name := range f.FunctionEnvPass {
 		if name == "" || strings.ContainsAny(name, "= \x00") {
 			return nil, Usage(fmt.Errorf("--function-env-pass %q: want the name of a variable", name))
 		}
 	}
-	opts := []execenv.Option{execenv.WithPassEnv(f.FunctionEnvPass...)}
-	var provider aws.CredentialsProvider
+	opts := []invoke.Option{invoke.WithPassEnv(f.FunctionEnvPass...)}
 	switch mode := f.FunctionCredentials; {
 	case mode == "" || mode == credentialsESM:
-		provider = esm.Credentials
+		opts = append(opts, invoke.WithCredentials(esm.Credentials))
 	case mode == credentialsNone:
 	case strings.HasPrefix(mode, credentialsProfile) && len(mode) > len(credentialsProfile):
 		profile := mode[len(credentialsProfile):]
@@ -46,18 +46,9 @@ func (f FunctionEnvFlags) execOptions(ctx context.Context, esm aws.Config) ([]ex
 		if err != nil {
 			return nil, Usage(fmt.Errorf("--function-credentials %s: %w", mode, err))
 		}
-		provider = cfg.Credentials
+		opts = append(opts, invoke.WithCredentials(cfg.Credentials))
 	default:
 		return nil, Usage(fmt.Errorf("--function-credentials %q: want esm, none or profile:NAME", mode))
-	}
-	if provider != nil {
-		opts = append(opts, execenv.WithCredentials(func(ctx context.Context) (execenv.Credentials, error) {
-			c, err := provider.Retrieve(ctx)
-			if err != nil {
-				return execenv.Credentials{}, err
-			}
-			return execenv.Credentials{AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, SessionToken: c.SessionToken}, nil
-		}))
 	}
 	return opts, nil
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/invoke"
-	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -65,10 +64,10 @@ func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 	if err := c.ApplyEnvironment(); err != nil {
 		return nil, closeFn, err
 	}
-	inv = inprocess.New(handler, inprocess.WithFunctionARN(c.Service.Mapping.FunctionARN), inprocess.WithTimeout(c.Service.FunctionTimeout),
-		inprocess.WithLogger(c.Logger))
+	opts := []invoke.Option{invoke.WithHandler(handler), invoke.WithFunction("", c.Service.Mapping.FunctionARN),
+		invoke.WithTimeout(c.Service.FunctionTimeout), invoke.WithLogger(c.Logger)}
 	if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-		inv = invoke.Limit(inv, *c.Mapping.Function.ReservedConcurrentExecutions)
+		opts = append(opts, invoke.WithReservedConcurrency(*c.Mapping.Function.ReservedConcurrentExecutions))
 	}
-	return inv, closeFn, nil
+	return invoke.Open("", opts...)
 }

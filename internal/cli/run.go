@@ -11,7 +11,6 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
-	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
 	"github.com/kinesis-esm/esm/metrics/health"
@@ -109,9 +108,11 @@ func Run(ctx context.Context, c *Config, fn any) error {
 			return err
 		}
 		if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-			o.Invoker = invoke.Limit(inprocess.New(handler,
-				inprocess.WithFunctionARN(o.Mapping.FunctionARN), inprocess.WithTimeout(o.FunctionTimeout), inprocess.WithLogger(c.Logger)),
-				*c.Mapping.Function.ReservedConcurrentExecutions)
+			if o.Invoker, _, err = invoke.Open("", invoke.WithHandler(handler), invoke.WithFunction("", o.Mapping.FunctionARN),
+				invoke.WithTimeout(o.FunctionTimeout), invoke.WithLogger(c.Logger),
+				invoke.WithReservedConcurrency(*c.Mapping.Function.ReservedConcurrentExecutions)); err != nil {
+				return err
+			}
 		}
 	}
 	if inv != nil {

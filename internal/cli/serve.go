@@ -24,9 +24,7 @@ import (
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/service"
-	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/execenv"
-	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/sam"
@@ -394,28 +392,20 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *servi
 		if fn.Role == "" && targets[0].Lambda != "" {
 			fn.Role = functionRole(ctx, newLambdaClient(shared), targets[0].Lambda, logger)
 		}
-		if targets[0].Example {
-			arn := o.FunctionARN
-			if o.Function != nil {
-				arn = o.Function.FunctionArn
-				// In-process, as with esm run: the template's Environment, where esm's own
-				// environment does not set a variable (the process has one environment for all).
-				if err := applyEnvironment(o.Function.Environment); err != nil {
-					return nil, closeAll, err
-				}
+		if targets[0].Example && o.Function != nil {
+			// In-process, as with esm run: the template's Environment, where esm's own
+			// environment does not set a variable (the process has one environment for all).
+			if err := applyEnvironment(o.Function.Environment); err != nil {
+				return nil, closeAll, err
 			}
-			fn.Invoker = inprocess.New(example, inprocess.WithFunctionARN(arn), inprocess.WithTimeout(o.Timeout), inprocess.WithLogger(logger))
-			if o.Function != nil && o.Function.ReservedConcurrentExecutions != nil {
-				fn.Invoker = invoke.Limit(fn.Invoker, *o.Function.ReservedConcurrentExecutions)
-			}
-		} else {
-			inv, closeInv, err := NewInvoker(targets, o)
-			if err != nil {
-				return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
-			}
-			closers = append(closers, closeInv)
-			fn.Invoker = inv
 		}
+		o.Handler = example
+		inv, closeInv, err := NewInvoker(targets, o)
+		if err != nil {
+			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
+		}
+		closers = append(closers, closeInv)
+		fn.Invoker = inv
 		fns = append(fns, fn)
 	}
 	slices.SortFunc(fns, func(a, b esmapi.Function) int { return strings.Compare(a.Name, b.Name) })

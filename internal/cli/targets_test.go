@@ -6,68 +6,79 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/sam"
 )
 
+// TestParseTargets: the values of --invoke parse as invoke.ParseTargets parses them (its tests
+// hold the targets and the exact messages), and what it refuses is a usage error of --invoke,
+// with invoke's message after "--invoke ".
 func TestParseTargets(t *testing.T) {
-	for _, tt := range []struct {
-		values []string
-		want   []Target
-		err    string
-	}{
-		{values: []string{"exec:bin/bootstrap"}, want: []Target{{Exec: []string{"bin/bootstrap"}}}},
-		{values: []string{`exec:./run.sh --name "two words" 'single quoted' a\ b`},
-			want: []Target{{Exec: []string{"./run.sh", "--name", "two words", "single quoted", "a b"}}}},
-		{values: []string{"exec:a", "exec:b -v"}, want: []Target{{Exec: []string{"a"}}, {Exec: []string{"b", "-v"}}}},
-		{values: []string{"http://127.0.0.1:1 http://127.0.0.1:2"}, want: []Target{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:2"}}},
-		{values: []string{"lambda:fn"}, want: []Target{{Lambda: "fn"}}},
-		{values: []string{"example"}, want: []Target{{Example: true}}},
-		{values: nil, want: nil},
-		{values: []string{"exec:"}, err: "needs the function's binary"},
-		{values: []string{`exec:a "unterminated`}, err: "exec:"},
-		{values: []string{"exec:a", "http://127.0.0.1:1"}, err: "not both"},
-		{values: []string{"example", "exec:a"}, err: "alone"},
-		{values: []string{"lambda:fn", "lambda:g"}, err: "alone"},
-		{values: []string{"bootstrap"}, err: "want exec:PATH"},
+	refused := 0
+	for _, values := range [][]string{
+		{"exec:./run.sh 'two words'"}, {"http://127.0.0.1:1 http://127.0.0.1:2"}, {"example"}, nil,
+		{"exec:"}, {`exec:a "unterminated`}, {"exec:a", "http://127.0.0.1:1"}, {"example", "exec:a"},
+		{"lambda:fn", "lambda:g"}, {"lambda:"}, {"bootstrap"},
 	} {
-		got, err := ParseTargets(tt.values)
+		got, err := ParseTargets(values)
+		want, werr := invoke.ParseTargets(values)
 		switch {
-		case tt.err != "":
-			if err == nil || !strings.Contains(err.Error(), tt.err) || ExitCode(err) != 2 {
-				t.Errorf("%q: %v; want a usage error with %q", tt.values, err, tt.err)
+		case werr != nil:
+			refused++
+			if err == nil || err.Error() != "--invoke "+werr.Error() || ExitCode(err) != 2 {
+				t.Errorf("%q: %v; want a usage error: --invoke %v", values, err, werr)
 			}
-		case err != nil:
-			t.Errorf("%q: %v", tt.values, err)
-		case !reflect.DeepEqual(got, tt.want):
-			t.Errorf("%q: %+v, want %+v", tt.values, got, tt.want)
+		case err != nil || !reflect.DeepEqual(got, want):
+			t.Errorf("%q: %+v, %v; want %+v", values, got, err, want)
+		}
+	}
+	if refused != 7 {
+		t.Fatalf("invoke refused %d of the values, want the last 7", refused)
+	}
+}
+
+// TestNewInvokerUsage: what invoke.OpenTargets refuses is a usage error of --invoke too: a
+// binary that cannot be found, the same endpoint twice; a --function-env-pass that names no
+// variable is one of its own flag.
+func TestNewInvokerUsage(t *testing.T) {
+	o := InvokerOptions{Logger: discardLogger()}
+	for _, tt := range []struct {
+		targets []invoke.Target
+		env     FunctionEnvFlags
+		prefix  string
+	}{
+		{targets: []invoke.Target{{Exec: []string{"./no-such-bootstrap"}}}, prefix: "--invoke exec:./no-such-bootstrap: exec: "},
+		{targets: []invoke.Target{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:1"}},
+			prefix: "--invoke http://127.0.0.1:1 http://127.0.0.1:1: invoke: endpoints"},
+		{targets: []invoke.Target{{Exec: []string{"./no-such-bootstrap"}}}, env: FunctionEnvFlags{FunctionEnvPass: []string{"A=B"}},
+			prefix: `--function-env-pass "A=B": want the name of a variable`},
+		{targets: []invoke.Target{{Exec: []string{"./no-such-bootstrap"}}}, env: FunctionEnvFlags{FunctionCredentials: "root"},
+			prefix: `--function-credentials "root": want esm, none or profile:NAME`},
+	} {
+		o.FunctionEnv = tt.env
+		_, closeFn, err := NewInvoker(tt.targets, o)
+		if err == nil || !strings.HasPrefix(err.Error(), tt.prefix) || ExitCode(err) != 2 || closeFn == nil {
+			t.Errorf("%+v: %v; want a usage error starting %q", tt.targets, err, tt.prefix)
 		}
 	}
 }
 
-func FuzzParseTargets(f *testing.F) {
-	for _, s := range []string{"exec:a b", `exec:"x y" 'z'`, "http://h:1 http://h:2", "lambda:fn", "example", "exec:\\"} {
-		f.Add(s)
+// TestNewInvokerExample: the example target runs the handler the options give, in this process,
+// limited to the template's ReservedConcurrentExecutions.
+func TestNewInvokerExample(t *testing.T) {
+	zero := 0
+	o := InvokerOptions{Handler: func() {}, Function: &sam.Function{FunctionName: "fn", ReservedConcurrentExecutions: &zero}}
+	inv, closeFn, err := NewInvoker([]invoke.Target{{Example: true}}, o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, v string) {
-		targets, err := ParseTargets([]string{v})
-		if err != nil {
-			if ExitCode(err) != 2 {
-				t.Fatalf("%q: %v is not a usage error", v, err)
-			}
-			return
-		}
-		for _, tg := range targets {
-			if n := btoi(tg.URL != "") + btoi(tg.Lambda != "") + btoi(tg.Exec != nil) + btoi(tg.Example); n != 1 {
-				t.Fatalf("%q: target %+v has %d kinds", v, tg, n)
-			}
-		}
-	})
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
+	defer closeFn()
+	if _, err := inv.Invoke(context.Background(), []byte(`{}`)); !errors.Is(err, invoke.ErrThrottled) {
+		t.Fatalf("example with reserved concurrency 0: %v, want throttled", err)
 	}
-	return 0
 }
 
 // TestRunWithoutAFunction: esm run without --invoke (and without a handler of its own) does not
@@ -77,5 +88,31 @@ func TestRunWithoutAFunction(t *testing.T) {
 	err := Run(context.Background(), c, nil)
 	if ExitCode(err) != 2 || !errors.Is(err, errNoFunction) || !strings.Contains(err.Error(), "--invoke exec:PATH") {
 		t.Fatalf("Run without a function: %v", err)
+	}
+}
+
+// TestFunctionInvokerExample: --invoke example is the example handler in this process, through
+// invoke.Open: the in-process invoker itself (a Kinesis handler takes records without JSON), or,
+// with the template's ReservedConcurrentExecutions, that limit (0: throttled).
+func TestFunctionInvokerExample(t *testing.T) {
+	handler := func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error) {
+		return events.KinesisEventResponse{}, nil
+	}
+	c := &Config{Invoke: []string{"example"}, Example: handler, Logger: discardLogger(), Mapping: &sam.Mapping{}}
+	inv, closeFn, err := c.FunctionInvoker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = closeFn()
+	if r, ok := inv.(interface{ TakesRecords() bool }); !ok || !r.TakesRecords() {
+		t.Fatalf("invoker %T does not take records", inv)
+	}
+	zero := 0
+	c.Mapping.Function.ReservedConcurrentExecutions = &zero
+	if inv, _, err = c.FunctionInvoker(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inv.Invoke(context.Background(), []byte(`{}`)); !errors.Is(err, invoke.ErrThrottled) {
+		t.Fatalf("example with reserved concurrency 0: %v, want throttled", err)
 	}
 }

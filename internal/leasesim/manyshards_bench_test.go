@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/kinesis-esm/esm/internal/fakedynamo"
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakedynamo"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/lease"
@@ -22,8 +22,8 @@ import (
 var manyShards, idleWindow = testkit.IdleShardsFlags()
 
 // BenchmarkManyIdleShards measures one worker reading many idle shards in real time (not a
-// bubble): one lease.Dynamo and one poller, polling every second, over internal/fakekinesis and
-// internal/fakedynamo in this process. Once the worker holds every shard's lease and has read
+// bubble): one lease.Dynamo and one poller, polling every second, over fake/fakekinesis and
+// fake/fakedynamo in this process. Once the worker holds every shard's lease and has read
 // every shard (its first GetRecords answered), the process is measured over -idle-window
 // (default 30 s): RSS-MB, peakRSS-MB and cpu-%core, from /proc, and GetRecords/s. The process
 // holds the fakes too (the stream, the lease table and their calls), so the figures are an upper

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/fakedynamo"
+	"github.com/kinesis-esm/esm/fake/fakedynamo"
 	"github.com/kinesis-esm/esm/invoke"
 )
 

@@ -1,6 +1,6 @@
 // Package leasesim simulates many esm workers sharing a stream through DynamoDB leases, in
 // virtual time (testing/synctest): real pollers and the real lease code (lease.Dynamo) on the
-// in-memory Kinesis (internal/fakekinesis) and DynamoDB (internal/fakedynamo, with capacity
+// in-memory Kinesis (fake/fakekinesis) and DynamoDB (fake/fakedynamo, with capacity
 // accounting and throttling). It measures what the lease protocol costs and how fast it
 // moves (the figures of `make sim-scale`) and checks its invariants under faults.
 //
@@ -26,8 +26,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/kinesis-esm/esm/internal/fakedynamo"
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakedynamo"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"

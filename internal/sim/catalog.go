@@ -14,14 +14,14 @@ import (
 	dtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesis-esm/esm/esmapi"
-	"github.com/kinesis-esm/esm/internal/fakedynamo"
-	"github.com/kinesis-esm/esm/internal/fakekinesis"
+	"github.com/kinesis-esm/esm/fake/fakedynamo"
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 )
 
 // The catalog schedule: two or three `esm serve` managers (esmapi.Manager) share one catalog
-// (esmapi.DynamoCatalog on internal/fakedynamo) and take Creates, Updates and Deletes, often
+// (esmapi.DynamoCatalog on fake/fakedynamo) and take Creates, Updates and Deletes, often
 // several at the same instant on different managers for the same mapping. Then the managers
 // are left to sync, and three invariants are judged:
 //

@@ -122,7 +122,7 @@ func (e Event) String() string {
 }
 
 // leaseSchedules turns on schedules with several workers sharing the shards through the real
-// lease.Dynamo over internal/fakedynamo for every seed (ESM_SIM_LEASES=1, make sim LEASES=1);
+// lease.Dynamo over fake/fakedynamo for every seed (ESM_SIM_LEASES=1, make sim LEASES=1);
 // the CI budget runs a few of them (leaseBudgetSeeds).
 var leaseSchedules = os.Getenv("ESM_SIM_LEASES") == "1"
 

@@ -22,7 +22,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // The Runtime API's paths (version 2018-06-01) and headers.
@@ -282,26 +282,8 @@ func (e *environment) invoke(ctx context.Context, payload []byte) (resp invoke.R
 	cold := !e.used
 	e.used = true
 	if cold {
-		initTimer := time.NewTimer(e.cfg.initTimeout)
-		defer initTimer.Stop()
-		select {
-		case <-e.initDone:
-		case p := <-e.initFailed:
-			e.kill()
-			return e.initError(inv, p), false, nil
-		case <-e.exited:
-			select { // it may have reported an init error before exiting
-			case p := <-e.initFailed:
-				return e.initError(inv, p), false, nil
-			default:
-			}
-			return e.initError(inv, posted{failed: true, errorType: errorTypeExit, body: e.exitDocument(inv.id)}), false, nil
-		case <-initTimer.C:
-			e.kill()
-			return e.initError(inv, posted{failed: true, errorType: errorTypeInit,
-				body: invoke.ErrorDocument{ErrorType: errorTypeInit, ErrorMessage: fmt.Sprintf("RequestId: %s Error: init did not finish within %v", inv.id, e.cfg.initTimeout)}.Marshal()}), false, nil
-		case <-ctx.Done():
-			return invoke.Response{}, false, fmt.Errorf("invoke: waiting for init: %w", ctx.Err())
+		if resp, ok, err := e.awaitInit(ctx, inv); !ok {
+			return resp, false, err
 		}
 	}
 
@@ -362,6 +344,34 @@ func (e *environment) invoke(ctx context.Context, payload []byte) (resp invoke.R
 	}
 	e.report(inv.id, took, initTook, maxRSS, status)
 	return resp, reusable, nil
+}
+
+// awaitInit waits for a cold environment's init to end before its first invocation. ok is false
+// when the invocation ends there: with resp (Lambda's init error, the environment killed) or with
+// err (ctx ended first).
+func (e *environment) awaitInit(ctx context.Context, inv *invocation) (resp invoke.Response, ok bool, err error) {
+	initTimer := time.NewTimer(e.cfg.initTimeout)
+	defer initTimer.Stop()
+	select {
+	case <-e.initDone:
+		return invoke.Response{}, true, nil
+	case p := <-e.initFailed:
+		e.kill()
+		return e.initError(inv, p), false, nil
+	case <-e.exited:
+		select { // it may have reported an init error before exiting
+		case p := <-e.initFailed:
+			return e.initError(inv, p), false, nil
+		default:
+		}
+		return e.initError(inv, posted{failed: true, errorType: errorTypeExit, body: e.exitDocument(inv.id)}), false, nil
+	case <-initTimer.C:
+		e.kill()
+		return e.initError(inv, posted{failed: true, errorType: errorTypeInit,
+			body: invoke.ErrorDocument{ErrorType: errorTypeInit, ErrorMessage: fmt.Sprintf("RequestId: %s Error: init did not finish within %v", inv.id, e.cfg.initTimeout)}.Marshal()}), false, nil
+	case <-ctx.Done():
+		return invoke.Response{}, false, fmt.Errorf("invoke: waiting for init: %w", ctx.Err())
+	}
 }
 
 // initError is the response to an invocation whose environment failed to init; the log has its

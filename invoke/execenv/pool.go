@@ -32,7 +32,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // DefaultMaxEnvironments caps the environments of a pool when no maximum is given.

@@ -1,8 +1,6 @@
 package httpinvoke
 
 import (
-	"github.com/kinesis-esm/esm/invoke"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // Headers of Lambda's Invoke API.

@@ -1,8 +1,6 @@
 package httpinvoke
 
 import (
-	"github.com/kinesis-esm/esm/invoke"
-
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"unicode/utf8"
+
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 func TestClassifyHTTP(t *testing.T) {

@@ -1,8 +1,6 @@
 package httpinvoke
 
 import (
-	"github.com/kinesis-esm/esm/invoke"
-
 	"bytes"
 	"context"
 	"errors"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-retryablehttp"
+
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // responseMargin is how much longer than the function timeout an HTTP invocation may take before

@@ -1,8 +1,6 @@
 package httpinvoke
 
 import (
-	"github.com/kinesis-esm/esm/invoke"
-
 	"context"
 	"errors"
 	"io"
@@ -14,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
@@ -280,9 +279,9 @@ func TestHTTPWaitForAnEndpointHonoursContext(t *testing.T) {
 	}()
 	<-b.entered // the only endpoint is busy
 
+	start := time.Now() // before the deadline is set, so that the wait cannot seem shorter than it
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	_, err := h.Invoke(ctx, []byte(`{}`))
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, invoke.ErrUnavailable) || errors.Is(err, invoke.ErrThrottled) {
 		t.Fatalf("err %v: want the context's deadline, not a classification", err)
@@ -317,8 +316,11 @@ func TestHTTPAbandonedInvocationHoldsTheEndpointBack(t *testing.T) {
 	h.margin = 20 * time.Millisecond
 
 	go func() { <-b.entered }() // the first request never gets an answer
+	// The invoker gives up no earlier than timeout+margin after started, and holds the endpoint
+	// back for timeout from then: a bound that no scheduling delay can undercut (a time taken
+	// after Invoke returned is later than the invoker's own, by however long the return took).
+	started := time.Now()
 	_, err := h.Invoke(context.Background(), []byte(`{}`))
-	gaveUp := time.Now()
 	if !errors.Is(err, invoke.ErrUnavailable) || !strings.Contains(err.Error(), "no answer within") {
 		t.Fatalf("err %v: want invoke.ErrUnavailable for an endpoint that never answers", err)
 	}
@@ -339,8 +341,8 @@ func TestHTTPAbandonedInvocationHoldsTheEndpointBack(t *testing.T) {
 	if _, err := h.Invoke(context.Background(), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if held := (<-arrived).Sub(gaveUp); held < timeout {
-		t.Fatalf("the next invocation reached the endpoint %v after the abandoned one, want at least the function timeout %v", held, timeout)
+	if after, least := (<-arrived).Sub(started), timeout+h.margin+timeout; after < least {
+		t.Fatalf("the next invocation reached the endpoint %v after the abandoned one started, want at least %v: given up after the timeout and margin, then held back for the function timeout", after, least)
 	}
 }
 
@@ -406,13 +408,15 @@ func TestInvocationsURL(t *testing.T) {
 func TestHTTPClientTimeoutIsNotRetriedOnTheBusyEndpoint(t *testing.T) {
 	b := newBlocking()
 	f := newFakeEndpoint(t, b.respond)
-	const timeout = 100 * time.Millisecond
-	client := &http.Client{Timeout: 20 * time.Millisecond, Transport: newTransport()}
+	const timeout, attemptTimeout = 100 * time.Millisecond, 20 * time.Millisecond
+	client := &http.Client{Timeout: attemptTimeout, Transport: newTransport()}
 	h := newHTTP(t, []string{f.srv.URL}, WithHTTPClient(client), WithFunctionTimeout(timeout))
 
 	go func() { <-b.entered }() // never answered
+	// The attempt ends no earlier than attemptTimeout after started, and the endpoint is held back
+	// for timeout from then (measured from before the call, as no scheduling delay can undercut).
+	started := time.Now()
 	_, err := h.Invoke(context.Background(), []byte(`{}`))
-	gaveUp := time.Now()
 	if !errors.Is(err, invoke.ErrUnavailable) || f.count() != 1 {
 		t.Fatalf("err %v after %d requests: a timed-out attempt must not be retried at once", err, f.count())
 	}
@@ -426,8 +430,8 @@ func TestHTTPClientTimeoutIsNotRetriedOnTheBusyEndpoint(t *testing.T) {
 	if _, err := h.Invoke(context.Background(), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if held := (<-arrived).Sub(gaveUp); held < timeout {
-		t.Fatalf("the next invocation reached the endpoint %v later, want at least the function timeout %v", held, timeout)
+	if after, least := (<-arrived).Sub(started), attemptTimeout+timeout; after < least {
+		t.Fatalf("the next invocation reached the endpoint %v after the timed-out one started, want at least %v: the attempt's timeout, then the function timeout held back", after, least)
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/google/uuid"
 
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // DefaultOverrunWait is how long Invoke waits, after the function timeout, for a handler that is

@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // TakesRecords reports whether the handler has a Kinesis signature, so that InvokeRecords can

@@ -1,8 +1,6 @@
 package lambdaapi
 
 import (
-	"github.com/kinesis-esm/esm/invoke"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // Client is the part of the Lambda client (*lambda.Client of aws-sdk-go-v2's service/lambda)

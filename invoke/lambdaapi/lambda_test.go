@@ -1,8 +1,6 @@
 package lambdaapi
 
 import (
-	"github.com/kinesis-esm/esm/invoke"
-
 	"context"
 	"errors"
 	"io"
@@ -18,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // invokeAPI is an httptest server that speaks Lambda's Invoke API: the function named in the

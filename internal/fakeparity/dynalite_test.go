@@ -1,4 +1,7 @@
-package fakedynamo
+// Package fakeparity_test checks the in-memory fakes of module github.com/kinesis-esm/esm/fake
+// against the emulators the rest of the suite uses: the fakes' own module cannot import the
+// test environment, which lives here.
+package fakeparity_test
 
 import (
 	"context"
@@ -18,8 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/kinesis-esm/esm/fake/fakedynamo"
+	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testenv"
-	"github.com/kinesis-esm/esm/local"
 )
 
 // The differential test runs the same calls on the fake and on dynalite and compares what they
@@ -122,6 +126,9 @@ func showValue(v types.AttributeValue) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func n(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
 
 func units(cc *types.ConsumedCapacity) float64 {
 	if cc == nil || cc.CapacityUnits == nil {
@@ -257,7 +264,7 @@ func TestMatchesDynalite(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	fake := New()
+	fake := fakedynamo.New()
 	table := fmt.Sprintf("diff-%d", time.Now().UnixNano())
 	for _, c := range []api{fake, dynalite} {
 		_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{

@@ -47,11 +47,11 @@ type TableStats struct {
 	Calls          map[string]int64   // per operation, throttled and faulted calls included
 	ReadUnits      float64            // read units consumed
 	WriteUnits     float64            // write units consumed, failed conditional writes included
-	ReadUnitsByOp  map[string]float64 // per operation
-	WriteUnitsByOp map[string]float64
-	// ConditionalWrites counts writes with a condition expression that were evaluated;
-	// ConditionFailures how many failed it.
+	ReadUnitsByOp  map[string]float64 // read units per operation
+	WriteUnitsByOp map[string]float64 // write units per operation
+	// ConditionalWrites counts writes with a condition expression that were evaluated.
 	ConditionalWrites int64
+	// ConditionFailures counts the conditional writes whose condition failed.
 	ConditionFailures int64
 	Throttled         int64 // calls refused for capacity or a throttle burst
 	Faults            int64 // calls a FaultFunc failed or whose response it lost

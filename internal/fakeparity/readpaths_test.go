@@ -1,4 +1,4 @@
-package fakedynamo
+package fakeparity_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kinesis-esm/esm/fake/fakedynamo"
 )
 
 // rpKeys are the items of the read-paths table: hash key h, range key r.
@@ -99,7 +101,7 @@ func readAll(ctx context.Context, t *testing.T, c api, table string) map[string]
 func TestReadPathsAfterOverwriteAndDelete(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	targets := map[string]api{"fake": New()}
+	targets := map[string]api{"fake": fakedynamo.New()}
 	if dynalite != nil {
 		targets["dynalite"] = dynalite
 	}

@@ -29,16 +29,37 @@
 //     default, which is virtual time inside a testing/synctest bubble). A request is admitted
 //     while both buckets hold anything and may overdraw them; a refused one is a
 //     *types.ProvisionedThroughputExceededException. ThrottleUntil makes a throttle burst.
-//   - Faults: a FaultFunc (WithFaults, SetFaults) decides per call: Throttle, ServerError
-//     (*types.InternalServerError), LoseResponse (the write happens, the caller gets an error
-//     wrapping ErrResponseLost) or LoseResponseRetried (the write happens, then the same call
-//     again, as the SDK's retryer would after a lost response).
+//   - Faults: see below.
 //   - Latency: WithLatency makes each call wait on a timer, so that a synctest bubble sees
 //     the caller durably blocked.
 //
 // Errors are wrapped in *smithy.OperationError like the SDK's, so errors.As finds the typed
 // exception. There are no secondary indexes, transactions, streams or TTL; eventually
 // consistent reads see the latest write.
+//
+// # Injecting faults
+//
+// A FaultFunc (WithFaults at New, SetFaults later; nil removes it) is called once per API call,
+// after any WithLatency wait, with the operation (the Op constants), the table and the call's
+// input, and decides what becomes of the call: NoFault runs it; Throttle fails it with a
+// *types.ProvisionedThroughputExceededException and ServerError with a
+// *types.InternalServerError (HTTP 500), both without effect; LoseResponse runs it (a write takes
+// effect) and then fails it with an error wrapping ErrResponseLost, as a connection reset after
+// the request reached DynamoDB does; LoseResponseRetried runs it, loses the response and runs
+// the same call again, returning the second outcome, as the SDK's retryer does, so that a
+// conditional write usually fails on its own effect. TableStats counts the faults. The FaultFunc
+// runs with no lock held and may block, on a channel say, to hold a call until the test
+// releases it:
+//
+//	db.SetFaults(func(ctx context.Context, c fakedynamo.Call) fakedynamo.Fault {
+//		if c.Op == fakedynamo.OpUpdateItem && c.Table == "leases" {
+//			return fakedynamo.LoseResponse // the renewal lands, its caller sees an error
+//		}
+//		return fakedynamo.NoFault
+//	})
+//
+// ThrottleUntil throttles every call on a table until a time (a burst), and SetCapacity changes a
+// table's capacity, so that throttling follows from the load.
 //
 // # Use
 //

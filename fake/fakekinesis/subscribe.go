@@ -45,7 +45,8 @@ type SubscriptionEvent struct {
 	// Context is the context the SubscribeToShard call was made with (its values included), so a
 	// callback can tell whose subscription it is.
 	Context context.Context
-	Event   *types.SubscribeToShardEvent
+	// Event is the event about to be sent. The callback may read it, not modify it.
+	Event *types.SubscribeToShardEvent
 }
 
 // Subscription timings, as Kinesis documents them.

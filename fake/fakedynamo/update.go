@@ -26,6 +26,8 @@ type addAction struct {
 	v types.AttributeValue
 }
 
+// parseUpdate parses an update expression: its SET, REMOVE, ADD and DELETE clauses, each at
+// most once, with no two actions on overlapping paths.
 func parseUpdate(s string, e *env) (*update, error) {
 	p, err := newParser(s, e)
 	if err != nil {
@@ -44,37 +46,8 @@ func parseUpdate(s string, e *env) (*update, error) {
 		}
 		seen[clause] = true
 		for {
-			pa, err := p.parsePath()
-			if err != nil {
+			if err := p.parseAction(u, clause, t.s); err != nil {
 				return nil, err
-			}
-			switch clause {
-			case "SET":
-				if err := p.expect(tOp, "="); err != nil {
-					return nil, err
-				}
-				v, err := p.parseSetValue()
-				if err != nil {
-					return nil, err
-				}
-				u.set = append(u.set, setAction{pa, v})
-			case "REMOVE":
-				u.remove = append(u.remove, pa)
-			case "ADD", "DELETE":
-				if p.peek().kind != tValue {
-					return nil, fmt.Errorf("Invalid UpdateExpression: %s needs a value", clause)
-				}
-				v, err := p.parseValueRef()
-				if err != nil {
-					return nil, err
-				}
-				if clause == "ADD" {
-					u.add = append(u.add, addAction{pa, v})
-				} else {
-					u.del = append(u.del, addAction{pa, v})
-				}
-			default:
-				return nil, fmt.Errorf("Invalid UpdateExpression: Syntax error; token: %q", t.s)
 			}
 			if p.peek().kind != tComma {
 				break
@@ -107,6 +80,44 @@ func parseUpdate(s string, e *env) (*update, error) {
 		}
 	}
 	return u, nil
+}
+
+// parseAction parses one action of the clause (SET, REMOVE, ADD or DELETE; token is the
+// clause as written) into u.
+func (p *parser) parseAction(u *update, clause, token string) error {
+	pa, err := p.parsePath()
+	if err != nil {
+		return err
+	}
+	switch clause {
+	case "SET":
+		if err := p.expect(tOp, "="); err != nil {
+			return err
+		}
+		v, err := p.parseSetValue()
+		if err != nil {
+			return err
+		}
+		u.set = append(u.set, setAction{pa, v})
+	case "REMOVE":
+		u.remove = append(u.remove, pa)
+	case "ADD", "DELETE":
+		if p.peek().kind != tValue {
+			return fmt.Errorf("Invalid UpdateExpression: %s needs a value", clause)
+		}
+		v, err := p.parseValueRef()
+		if err != nil {
+			return err
+		}
+		if clause == "ADD" {
+			u.add = append(u.add, addAction{pa, v})
+		} else {
+			u.del = append(u.del, addAction{pa, v})
+		}
+	default:
+		return fmt.Errorf("Invalid UpdateExpression: Syntax error; token: %q", token)
+	}
+	return nil
 }
 
 // apply runs the update on a copy of item (nil for a new item) and returns it, with the names of

@@ -15,8 +15,10 @@ const OpDescribeStreamSummary = "DescribeStreamSummary"
 
 // Retention bounds, as Kinesis sets them: 24 hours (the default) to 365 days.
 const (
+	// DefaultRetention is a new stream's retention period, and the shortest one SetRetention takes.
 	DefaultRetention = 24 * time.Hour
-	MaxRetention     = 8760 * time.Hour
+	// MaxRetention is the longest retention period SetRetention takes.
+	MaxRetention = 8760 * time.Hour
 )
 
 // SetRetention sets the stream's retention period, as IncreaseStreamRetentionPeriod and

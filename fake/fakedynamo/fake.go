@@ -13,30 +13,31 @@ import (
 	"github.com/aws/smithy-go"
 )
 
-// Operation names, as Call.Op and in Stats.
+// Operation names, as Call.Op and as the keys of TableStats.Calls and its units by operation.
 const (
-	OpGetItem       = "GetItem"
-	OpBatchGetItem  = "BatchGetItem"
-	OpPutItem       = "PutItem"
-	OpUpdateItem    = "UpdateItem"
-	OpDeleteItem    = "DeleteItem"
-	OpQuery         = "Query"
-	OpScan          = "Scan"
-	OpCreateTable   = "CreateTable"
-	OpDescribeTable = "DescribeTable"
-	OpUpdateTable   = "UpdateTable"
-	OpDeleteTable   = "DeleteTable"
+	OpGetItem       = "GetItem"       // a GetItem call
+	OpBatchGetItem  = "BatchGetItem"  // a BatchGetItem call
+	OpPutItem       = "PutItem"       // a PutItem call
+	OpUpdateItem    = "UpdateItem"    // an UpdateItem call
+	OpDeleteItem    = "DeleteItem"    // a DeleteItem call
+	OpQuery         = "Query"         // a Query call
+	OpScan          = "Scan"          // a Scan call
+	OpCreateTable   = "CreateTable"   // a CreateTable call
+	OpDescribeTable = "DescribeTable" // a DescribeTable call
+	OpUpdateTable   = "UpdateTable"   // an UpdateTable call
+	OpDeleteTable   = "DeleteTable"   // a DeleteTable call
 )
 
 // Limits DynamoDB applies, used as defaults.
 const (
-	// DefaultTableReadUnits and DefaultTableWriteUnits are an on-demand table's default
-	// account-level quota per table, in units per second.
-	DefaultTableReadUnits  = 40000
+	// DefaultTableReadUnits is an on-demand table's default account-level read quota per
+	// table, in units per second.
+	DefaultTableReadUnits = 40000
+	// DefaultTableWriteUnits is the same quota for writes.
 	DefaultTableWriteUnits = 40000
-	// DefaultPartitionReadUnits and DefaultPartitionWriteUnits are what one partition serves
-	// per second.
-	DefaultPartitionReadUnits  = 3000
+	// DefaultPartitionReadUnits is how many read units one partition serves per second.
+	DefaultPartitionReadUnits = 3000
+	// DefaultPartitionWriteUnits is how many write units one partition serves per second.
 	DefaultPartitionWriteUnits = 1000
 	// pageLimit is the most data one Scan or Query page evaluates.
 	pageLimit = 1 << 20
@@ -72,8 +73,8 @@ var ErrResponseLost = errors.New("fakedynamo: connection reset after the request
 
 // Call describes one API call to a FaultFunc.
 type Call struct {
-	Op    string
-	Table string
+	Op    string // the operation, one of the Op constants
+	Table string // the table it addresses; for BatchGetItem, one of its tables
 	// Input is the call's input, e.g. *dynamodb.UpdateItemInput. Do not modify it.
 	Input any
 }

@@ -11,11 +11,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// Operation names passed to an Inject callback and accepted by Calls.
+// Operation names passed to an Inject callback and accepted by Calls: the read calls.
 const (
-	OpListShards       = "ListShards"
+	// OpListShards is a ListShards call; Inject gets its *kinesis.ListShardsInput.
+	OpListShards = "ListShards"
+	// OpGetShardIterator is a GetShardIterator call; Inject gets its
+	// *kinesis.GetShardIteratorInput.
 	OpGetShardIterator = "GetShardIterator"
-	OpGetRecords       = "GetRecords"
+	// OpGetRecords is a GetRecords call; Inject gets its *kinesis.GetRecordsInput.
+	OpGetRecords = "GetRecords"
 )
 
 const (
@@ -150,13 +154,15 @@ func New(opts ...Option) *Fake {
 	return f
 }
 
-// Inject installs fn, replacing any previous one; nil removes it. fn is called
-// at the start of every ListShards, GetShardIterator and GetRecords call with
-// the operation name (OpListShards, ...) and the call's input pointer
-// (*kinesis.GetRecordsInput, ...). A non-nil result is returned as the call's
-// error, wrapped as the SDK wraps errors (see ErrThrottled). fn runs without
-// the Fake's lock held, so it may call Put, Split and the rest. It may be
-// called concurrently.
+// Inject installs fn, the fault hook, replacing any previous one; nil removes it. fn is called
+// at the start of every ListShards, GetShardIterator, GetRecords, DescribeStreamSummary and
+// SubscribeToShard call, after the call is counted, with the operation name (OpListShards, ...)
+// and the call's input pointer (*kinesis.GetRecordsInput, ...), and before each event a
+// subscription sends (OpSubscribeToShardEvent). A non-nil result is returned as the call's
+// error, wrapped as the SDK wraps errors (see ErrThrottled); for OpSubscribeToShardEvent it ends
+// the subscription instead (see ErrDropped). fn runs without the Fake's lock held, so it may call
+// Put, Split and the rest, or block. It may be called concurrently. RegisterStreamConsumer and
+// DescribeStreamConsumer are not hooked.
 func (f *Fake) Inject(fn func(op string, in any) error) {
 	if fn == nil {
 		f.injector.Store(nil)
@@ -165,8 +171,9 @@ func (f *Fake) Inject(fn func(op string, in any) error) {
 	f.injector.Store(&fn)
 }
 
-// Calls returns how many times op (OpListShards, OpGetShardIterator or
-// OpGetRecords) has been called, counting failed calls. Unknown ops give 0.
+// Calls returns how many times op (one of the Op constants) has been called, counting failed
+// calls and the one in progress; for OpSubscribeToShardEvent, how many events subscriptions sent
+// (those the hook failed not included). Unknown ops give 0.
 func (f *Fake) Calls(op string) int {
 	if i := opIndex(op); i >= 0 {
 		return int(f.calls[i].Load())
@@ -247,8 +254,8 @@ func (f *Fake) PutToShard(streamName, shardID, partitionKey string, data []byte)
 
 // Entry is one record for PutMany.
 type Entry struct {
-	PartitionKey string
-	Data         []byte
+	PartitionKey string // routes the record, as Put's partitionKey
+	Data         []byte // stored without copying, as Put's data
 }
 
 // PutMany is Put for many records under one lock, in order, with one clock
