@@ -170,3 +170,32 @@ func TestHeldStoreWithLiveView(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 }
+
+// TestMappingPicksItsLiveMapping: with the metrics of an esm serve running two mappings whose
+// streams both have shardId-0, a mapping's report takes the live state of its own only (u2's
+// labels name stream b and function g by name, as esm serve's do).
+func TestMappingPicksItsLiveMapping(t *testing.T) {
+	kin := fakeKinesis{shards: map[string][]types.Shard{streamA: {shard("shardId-0")}, streamB: {shard("shardId-0")}}}
+	dir := t.TempDir()
+	r := status.New(kin, status.WithStateDir(dir), status.WithMetricsAddr(metricsServer(t, metricsText)))
+	for range 20 { // the metrics' mappings come as a map: any order
+		a, err := r.Mapping(context.Background(), streamA, "arn:aws:lambda:us-east-1:000000000000:function:f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := a.Shards[0]; s.ReadBy != "subscription" || *s.IteratorAgeMillis != 1500 {
+			t.Fatalf("stream a's shardId-0: %+v, want u1's (read by subscription, 1500 ms)", s)
+		}
+		b, err := r.Mapping(context.Background(), streamB, "arn:aws:lambda:us-east-1:000000000000:function:g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := b.Shards[0]; s.ReadBy != "" || s.IteratorAgeMillis == nil || *s.IteratorAgeMillis != 7 {
+			t.Fatalf("stream b's shardId-0: %+v, want u2's (7 ms)", s)
+		}
+	}
+	other, err := r.Mapping(context.Background(), streamB, "arn:aws:lambda:us-east-1:000000000000:function:h")
+	if err != nil || other.Shards[0].IteratorAgeMillis != nil {
+		t.Fatalf("a mapping the metrics do not name: %+v, %v; want no live state", other, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -73,7 +74,8 @@ func New(kin poller.KinesisAPI, opts ...Option) *Reader {
 var ErrNoMetricsAddr = errors.New("status: All needs the metrics address of a running esm")
 
 // Mapping reports the mapping of a stream (by ARN) and a function (by ARN): the stream's shards
-// joined with the stored progress, and with a running esm's live view under WithMetricsAddr.
+// joined with the stored progress, and with a running esm's live view under WithMetricsAddr (the
+// only mapping of its metrics, or the one they name by this stream and function).
 func (r *Reader) Mapping(ctx context.Context, streamARN, functionARN string) (Report, error) {
 	rep := Report{Stream: streamARN, Function: functionARN, StateDir: r.stateDir}
 	progress, owners, err := r.progress(ctx, &rep)
@@ -93,11 +95,37 @@ func (r *Reader) Mapping(ctx context.Context, streamARN, functionARN string) (Re
 		if err != nil {
 			return rep, err
 		}
-		for _, lm := range mappings {
+		if lm := liveOf(mappings, streamARN, functionARN); lm != nil {
 			rep.ApplyLive(lm.Shards)
 		}
 	}
 	return rep, nil
+}
+
+// liveOf picks the mapping of streamARN and functionARN among what a running esm's metrics
+// hold: the only one (esm run's), or the one whose labels name this stream and function (by
+// name, as esm serve's do, or as given to esm run); nil when none does. esm serve runs several
+// mappings, whose streams share shard ids: a shard's live state is its own mapping's only.
+func liveOf(mappings map[string]*LiveMapping, streamARN, functionARN string) *LiveMapping {
+	if len(mappings) == 1 {
+		for _, lm := range mappings {
+			return lm
+		}
+	}
+	stream, function := streamARN, functionARN
+	if a, err := arn.Parse(streamARN); err == nil {
+		stream = strings.TrimPrefix(a.Resource, "stream/")
+	}
+	if a, err := arn.Parse(functionARN); err == nil {
+		function, _, _ = strings.Cut(strings.TrimPrefix(a.Resource, "function:"), ":")
+	}
+	for _, id := range slices.Sorted(maps.Keys(mappings)) {
+		lm := mappings[id]
+		if (lm.Stream == stream || lm.Stream == streamARN) && (lm.Function == function || lm.Function == functionARN) {
+			return lm
+		}
+	}
+	return nil
 }
 
 // progress reads the mapping's progress, and the lease owners from a lease table.
