@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -43,11 +44,11 @@ type Queue struct {
 
 // NewQueue returns a destination for the queue with the given ARN.
 func NewQueue(client SQSAPI, queueARN string) (*Queue, error) {
-	parts := strings.Split(queueARN, ":")
-	if len(parts) != 6 || parts[2] != "sqs" || parts[5] == "" {
+	a, err := arn.Parse(queueARN)
+	if err != nil || a.Service != "sqs" || a.Resource == "" || strings.Contains(a.Resource, ":") {
 		return nil, fmt.Errorf("not an SQS queue ARN: %q", queueARN)
 	}
-	return &Queue{client: client, name: parts[5], owner: parts[4]}, nil
+	return &Queue{client: client, name: a.Resource, owner: a.AccountID}, nil
 }
 
 func (q *Queue) queueURL(ctx context.Context) (string, error) {
@@ -108,16 +109,11 @@ type Bucket struct {
 
 // NewBucket returns a destination for the bucket named by arn:aws:s3:::<bucket>.
 func NewBucket(client S3API, bucketARN, mappingUUID string) (*Bucket, error) {
-	name, ok := strings.CutPrefix(bucketARN, "arn:aws:s3:::")
-	if !ok {
-		if i := strings.LastIndex(bucketARN, ":::"); strings.HasPrefix(bucketARN, "arn:") && i > 0 {
-			name, ok = bucketARN[i+3:], true
-		}
-	}
-	if !ok || name == "" || strings.Contains(name, "/") {
+	a, err := arn.Parse(bucketARN)
+	if err != nil || a.Service != "s3" || a.Region != "" || a.AccountID != "" || a.Resource == "" || strings.ContainsAny(a.Resource, "/:") {
 		return nil, fmt.Errorf("not an S3 bucket ARN: %q", bucketARN)
 	}
-	return &Bucket{client: client, bucket: name, mappingUUID: mappingUUID}, nil
+	return &Bucket{client: client, bucket: a.Resource, mappingUUID: mappingUUID}, nil
 }
 
 // Deliver implements poller.Destination.
@@ -132,33 +128,28 @@ func (b *Bucket) Deliver(ctx context.Context, f poller.FailureRecord) error {
 }
 
 // New returns the destination for an on-failure ARN: an SQS queue, an SNS topic or an S3 bucket.
-func New(cfg aws.Config, arn string, opts ...Option) (poller.Destination, error) {
+func New(cfg aws.Config, destination string, opts ...Option) (poller.Destination, error) {
 	o := configure(opts)
-	parts := strings.SplitN(arn, ":", 6)
-	if len(parts) != 6 {
-		return nil, fmt.Errorf("on-failure destination %q is not an ARN", arn)
+	a, err := arn.Parse(destination)
+	if err != nil {
+		return nil, fmt.Errorf("on-failure destination %q is not an ARN", destination)
 	}
-	switch parts[2] {
+	switch a.Service {
 	case "sqs":
 		switch o.sqsProtocol {
 		case "", "json", "query":
 		default:
 			return nil, fmt.Errorf("SQS protocol %q: want json or query", o.sqsProtocol)
 		}
-		return NewQueue(NewSQSClient(cfg, opts...), arn)
+		return NewQueue(NewSQSClient(cfg, opts...), destination)
 	case "sns":
-		c := sns.NewFromConfig(cfg, func(so *sns.Options) {
-			if o.endpointURL != "" {
-				so.BaseEndpoint = aws.String(o.endpointURL)
-			}
-		})
-		return NewTopic(c, arn), nil
+		return NewTopic(sns.NewFromConfig(o.aws(cfg)), destination), nil
 	case "s3":
 		id := o.mappingUUID
 		if id == "" {
 			id = "esm"
 		}
-		return NewBucket(NewS3Client(cfg, opts...), arn, id)
+		return NewBucket(NewS3Client(cfg, opts...), destination, id)
 	}
-	return nil, fmt.Errorf("on-failure destination %q: Lambda accepts an SQS queue, an SNS topic or an S3 bucket", arn)
+	return nil, fmt.Errorf("on-failure destination %q: Lambda accepts an SQS queue, an SNS topic or an S3 bucket", destination)
 }

@@ -41,28 +41,27 @@ func configure(opts []Option) config {
 	return c
 }
 
+// aws is cfg with the options' endpoint, for every client built from it ("" keeps cfg's).
+func (c config) aws(cfg aws.Config) aws.Config {
+	if c.endpointURL != "" {
+		cfg.BaseEndpoint = aws.String(c.endpointURL)
+	}
+	return cfg
+}
+
 // NewSQSClient returns the SQS client New uses for a queue: cfg, with the endpoint and the
 // protocol of the options (any protocol but "query" is the SDK's JSON protocol).
 func NewSQSClient(cfg aws.Config, opts ...Option) *sqs.Client {
 	c := configure(opts)
-	return sqs.NewFromConfig(cfg, func(so *sqs.Options) {
-		if c.endpointURL != "" {
-			so.BaseEndpoint = aws.String(c.endpointURL)
-		}
-		if c.sqsProtocol == "query" {
-			so.Protocol = awsquery.New(sqsschemas.AmazonSQS)
-		}
-	})
+	if c.sqsProtocol != "query" {
+		return sqs.NewFromConfig(c.aws(cfg))
+	}
+	return sqs.NewFromConfig(c.aws(cfg), func(so *sqs.Options) { so.Protocol = awsquery.New(sqsschemas.AmazonSQS) })
 }
 
 // NewS3Client returns the S3 client New uses for a bucket: cfg, with the endpoint of the
 // options, addressed path-style there (as emulators need).
 func NewS3Client(cfg aws.Config, opts ...Option) *s3.Client {
 	c := configure(opts)
-	return s3.NewFromConfig(cfg, func(so *s3.Options) {
-		if c.endpointURL != "" {
-			so.BaseEndpoint = aws.String(c.endpointURL)
-			so.UsePathStyle = true
-		}
-	})
+	return s3.NewFromConfig(c.aws(cfg), func(so *s3.Options) { so.UsePathStyle = c.endpointURL != "" })
 }

@@ -35,6 +35,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -94,6 +95,8 @@ type Config struct {
 	FailCounter string        // EXAMPLE_FAIL_COUNTER
 	EventDump   string        // EXAMPLE_EVENT_DUMP
 	Trace       string        // EXAMPLE_TRACE
+	// Stdout receives the summary line of each batch when Output is "" (default: os.Stdout).
+	Stdout io.Writer
 }
 
 // ConfigFromEnv reads the settings from the environment. Values that do not parse are ignored,
@@ -119,6 +122,15 @@ func ConfigFromEnv() Config {
 // Handle runs the function with the settings in the environment (ConfigFromEnv).
 func Handle(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
 	return ConfigFromEnv().Handle(ctx, e)
+}
+
+// HandleTo is Handle with the summary lines written to w instead of os.Stdout.
+func HandleTo(w io.Writer) func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error) {
+	return func(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
+		c := ConfigFromEnv()
+		c.Stdout = w
+		return c.Handle(ctx, e)
+	}
 }
 
 // Handle records every record of the batch and reports no failures, unless c asks it to fail.
@@ -238,11 +250,15 @@ func count(path string) (int, error) {
 	return int(fi.Size()), nil
 }
 
-// record writes one Delivery per record to c.Output, or a summary line to stdout.
+// record writes one Delivery per record to c.Output, or a summary line to c.Stdout.
 func (c Config) record(reqID string, start time.Time, e events.KinesisEvent) error {
 	if c.Output == "" {
 		if n := len(e.Records); n > 0 {
-			fmt.Printf("received %d records from %s (%s … %s)\n", n, shardOf(e.Records[0].EventID),
+			out := c.Stdout
+			if out == nil {
+				out = os.Stdout
+			}
+			fmt.Fprintf(out, "received %d records from %s (%s … %s)\n", n, shardOf(e.Records[0].EventID),
 				e.Records[0].Kinesis.SequenceNumber, e.Records[n-1].Kinesis.SequenceNumber)
 		}
 		return nil

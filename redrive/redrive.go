@@ -85,6 +85,22 @@ func (s *Summary) add(o Outcome) {
 // are not this redrive's to judge.
 func (s Summary) OK() bool { return s.Failing == 0 && s.Expired == 0 && s.Invalid == 0 }
 
+// Err is the error a redrive that ended with err (Run's) and summary s ends with: an
+// interruption (err wraps context.Canceled) says how many messages were read, the messages left
+// being kept; any other err is returned; without one, a summary that is not OK is an error
+// counting what was kept. nil when everything was redriven.
+func (s Summary) Err(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("interrupted after %d messages: the rest are kept for the next redrive", s.Messages)
+	case err != nil:
+		return err
+	case !s.OK():
+		return fmt.Errorf("not everything was redriven: %d still failing, %d expired, %d invalid (their messages were kept)", s.Failing, s.Expired, s.Invalid)
+	}
+	return nil
+}
+
 // String is the summary line of a report.
 func (s Summary) String() string {
 	noun := "messages"

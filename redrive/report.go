@@ -3,9 +3,11 @@ package redrive
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // Reporter shows a redrive's progress: Begin once (total is how many messages, -1 when the source
@@ -55,6 +57,15 @@ func NewLineReporter(w io.Writer) Reporter { return lineReporter{w} }
 func (l lineReporter) Begin(int)       {}
 func (l lineReporter) Result(r Result) { fmt.Fprintln(l.w, Line(r)) }
 func (l lineReporter) End(s Summary)   { fmt.Fprintln(l.w, s) }
+
+// NewReporter reports to w as a person reads it: with NewBarReporter when w is a terminal, with
+// NewLineReporter otherwise (a file, a pipe).
+func NewReporter(w io.Writer) Reporter {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return NewBarReporter(w)
+	}
+	return NewLineReporter(w)
+}
 
 // barReporter draws a progress bar on a terminal, with the lines of the messages that were not
 // redriven above it, and the summary at the end.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -54,18 +55,18 @@ type QueueURLAPI interface {
 }
 
 // QueueURL returns the URL of the queue with ARN arn:<partition>:sqs:<region>:<account>:<name>.
-func QueueURL(ctx context.Context, c QueueURLAPI, arn string) (string, error) {
-	parts := strings.Split(arn, ":")
-	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[5] == "" {
-		return "", fmt.Errorf("not an SQS queue ARN: %q", arn)
+func QueueURL(ctx context.Context, c QueueURLAPI, queueARN string) (string, error) {
+	a, err := arn.Parse(queueARN)
+	if err != nil || a.Service != "sqs" || a.Resource == "" || strings.Contains(a.Resource, ":") {
+		return "", fmt.Errorf("not an SQS queue ARN: %q", queueARN)
 	}
-	in := &sqs.GetQueueUrlInput{QueueName: aws.String(parts[5])}
-	if parts[4] != "" {
-		in.QueueOwnerAWSAccountId = aws.String(parts[4])
+	in := &sqs.GetQueueUrlInput{QueueName: aws.String(a.Resource)}
+	if a.AccountID != "" {
+		in.QueueOwnerAWSAccountId = aws.String(a.AccountID)
 	}
 	out, err := c.GetQueueUrl(ctx, in)
 	if err != nil {
-		return "", fmt.Errorf("get URL of queue %s: %w", parts[5], err)
+		return "", fmt.Errorf("get URL of queue %s: %w", a.Resource, err)
 	}
 	return aws.ToString(out.QueueUrl), nil
 }

@@ -2,7 +2,8 @@ package sam
 
 import (
 	"regexp"
-	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 )
 
 // The ARN patterns of Lambda's API, as its validation messages quote them.
@@ -20,6 +21,6 @@ var (
 
 // isKinesisARN reports whether s is the ARN of a Kinesis resource (a stream or a consumer).
 func isKinesisARN(s string) bool {
-	parts := strings.SplitN(s, ":", 6)
-	return len(parts) == 6 && parts[0] == "arn" && parts[2] == "kinesis"
+	a, err := arn.Parse(s)
+	return err == nil && a.Service == "kinesis"
 }

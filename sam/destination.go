@@ -3,7 +3,8 @@ package sam
 import (
 	"cmp"
 	"slices"
-	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 )
 
 // destinationTypes are the values of SAM's DestinationConfig.OnFailure.Type.
@@ -69,20 +70,20 @@ func (p propReader) destinationConfig(kind mappingKind) (DestinationConfig, erro
 // describeDestination derives what the ARN of an on-failure destination says: its Type, when SAM's
 // is not given, and the queue's URL or the bucket's name.
 func (r *resolver) describeDestination(of *OnFailure) {
-	parts := strings.SplitN(of.Destination, ":", 6)
-	if len(parts) != 6 {
+	a, err := arn.Parse(of.Destination)
+	if err != nil {
 		return
 	}
-	switch parts[2] {
+	switch a.Service {
 	case "sqs":
 		of.Type = cmp.Or(of.Type, "SQS")
 		o := r.opts
-		o.region, o.accountID = parts[3], parts[4]
-		of.QueueUrl = (&resolver{opts: o}).queueURL(parts[5])
+		o.region, o.accountID = a.Region, a.AccountID
+		of.QueueUrl = (&resolver{opts: o}).queueURL(a.Resource)
 	case "sns":
 		of.Type = cmp.Or(of.Type, "SNS")
 	case "s3":
 		of.Type = cmp.Or(of.Type, "S3")
-		of.Bucket = parts[5]
+		of.Bucket = a.Resource
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -43,23 +45,26 @@ func (b *builder) mappedFunction(n *node, path string) (*Function, error) {
 		}
 	}
 	// A function outside the template: its name, ARN (maybe qualified) or partial ARN.
-	name, arn := s, ""
-	parts := strings.Split(s, ":")
+	name, fnARN := s, ""
+	a, err := arn.Parse(s)
+	fnName, isFunction := strings.CutPrefix(a.Resource, "function:")
+	parts := strings.Split(s, ":") // a partial ARN, ACCOUNT:function:NAME[:QUALIFIER], is no ARN
 	switch {
-	case len(parts) >= 7 && parts[0] == "arn" && parts[2] == "lambda" && parts[5] == "function":
-		name, arn = parts[6], s
+	case err == nil && a.Service == "lambda" && isFunction:
+		name, _, _ = strings.Cut(fnName, ":") // without the qualifier
+		fnARN = s
 	case len(parts) >= 3 && parts[1] == "function":
 		name = parts[2]
-		arn = fmt.Sprintf("arn:%s:lambda:%s:%s", r.opts.partition, r.opts.region, s)
+		fnARN = fmt.Sprintf("arn:%s:lambda:%s:%s", r.opts.partition, r.opts.region, s)
 	case len(parts) == 1 && s != "":
-		arn = fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", r.opts.partition, r.opts.region, r.opts.accountID, s)
+		fnARN = fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", r.opts.partition, r.opts.region, r.opts.accountID, s)
 	default:
 		return nil, r.errAt(n, path, "FunctionName %q is not a function name, ARN or partial ARN", s)
 	}
 	if len(s) > 140 {
 		return nil, r.errAt(n, path, "1 validation error detected: Value '%s' at 'functionName' failed to satisfy constraint: Member must have length less than or equal to 140", s)
 	}
-	return &Function{FunctionName: name, FunctionArn: arn, Timeout: 3, MemorySize: 128}, nil
+	return &Function{FunctionName: name, FunctionArn: fnARN, Timeout: 3, MemorySize: 128}, nil
 }
 
 // function reads a function resource (with Globals for a SAM function), once.

@@ -15,7 +15,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 var fixedNow = func() time.Time { return time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // TestGolden resolves real-world-shaped templates and compares every mapping, as JSON, with
-// testdata/<name>.golden.json. Run with -update to rewrite them after a deliberate change.
+// testdata/<name>.golden.json, and as esm validate shows them with testdata/<name>.golden.txt. Run with -update to rewrite them after a deliberate change.
 func TestGolden(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -53,22 +53,31 @@ func TestGolden(t *testing.T) {
 			if err := tpl.WriteJSON(&buf); err != nil {
 				t.Fatal(err)
 			}
-			got := buf.Bytes()
-			golden := filepath.Join("testdata", tt.name+".golden.json")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
+			golden(t, filepath.Join("testdata", tt.name+".golden.json"), buf.Bytes())
+			buf.Reset()
+			if err := tpl.WriteText(&buf); err != nil { // esm validate's view
+				t.Fatal(err)
 			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./sam -run TestGolden -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("resolved mappings differ from %s (-update rewrites it):\n%s", golden, got)
-			}
+			golden(t, filepath.Join("testdata", tt.name+".golden.txt"), buf.Bytes())
 		})
+	}
+}
+
+// golden compares got with the golden file at path, or with -update rewrites it.
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./sam -run TestGolden -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("resolved mappings differ from %s (-update rewrites it):\n%s", path, got)
 	}
 }
 

@@ -2,6 +2,7 @@ package sam
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -298,6 +299,46 @@ func (t *Template) Select(selector string) (*Mapping, error) {
 		e.Candidates = append(e.Candidates, t.Mappings[i].ID)
 	}
 	return nil, e
+}
+
+// Narrow keeps only the mapping selector names (see Select) in t.Mappings; an empty selector keeps
+// every mapping when there is one or more. A selection that fails leaves t as it was, and its
+// error (wrapping the *SelectionError) ends with the template's warnings, which often say why a
+// mapping is missing.
+func (t *Template) Narrow(selector string) error {
+	if selector == "" && len(t.Mappings) > 0 {
+		return nil
+	}
+	m, err := t.Select(selector)
+	if err != nil {
+		if len(t.Warnings) > 0 {
+			return fmt.Errorf("%w (%s)", err, strings.Join(t.Warnings, "; "))
+		}
+		return err
+	}
+	t.Mappings = []Mapping{*m}
+	return nil
+}
+
+// SelectFunction returns a mapping of the function a selector names, as Select does, except that
+// an empty selector also accepts several mappings when they all name one function (esm invoke
+// needs the function, not the mapping): the first of them is returned.
+func (t *Template) SelectFunction(selector string) (*Mapping, error) {
+	m, err := t.Select(selector)
+	if err == nil {
+		return m, nil
+	}
+	var se *SelectionError
+	if selector == "" && errors.As(err, &se) && len(t.Mappings) > 1 {
+		first := t.Mappings[0].Function.FunctionArn
+		for _, o := range t.Mappings[1:] {
+			if o.Function.FunctionArn != first {
+				return nil, err
+			}
+		}
+		return &t.Mappings[0], nil
+	}
+	return nil, err
 }
 
 func (m *Mapping) matches(sel string) bool {

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/poller"
@@ -26,14 +26,15 @@ type generateCmd struct {
 // firstSequence is a Kinesis-shaped sequence number (56 digits); records get consecutive ones.
 const firstSequence = "4959033827149025660855969253836157109592157598913658"
 
-// run prints the event a batch of these records would be, as one line of JSON.
+// run prints the event a batch of these records would be, as one line of JSON: the bytes the
+// poller would invoke the function with (poller.BatchEncoder).
 func (g *generateCmd) run(ctx context.Context, e env) error {
 	if len(g.PartitionKey) > 1 && len(g.PartitionKey) != len(g.Data) {
 		return cli.Usage(fmt.Errorf("--partition-key given %d times for %d records: give one for all, or one per --data", len(g.PartitionKey), len(g.Data)))
 	}
-	streamARN, role := g.StreamARN, ""
-	if streamARN == "" {
-		streamARN = "arn:aws:kinesis:us-east-1:123456789012:stream/example"
+	cfg := poller.Config{StreamARN: g.StreamARN, BatchSize: max(len(g.Data), 1)}
+	if cfg.StreamARN == "" {
+		cfg.StreamARN = "arn:aws:kinesis:us-east-1:123456789012:stream/example"
 		res, err := g.Resolve(ctx, false)
 		if err != nil {
 			return err
@@ -43,62 +44,44 @@ func (g *generateCmd) run(ctx context.Context, e env) error {
 			if err != nil {
 				return err
 			}
-			streamARN, role = m.EventSourceArn, m.Function.Role
+			cfg.StreamARN, cfg.InvokeIdentityARN = m.EventSourceArn, m.Function.Role // "": the poller's default
 		}
 	}
-	sa, err := poller.ParseStreamARN(streamARN)
-	if err != nil {
+	if _, err := poller.ParseStreamARN(cfg.StreamARN); err != nil {
 		return cli.Usage(fmt.Errorf("--stream-arn: %w", err))
-	}
-	if role == "" { // the poller's default invokeIdentityArn
-		role = fmt.Sprintf("arn:%s:iam::%s:role/esm", sa.Partition, sa.Account)
 	}
 	arrival := time.Now()
 	if g.ArrivalTime != "" {
+		var err error
 		if arrival, err = cli.ParseTimestamp(g.ArrivalTime); err != nil {
 			return cli.Usage(fmt.Errorf("--arrival-time: %w", err))
 		}
 	}
-	ev := events.KinesisEvent{Records: make([]events.KinesisEventRecord, 0, len(g.Data))}
+	recs := make([]types.Record, 0, len(g.Data))
 	for i, d := range g.Data {
 		data := []byte(d)
 		if path, ok := strings.CutPrefix(d, "@"); ok {
+			var err error
 			if data, err = os.ReadFile(path); err != nil {
 				return cli.Usage(fmt.Errorf("--data: %w", err))
 			}
 		}
 		key := fmt.Sprintf("partitionKey-%d", i)
-		switch len(g.PartitionKey) {
-		case 1:
-			key = g.PartitionKey[0]
-		case len(g.Data):
-			key = g.PartitionKey[i]
+		if n := len(g.PartitionKey); n > 0 { // one for all, or one each
+			key = g.PartitionKey[min(i, n-1)]
 		}
-		seq := fmt.Sprintf("%s%04d", firstSequence, i)
-		ev.Records = append(ev.Records, events.KinesisEventRecord{
-			AwsRegion:         sa.Region,
-			EventID:           g.ShardID + ":" + seq,
-			EventName:         "aws:kinesis:record",
-			EventSource:       "aws:kinesis",
-			EventSourceArn:    sa.String(),
-			EventVersion:      "1.0",
-			InvokeIdentityArn: role,
-			Kinesis: events.KinesisRecord{
-				ApproximateArrivalTimestamp: events.SecondsEpochTime{Time: arrival},
-				Data:                        data,
-				PartitionKey:                key,
-				SequenceNumber:              seq,
-				KinesisSchemaVersion:        "1.0",
-			},
-		})
+		recs = append(recs, types.Record{Data: data, PartitionKey: aws.String(key),
+			SequenceNumber: aws.String(fmt.Sprintf("%s%04d", firstSequence, i)), ApproximateArrivalTimestamp: aws.Time(arrival)})
 	}
-	// TODO(lead): render with poller.EncodeEvent once it is exported, for the field order of
-	// AWS's recording; the values are already what aws-lambda-go marshals.
-	b, err := json.Marshal(ev)
+	enc, err := poller.NewBatchEncoder(cfg)
 	if err != nil {
-		return fmt.Errorf("encode event: %w", err)
+		return cli.Usage(fmt.Errorf("--data: %w", err))
 	}
-	if _, err := fmt.Fprintf(e.stdout, "%s\n", b); err != nil {
+	payload, n := enc.Next(g.ShardID, recs)
+	if n < len(recs) || len(payload) > poller.MaxPayloadBytes {
+		return cli.Usage(fmt.Errorf("--data: the records make an event of more than %d bytes, more than one invocation takes", poller.MaxPayloadBytes))
+	}
+	if _, err := fmt.Fprintf(e.stdout, "%s\n", payload); err != nil {
 		return fmt.Errorf("write event: %w", err)
 	}
 	return nil

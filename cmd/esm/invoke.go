@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,15 +11,13 @@ import (
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
-	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
-	"github.com/kinesis-esm/esm/sam"
 )
 
 type invokeCmd struct {
 	cli.TemplateFlags    `embed:""`
 	Event                string         `help:"Event JSON to invoke with (- for stdin), e.g. from esm generate-event." required:"" short:"e" env:"ESM_EVENT" placeholder:"FILE"`
-	Invoke               []string       `help:"The function, as esm run takes it: exec:PATH [ARGS], a Lambda-Invoke-compatible endpoint (aws-lambda-rie), lambda:NAME_OR_ARN, or example. Default: the example function in-process." env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
+	Invoke               []string       `help:"The function, as esm run takes it: exec:PATH [ARGS], a Lambda-Invoke-compatible endpoint (aws-lambda-rie), lambda:NAME_OR_ARN, or example (the default): the example function in-process." default:"example" env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
 	Timeout              *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
 	cli.FunctionEnvFlags `embed:""`
 	cli.LogFlags         `embed:""`
@@ -44,9 +41,12 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 	cfg := &cli.Config{
 		Invoke: c.Invoke, AWS: res.AWS, Logger: logger, FunctionEnv: c.FunctionEnvFlags,
 		Service: service.Options{EndpointURL: c.EndpointURL, FunctionTimeout: invoke.DefaultTimeout},
+		// The function's own output is its log: on stderr, as sam local invoke shows it, so that
+		// stdout holds only the response.
+		Example: example.HandleTo(e.stderr),
 	}
 	if res.Template != nil {
-		m, err := functionOf(res.Template, c.Function)
+		m, err := res.Template.SelectFunction(c.Function)
 		if err != nil {
 			return err
 		}
@@ -57,21 +57,11 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 	if c.Timeout != nil {
 		cfg.Service.FunctionTimeout = *c.Timeout
 	}
-	inv, closeInvoker, err := cfg.Invoker()
+	inv, closeInvoker, err := cfg.FunctionInvoker()
 	if err != nil {
 		return err
 	}
 	defer closeInvoker()
-	if inv == nil {
-		if err := cfg.ApplyEnvironment(); err != nil {
-			return err
-		}
-		// The function's own output is its log: on stderr, as sam local invoke shows it, so that
-		// stdout holds only the response.
-		os.Stdout = os.Stderr
-		inv = inprocess.New(example.Handle,
-			inprocess.WithFunctionARN(cfg.Service.Mapping.FunctionARN), inprocess.WithTimeout(cfg.Service.FunctionTimeout))
-	}
 	resp, err := inv.Invoke(ctx, event)
 	if err != nil {
 		return fmt.Errorf("invoke: %w", err)
@@ -83,26 +73,6 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 		return fmt.Errorf("function error (%s): the response above is Lambda's error document", resp.FunctionError)
 	}
 	return nil
-}
-
-// functionOf picks the function to invoke: the one --function selects, or the only function the
-// template's Kinesis mappings name.
-func functionOf(t *sam.Template, selector string) (*sam.Mapping, error) {
-	m, err := t.Select(selector)
-	if err == nil {
-		return m, nil
-	}
-	var se *sam.SelectionError
-	if selector == "" && errors.As(err, &se) && len(t.Mappings) > 1 {
-		first := t.Mappings[0].Function.FunctionArn
-		for _, o := range t.Mappings[1:] {
-			if o.Function.FunctionArn != first {
-				return nil, err
-			}
-		}
-		return &t.Mappings[0], nil
-	}
-	return nil, err
 }
 
 func readEvent(path string, stdin io.Reader) ([]byte, error) {

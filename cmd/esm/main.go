@@ -104,6 +104,6 @@ func (r *runCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	c.Example = example.Handle // --invoke example
+	c.Example = example.HandleTo(e.stdout) // --invoke example
 	return cli.Run(ctx, c, nil)
 }

@@ -74,7 +74,7 @@ func get(t testing.TB, addr, path string) string {
 	return string(b)
 }
 
-func status(addr, path string) int {
+func httpStatus(addr, path string) int {
 	resp, err := http.Get("http://" + addr + path)
 	if err != nil {
 		return 0
@@ -94,8 +94,8 @@ func TestMetricsAddUp(t *testing.T) {
 	putKeepAndPoison(t, context.Background(), stream)
 	proc := startESM(t, []string{"EXAMPLE_OUTPUT=" + filepath.Join(dir, "out.jsonl"), "EXAMPLE_FAIL=error", "EXAMPLE_FAIL_MATCH=poison"},
 		"--template", tmpl, "--state-dir", filepath.Join(dir, "state"), "--metrics-addr", addr, "--poll-interval", "100ms")
-	testkit.WaitFor(t, "/healthz", 30*time.Second, func() bool { return status(addr, "/healthz") == http.StatusOK })
-	testkit.WaitFor(t, "/readyz", 30*time.Second, func() bool { return status(addr, "/readyz") == http.StatusOK })
+	testkit.WaitFor(t, "/healthz", 30*time.Second, func() bool { return httpStatus(addr, "/healthz") == http.StatusOK })
+	testkit.WaitFor(t, "/readyz", 30*time.Second, func() bool { return httpStatus(addr, "/readyz") == http.StatusOK })
 	if _, err := os.Stat(filepath.Join(dir, "state", "state.db")); err != nil {
 		t.Fatalf("ready before the store was opened: %v", err)
 	}
@@ -162,7 +162,7 @@ func TestMetricsAddUpWithRetriesAndDestination(t *testing.T) {
 	// No --endpoint-url: each service has its own emulator (endpoints sets them).
 	proc := spawnESM(t, append([]string{"ESM_INVOKE=example"}, env...), "run", "--template", tmpl, "--state-dir", filepath.Join(dir, "state"),
 		"--metrics-addr", addr, "--poll-interval", "100ms", "--sqs-protocol", "query")
-	testkit.WaitFor(t, "/readyz", 30*time.Second, func() bool { return status(addr, "/readyz") == http.StatusOK })
+	testkit.WaitFor(t, "/readyz", 30*time.Second, func() bool { return httpStatus(addr, "/readyz") == http.StatusOK })
 	var m map[string]float64
 	testkit.WaitFor(t, "all 30 records accounted for", 60*time.Second, func() bool {
 		m = scrape(t, addr)

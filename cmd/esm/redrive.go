@@ -4,14 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strings"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"golang.org/x/term"
 
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/example"
@@ -41,16 +34,30 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	kind, target, err := r.pick(c.Service.Mapping.OnFailureDestination)
-	if err != nil {
-		return err
+	origin, err := redrive.Pick(r.From, r.QueueURL, r.Bucket, c.Service.Mapping.OnFailureDestination)
+	switch {
+	case errors.Is(err, redrive.ErrNoDestination):
+		return cli.Usage(fmt.Errorf("%w: pass --queue-url, --bucket or --from", err))
+	case errors.Is(err, redrive.ErrUnreadable):
+		return cli.Usage(fmt.Errorf("%w: pass --queue-url of a queue subscribed to it", err))
+	case err != nil:
+		return cli.Usage(err)
 	}
 	kin, mc, err := service.ResolveMapping(ctx, c.AWS, c.Service)
 	if err != nil {
 		return err
 	}
-	src, err := r.open(ctx, c, kind, target, e.stdin)
+	src, err := redrive.Opener{
+		Stdin:           e.stdin,
+		SQS:             dlq.NewSQSClient(c.AWS, dlq.WithEndpointURL(r.EndpointURL), dlq.WithSQSProtocol(r.SQSProtocol)),
+		S3:              dlq.NewS3Client(c.AWS, dlq.WithEndpointURL(r.EndpointURL)),
+		Prefix:          r.Prefix,
+		FunctionTimeout: c.Service.FunctionTimeout,
+	}.Open(ctx, origin)
 	if err != nil {
+		if origin.Kind == redrive.FromFile && origin.Target != "-" {
+			return cli.Usage(fmt.Errorf("--from: %w", err))
+		}
 		return err
 	}
 	opts := []redrive.Option{redrive.WithLogger(c.Logger)}
@@ -70,106 +77,21 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		opts = append(opts, redrive.WithExport(f))
 	default:
 		c.Service.Mapping = mc
-		c.Example = example.Handle // --invoke example
+		// An in-process function's own output is its log: on stderr, so that stdout holds only
+		// the report.
+		c.Example = example.HandleTo(e.stderr) // --invoke example
 		inv, closeInvoker, err := c.FunctionInvoker()
 		if err != nil {
 			return err
 		}
 		defer closeInvoker()
-		// An in-process function's own output is its log: on stderr, so that stdout holds only
-		// the report.
-		os.Stdout = os.Stderr
 		opts = append(opts, redrive.WithInvoker(inv))
 	}
-	opts = append(opts, redrive.WithReporter(reporter(out)))
+	opts = append(opts, redrive.WithReporter(redrive.NewReporter(out)))
 	rd, err := redrive.New(mc, kin, opts...)
 	if err != nil {
 		return err
 	}
 	sum, err := rd.Run(ctx, src)
-	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("interrupted after %d messages: the rest are kept for the next redrive", sum.Messages)
-	}
-	if err != nil {
-		return err
-	}
-	if !sum.OK() {
-		return fmt.Errorf("not everything was redriven: %d still failing, %d expired, %d invalid (their messages were kept)", sum.Failing, sum.Expired, sum.Invalid)
-	}
-	return nil
-}
-
-// reporter draws a progress bar when out is a terminal, and writes plain lines otherwise.
-func reporter(out io.Writer) redrive.Reporter {
-	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return redrive.NewBarReporter(out)
-	}
-	return redrive.NewLineReporter(out)
-}
-
-// Kinds of source.
-const (
-	fromFile   = "file"
-	fromQueue  = "queue"
-	fromBucket = "bucket"
-)
-
-// pick decides where the messages come from, before anything is read: --from, --queue-url,
-// --bucket, or else the mapping's on-failure destination (a queue or a bucket; a topic cannot be
-// read back, and its ARN names no queue). target is the file, the queue's URL or ARN, or the bucket.
-func (r *redriveCmd) pick(destination string) (kind, target string, err error) {
-	switch {
-	case r.From != "":
-		return fromFile, r.From, nil
-	case r.QueueURL != "":
-		return fromQueue, r.QueueURL, nil
-	case r.Bucket != "":
-		return fromBucket, r.Bucket, nil
-	case destination == "":
-		return "", "", cli.Usage(errors.New("the mapping has no on-failure destination: pass --queue-url, --bucket or --from"))
-	}
-	parts := strings.SplitN(destination, ":", 6)
-	switch {
-	case len(parts) == 6 && parts[2] == "sqs":
-		return fromQueue, destination, nil
-	case len(parts) == 6 && parts[2] == "s3":
-		return fromBucket, parts[5], nil
-	case len(parts) == 6 && parts[2] == "sns":
-		return "", "", cli.Usage(fmt.Errorf("the on-failure destination %s is an SNS topic, which cannot be read back: pass --queue-url of a queue subscribed to it", destination))
-	}
-	return "", "", cli.Usage(fmt.Errorf("on-failure destination %q: want an SQS queue or an S3 bucket", destination))
-}
-
-// open opens the source pick chose.
-func (r *redriveCmd) open(ctx context.Context, c *cli.Config, kind, target string, stdin io.Reader) (redrive.Source, error) {
-	switch kind {
-	case fromFile:
-		if target == "-" {
-			return redrive.ReadMessages(stdin, "stdin")
-		}
-		f, err := redrive.ReadFile(target)
-		if err != nil {
-			return nil, cli.Usage(fmt.Errorf("--from: %w", err))
-		}
-		return f, nil
-	case fromBucket:
-		return redrive.ListBucket(ctx, r.s3Client(c), target, r.Prefix)
-	}
-	url := target
-	if strings.HasPrefix(target, "arn:") {
-		var err error
-		if url, err = redrive.QueueURL(ctx, r.sqsClient(c), target); err != nil {
-			return nil, err
-		}
-	}
-	// A receive of ten messages stays invisible for long enough to invoke the function for each.
-	return redrive.NewQueue(r.sqsClient(c), url, 10*(c.Service.FunctionTimeout+10*time.Second)+time.Minute), nil
-}
-
-func (r *redriveCmd) sqsClient(c *cli.Config) *sqs.Client {
-	return dlq.NewSQSClient(c.AWS, dlq.WithEndpointURL(r.EndpointURL), dlq.WithSQSProtocol(r.SQSProtocol))
-}
-
-func (r *redriveCmd) s3Client(c *cli.Config) *s3.Client {
-	return dlq.NewS3Client(c.AWS, dlq.WithEndpointURL(r.EndpointURL))
+	return sum.Err(err)
 }

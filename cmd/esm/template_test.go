@@ -26,6 +26,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/sam"
+	"github.com/kinesis-esm/esm/status"
 )
 
 // repoTemplate is the template.yaml at the root of the repository: the one sam deploy uses.
@@ -311,7 +312,7 @@ func testTemplateRun(t *testing.T, out string, targets []string, provision bool)
 	if code != 0 {
 		t.Fatalf("esm status exit code %d: %s", code, stderr)
 	}
-	var rep statusReport
+	var rep status.Report
 	if err := json.Unmarshal([]byte(js), &rep); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, js)
 	}
@@ -323,7 +324,7 @@ func testTemplateRun(t *testing.T, out string, targets []string, provision bool)
 		t.Fatalf("status shows %d shards, want 2: %s", len(rep.Shards), js)
 	}
 	for _, s := range rep.Shards {
-		if s.State != stateReading || s.Checkpoint != last[s.ShardID] {
+		if s.State != status.Reading || s.Checkpoint != last[s.ShardID] {
 			t.Errorf("status of %s: %s at %s; want reading at the last delivered record %s", s.ShardID, s.State, s.Checkpoint, last[s.ShardID])
 		}
 	}

@@ -1,0 +1,43 @@
+package status_test
+
+import (
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/status"
+)
+
+// A stream whose first shard was split: the parent was read to its end, one child is being read
+// and the other starts at the trim horizon.
+func ExampleReport_Render() {
+	listing := []types.Shard{
+		{ShardId: aws.String("shardId-000000000000")},
+		{ShardId: aws.String("shardId-000000000001"), ParentShardId: aws.String("shardId-000000000000")},
+		{ShardId: aws.String("shardId-000000000002"), ParentShardId: aws.String("shardId-000000000000")},
+	}
+	progress := map[string]poller.ShardProgress{
+		"shardId-000000000000": {Checkpoint: "4959", Finished: true},
+		"shardId-000000000001": {Checkpoint: "4961"},
+		"shardId-000000000002": {Start: "TRIM_HORIZON"},
+	}
+	rep := status.Report{
+		Stream:   "arn:aws:kinesis:us-east-1:123456789012:stream/orders",
+		Function: "arn:aws:lambda:us-east-1:123456789012:function:ship",
+		StateDir: ".esm",
+		Shards:   status.Shards(listing, progress),
+	}
+	if err := rep.Render(os.Stdout); err != nil {
+		panic(err)
+	}
+	// Output:
+	// stream    arn:aws:kinesis:us-east-1:123456789012:stream/orders
+	// function  arn:aws:lambda:us-east-1:123456789012:function:ship
+	// state     .esm
+	//
+	// shardId-000000000000                         finished  checkpoint 4959
+	// ├─ shardId-000000000001                      reading   checkpoint 4961
+	// └─ shardId-000000000002                      reading   starts at TRIM_HORIZON
+}

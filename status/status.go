@@ -1,0 +1,132 @@
+package status
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// Shard states, as the poller's design names them. A running esm's live state (WithMetricsAddr)
+// replaces Pending and Reading with its own, finer one.
+const (
+	Pending  = "pending"  // a parent is not finished yet
+	Reading  = "reading"  // every parent finished: the shard is (or will be) read
+	Finished = "finished" // read to its end and checkpointed
+)
+
+// Report is one mapping's shards, ordered by shard id.
+type Report struct {
+	Stream   string `json:"stream"`
+	Function string `json:"function"`
+	// StateDir says where the progress came from: the state directory, "lease table NAME", or
+	// why no checkpoint is shown.
+	StateDir string  `json:"stateDir"`
+	Shards   []Shard `json:"shards"`
+}
+
+// Mappings is what Reader.All found at the metrics address: a JSON list.
+type Mappings struct {
+	MetricsAddr string
+	List        []MappingReport
+}
+
+// MappingReport is one mapping of a running esm, as Reader.All finds it: UUID is the mapping's
+// (esm serve's), "" for esm run's.
+type MappingReport struct {
+	UUID string `json:"uuid"`
+	Report
+}
+
+// Shard is one shard of the mapping.
+type Shard struct {
+	ShardID    string     `json:"shardId"`
+	Parents    []string   `json:"parents,omitempty"`
+	State      string     `json:"state"`
+	Checkpoint string     `json:"checkpoint,omitempty"`
+	Start      string     `json:"start,omitempty"`
+	UpdatedAt  *time.Time `json:"updatedAt,omitempty"`
+	// Owner is the worker holding the shard's lease (with WithLeaseTable).
+	Owner string `json:"owner,omitempty"`
+	// IteratorAgeMillis is the live iterator age a running esm reports (with WithMetricsAddr).
+	IteratorAgeMillis *float64 `json:"iteratorAgeMillis,omitempty"`
+	// ReadBy is how a running esm reads the shard: polling or subscription (with
+	// WithMetricsAddr), and Subscription its subscription's figures.
+	ReadBy       string        `json:"readBy,omitempty"`
+	Subscription *Subscription `json:"subscription,omitempty"`
+	// Trimmed is set for a shard the store knows that the stream no longer lists (retention).
+	Trimmed bool `json:"trimmed,omitempty"`
+}
+
+// Subscription is a shard's enhanced fan-out subscription, as a running esm's metrics say.
+type Subscription struct {
+	AgeSeconds          *float64 `json:"ageSeconds,omitempty"`
+	Renewals            float64  `json:"renewals"`
+	InUseRefusals       float64  `json:"inUseRefusals"`
+	LastEventAgeSeconds *float64 `json:"lastEventAgeSeconds,omitempty"`
+}
+
+// Shards joins a stream's listing with a mapping's progress, as the poller sees it: a shard is
+// finished when the progress says so; a parent the listing no longer shows was trimmed and counts
+// as finished; a shard is reading when all its parents are finished, pending otherwise. Shards the
+// progress knows and the listing does not are included, Trimmed. The result is ordered by shard id.
+func Shards(listing []types.Shard, progress map[string]poller.ShardProgress) []Shard {
+	listed := map[string]bool{}
+	for _, s := range listing {
+		listed[aws.ToString(s.ShardId)] = true
+	}
+	finished := func(id string) bool { return progress[id].Finished || !listed[id] }
+	var out []Shard
+	for _, s := range listing {
+		id := aws.ToString(s.ShardId)
+		st := Shard{ShardID: id, State: Reading}
+		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
+			if p != nil && *p != "" {
+				st.Parents = append(st.Parents, *p)
+				if !finished(*p) {
+					st.State = Pending
+				}
+			}
+		}
+		st.fill(progress[id])
+		out = append(out, st)
+	}
+	for id, p := range progress { // shards the stream no longer lists
+		if !listed[id] {
+			st := Shard{ShardID: id, State: Finished, Trimmed: true}
+			st.fill(p)
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b Shard) int { return strings.Compare(a.ShardID, b.ShardID) })
+	return out
+}
+
+func (st *Shard) fill(p poller.ShardProgress) {
+	st.Checkpoint, st.Start = p.Checkpoint, p.Start
+	if p.Finished {
+		st.State = Finished
+	}
+	if !p.UpdatedAt.IsZero() {
+		t := p.UpdatedAt.UTC()
+		st.UpdatedAt = &t
+	}
+}
+
+// ApplyLive adds what a running esm says of the shards: its state (a finished shard stays
+// finished), iterator age and subscription. Shards live does not name are left as they are.
+func (r *Report) ApplyLive(live map[string]LiveShard) {
+	for i := range r.Shards {
+		sh := &r.Shards[i]
+		if l, ok := live[sh.ShardID]; ok {
+			if l.State != "" && sh.State != Finished {
+				sh.State = l.State
+			}
+			sh.IteratorAgeMillis, sh.ReadBy, sh.Subscription = l.IteratorAgeMillis, l.ReadBy, l.Subscription
+		}
+	}
+}
