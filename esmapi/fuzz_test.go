@@ -72,10 +72,15 @@ func checkRoundTrip(t *testing.T, m *Manager, req *createRequest) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		t.Fatalf("the stored form does not read back: %v", err)
 	}
-	again, err := m.config(&entry{rec: rec})
+	stored, err := m.config(&entry{rec: rec})
 	if err != nil {
 		t.Fatalf("stored settings do not rebuild: %v", err)
 	}
+	checked, err := stored.Check() // as the runner checks it
+	if err != nil {
+		t.Fatalf("stored settings do not rebuild: %v", err)
+	}
+	again := checked.Config()
 	again.InvokeIdentityARN = mc.InvokeIdentityARN
 	if !reflect.DeepEqual(normal(again), normal(mc)) {
 		t.Fatalf("round trip changed the configuration:\n%+v\n%+v", again, mc)

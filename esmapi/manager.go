@@ -16,6 +16,7 @@ import (
 
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // Function is a function that mappings may invoke, known by its name.
@@ -26,20 +27,11 @@ type Function struct {
 	Role string
 }
 
-// Engine finds streams and builds pollers on clients every mapping shares
-// (internal/service.Shared).
-type Engine interface {
-	// ResolveStream returns the stream's ARN, or an error wrapping poller.ErrStreamNotFound.
-	ResolveStream(ctx context.Context, stream string) (string, error)
-	// ResolveConsumer checks that the enhanced fan-out consumer of the stream is registered.
-	ResolveConsumer(ctx context.Context, streamARN, consumerARN string) error
-	NewPoller(mc poller.Config, uuid string, store poller.Store, inv poller.Invoker, opts ...poller.Option) (*poller.Poller, error)
-}
-
 // Manager runs every mapping created through the API, one poller each, and answers the API
 // (Handler). Open it, serve its Handler, and Close it.
 type Manager struct {
-	engine   Engine
+	runner   *runner.Runner
+	sup      *runner.Supervisor
 	catalog  Catalog
 	progress Progress
 	o        options
@@ -48,7 +40,7 @@ type Manager struct {
 
 	ctx    context.Context // the pollers' context; cancelled by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // transitions and pollers
+	wg     sync.WaitGroup // transitions
 
 	mu   sync.Mutex
 	maps map[string]*entry
@@ -69,13 +61,8 @@ type entry struct {
 	result atomic.Pointer[string] // LastProcessingResult
 	// resultMu orders the changes of result with their saving (setResult).
 	resultMu sync.Mutex
-	gen      int  // which start of the poller is current
-	run      *run // nil: no poller
-}
-
-type run struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	gen      int                // which start of the poller is current
+	run      *runner.Supervised // nil: no poller
 }
 
 // transitional states: the mapping is changing and refuses updates and deletes meanwhile.
@@ -88,14 +75,14 @@ func transitional(state string) bool {
 }
 
 // Open loads the catalog's mappings and starts the enabled ones, each from its stored progress:
-// engine finds the streams and builds the pollers, catalog keeps the mappings, progress their
-// progress.
-func Open(ctx context.Context, engine Engine, catalog Catalog, progress Progress, opts ...Option) (*Manager, error) {
+// r finds the streams and runs the mappings (restarting each after a failure), catalog keeps the
+// mappings, progress their progress.
+func Open(ctx context.Context, r *runner.Runner, catalog Catalog, progress Progress, opts ...Option) (*Manager, error) {
 	if pf, ok := progress.(ProgressFuncs); ok && (pf.StoreFunc == nil || pf.DeleteFunc == nil) {
 		progress = nil
 	}
-	if engine == nil || catalog == nil || progress == nil {
-		return nil, errors.New("esmapi: an engine, a catalog and a progress are required")
+	if r == nil || catalog == nil || progress == nil {
+		return nil, errors.New("esmapi: a runner, a catalog and a progress are required")
 	}
 	o := options{logger: slog.New(slog.NewTextHandler(io.Discard, nil)), restartBackoff: time.Second}
 	for _, opt := range opts {
@@ -103,7 +90,7 @@ func Open(ctx context.Context, engine Engine, catalog Catalog, progress Progress
 			opt(&o)
 		}
 	}
-	m := &Manager{engine: engine, catalog: catalog, progress: progress, o: o, log: o.logger,
+	m := &Manager{runner: r, catalog: catalog, progress: progress, o: o, log: o.logger,
 		funcs: map[string]Function{}, maps: map[string]*entry{}, deleted: map[string]bool{}}
 	for _, f := range o.functions {
 		if _, dup := m.funcs[f.Name]; dup {
@@ -118,6 +105,7 @@ func Open(ctx context.Context, engine Engine, catalog Catalog, progress Progress
 	}
 	m.applied = loaded
 	m.ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	m.sup = r.Supervise(m.ctx, runner.WithRestartBackoff(o.restartBackoff))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range recs {
@@ -154,6 +142,7 @@ func Open(ctx context.Context, engine Engine, catalog Catalog, progress Progress
 func (m *Manager) Close() {
 	m.cancel()
 	m.wg.Wait()
+	m.sup.Close()
 }
 
 func (m *Manager) async(f func()) {
@@ -174,45 +163,51 @@ func (m *Manager) Functions() []string {
 	return names
 }
 
-// config is the mapping's poller.Config, defaults applied.
+// config is the mapping's configuration as its record gives it: its settings on the base. The
+// runner checks it (and applies the defaults) when it starts the mapping.
 func (m *Manager) config(e *entry) (poller.Config, error) {
 	mc := m.o.base
 	mc.StreamARN, mc.FunctionARN = e.rec.Mapping.EventSourceArn, e.rec.Mapping.FunctionArn
-	if f, ok := m.funcs[parseFunctionName(e.rec.FunctionName).name]; ok {
-		mc.InvokeIdentityARN = f.Role
-	}
-	if err := settingsOf(&e.rec.Mapping, e.rec.Enabled).Apply(&mc); err != nil {
-		return mc, err
-	}
-	return mc.WithDefaults()
+	err := settingsOf(&e.rec.Mapping, e.rec.Enabled).Apply(&mc)
+	return mc, err
 }
 
-// startLocked starts the mapping's poller; m.mu is held. The state becomes Enabled once the
-// poller runs (or fails: LastProcessingResult then names the problem and the poller is started
-// again after a pause).
-func (m *Manager) startLocked(e *entry) {
-	e.gen++
-	gen := e.gen
-	ctx, cancel := context.WithCancel(m.ctx)
-	r := &run{cancel: cancel, done: make(chan struct{})}
-	e.run = r
+// mapping is how the mapping runs: its settings on the base, its function, its progress, and the
+// hooks that keep its state (ready) and LastProcessingResult.
+func (m *Manager) mapping(e *entry, ready func()) (runner.Mapping, error) {
 	id := e.rec.Mapping.UUID
-	mc, cerr := m.config(e)
-	fnName := e.rec.FunctionName
-	fn := m.funcs[parseFunctionName(fnName).name]
-	log := m.log.With("mapping", id)
+	mc, err := m.config(e)
+	if err != nil {
+		return runner.Mapping{}, err
+	}
+	fn := m.funcs[parseFunctionName(e.rec.FunctionName).name]
 	var obs poller.Observer = resultObserver{m: m, e: e, id: id}
 	if m.o.observe != nil {
 		if more := m.o.observe(e.view()); more != nil {
 			obs = metrics.Tee(obs, more)
 		}
 	}
-	popts := []poller.Option{poller.WithLogger(log), poller.WithObserver(obs)}
-	if m.o.trace != nil {
-		if t := m.o.trace(e.view()); t != nil {
-			popts = append(popts, poller.WithTracer(t))
-		}
+	rm := runner.Mapping{
+		Source:   runner.Source{Stream: e.rec.Mapping.EventSourceArn},
+		Function: runner.Function{Invoker: fn.Invoker, Name: e.rec.FunctionName, Role: fn.Role},
+		Config:   mc,
+		Store:    runner.Store{Open: func(ctx context.Context) (poller.Store, error) { return m.progress.Store(ctx, id) }},
+		UUID:     id,
+		Hooks:    runner.Hooks{Logger: m.log.With("mapping", id), Observer: obs, Ready: ready},
 	}
+	if m.o.trace != nil {
+		rm.Hooks.Tracer = m.o.trace(e.view())
+	}
+	return rm, nil
+}
+
+// startLocked starts the mapping's poller; m.mu is held. The state becomes Enabled once the
+// poller runs (or fails: LastProcessingResult then names the problem and the supervisor starts
+// the poller again after a pause).
+func (m *Manager) startLocked(e *entry) {
+	e.gen++
+	gen := e.gen
+	id := e.rec.Mapping.UUID
 	settle := func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -220,77 +215,24 @@ func (m *Manager) startLocked(e *entry) {
 			e.state = StateEnabled
 		}
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		defer close(r.done)
-		defer cancel()
-		backoff := m.o.restartBackoff
-		for {
-			err := cerr
-			if err == nil && fn.Invoker == nil {
-				err = fmt.Errorf("function %s is not registered", fnName)
-			}
-			if err == nil {
-				err = m.runPoller(ctx, mc, id, fn.Invoker, append(popts, poller.WithReady(settle))...)
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			if err == nil {
-				err = errors.New("the poller stopped")
-			}
-			log.Error("mapping failed; starting it again", "error", err, "in", backoff)
+	rm, err := m.mapping(e, settle)
+	if err != nil { // settings the catalog holds that no longer apply: a start cannot mend them
+		m.log.Error("mapping failed", "mapping", id, "error", err)
+		m.async(func() {
 			m.setResult(e, id, ResultProblem+oneLine(err))
 			settle()
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 30*time.Second)
-		}
-	}()
+		})
+		return
+	}
+	e.run = m.sup.Start(rm, func(err error) {
+		m.setResult(e, id, ResultProblem+oneLine(err))
+		settle()
+	})
 }
 
 // SharedProgress is a mapping's progress shared with other workers through leases
-// (lease.Dynamo): the poller coordinates with it, and Run renews its leases meanwhile.
-type SharedProgress interface {
-	poller.Store
-	poller.Coordinator
-	Run(ctx context.Context) error
-	ClaimInterval() time.Duration
-}
-
-// runPoller runs one poller of the mapping until ctx ends or it fails.
-func (m *Manager) runPoller(ctx context.Context, mc poller.Config, id string, inv poller.Invoker, opts ...poller.Option) error {
-	store, err := m.progress.Store(ctx, id)
-	if err != nil {
-		return err
-	}
-	sp, shared := store.(SharedProgress)
-	if shared {
-		mc.ClaimInterval = sp.ClaimInterval()
-		opts = append(opts, poller.WithCoordinator(sp))
-	}
-	p, err := m.engine.NewPoller(mc, id, store, inv, opts...)
-	if err != nil {
-		return err
-	}
-	if !shared {
-		return p.Run(ctx)
-	}
-	// The leases are renewed until the poller has stopped and released them.
-	lctx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
-	renewed := make(chan error, 1)
-	go func() { renewed <- sp.Run(lctx) }()
-	err = p.Run(ctx)
-	stopLeases()
-	if rerr := <-renewed; err == nil && ctx.Err() == nil {
-		err = rerr
-	}
-	return err
-}
+// (lease.Dynamo): the poller coordinates with it, and the runner renews its leases meanwhile.
+type SharedProgress = runner.SharedStore
 
 // stop stops the mapping's poller, if any, and waits for it; m.mu is not held.
 func (m *Manager) stop(e *entry) {
@@ -299,8 +241,7 @@ func (m *Manager) stop(e *entry) {
 	e.run = nil
 	m.mu.Unlock()
 	if r != nil {
-		r.cancel()
-		<-r.done
+		r.Stop()
 	}
 }
 
@@ -407,14 +348,14 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 	if aerr != nil {
 		return EventSourceMapping{}, aerr
 	}
-	if _, err := m.engine.ResolveStream(ctx, mc.StreamARN); err != nil {
+	if _, err := m.runner.ResolveStream(ctx, mc.StreamARN); err != nil {
 		if errors.Is(err, poller.ErrStreamNotFound) {
 			return EventSourceMapping{}, invalidParameter("Stream not found: %s", mc.StreamARN)
 		}
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
 	if mc.ConsumerARN != "" {
-		if err := m.engine.ResolveConsumer(ctx, mc.StreamARN, mc.ConsumerARN); err != nil {
+		if _, err := m.runner.ResolveConsumer(ctx, mc.StreamARN, mc.ConsumerARN, false); err != nil {
 			return EventSourceMapping{}, invalidParameter("Stream consumer not found: %s (%s)", mc.ConsumerARN, oneLine(err))
 		}
 	}
@@ -483,7 +424,7 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc pol
 	if err != nil {
 		return EventSourceMapping{}, false, err
 	}
-	if _, err := m.engine.ResolveStream(ctx, mc.StreamARN); err != nil {
+	if _, err := m.runner.ResolveStream(ctx, mc.StreamARN); err != nil {
 		return EventSourceMapping{}, false, err
 	}
 	m.mu.Lock()

@@ -10,10 +10,10 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/cli"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/sam"
 )
 
@@ -43,7 +43,7 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 	}
 	cfg := &cli.Config{
 		Invoke: c.Invoke, AWS: res.AWS, Logger: logger, FunctionEnv: c.FunctionEnvFlags,
-		Service: service.Options{EndpointURL: c.EndpointURL, FunctionTimeout: invoke.DefaultTimeout},
+		EndpointURL: c.EndpointURL, Run: runner.Mapping{Function: runner.Function{Timeout: invoke.DefaultTimeout}},
 	}
 	if res.Template != nil {
 		m, err := functionOf(res.Template, c.Function)
@@ -51,11 +51,11 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 			return err
 		}
 		cfg.Mapping = m
-		cfg.Service.FunctionTimeout = time.Duration(m.Function.Timeout) * time.Second
-		cfg.Service.Mapping = poller.Config{FunctionARN: m.Function.FunctionArn}
+		cfg.Run.Function.Timeout = time.Duration(m.Function.Timeout) * time.Second
+		cfg.Run.Config = poller.Config{FunctionARN: m.Function.FunctionArn}
 	}
 	if c.Timeout != nil {
-		cfg.Service.FunctionTimeout = *c.Timeout
+		cfg.Run.Function.Timeout = *c.Timeout
 	}
 	inv, closeInvoker, err := cfg.Invoker()
 	if err != nil {
@@ -70,7 +70,7 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 		// stdout holds only the response.
 		os.Stdout = os.Stderr
 		inv = inprocess.New(example.Handle,
-			inprocess.WithFunctionARN(cfg.Service.Mapping.FunctionARN), inprocess.WithTimeout(cfg.Service.FunctionTimeout))
+			inprocess.WithFunctionARN(cfg.Run.Config.FunctionARN), inprocess.WithTimeout(cfg.Run.Function.Timeout))
 	}
 	resp, err := inv.Invoke(ctx, event)
 	if err != nil {

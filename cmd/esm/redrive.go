@@ -16,7 +16,6 @@ import (
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/cli"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/redrive"
 )
 
@@ -41,11 +40,11 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	kind, target, err := r.pick(c.Service.Mapping.OnFailureDestination)
+	kind, target, err := r.pick(c.Run.Config.OnFailureDestination)
 	if err != nil {
 		return err
 	}
-	kin, mc, err := service.ResolveMapping(ctx, c.AWS, c.Service)
+	kin, mc, err := c.ResolveMapping(ctx)
 	if err != nil {
 		return err
 	}
@@ -69,7 +68,7 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		defer f.Close()
 		opts = append(opts, redrive.WithExport(f))
 	default:
-		c.Service.Mapping = mc
+		c.Run.Config = mc
 		c.Example = example.Handle // --invoke example
 		inv, closeInvoker, err := c.FunctionInvoker()
 		if err != nil {
@@ -163,7 +162,7 @@ func (r *redriveCmd) open(ctx context.Context, c *cli.Config, kind, target strin
 		}
 	}
 	// A receive of ten messages stays invisible for long enough to invoke the function for each.
-	return redrive.NewQueue(r.sqsClient(c), url, 10*(c.Service.FunctionTimeout+10*time.Second)+time.Minute), nil
+	return redrive.NewQueue(r.sqsClient(c), url, 10*(c.Run.Function.Timeout+10*time.Second)+time.Minute), nil
 }
 
 func (r *redriveCmd) sqsClient(c *cli.Config) *sqs.Client {

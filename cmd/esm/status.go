@@ -23,11 +23,11 @@ import (
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/internal/cli"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 type statusCmd struct {
@@ -97,13 +97,9 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	o := c.Service
-	kin := kinesis.NewFromConfig(c.AWS, func(ko *kinesis.Options) {
-		if o.EndpointURL != "" {
-			ko.BaseEndpoint = aws.String(o.EndpointURL)
-		}
-	})
-	arn, err := service.ResolveStreamARN(ctx, kin, o.Stream)
+	o := c.Run
+	kin := kinesis.NewFromConfig(c.AWS) // the endpoint is c.AWS's BaseEndpoint
+	arn, err := runner.ResolveStreamARN(ctx, kin, o.Source.Stream)
 	if err != nil {
 		return err
 	}
@@ -111,17 +107,13 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	fn := o.Mapping.FunctionARN
+	fn := o.Config.FunctionARN
 	if fn == "" {
-		fn = service.FunctionARN(sa, o.FunctionName)
+		fn = runner.FunctionARN(sa, o.Function.Name)
 	}
 	var ddb *dynamodb.Client
 	if s.LeaseTable != "" {
-		ddb = dynamodb.NewFromConfig(c.AWS, func(do *dynamodb.Options) {
-			if o.EndpointURL != "" {
-				do.BaseEndpoint = aws.String(o.EndpointURL)
-			}
-		})
+		ddb = dynamodb.NewFromConfig(c.AWS)
 	}
 	for {
 		rep, err := s.report(ctx, kin, ddb, arn, fn)
@@ -173,15 +165,11 @@ func (s *statusCmd) runAll(ctx context.Context, e env) error {
 	if s.MetricsAddr == "" {
 		return cli.Usage(errors.New("--all needs --metrics-addr: the address of a running esm serve's metrics"))
 	}
-	cfg, err := service.AWSConfig(ctx, s.Region, s.EndpointURL)
+	cfg, err := runner.AWSConfig(ctx, s.Region, s.EndpointURL)
 	if err != nil {
 		return err
 	}
-	kin := kinesis.NewFromConfig(cfg, func(ko *kinesis.Options) {
-		if s.EndpointURL != "" {
-			ko.BaseEndpoint = aws.String(s.EndpointURL)
-		}
-	})
+	kin := kinesis.NewFromConfig(cfg)
 	for {
 		mappings, err := scrapeMappings(ctx, s.MetricsAddr)
 		if err != nil {
@@ -194,7 +182,7 @@ func (s *statusCmd) runAll(ctx context.Context, e env) error {
 		var text strings.Builder
 		for _, id := range slices.Sorted(maps.Keys(mappings)) {
 			lm := mappings[id]
-			arn, err := service.ResolveStreamARN(ctx, kin, lm.stream)
+			arn, err := runner.ResolveStreamARN(ctx, kin, lm.stream)
 			if err != nil {
 				return fmt.Errorf("mapping %s: %w", id, err)
 			}

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"io"
 	"time"
 
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // MappingFlags name the mapping's stream and function and say how to reach the function and the
@@ -27,9 +29,9 @@ type MappingFlags struct {
 func (m MappingFlags) apply(c *Config) {
 	c.Invoke = m.Invoke
 	c.FunctionEnv = m.FunctionEnvFlags
-	c.Service.SQSProtocol = m.SQSProtocol
+	c.SQSProtocol = m.SQSProtocol
 	if m.Timeout != nil {
-		c.Service.FunctionTimeout = *m.Timeout
+		c.Run.Function.Timeout = *m.Timeout
 	}
 }
 
@@ -65,10 +67,32 @@ func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 	if err := c.ApplyEnvironment(); err != nil {
 		return nil, closeFn, err
 	}
-	inv = inprocess.New(handler, inprocess.WithFunctionARN(c.Service.Mapping.FunctionARN), inprocess.WithTimeout(c.Service.FunctionTimeout),
+	inv = inprocess.New(handler, inprocess.WithFunctionARN(c.Run.Config.FunctionARN), inprocess.WithTimeout(c.Run.Function.Timeout),
 		inprocess.WithLogger(c.Logger))
 	if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
 		inv = invoke.Limit(inv, *c.Mapping.Function.ReservedConcurrentExecutions)
 	}
 	return inv, closeFn, nil
+}
+
+// ResolveMapping finds the mapping's stream (it must exist) and returns a Kinesis client for the
+// endpoint and the mapping's configuration with its StreamARN, and its FunctionARN derived from
+// the function name when the mapping names none: what keys the mapping's progress and its
+// on-failure messages. It writes nothing.
+func (c *Config) ResolveMapping(ctx context.Context) (*kinesis.Client, poller.Config, error) {
+	kin := kinesis.NewFromConfig(c.AWS) // its BaseEndpoint is the endpoint URL
+	mc := c.Run.Config
+	arn, err := runner.ResolveStreamARN(ctx, kin, c.Run.Source.Stream)
+	if err != nil {
+		return nil, mc, err
+	}
+	sa, err := poller.ParseStreamARN(arn)
+	if err != nil {
+		return nil, mc, err
+	}
+	mc.StreamARN = arn
+	if mc.FunctionARN == "" {
+		mc.FunctionARN = runner.FunctionARN(sa, c.Run.Function.Name)
+	}
+	return kin, mc, nil
 }

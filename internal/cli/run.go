@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/metrics"
@@ -18,6 +18,7 @@ import (
 	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/tracing"
 )
 
@@ -33,9 +34,9 @@ func (c *Config) Invoker() (poller.Invoker, func() error, error) {
 	if err != nil || len(targets) == 0 || targets[0].Example {
 		return nil, nop, err
 	}
-	o := InvokerOptions{AWS: c.AWS, EndpointURL: c.Service.EndpointURL, Timeout: c.Service.FunctionTimeout,
-		Region: c.Service.Region, FunctionName: c.Service.FunctionName, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger,
-		FunctionEnv: c.FunctionEnv, FunctionARN: defaultFunctionARN(c.AWS.Region, c.Service.EndpointURL, c.Service.FunctionName)}
+	o := InvokerOptions{AWS: c.AWS, EndpointURL: c.EndpointURL, Timeout: c.Run.Function.Timeout,
+		Region: c.AWS.Region, FunctionName: c.Run.Function.Name, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger,
+		FunctionEnv: c.FunctionEnv, FunctionARN: defaultFunctionARN(c.AWS.Region, c.EndpointURL, c.Run.Function.Name)}
 	if c.Mapping != nil {
 		o.Function = &c.Mapping.Function
 	}
@@ -82,17 +83,13 @@ func applyEnvironment(env map[string]string) error {
 
 // Run runs the configured mapping until ctx ends, invoking the --invoke targets or, without any,
 // fn in this process (with the template's environment); with neither, it is a usage error that
-// says how to give a function.
-func Run(ctx context.Context, c *Config, fn any) error {
-	inv, closeInvoker, err := c.Invoker()
+// says how to give a function. stdout takes the EMF lines (--emf).
+func Run(ctx context.Context, c *Config, fn any, stdout io.Writer) error {
+	m, closeInvoker, err := c.mapping(fn)
 	if err != nil {
 		return err
 	}
 	defer closeInvoker()
-	handler := c.inProcess(fn)
-	if inv == nil && handler == nil {
-		return Usage(errNoFunction)
-	}
 	for _, w := range c.Warnings {
 		c.Logger.Warn("template", "warning", w)
 	}
@@ -101,35 +98,26 @@ func Run(ctx context.Context, c *Config, fn any) error {
 			return err
 		}
 	}
-	o := c.Service
-	if inv != nil {
-		o.Invoker = inv
-	} else {
-		if err := c.ApplyEnvironment(); err != nil {
-			return err
-		}
-		if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-			o.Invoker = invoke.Limit(inprocess.New(handler,
-				inprocess.WithFunctionARN(o.Mapping.FunctionARN), inprocess.WithTimeout(o.FunctionTimeout), inprocess.WithLogger(c.Logger)),
-				*c.Mapping.Function.ReservedConcurrentExecutions)
-		}
-	}
-	if inv != nil {
+	if m.Function.Invoker != nil && m.Function.Handler == nil {
 		c.Logger.Info("function", "invoke", strings.Join(c.Invoke, " "))
 	}
 	if c.Mapping != nil {
-		c.Logger.Info("mapping from template", "mapping", c.Mapping.ID, "function", o.FunctionName, "stream", o.Stream)
+		c.Logger.Info("mapping from template", "mapping", c.Mapping.ID, "function", m.Function.Name, "stream", m.Source.Stream)
 	}
-	stopTracing, err := c.trace(ctx, &o)
+	r, err := runner.New(c.AWS, runner.WithLogger(c.Logger), runner.WithSQSProtocol(c.SQSProtocol))
 	if err != nil {
 		return err
 	}
-	stop, err := c.observe(ctx, &o)
+	stopTracing, err := c.trace(ctx, &m)
+	if err != nil {
+		return err
+	}
+	stop, err := c.observe(ctx, &m, stdout)
 	if err != nil {
 		_ = stopTracing()
 		return err
 	}
-	err = StateDirInUse(service.Run(ctx, o, handler))
+	err = StateDirInUse(r.Run(ctx, m))
 	if serr := stop(); err == nil {
 		err = serr
 	}
@@ -139,19 +127,48 @@ func Run(ctx context.Context, c *Config, fn any) error {
 	return err
 }
 
+// mapping is the mapping to run with its function: the --invoke targets' invoker, or fn (or the
+// example) in this process with the template's environment, limited to the template's
+// ReservedConcurrentExecutions. The close ends what the invoker started.
+func (c *Config) mapping(fn any) (runner.Mapping, func() error, error) {
+	m := c.Run
+	inv, closeInvoker, err := c.Invoker()
+	if err != nil {
+		return m, closeInvoker, err
+	}
+	handler := c.inProcess(fn)
+	switch {
+	case inv != nil:
+		m.Function.Invoker = inv
+	case handler == nil:
+		return m, closeInvoker, Usage(errNoFunction)
+	default:
+		if err := c.ApplyEnvironment(); err != nil {
+			return m, closeInvoker, err
+		}
+		m.Function.Handler = handler
+		if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
+			m.Function.Invoker = invoke.Limit(inprocess.New(handler,
+				inprocess.WithFunctionARN(m.Config.FunctionARN), inprocess.WithTimeout(m.Function.Timeout), inprocess.WithLogger(c.Logger)),
+				*c.Mapping.Function.ReservedConcurrentExecutions)
+		}
+	}
+	return m, closeInvoker, nil
+}
+
 // traceFlushTimeout bounds the export of the spans still buffered when esm stops.
 const traceFlushTimeout = 5 * time.Second
 
 // trace sets up OpenTelemetry tracing when the OTEL_* variables ask for it. The returned stop
 // flushes and ends it (after the mapping stopped).
-func (c *Config) trace(ctx context.Context, o *service.Options) (stop func() error, err error) {
+func (c *Config) trace(ctx context.Context, o *runner.Mapping) (stop func() error, err error) {
 	tp, err := tracing.FromEnvironment(ctx)
 	if err != nil || tp == nil {
 		return func() error { return nil }, err
 	}
-	tr := tracing.NewTracer(tp, tracing.Mapping{FunctionName: o.FunctionName, UUID: o.MappingUUID})
-	o.Tracer = tr
-	o.OnMappingUUID = chain(o.OnMappingUUID, tr.SetMappingUUID)
+	tr := tracing.NewTracer(tp, tracing.Mapping{FunctionName: o.Function.Name, UUID: o.UUID})
+	o.Hooks.Tracer = tr
+	o.Hooks.OnUUID = chain(o.Hooks.OnUUID, tr.SetMappingUUID)
 	c.Logger.Info("tracing invocations with OpenTelemetry (OTLP over HTTP)")
 	return func() error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceFlushTimeout)
@@ -182,16 +199,16 @@ func chain(a, b func(string)) func(string) {
 
 // observe sets up the metrics the flags ask for: Prometheus with the health endpoints, and EMF
 // lines. The returned stop ends them (after the mapping stopped) and reports their errors.
-func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() error, err error) {
+func (c *Config) observe(ctx context.Context, o *runner.Mapping, stdout io.Writer) (stop func() error, err error) {
 	var observers []poller.Observer
 	var runs []func(context.Context) error
 	if c.MetricsAddr != "" {
 		reg := prom.NewRegistry()
-		observers = append(observers, prom.New(reg, o.FunctionName, o.Stream))
-		board := live.New(liveBoardOptions(o.LeaseTable, o.WorkerID)...)
-		page := board.Add(o.FunctionName, o.Stream)
+		observers = append(observers, prom.New(reg, o.Function.Name, o.Source.Stream))
+		board := live.New(liveBoardOptions(o.Store.LeaseTable, o.Store.WorkerID)...)
+		page := board.Add(o.Function.Name, o.Source.Stream)
 		observers = append(observers, page)
-		o.OnMappingUUID = chain(o.OnMappingUUID, page.SetMappingUUID)
+		o.Hooks.OnUUID = chain(o.Hooks.OnUUID, page.SetMappingUUID)
 		// Ready while the mapping runs and its store answers, with leases after a claim succeeded.
 		readiness := poller.NewReadiness()
 		srv := health.New(c.MetricsAddr, health.WithGatherer(reg), health.WithReadiness(readiness.Err),
@@ -199,22 +216,22 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 		if _, err := srv.Listen(); err != nil { // a port in use fails before anything is polled
 			return nil, fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
 		}
-		o.Readiness = readiness
+		o.Hooks.Readiness = readiness
 		runs = append(runs, srv.Run)
 		c.Logger.Info("metrics served", "addr", c.MetricsAddr)
 	}
 	if c.EMF {
 		// Lambda publishes the event counts only for a mapping whose MetricsConfig asks for them.
 		eventCounts := c.Mapping != nil && c.Mapping.MetricsConfig != nil && slices.Contains(c.Mapping.MetricsConfig.Metrics, "EventCount")
-		lines := emf.New(os.Stdout, "esm", o.FunctionName, o.Stream, emf.WithEventCounts(eventCounts))
-		o.OnMappingUUID = chain(o.OnMappingUUID, lines.SetMappingUUID) // the service reads it from the mapping's store
+		lines := emf.New(stdout, "esm", o.Function.Name, o.Source.Stream, emf.WithEventCounts(eventCounts))
+		o.Hooks.OnUUID = chain(o.Hooks.OnUUID, lines.SetMappingUUID) // the runner reads it from the mapping's store
 		observers = append(observers, lines)
 		runs = append(runs, lines.Run)
 	}
 	if len(observers) == 0 {
 		return func() error { return nil }, nil
 	}
-	o.Observer = metrics.Tee(observers...)
+	o.Hooks.Observer = metrics.Tee(observers...)
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	errs := make(chan error, len(runs))
 	for _, run := range runs {
