@@ -61,8 +61,11 @@ type entry struct {
 	result atomic.Pointer[string] // LastProcessingResult
 	// resultMu orders the changes of result with their saving (setResult).
 	resultMu sync.Mutex
-	gen      int                // which start of the poller is current
-	run      *runner.Supervised // nil: no poller
+	// cfg is the mapping's configuration as the API checked it (Create, Update); nil: its record's
+	// settings, which the runner checks when it starts the mapping (a catalog read).
+	cfg *poller.Config
+	gen int                // which start of the poller is current
+	run *runner.Supervised // nil: no poller
 }
 
 // transitional states: the mapping is changing and refuses updates and deletes meanwhile.
@@ -176,9 +179,14 @@ func (m *Manager) config(e *entry) (poller.Config, error) {
 // hooks that keep its state (ready) and LastProcessingResult.
 func (m *Manager) mapping(e *entry, ready func()) (runner.Mapping, error) {
 	id := e.rec.Mapping.UUID
-	mc, err := m.config(e)
-	if err != nil {
-		return runner.Mapping{}, err
+	var mc poller.Config
+	if e.cfg != nil {
+		mc = *e.cfg // as the API checked it: the runner does not check it again
+	} else {
+		var err error
+		if mc, err = m.config(e); err != nil {
+			return runner.Mapping{}, err
+		}
 	}
 	fn := m.funcs[parseFunctionName(e.rec.FunctionName).name]
 	var obs poller.Observer = resultObserver{m: m, e: e, id: id}
@@ -300,32 +308,32 @@ func (m *Manager) Create(ctx context.Context, body []byte) (EventSourceMapping, 
 
 // checkCreate checks a create request in Lambda's order (the model's constraints, the source,
 // the function, then the settings) and returns the mapping's configuration, defaults applied.
-func (m *Manager) checkCreate(req *createRequest) (poller.Config, *APIError) {
+func (m *Manager) checkCreate(req *createRequest) (poller.Checked, *APIError) {
 	if req.FunctionName == nil {
-		return poller.Config{}, nullError("functionName")
+		return poller.Checked{}, nullError("functionName")
 	}
 	if e := req.checkModel(); e != nil {
-		return poller.Config{}, e
+		return poller.Checked{}, e
 	}
 	if a := req.EventSourceArn; a != nil && !arnRE.MatchString(*a) {
-		return poller.Config{}, validation("1 validation error detected: Value '%s' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", *a, arnPattern)
+		return poller.Checked{}, validation("1 validation error detected: Value '%s' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", *a, arnPattern)
 	}
 	if p := req.StartingPosition; p != nil && *p != poller.TrimHorizon && *p != poller.Latest && *p != poller.AtTimestamp {
-		return poller.Config{}, validation("1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", *p)
+		return poller.Checked{}, validation("1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", *p)
 	}
 	if req.EventSourceArn == nil || *req.EventSourceArn == "" {
-		return poller.Config{}, invalidParameter(msgUnrecognizedSource)
+		return poller.Checked{}, invalidParameter(msgUnrecognizedSource)
 	}
 	ref := parseFunctionName(*req.FunctionName)
 	if _, ok := m.funcs[ref.name]; !ok {
-		return poller.Config{}, invalidParameter(msgFunctionNotFound)
+		return poller.Checked{}, invalidParameter(msgFunctionNotFound)
 	}
 	stream, err := sourceStream(*req.EventSourceArn)
 	if err != nil {
-		return poller.Config{}, invalidParameter("%s esm serves Kinesis mappings: arn:aws:kinesis:<region>:<account>:stream/<name>, or a consumer of one.", msgUnrecognizedSource)
+		return poller.Checked{}, invalidParameter("%s esm serves Kinesis mappings: arn:aws:kinesis:<region>:<account>:stream/<name>, or a consumer of one.", msgUnrecognizedSource)
 	}
 	if e := req.checkKinesis(); e != nil {
-		return poller.Config{}, e
+		return poller.Checked{}, e
 	}
 	s := req.settings()
 	s.StartingPosition = req.StartingPosition
@@ -335,19 +343,21 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Config, *APIError) {
 	mc := m.o.base
 	mc.StreamARN, mc.FunctionARN = *req.EventSourceArn, ref.arn(stream) // a consumer ARN moves to ConsumerARN
 	if err := s.Apply(&mc); err != nil {
-		return poller.Config{}, fromConfig(err)
+		return poller.Checked{}, fromConfig(err)
 	}
-	if mc, err = mc.WithDefaults(); err != nil {
-		return poller.Config{}, fromConfig(err)
+	checked, err := mc.Check()
+	if err != nil {
+		return poller.Checked{}, fromConfig(err)
 	}
-	return mc, nil
+	return checked, nil
 }
 
 func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMapping, *APIError) {
-	mc, aerr := m.checkCreate(req)
+	checked, aerr := m.checkCreate(req)
 	if aerr != nil {
 		return EventSourceMapping{}, aerr
 	}
+	mc := checked.Config()
 	if _, err := m.runner.ResolveStream(ctx, mc.StreamARN); err != nil {
 		if errors.Is(err, poller.ErrStreamNotFound) {
 			return EventSourceMapping{}, invalidParameter("Stream not found: %s", mc.StreamARN)
@@ -369,7 +379,7 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, ""); other != nil {
 		return EventSourceMapping{}, conflict(*req.EventSourceArn, *req.FunctionName, other)
 	}
-	return m.addLocked(ctx, rec, mc)
+	return m.addLocked(ctx, rec, checked)
 }
 
 func conflict(streamARN, functionName string, other *entry) *APIError {
@@ -378,14 +388,9 @@ func conflict(streamARN, functionName string, other *entry) *APIError {
 		streamARN, functionName, other.rec.Mapping.UUID)}
 }
 
-// addLocked stores a new mapping with the settings of mc (defaults applied) and starts it; m.mu
-// is held.
-func (m *Manager) addLocked(ctx context.Context, rec Record, mc poller.Config) (EventSourceMapping, *APIError) {
-	// Defaults applied: the stream's ARN, not a consumer's; WithDefaults parsed it already.
-	stream, err := poller.ParseStreamARN(mc.StreamARN)
-	if err != nil {
-		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
-	}
+// addLocked stores a new mapping with the settings checked has and starts it; m.mu is held.
+func (m *Manager) addLocked(ctx context.Context, rec Record, checked poller.Checked) (EventSourceMapping, *APIError) {
+	mc, stream := checked.Config(), checked.Stream()
 	now := time.Now()
 	id := uuid.NewString()
 	rec.Enabled, rec.Created = !mc.Disabled, now
@@ -394,7 +399,7 @@ func (m *Manager) addLocked(ctx context.Context, rec Record, mc poller.Config) (
 	if err := m.catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
-	e := &entry{rec: rec, known: time.Now(), state: StateCreating}
+	e := &entry{rec: rec, known: time.Now(), state: StateCreating, cfg: &mc}
 	e.result.Store(new(ResultNone))
 	m.maps[id] = e
 	view := e.view()
@@ -420,10 +425,11 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc pol
 	if _, ok := m.funcs[functionName]; !ok {
 		return EventSourceMapping{}, false, fmt.Errorf("function %s is not registered", functionName)
 	}
-	mc, err := mc.WithDefaults()
+	checked, err := mc.Check()
 	if err != nil {
 		return EventSourceMapping{}, false, err
 	}
+	mc = checked.Config()
 	if _, err := m.runner.ResolveStream(ctx, mc.StreamARN); err != nil {
 		return EventSourceMapping{}, false, err
 	}
@@ -432,7 +438,7 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc pol
 	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, ""); other != nil {
 		return other.view(), false, nil
 	}
-	v, aerr := m.addLocked(ctx, Record{FunctionName: functionName}, mc)
+	v, aerr := m.addLocked(ctx, Record{FunctionName: functionName}, checked)
 	if aerr != nil {
 		return v, false, aerr
 	}
@@ -500,10 +506,11 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	if err := req.settings().Apply(&mc); err != nil {
 		return EventSourceMapping{}, fromConfig(err)
 	}
-	mc, err := mc.WithDefaults()
+	checked, err := mc.Check()
 	if err != nil {
 		return EventSourceMapping{}, fromConfig(err)
 	}
+	mc = checked.Config()
 	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, id); other != nil {
 		return EventSourceMapping{}, conflict(sourceOf(mc), rec.FunctionName, other)
 	}
@@ -523,7 +530,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	if err := m.catalog.Put(ctx, rec); err != nil {
 		return EventSourceMapping{}, m.lostLocked(ctx, id, err)
 	}
-	m.replaceLocked(e, rec)
+	m.replaceLocked(e, rec, &mc)
 	view := e.view()
 	m.log.Info("mapping updated", "mapping", id, "state", view.State)
 	return view, nil
@@ -532,9 +539,9 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 // replaceLocked gives the mapping its new settings: Updating (Enabling, Disabling) while its
 // poller stops, the batch in flight finishing, then Enabled once it runs again with them from the
 // stored progress (or Disabled). m.mu is held.
-func (m *Manager) replaceLocked(e *entry, rec Record) {
+func (m *Manager) replaceLocked(e *entry, rec Record, cfg *poller.Config) {
 	wasEnabled := e.rec.Enabled
-	e.rec = rec
+	e.rec, e.cfg = rec, cfg
 	switch {
 	case rec.Enabled && !wasEnabled:
 		e.state = StateEnabling

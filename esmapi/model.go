@@ -304,7 +304,7 @@ func settingsOf(m *EventSourceMapping, enabled bool) runner.Settings {
 }
 
 // describe fills the mapping's settings from mc, which has its defaults applied: the one place
-// where the API learns Lambda's defaults is poller.Config.WithDefaults.
+// where the API learns Lambda's defaults is poller.Config.Check.
 func (m *EventSourceMapping) describe(mc poller.Config) {
 	m.EventSourceArn = sourceOf(mc)
 	m.FunctionArn = mc.FunctionARN

@@ -17,7 +17,7 @@ type Mapping struct {
 	// is ignored: Run fills it from Source once it found the stream, and ConsumerARN too when
 	// Source names a consumer. Its
 	// FunctionARN, when empty, is the ARN of Function.Name in the stream's partition, region and
-	// account; its InvokeIdentityARN, when empty, is Function.Role.
+	// account; its InvokeIdentityARN is Function.Role when that is set.
 	Config poller.Config
 	Store  Store
 	// UUID is the mapping's UUID (Lambda's EventSourceMappingUUID: the EMF dimension, the S3

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,7 +34,9 @@ func (r *Runner) withDefaults(m Mapping) Mapping {
 	m.Hooks.Logger = cmp.Or(m.Hooks.Logger, r.log)
 	m.Store.StateDir = cmp.Or(m.Store.StateDir, DefaultStateDir)
 	m.Function.Name = cmp.Or(m.Function.Name, DefaultFunctionName)
-	m.Config.InvokeIdentityARN = cmp.Or(m.Config.InvokeIdentityARN, m.Function.Role)
+	if m.Function.Role != "" {
+		m.Config.InvokeIdentityARN = m.Function.Role // no constraint: not a change a check must see
+	}
 	return m
 }
 
@@ -52,36 +53,32 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if m.Function.Invoker == nil && m.Function.Handler == nil {
 		return fmt.Errorf("function %s is not registered: %w", m.Function.Name, ErrNoFunction)
 	}
-	// Check the mapping's own fields before any network call.
-	probe := m.Config
-	probe.StreamARN = "arn:aws:kinesis:us-east-1:000000000000:stream/probe"
-	if strings.HasPrefix(m.Source.Stream, "arn:") {
-		probe.StreamARN = m.Source.Stream
-	}
-	checked, err := probe.Check()
+	// Lambda's settings are checked before any network call; the stream's ARNs once found.
+	settings, err := m.Config.CheckSettings()
 	if err != nil {
 		return err
 	}
-	arn, consumerARN, err := r.resolveSource(ctx, m)
-	if err != nil {
+	mc := settings
+	if mc.StreamARN, mc.ConsumerARN, err = r.resolveSource(ctx, m); err != nil {
 		return err
 	}
-	if checked, err = checked.ForStream(arn, consumerARN); err != nil {
-		return err
-	}
-	if checked.Config().FunctionARN == "" {
-		checked = checked.WithFunctionARN(FunctionARN(checked.Stream(), m.Function.Name))
+	if mc.FunctionARN == "" {
+		stream, err := poller.ParseStreamARN(mc.StreamARN)
+		if err != nil {
+			return err
+		}
+		mc.FunctionARN = FunctionARN(stream, m.Function.Name)
 	}
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
-	if _, err := poller.ListShards(ctx, r.kinStart, arn); err != nil {
+	if _, err := poller.ListShards(ctx, r.kinStart, mc.StreamARN); err != nil {
 		return err
 	}
-	st, err := r.openStore(ctx, m, checked.Config())
+	st, err := r.openStore(ctx, m, mc)
 	if err != nil {
 		return err
 	}
 	defer st.close()
-	return r.runOn(ctx, m, checked, st)
+	return r.runOn(ctx, m, mc, st)
 }
 
 // resolveSource finds the mapping's stream and, when it reads through one, its consumer.
@@ -155,9 +152,8 @@ func (r *Runner) openLeases(ctx context.Context, m Mapping) (*opened, error) {
 		where: []any{"lease_table", s.LeaseTable, "worker_id", id, "lease_duration", d.LeaseDuration()}}, nil
 }
 
-// runOn runs the checked mapping on its open store.
-func (r *Runner) runOn(ctx context.Context, m Mapping, checked poller.Checked, st *opened) error {
-	mc := checked.Config()
+// runOn runs the mapping of mc (its settings checked) on its open store.
+func (r *Runner) runOn(ctx context.Context, m Mapping, mc poller.Config, st *opened) error {
 	id, err := r.mappingUUID(ctx, m, st)
 	if err != nil {
 		return err
@@ -171,20 +167,16 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, checked poller.Checked, s
 		popts = append(popts, poller.WithDestination(d))
 	}
 	if st.shared != nil {
-		if checked, err = checked.WithClaimIntervalDefault(st.shared.ClaimInterval()); err != nil {
-			return err
-		}
-		mc = checked.Config()
-		popts = append(popts, poller.WithCoordinator(st.shared))
+		popts = append(popts, poller.WithCoordinator(st.shared)) // whose pace is the default ClaimInterval
 	}
-	p, err := poller.NewChecked(checked, r.kin, st.store, m.invoker(mc.FunctionARN), popts...)
+	p, err := poller.New(mc, r.kin, st.store, m.invoker(mc.FunctionARN), popts...) // checks the stream's ARNs
 	if err != nil {
 		return err
 	}
 	if st.where != nil {
 		attrs := append([]any{"stream", mc.StreamARN, "function", mc.FunctionARN}, st.where...)
 		if st.shared != nil {
-			attrs = append(attrs, "claim_interval", mc.ClaimInterval, "pid", os.Getpid())
+			attrs = append(attrs, "claim_interval", p.ClaimInterval(), "pid", os.Getpid())
 		} else {
 			attrs = append(attrs, "pid", os.Getpid(), "consumer", mc.ConsumerARN)
 		}
