@@ -49,10 +49,10 @@ func splitSource(stream, consumer string) (string, string, error) {
 	return ca.Stream.String(), consumer, nil
 }
 
-// ResolveConsumer returns the ARN of an ACTIVE consumer of the stream, given by ARN or by name.
+// resolveConsumer returns the ARN of an ACTIVE consumer of the stream, given by ARN or by name.
 // With register, a consumer name that is not registered yet is registered (RegisterStreamConsumer)
 // and waited for until ACTIVE; a consumer being created is waited for in any case.
-func ResolveConsumer(ctx context.Context, c consumerAPI, streamARN, consumer string, register bool, log *slog.Logger) (string, error) {
+func resolveConsumer(ctx context.Context, c consumerAPI, streamARN, consumer string, register bool, log *slog.Logger) (string, error) {
 	in := &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(consumer)}
 	if poller.IsConsumerARN(consumer) {
 		ca, err := poller.ParseConsumerARN(consumer)
@@ -111,12 +111,13 @@ func registerConsumer(ctx context.Context, c consumerAPI, streamARN, name string
 	return nil
 }
 
-type describer interface {
+// DescribeStreamAPI is the part of the Kinesis client that describes a stream.
+type DescribeStreamAPI interface {
 	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
 }
 
 // ResolveStreamARN returns the ARN of a stream given by name or ARN, checking that it exists.
-func ResolveStreamARN(ctx context.Context, c describer, stream string) (string, error) {
+func ResolveStreamARN(ctx context.Context, c DescribeStreamAPI, stream string) (string, error) {
 	in := &kinesis.DescribeStreamSummaryInput{}
 	if strings.HasPrefix(stream, "arn:") {
 		in.StreamARN = aws.String(stream)
@@ -145,5 +146,5 @@ func (r *Runner) ResolveStream(ctx context.Context, stream string) (string, erro
 // ARN or name, waiting while it is being created; with register, a name not registered yet is
 // registered.
 func (r *Runner) ResolveConsumer(ctx context.Context, streamARN, consumer string, register bool) (string, error) {
-	return ResolveConsumer(ctx, r.kin, streamARN, consumer, register, r.log)
+	return resolveConsumer(ctx, r.kin, streamARN, consumer, register, r.log)
 }

@@ -93,7 +93,7 @@ func (r *Runner) resolveSource(ctx context.Context, m Mapping) (stream, consumer
 	if c == "" {
 		return stream, m.Config.ConsumerARN, nil
 	}
-	consumer, err = ResolveConsumer(ctx, r.kinStart, stream, c, m.Source.RegisterConsumer, m.Hooks.Logger)
+	consumer, err = resolveConsumer(ctx, r.kinStart, stream, c, m.Source.RegisterConsumer, m.Hooks.Logger)
 	return stream, consumer, err
 }
 
