@@ -56,11 +56,15 @@ func (f TemplateFlags) LoadMapping(ctx context.Context, m MappingFlags, log LogF
 // function ARN and timeout (limited to its ReservedConcurrentExecutions). With no target it is the
 // usage error esm run gives.
 func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
-	inv, closeFn, err := c.Invoker()
+	targets, err := ParseTargets(c.Invoke)
+	if err != nil {
+		return nil, func() error { return nil }, err
+	}
+	inv, closeFn, err := c.invoker(targets)
 	if err != nil || inv != nil {
 		return inv, closeFn, err
 	}
-	handler := c.inProcess(nil)
+	handler := c.inProcess(nil, targets)
 	if handler == nil {
 		return nil, closeFn, Usage(errNoFunction)
 	}

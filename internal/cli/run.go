@@ -29,10 +29,18 @@ var errNoFunction = errors.New("no function to invoke: give --invoke exec:PATH (
 // ReservedConcurrentExecutions, and a close that ends what it started; nil (and a no-op close)
 // when the function runs in this process: no target, or the example.
 func (c *Config) Invoker() (poller.Invoker, func() error, error) {
-	nop := func() error { return nil }
 	targets, err := ParseTargets(c.Invoke)
-	if err != nil || len(targets) == 0 || targets[0].Example {
-		return nil, nop, err
+	if err != nil {
+		return nil, func() error { return nil }, err
+	}
+	return c.invoker(targets)
+}
+
+// invoker is Invoker of the parsed targets.
+func (c *Config) invoker(targets []Target) (poller.Invoker, func() error, error) {
+	nop := func() error { return nil }
+	if len(targets) == 0 || targets[0].Example {
+		return nil, nop, nil
 	}
 	o := InvokerOptions{AWS: c.AWS, EndpointURL: c.EndpointURL, Timeout: c.Run.Function.Timeout,
 		Region: c.AWS.Region, FunctionName: c.Run.Function.Name, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger,
@@ -48,12 +56,12 @@ func (c *Config) Invoker() (poller.Invoker, func() error, error) {
 }
 
 // inProcess is the function to run in this process: fn when given (inproc.Run), the example
-// for --invoke example, else nil.
-func (c *Config) inProcess(fn any) any {
+// for --invoke example (the targets), else nil.
+func (c *Config) inProcess(fn any, targets []Target) any {
 	if fn != nil {
 		return fn
 	}
-	if t, err := ParseTargets(c.Invoke); err == nil && len(t) == 1 && t[0].Example {
+	if len(targets) == 1 && targets[0].Example {
 		return c.Example
 	}
 	return nil
@@ -132,11 +140,16 @@ func Run(ctx context.Context, c *Config, fn any, stdout io.Writer) error {
 // ReservedConcurrentExecutions. The close ends what the invoker started.
 func (c *Config) mapping(fn any) (runner.Mapping, func() error, error) {
 	m := c.Run
-	inv, closeInvoker, err := c.Invoker()
+	nop := func() error { return nil }
+	targets, err := ParseTargets(c.Invoke)
+	if err != nil {
+		return m, nop, err
+	}
+	inv, closeInvoker, err := c.invoker(targets)
 	if err != nil {
 		return m, closeInvoker, err
 	}
-	handler := c.inProcess(fn)
+	handler := c.inProcess(fn, targets)
 	switch {
 	case inv != nil:
 		m.Function.Invoker = inv
