@@ -214,9 +214,10 @@ func (c Config) Validate() error {
 // Check checks every field, as Validate does, and returns the configuration as the poller runs it.
 func (c Config) Check() (Checked, error) { return c.check(time.Now(), true) }
 
-// CheckSettings checks Lambda's settings and the runtime knobs (every field but the ARNs, which
-// need not be set yet) and returns c with their defaults applied. A later check of the value
-// (New's, once the ARNs are set) checks only the ARNs, and the settings that changed meanwhile.
+// CheckSettings checks Lambda's settings and the runtime knobs, and the stream's ARNs when they
+// are set (they need not be yet), and returns c with the defaults applied. A later check of the
+// value (New's, once the ARNs are set) checks only the ARNs that are new, and the settings that
+// changed meanwhile.
 func (c Config) CheckSettings() (Config, error) {
 	checked, err := c.check(time.Now(), false)
 	return checked.cfg, err

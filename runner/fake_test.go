@@ -232,3 +232,18 @@ func TestSupervisorRestartsAFailedMapping(t *testing.T) {
 		t.Fatalf("after Stop: %+v, %d supervised", st, len(s.Status()))
 	}
 }
+
+// TestRunChecksAStreamARNBeforeAnyCall: a stream given as a malformed ARN is refused as
+// EventSourceArn before any call to Kinesis.
+func TestRunChecksAStreamARNBeforeAnyCall(t *testing.T) {
+	r, err := New(aws.Config{Region: "us-east-1"}, WithKinesis(panicKinesis{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(context.Background(), Mapping{Source: Source{Stream: "arn:aws:kinesis:us-east-1:1:table/s"}, Function: Function{Handler: func() error { return nil }},
+		Config: poller.Config{StartingPosition: poller.Latest}, Store: Store{StateDir: filepath.Join(t.TempDir(), "state")}})
+	var ve *poller.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "EventSourceArn" {
+		t.Fatalf("err = %v, want the EventSourceArn ValidationError", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,12 +54,17 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if m.Function.Invoker == nil && m.Function.Handler == nil {
 		return fmt.Errorf("function %s is not registered: %w", m.Function.Name, ErrNoFunction)
 	}
-	// Lambda's settings are checked before any network call; the stream's ARNs once found.
-	settings, err := m.Config.CheckSettings()
+	// Lambda's settings are checked before any network call (and the stream's ARN, when it is
+	// given as one); the stream's ARNs that the calls find are checked then.
+	mc := m.Config
+	mc.StreamARN = ""
+	if strings.HasPrefix(m.Source.Stream, "arn:") {
+		mc.StreamARN = m.Source.Stream
+	}
+	mc, err := mc.CheckSettings()
 	if err != nil {
 		return err
 	}
-	mc := settings
 	if mc.StreamARN, mc.ConsumerARN, err = r.resolveSource(ctx, m); err != nil {
 		return err
 	}
