@@ -230,7 +230,11 @@ func (m *Manager) startLocked(e *entry) {
 		})
 		return
 	}
+	fnName := e.rec.FunctionName
 	e.run = m.sup.Start(rm, func(err error) {
+		if errors.Is(err, runner.ErrNoFunction) {
+			err = fmt.Errorf("function %s is not registered", fnName)
+		}
 		m.setResult(e, id, ResultProblem+oneLine(err))
 		settle()
 	})

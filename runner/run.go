@@ -52,7 +52,7 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (--stream or ESM_STREAM)"}
 	}
 	if m.Function.Invoker == nil && m.Function.Handler == nil {
-		return fmt.Errorf("function %s is not registered: %w", m.Function.Name, ErrNoFunction)
+		return fmt.Errorf("function %s: %w", m.Function.Name, ErrNoFunction)
 	}
 	// Lambda's settings are checked before any network call (and the stream's ARN, when it is
 	// given as one); the stream's ARNs that the calls find are checked then.
