@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -20,6 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
@@ -27,6 +30,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // These tests run two or three Managers on one DynamoCatalog, as "esm serve --lease-table" workers
@@ -121,14 +125,25 @@ func revisions(ws []write) []int64 {
 	return out
 }
 
-// stubEngine finds every stream and runs no poller: each start of a mapping fails, and the
-// mapping is started again after its backoff.
-type stubEngine struct{}
+// stubKinesis finds every stream and lists no shard: each start of a mapping fails, and the
+// mapping is started again after its backoff. Any other call panics (the nil interface).
+type stubKinesis struct{ runner.KinesisAPI }
 
-func (stubEngine) ResolveStream(_ context.Context, stream string) (string, error) { return stream, nil }
-func (stubEngine) ResolveConsumer(context.Context, string, string) error          { return nil }
-func (stubEngine) NewPoller(poller.Config, string, poller.Store, poller.Invoker, ...poller.Option) (*poller.Poller, error) {
+func (stubKinesis) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &kinesistypes.StreamDescriptionSummary{StreamARN: in.StreamARN}}, nil
+}
+
+func (stubKinesis) ListShards(context.Context, *kinesis.ListShardsInput, ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
 	return nil, errors.New("this test runs no poller")
+}
+
+// stubRunner is a Runner on stubKinesis.
+func stubRunner(t *testing.T) *runner.Runner {
+	r, err := runner.New(aws.Config{Region: "us-east-1"}, runner.WithKinesis(stubKinesis{}), runner.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // raceEnv is what the scenarios need from a backend.
@@ -511,7 +526,7 @@ func fakeRaceEnvOn(t *testing.T, wrap func(esmapi.Catalog) esmapi.Catalog) raceE
 				StoreFunc:  func(context.Context, string) (poller.Store, error) { return poller.NewMemoryStore(), nil },
 				DeleteFunc: func(context.Context, string) error { return nil },
 			}
-			return startEngine(t, stubEngine{}, log, progress, esmapi.WithFunctions(functions...),
+			return startEngine(t, stubRunner(t), log, progress, esmapi.WithFunctions(functions...),
 				esmapi.WithSyncInterval(interval), esmapi.WithRestartBackoff(time.Hour))
 		},
 		sources: []string{

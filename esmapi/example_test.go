@@ -2,8 +2,8 @@ package esmapi_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -12,23 +12,8 @@ import (
 
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
-
-// noStreams is an Engine that knows no stream (esm serve's is internal/service.Shared, on the
-// Kinesis client).
-type noStreams struct{}
-
-func (noStreams) ResolveStream(context.Context, string) (string, error) {
-	return "", poller.ErrStreamNotFound
-}
-
-func (noStreams) ResolveConsumer(context.Context, string, string) error {
-	return poller.ErrStreamNotFound
-}
-
-func (noStreams) NewPoller(poller.Config, string, poller.Store, poller.Invoker, ...poller.Option) (*poller.Poller, error) {
-	return nil, errors.New("no streams")
-}
 
 // A Manager answers Lambda's event source mapping API, as AWS does: here, a list of no mappings
 // and the error for a UUID it does not know. The mappings live in a directory, as with esm serve
@@ -43,7 +28,11 @@ func ExampleOpen() {
 		StoreFunc:  func(context.Context, string) (poller.Store, error) { return poller.NewMemoryStore(), nil },
 		DeleteFunc: func(context.Context, string) error { return nil },
 	}
-	m, err := esmapi.Open(context.Background(), noStreams{}, esmapi.FileCatalog{Dir: dir + "/mappings"}, progress)
+	r, err := runner.New(aws.Config{Region: "us-east-1"}) // esm serve's loads the SDK's configuration (runner.AWSConfig)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := esmapi.Open(context.Background(), r, esmapi.FileCatalog{Dir: dir + "/mappings"}, progress)
 	if err != nil {
 		log.Fatal(err)
 	}

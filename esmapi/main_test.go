@@ -22,11 +22,11 @@ import (
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // These tests drive the API with aws-sdk-go-v2's Lambda client and raw HTTP against a Manager
@@ -152,10 +152,7 @@ type server struct {
 func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 	t.Helper()
 	ctx := context.Background()
-	shared, err := service.NewShared(ctx, local.DefaultRegion, kinesisEndpoint, "json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	shared := newRunner(t)
 	store, err := checkpoint.OpenFile(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -190,15 +187,25 @@ func startServer(t *testing.T, dir string, fns map[string]*recorder) *server {
 // filled in).
 func startOpen(t *testing.T, catalog esmapi.Catalog, progress esmapi.Progress, opts ...esmapi.Option) *server {
 	t.Helper()
-	shared, err := service.NewShared(context.Background(), local.DefaultRegion, kinesisEndpoint, "json")
+	return startEngine(t, newRunner(t), catalog, progress, opts...)
+}
+
+// newRunner is a Runner on kinesis-local.
+func newRunner(t *testing.T) *runner.Runner {
+	t.Helper()
+	cfg, err := runner.AWSConfig(context.Background(), local.DefaultRegion, kinesisEndpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startEngine(t, shared, catalog, progress, opts...)
+	r, err := runner.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
-// startEngine is startOpen with another engine.
-func startEngine(t *testing.T, engine esmapi.Engine, catalog esmapi.Catalog, progress esmapi.Progress, opts ...esmapi.Option) *server {
+// startEngine is startOpen with another runner.
+func startEngine(t *testing.T, engine *runner.Runner, catalog esmapi.Catalog, progress esmapi.Progress, opts ...esmapi.Option) *server {
 	t.Helper()
 	m, err := esmapi.Open(context.Background(), engine, catalog, progress, opts...)
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/sam"
 )
 
@@ -247,8 +247,8 @@ func (s *settingsIn) checkKinesis() *APIError {
 }
 
 // settings are the request's mapping settings in service terms.
-func (s *settingsIn) settings() service.Settings {
-	out := service.Settings{
+func (s *settingsIn) settings() runner.Settings {
+	out := runner.Settings{
 		BatchSize:                      s.BatchSize,
 		MaximumBatchingWindowInSeconds: s.MaximumBatchingWindowInSeconds,
 		Enabled:                        s.Enabled,
@@ -277,8 +277,8 @@ func (s *settingsIn) settings() service.Settings {
 }
 
 // settingsOf are every setting of a stored mapping, to rebuild its poller.Config.
-func settingsOf(m *EventSourceMapping, enabled bool) service.Settings {
-	s := service.Settings{
+func settingsOf(m *EventSourceMapping, enabled bool) runner.Settings {
+	s := runner.Settings{
 		BatchSize:                      new(m.BatchSize),
 		MaximumBatchingWindowInSeconds: new(m.MaximumBatchingWindowInSeconds),
 		StartingPosition:               new(m.StartingPosition),
@@ -304,7 +304,7 @@ func settingsOf(m *EventSourceMapping, enabled bool) service.Settings {
 }
 
 // describe fills the mapping's settings from mc, which has its defaults applied: the one place
-// where the API learns Lambda's defaults is poller.Config.WithDefaults.
+// where the API learns Lambda's defaults is poller.Config.Check.
 func (m *EventSourceMapping) describe(mc poller.Config) {
 	m.EventSourceArn = sourceOf(mc)
 	m.FunctionArn = mc.FunctionARN
@@ -317,7 +317,7 @@ func (m *EventSourceMapping) describe(mc poller.Config) {
 	m.TumblingWindowInSeconds = int(mc.TumblingWindow / time.Second)
 	m.FunctionResponseTypes = []string{}
 	if mc.ReportBatchItemFailures {
-		m.FunctionResponseTypes = []string{service.ReportBatchItemFailures}
+		m.FunctionResponseTypes = []string{runner.ReportBatchItemFailures}
 	}
 	m.DestinationConfig = DestinationConfig{OnFailure: OnFailure{Destination: mc.OnFailureDestination}}
 	m.FilterCriteria = nil

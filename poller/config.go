@@ -1,9 +1,10 @@
 package poller
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,6 +34,8 @@ const (
 	DefaultShardSync      = 60 * time.Second
 	DefaultMinPollSpacing = 200 * time.Millisecond // Kinesis allows 5 GetRecords/s per shard
 	DefaultShutdownGrace  = 30 * time.Second
+	DefaultClaimInterval  = time.Second
+	DefaultMaxFilters     = 5
 )
 
 // Config is one event source mapping. A zero field means its default, given in its comment.
@@ -104,8 +107,13 @@ type Config struct {
 	// ShutdownGrace bounds how long a stop waits for in-flight invocations. Default 30 s.
 	ShutdownGrace time.Duration
 	// ClaimInterval is how often a worker sharing the mapping through a Coordinator claims
-	// leases and refreshes the shards' progress from the lease table. Default 1 s.
+	// leases and refreshes the shards' progress from the lease table. Default: the pace the
+	// Coordinator calls for (its ClaimInterval method, as lease.Dynamo has), else 1 s.
 	ClaimInterval time.Duration
+
+	// checked is what a check accepted of this value (see Check): it is not checked again while
+	// the fields it covers are unchanged.
+	checked *checkedMark
 }
 
 // ValidationError is a configuration field outside what Lambda accepts. Its message names the
@@ -173,22 +181,21 @@ func (a StreamARN) String() string {
 	return fmt.Sprintf("arn:%s:kinesis:%s:%s:stream/%s", a.Partition, a.Region, a.Account, a.Name)
 }
 
-// Checked is a configuration that passed validation, as the poller runs it: every zero field set
-// to its default, with the stream's parsed ARN and the compiled filters. Config.Check makes one,
-// and NewChecked runs it without checking it again.
+// Validation. A Config is checked in two parts, each once: Lambda's settings with the poller's
+// runtime knobs (every field but the ARNs), and the stream's ARNs, which a caller that resolves a
+// stream name knows only afterwards. Check and CheckSettings record in the value what they
+// accepted; a later check of the value (New's) checks only a part that changed since.
+
+// Checked is a configuration that passed Check, as the poller runs it: every zero field set to
+// its default, with the stream's parsed ARN and the compiled filters.
 type Checked struct {
 	cfg     Config
-	given   Config // as the caller gave it (ForStream defaults the stream's fields again)
 	stream  StreamARN
 	filters *filter.Filters // nil without FilterPatterns: every record is invoked
-	ok      bool            // made by check
 }
 
-// Check checks every field against Lambda's ranges (the error names the first field that is
-// wrong, and wraps ErrInvalidConfig) and returns the configuration as the poller runs it.
-func (c Config) Check() (Checked, error) { return c.check(time.Now()) }
-
-// Config is the configuration with every default applied.
+// Config is the configuration with every default applied. It is marked as checked: New does not
+// check it again unless its fields were changed.
 func (c Checked) Config() Config { return c.cfg }
 
 // Stream is the parsed StreamARN (a consumer's stream when the mapping reads through one).
@@ -197,156 +204,255 @@ func (c Checked) Stream() StreamARN { return c.stream }
 // Filters are the compiled FilterPatterns; nil when there are none.
 func (c Checked) Filters() *filter.Filters { return c.filters }
 
-// ForStream returns the configuration reading streamARN, through consumerARN when it is set (a
-// caller that checked the settings first may find the stream only afterwards). Only the stream's
-// fields are checked again, and the defaults that come from the stream (InvokeIdentityARN) are
-// taken again.
-func (c Checked) ForStream(streamARN, consumerARN string) (Checked, error) {
-	given := c.given
-	given.StreamARN, given.ConsumerARN = streamARN, consumerARN
-	cfg := c.cfg
-	cfg.StreamARN, cfg.ConsumerARN, cfg.InvokeIdentityARN = streamARN, consumerARN, given.InvokeIdentityARN
-	arn, err := cfg.checkStream()
-	if err != nil {
-		return Checked{}, err
-	}
-	c.cfg, c.given, c.stream = cfg, given, arn
-	return c, nil
+// Validate checks every field against Lambda's ranges and returns the first problem, in the order
+// Lambda reports them (the stream's first); every error wraps ErrInvalidConfig.
+func (c Config) Validate() error {
+	_, err := c.Check()
+	return err
 }
 
-// WithFunctionARN returns the configuration with FunctionARN arn (which has no constraint).
-func (c Checked) WithFunctionARN(arn string) Checked {
-	c.cfg.FunctionARN, c.given.FunctionARN = arn, arn
+// Check checks every field, as Validate does, and returns the configuration as the poller runs it.
+func (c Config) Check() (Checked, error) { return c.check(time.Now(), true) }
+
+// CheckSettings checks Lambda's settings and the runtime knobs, and the stream's ARNs when they
+// are set (they need not be yet), and returns c with the defaults applied. A later check of the
+// value (New's, once the ARNs are set) checks only the ARNs that are new, and the settings that
+// changed meanwhile.
+func (c Config) CheckSettings() (Config, error) {
+	checked, err := c.check(time.Now(), false)
+	return checked.cfg, err
+}
+
+// checkedMark is what a check accepted.
+type checkedMark struct {
+	settings Config          // the settings as accepted, defaults applied (settingsOf)
+	filters  *filter.Filters // compiled from settings.FilterPatterns
+	source   *sourceMark     // nil: the ARNs were not checked
+}
+
+// sourceMark is a stream (and consumer) ARN a check accepted.
+type sourceMark struct {
+	streamARN, consumerARN string
+	stream                 StreamARN
+}
+
+// settingsOf is c's settings alone: without the ARNs (the function's and the identity's have no
+// constraint) and the mark, its pointers and slices copied.
+func settingsOf(c Config) Config {
+	c.StreamARN, c.ConsumerARN, c.FunctionARN, c.InvokeIdentityARN, c.checked = "", "", "", "", nil
+	if c.MaximumRetryAttempts != nil {
+		c.MaximumRetryAttempts = new(*c.MaximumRetryAttempts)
+	}
+	if c.MaximumRecordAgeInSeconds != nil {
+		c.MaximumRecordAgeInSeconds = new(*c.MaximumRecordAgeInSeconds)
+	}
+	c.FilterPatterns = slices.Clip(slices.Clone(c.FilterPatterns))
 	return c
 }
 
-// WithClaimIntervalDefault returns the configuration with ClaimInterval d unless the caller gave
-// one: the pace of the Coordinator the mapping is shared through. d must be positive.
-func (c Checked) WithClaimIntervalDefault(d time.Duration) (Checked, error) {
-	if c.given.ClaimInterval != 0 {
-		return c, nil
+// check checks what c's mark does not cover, the stream's ARNs first (required when needSource),
+// and returns c marked.
+func (c Config) check(now time.Time, needSource bool) (Checked, error) {
+	var mark checkedMark
+	old := c.checked
+	if old != nil {
+		mark.source = old.source
 	}
-	if d <= 0 {
-		return c, &ValidationError{Field: "ClaimInterval", Message: fmt.Sprintf("ClaimInterval %s must be positive", d)}
+	if c.StreamARN == "" && needSource {
+		return Checked{}, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
 	}
-	c.cfg.ClaimInterval = d
-	return c, nil
+	if c.StreamARN != "" && (mark.source == nil || mark.source.streamARN != c.StreamARN || mark.source.consumerARN != c.ConsumerARN) {
+		stream, err := c.checkStream()
+		if err != nil {
+			return Checked{}, err
+		}
+		mark.source = &sourceMark{streamARN: c.StreamARN, consumerARN: c.ConsumerARN, stream: stream}
+	}
+	if old != nil && reflect.DeepEqual(settingsOf(c), old.settings) {
+		mark.settings, mark.filters = old.settings, old.filters
+	} else {
+		st := checkState{now: now}
+		for _, rule := range settingRules {
+			if err := rule(&c, &st); err != nil {
+				return Checked{}, err
+			}
+		}
+		mark.settings, mark.filters = settingsOf(c), st.filters
+	}
+	var stream StreamARN
+	if c.StreamARN != "" {
+		stream = mark.source.stream
+		if c.InvokeIdentityARN == "" {
+			c.InvokeIdentityARN = fmt.Sprintf("arn:%s:iam::%s:role/esm", stream.Partition, stream.Account)
+		}
+	}
+	c.checked = &mark
+	return Checked{cfg: c, stream: stream, filters: mark.filters}, nil
 }
 
-// withDefaults returns the configuration with every zero field set to its default, after checking
-// every field; the error names the first field that is wrong.
-func (c Config) withDefaults(now time.Time) (Config, error) {
-	checked, err := c.check(now)
-	if err != nil {
-		return c, err
-	}
-	return checked.cfg, nil
-}
-
-// check checks the stream's fields, then the others, in the order Lambda reports them.
-func (c Config) check(now time.Time) (Checked, error) {
-	given := c
-	arn, err := c.checkStream()
-	if err != nil {
-		return Checked{}, err
-	}
-	filters, err := c.checkSettings(now)
-	if err != nil {
-		return Checked{}, err
-	}
-	return Checked{cfg: c, given: given, stream: arn, filters: filters, ok: true}, nil
-}
-
-// checkStream checks StreamARN and ConsumerARN and sets the default that depends on the stream,
-// InvokeIdentityARN.
+// checkStream checks StreamARN and ConsumerARN (a consumer ARN given as the stream moves to
+// ConsumerARN).
 func (c *Config) checkStream() (StreamARN, error) {
-	if c.StreamARN == "" {
-		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
-	}
 	if err := c.splitConsumerARN(); err != nil {
 		return StreamARN{}, err
 	}
-	arn, err := ParseStreamARN(c.StreamARN)
-	if err != nil {
-		return StreamARN{}, err
-	}
-	if c.InvokeIdentityARN == "" {
-		c.InvokeIdentityARN = fmt.Sprintf("arn:%s:iam::%s:role/esm", arn.Partition, arn.Account)
-	}
-	return arn, nil
+	return ParseStreamARN(c.StreamARN)
 }
 
-// checkSettings checks every field but the stream's and sets their defaults; it returns the
-// compiled filters (nil without FilterPatterns).
-func (c *Config) checkSettings(now time.Time) (*filter.Filters, error) {
-	switch {
-	case c.BatchSize == 0:
-		c.BatchSize = DefaultBatchSize
-	case c.BatchSize < 1 || c.BatchSize > MaxBatchSize:
-		return nil, RangeError("batchSize", int64(c.BatchSize), 1, MaxBatchSize)
+// check is New's check of cfg: Check with the poller's clock, and the Coordinator's pace as the
+// default ClaimInterval.
+func (p *Poller) check(cfg Config) (Checked, error) {
+	c, err := cfg.check(p.now(), true)
+	if err != nil || c.cfg.ClaimInterval != 0 {
+		return c, err
 	}
-	if c.MaximumBatchingWindow < 0 || c.MaximumBatchingWindow > MaxBatchingWindow {
-		return nil, RangeError("maximumBatchingWindowInSeconds", int64(c.MaximumBatchingWindow/time.Second), 0, 300)
+	c.cfg.ClaimInterval = DefaultClaimInterval
+	if pace, ok := p.coord.(interface{ ClaimInterval() time.Duration }); ok && pace.ClaimInterval() > 0 {
+		c.cfg.ClaimInterval = pace.ClaimInterval()
 	}
+	return c, nil
+}
+
+// checkState is what the rules share: the clock, and the filters the filter rule compiled.
+type checkState struct {
+	now     time.Time
+	filters *filter.Filters
+}
+
+// A settingRule checks one setting (or a few that go together) and sets its default.
+type settingRule func(c *Config, st *checkState) error
+
+// settingRules are the checks of Lambda's settings and the runtime knobs, in the order Lambda
+// reports its errors: the first that fails is the answer.
+var settingRules = []settingRule{
+	intRange("batchSize", func(c *Config) *int { return &c.BatchSize }, 1, MaxBatchSize, DefaultBatchSize),
+	secondsRange("maximumBatchingWindowInSeconds", func(c *Config) *time.Duration { return &c.MaximumBatchingWindow }, MaxBatchingWindow),
+	checkStartingPosition,
+	func(c *Config, _ *checkState) error {
+		if v := c.MaximumRetryAttempts; v != nil && (*v < -1 || *v > 10000) {
+			return RangeError("maximumRetryAttempts", int64(*v), -1, 10000)
+		}
+		return nil
+	},
+	func(c *Config, _ *checkState) error {
+		if v := c.MaximumRecordAgeInSeconds; v != nil && *v != -1 && (*v < 60 || *v > 604800) {
+			return &ValidationError{Field: "MaximumRecordAgeInSeconds", Message: fmt.Sprintf(
+				"MaximumRecordAgeInSeconds must be either -1 (forever) or between 60 and 604800 (inclusive); got %d", *v)}
+		}
+		return nil
+	},
+	func(c *Config, _ *checkState) error {
+		if c.OnFailureDestination == "" {
+			return nil
+		}
+		return checkDestinationARN(c.OnFailureDestination)
+	},
+	checkOnDestinationFailure,
+	intRange("parallelizationFactor", func(c *Config) *int { return &c.ParallelizationFactor }, 1, 10, 1),
+	secondsRange("tumblingWindowInSeconds", func(c *Config) *time.Duration { return &c.TumblingWindow }, 900*time.Second),
+	checkFilters,
+	positive("PollInterval", func(c *Config) *time.Duration { return &c.PollInterval }, DefaultPollInterval),
+	positive("ShardSyncInterval", func(c *Config) *time.Duration { return &c.ShardSyncInterval }, DefaultShardSync),
+	positive("ShutdownGrace", func(c *Config) *time.Duration { return &c.ShutdownGrace }, DefaultShutdownGrace),
+	positive("ClaimInterval", func(c *Config) *time.Duration { return &c.ClaimInterval }, 0), // 0: see Poller.check
+	func(c *Config, _ *checkState) error {
+		if c.MinPollSpacing < 0 {
+			return &ValidationError{Field: "MinPollSpacing", Message: fmt.Sprintf("MinPollSpacing %s must not be negative", c.MinPollSpacing)}
+		}
+		if c.MinPollSpacing == 0 {
+			c.MinPollSpacing = DefaultMinPollSpacing
+		}
+		return nil
+	},
+}
+
+// intRange is the rule of a count in [min, max] that is def when zero, worded as Lambda's API.
+func intRange(field string, f func(*Config) *int, min, max, def int) settingRule {
+	return func(c *Config, _ *checkState) error {
+		switch v := f(c); {
+		case *v == 0:
+			*v = def
+		case *v < min || *v > max:
+			return RangeError(field, int64(*v), int64(min), int64(max))
+		}
+		return nil
+	}
+}
+
+// secondsRange is the rule of a duration of whole seconds in [0, max], worded as Lambda's API.
+func secondsRange(field string, f func(*Config) *time.Duration, max time.Duration) settingRule {
+	return func(c *Config, _ *checkState) error {
+		if d := *f(c); d < 0 || d > max {
+			return RangeError(field, int64(d/time.Second), 0, int64(max/time.Second))
+		}
+		return nil
+	}
+}
+
+// positive is the rule of a duration that must not be negative and is def when zero.
+func positive(field string, f func(*Config) *time.Duration, def time.Duration) settingRule {
+	return func(c *Config, _ *checkState) error {
+		switch d := f(c); {
+		case *d < 0:
+			return &ValidationError{Field: field, Message: fmt.Sprintf("%s %s must be positive", field, *d)}
+		case *d == 0:
+			*d = def
+		}
+		return nil
+	}
+}
+
+func checkStartingPosition(c *Config, st *checkState) error {
 	switch c.StartingPosition {
 	case "":
-		return nil, &ValidationError{Field: "StartingPosition", Message: "1 validation error detected: Value null at 'startingPosition' failed to satisfy constraint: Member must not be null."}
+		return &ValidationError{Field: "StartingPosition", Message: "1 validation error detected: Value null at 'startingPosition' failed to satisfy constraint: Member must not be null."}
 	case TrimHorizon, Latest:
 		if !c.StartingPositionTimestamp.IsZero() {
-			return nil, &ValidationError{Field: "StartingPositionTimestamp", Message: fmt.Sprintf(
+			return &ValidationError{Field: "StartingPositionTimestamp", Message: fmt.Sprintf(
 				"StartingPositionTimestamp is only allowed with StartingPosition AT_TIMESTAMP, not %s", c.StartingPosition)}
 		}
 	case AtTimestamp:
 		if c.StartingPositionTimestamp.IsZero() {
-			return nil, &ValidationError{Field: "StartingPositionTimestamp", Message: "Need to specify a timestamp: StartingPositionTimestamp is required with StartingPosition AT_TIMESTAMP"}
+			return &ValidationError{Field: "StartingPositionTimestamp", Message: "Need to specify a timestamp: StartingPositionTimestamp is required with StartingPosition AT_TIMESTAMP"}
 		}
-		if c.StartingPositionTimestamp.After(now) {
-			return nil, &ValidationError{Field: "StartingPositionTimestamp", Message: fmt.Sprintf(
+		if c.StartingPositionTimestamp.After(st.now) {
+			return &ValidationError{Field: "StartingPositionTimestamp", Message: fmt.Sprintf(
 				"StartingPositionTimestamp %s is in the future", c.StartingPositionTimestamp.UTC().Format(time.RFC3339))}
 		}
 	default:
-		return nil, &ValidationError{Field: "StartingPosition", Message: fmt.Sprintf(
+		return &ValidationError{Field: "StartingPosition", Message: fmt.Sprintf(
 			"1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", c.StartingPosition)}
 	}
-	if v := c.MaximumRetryAttempts; v != nil && (*v < -1 || *v > 10000) {
-		return nil, RangeError("maximumRetryAttempts", int64(*v), -1, 10000)
-	}
-	if v := c.MaximumRecordAgeInSeconds; v != nil && *v != -1 && (*v < 60 || *v > 604800) {
-		return nil, &ValidationError{Field: "MaximumRecordAgeInSeconds", Message: fmt.Sprintf(
-			"MaximumRecordAgeInSeconds must be either -1 (forever) or between 60 and 604800 (inclusive); got %d", *v)}
-	}
-	if c.OnFailureDestination != "" {
-		if err := checkDestinationARN(c.OnFailureDestination); err != nil {
-			return nil, err
-		}
-	}
+	return nil
+}
+
+func checkOnDestinationFailure(c *Config, _ *checkState) error {
 	switch c.OnDestinationFailure {
 	case "":
 		c.OnDestinationFailure = DestinationFailureBlock
 	case DestinationFailureBlock, DestinationFailureDrop:
 	default:
-		return nil, &ValidationError{Field: "OnDestinationFailure", Message: fmt.Sprintf(
+		return &ValidationError{Field: "OnDestinationFailure", Message: fmt.Sprintf(
 			"OnDestinationFailure %q: want %s (hold the shard until the destination takes the record) or %s (drop the records, as Lambda does)",
 			c.OnDestinationFailure, DestinationFailureBlock, DestinationFailureDrop)}
 	}
-	switch {
-	case c.ParallelizationFactor == 0:
-		c.ParallelizationFactor = 1
-	case c.ParallelizationFactor < 1 || c.ParallelizationFactor > 10:
-		return nil, RangeError("parallelizationFactor", int64(c.ParallelizationFactor), 1, 10)
-	}
-	if c.TumblingWindow < 0 || c.TumblingWindow > 900*time.Second {
-		return nil, RangeError("tumblingWindowInSeconds", int64(c.TumblingWindow/time.Second), 0, 900)
-	}
+	return nil
+}
+
+// checkFilters checks the filter quota and the patterns, and compiles them.
+func checkFilters(c *Config, st *checkState) error {
 	switch {
 	case c.MaxFilters == 0:
-		c.MaxFilters = 5
+		c.MaxFilters = DefaultMaxFilters
 	case c.MaxFilters < 1 || c.MaxFilters > 10:
-		return nil, &ValidationError{Field: "MaxFilters", Message: fmt.Sprintf("MaxFilters %d: the filter quota is between 1 and 10", c.MaxFilters)}
+		return &ValidationError{Field: "MaxFilters", Message: fmt.Sprintf("MaxFilters %d: the filter quota is between 1 and 10", c.MaxFilters)}
 	}
 	if len(c.FilterPatterns) > c.MaxFilters {
-		return nil, &ValidationError{Field: "FilterCriteria", Message: fmt.Sprintf(
+		return &ValidationError{Field: "FilterCriteria", Message: fmt.Sprintf(
 			"FilterCriteria has %d filters; at most %d are allowed", len(c.FilterPatterns), c.MaxFilters)}
+	}
+	if len(c.FilterPatterns) == 0 {
+		return nil
 	}
 	filters, err := filter.Compile(c.FilterPatterns)
 	if err != nil {
@@ -356,28 +462,10 @@ func (c *Config) checkSettings(now time.Time) (*filter.Filters, error) {
 		if errors.As(err, &pe) {
 			msg += " " + pe.Detail()
 		}
-		return nil, &ValidationError{Field: "FilterCriteria", Message: msg, Err: err}
+		return &ValidationError{Field: "FilterCriteria", Message: msg, Err: err}
 	}
-	if err := durationDefault(&c.PollInterval, DefaultPollInterval, "PollInterval"); err != nil {
-		return nil, err
-	}
-	if err := durationDefault(&c.ShardSyncInterval, DefaultShardSync, "ShardSyncInterval"); err != nil {
-		return nil, err
-	}
-	if err := durationDefault(&c.ShutdownGrace, DefaultShutdownGrace, "ShutdownGrace"); err != nil {
-		return nil, err
-	}
-	if err := durationDefault(&c.ClaimInterval, time.Second, "ClaimInterval"); err != nil {
-		return nil, err
-	}
-	if c.MinPollSpacing < 0 {
-		return nil, &ValidationError{Field: "MinPollSpacing", Message: fmt.Sprintf("MinPollSpacing %s must not be negative", c.MinPollSpacing)}
-	}
-	c.MinPollSpacing = cmp.Or(c.MinPollSpacing, DefaultMinPollSpacing)
-	if len(c.FilterPatterns) == 0 {
-		return nil, nil
-	}
-	return filters, nil
+	st.filters = filters
+	return nil
 }
 
 // checkDestinationARN accepts the on-failure destinations Lambda allows for a Kinesis mapping:
@@ -424,38 +512,6 @@ func (c Config) RecordAgeSeconds() int {
 	return *c.MaximumRecordAgeInSeconds
 }
 
-func durationDefault(d *time.Duration, def time.Duration, field string) error {
-	switch {
-	case *d < 0:
-		return &ValidationError{Field: field, Message: fmt.Sprintf("%s %s must be positive", field, *d)}
-	case *d == 0:
-		*d = def
-	}
-	return nil
-}
-
-// Validate checks every field against Lambda's ranges and returns the first problem.
-func (c Config) Validate() error {
-	_, err := c.withDefaults(time.Now())
-	return err
-}
-
-// WithDefaults returns the configuration as the poller runs it: every zero field set to its
-// default, after checking every field (the error names the first field that is wrong).
-func (c Config) WithDefaults() (Config, error) { return c.withDefaults(time.Now()) }
-
-// NewChecked is New for a configuration Config.Check made: it is not checked again.
-func NewChecked(c Checked, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (*Poller, error) {
-	if !c.ok {
-		return nil, &ValidationError{Field: "Config", Message: "poller: NewChecked takes a configuration made by Config.Check"}
-	}
-	return New(c.given, kin, store, inv, append(opts, func(p *Poller) { p.checked = &c })...)
-}
-
-// check is New's validation of cfg, unless NewChecked gave a checked configuration.
-func (p *Poller) check(cfg Config) (Checked, error) {
-	if p.checked != nil {
-		return *p.checked, nil
-	}
-	return cfg.check(p.now())
-}
+// ClaimInterval is how often the poller claims leases through its Coordinator: Config's, or its
+// default.
+func (p *Poller) ClaimInterval() time.Duration { return p.cfg.ClaimInterval }

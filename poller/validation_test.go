@@ -28,45 +28,69 @@ func TestValidationErrorKeepsItsCause(t *testing.T) {
 	}
 }
 
+// withDefaults is the configuration as the poller runs it (Check with the clock now).
+func (c Config) withDefaults(now time.Time) (Config, error) {
+	checked, err := c.check(now, true)
+	return checked.cfg, err
+}
+
 // TestCheckedCarriesWhatNewNeeds: Check gives the configuration with its defaults, the parsed
-// stream ARN and the compiled filters; ForStream checks and defaults only the stream's fields.
+// stream ARN and the compiled filters.
 func TestCheckedCarriesWhatNewNeeds(t *testing.T) {
-	c, err := Config{StreamARN: "arn:aws:kinesis:us-east-1:111111111111:stream/probe", StartingPosition: Latest,
+	c, err := Config{StreamARN: "arn:aws:kinesis:us-east-1:111111111111:stream/s", StartingPosition: Latest,
 		FilterPatterns: []string{`{"data": {"a": ["x"]}}`}}.Check()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Stream() != (StreamARN{Partition: "aws", Region: "us-east-1", Account: "111111111111", Name: "probe"}) ||
+	if c.Stream() != (StreamARN{Partition: "aws", Region: "us-east-1", Account: "111111111111", Name: "s"}) ||
 		c.Filters() == nil || c.Config().BatchSize != DefaultBatchSize || c.Config().InvokeIdentityARN != "arn:aws:iam::111111111111:role/esm" {
 		t.Fatalf("checked %+v", c)
-	}
-	c, err = c.ForStream("arn:aws:kinesis:eu-west-1:222222222222:stream/real", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Stream().Name != "real" || c.Config().InvokeIdentityARN != "arn:aws:iam::222222222222:role/esm" || c.Filters() == nil {
-		t.Fatalf("ForStream kept the probe's stream defaults: %+v", c)
-	}
-	if _, err := c.ForStream("arn:aws:kinesis:eu-west-1:222222222222:stream/real/consumer/c:x", ""); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("ForStream accepted a bad consumer ARN: %v", err)
 	}
 	none, err := Config{StreamARN: "arn:aws:kinesis:us-east-1:111111111111:stream/s", StartingPosition: Latest}.Check()
 	if err != nil || none.Filters() != nil {
 		t.Fatalf("without patterns: filters %v, %v", none.Filters(), err)
 	}
-	if c, _ = c.WithClaimIntervalDefault(3 * time.Second); c.Config().ClaimInterval != 3*time.Second {
-		t.Fatalf("ClaimInterval %s, want the coordinator's default", c.Config().ClaimInterval)
-	}
-	given, _ := Config{StreamARN: "arn:aws:kinesis:us-east-1:111111111111:stream/s", StartingPosition: Latest, ClaimInterval: time.Minute}.Check()
-	if given, _ = given.WithClaimIntervalDefault(3 * time.Second); given.Config().ClaimInterval != time.Minute {
-		t.Fatalf("ClaimInterval %s, want the one given", given.Config().ClaimInterval)
+	if _, err := (Config{StartingPosition: Latest}).Check(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Check without a stream: %v", err)
 	}
 }
 
-// TestNewCheckedDoesNotCheckAgain: NewChecked runs what Check accepted (here a timestamp the
-// poller's clock puts in the future, which New refuses), and refuses a Checked that Check did not
-// make.
-func TestNewCheckedDoesNotCheckAgain(t *testing.T) {
+// TestCheckSettingsBeforeTheStream: the settings are checked without a stream (no stand-in ARN),
+// with their defaults applied; the stream set afterwards is checked when the value is checked
+// again, and gives the defaults that come from it, while the settings are not checked again.
+func TestCheckSettingsBeforeTheStream(t *testing.T) {
+	if _, err := (Config{StartingPosition: Latest, BatchSize: 10001}).CheckSettings(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("CheckSettings accepted BatchSize 10001: %v", err)
+	}
+	ts := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	s, err := Config{StartingPosition: AtTimestamp, StartingPositionTimestamp: ts, FilterPatterns: []string{`{"data": {"a": ["x"]}}`}}.CheckSettings()
+	if err != nil || s.BatchSize != DefaultBatchSize || s.InvokeIdentityARN != "" {
+		t.Fatalf("settings %+v, %v", s, err)
+	}
+	s.StreamARN = "arn:aws:kinesis:eu-west-1:222222222222:stream/real"
+	before := ts.Add(-time.Hour) // the timestamp is in this clock's future: a check of the settings would refuse it
+	c, err := s.check(before, true)
+	if err != nil {
+		t.Fatalf("the settings were checked again: %v", err)
+	}
+	if c.Stream().Name != "real" || c.Config().InvokeIdentityARN != "arn:aws:iam::222222222222:role/esm" || c.Filters() == nil {
+		t.Fatalf("the stream's defaults: %+v", c)
+	}
+	s.StreamARN = "arn:aws:kinesis:eu-west-1:222222222222:stream/real/consumer/c:x"
+	if _, err := s.check(before, true); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("a bad consumer ARN set after the settings' check was accepted: %v", err)
+	}
+	s.StreamARN = "arn:aws:kinesis:eu-west-1:222222222222:stream/real"
+	s.BatchSize = 0 // changed: checked (and defaulted) again
+	if c, err := s.check(before, true); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("a changed setting was not checked again: %+v %v", c.Config(), err)
+	}
+}
+
+// TestNewDoesNotCheckAgain: New runs a configuration Check accepted without checking it again
+// (here a timestamp the poller's clock puts in the future, which New refuses in a value nobody
+// checked), and checks a value changed since.
+func TestNewDoesNotCheckAgain(t *testing.T) {
 	ts := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	cfg := Config{StreamARN: "arn:aws:kinesis:us-east-1:111111111111:stream/s", StartingPosition: AtTimestamp, StartingPositionTimestamp: ts}
 	before := WithClock(func() time.Time { return ts.Add(-time.Hour) })
@@ -78,10 +102,48 @@ func TestNewCheckedDoesNotCheckAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewChecked(checked, fakekinesis.New(), NewMemoryStore(), inv, before); err != nil {
-		t.Fatalf("NewChecked checked the configuration again: %v", err)
+	if _, err := New(checked.Config(), fakekinesis.New(), NewMemoryStore(), inv, before); err != nil {
+		t.Fatalf("New checked the configuration again: %v", err)
 	}
-	if _, err := NewChecked(Checked{}, fakekinesis.New(), NewMemoryStore(), inv); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("NewChecked accepted a Checked that Check did not make: %v", err)
+	changed := checked.Config()
+	changed.StartingPositionTimestamp = ts.Add(time.Second)
+	if _, err := New(changed, fakekinesis.New(), NewMemoryStore(), inv, before); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New did not check a configuration changed after its check: %v", err)
+	}
+}
+
+// pacedStore is a Coordinator with the pace it calls for.
+type pacedStore struct {
+	Store
+	Coordinator
+	pace time.Duration
+}
+
+func (p pacedStore) ClaimInterval() time.Duration { return p.pace }
+
+// TestClaimIntervalFromTheCoordinator: a mapping that sets no ClaimInterval claims at its
+// Coordinator's pace (lease.Dynamo's ClaimInterval), else every second; one it sets wins.
+func TestClaimIntervalFromTheCoordinator(t *testing.T) {
+	cfg := Config{StreamARN: "arn:aws:kinesis:us-east-1:111111111111:stream/s", StartingPosition: Latest}
+	inv := inprocess.New(func() error { return nil })
+	paced := pacedStore{Store: NewMemoryStore(), pace: 300 * time.Millisecond}
+	for _, tt := range []struct {
+		given time.Duration
+		opts  []Option
+		want  time.Duration
+	}{
+		{0, nil, DefaultClaimInterval},
+		{0, []Option{WithCoordinator(paced)}, 300 * time.Millisecond},
+		{time.Minute, []Option{WithCoordinator(paced)}, time.Minute},
+	} {
+		c := cfg
+		c.ClaimInterval = tt.given
+		p, err := New(c, fakekinesis.New(), paced, inv, tt.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.cfg.ClaimInterval != tt.want {
+			t.Errorf("ClaimInterval given %s: %s, want %s", tt.given, p.cfg.ClaimInterval, tt.want)
+		}
 	}
 }

@@ -25,7 +25,7 @@
 // names them (Name, QueueName, TopicName, BucketName, FunctionName, RoleName) and their logical ID
 // otherwise; ARNs use the region, account and partition of WithRegion, WithAccountID and
 // WithPartition (default us-east-1, 123456789012 and aws, the values sam local uses). The caller
-// checks the result against the endpoint in use (internal/service describes the stream).
+// checks the result against the endpoint in use (package runner describes the stream).
 //
 // # Why not goformation
 //

@@ -9,9 +9,9 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/cli"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 type invokeCmd struct {
@@ -40,7 +40,7 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 	}
 	cfg := &cli.Config{
 		Invoke: c.Invoke, AWS: res.AWS, Logger: logger, FunctionEnv: c.FunctionEnvFlags,
-		Service: service.Options{EndpointURL: c.EndpointURL, FunctionTimeout: invoke.DefaultTimeout},
+		EndpointURL: c.EndpointURL, Run: runner.Mapping{Function: runner.Function{Timeout: invoke.DefaultTimeout}},
 		// The function's own output is its log: on stderr, as sam local invoke shows it, so that
 		// stdout holds only the response.
 		Example: example.HandleTo(e.stderr),
@@ -51,11 +51,11 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 			return err
 		}
 		cfg.Mapping = m
-		cfg.Service.FunctionTimeout = time.Duration(m.Function.Timeout) * time.Second
-		cfg.Service.Mapping = poller.Config{FunctionARN: m.Function.FunctionArn}
+		cfg.Run.Function.Timeout = time.Duration(m.Function.Timeout) * time.Second
+		cfg.Run.Config = poller.Config{FunctionARN: m.Function.FunctionArn}
 	}
 	if c.Timeout != nil {
-		cfg.Service.FunctionTimeout = *c.Timeout
+		cfg.Run.Function.Timeout = *c.Timeout
 	}
 	inv, closeInvoker, err := cfg.FunctionInvoker()
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // BenchmarkPutToInvokeLatency measures, on kinesis-local, the time from a PutRecords call to the
@@ -46,15 +46,23 @@ func BenchmarkPutToInvokeLatency(b *testing.B) {
 				return events.KinesisEventResponse{}, nil
 			}
 			errc := make(chan error, 1)
-			o := service.Options{
-				Stream: stream, EndpointURL: kinesisEndpoint, StateDir: filepath.Join(b.TempDir(), "state"),
-				Mapping: poller.Config{StartingPosition: poller.Latest, PollInterval: interval},
-				Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+			awsCfg, err := runner.AWSConfig(ctx, "", kinesisEndpoint)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r, err := runner.New(awsCfg, runner.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			if err != nil {
+				b.Fatal(err)
+			}
+			o := runner.Mapping{
+				Source: runner.Source{Stream: stream}, Function: runner.Function{Handler: handler},
+				Store:  runner.Store{StateDir: filepath.Join(b.TempDir(), "state")},
+				Config: poller.Config{StartingPosition: poller.Latest, PollInterval: interval},
 			}
 			if tt.efo {
-				o.Consumer, o.RegisterConsumer = "bench", true
+				o.Source.Consumer, o.Source.RegisterConsumer = "bench", true
 			}
-			go func() { errc <- service.Run(ctx, o, handler) }()
+			go func() { errc <- r.Run(ctx, o) }()
 			// The first record proves the shard is being read; it is not measured.
 			warm := func() bool {
 				if _, err := local.PutRecords(ctx, kin, stream, []local.Record{{PartitionKey: "k", Data: []byte("warm")}}); err != nil {

@@ -105,5 +105,5 @@ func (r *runCmd) run(ctx context.Context, e env) error {
 		return err
 	}
 	c.Example = example.HandleTo(e.stdout) // --invoke example
-	return cli.Run(ctx, c, nil)
+	return cli.Run(ctx, c, nil, e.stdout)
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/cli"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/redrive"
 )
 
@@ -34,7 +33,7 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	origin, err := redrive.Pick(r.From, r.QueueURL, r.Bucket, c.Service.Mapping.OnFailureDestination)
+	origin, err := redrive.Pick(r.From, r.QueueURL, r.Bucket, c.Run.Config.OnFailureDestination)
 	switch {
 	case errors.Is(err, redrive.ErrNoDestination):
 		return cli.Usage(fmt.Errorf("%w: pass --queue-url, --bucket or --from", err))
@@ -43,7 +42,7 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 	case err != nil:
 		return cli.Usage(err)
 	}
-	kin, mc, err := service.ResolveMapping(ctx, c.AWS, c.Service)
+	kin, mc, err := c.ResolveMapping(ctx)
 	if err != nil {
 		return err
 	}
@@ -52,7 +51,7 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		SQS:             dlq.NewSQSClient(c.AWS, dlq.WithEndpointURL(r.EndpointURL), dlq.WithSQSProtocol(r.SQSProtocol)),
 		S3:              dlq.NewS3Client(c.AWS, dlq.WithEndpointURL(r.EndpointURL)),
 		Prefix:          r.Prefix,
-		FunctionTimeout: c.Service.FunctionTimeout,
+		FunctionTimeout: c.Run.Function.Timeout,
 	}.Open(ctx, origin)
 	if err != nil {
 		if origin.Kind == redrive.FromFile && origin.Target != "-" {
@@ -76,7 +75,7 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		defer f.Close()
 		opts = append(opts, redrive.WithExport(f))
 	default:
-		c.Service.Mapping = mc
+		c.Run.Config = mc
 		// An in-process function's own output is its log: on stderr, so that stdout holds only
 		// the report.
 		c.Example = example.HandleTo(e.stderr) // --invoke example

@@ -8,13 +8,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/internal/cli"
-	"github.com/kinesis-esm/esm/internal/service"
+	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/status"
 )
 
@@ -42,24 +41,24 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 		if s.MetricsAddr == "" {
 			return cli.Usage(errors.New("--all needs --metrics-addr: the address of a running esm serve's metrics"))
 		}
-		cfg, err := service.AWSConfig(ctx, s.Region, s.EndpointURL)
+		cfg, err := runner.AWSConfig(ctx, s.Region, s.EndpointURL)
 		if err != nil {
 			return err
 		}
-		r := status.New(kinesis.NewFromConfig(withEndpoint(cfg, s.EndpointURL)), status.WithMetricsAddr(s.MetricsAddr))
+		r := status.New(kinesis.NewFromConfig(cfg), status.WithMetricsAddr(s.MetricsAddr))
 		return status.Show(ctx, e.stdout, s.JSON, every, func(ctx context.Context) (status.View, error) { return r.All(ctx) })
 	}
 	c, err := s.Target(ctx, s.Stream, s.FunctionName, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	cfg := withEndpoint(c.AWS, c.Service.EndpointURL)
+	cfg := c.AWS // its BaseEndpoint is --endpoint-url
 	opts := []status.Option{status.WithStateDir(s.StateDir), status.WithMetricsAddr(s.MetricsAddr)}
 	if s.LeaseTable != "" {
 		opts = append(opts, status.WithLeaseTable(dynamodb.NewFromConfig(cfg), s.LeaseTable))
 	}
 	r := status.New(kinesis.NewFromConfig(cfg), opts...)
-	arn, fn, err := r.Resolve(ctx, c.Service.Stream, cmp.Or(c.Service.Mapping.FunctionARN, c.Service.FunctionName))
+	arn, fn, err := r.Resolve(ctx, c.Run.Source.Stream, cmp.Or(c.Run.Config.FunctionARN, c.Run.Function.Name))
 	if err != nil {
 		return err
 	}
@@ -70,13 +69,4 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 		}
 		return rep, err
 	})
-}
-
-// withEndpoint is cfg with every client built from it sent to endpoint (a local emulator; "":
-// the SDK's endpoints).
-func withEndpoint(cfg aws.Config, endpoint string) aws.Config {
-	if endpoint != "" {
-		cfg.BaseEndpoint = aws.String(endpoint)
-	}
-	return cfg
 }

@@ -22,7 +22,7 @@ import (
 // TestRIEEventMatchesInProcess: the same handler, given the same records, decodes the same event
 // whether it runs as a bootstrap under aws-lambda-rie (over HTTP), as the same bootstrap in esm's
 // own execution environments (exec:, the Runtime API esm hosts), or in this process (the
-// in-process invoker through service.Run, with its fast decoding, and through inproc.Run): the
+// in-process invoker through runner.Run, with its fast decoding, and through inproc.Run): the
 // events it re-marshals are equal byte for byte.
 func TestRIEEventMatchesInProcess(t *testing.T) {
 	t.Parallel()

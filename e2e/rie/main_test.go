@@ -25,13 +25,13 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/verify"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/httpinvoke"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // bootstrapPackage is the example function's Lambda entry point.
@@ -169,7 +169,7 @@ func alive(t *testing.T, r *local.RIE) {
 	}
 }
 
-// mapping is one event source mapping run in this process by service.Run.
+// mapping is one event source mapping run in this process by runner.Run.
 type mapping struct {
 	cancel context.CancelFunc
 	done   chan error
@@ -192,18 +192,21 @@ func runMapping(t *testing.T, stream string, cfg poller.Config, inv invoke.Invok
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &mapping{cancel: cancel, done: make(chan error, 1), logs: &testkit.SyncBuffer{}}
-	opts := service.Options{
-		Stream:       stream,
-		EndpointURL:  kinesisEndpoint,
-		StateDir:     t.TempDir(),
-		FunctionName: "example",
-		Mapping:      cfg,
-		Logger:       slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	awsCfg, err := runner.AWSConfig(ctx, "", kinesisEndpoint)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if inv != nil {
-		opts.Invoker = inv
+	r, err := runner.New(awsCfg, runner.WithLogger(slog.New(slog.NewTextHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() { m.done <- service.Run(ctx, opts, handler) }()
+	mapping := runner.Mapping{
+		Source:   runner.Source{Stream: stream},
+		Function: runner.Function{Invoker: inv, Handler: handler, Name: "example"},
+		Config:   cfg,
+		Store:    runner.Store{StateDir: t.TempDir()},
+	}
+	go func() { m.done <- r.Run(ctx, mapping) }()
 	t.Cleanup(func() {
 		m.stop(t)
 		if t.Failed() {

@@ -32,3 +32,33 @@ func ExampleRun() {
 		fmt.Fprintln(os.Stderr, err)
 	}
 }
+
+// Run with typed options: the mapping of a template's function, on a local emulator.
+func ExampleWithTemplate() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := inproc.Run(ctx, handle,
+		inproc.WithTemplate("template.yaml"),
+		inproc.WithFunction("OrdersFunction"),
+		inproc.WithEndpointURL("http://127.0.0.1:4568"),
+		inproc.WithStateDir(".esm"),
+	)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}
+
+// Run without a template: a stream, read from its oldest record, in batches of at most 10.
+func ExampleWithStream() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := inproc.Run(ctx, handle,
+		inproc.WithStream("orders"),
+		inproc.WithStartingPosition("TRIM_HORIZON"),
+		inproc.WithBatchSize(10),
+		inproc.WithEndpointURL("http://127.0.0.1:4568"),
+	)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}

@@ -22,8 +22,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/kinesis-esm/esm/internal/logdedup"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/sam"
 )
 
@@ -196,7 +196,7 @@ func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolv
 			overrides[k] = v
 		}
 	}
-	cfg, err := service.AWSConfig(ctx, f.Region, f.EndpointURL)
+	cfg, err := runner.AWSConfig(ctx, f.Region, f.EndpointURL)
 	if err != nil {
 		return nil, err
 	}
@@ -232,10 +232,15 @@ func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolv
 	return res, nil
 }
 
-// Config is a run's configuration: what service.Run needs, and what the template says about the
-// function.
+// Config is a run's configuration: the mapping runner.Run runs, where the AWS calls go, and what
+// the template says about the function.
 type Config struct {
-	Service service.Options
+	// Run is the mapping, as runner.Run takes it (its function is filled in by Run).
+	Run runner.Mapping
+	// EndpointURL is --endpoint-url: where every AWS call goes ("" for AWS itself).
+	EndpointURL string
+	// SQSProtocol is the protocol of the SQS client of an on-failure queue.
+	SQSProtocol string
 	// Mapping is the template's mapping; nil in flag-only mode.
 	Mapping *sam.Mapping
 	// Warnings are the template's (mappings esm skipped).
@@ -273,28 +278,26 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 	}
 	c.Provision, c.MaxEnvironments = f.Provision, f.MaxEnvironments
 	c.MetricsAddr, c.EMF = f.metricsAddr(), f.EMF
-	o, mc := c.Service, c.Service.Mapping
-	o.StateDir = f.StateDir
-	if err := f.overrideMapping(&mc); err != nil {
+	m := &c.Run
+	m.Store.StateDir = f.StateDir
+	if err := f.overrideMapping(&m.Config); err != nil {
 		return nil, err
 	}
-	mc.PollInterval, mc.ShardSyncInterval, mc.ShutdownGrace = f.PollInterval, f.ShardSyncInterval, f.ShutdownGrace
-	mc.OnDestinationFailure = f.OnDestinationFailure
+	m.Config.PollInterval, m.Config.ShardSyncInterval, m.Config.ShutdownGrace = f.PollInterval, f.ShardSyncInterval, f.ShutdownGrace
+	m.Config.OnDestinationFailure = f.OnDestinationFailure
 	if f.LeaseDuration <= 0 {
 		return nil, Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))
 	}
-	o.LeaseTable, o.CreateLeaseTable, o.WorkerID, o.LeaseDuration = f.LeaseTable, f.CreateLeaseTable, f.WorkerID, f.LeaseDuration
+	m.Store.LeaseTable, m.Store.CreateLeaseTable, m.Store.WorkerID, m.Store.LeaseDuration = f.LeaseTable, f.CreateLeaseTable, f.WorkerID, f.LeaseDuration
 	if f.BlockedAfter < 0 {
 		return nil, Usage(fmt.Errorf("--blocked-after %s: must be positive", f.BlockedAfter))
 	}
-	o.BlockedAfter = f.BlockedAfter
-	o.Mapping = mc
+	m.Hooks.BlockedAfter = f.BlockedAfter
 	if f.RegisterConsumer != nil {
-		o.Consumer, o.RegisterConsumer = *f.RegisterConsumer, true
+		m.Source.Consumer, m.Source.RegisterConsumer = *f.RegisterConsumer, true
 	} else if c.Provision && c.Mapping != nil && c.Mapping.Consumer != nil && c.Mapping.Consumer.LogicalID != "" {
-		o.RegisterConsumer = true // --provision registers the template's consumer too
+		m.Source.RegisterConsumer = true // --provision registers the template's consumer too
 	}
-	c.Service = o
 	return c, nil
 }
 
@@ -306,29 +309,26 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{Logger: logger, AWS: res.AWS}
-	o := service.Options{
-		EndpointURL:     f.EndpointURL,
-		Region:          res.AWS.Region,
-		FunctionName:    "example",
-		FunctionTimeout: 3 * time.Second,
-		Logger:          logger,
+	c := &Config{Logger: logger, AWS: res.AWS, EndpointURL: f.EndpointURL}
+	m := runner.Mapping{
+		Function: runner.Function{Name: runner.DefaultFunctionName, Timeout: defaultFunctionTimeout},
+		Config:   poller.Config{StartingPosition: poller.TrimHorizon},
+		Hooks:    runner.Hooks{Logger: logger},
 	}
-	mc := poller.Config{StartingPosition: poller.TrimHorizon}
 	switch {
 	case res.Template != nil:
-		m, err := res.Template.Select(f.Function)
+		tm, err := res.Template.Select(f.Function)
 		if err != nil {
 			if len(res.Template.Warnings) > 0 {
 				return nil, fmt.Errorf("%w (%s)", err, strings.Join(res.Template.Warnings, "; "))
 			}
 			return nil, err
 		}
-		c.Mapping, c.Warnings = m, res.Template.Warnings
-		mc = m.PollerConfig()
-		o.Stream, o.Consumer = streamFor(m), consumerFor(m)
-		o.FunctionName = m.Function.FunctionName
-		o.FunctionTimeout = time.Duration(m.Function.Timeout) * time.Second
+		c.Mapping, c.Warnings = tm, res.Template.Warnings
+		m.Config = tm.PollerConfig()
+		m.Source = runner.Source{Stream: streamFor(tm), Consumer: consumerFor(tm)}
+		m.Function.Name = tm.Function.FunctionName
+		m.Function.Timeout = time.Duration(tm.Function.Timeout) * time.Second
 	case stream == nil:
 		path := cmp.Or(f.Template, DefaultTemplate)
 		return nil, Usage(fmt.Errorf("no %s here: pass --template FILE, or --stream NAME to run without a template", path))
@@ -336,15 +336,14 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 		return nil, Usage(errors.New("--function selects a mapping of a template, and there is none: pass --template FILE"))
 	}
 	if stream != nil {
-		o.Stream, o.Consumer = *stream, ""
-		mc.StreamARN = ""
+		m.Source.Stream, m.Source.Consumer = *stream, ""
+		m.Config.StreamARN = ""
 	}
 	if functionName != nil {
-		o.FunctionName = *functionName
-		mc.FunctionARN = ""
+		m.Function.Name = *functionName
+		m.Config.FunctionARN = ""
 	}
-	o.Mapping = mc
-	c.Service = o
+	c.Run = m
 	return c, nil
 }
 
@@ -371,10 +370,10 @@ func consumerFor(m *sam.Mapping) string {
 	return m.Consumer.Arn
 }
 
-// overrideMapping applies the mapping flags that were given, through the same service.Settings
+// overrideMapping applies the mapping flags that were given, through the same runner.Settings
 // as the ESM API's requests.
 func (f *RunFlags) overrideMapping(mc *poller.Config) error {
-	s := service.Settings{
+	s := runner.Settings{
 		BatchSize:                      f.BatchSize,
 		MaximumBatchingWindowInSeconds: f.MaximumBatchingWindow,
 		StartingPosition:               f.StartingPosition,

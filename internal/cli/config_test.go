@@ -70,11 +70,11 @@ func TestLoadPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc := c.Service.Mapping
-	if c.Service.Stream != "orders" || c.Service.FunctionName != "consumer" || c.Service.FunctionTimeout != 12*time.Second ||
+	mc := c.Run.Config
+	if c.Run.Source.Stream != "orders" || c.Run.Function.Name != "consumer" || c.Run.Function.Timeout != 12*time.Second ||
 		mc.BatchSize != 10 || mc.MaximumBatchingWindow != 5*time.Second || !mc.Disabled || mc.StartingPosition != poller.AtTimestamp ||
 		mc.StartingPositionTimestamp.Unix() != 1700000000 || mc.FunctionARN != "arn:aws:lambda:us-east-1:000000000000:function:consumer" {
-		t.Fatalf("template not applied: %+v %+v", c.Service, mc)
+		t.Fatalf("template not applied: %+v %+v", c.Run, mc)
 	}
 
 	t.Setenv("ESM_BATCH_SIZE", "20")
@@ -83,15 +83,15 @@ func TestLoadPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc = c.Service.Mapping
-	if c.Service.Stream != "payments" || c.Service.FunctionTimeout != 2*time.Second || mc.BatchSize != 20 || mc.Disabled ||
+	mc = c.Run.Config
+	if c.Run.Source.Stream != "payments" || c.Run.Function.Timeout != 2*time.Second || mc.BatchSize != 20 || mc.Disabled ||
 		mc.StartingPosition != poller.Latest || !mc.StartingPositionTimestamp.IsZero() || mc.MaximumBatchingWindow != 0 ||
-		c.Service.FunctionName != "other" || mc.FunctionARN != "" {
-		t.Fatalf("flags and environment do not override the template: %+v %+v", c.Service, mc)
+		c.Run.Function.Name != "other" || mc.FunctionARN != "" {
+		t.Fatalf("flags and environment do not override the template: %+v %+v", c.Run, mc)
 	}
 
 	c, err = load(t, append(base, "--stream", "arn:aws:kinesis:us-east-1:000000000000:stream/x")...)
-	if err != nil || c.Service.Stream != "arn:aws:kinesis:us-east-1:000000000000:stream/x" || c.Service.Mapping.StreamARN != "" {
+	if err != nil || c.Run.Source.Stream != "arn:aws:kinesis:us-east-1:000000000000:stream/x" || c.Run.Config.StreamARN != "" {
 		t.Fatalf("--stream does not override the template: %v %+v", err, c)
 	}
 }
@@ -103,8 +103,8 @@ func TestLoadWithoutTemplate(t *testing.T) {
 		t.Fatalf("no template, no stream: %v (exit code %d)", err, ExitCode(err))
 	}
 	c, err := load(t, "--stream", "s", "--batch-size", "7")
-	if err != nil || c.Mapping != nil || c.Service.Stream != "s" || c.Service.Mapping.BatchSize != 7 ||
-		c.Service.Mapping.StartingPosition != poller.TrimHorizon || c.Service.FunctionName != "example" {
+	if err != nil || c.Mapping != nil || c.Run.Source.Stream != "s" || c.Run.Config.BatchSize != 7 ||
+		c.Run.Config.StartingPosition != poller.TrimHorizon || c.Run.Function.Name != "example" {
 		t.Fatalf("flag-only mode: %v %+v", err, c)
 	}
 	_, err = load(t, "--stream", "s", "--batch-size", "0")
@@ -137,7 +137,7 @@ func TestInvokerTargets(t *testing.T) {
 		{[]string{"http://127.0.0.1:9001", "http://127.0.0.1:9001"}, false}, // the same endpoint twice
 	} {
 		c.Invoke = tt.targets
-		c.Service.FunctionTimeout = 3 * time.Second
+		c.Run.Function.Timeout = 3 * time.Second
 		c.Logger = discardLogger()
 		inv, closeInvoker, err := c.Invoker()
 		_ = closeInvoker()
@@ -189,14 +189,14 @@ func TestOnDestinationFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Service.Mapping.OnDestinationFailure; got != poller.DestinationFailureBlock {
+	if got := c.Run.Config.OnDestinationFailure; got != poller.DestinationFailureBlock {
 		t.Fatalf("default %q, want block", got)
 	}
-	if c, err = load(t, append(base, "--on-destination-failure", "drop")...); err != nil || c.Service.Mapping.OnDestinationFailure != poller.DestinationFailureDrop {
+	if c, err = load(t, append(base, "--on-destination-failure", "drop")...); err != nil || c.Run.Config.OnDestinationFailure != poller.DestinationFailureDrop {
 		t.Fatalf("--on-destination-failure drop: %v, %+v", err, c)
 	}
 	t.Setenv("ESM_ON_DESTINATION_FAILURE", "drop")
-	if c, err = load(t, base...); err != nil || c.Service.Mapping.OnDestinationFailure != poller.DestinationFailureDrop {
+	if c, err = load(t, base...); err != nil || c.Run.Config.OnDestinationFailure != poller.DestinationFailureDrop {
 		t.Fatalf("ESM_ON_DESTINATION_FAILURE=drop: %v, %+v", err, c)
 	}
 	var f RunFlags
@@ -237,10 +237,10 @@ func TestBlockedAfter(t *testing.T) {
 	t.Chdir(t.TempDir())
 	base := []string{"--stream", "s", "--endpoint-url", "http://127.0.0.1:1"}
 	c, err := load(t, append(base, "--blocked-after", "90s")...)
-	if err != nil || c.Service.BlockedAfter != 90*time.Second {
+	if err != nil || c.Run.Hooks.BlockedAfter != 90*time.Second {
 		t.Fatalf("--blocked-after 90s: %v, %v", err, c)
 	}
-	if c, err = load(t, base...); err != nil || c.Service.BlockedAfter != 0 {
+	if c, err = load(t, base...); err != nil || c.Run.Hooks.BlockedAfter != 0 {
 		t.Fatalf("no --blocked-after: %v, %v", err, c)
 	}
 	if _, err := load(t, append(base, "--blocked-after=-1s")...); err == nil {

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"io"
 	"time"
 
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // MappingFlags name the mapping's stream and function and say how to reach the function and the
@@ -26,9 +28,9 @@ type MappingFlags struct {
 func (m MappingFlags) apply(c *Config) {
 	c.Invoke = m.Invoke
 	c.FunctionEnv = m.FunctionEnvFlags
-	c.Service.SQSProtocol = m.SQSProtocol
+	c.SQSProtocol = m.SQSProtocol
 	if m.Timeout != nil {
-		c.Service.FunctionTimeout = *m.Timeout
+		c.Run.Function.Timeout = *m.Timeout
 	}
 }
 
@@ -53,21 +55,47 @@ func (f TemplateFlags) LoadMapping(ctx context.Context, m MappingFlags, log LogF
 // function ARN and timeout (limited to its ReservedConcurrentExecutions). With no target it is the
 // usage error esm run gives.
 func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
-	inv, closeFn, err := c.Invoker()
+	targets, err := ParseTargets(c.Invoke)
+	if err != nil {
+		return nil, func() error { return nil }, err
+	}
+	inv, closeFn, err := c.invoker(targets)
 	if err != nil || inv != nil {
 		return inv, closeFn, err
 	}
-	handler := c.inProcess(nil)
+	handler := c.inProcess(nil, targets)
 	if handler == nil {
 		return nil, closeFn, Usage(errNoFunction)
 	}
 	if err := c.ApplyEnvironment(); err != nil {
 		return nil, closeFn, err
 	}
-	opts := []invoke.Option{invoke.WithHandler(handler), invoke.WithFunction("", c.Service.Mapping.FunctionARN),
-		invoke.WithTimeout(c.Service.FunctionTimeout), invoke.WithLogger(c.Logger)}
+	opts := []invoke.Option{invoke.WithHandler(handler), invoke.WithFunction("", c.Run.Config.FunctionARN),
+		invoke.WithTimeout(c.Run.Function.Timeout), invoke.WithLogger(c.Logger)}
 	if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
 		opts = append(opts, invoke.WithReservedConcurrency(*c.Mapping.Function.ReservedConcurrentExecutions))
 	}
 	return invoke.Open("", opts...)
+}
+
+// ResolveMapping finds the mapping's stream (it must exist) and returns a Kinesis client for the
+// endpoint and the mapping's configuration with its StreamARN, and its FunctionARN derived from
+// the function name when the mapping names none: what keys the mapping's progress and its
+// on-failure messages. It writes nothing.
+func (c *Config) ResolveMapping(ctx context.Context) (*kinesis.Client, poller.Config, error) {
+	kin := kinesis.NewFromConfig(c.AWS) // its BaseEndpoint is the endpoint URL
+	mc := c.Run.Config
+	arn, err := runner.ResolveStreamARN(ctx, kin, c.Run.Source.Stream)
+	if err != nil {
+		return nil, mc, err
+	}
+	sa, err := poller.ParseStreamARN(arn)
+	if err != nil {
+		return nil, mc, err
+	}
+	mc.StreamARN = arn
+	if mc.FunctionARN == "" {
+		mc.FunctionARN = runner.FunctionARN(sa, c.Run.Function.Name)
+	}
+	return kin, mc, nil
 }

@@ -29,16 +29,16 @@ func (c *Config) ProvisionStream(ctx context.Context) error {
 	if c.Mapping == nil || c.Mapping.Stream.LogicalID == "" {
 		return Usage(errors.New("--provision creates the stream a template declares (AWS::Kinesis::Stream); this mapping's stream is not one"))
 	}
-	if c.Service.EndpointURL == "" {
+	if c.EndpointURL == "" {
 		return Usage(errors.New("--provision creates streams on emulators only: give --endpoint-url"))
 	}
-	kin := kinesis.NewFromConfig(c.AWS, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(c.Service.EndpointURL) })
-	created, err := provisionStream(ctx, kin, c.Service.Stream, c.Mapping.Stream.ShardCount, c.Mapping.Stream.StreamMode)
+	kin := kinesis.NewFromConfig(c.AWS) // its BaseEndpoint is the endpoint URL
+	created, err := provisionStream(ctx, kin, c.Run.Source.Stream, c.Mapping.Stream.ShardCount, c.Mapping.Stream.StreamMode)
 	if err != nil {
 		return err
 	}
 	if created {
-		c.Logger.Info("stream created", "stream", c.Service.Stream, "resource", c.Mapping.Stream.LogicalID, "endpoint", c.Service.EndpointURL)
+		c.Logger.Info("stream created", "stream", c.Run.Source.Stream, "resource", c.Mapping.Stream.LogicalID, "endpoint", c.EndpointURL)
 	}
 	return nil
 }

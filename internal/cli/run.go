@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
@@ -17,6 +17,7 @@ import (
 	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/tracing"
 )
 
@@ -27,14 +28,22 @@ var errNoFunction = errors.New("no function to invoke: give --invoke exec:PATH (
 // ReservedConcurrentExecutions, and a close that ends what it started; nil (and a no-op close)
 // when the function runs in this process: no target, or the example.
 func (c *Config) Invoker() (poller.Invoker, func() error, error) {
-	nop := func() error { return nil }
 	targets, err := ParseTargets(c.Invoke)
-	if err != nil || len(targets) == 0 || targets[0].Example {
-		return nil, nop, err
+	if err != nil {
+		return nil, func() error { return nil }, err
 	}
-	o := InvokerOptions{AWS: c.AWS, EndpointURL: c.Service.EndpointURL, Timeout: c.Service.FunctionTimeout,
-		Region: c.Service.Region, FunctionName: c.Service.FunctionName, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger,
-		FunctionEnv: c.FunctionEnv, FunctionARN: defaultFunctionARN(c.AWS.Region, c.Service.EndpointURL, c.Service.FunctionName)}
+	return c.invoker(targets)
+}
+
+// invoker is Invoker of the parsed targets.
+func (c *Config) invoker(targets []invoke.Target) (poller.Invoker, func() error, error) {
+	nop := func() error { return nil }
+	if len(targets) == 0 || targets[0].Example {
+		return nil, nop, nil
+	}
+	o := InvokerOptions{AWS: c.AWS, EndpointURL: c.EndpointURL, Timeout: c.Run.Function.Timeout,
+		Region: c.AWS.Region, FunctionName: c.Run.Function.Name, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger,
+		FunctionEnv: c.FunctionEnv, FunctionARN: defaultFunctionARN(c.AWS.Region, c.EndpointURL, c.Run.Function.Name)}
 	if c.Mapping != nil {
 		o.Function = &c.Mapping.Function
 	}
@@ -46,12 +55,12 @@ func (c *Config) Invoker() (poller.Invoker, func() error, error) {
 }
 
 // inProcess is the function to run in this process: fn when given (inproc.Run), the example
-// for --invoke example, else nil.
-func (c *Config) inProcess(fn any) any {
+// for --invoke example (the targets), else nil.
+func (c *Config) inProcess(fn any, targets []invoke.Target) any {
 	if fn != nil {
 		return fn
 	}
-	if t, err := ParseTargets(c.Invoke); err == nil && len(t) == 1 && t[0].Example {
+	if len(targets) == 1 && targets[0].Example {
 		return c.Example
 	}
 	return nil
@@ -81,17 +90,13 @@ func applyEnvironment(env map[string]string) error {
 
 // Run runs the configured mapping until ctx ends, invoking the --invoke targets or, without any,
 // fn in this process (with the template's environment); with neither, it is a usage error that
-// says how to give a function.
-func Run(ctx context.Context, c *Config, fn any) error {
-	inv, closeInvoker, err := c.Invoker()
+// says how to give a function. stdout takes the EMF lines (--emf).
+func Run(ctx context.Context, c *Config, fn any, stdout io.Writer) error {
+	m, closeInvoker, err := c.mapping(fn)
 	if err != nil {
 		return err
 	}
 	defer closeInvoker()
-	handler := c.inProcess(fn)
-	if inv == nil && handler == nil {
-		return Usage(errNoFunction)
-	}
 	for _, w := range c.Warnings {
 		c.Logger.Warn("template", "warning", w)
 	}
@@ -100,37 +105,26 @@ func Run(ctx context.Context, c *Config, fn any) error {
 			return err
 		}
 	}
-	o := c.Service
-	if inv != nil {
-		o.Invoker = inv
-	} else {
-		if err := c.ApplyEnvironment(); err != nil {
-			return err
-		}
-		if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-			if o.Invoker, _, err = invoke.Open("", invoke.WithHandler(handler), invoke.WithFunction("", o.Mapping.FunctionARN),
-				invoke.WithTimeout(o.FunctionTimeout), invoke.WithLogger(c.Logger),
-				invoke.WithReservedConcurrency(*c.Mapping.Function.ReservedConcurrentExecutions)); err != nil {
-				return err
-			}
-		}
-	}
-	if inv != nil {
+	if m.Function.Invoker != nil && m.Function.Handler == nil {
 		c.Logger.Info("function", "invoke", strings.Join(c.Invoke, " "))
 	}
 	if c.Mapping != nil {
-		c.Logger.Info("mapping from template", "mapping", c.Mapping.ID, "function", o.FunctionName, "stream", o.Stream)
+		c.Logger.Info("mapping from template", "mapping", c.Mapping.ID, "function", m.Function.Name, "stream", m.Source.Stream)
 	}
-	stopTracing, err := c.trace(ctx, &o)
+	r, err := runner.New(c.AWS, runner.WithLogger(c.Logger), runner.WithSQSProtocol(c.SQSProtocol))
 	if err != nil {
 		return err
 	}
-	stop, err := c.observe(ctx, &o)
+	stopTracing, err := c.trace(ctx, &m)
+	if err != nil {
+		return err
+	}
+	stop, err := c.observe(ctx, &m, stdout)
 	if err != nil {
 		_ = stopTracing()
 		return err
 	}
-	err = StateDirInUse(service.Run(ctx, o, handler))
+	err = StateDirInUse(r.Run(ctx, m))
 	if serr := stop(); err == nil {
 		err = serr
 	}
@@ -140,19 +134,55 @@ func Run(ctx context.Context, c *Config, fn any) error {
 	return err
 }
 
+// mapping is the mapping to run with its function: the --invoke targets' invoker, or fn (or the
+// example) in this process with the template's environment, limited to the template's
+// ReservedConcurrentExecutions. The close ends what the invoker started.
+func (c *Config) mapping(fn any) (runner.Mapping, func() error, error) {
+	m := c.Run
+	nop := func() error { return nil }
+	targets, err := ParseTargets(c.Invoke)
+	if err != nil {
+		return m, nop, err
+	}
+	inv, closeInvoker, err := c.invoker(targets)
+	if err != nil {
+		return m, closeInvoker, err
+	}
+	handler := c.inProcess(fn, targets)
+	switch {
+	case inv != nil:
+		m.Function.Invoker = inv
+	case handler == nil:
+		return m, closeInvoker, Usage(errNoFunction)
+	default:
+		if err := c.ApplyEnvironment(); err != nil {
+			return m, closeInvoker, err
+		}
+		m.Function.Handler = handler
+		if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
+			if m.Function.Invoker, _, err = invoke.Open("", invoke.WithHandler(handler), invoke.WithFunction("", m.Config.FunctionARN),
+				invoke.WithTimeout(m.Function.Timeout), invoke.WithLogger(c.Logger),
+				invoke.WithReservedConcurrency(*c.Mapping.Function.ReservedConcurrentExecutions)); err != nil {
+				return m, closeInvoker, err
+			}
+		}
+	}
+	return m, closeInvoker, nil
+}
+
 // traceFlushTimeout bounds the export of the spans still buffered when esm stops.
 const traceFlushTimeout = 5 * time.Second
 
 // trace sets up OpenTelemetry tracing when the OTEL_* variables ask for it. The returned stop
 // flushes and ends it (after the mapping stopped).
-func (c *Config) trace(ctx context.Context, o *service.Options) (stop func() error, err error) {
+func (c *Config) trace(ctx context.Context, o *runner.Mapping) (stop func() error, err error) {
 	tp, err := tracing.FromEnvironment(ctx)
 	if err != nil || tp == nil {
 		return func() error { return nil }, err
 	}
-	tr := tracing.NewTracer(tp, tracing.Mapping{FunctionName: o.FunctionName, UUID: o.MappingUUID})
-	o.Tracer = tr
-	o.OnMappingUUID = chain(o.OnMappingUUID, tr.SetMappingUUID)
+	tr := tracing.NewTracer(tp, tracing.Mapping{FunctionName: o.Function.Name, UUID: o.UUID})
+	o.Hooks.Tracer = tr
+	o.Hooks.OnUUID = chain(o.Hooks.OnUUID, tr.SetMappingUUID)
 	c.Logger.Info("tracing invocations with OpenTelemetry (OTLP over HTTP)")
 	return func() error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceFlushTimeout)
@@ -183,16 +213,16 @@ func chain(a, b func(string)) func(string) {
 
 // observe sets up the metrics the flags ask for: Prometheus with the health endpoints, and EMF
 // lines. The returned stop ends them (after the mapping stopped) and reports their errors.
-func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() error, err error) {
+func (c *Config) observe(ctx context.Context, o *runner.Mapping, stdout io.Writer) (stop func() error, err error) {
 	var observers []poller.Observer
 	var runs []func(context.Context) error
 	if c.MetricsAddr != "" {
 		reg := prom.NewRegistry()
-		observers = append(observers, prom.New(reg, o.FunctionName, o.Stream))
-		board := live.New(liveBoardOptions(o.LeaseTable, o.WorkerID)...)
-		page := board.Add(o.FunctionName, o.Stream)
+		observers = append(observers, prom.New(reg, o.Function.Name, o.Source.Stream))
+		board := live.New(liveBoardOptions(o.Store.LeaseTable, o.Store.WorkerID)...)
+		page := board.Add(o.Function.Name, o.Source.Stream)
 		observers = append(observers, page)
-		o.OnMappingUUID = chain(o.OnMappingUUID, page.SetMappingUUID)
+		o.Hooks.OnUUID = chain(o.Hooks.OnUUID, page.SetMappingUUID)
 		// Ready while the mapping runs and its store answers, with leases after a claim succeeded.
 		readiness := poller.NewReadiness()
 		srv := health.New(c.MetricsAddr, health.WithGatherer(reg), health.WithReadiness(readiness.Err),
@@ -200,22 +230,22 @@ func (c *Config) observe(ctx context.Context, o *service.Options) (stop func() e
 		if _, err := srv.Listen(); err != nil { // a port in use fails before anything is polled
 			return nil, fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
 		}
-		o.Readiness = readiness
+		o.Hooks.Readiness = readiness
 		runs = append(runs, srv.Run)
 		c.Logger.Info("metrics served", "addr", c.MetricsAddr)
 	}
 	if c.EMF {
 		// Lambda publishes the event counts only for a mapping whose MetricsConfig asks for them.
 		eventCounts := c.Mapping != nil && c.Mapping.MetricsConfig != nil && slices.Contains(c.Mapping.MetricsConfig.Metrics, "EventCount")
-		lines := emf.New(os.Stdout, "esm", o.FunctionName, o.Stream, emf.WithEventCounts(eventCounts))
-		o.OnMappingUUID = chain(o.OnMappingUUID, lines.SetMappingUUID) // the service reads it from the mapping's store
+		lines := emf.New(stdout, "esm", o.Function.Name, o.Source.Stream, emf.WithEventCounts(eventCounts))
+		o.Hooks.OnUUID = chain(o.Hooks.OnUUID, lines.SetMappingUUID) // the runner reads it from the mapping's store
 		observers = append(observers, lines)
 		runs = append(runs, lines.Run)
 	}
 	if len(observers) == 0 {
 		return func() error { return nil }, nil
 	}
-	o.Observer = metrics.Tee(observers...)
+	o.Hooks.Observer = metrics.Tee(observers...)
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	errs := make(chan error, len(runs))
 	for _, run := range runs {

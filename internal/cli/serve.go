@@ -23,10 +23,10 @@ import (
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/sam"
 )
 
@@ -93,7 +93,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 			return err
 		}
 	}
-	shared, err := service.NewShared(ctx, f.Region, f.EndpointURL, f.SQSProtocol)
+	shared, err := f.runner(ctx, logger)
 	if err != nil {
 		return err
 	}
@@ -118,17 +118,11 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 			err = cerr
 		}
 	}()
-	if serveMetrics != nil {
-		mctx, stopMetrics := context.WithCancel(ctx)
-		served := make(chan error, 1)
-		go func() { served <- serveMetrics(mctx) }()
-		defer func() {
-			stopMetrics()
-			if merr := <-served; err == nil && merr != nil {
-				err = fmt.Errorf("--metrics-addr: %w", merr)
-			}
-		}()
-	}
+	defer func() {
+		if merr := serveMetrics(); err == nil && merr != nil {
+			err = fmt.Errorf("--metrics-addr: %w", merr)
+		}
+	}()
 	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, longestTimeout(res, timeout)+execenv.InitTimeout, logger)
 	if err != nil {
 		return err
@@ -146,10 +140,25 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 		}
 	}
 
+	return serveUntilDone(ctx, apiListener(ln, tlsConfig), f.handler(m, creds, tlsConfig, ln.Addr(), shared.AWS().Region, logger))
+}
+
+// runner is the runner of every mapping, on the clients of the flags' endpoint and region.
+func (f *ServeFlags) runner(ctx context.Context, logger *slog.Logger) (*runner.Runner, error) {
+	cfg, err := runner.AWSConfig(ctx, f.Region, f.EndpointURL)
+	if err != nil {
+		return nil, err
+	}
+	return runner.New(cfg, runner.WithLogger(logger), runner.WithSQSProtocol(f.SQSProtocol))
+}
+
+// handler is the API's handler, requiring SigV4 signatures with creds (when set), and logs where
+// it is served.
+func (f *ServeFlags) handler(m *esmapi.Manager, creds *esmapi.Credentials, tlsConfig *tls.Config, addr net.Addr, region string, logger *slog.Logger) http.Handler {
 	var h http.Handler = m.Handler()
 	auth := "none (loopback only)"
 	if creds != nil {
-		h, auth = esmapi.RequireSigV4(h, *creds, shared.AWS.Region, time.Now), "SigV4 with the --api-credentials key "+creds.AccessKeyID+" for lambda in "+shared.AWS.Region
+		h, auth = esmapi.RequireSigV4(h, *creds, region, time.Now), "SigV4 with the --api-credentials key "+creds.AccessKeyID+" for lambda in "+region
 	}
 	scheme := "http"
 	if tlsConfig != nil {
@@ -159,9 +168,9 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 	if f.LeaseTable != "" {
 		where = "lease_table"
 	}
-	logger.Info("esm serve: Lambda's event source mapping API", "addr", ln.Addr().String(), "scheme", scheme, "auth", auth,
+	logger.Info("esm serve: Lambda's event source mapping API", "addr", addr.String(), "scheme", scheme, "auth", auth,
 		"functions", strings.Join(m.Functions(), ","), where, cmp.Or(f.LeaseTable, f.StateDir))
-	return serveUntilDone(ctx, apiListener(ln, tlsConfig), h)
+	return h
 }
 
 // checkAPI checks the API's flags, before anything listens: the address to listen on, the
@@ -227,7 +236,7 @@ func apiListener(ln net.Listener, tlsConfig *tls.Config) net.Listener {
 // lease tables): the --lease-table tables (see
 // sharedStores), or the bbolt file of --state-dir with the mappings beside it. closeStores
 // releases what was opened.
-func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
+func (f *ServeFlags) stores(ctx context.Context, shared *runner.Runner, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
 	if f.LeaseTable != "" {
 		catalog, progress, opts, err := f.sharedStores(ctx, shared, bound, logger)
 		return catalog, progress, opts, func() {}, err
@@ -245,7 +254,7 @@ func (f *ServeFlags) stores(ctx context.Context, shared *service.Shared, bound t
 }
 
 // ensureTemplateMappings creates the template's mappings that do not exist yet.
-func ensureTemplateMappings(ctx context.Context, m *esmapi.Manager, tpl *sam.Template, shared *service.Shared, logger *slog.Logger) error {
+func ensureTemplateMappings(ctx context.Context, m *esmapi.Manager, tpl *sam.Template, shared *runner.Runner, logger *slog.Logger) error {
 	for _, w := range tpl.Warnings {
 		logger.Warn("template", "warning", w)
 	}
@@ -299,17 +308,13 @@ func longestTimeout(res *Resolved, timeout time.Duration) time.Duration {
 
 // sharedStores keeps the mappings in the --lease-table table and each mapping's progress in a
 // lease table of its own, <table>-<UUID>, through which the workers share its shards.
-func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
-	ddb := dynamodb.NewFromConfig(shared.AWS, func(do *dynamodb.Options) {
-		if shared.EndpointURL != "" {
-			do.BaseEndpoint = aws.String(shared.EndpointURL)
-		}
-	})
+func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
+	ddb := dynamodb.NewFromConfig(shared.AWS()) // the catalog's and the lease tables' (DeleteTable too)
 	catalog := esmapi.DynamoCatalog{API: ddb, Table: f.LeaseTable}
 	if err := catalog.Ensure(ctx, f.CreateLeaseTable); err != nil {
 		return nil, nil, nil, err
 	}
-	worker := cmp.Or(f.WorkerID, service.DefaultWorkerID())
+	worker := cmp.Or(f.WorkerID, runner.DefaultWorkerID())
 	table := func(id string) string { return f.LeaseTable + "-" + id }
 	progress := esmapi.ProgressFuncs{
 		StoreFunc: func(ctx context.Context, id string) (poller.Store, error) {
@@ -339,7 +344,7 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *service.Shared, b
 // functions are the --function targets, each with its invoker; a template's function must be
 // given one too. The example target runs example in-process. closeAll, never nil, stops what the
 // invokers started (execution environments).
-func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *service.Shared, timeout time.Duration, logger *slog.Logger, example any) (fns []esmapi.Function, closeAll func(), err error) {
+func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *runner.Runner, timeout time.Duration, logger *slog.Logger, example any) (fns []esmapi.Function, closeAll func(), err error) {
 	var closers []func() error
 	closeAll = func() {
 		for _, c := range closers {
@@ -379,8 +384,8 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *servi
 		if err != nil {
 			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 		}
-		o := InvokerOptions{AWS: shared.AWS, EndpointURL: shared.EndpointURL, Timeout: timeout, Region: shared.AWS.Region,
-			FunctionName: name, FunctionARN: defaultFunctionARN(shared.AWS.Region, shared.EndpointURL, name), Function: templateFn[name], Logger: logger,
+		o := InvokerOptions{AWS: shared.AWS(), EndpointURL: f.EndpointURL, Timeout: timeout, Region: shared.AWS().Region,
+			FunctionName: name, FunctionARN: defaultFunctionARN(shared.AWS().Region, f.EndpointURL, name), Function: templateFn[name], Logger: logger,
 			FunctionEnv: f.FunctionEnvFlags}
 		fn := esmapi.Function{Name: name}
 		if tf := templateFn[name]; tf != nil {
@@ -390,7 +395,7 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *servi
 			}
 		}
 		if fn.Role == "" && targets[0].Lambda != "" {
-			fn.Role = functionRole(ctx, newLambdaClient(shared), targets[0].Lambda, logger)
+			fn.Role = functionRole(ctx, awslambda.NewFromConfig(shared.AWS()), targets[0].Lambda, logger)
 		}
 		if targets[0].Example && o.Function != nil {
 			// In-process, as with esm run: the template's Environment, where esm's own
@@ -427,14 +432,6 @@ func defaultFunctionARN(region, endpointURL, name string) string {
 // functionConfigurations reads a Lambda function's configuration.
 type functionConfigurations interface {
 	GetFunctionConfiguration(ctx context.Context, in *awslambda.GetFunctionConfigurationInput, optFns ...func(*awslambda.Options)) (*awslambda.GetFunctionConfigurationOutput, error)
-}
-
-func newLambdaClient(shared *service.Shared) *awslambda.Client {
-	return awslambda.NewFromConfig(shared.AWS, func(lo *awslambda.Options) {
-		if shared.EndpointURL != "" {
-			lo.BaseEndpoint = aws.String(shared.EndpointURL)
-		}
-	})
 }
 
 // functionRole is the execution role of a function on Lambda (a lambda: target), the events'

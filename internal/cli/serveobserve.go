@@ -45,9 +45,10 @@ type serveObservers struct {
 // observers sets up what the flags ask for. serve, when not nil, serves /metrics, /healthz and
 // /readyz until ctx ends; stop ends the EMF writers (after the mappings stopped) and reports the
 // first error of any.
-func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, logger *slog.Logger) (o *serveObservers, serve func(context.Context) error, err error) {
+func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, logger *slog.Logger) (o *serveObservers, stopServing func() error, err error) {
 	o = &serveObservers{lines: map[string]*emf.Observer{}, pages: map[string]*live.Mapping{}}
 	o.ctx, o.stop = context.WithCancel(context.WithoutCancel(ctx))
+	var serve func(context.Context) error
 	if f.EMF {
 		o.emfTo = stdout
 	}
@@ -71,7 +72,21 @@ func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, logger *sl
 	if o.traces != nil {
 		logger.Info("tracing invocations with OpenTelemetry (OTLP over HTTP)")
 	}
-	return o, serve, nil
+	return o, runUntilStopped(ctx, serve), nil
+}
+
+// runUntilStopped runs serve (when set) until the returned stop is called, which returns its error.
+func runUntilStopped(ctx context.Context, serve func(context.Context) error) (stop func() error) {
+	if serve == nil {
+		return func() error { return nil }
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- serve(sctx) }()
+	return func() error {
+		cancel()
+		return <-served
+	}
 }
 
 // options are the esmapi options that give each mapping its observers and its tracer.

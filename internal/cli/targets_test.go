@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,7 +86,7 @@ func TestNewInvokerExample(t *testing.T) {
 // fall back to the example: it fails as a usage error that says how to give a function.
 func TestRunWithoutAFunction(t *testing.T) {
 	c := &Config{Logger: discardLogger(), Example: func() {}}
-	err := Run(context.Background(), c, nil)
+	err := Run(context.Background(), c, nil, io.Discard)
 	if ExitCode(err) != 2 || !errors.Is(err, errNoFunction) || !strings.Contains(err.Error(), "--invoke exec:PATH") {
 		t.Fatalf("Run without a function: %v", err)
 	}

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -12,8 +10,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // runForUUID runs the mapping until it is running, then stops it, and returns the UUID the
@@ -28,11 +26,12 @@ func runForUUID(t *testing.T, stream, stateDir, given string) string {
 		return events.KinesisEventResponse{}, nil
 	}
 	done := make(chan error, 1)
+	r := localRunner(t)
 	go func() {
-		done <- service.Run(ctx, service.Options{Stream: stream, EndpointURL: endpoint, StateDir: stateDir, MappingUUID: given,
-			Mapping: poller.Config{StartingPosition: poller.TrimHorizon}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			OnMappingUUID: func(id string) { once.Do(func() { got <- id }) },
-			Ready:         func() { readyOnce.Do(func() { close(ready) }) }}, handler)
+		done <- r.Run(ctx, runner.Mapping{Source: runner.Source{Stream: stream}, Function: runner.Function{Handler: handler},
+			Store: runner.Store{StateDir: stateDir}, UUID: given, Config: poller.Config{StartingPosition: poller.TrimHorizon},
+			Hooks: runner.Hooks{OnUUID: func(id string) { once.Do(func() { got <- id }) },
+				Ready: func() { readyOnce.Do(func() { close(ready) }) }}})
 	}()
 	select {
 	case <-ready:

@@ -20,10 +20,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/service"
 	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 var (
@@ -60,10 +60,12 @@ func runMapping(t *testing.T, stream, stateDir string, mc poller.Config, handler
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	r := localRunner(t)
 	go func() {
-		done <- service.Run(ctx, service.Options{Stream: stream, EndpointURL: endpoint, StateDir: stateDir, Mapping: mc,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, handler)
+		done <- r.Run(ctx, runner.Mapping{Source: runner.Source{Stream: stream}, Function: runner.Function{Handler: handler},
+			Store: runner.Store{StateDir: stateDir}, Config: mc})
 	}()
+
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -167,4 +169,18 @@ func expectedWindowSums(t *testing.T, stream string, window time.Duration) map[s
 		}
 		iter = out.NextShardIterator
 	}
+}
+
+// localRunner is a Runner on the emulators at endpoint, logging nothing.
+func localRunner(t *testing.T) *runner.Runner {
+	t.Helper()
+	cfg, err := runner.AWSConfig(context.Background(), "", endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(cfg, runner.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // The catalog schedule: two or three `esm serve` managers (esmapi.Manager) share one catalog
@@ -127,22 +129,6 @@ func (c catalogAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput
 	return out, err
 }
 
-// catalogEngine builds the managers' pollers on the in-memory Kinesis.
-type catalogEngine struct{ kin *fakekinesis.Fake }
-
-func (e catalogEngine) ResolveStream(_ context.Context, stream string) (string, error) {
-	if strings.HasPrefix(stream, "arn:") {
-		return stream, nil
-	}
-	return "", fmt.Errorf("stream %s: %w", stream, poller.ErrStreamNotFound)
-}
-
-func (catalogEngine) ResolveConsumer(context.Context, string, string) error { return nil }
-
-func (e catalogEngine) NewPoller(mc poller.Config, _ string, store poller.Store, inv poller.Invoker, opts ...poller.Option) (*poller.Poller, error) {
-	return poller.New(mc, e.kin, store, inv, opts...)
-}
-
 // RunCatalog plays a seed's catalog schedule and judges it. It must be called inside a
 // testing/synctest bubble.
 func RunCatalog(seed int64) Result {
@@ -170,9 +156,14 @@ func RunCatalog(seed int64) Result {
 		StoreFunc:  func(context.Context, string) (poller.Store, error) { return poller.NewMemoryStore(), nil },
 		DeleteFunc: func(context.Context, string) error { return nil },
 	}
+	// The managers run their mappings on the in-memory Kinesis.
+	r, err := runner.New(aws.Config{Region: "us-east-1"}, runner.WithKinesis(kin), runner.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return fail("runner: %v", err)
+	}
 	ms := make([]*esmapi.Manager, managers)
 	for i := range ms {
-		m, err := esmapi.Open(ctx, catalogEngine{kin}, catalog, progress, esmapi.WithFunctions(fn),
+		m, err := esmapi.Open(ctx, r, catalog, progress, esmapi.WithFunctions(fn),
 			esmapi.WithSyncInterval(syncEvery), esmapi.WithDeleteDelay(deleteDelay), esmapi.WithRestartBackoff(100*time.Millisecond),
 			esmapi.WithBase(poller.Config{PollInterval: time.Second}))
 		if err != nil {

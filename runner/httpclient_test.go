@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestClientsKeepAConnectionPerShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kin := kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.BaseEndpoint = aws.String(srv.URL) })
+	kin := kinesis.NewFromConfig(cfg) // AWSConfig set the endpoint
 	round := func() int64 {
 		before := conns.Load()
 		ch := make(chan struct{})

@@ -1,10 +1,11 @@
-package service
+package runner
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -48,10 +49,10 @@ func splitSource(stream, consumer string) (string, string, error) {
 	return ca.Stream.String(), consumer, nil
 }
 
-// ResolveConsumer returns the ARN of an ACTIVE consumer of the stream, given by ARN or by name.
+// resolveConsumer returns the ARN of an ACTIVE consumer of the stream, given by ARN or by name.
 // With register, a consumer name that is not registered yet is registered (RegisterStreamConsumer)
 // and waited for until ACTIVE; a consumer being created is waited for in any case.
-func ResolveConsumer(ctx context.Context, c consumerAPI, streamARN, consumer string, register bool, log *slog.Logger) (string, error) {
+func resolveConsumer(ctx context.Context, c consumerAPI, streamARN, consumer string, register bool, log *slog.Logger) (string, error) {
 	in := &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(consumer)}
 	if poller.IsConsumerARN(consumer) {
 		ca, err := poller.ParseConsumerARN(consumer)
@@ -108,4 +109,42 @@ func registerConsumer(ctx context.Context, c consumerAPI, streamARN, name string
 		return fmt.Errorf("register stream consumer %s on %s: %w", name, streamARN, err)
 	}
 	return nil
+}
+
+// DescribeStreamAPI is the part of the Kinesis client that describes a stream.
+type DescribeStreamAPI interface {
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+}
+
+// ResolveStreamARN returns the ARN of a stream given by name or ARN, checking that it exists.
+func ResolveStreamARN(ctx context.Context, c DescribeStreamAPI, stream string) (string, error) {
+	in := &kinesis.DescribeStreamSummaryInput{}
+	if strings.HasPrefix(stream, "arn:") {
+		in.StreamARN = aws.String(stream)
+	} else {
+		in.StreamName = aws.String(stream)
+	}
+	out, err := c.DescribeStreamSummary(ctx, in)
+	if err != nil {
+		var nf *types.ResourceNotFoundException
+		if errors.As(err, &nf) {
+			return "", fmt.Errorf("%w: %s", poller.ErrStreamNotFound, stream)
+		}
+		return "", fmt.Errorf("describe stream %s: %w", stream, err)
+	}
+	return aws.ToString(out.StreamDescriptionSummary.StreamARN), nil
+}
+
+// ResolveStream returns the ARN of the stream given by name or ARN, or an error wrapping
+// poller.ErrStreamNotFound. Its calls are attempted as often as every call after a start-up (an
+// API request waits for it).
+func (r *Runner) ResolveStream(ctx context.Context, stream string) (string, error) {
+	return ResolveStreamARN(ctx, r.kin, stream)
+}
+
+// ResolveConsumer returns the ARN of an ACTIVE enhanced fan-out consumer of the stream, given by
+// ARN or name, waiting while it is being created; with register, a name not registered yet is
+// registered.
+func (r *Runner) ResolveConsumer(ctx context.Context, streamARN, consumer string, register bool) (string, error) {
+	return resolveConsumer(ctx, r.kin, streamARN, consumer, register, r.log)
 }

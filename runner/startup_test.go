@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"context"
@@ -30,7 +30,12 @@ func TestStartupOutlivesABriefOutage(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", "")}
-	arn, err := ResolveStreamARN(context.Background(), startupKinesis(cfg, srv.URL), "s")
+	cfg.BaseEndpoint = aws.String(srv.URL)
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn, err := ResolveStreamARN(context.Background(), r.kinStart, "s")
 	if err != nil {
 		t.Fatalf("start-up through 3 failed calls: %v", err)
 	}

@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"context"
@@ -21,23 +21,23 @@ func TestResolveConsumer(t *testing.T) {
 	f := fakekinesis.New()
 	arn := f.CreateStream("s", 1)
 
-	if _, err := ResolveConsumer(ctx, f, arn, "c", false, log); !errors.Is(err, ErrConsumerNotFound) || !strings.Contains(err.Error(), "--register-consumer") {
+	if _, err := resolveConsumer(ctx, f, arn, "c", false, log); !errors.Is(err, ErrConsumerNotFound) || !strings.Contains(err.Error(), "--register-consumer") {
 		t.Fatalf("missing consumer without registration: %v", err)
 	}
-	registered, err := ResolveConsumer(ctx, f, arn, "c", true, log)
+	registered, err := resolveConsumer(ctx, f, arn, "c", true, log)
 	if err != nil || !strings.HasPrefix(registered, arn+"/consumer/c:") {
 		t.Fatalf("register: %q %v", registered, err)
 	}
-	again, err := ResolveConsumer(ctx, f, arn, "c", true, log) // exists: found, not registered twice
+	again, err := resolveConsumer(ctx, f, arn, "c", true, log) // exists: found, not registered twice
 	if err != nil || again != registered {
 		t.Fatalf("second resolve: %q %v, want %q", again, err, registered)
 	}
-	byARN, err := ResolveConsumer(ctx, f, arn, registered, false, log)
+	byARN, err := resolveConsumer(ctx, f, arn, registered, false, log)
 	if err != nil || byARN != registered {
 		t.Fatalf("by ARN: %q %v", byARN, err)
 	}
 	other := f.CreateStream("t", 1)
-	if _, err := ResolveConsumer(ctx, f, other, registered, false, log); !errors.Is(err, poller.ErrInvalidConfig) {
+	if _, err := resolveConsumer(ctx, f, other, registered, false, log); !errors.Is(err, poller.ErrInvalidConfig) {
 		t.Fatalf("another stream's consumer: %v", err)
 	}
 }
@@ -79,7 +79,7 @@ func TestResolveConsumerWaitsUntilActive(t *testing.T) {
 	f := fakekinesis.New()
 	arn := f.CreateStream("s", 1)
 	c := &creating{Fake: f, left: 2}
-	got, err := ResolveConsumer(context.Background(), c, arn, "c", true, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	got, err := resolveConsumer(context.Background(), c, arn, "c", true, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil || got == "" || c.left != 0 {
 		t.Fatalf("resolve a consumer being created: %q %v (%d CREATING answers left)", got, err, c.left)
 	}

@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"context"
@@ -23,19 +23,23 @@ func TestS3DestinationKeyCarriesMappingUUID(t *testing.T) {
 		w.Header().Set("ETag", `"e"`)
 	}))
 	defer srv.Close()
-	o := Options{EndpointURL: srv.URL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx := context.Background()
 	cfg, err := AWSConfig(ctx, "us-east-1", srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r, err := New(cfg, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var told string
-	o.OnMappingUUID = func(id string) { told = id }
-	id, err := mappingUUID(ctx, o, func(context.Context) (string, error) { return "5e0f2a6b-8c1d-4e7f-9a3b-6d2c1e0f9a8b", nil })
+	m := r.withDefaults(Mapping{Hooks: Hooks{OnUUID: func(id string) { told = id }}})
+	st := &opened{uuid: func(context.Context) (string, error) { return "5e0f2a6b-8c1d-4e7f-9a3b-6d2c1e0f9a8b", nil }, where: []any{}}
+	id, err := r.mappingUUID(ctx, m, st)
 	if err != nil || told != id {
 		t.Fatalf("mappingUUID = %q (%v), told %q", id, err, told)
 	}
-	d, err := destination(cfg, o.EndpointURL, "", poller.Config{OnFailureDestination: "arn:aws:s3:::failures"}, id)
+	d, err := r.destination(poller.Config{OnFailureDestination: "arn:aws:s3:::failures"}, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +50,8 @@ func TestS3DestinationKeyCarriesMappingUUID(t *testing.T) {
 	if want := "/failures/aws/lambda/" + id + "/shardId-000000000001/2026/12/01/"; !strings.HasPrefix(path, want) {
 		t.Fatalf("object path %q, want it under %s", path, want)
 	}
-	if _, err := mappingUUID(ctx, Options{MappingUUID: "not-a-uuid", Logger: o.Logger}, nil); err == nil {
+	m.UUID = "not-a-uuid"
+	if _, err := r.mappingUUID(ctx, m, st); err == nil {
 		t.Fatal("a given mapping UUID that is not a UUID was accepted")
 	}
 }
@@ -58,7 +63,11 @@ func TestDestinationErrorKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = destination(cfg, "http://127.0.0.1:1", "xml", poller.Config{OnFailureDestination: "arn:aws:sqs:us-east-1:000000000000:q"}, "")
+	r, err := New(cfg, WithSQSProtocol("xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.destination(poller.Config{OnFailureDestination: "arn:aws:sqs:us-east-1:000000000000:q"}, "")
 	var ve *poller.ValidationError
 	if !errors.As(err, &ve) || ve.Field != "DestinationConfig" || ve.Err == nil || !errors.Is(err, ve.Err) || !errors.Is(err, poller.ErrInvalidConfig) {
 		t.Fatalf("err = %#v, want a DestinationConfig ValidationError keeping dlq's error", err)

@@ -1,0 +1,339 @@
+package esmapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// Create implements CreateEventSourceMapping.
+func (m *Manager) Create(ctx context.Context, body []byte) (EventSourceMapping, *APIError) {
+	req, aerr := parseCreate(body)
+	if aerr != nil {
+		return EventSourceMapping{}, aerr
+	}
+	return m.create(ctx, req)
+}
+
+// checkCreate checks a create request in Lambda's order (the model's constraints, the source,
+// the function, then the settings) and returns the mapping's configuration, defaults applied.
+func (m *Manager) checkCreate(req *createRequest) (poller.Checked, *APIError) {
+	if req.FunctionName == nil {
+		return poller.Checked{}, nullError("functionName")
+	}
+	if e := req.checkModel(); e != nil {
+		return poller.Checked{}, e
+	}
+	if a := req.EventSourceArn; a != nil && !arnRE.MatchString(*a) {
+		return poller.Checked{}, validation("1 validation error detected: Value '%s' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", *a, arnPattern)
+	}
+	if p := req.StartingPosition; p != nil && *p != poller.TrimHorizon && *p != poller.Latest && *p != poller.AtTimestamp {
+		return poller.Checked{}, validation("1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", *p)
+	}
+	if req.EventSourceArn == nil || *req.EventSourceArn == "" {
+		return poller.Checked{}, invalidParameter(msgUnrecognizedSource)
+	}
+	ref := parseFunctionName(*req.FunctionName)
+	if _, ok := m.funcs[ref.name]; !ok {
+		return poller.Checked{}, invalidParameter(msgFunctionNotFound)
+	}
+	stream, err := sourceStream(*req.EventSourceArn)
+	if err != nil {
+		return poller.Checked{}, invalidParameter("%s esm serves Kinesis mappings: arn:aws:kinesis:<region>:<account>:stream/<name>, or a consumer of one.", msgUnrecognizedSource)
+	}
+	if e := req.checkKinesis(); e != nil {
+		return poller.Checked{}, e
+	}
+	s := req.settings()
+	s.StartingPosition = req.StartingPosition
+	if req.StartingPositionTimestamp != nil {
+		s.StartingPositionTimestamp = &req.StartingPositionTimestamp.Time
+	}
+	mc := m.o.base
+	mc.StreamARN, mc.FunctionARN = *req.EventSourceArn, ref.arn(stream) // a consumer ARN moves to ConsumerARN
+	if err := s.Apply(&mc); err != nil {
+		return poller.Checked{}, fromConfig(err)
+	}
+	checked, err := mc.Check()
+	if err != nil {
+		return poller.Checked{}, fromConfig(err)
+	}
+	return checked, nil
+}
+
+func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMapping, *APIError) {
+	checked, aerr := m.checkCreate(req)
+	if aerr != nil {
+		return EventSourceMapping{}, aerr
+	}
+	mc := checked.Config()
+	if _, err := m.runner.ResolveStream(ctx, mc.StreamARN); err != nil {
+		if errors.Is(err, poller.ErrStreamNotFound) {
+			return EventSourceMapping{}, invalidParameter("Stream not found: %s", mc.StreamARN)
+		}
+		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	if mc.ConsumerARN != "" {
+		if _, err := m.runner.ResolveConsumer(ctx, mc.StreamARN, mc.ConsumerARN, false); err != nil {
+			return EventSourceMapping{}, invalidParameter("Stream consumer not found: %s (%s)", mc.ConsumerARN, oneLine(err))
+		}
+	}
+	rec := Record{FunctionName: *req.FunctionName, Tags: req.Tags}
+	if req.KMSKeyArn != nil {
+		rec.Mapping.KMSKeyArn = *req.KMSKeyArn
+	}
+	rec.Mapping.MetricsConfig = req.MetricsConfig
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, ""); other != nil {
+		return EventSourceMapping{}, conflict(*req.EventSourceArn, *req.FunctionName, other)
+	}
+	return m.addLocked(ctx, rec, checked)
+}
+
+func conflict(streamARN, functionName string, other *entry) *APIError {
+	return &APIError{Status: 409, Type: ResourceConflict, Message: fmt.Sprintf(
+		`The event source arn (" %s ") and function (" %s ") provided mapping already exists. Please update or delete the existing mapping with UUID %s`,
+		streamARN, functionName, other.rec.Mapping.UUID)}
+}
+
+// addLocked stores a new mapping with the settings checked has and starts it; m.mu is held.
+func (m *Manager) addLocked(ctx context.Context, rec Record, checked poller.Checked) (EventSourceMapping, *APIError) {
+	mc, stream := checked.Config(), checked.Stream()
+	now := time.Now()
+	id := uuid.NewString()
+	rec.Enabled, rec.Created = !mc.Disabled, now
+	rec.Mapping.describe(mc)
+	rec.Mapping.UUID, rec.Mapping.EventSourceMappingArn, rec.Mapping.LastModified = id, mappingARN(stream, id), Timestamp{now}
+	if err := m.catalog.Put(ctx, rec); err != nil {
+		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	e := &entry{rec: rec, known: time.Now(), state: StateCreating, cfg: &mc}
+	e.result.Store(new(ResultNone))
+	m.maps[id] = e
+	view := e.view()
+	if rec.Enabled {
+		m.startLocked(e)
+	} else {
+		m.async(func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if e.state == StateCreating {
+				e.state = StateDisabled
+			}
+		})
+	}
+	m.log.Info("mapping created", "mapping", id, "stream", rec.Mapping.EventSourceArn, "function", rec.Mapping.FunctionArn, "enabled", rec.Enabled)
+	return view, nil
+}
+
+// EnsureMapping creates the mapping mc describes (a template's), invoking the registered
+// function functionName, unless the stream already has a mapping to that function. It reports
+// whether it created one.
+func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc poller.Config) (EventSourceMapping, bool, error) {
+	if _, ok := m.funcs[functionName]; !ok {
+		return EventSourceMapping{}, false, fmt.Errorf("function %s is not registered", functionName)
+	}
+	checked, err := mc.Check()
+	if err != nil {
+		return EventSourceMapping{}, false, err
+	}
+	mc = checked.Config()
+	if _, err := m.runner.ResolveStream(ctx, mc.StreamARN); err != nil {
+		return EventSourceMapping{}, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, ""); other != nil {
+		return other.view(), false, nil
+	}
+	v, aerr := m.addLocked(ctx, Record{FunctionName: functionName}, checked)
+	if aerr != nil {
+		return v, false, aerr
+	}
+	return v, true, nil
+}
+
+// conflictLocked returns another mapping of the same stream and function, if any.
+func (m *Manager) conflictLocked(streamARN, functionARN, except string) *entry {
+	for id, e := range m.maps {
+		if id != except && e.rec.Mapping.EventSourceArn == streamARN && e.rec.Mapping.FunctionArn == functionARN {
+			return e
+		}
+	}
+	return nil
+}
+
+// Get implements GetEventSourceMapping.
+func (m *Manager) Get(id string) (EventSourceMapping, *APIError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.maps[id]
+	if !ok {
+		return EventSourceMapping{}, notFound()
+	}
+	return e.view(), nil
+}
+
+// Update implements UpdateEventSourceMapping: the new settings apply live. The mapping's poller
+// is stopped (in-flight invocations finish and are checkpointed) and started again with the new
+// configuration from the stored progress, so nothing is lost or read twice.
+func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSourceMapping, *APIError) {
+	req, aerr := parseUpdate(body)
+	if aerr != nil {
+		return EventSourceMapping{}, aerr
+	}
+	if e := req.checkModel(); e != nil {
+		return EventSourceMapping{}, e
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.maps[id]
+	if !ok {
+		return EventSourceMapping{}, notFound()
+	}
+	if e.state == StateDeleting || transitional(e.state) {
+		return EventSourceMapping{}, inUse(id, e.state)
+	}
+	rec := e.rec
+	stream, _ := sourceStream(rec.Mapping.EventSourceArn)
+	if req.FunctionName != nil {
+		ref := parseFunctionName(*req.FunctionName)
+		if _, ok := m.funcs[ref.name]; !ok {
+			return EventSourceMapping{}, invalidParameter(msgFunctionNotFound)
+		}
+		rec.FunctionName, rec.Mapping.FunctionArn = *req.FunctionName, ref.arn(stream)
+	}
+	if e := req.checkKinesis(); e != nil {
+		return EventSourceMapping{}, e
+	}
+	mc := m.o.base
+	mc.StreamARN, mc.FunctionARN = rec.Mapping.EventSourceArn, rec.Mapping.FunctionArn
+	if err := settingsOf(&rec.Mapping, rec.Enabled).Apply(&mc); err != nil {
+		return EventSourceMapping{}, fromConfig(err)
+	}
+	if err := req.settings().Apply(&mc); err != nil {
+		return EventSourceMapping{}, fromConfig(err)
+	}
+	checked, err := mc.Check()
+	if err != nil {
+		return EventSourceMapping{}, fromConfig(err)
+	}
+	mc = checked.Config()
+	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, id); other != nil {
+		return EventSourceMapping{}, conflict(sourceOf(mc), rec.FunctionName, other)
+	}
+	rec.Mapping.describe(mc)
+	rec.Enabled = !mc.Disabled
+	rec.Mapping.LastModified = Timestamp{time.Now()}
+	rec.Revision++
+	if req.KMSKeyArn != nil {
+		rec.Mapping.KMSKeyArn = *req.KMSKeyArn
+	}
+	if req.MetricsConfig != nil {
+		rec.Mapping.MetricsConfig = req.MetricsConfig
+		if len(req.MetricsConfig.Metrics) == 0 {
+			rec.Mapping.MetricsConfig = nil
+		}
+	}
+	if err := m.catalog.Put(ctx, rec); err != nil {
+		return EventSourceMapping{}, m.lostLocked(ctx, id, err)
+	}
+	m.replaceLocked(e, rec, &mc)
+	view := e.view()
+	m.log.Info("mapping updated", "mapping", id, "state", view.State)
+	return view, nil
+}
+
+// replaceLocked gives the mapping its new settings: Updating (Enabling, Disabling) while its
+// poller stops, the batch in flight finishing, then Enabled once it runs again with them from the
+// stored progress (or Disabled). m.mu is held.
+func (m *Manager) replaceLocked(e *entry, rec Record, cfg *poller.Config) {
+	wasEnabled := e.rec.Enabled
+	e.rec, e.cfg = rec, cfg
+	switch {
+	case rec.Enabled && !wasEnabled:
+		e.state = StateEnabling
+	case !rec.Enabled && wasEnabled:
+		e.state = StateDisabling
+	default:
+		e.state = StateUpdating
+	}
+	m.async(func() {
+		m.stop(e)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if e.state == StateDeleting {
+			return
+		}
+		if e.rec.Enabled {
+			m.startLocked(e)
+		} else {
+			e.state = StateDisabled
+		}
+	})
+}
+
+// Delete implements DeleteEventSourceMapping: the mapping is Deleting until its poller stopped
+// and its progress and definition are removed; a Get then answers 404.
+func (m *Manager) Delete(ctx context.Context, id string) (EventSourceMapping, *APIError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.maps[id]
+	if !ok {
+		return EventSourceMapping{}, notFound()
+	}
+	if transitional(e.state) {
+		return EventSourceMapping{}, inUse(id, e.state)
+	}
+	rec := e.rec
+	rec.Deleting = true
+	rec.Revision++
+	if err := m.catalog.Put(ctx, rec); err != nil {
+		return EventSourceMapping{}, m.lostLocked(ctx, id, err)
+	}
+	e.rec, e.state = rec, StateDeleting
+	view := e.view()
+	m.async(func() { m.finishDelete(e) })
+	m.log.Info("mapping deleting", "mapping", id)
+	return view, nil
+}
+
+// finishDelete stops the mapping and removes its progress and definition. A failure leaves it
+// Deleting, to be finished at the next start.
+func (m *Manager) finishDelete(e *entry) {
+	m.stop(e)
+	if m.o.deleteDelay > 0 {
+		select {
+		case <-m.ctx.Done(): // the next start finishes the deletion
+			return
+		case <-time.After(m.o.deleteDelay):
+		}
+	}
+	m.mu.Lock()
+	id, rev := e.rec.Mapping.UUID, e.rec.Revision
+	m.mu.Unlock()
+	if err := m.progress.Delete(m.ctx, id); err != nil {
+		m.log.Error("delete the mapping's progress", "mapping", id, "error", err)
+		return
+	}
+	if err := m.catalog.Delete(m.ctx, id, rev); err != nil {
+		m.log.Error("delete the mapping", "mapping", id, "error", err)
+		return
+	}
+	if m.o.results != nil {
+		if err := m.o.results.DeleteResult(m.ctx, id); err != nil {
+			m.log.Warn("delete the mapping's last processing result", "mapping", id, "error", err)
+		}
+	}
+	m.mu.Lock()
+	delete(m.maps, id)
+	m.deleted[id] = true
+	m.mu.Unlock()
+	m.log.Info("mapping deleted", "mapping", id)
+}
