@@ -4,12 +4,14 @@ import (
 	"context"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
+	"github.com/kinesis-esm/esm/sam"
 )
 
 // MappingFlags name the mapping's stream and function and say how to reach the function and the
@@ -71,11 +73,7 @@ func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 	if err := c.ApplyEnvironment(); err != nil {
 		return nil, closeFn, err
 	}
-	inv = inprocess.New(handler, inprocess.WithFunctionARN(c.Run.Config.FunctionARN), inprocess.WithTimeout(c.Run.Function.Timeout),
-		inprocess.WithLogger(c.Logger))
-	if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-		inv = invoke.Limit(inv, *c.Mapping.Function.ReservedConcurrentExecutions)
-	}
+	inv = inProcessInvoker(handler, c.Run.Config.FunctionARN, c.Run.Function.Timeout, c.templateFunction(), c.Logger)
 	return inv, closeFn, nil
 }
 
@@ -99,4 +97,22 @@ func (c *Config) ResolveMapping(ctx context.Context) (*kinesis.Client, poller.Co
 		mc.FunctionARN = runner.FunctionARN(sa, c.Run.Function.Name)
 	}
 	return kin, mc, nil
+}
+
+// templateFunction is the template's function, nil without a template.
+func (c *Config) templateFunction() *sam.Function {
+	if c.Mapping == nil {
+		return nil
+	}
+	return &c.Mapping.Function
+}
+
+// inProcessInvoker invokes handler in this process as the function fn (the template's, or nil)
+// is invoked: with its ARN and timeout, at most its ReservedConcurrentExecutions at once.
+func inProcessInvoker(handler any, arn string, timeout time.Duration, fn *sam.Function, logger *slog.Logger) invoke.Invoker {
+	var inv invoke.Invoker = inprocess.New(handler, inprocess.WithFunctionARN(arn), inprocess.WithTimeout(timeout), inprocess.WithLogger(logger))
+	if fn != nil && fn.ReservedConcurrentExecutions != nil {
+		inv = invoke.Limit(inv, *fn.ReservedConcurrentExecutions)
+	}
+	return inv
 }

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kinesis-esm/esm/invoke"
-	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
 	"github.com/kinesis-esm/esm/metrics/health"
@@ -161,9 +159,7 @@ func (c *Config) mapping(fn any) (runner.Mapping, func() error, error) {
 		}
 		m.Function.Handler = handler
 		if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-			m.Function.Invoker = invoke.Limit(inprocess.New(handler,
-				inprocess.WithFunctionARN(m.Config.FunctionARN), inprocess.WithTimeout(m.Function.Timeout), inprocess.WithLogger(c.Logger)),
-				*c.Mapping.Function.ReservedConcurrentExecutions)
+			m.Function.Invoker = inProcessInvoker(handler, m.Config.FunctionARN, m.Function.Timeout, c.templateFunction(), c.Logger)
 		}
 	}
 	return m, closeInvoker, nil

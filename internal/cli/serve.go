@@ -23,9 +23,7 @@ import (
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
-	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/execenv"
-	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
@@ -410,10 +408,7 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *runne
 					return nil, closeAll, err
 				}
 			}
-			fn.Invoker = inprocess.New(example, inprocess.WithFunctionARN(arn), inprocess.WithTimeout(o.Timeout), inprocess.WithLogger(logger))
-			if o.Function != nil && o.Function.ReservedConcurrentExecutions != nil {
-				fn.Invoker = invoke.Limit(fn.Invoker, *o.Function.ReservedConcurrentExecutions)
-			}
+			fn.Invoker = inProcessInvoker(example, arn, o.Timeout, o.Function, logger)
 		} else {
 			inv, closeInv, err := NewInvoker(targets, o)
 			if err != nil {
