@@ -14,7 +14,7 @@ import (
 	"github.com/kinesis-esm/esm/poller"
 )
 
-// TestS3DestinationKeyCarriesMappingUUID: the UUID the service resolved for the mapping names it
+// TestS3DestinationKeyCarriesMappingUUID: the UUID the runner resolved for the mapping names it
 // in the S3 destination's object keys (aws/lambda/<UUID>/<shard>/...), as Lambda's ESM UUID does.
 func TestS3DestinationKeyCarriesMappingUUID(t *testing.T) {
 	var path string

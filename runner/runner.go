@@ -26,11 +26,12 @@ type KinesisAPI interface {
 	consumerAPI
 }
 
-// DynamoDBAPI is the part of the DynamoDB client the lease tables need. *dynamodb.Client
-// satisfies it.
+// DynamoDBAPI is the part of the DynamoDB client the lease tables need, and esm serve's catalog
+// (a mapping's table is deleted with it). *dynamodb.Client satisfies it.
 type DynamoDBAPI interface {
 	lease.DynamoAPI
 	lease.TableAPI
+	DeleteTable(ctx context.Context, in *dynamodb.DeleteTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteTableOutput, error)
 }
 
 // Runner runs event source mappings on AWS clients built once and shared by all of them.
@@ -109,7 +110,7 @@ func (r *Runner) AWS() aws.Config { return r.aws }
 // Logger is the Runner's logger.
 func (r *Runner) Logger() *slog.Logger { return r.log }
 
-// DynamoDB is the lease tables' client (esm serve keeps its catalog there too).
+// DynamoDB is the lease tables' client (esm serve keeps its catalog with it too).
 func (r *Runner) DynamoDB() DynamoDBAPI { return r.ddb }
 
 // StartupAttempts is how many times each call of a worker's start-up (the stream, its consumer

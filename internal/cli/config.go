@@ -303,7 +303,7 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 
 // Target resolves the mapping the flags name, with stream and functionName (the --stream and
 // --function-name flags, when given) overriding the template's: the mapping's stream, function
-// and settings as the service takes them, without the settings that only a run has.
+// and settings as the runner takes them, without the settings that only a run has.
 func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string, logger *slog.Logger) (*Config, error) {
 	res, err := f.Resolve(ctx, true)
 	if err != nil {
@@ -347,7 +347,7 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 	return c, nil
 }
 
-// streamFor is what the service looks the stream up by: its name when the template derived the
+// streamFor is what the runner looks the stream up by: its name when the template derived the
 // ARN from this account (the endpoint's own ARN then wins), the ARN itself when the template gave
 // another account's stream.
 func streamFor(m *sam.Mapping) string {
@@ -357,7 +357,7 @@ func streamFor(m *sam.Mapping) string {
 	return m.EventSourceArn
 }
 
-// consumerFor is the consumer the service looks up, when the mapping reads through one: its name
+// consumerFor is the consumer the runner looks up, when the mapping reads through one: its name
 // when the template declares it (its creation time, in the ARN, is known only once registered),
 // else its ARN.
 func consumerFor(m *sam.Mapping) string {

@@ -231,7 +231,7 @@ func TestStopped(t *testing.T) {
 	}
 }
 
-// TestBlockedAfter: --blocked-after reaches the service, zero leaves the poller's default (which
+// TestBlockedAfter: --blocked-after reaches the runner, zero leaves the poller's default (which
 // the flag's help states), a negative one is refused.
 func TestBlockedAfter(t *testing.T) {
 	t.Chdir(t.TempDir())

@@ -4,11 +4,13 @@ import (
 	"context"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
+	"github.com/kinesis-esm/esm/sam"
 )
 
 // MappingFlags name the mapping's stream and function and say how to reach the function and the
@@ -70,12 +72,8 @@ func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 	if err := c.ApplyEnvironment(); err != nil {
 		return nil, closeFn, err
 	}
-	opts := []invoke.Option{invoke.WithHandler(handler), invoke.WithFunction("", c.Run.Config.FunctionARN),
-		invoke.WithTimeout(c.Run.Function.Timeout), invoke.WithLogger(c.Logger)}
-	if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-		opts = append(opts, invoke.WithReservedConcurrency(*c.Mapping.Function.ReservedConcurrentExecutions))
-	}
-	return invoke.Open("", opts...)
+	inv, _, err = inProcessInvoker(handler, c.Run.Config.FunctionARN, c.Run.Function.Timeout, c.templateFunction(), c.Logger)
+	return inv, closeFn, err
 }
 
 // ResolveMapping finds the mapping's stream (it must exist) and returns a Kinesis client for the
@@ -98,4 +96,22 @@ func (c *Config) ResolveMapping(ctx context.Context) (*kinesis.Client, poller.Co
 		mc.FunctionARN = runner.FunctionARN(sa, c.Run.Function.Name)
 	}
 	return kin, mc, nil
+}
+
+// templateFunction is the template's function, nil without a template.
+func (c *Config) templateFunction() *sam.Function {
+	if c.Mapping == nil {
+		return nil
+	}
+	return &c.Mapping.Function
+}
+
+// inProcessInvoker invokes handler in this process as the function fn (the template's, or nil)
+// is invoked: with its ARN and timeout, at most its ReservedConcurrentExecutions at once.
+func inProcessInvoker(handler any, arn string, timeout time.Duration, fn *sam.Function, logger *slog.Logger) (invoke.Invoker, func() error, error) {
+	opts := []invoke.Option{invoke.WithHandler(handler), invoke.WithFunction("", arn), invoke.WithTimeout(timeout), invoke.WithLogger(logger)}
+	if fn != nil && fn.ReservedConcurrentExecutions != nil {
+		opts = append(opts, invoke.WithReservedConcurrency(*fn.ReservedConcurrentExecutions))
+	}
+	return invoke.Open("", opts...)
 }

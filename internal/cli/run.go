@@ -160,9 +160,7 @@ func (c *Config) mapping(fn any) (runner.Mapping, func() error, error) {
 		}
 		m.Function.Handler = handler
 		if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-			if m.Function.Invoker, _, err = invoke.Open("", invoke.WithHandler(handler), invoke.WithFunction("", m.Config.FunctionARN),
-				invoke.WithTimeout(m.Function.Timeout), invoke.WithLogger(c.Logger),
-				invoke.WithReservedConcurrency(*c.Mapping.Function.ReservedConcurrentExecutions)); err != nil {
+			if m.Function.Invoker, _, err = inProcessInvoker(handler, m.Config.FunctionARN, m.Function.Timeout, c.templateFunction(), c.Logger); err != nil {
 				return m, closeInvoker, err
 			}
 		}

@@ -309,7 +309,8 @@ func longestTimeout(res *Resolved, timeout time.Duration) time.Duration {
 // sharedStores keeps the mappings in the --lease-table table and each mapping's progress in a
 // lease table of its own, <table>-<UUID>, through which the workers share its shards.
 func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
-	ddb := dynamodb.NewFromConfig(shared.AWS()) // the catalog's and the lease tables' (DeleteTable too)
+	ddb := shared.DynamoDB() // the catalog's and the lease tables'
+
 	catalog := esmapi.DynamoCatalog{API: ddb, Table: f.LeaseTable}
 	if err := catalog.Ensure(ctx, f.CreateLeaseTable); err != nil {
 		return nil, nil, nil, err
