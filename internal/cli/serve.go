@@ -401,7 +401,7 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *runne
 		if targets[0].Example && o.Function != nil {
 			// In-process, as with esm run: the template's Environment, where esm's own
 			// environment does not set a variable (the process has one environment for all).
-			if err := applyEnvironment(o.Function.Environment); err != nil {
+			if err := runner.SetEnvironment(o.Function.Environment); err != nil {
 				return nil, closeAll, err
 			}
 		}
