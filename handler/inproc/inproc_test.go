@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
@@ -61,7 +60,7 @@ Resources:
             BatchSize: 2
 `
 
-// TestRunDeliversRecords: Run, configured by a template, its parameter overrides and flags, polls
+// TestRunDeliversRecords: Run, configured by a template, its parameter overrides and options, polls
 // kinesis-local and hands the records to the function in-process, with the template's environment
 // and timeout; a cancelled context is a clean stop.
 func TestRunDeliversRecords(t *testing.T) {
@@ -104,8 +103,8 @@ func TestRunDeliversRecords(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(runCtx, fn, WithStderr(&logs), WithArgs("--template", tpl, "--endpoint-url", kinesisEndpoint,
-			"--parameter-overrides", "StreamName="+stream, "--state-dir", filepath.Join(dir, "state"), "--poll-interval", "100ms"))
+		done <- Run(runCtx, fn, WithStderr(&logs), WithTemplate(tpl), WithEndpointURL(kinesisEndpoint),
+			WithParameterOverrides(map[string]string{"StreamName": stream}), WithStateDir(filepath.Join(dir, "state")), WithPollInterval(100*time.Millisecond))
 	}()
 	var all []string
 	for len(all) < 3 {
@@ -139,8 +138,11 @@ func TestRunDeliversRecords(t *testing.T) {
 	}
 }
 
+// TestRunRejectsBadConfiguration: a configuration that cannot run is an error that wraps
+// poller.ErrInvalidConfig and says what to change, before anything is written.
 func TestRunRejectsBadConfiguration(t *testing.T) {
 	dir := t.TempDir()
+	t.Chdir(dir) // no template.yaml here
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte(strings.Replace(template, "BatchSize: 2", "BatchSize: 10001", 1)), 0o644); err != nil {
 		t.Fatal(err)
@@ -148,29 +150,30 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 	fn := func(context.Context, events.KinesisEvent) error { return nil }
 	for _, tt := range []struct {
 		name string
-		args []string
+		fn   any
+		opts []Option
 		want string
 	}{
-		{"template out of range", []string{"--template", bad}, "at 'batchSize' failed to satisfy constraint: Member must have value less than or equal to 10000"},
-		{"no template, no stream", []string{"--template-missing-flag"}, "unknown flag --template-missing-flag"},
-		{"missing template", []string{"--template", filepath.Join(dir, "nope.yaml")}, "nope.yaml: no such file"},
-		{"invoke targets", []string{"--invoke", "http://127.0.0.1:1"}, "invoked in-process"},
+		{"template out of range", fn, []Option{WithTemplate(bad)}, "at 'batchSize' failed to satisfy constraint: Member must have value less than or equal to 10000"},
+		{"no template, no stream", fn, nil, "no template.yaml here: give WithTemplate(FILE), or WithStream(NAME) to run without a template"},
+		{"missing template", fn, []Option{WithTemplate(filepath.Join(dir, "nope.yaml"))}, "nope.yaml: no such file"},
+		{"function without a template", fn, []Option{WithStream("s"), WithFunction("Fn")}, "WithFunction selects a mapping of a template, and there is none"},
+		{"batch size out of range", fn, []Option{WithStream("s"), WithBatchSize(0)}, "at 'batchSize' failed to satisfy constraint: Member must have value greater than or equal to 1"},
+		{"negative lease duration", fn, []Option{WithStream("s"), WithLeaseTable("t"), WithLeaseDuration(-time.Second)}, "WithLeaseDuration -1s: must be positive"},
+		{"no handler", nil, []Option{WithStream("s")}, "no function given"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := Run(context.Background(), fn, WithArgs(append(tt.args, "--state-dir", filepath.Join(dir, "state"))...), WithStderr(io.Discard))
+			opts := append(tt.opts, WithEndpointURL("http://127.0.0.1:1"), WithStateDir(filepath.Join(dir, "state")), WithStderr(io.Discard))
+			err := Run(context.Background(), tt.fn, opts...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Run: %v; want an error containing %q", err, tt.want)
 			}
-			if code := cli.ExitCode(err); code != 2 {
-				t.Errorf("exit code %d, want 2", code)
+			if !errors.Is(err, poller.ErrInvalidConfig) {
+				t.Errorf("the error does not wrap poller.ErrInvalidConfig: %v", err)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "state")); !os.IsNotExist(err) {
 				t.Error("a state directory was created for a configuration that cannot run")
 			}
 		})
-	}
-	err := Run(context.Background(), fn, WithArgs("--template", bad), WithStderr(io.Discard))
-	if !errors.Is(err, poller.ErrInvalidConfig) {
-		t.Errorf("a template error does not wrap poller.ErrInvalidConfig: %v", err)
 	}
 }
