@@ -43,6 +43,7 @@ type options struct {
 	consumer         *string
 	hooks            runner.Hooks
 	sqsProtocol      string
+	provision        bool
 }
 
 // inputNames are what the template's messages call Run's inputs.
@@ -170,6 +171,11 @@ func WithSQSProtocol(p string) Option { return func(o *options) { o.sqsProtocol 
 // it does not exist and waited for until it is ACTIVE.
 func WithRegisterConsumer(name string) Option { return func(o *options) { o.consumer = &name } }
 
+// WithProvision creates the template's stream (its AWS::Kinesis::Stream, with its ShardCount) on
+// the WithEndpointURL emulator when it does not exist, and registers the template's consumer
+// when it declares one (see runner.TemplateMapping.Provision).
+func WithProvision() Option { return func(o *options) { o.provision = true } }
+
 // WithHooks watches the run (see runner.Hooks): metrics (Observer, OnUUID), tracing (Tracer),
 // readiness, BlockedAfter. Its Logger, when set, is the one WithLogger sets.
 func WithHooks(h runner.Hooks) Option { return func(o *options) { o.hooks = h } }
@@ -214,6 +220,9 @@ func Run(ctx context.Context, fn any, opts ...Option) error {
 		return err
 	}
 	if err := tm.InProcess(fn, logger); err != nil {
+		return err
+	}
+	if err := o.provisionStream(ctx, cfg, tm, logger); err != nil {
 		return err
 	}
 	for _, w := range tm.Warnings {
@@ -268,4 +277,19 @@ func (o *options) mapping(ctx context.Context, cfg aws.Config, logger *slog.Logg
 	m.Hooks = o.hooks
 	m.Hooks.Logger = logger
 	return tm, nil
+}
+
+// provisionStream creates the template's stream on the emulator, with WithProvision.
+func (o *options) provisionStream(ctx context.Context, cfg aws.Config, tm *runner.TemplateMapping, logger *slog.Logger) error {
+	if !o.provision {
+		return nil
+	}
+	if o.endpoint == "" {
+		return &poller.ValidationError{Field: "Provision", Message: "WithProvision creates streams on emulators only: give WithEndpointURL"}
+	}
+	created, err := tm.Provision(ctx, cfg)
+	if created {
+		logger.Info("stream created", "stream", tm.Mapping.Source.Stream, "resource", tm.Template.Stream.LogicalID, "endpoint", o.endpoint)
+	}
+	return err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 var kinesisEndpoint string
@@ -138,6 +139,65 @@ func TestRunDeliversRecords(t *testing.T) {
 	}
 }
 
+// TestRunProvisionsTheStream: with WithProvision, Run creates the template's stream on the
+// emulator before it polls it, and the records put then reach the handler.
+func TestRunProvisionsTheStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	tpl := filepath.Join(dir, "template.yaml")
+	if err := os.WriteFile(tpl, []byte(template), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Unsetenv("HANDLER_TEST_FROM_TEMPLATE") })
+	stream := fmt.Sprintf("provisioned-%d", time.Now().UnixNano())
+	got := make(chan string, 10)
+	fn := func(_ context.Context, e events.KinesisEvent) error {
+		for _, r := range e.Records {
+			got <- string(r.Kinesis.Data)
+		}
+		return nil
+	}
+	ready := make(chan struct{})
+	var logs testkit.SyncBuffer
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(runCtx, fn, WithStderr(&logs), WithTemplate(tpl), WithEndpointURL(kinesisEndpoint), WithProvision(),
+			WithParameterOverrides(map[string]string{"StreamName": stream}), WithStateDir(filepath.Join(dir, "state")),
+			WithPollInterval(100*time.Millisecond), WithHooks(runner.Hooks{Ready: func() { close(ready) }}))
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run returned before the mapping ran: %v\n%s", err, logs.String())
+	case <-ctx.Done():
+		t.Fatalf("the mapping did not start\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "stream created") {
+		t.Errorf("no \"stream created\" in the log:\n%s", logs.String())
+	}
+	cfg, err := local.AWSConfig(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.PutRecords(ctx, local.NewKinesisClient(cfg, kinesisEndpoint), stream, []local.Record{{PartitionKey: "k", Data: []byte("provisioned")}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case data := <-got:
+		if data != "provisioned" {
+			t.Errorf("the handler got %q, want the record put", data)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the record did not reach the handler\n%s", logs.String())
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+}
+
 // TestRunRejectsBadConfiguration: a configuration that cannot run is an error that wraps
 // poller.ErrInvalidConfig and says what to change, before anything is written.
 func TestRunRejectsBadConfiguration(t *testing.T) {
@@ -161,6 +221,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{"batch size out of range", fn, []Option{WithStream("s"), WithBatchSize(0)}, "at 'batchSize' failed to satisfy constraint: Member must have value greater than or equal to 1"},
 		{"negative lease duration", fn, []Option{WithStream("s"), WithLeaseTable("t"), WithLeaseDuration(-time.Second)}, "WithLeaseDuration -1s: must be positive"},
 		{"no handler", nil, []Option{WithStream("s")}, "no function given"},
+		{"provisioning a stream no template declares", fn, []Option{WithStream("s"), WithProvision()}, "provisioning creates the stream a template declares"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := append(tt.opts, WithEndpointURL("http://127.0.0.1:1"), WithStateDir(filepath.Join(dir, "state")), WithStderr(io.Discard))
@@ -175,5 +236,14 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 				t.Error("a state directory was created for a configuration that cannot run")
 			}
 		})
+	}
+	// Provisioning is for emulators only.
+	err := Run(context.Background(), fn, WithTemplate(bad), WithProvision(), WithStderr(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), "at 'batchSize'") {
+		t.Fatalf("Run: %v; want the template's error first", err)
+	}
+	err = Run(context.Background(), fn, WithStream("s"), WithProvision(), WithStderr(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), "WithProvision creates streams on emulators only: give WithEndpointURL") || !errors.Is(err, poller.ErrInvalidConfig) {
+		t.Fatalf("Run: %v; want the emulators-only error", err)
 	}
 }

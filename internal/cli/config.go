@@ -264,10 +264,8 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 		return nil, Usage(fmt.Errorf("--blocked-after %s: must be positive", f.BlockedAfter))
 	}
 	m.Hooks.BlockedAfter = f.BlockedAfter
-	if f.RegisterConsumer != nil {
+	if f.RegisterConsumer != nil { // --provision registers the template's consumer too (ProvisionStream)
 		m.Source.Consumer, m.Source.RegisterConsumer = *f.RegisterConsumer, true
-	} else if c.Provision && c.Mapping != nil && c.Mapping.Consumer != nil && c.Mapping.Consumer.LogicalID != "" {
-		m.Source.RegisterConsumer = true // --provision registers the template's consumer too
 	}
 	return c, nil
 }

@@ -87,7 +87,7 @@ func Run(ctx context.Context, c *Config, fn any, stdout io.Writer) error {
 		c.Logger.Warn("template", "warning", w)
 	}
 	if c.Provision {
-		if err := c.ProvisionStream(ctx); err != nil {
+		if err := c.ProvisionStream(ctx, &m); err != nil {
 			return err
 		}
 	}
