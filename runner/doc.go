@@ -35,8 +35,8 @@
 //     Template.Mapping → Template.Load (sam.Load) → sam.Template.Select →
 //     sam.Mapping.PollerConfig, TemplateSource: a Mapping (Source, Function, Config, Store, Hooks);
 //  2. MappingFlags.apply, RunFlags.overrideMapping → Settings.Apply (the flags given);
-//  3. cli.Run → Config.mapping (the invoker, or TemplateMapping.InProcess) → New → Config.trace,
-//     Config.observe (Hooks) → Runner.Run;
+//  3. cli.Run → Config.mapping (the invoker, or TemplateMapping.InProcess) → New →
+//     Config.trace, Config.observe (Hooks) → Runner.Run;
 //  4. Runner.Run → poller.Config.CheckSettings (Lambda's settings, before any call) →
 //     resolveSource (ResolveStreamARN, ResolveConsumer) → poller.ListShards → openStore →
 //     runOn → poller.New, which checks the stream's ARNs and not the settings again.

@@ -26,9 +26,9 @@ const DefaultTemplate = "template.yaml"
 // template's AWS::AccountId when Template.EndpointURL is set.
 const EmulatorAccountID = "000000000000"
 
-// ErrNoTemplate is wrapped by Template.Mapping's error when there is no template to take the mapping
-// from: the default template does not exist and no stream is given, or a mapping of a template is
-// selected (Template.Function) without one.
+// ErrNoTemplate is wrapped by Template.Mapping's error when there is no template to take the
+// mapping from: the default template does not exist and no stream is given, or a mapping of a
+// template is selected (Template.Function) without one.
 var ErrNoTemplate = errors.New("no template")
 
 // Template names a SAM or CloudFormation template, the mapping of it to run and what overrides
@@ -100,8 +100,8 @@ func mentionsAccountID(path string) bool {
 	return err != nil || bytes.Contains(raw, []byte("AWS::AccountId"))
 }
 
-// TemplateMapping is what Template.Mapping finds: the mapping to run and the template's mapping it came
-// from.
+// TemplateMapping is what Template.Mapping finds: the mapping to run and the template's mapping
+// it came from.
 type TemplateMapping struct {
 	// Mapping is the mapping as Run takes it: its Source, its Function's name and timeout, and
 	// Lambda's settings in Config. Its function's Invoker or Handler, its Store and its Hooks are
