@@ -152,7 +152,7 @@ func (d *Dynamo) join(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	epoch := d.rnd.Int64()
-	known := int64(len(d.infos))
+	known := int64(d.registered)
 	d.mu.Unlock()
 	expr, cond := "SET #m.#me = :entry", "attribute_not_exists(#m.#me)"
 	names := map[string]string{"#m": attrMembers, "#me": d.id}
@@ -203,8 +203,14 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	// Every attempt writes a new value: after a lost response the roster may hold the last
 	// attempt's, and rewriting it would look, to the others, like no heartbeat at all.
 	d.beat++
-	epoch, next, leaving, known := d.epoch, d.beat, d.leaving, int64(len(d.infos))
-	waits := slices.Sorted(maps.Keys(d.waiting))
+	epoch, next, leaving, known := d.epoch, d.beat, d.leaving, int64(d.registered)
+	var waits []string
+	for id, s := range d.shards {
+		if s.waiting {
+			waits = append(waits, id)
+		}
+	}
+	slices.Sort(waits)
 	if len(waits) > maxWaits {
 		waits = waits[:maxWaits]
 	}
@@ -258,8 +264,10 @@ func (d *Dynamo) expel(why string) {
 		return
 	}
 	d.joined = false
-	for id, h := range d.held {
-		d.loseLocked(id, h, why)
+	for id, s := range d.shards {
+		if s.held != nil {
+			d.loseLocked(id, s.held, why)
+		}
 	}
 	d.log.Warn("left the lease table's workers", "reason", why)
 }
@@ -305,7 +313,7 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 	if me, ok := ms[d.id]; d.joined && (!ok || me.epoch != d.epoch) {
 		// Our entry is gone or replaced: the next heartbeat fails and expels us; until then
 		// treat ourselves as a member so as not to give leases away on a stale read.
-		ms[d.id] = member{epoch: d.epoch, beat: d.beat, leaving: d.leaving, known: int64(len(d.infos))}
+		ms[d.id] = member{epoch: d.epoch, beat: d.beat, leaving: d.leaving, known: int64(d.registered)}
 	}
 	for id, m := range ms {
 		if o, ok := d.beats2[id]; !ok || o.m.epoch != m.epoch || o.m.beat != m.beat {
@@ -327,8 +335,8 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 			continue
 		}
 		for _, s := range m.waits {
-			if d.held[s] == nil {
-				d.pending[s] = true
+			if sh := d.shardLocked(s); sh.held == nil {
+				sh.pending = true
 			}
 		}
 	}
@@ -443,7 +451,7 @@ func (d *Dynamo) removeTombstones(ctx context.Context) {
 func (d *Dynamo) leave(ctx context.Context) {
 	d.mu.Lock()
 	joined, epoch := d.joined, d.epoch
-	abandoned := slices.ContainsFunc(slices.Collect(maps.Values(d.held)), func(h *heldLease) bool { return h.abandoned })
+	abandoned := slices.ContainsFunc(slices.Collect(maps.Values(d.heldShardsLocked())), func(h *heldLease) bool { return h.abandoned })
 	d.joined = false
 	d.mu.Unlock()
 	if !joined {
@@ -491,7 +499,7 @@ func (d *Dynamo) markLeaving(ctx context.Context) {
 // agreedLocked: every member knows as many shards as this worker, so all compute the same
 // placement. Hand-overs wait for it.
 func (d *Dynamo) agreedLocked() bool {
-	n := int64(len(d.infos))
+	n := int64(d.registered)
 	for id, m := range d.members {
 		if id != d.id && m.known != n {
 			return false
