@@ -124,12 +124,7 @@ type Dynamo struct {
 	lastBeatTry    time.Time
 	beats          int64 // successful heartbeats
 	beatFailures   int
-	members        map[string]member
-	gone           map[string]gone // tombstones of dead or replaced workers, by goneKey
-	beats2         map[string]beatObs
-	membersChanged time.Time
-	fleetChanged   time.Time // when a member last came or went, as this worker saw it
-	rosterAt       time.Time // when the roster was last read or returned
+	roster         roster
 	publishedKnown int64     // the shard count the last heartbeat published
 	stopReadAt     time.Time // last consistent roster read before a shutdown hand-over
 
@@ -254,11 +249,11 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 	}
 	return &Dynamo{
 		api: client, table: table, id: workerID, cfg: cfg,
-		log:     cfg.log.With("worker_id", workerID),
-		beatInt: cfg.leaseDuration / 3,
-		safe:    cfg.leaseDuration - cfg.leaseDuration/5,
-		rnd:     cfg.rnd,
-		members: map[string]member{}, beats2: map[string]beatObs{}, gone: map[string]gone{},
+		log:      cfg.log.With("worker_id", workerID),
+		beatInt:  cfg.leaseDuration / 3,
+		safe:     cfg.leaseDuration - cfg.leaseDuration/5,
+		rnd:      cfg.rnd,
+		roster:   newRoster(),
 		beatTurn: make(chan struct{}, 1), shards: map[string]*shard{},
 	}, nil
 }
@@ -443,7 +438,7 @@ func (d *Dynamo) DebugState(shardID string) string {
 	}
 	return fmt.Sprintf("%s %s cand=%v parents=%v children-of-parent=%v", hs, d.id, s.asked, ps, d.peekLocked(firstOr(s.info.Parents)).children) + fmt.Sprintf(" %s: cycles=%d last=%s joined=%v alive=%v placed=%q settled=%v held=%v cached=%v owner=%q epoch=%d poll=%+v pending=%v members=%d agreed=%v",
 		d.id, d.cycles, d.lastCycle.Format("15:04:05.000"), d.joined, d.aliveLocked(now), d.plan.owner[shardID], d.settledLocked(shardID, now), s.held != nil, known, l.Owner, l.OwnerEpoch,
-		s.poll, s.pending, len(d.members), d.agreedLocked())
+		s.poll, s.pending, len(d.roster.members), d.agreedLocked())
 }
 
 func firstOr(ss []string) string {

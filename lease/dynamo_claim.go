@@ -42,9 +42,6 @@ func (d *Dynamo) startClaim(cand map[string]bool) (reuse bool) {
 	defer d.mu.Unlock()
 	// A poller that still claims is not stopping: a reader stopped for another reason (a
 	// shard trimmed while being read) made this worker say it was leaving.
-	if d.leaving && d.running {
-		d.membersChanged = d.cfg.now()
-	}
 	d.leaving = false
 	// The cycle takes only leases the poller asks for (see pollAndTake): the first Claim
 	// runs its own, since Load's ran before any candidates were known.
@@ -235,19 +232,13 @@ func (d *Dynamo) fleetSettledLocked(id string, now time.Time) bool {
 	if len(d.parentsLocked(id)) > 0 {
 		return true
 	}
-	return now.Sub(d.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.joinedAt) >= coldStartMax
+	return now.Sub(d.roster.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.joinedAt) >= coldStartMax
 }
 
-// settledLocked: the placement applies to the shard. A shard of the first listing without
-// parents is placed at once (every worker lists it); any other once every member knows as many
-// shards as this worker, or after the settle time (see DefaultShardSettle). Until then it goes
-// to whoever can read it first.
+// settledLocked: the placement applies to the shard (see placementInput.settled).
 func (d *Dynamo) settledLocked(id string, now time.Time) bool {
 	s := d.peekLocked(id)
-	if s.initial && len(nonEmpty(s.info.Parents)) == 0 {
-		return true
-	}
-	return d.agreedLocked() || now.Sub(s.firstSeen) >= d.cfg.settle
+	return shardSettled(&s, d.agreedLocked(), d.cfg.settle, now)
 }
 
 // mineLocked: the lease names this worker's id, and no incarnation of it that may still be
@@ -269,6 +260,5 @@ func (d *Dynamo) freeLocked(l Lease, now time.Time) bool {
 		o := d.peekLocked(l.ShardID).legacy
 		return o != nil && o.counter == l.Counter && now.Sub(o.since) >= d.cfg.leaseDuration
 	}
-	m, ok := d.members[l.Owner]
-	return !ok || m.epoch != l.OwnerEpoch
+	return !d.roster.holds(l.Owner, l.OwnerEpoch)
 }

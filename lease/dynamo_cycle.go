@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 )
 
 // cycle is one claim cycle: roster, dead workers, placement, reads and takes of the leases
@@ -17,7 +18,7 @@ func (d *Dynamo) cycle(ctx context.Context) error {
 	d.beatOnce(ctx)
 	now := d.cfg.now()
 	d.mu.Lock()
-	stale := d.joined && now.Sub(d.rosterAt) >= d.ClaimInterval()*9/10
+	stale := d.joined && now.Sub(d.roster.readAt) >= d.ClaimInterval()*9/10
 	d.mu.Unlock()
 	if stale {
 		if err := d.readRoster(ctx, false); err != nil && ctx.Err() == nil {
@@ -109,15 +110,15 @@ func (d *Dynamo) declareDeadMembers(ctx context.Context) {
 		m  member
 	}
 	var todo []victim
-	dead := d.deadMembersLocked(now)
+	dead := d.roster.dead(d.id, now, d.cfg.leaseDuration, d.beats)
 	var live []string
-	for id := range d.members {
+	for id := range d.roster.members {
 		if !slices.Contains(dead, id) {
 			live = append(live, id)
 		}
 	}
 	for _, id := range dead {
-		o := d.beats2[id]
+		o := d.roster.beats[id]
 		if r := rank(id, live); len(r) > 0 && r[0] == d.id || d.plan.load[id] > 0 {
 			todo = append(todo, victim{id, o.m})
 		}
@@ -132,14 +133,7 @@ func (d *Dynamo) declareDeadMembers(ctx context.Context) {
 
 // placementMembersLocked are the members the placement counts: those not leaving.
 func (d *Dynamo) placementMembersLocked(without string) []string {
-	var out []string
-	for id, m := range d.members {
-		if (!m.leaving || id == d.id) && id != without { // our own flag never moves our leases
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return d.roster.placementMembers(d.id, without)
 }
 
 // replanLocked recomputes the placement when the members or the shards changed.
@@ -183,7 +177,7 @@ func (d *Dynamo) placeLocked(members []string) assignment {
 
 // plan1 updates the placement, marks held leases placed elsewhere for hand-over, and returns
 // the leases to read: those placed here and not held (wanted), and the unfinished parents of
-// shards this worker is to read next (lineage).
+// shards this worker is to read next (lineage). The decisions are place's.
 func (d *Dynamo) plan1() (wanted, lineage []string) {
 	now := d.cfg.now()
 	d.mu.Lock()
@@ -192,79 +186,29 @@ func (d *Dynamo) plan1() (wanted, lineage []string) {
 		return nil, nil
 	}
 	d.replanLocked()
-	for id, s := range d.shards {
-		h := s.held
-		if h == nil {
-			continue
+	p := place(d.placementInputLocked(now))
+	for id, to := range p.handTo {
+		h := d.shards[id].held
+		if to != "" && h.handTo != to {
+			d.log.Info("hand-over due", "shard_id", id, "new_owner", to)
 		}
-		to := d.plan.owner[id]
-		if to != "" && to != d.id && d.settledLocked(id, now) && d.agreedLocked() && !d.members[to].leaving && !h.finished {
-			if h.handTo != to {
-				d.log.Info("hand-over due", "shard_id", id, "new_owner", to)
-			}
-			h.handTo = to
-		} else {
-			h.handTo = ""
-		}
+		h.handTo = to
 	}
-	mine := func(id string) bool { return d.plan.owner[id] == d.id }
-	for id, s := range d.shards {
-		if !s.registered || s.known && s.last.Finished() {
-			continue
-		}
-		settled := d.settledLocked(id, now)
-		// A lease read as absent is not wanted again: Claim creates it, and a create that finds
-		// the item gets it back (a cold start waiting for the fleet would read every absent
-		// lease at every cycle: at 10,000 shards a third of the partitions' read capacity). It
-		// stays watched (pending, below), read with a backoff.
-		if (mine(id) && settled || !settled && s.asked) && s.held == nil && !s.missing {
-			if !now.Before(s.poll.next) {
-				wanted = append(wanted, id)
-			}
-		}
-		// Parents of a shard this worker may read next: placed here, or a child of a shard it
-		// holds, held or finished (see Claim: whoever finished a parent creates the child too).
-		ps := nonEmpty(s.info.Parents)
-		if !mine(id) && s.held == nil && !d.relatedLocked(id) {
-			continue
-		}
-		for _, p := range ps {
-			// A parent the listing no longer shows (trimmed) is read too until the child is
-			// held: another worker may still be reading its last batch (see Claim).
-			if pp := d.peekLocked(p); (!pp.known || !pp.last.Finished()) && pp.held == nil && (pp.info.ShardID != "" || s.held == nil) {
-				lineage = append(lineage, p)
-			}
-		}
-	}
-	// Leases placed here under an earlier placement stay watched until they are seen owned by
-	// someone else: one handed over to this worker just before the placement moved it
-	// elsewhere names this worker, which adopts it and hands it on. They come after the
-	// leases placed here now, so that a cycle that cannot read them all reads those first.
-	slices.Sort(wanted)
-	placed := make(map[string]bool, len(wanted))
-	for _, id := range wanted {
+	for _, id := range p.placed {
 		d.shardLocked(id).pending = true
-		placed[id] = true
 	}
-	var watched []string
-	for id, s := range d.shards {
-		if s.pending && !placed[id] && s.held == nil {
-			if !now.Before(s.poll.next) {
-				watched = append(watched, id)
-			}
-		}
-	}
-	slices.Sort(watched)
-	wanted = append(wanted, watched...)
-	lineage = slices.Compact(slices.Sorted(slices.Values(lineage)))
-	return wanted, lineage
+	return p.wanted, p.lineage
 }
 
-// relatedLocked: a parent of the shard is held, owned or finished by this worker, which then
-// reads the shard's parents and creates the shard once they are done, whatever the placement.
+// placementInputLocked is this worker's view, now, for place.
+func (d *Dynamo) placementInputLocked(now time.Time) placementInput {
+	return placementInput{self: d.id, now: now, owner: d.plan.owner, members: d.roster.members, agreed: d.agreedLocked(),
+		settle: d.cfg.settle, shards: d.shards}
+}
+
+// relatedLocked: a parent of the shard is held, owned or finished by this worker (see
+// placementInput.related).
 func (d *Dynamo) relatedLocked(id string) bool {
-	return slices.ContainsFunc(d.parentsLocked(id), func(p string) bool {
-		s := d.peekLocked(p)
-		return s.last.Owner == d.id || s.held != nil || s.finishedHere
-	})
+	s := d.peekLocked(id)
+	return placementInput{self: d.id, shards: d.shards}.related(&s)
 }

@@ -106,7 +106,7 @@ func (d *Dynamo) judgeReadLocked(id string, it *Lease, now time.Time) (take bool
 		d.backoffLocked(id, now)
 		return false
 	}
-	if g, ok := d.gone[goneKey(it.Owner, it.OwnerEpoch)]; ok {
+	if g, ok := d.roster.gone[goneKey(it.Owner, it.OwnerEpoch)]; ok {
 		// Its owner is dead or replaced: free once the tombstone's wait has passed here.
 		// Read it again then, not after a back-off.
 		s.poll = pollState{next: g.seen.Add(g.wait)}

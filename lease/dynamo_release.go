@@ -57,7 +57,7 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 		to = d.successorLocked(id)
 	}
 	var toEpoch int64
-	if m, ok := d.members[to]; ok && to != d.id {
+	if m, ok := d.roster.members[to]; ok && to != d.id {
 		toEpoch = m.epoch
 	} else {
 		to = ""

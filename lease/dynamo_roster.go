@@ -38,23 +38,6 @@ const (
 // maxWaits bounds the leases one roster entry asks about.
 const maxWaits = 20
 
-// member is one roster entry.
-type member struct {
-	epoch   int64
-	beat    int64
-	known   int64
-	leaving bool
-	waits   []string
-}
-
-// gone is a tombstone seen in the roster: how long after this worker first saw it the leases of
-// that worker's epoch stay unfree, and when it was first seen (the return of the read that
-// showed it: the tombstone was written before).
-type gone struct {
-	wait time.Duration
-	seen time.Time
-}
-
 // goneKey names the tombstone of a worker's epoch.
 func goneKey(id string, epoch int64) string { return strconv.FormatInt(epoch, 10) + ":" + id }
 
@@ -62,16 +45,6 @@ func goneKey(id string, epoch int64) string { return strconv.FormatInt(epoch, 10
 // d + d/8, the clock-rate ratio Held's margin allows (a worker stops at 0.8 L on its clock; the
 // others declare it dead after 0.9 L on theirs).
 func outlast(d time.Duration) time.Duration { return d + d/8 }
-
-// beatObs is what this worker has seen of another's heartbeat: the value and since when.
-type beatObs struct {
-	m     member
-	since time.Time
-	// healthyAt is how many of this worker's own heartbeats had succeeded when the value was
-	// first seen: a worker is judged dead only across heartbeats of this one that went through
-	// (the roster is one item, so a throttled table fails everyone's at once).
-	healthyAt int64
-}
 
 func decodeRoster(item map[string]types.AttributeValue) (map[string]member, map[string]time.Duration, error) {
 	out := map[string]member{}
@@ -294,18 +267,6 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 	if err != nil {
 		return err
 	}
-	for k, w := range tombs {
-		if _, ok := d.gone[k]; !ok {
-			d.gone[k] = gone{wait: w, seen: got}
-		}
-	}
-	for k := range d.gone {
-		// A stale read may lack a tombstone it had shown: it then shows the entry, which
-		// holds the leases as well, and the tombstone counts again from its next sight.
-		if _, ok := tombs[k]; !ok {
-			delete(d.gone, k)
-		}
-	}
 	at := sent
 	if got.Sub(sent) > d.cfg.leaseDuration/10 {
 		at = got
@@ -314,19 +275,6 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 		// Our entry is gone or replaced: the next heartbeat fails and expels us; until then
 		// treat ourselves as a member so as not to give leases away on a stale read.
 		ms[d.id] = member{epoch: d.epoch, beat: d.beat, leaving: d.leaving, known: int64(d.registered)}
-	}
-	for id, m := range ms {
-		if o, ok := d.beats2[id]; !ok || o.m.epoch != m.epoch || o.m.beat != m.beat {
-			d.beats2[id] = beatObs{m: m, since: at, healthyAt: d.beats}
-		} else if m.leaving != o.m.leaving {
-			o.m.leaving = m.leaving
-			d.beats2[id] = o
-		}
-	}
-	for id := range d.beats2 {
-		if _, ok := ms[id]; !ok {
-			delete(d.beats2, id)
-		}
 	}
 	// Another worker waits for leases that name this one: read them (and adopt and hand on
 	// those that do).
@@ -340,29 +288,10 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 			}
 		}
 	}
-	if !maps.EqualFunc(ms, d.members, func(a, b member) bool { return a.epoch == b.epoch }) {
-		d.fleetChanged = got
-	}
-	if !maps.EqualFunc(ms, d.members, func(a, b member) bool { return a.epoch == b.epoch && a.leaving == b.leaving && a.known == b.known }) {
-		d.membersChanged = got
+	if d.roster.observe(ms, tombs, at, got, d.beats) {
 		d.log.Debug("roster changed", "members", len(ms))
 	}
-	d.members, d.rosterAt = ms, got
 	return nil
-}
-
-// deadMembersLocked are the members whose heartbeat this worker has seen stand still for a
-// whole lease duration, across at least two of its own successful heartbeats.
-func (d *Dynamo) deadMembersLocked(now time.Time) []string {
-	var out []string
-	for id, o := range d.beats2 {
-		if id == d.id || now.Sub(o.since) < d.cfg.leaseDuration || d.beats-o.healthyAt < 2 {
-			continue
-		}
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // declareDead replaces a member whose heartbeat stood still by a tombstone, conditional on the
@@ -391,14 +320,7 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
 		return fmt.Errorf("declare %s dead: %w", id, err)
 	}
 	d.mu.Lock()
-	delete(d.members, id)
-	delete(d.beats2, id)
-	if _, ok := d.gone[k]; !ok {
-		// Until the next roster read shows it (or shows the member alive after all).
-		d.gone[k] = gone{wait: wait, seen: d.cfg.now()}
-	}
-	d.membersChanged = d.cfg.now()
-	d.fleetChanged = d.membersChanged
+	d.roster.bury(id, m.epoch, wait, d.cfg.now())
 	d.mu.Unlock()
 	return nil
 }
@@ -406,8 +328,7 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
 // buriedLocked: the lease names an epoch whose tombstone this worker has seen for less than its
 // wait; an invocation of that epoch may still be running.
 func (d *Dynamo) buriedLocked(l Lease, now time.Time) bool {
-	g, ok := d.gone[goneKey(l.Owner, l.OwnerEpoch)]
-	return ok && now.Sub(g.seen) < g.wait
+	return d.roster.buried(l.Owner, l.OwnerEpoch, now)
 }
 
 // removeTombstones removes the tombstones whose wait has passed here: the member ranked first
@@ -418,12 +339,7 @@ func (d *Dynamo) removeTombstones(ctx context.Context) {
 	d.mu.Lock()
 	var todo []string
 	if d.aliveLocked(now) {
-		live := slices.Sorted(maps.Keys(d.members))
-		for k, g := range d.gone {
-			if over := now.Sub(g.seen) - g.wait; over >= 0 && (rank(k, live)[0] == d.id || over >= d.cfg.leaseDuration) {
-				todo = append(todo, k)
-			}
-		}
+		todo = d.roster.tombstonesDue(d.id, now, d.cfg.leaseDuration)
 	}
 	d.mu.Unlock()
 	for _, k := range todo {
@@ -436,7 +352,7 @@ func (d *Dynamo) removeTombstones(ctx context.Context) {
 		switch {
 		case err == nil || isConditionFailed(err):
 			d.mu.Lock()
-			delete(d.gone, k)
+			delete(d.roster.gone, k)
 			d.mu.Unlock()
 			if id, epoch, ok := goneWorker(k); ok {
 				d.dropBound(ctx, id, epoch)
@@ -489,7 +405,6 @@ func (d *Dynamo) markLeaving(ctx context.Context) {
 		return
 	}
 	d.leaving = true
-	d.membersChanged = d.cfg.now()
 	d.mu.Unlock()
 	if err := d.heartbeat(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		d.log.Warn("announce shutdown failed; the next heartbeat retries", "err", err)
@@ -499,11 +414,5 @@ func (d *Dynamo) markLeaving(ctx context.Context) {
 // agreedLocked: every member knows as many shards as this worker, so all compute the same
 // placement. Hand-overs wait for it.
 func (d *Dynamo) agreedLocked() bool {
-	n := int64(d.registered)
-	for id, m := range d.members {
-		if id != d.id && m.known != n {
-			return false
-		}
-	}
-	return d.publishedKnown == n
+	return d.roster.agreed(d.id, int64(d.registered), d.publishedKnown)
 }
