@@ -116,17 +116,9 @@ type Dynamo struct {
 	unlistedAt time.Time        // when the read after a rejoin marked the shards it found unlisted
 
 	// Roster state.
-	joined         bool
-	joinedAt       time.Time
-	epoch, beat    int64
-	leaving        bool
-	lastBeat       time.Time // send time of the last successful heartbeat
-	lastBeatTry    time.Time
-	beats          int64 // successful heartbeats
-	beatFailures   int
-	roster         roster
-	publishedKnown int64     // the shard count the last heartbeat published
-	stopReadAt     time.Time // last consistent roster read before a shutdown hand-over
+	me         membership // this worker's own entry
+	roster     roster     // everyone's, as last read
+	stopReadAt time.Time  // last consistent roster read before a shutdown hand-over
 
 	// Shard state.
 	shards     map[string]*shard // everything known of each shard, by shard id
@@ -138,6 +130,19 @@ type Dynamo struct {
 	claims     int // Claim calls
 	cycles     int // claim cycles run
 	lastCycle  time.Time
+}
+
+// membership is this worker's own roster entry and its heartbeats. Guarded by Dynamo.mu.
+type membership struct {
+	joined         bool
+	joinedAt       time.Time
+	epoch, beat    int64
+	leaving        bool
+	lastBeat       time.Time // send time of the last successful heartbeat
+	lastBeatTry    time.Time
+	beats          int64 // successful heartbeats
+	beatFailures   int
+	publishedKnown int64 // the shard count the last heartbeat published
 }
 
 // heldLease is a lease this worker holds. mu serialises the lease's writes (checkpoint,
@@ -323,7 +328,7 @@ func (d *Dynamo) beatOnce(ctx context.Context) time.Duration {
 	}
 	defer d.unlockBeats()
 	d.mu.Lock()
-	joined, last, fails := d.joined, d.lastBeatTry, d.beatFailures
+	joined, last, fails := d.me.joined, d.me.lastBeatTry, d.me.beatFailures
 	d.mu.Unlock()
 	now := d.cfg.now()
 	wait := d.beatInt
@@ -334,14 +339,14 @@ func (d *Dynamo) beatOnce(ctx context.Context) time.Duration {
 		return due.Sub(now)
 	}
 	d.mu.Lock()
-	d.lastBeatTry = now
+	d.me.lastBeatTry = now
 	d.mu.Unlock()
 	var err error
 	if !joined {
 		err = d.join(ctx)
 		if err != nil {
 			d.mu.Lock()
-			d.beatFailures++
+			d.me.beatFailures++
 			d.mu.Unlock()
 		}
 	} else {
@@ -353,7 +358,7 @@ func (d *Dynamo) beatOnce(ctx context.Context) time.Duration {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.joined || d.beatFailures > 0 {
+	if !d.me.joined || d.me.beatFailures > 0 {
 		return beatRetry
 	}
 	return d.beatInt
@@ -397,7 +402,7 @@ func (d *Dynamo) Held(shardID string) bool {
 }
 
 func (d *Dynamo) aliveLocked(now time.Time) bool {
-	return d.joined && now.Sub(d.lastBeat) < d.safe
+	return d.me.joined && now.Sub(d.me.lastBeat) < d.safe
 }
 
 func isConditionFailed(err error) bool {
@@ -437,7 +442,7 @@ func (d *Dynamo) DebugState(shardID string) string {
 		ps = append(ps, fmt.Sprintf("%s cached=%v finished=%v", p, ok, pl.Finished()))
 	}
 	return fmt.Sprintf("%s %s cand=%v parents=%v children-of-parent=%v", hs, d.id, s.asked, ps, d.peekLocked(firstOr(s.info.Parents)).children) + fmt.Sprintf(" %s: cycles=%d last=%s joined=%v alive=%v placed=%q settled=%v held=%v cached=%v owner=%q epoch=%d poll=%+v pending=%v members=%d agreed=%v",
-		d.id, d.cycles, d.lastCycle.Format("15:04:05.000"), d.joined, d.aliveLocked(now), d.plan.owner[shardID], d.settledLocked(shardID, now), s.held != nil, known, l.Owner, l.OwnerEpoch,
+		d.id, d.cycles, d.lastCycle.Format("15:04:05.000"), d.me.joined, d.aliveLocked(now), d.plan.owner[shardID], d.settledLocked(shardID, now), s.held != nil, known, l.Owner, l.OwnerEpoch,
 		s.poll, s.pending, len(d.roster.members), d.agreedLocked())
 }
 

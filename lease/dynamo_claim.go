@@ -42,7 +42,7 @@ func (d *Dynamo) startClaim(cand map[string]bool) (reuse bool) {
 	defer d.mu.Unlock()
 	// A poller that still claims is not stopping: a reader stopped for another reason (a
 	// shard trimmed while being read) made this worker say it was leaving.
-	d.leaving = false
+	d.me.leaving = false
 	// The cycle takes only leases the poller asks for (see pollAndTake): the first Claim
 	// runs its own, since Load's ran before any candidates were known.
 	reuse = !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse && d.claims > 0
@@ -62,10 +62,10 @@ func (d *Dynamo) startClaim(cand map[string]bool) (reuse bool) {
 func (d *Dynamo) claimTargets(candidates []string, now time.Time) (create, grab []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ready := d.joined && now.Sub(d.joinedAt) >= d.beatInt && d.aliveLocked(now)
+	ready := d.me.joined && now.Sub(d.me.joinedAt) >= d.beatInt && d.aliveLocked(now)
 	// Nothing is created before the whole table was read under this epoch, nor while it shows
 	// shards a listing older than them cannot link to those it knows (see scan).
-	scanned := d.scanned == d.epoch && (!d.unlistedLocked() || now.Sub(d.unlistedAt) >= d.cfg.settle)
+	scanned := d.scanned == d.me.epoch && (!d.unlistedLocked() || now.Sub(d.unlistedAt) >= d.cfg.settle)
 	for _, id := range candidates {
 		s := d.peekLocked(id)
 		if !ready || s.held != nil || s.last.Finished() {
@@ -232,7 +232,7 @@ func (d *Dynamo) fleetSettledLocked(id string, now time.Time) bool {
 	if len(d.parentsLocked(id)) > 0 {
 		return true
 	}
-	return now.Sub(d.roster.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.joinedAt) >= coldStartMax
+	return now.Sub(d.roster.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.me.joinedAt) >= coldStartMax
 }
 
 // settledLocked: the placement applies to the shard (see placementInput.settled).
@@ -244,7 +244,7 @@ func (d *Dynamo) settledLocked(id string, now time.Time) bool {
 // mineLocked: the lease names this worker's id, and no incarnation of it that may still be
 // invoking (a previous run's epoch whose tombstone's wait has not passed here).
 func (d *Dynamo) mineLocked(l Lease, now time.Time) bool {
-	return l.Owner == d.id && (l.HandedOver || l.OwnerEpoch == d.epoch || !d.buriedLocked(l, now))
+	return l.Owner == d.id && (l.HandedOver || l.OwnerEpoch == d.me.epoch || !d.buriedLocked(l, now))
 }
 
 // freeLocked: nobody alive holds the lease as far as this worker knows.
@@ -255,7 +255,7 @@ func (d *Dynamo) freeLocked(l Lease, now time.Time) bool {
 	case d.buriedLocked(l, now): // an invocation of its owner's may still be running
 		return false
 	case l.Owner == d.id:
-		return l.OwnerEpoch != d.epoch
+		return l.OwnerEpoch != d.me.epoch
 	case l.OwnerEpoch == 0: // the previous protocol's lease: free once its counter stood still
 		o := d.peekLocked(l.ShardID).legacy
 		return o != nil && o.counter == l.Counter && now.Sub(o.since) >= d.cfg.leaseDuration

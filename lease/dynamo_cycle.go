@@ -18,7 +18,7 @@ func (d *Dynamo) cycle(ctx context.Context) error {
 	d.beatOnce(ctx)
 	now := d.cfg.now()
 	d.mu.Lock()
-	stale := d.joined && now.Sub(d.roster.readAt) >= d.ClaimInterval()*9/10
+	stale := d.me.joined && now.Sub(d.roster.readAt) >= d.ClaimInterval()*9/10
 	d.mu.Unlock()
 	if stale {
 		if err := d.readRoster(ctx, false); err != nil && ctx.Err() == nil {
@@ -29,8 +29,8 @@ func (d *Dynamo) cycle(ctx context.Context) error {
 		return ctx.Err()
 	}
 	d.mu.Lock()
-	epoch := d.epoch
-	rescan := d.joined && d.scanned != epoch
+	epoch := d.me.epoch
+	rescan := d.me.joined && d.scanned != epoch
 	d.mu.Unlock()
 	if rescan {
 		all, err := d.scan(ctx, epoch)
@@ -72,7 +72,7 @@ func (d *Dynamo) scan(ctx context.Context, epoch int64) (map[string]Lease, error
 			}
 		}
 	}
-	if epoch != 0 && epoch == d.epoch {
+	if epoch != 0 && epoch == d.me.epoch {
 		d.scanned = epoch
 		if d.rejoined {
 			// A worker back after it was declared dead may hold a listing from before its
@@ -110,7 +110,7 @@ func (d *Dynamo) declareDeadMembers(ctx context.Context) {
 		m  member
 	}
 	var todo []victim
-	dead := d.roster.dead(d.id, now, d.cfg.leaseDuration, d.beats)
+	dead := d.roster.dead(d.id, now, d.cfg.leaseDuration, d.me.beats)
 	var live []string
 	for id := range d.roster.members {
 		if !slices.Contains(dead, id) {
@@ -182,7 +182,7 @@ func (d *Dynamo) plan1() (wanted, lineage []string) {
 	now := d.cfg.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.joined {
+	if !d.me.joined {
 		return nil, nil
 	}
 	d.replanLocked()

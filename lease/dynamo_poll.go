@@ -94,7 +94,7 @@ func (d *Dynamo) judgeReadLocked(id string, it *Lease, now time.Time) (take bool
 			s.legacy = &observation{counter: it.Counter, since: now}
 		}
 	}
-	ours := it.Owner == d.id && it.OwnerEpoch == d.epoch && !it.HandedOver
+	ours := it.Owner == d.id && it.OwnerEpoch == d.me.epoch && !it.HandedOver
 	if ours || (d.freeLocked(*it, now) || d.mineLocked(*it, now)) && s.asked {
 		// Free, or handed over to this worker, and asked for by the poller: a lease
 		// taken for a shard the poller does not read (trimmed from its listing) would keep

@@ -162,9 +162,9 @@ func (d *Dynamo) join(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.rejoined = d.epoch != 0
-	d.epoch, d.beat, d.joined, d.joinedAt, d.leaving, d.publishedKnown = epoch, 1, true, sent, false, known
-	d.lastBeat, d.beats = sent, d.beats+1
+	d.rejoined = d.me.epoch != 0
+	d.me.epoch, d.me.beat, d.me.joined, d.me.joinedAt, d.me.leaving, d.me.publishedKnown = epoch, 1, true, sent, false, known
+	d.me.lastBeat, d.me.beats = sent, d.me.beats+1
 	d.log.Info("joined the lease table's workers", "epoch", epoch)
 	return d.observeRosterLocked(out.Attributes, sent, d.cfg.now())
 }
@@ -175,8 +175,8 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	d.mu.Lock()
 	// Every attempt writes a new value: after a lost response the roster may hold the last
 	// attempt's, and rewriting it would look, to the others, like no heartbeat at all.
-	d.beat++
-	epoch, next, leaving, known := d.epoch, d.beat, d.leaving, int64(d.registered)
+	d.me.beat++
+	epoch, next, leaving, known := d.me.epoch, d.me.beat, d.me.leaving, int64(d.registered)
 	var waits []string
 	for id, s := range d.shards {
 		if s.waiting {
@@ -215,16 +215,16 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	}
 	if err != nil {
 		d.mu.Lock()
-		d.beatFailures++
+		d.me.beatFailures++
 		d.mu.Unlock()
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.epoch != epoch { // expelled and joined again meanwhile
+	if d.me.epoch != epoch { // expelled and joined again meanwhile
 		return nil
 	}
-	d.lastBeat, d.beats, d.beatFailures, d.publishedKnown = sent, d.beats+1, 0, known
+	d.me.lastBeat, d.me.beats, d.me.beatFailures, d.me.publishedKnown = sent, d.me.beats+1, 0, known
 	return d.observeRosterLocked(out.Attributes, sent, d.cfg.now())
 }
 
@@ -233,10 +233,10 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 func (d *Dynamo) expel(why string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.joined {
+	if !d.me.joined {
 		return
 	}
-	d.joined = false
+	d.me.joined = false
 	for id, s := range d.shards {
 		if s.held != nil {
 			d.loseLocked(id, s.held, why)
@@ -271,10 +271,10 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 	if got.Sub(sent) > d.cfg.leaseDuration/10 {
 		at = got
 	}
-	if me, ok := ms[d.id]; d.joined && (!ok || me.epoch != d.epoch) {
+	if me, ok := ms[d.id]; d.me.joined && (!ok || me.epoch != d.me.epoch) {
 		// Our entry is gone or replaced: the next heartbeat fails and expels us; until then
 		// treat ourselves as a member so as not to give leases away on a stale read.
-		ms[d.id] = member{epoch: d.epoch, beat: d.beat, leaving: d.leaving, known: int64(d.registered)}
+		ms[d.id] = member{epoch: d.me.epoch, beat: d.me.beat, leaving: d.me.leaving, known: int64(d.registered)}
 	}
 	// Another worker waits for leases that name this one: read them (and adopt and hand on
 	// those that do).
@@ -288,7 +288,7 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 			}
 		}
 	}
-	if d.roster.observe(ms, tombs, at, got, d.beats) {
+	if d.roster.observe(ms, tombs, at, got, d.me.beats) {
 		d.log.Debug("roster changed", "members", len(ms))
 	}
 	return nil
@@ -366,9 +366,9 @@ func (d *Dynamo) removeTombstones(ctx context.Context) {
 // leave removes this worker's entry at shutdown, once it holds nothing.
 func (d *Dynamo) leave(ctx context.Context) {
 	d.mu.Lock()
-	joined, epoch := d.joined, d.epoch
+	joined, epoch := d.me.joined, d.me.epoch
 	abandoned := slices.ContainsFunc(slices.Collect(maps.Values(d.heldShardsLocked())), func(h *heldLease) bool { return h.abandoned })
-	d.joined = false
+	d.me.joined = false
 	d.mu.Unlock()
 	if !joined {
 		return
@@ -400,11 +400,11 @@ func (d *Dynamo) leave(ctx context.Context) {
 // the placement (its leases stay its own until it hands them over).
 func (d *Dynamo) markLeaving(ctx context.Context) {
 	d.mu.Lock()
-	if d.leaving || !d.joined {
+	if d.me.leaving || !d.me.joined {
 		d.mu.Unlock()
 		return
 	}
-	d.leaving = true
+	d.me.leaving = true
 	d.mu.Unlock()
 	if err := d.heartbeat(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		d.log.Warn("announce shutdown failed; the next heartbeat retries", "err", err)
@@ -414,5 +414,5 @@ func (d *Dynamo) markLeaving(ctx context.Context) {
 // agreedLocked: every member knows as many shards as this worker, so all compute the same
 // placement. Hand-overs wait for it.
 func (d *Dynamo) agreedLocked() bool {
-	return d.roster.agreed(d.id, int64(d.registered), d.publishedKnown)
+	return d.roster.agreed(d.id, int64(d.registered), d.me.publishedKnown)
 }

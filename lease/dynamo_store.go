@@ -54,7 +54,7 @@ func (d *Dynamo) Register(ctx context.Context, shards []poller.ShardInfo) error 
 			}
 		}
 	}
-	publish := d.joined && d.publishedKnown != int64(d.registered)
+	publish := d.me.joined && d.me.publishedKnown != int64(d.registered)
 	d.mu.Unlock()
 	if publish && d.lockBeats(ctx) { // tell the others at once how many shards this worker knows of
 		if err := d.heartbeat(ctx); err != nil && ctx.Err() == nil {

@@ -17,14 +17,14 @@ import (
 // it read, stamping its epoch.
 func (d *Dynamo) take(ctx context.Context, l Lease) {
 	d.mu.Lock()
-	epoch := d.epoch
+	epoch := d.me.epoch
 	if l.Owner == d.id && l.OwnerEpoch == epoch && !l.HandedOver { // ours already: nothing to write
 		d.mu.Unlock()
 		if !d.stillUnfinished(ctx, l, false) {
 			return
 		}
 		d.mu.Lock()
-		if d.epoch == epoch && d.joined {
+		if d.me.epoch == epoch && d.me.joined {
 			d.shardLocked(l.ShardID).held = &heldLease{counter: l.Counter}
 		}
 		d.mu.Unlock()
@@ -81,7 +81,7 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 		return
 	}
 	d.mu.Lock()
-	if d.epoch == epoch && d.joined {
+	if d.me.epoch == epoch && d.me.joined {
 		d.shardLocked(l.ShardID).held = &heldLease{counter: l.Counter}
 	}
 	d.mu.Unlock()
@@ -97,7 +97,7 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 	d.mu.Lock()
 	s := d.peekLocked(id)
 	si, ok := s.info, s.registered
-	epoch := d.epoch
+	epoch := d.me.epoch
 	d.mu.Unlock()
 	if !ok {
 		si = poller.ShardInfo{ShardID: id}
@@ -158,7 +158,7 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.epoch == epoch && d.joined {
+	if d.me.epoch == epoch && d.me.joined {
 		// The poller starts it from the Initial it registered, which is what the item holds.
 		// A start the table replaced reaches the poller through the next Load first.
 		s := d.shardLocked(id)
