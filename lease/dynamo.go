@@ -63,7 +63,7 @@ const (
 	// beatRetry is the pause between heartbeat attempts after a failure (throttling).
 	beatRetry = 250 * time.Millisecond
 	// coldStartMax bounds how long a worker of a new mapping waits for the fleet to stop
-	// changing before it creates the leases placed on it (see fleetSettledLocked).
+	// changing before it creates the leases placed on it (see placementInput.fleetQuiet).
 	coldStartMax = 5 * time.Minute
 )
 

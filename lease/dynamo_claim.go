@@ -62,33 +62,13 @@ func (d *Dynamo) startClaim(cand map[string]bool) (reuse bool) {
 func (d *Dynamo) claimTargets(candidates []string, now time.Time) (create, grab []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ready := d.me.joined && now.Sub(d.me.joinedAt) >= d.beatInt && d.aliveLocked(now)
+	in := d.placementInputLocked(now)
+	in.ready = d.me.joined && now.Sub(d.me.joinedAt) >= d.beatInt && d.aliveLocked(now)
 	// Nothing is created before the whole table was read under this epoch, nor while it shows
 	// shards a listing older than them cannot link to those it knows (see scan).
-	scanned := d.scanned == d.me.epoch && (!d.unlistedLocked() || now.Sub(d.unlistedAt) >= d.cfg.settle)
-	for _, id := range candidates {
-		s := d.peekLocked(id)
-		if !ready || s.held != nil || s.last.Finished() {
-			continue
-		}
-		if !scanned && !s.known {
-			continue // to create, or to take as grab does when it turns out present
-		}
-		switch {
-		case !d.settledLocked(id, now):
-			if !s.known || d.freeLocked(s.last, now) || d.mineLocked(s.last, now) {
-				grab = append(grab, id)
-			}
-		case d.plan.owner[id] == d.id && s.missing && d.fleetSettledLocked(id, now):
-			create = append(create, id)
-		case d.relatedLocked(id) && !d.hasItemLocked(id):
-			// A child of a shard this worker finished: created by it as well as by the
-			// worker it is placed on, which may have died meanwhile (the first one wins;
-			// the placement hands it over afterwards).
-			create = append(create, id)
-		}
-	}
-	return create, grab
+	in.scanned = d.scanned == d.me.epoch && (!d.unlistedLocked() || now.Sub(d.unlistedAt) >= d.cfg.settle)
+	in.fleetQuiet = now.Sub(d.roster.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.me.joinedAt) >= coldStartMax
+	return claims(in, candidates)
 }
 
 // releaseIdle hands over the leases placed elsewhere that no reader runs here (adopted after
@@ -205,12 +185,6 @@ func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool 
 	return out
 }
 
-// hasItemLocked: the shard's lease item is known to exist.
-func (d *Dynamo) hasItemLocked(id string) bool {
-	s := d.peekLocked(id)
-	return s.known && !s.missing
-}
-
 // parentBusyLocked: the parent's lease, as just read, is unfinished and held by another live
 // worker.
 func (d *Dynamo) parentBusyLocked(l Lease, now time.Time) bool {
@@ -223,42 +197,20 @@ func (d *Dynamo) ownerGoneLocked(l Lease, now time.Time) bool {
 	return !l.Finished() && l.Owner != "" && l.Owner != d.id && !l.HandedOver && l.OwnerEpoch != 0 && d.freeLocked(l, now)
 }
 
-// fleetSettledLocked: the lease of a shard of a new mapping (one without parents that has no
-// item yet) is created once no member came or went for a heartbeat interval and a claim
-// interval, as this worker saw the roster, or coldStartMax after it joined: a fleet still
-// starting one worker after another would otherwise have the first ones create leases they hand
-// on at each join (see DESIGN.md, "Cold start"). A child is created at once.
-func (d *Dynamo) fleetSettledLocked(id string, now time.Time) bool {
-	if len(d.parentsLocked(id)) > 0 {
-		return true
-	}
-	return now.Sub(d.roster.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.me.joinedAt) >= coldStartMax
-}
-
 // settledLocked: the placement applies to the shard (see placementInput.settled).
 func (d *Dynamo) settledLocked(id string, now time.Time) bool {
 	s := d.peekLocked(id)
 	return shardSettled(&s, d.agreedLocked(), d.cfg.settle, now)
 }
 
-// mineLocked: the lease names this worker's id, and no incarnation of it that may still be
-// invoking (a previous run's epoch whose tombstone's wait has not passed here).
+// mineLocked: the lease names this worker, and no incarnation of it that may still be
+// invoking (see placementInput.mine).
 func (d *Dynamo) mineLocked(l Lease, now time.Time) bool {
-	return l.Owner == d.id && (l.HandedOver || l.OwnerEpoch == d.me.epoch || !d.buriedLocked(l, now))
+	return d.placementInputLocked(now).mine(l)
 }
 
-// freeLocked: nobody alive holds the lease as far as this worker knows.
+// freeLocked: nobody alive holds the lease as far as this worker knows (see
+// placementInput.free).
 func (d *Dynamo) freeLocked(l Lease, now time.Time) bool {
-	switch {
-	case l.Owner == "" || l.HandedOver: // nobody reads a lease not taken up yet
-		return true
-	case d.buriedLocked(l, now): // an invocation of its owner's may still be running
-		return false
-	case l.Owner == d.id:
-		return l.OwnerEpoch != d.me.epoch
-	case l.OwnerEpoch == 0: // the previous protocol's lease: free once its counter stood still
-		o := d.peekLocked(l.ShardID).legacy
-		return o != nil && o.counter == l.Counter && now.Sub(o.since) >= d.cfg.leaseDuration
-	}
-	return !d.roster.holds(l.Owner, l.OwnerEpoch)
+	return d.placementInputLocked(now).free(l)
 }

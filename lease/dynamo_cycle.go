@@ -200,10 +200,10 @@ func (d *Dynamo) plan1() (wanted, lineage []string) {
 	return p.wanted, p.lineage
 }
 
-// placementInputLocked is this worker's view, now, for place.
+// placementInputLocked is this worker's view, now, for place, claims, free and mine.
 func (d *Dynamo) placementInputLocked(now time.Time) placementInput {
-	return placementInput{self: d.id, now: now, owner: d.plan.owner, members: d.roster.members, agreed: d.agreedLocked(),
-		settle: d.cfg.settle, shards: d.shards}
+	return placementInput{self: d.id, epoch: d.me.epoch, now: now, owner: d.plan.owner, roster: &d.roster,
+		agreed: d.agreedLocked(), settle: d.cfg.settle, leaseDuration: d.cfg.leaseDuration, shards: d.shards}
 }
 
 // relatedLocked: a parent of the shard is held, owned or finished by this worker (see

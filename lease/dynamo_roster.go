@@ -325,12 +325,6 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
 	return nil
 }
 
-// buriedLocked: the lease names an epoch whose tombstone this worker has seen for less than its
-// wait; an invocation of that epoch may still be running.
-func (d *Dynamo) buriedLocked(l Lease, now time.Time) bool {
-	return d.roster.buried(l.Owner, l.OwnerEpoch, now)
-}
-
 // removeTombstones removes the tombstones whose wait has passed here: the member ranked first
 // for each does it at once, the others a lease duration later (in case it is dead too). Their
 // leases are free whether the tombstone is there or not; removing it keeps the roster small.

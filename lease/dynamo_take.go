@@ -20,15 +20,9 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 	epoch := d.me.epoch
 	if l.Owner == d.id && l.OwnerEpoch == epoch && !l.HandedOver { // ours already: nothing to write
 		d.mu.Unlock()
-		if !d.stillUnfinished(ctx, l, false) {
-			return
+		if d.hold(ctx, l, epoch) {
+			d.log.Info("lease taken", "shard_id", l.ShardID, "reason", "handed over", "lease_counter", l.Counter)
 		}
-		d.mu.Lock()
-		if d.me.epoch == epoch && d.me.joined {
-			d.shardLocked(l.ShardID).held = &heldLease{counter: l.Counter}
-		}
-		d.mu.Unlock()
-		d.log.Info("lease taken", "shard_id", l.ShardID, "reason", "handed over", "lease_counter", l.Counter)
 		return
 	}
 	d.mu.Unlock()
@@ -77,15 +71,24 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 	}
 	d.mu.Unlock()
 	l.Counter++
+	if d.hold(ctx, l, epoch) {
+		d.log.Info("lease taken", "shard_id", l.ShardID, "reason", reason, "previous_owner", l.Owner, "lease_counter", l.Counter)
+	}
+}
+
+// hold makes a lease this worker has just taken or adopted under epoch its own, unless
+// stillUnfinished says it is not to be held (then false). A lease taken under an epoch this
+// worker has lost since is not held.
+func (d *Dynamo) hold(ctx context.Context, l Lease, epoch int64) bool {
 	if !d.stillUnfinished(ctx, l, false) {
-		return
+		return false
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.me.epoch == epoch && d.me.joined {
 		d.shardLocked(l.ShardID).held = &heldLease{counter: l.Counter}
 	}
-	d.mu.Unlock()
-	d.log.Info("lease taken", "shard_id", l.ShardID, "reason", reason, "previous_owner", l.Owner, "lease_counter", l.Counter)
+	return true
 }
 
 // create creates the lease of a shard placed here, owned by this worker. A shard with a

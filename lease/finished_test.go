@@ -441,7 +441,7 @@ func TestFinishedLeaseNotCreatedAgainTwoGenerationsLater(t *testing.T) {
 
 	fc.thawAndWatch(t, false)
 	fc.c.mu.Lock()
-	unlisted := fc.c.unlistedCountLocked()
+	unlisted := fc.c.countLocked(func(s *shard) bool { return s.unlisted })
 	fc.c.mu.Unlock()
 	if unlisted != 2 {
 		t.Fatalf("c holds back creations for %d unlisted shards, want the 2 grandchildren", unlisted)

@@ -8,13 +8,25 @@ import (
 // placementInput is what one claim cycle's placement decisions go by: this worker's view of
 // the roster and of every shard, at one instant. place reads it and changes nothing.
 type placementInput struct {
-	self    string
-	now     time.Time
-	owner   map[string]string // the assignment of the current members: shard → member
-	members map[string]member // the roster as last read
-	agreed  bool              // every member knows as many shards as this worker (agreedLocked)
-	settle  time.Duration     // the shard settle time (WithShardSettle)
-	shards  map[string]*shard
+	self          string
+	epoch         int64 // this worker's
+	now           time.Time
+	owner         map[string]string // the assignment of the current members: shard → member
+	roster        *roster
+	agreed        bool          // every member knows as many shards as this worker (agreedLocked)
+	settle        time.Duration // the shard settle time (WithShardSettle)
+	leaseDuration time.Duration
+	shards        map[string]*shard
+
+	// For claims only.
+	ready   bool // joined for a heartbeat interval, and alive
+	scanned bool // the whole table was read under this epoch, and no item it showed holds creates back (see scan)
+	// fleetQuiet: no member came or went for a heartbeat interval and a claim interval, as this
+	// worker saw the roster, or coldStartMax passed since it joined. The lease of a shard of a
+	// new mapping (one without parents that has no item yet) is created only then: a fleet still
+	// starting one worker after another would otherwise have the first ones create leases they
+	// hand on at each join (see DESIGN.md, "Cold start"). A child is created at once.
+	fleetQuiet bool
 }
 
 // placement is what a claim cycle does with the leases, given a placementInput.
@@ -44,7 +56,7 @@ func place(in placementInput) placement {
 	for id, s := range in.shards {
 		if h := s.held; h != nil {
 			to := in.owner[id]
-			if to != "" && to != in.self && in.settled(s) && in.agreed && !in.members[to].leaving && !h.finished {
+			if to != "" && to != in.self && in.settled(s) && in.agreed && !in.roster.members[to].leaving && !h.finished {
 				out.handTo[id] = to
 			} else {
 				out.handTo[id] = ""
@@ -127,4 +139,59 @@ func (in placementInput) related(s *shard) bool {
 		ps := in.shard(p)
 		return ps.last.Owner == in.self || ps.held != nil || ps.finishedHere
 	})
+}
+
+// claims picks, among the candidates of a Claim, the leases to create (placed here and read
+// absent, once the fleet is quiet for a shard without parents; or children of a shard this
+// worker holds, owns or finished, which it creates as well as the member they are placed on)
+// and those to grab (not settled yet, such as new children: absent, free or this worker's).
+// Nothing is claimed before the worker is ready, nor created before the whole table was read
+// under its epoch (scanned).
+func claims(in placementInput, candidates []string) (create, grab []string) {
+	for _, id := range candidates {
+		s := in.shard(id)
+		if !in.ready || s.held != nil || s.last.Finished() {
+			continue
+		}
+		if !in.scanned && !s.known {
+			continue // to create, or to take as grab does when it turns out present
+		}
+		hasParents := len(nonEmpty(s.info.Parents)) > 0
+		switch {
+		case !in.settled(&s):
+			if !s.known || in.free(s.last) || in.mine(s.last) {
+				grab = append(grab, id)
+			}
+		case in.owner[id] == in.self && s.missing && (hasParents || in.fleetQuiet):
+			create = append(create, id)
+		case in.related(&s) && !(s.known && !s.missing):
+			// A child of a shard this worker finished: created by it as well as by the
+			// worker it is placed on, which may have died meanwhile (the first one wins;
+			// the placement hands it over afterwards).
+			create = append(create, id)
+		}
+	}
+	return create, grab
+}
+
+// mine: the lease names this worker's id, and no incarnation of it that may still be invoking
+// (a previous run's epoch whose tombstone's wait has not passed here).
+func (in placementInput) mine(l Lease) bool {
+	return l.Owner == in.self && (l.HandedOver || l.OwnerEpoch == in.epoch || !in.roster.buried(l.Owner, l.OwnerEpoch, in.now))
+}
+
+// free: nobody alive holds the lease as far as this worker knows.
+func (in placementInput) free(l Lease) bool {
+	switch {
+	case l.Owner == "" || l.HandedOver: // nobody reads a lease not taken up yet
+		return true
+	case in.roster.buried(l.Owner, l.OwnerEpoch, in.now): // an invocation of its owner's may still be running
+		return false
+	case l.Owner == in.self:
+		return l.OwnerEpoch != in.epoch
+	case l.OwnerEpoch == 0: // the previous protocol's lease: free once its counter stood still
+		o := in.shard(l.ShardID).legacy
+		return o != nil && o.counter == l.Counter && in.now.Sub(o.since) >= in.leaseDuration
+	}
+	return !in.roster.holds(l.Owner, l.OwnerEpoch)
 }

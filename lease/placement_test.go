@@ -22,7 +22,8 @@ func TestPlacement(t *testing.T) {
 	finished := func(id string) func(*shard) {
 		return func(s *shard) { s.last, s.known = finishedMarker(id), true }
 	}
-	members := map[string]member{"a": {epoch: 1}, "b": {epoch: 2}, "c": {epoch: 3, leaving: true}}
+	r := newRoster()
+	r.members = map[string]member{"a": {epoch: 1}, "b": {epoch: 2}, "c": {epoch: 3, leaving: true}}
 	for _, c := range []struct {
 		name     string
 		shards   map[string]*shard
@@ -160,7 +161,7 @@ func TestPlacement(t *testing.T) {
 		lineage: []string{"p1"},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			got := place(placementInput{self: "a", now: now, owner: c.owner, members: members, agreed: !c.disagree, settle: settle, shards: c.shards})
+			got := place(placementInput{self: "a", now: now, owner: c.owner, roster: &r, agreed: !c.disagree, settle: settle, shards: c.shards})
 			if c.handTo == nil {
 				c.handTo = map[string]string{}
 			}

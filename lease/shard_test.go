@@ -1,21 +1,10 @@
 package lease
 
-// unlistedCountLocked counts the shards marked unlisted.
-func (d *Dynamo) unlistedCountLocked() int {
+// countLocked counts the shards the condition holds for.
+func (d *Dynamo) countLocked(cond func(*shard) bool) int {
 	n := 0
 	for _, s := range d.shards {
-		if s.unlisted {
-			n++
-		}
-	}
-	return n
-}
-
-// missingCountLocked counts the shards read absent.
-func (d *Dynamo) missingCountLocked() int {
-	n := 0
-	for _, s := range d.shards {
-		if s.missing {
+		if cond(s) {
 			n++
 		}
 	}
