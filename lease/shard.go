@@ -118,7 +118,7 @@ func (d *Dynamo) heldShardsLocked() map[string]*heldLease {
 	return out
 }
 
-// parentsOf are the parents the registered shard names.
+// parentsLocked are the parents the registered shard names.
 func (d *Dynamo) parentsLocked(id string) []string {
 	return nonEmpty(d.peekLocked(id).info.Parents)
 }
