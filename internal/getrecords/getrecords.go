@@ -12,6 +12,13 @@
 // Amz-Sdk-Invocation-Id and signs it as the SDK does (SigV4 over the SHA-256 of the body, at the
 // local time corrected by the clock skew the last answer's Date header showed).
 //
+// The request goes over HTTP/1.1 connections the path keeps itself (wire.go: the calling
+// goroutine writes it and reads the answer, where net/http's transport hands both between two
+// goroutines per connection), built from the SDK HTTP client's transport settings, and through the
+// SDK's HTTP client itself where those have something the wire does not reproduce (a proxy, a
+// client timeout, a custom dialer, an HTTP client of the caller's own) or the answer is a 1xx or
+// 3xx, which net/http's client handles itself.
+//
 // Only a 2xx answer that decodes is handled here. Anything else (an error status, a failure to
 // send, a body that does not decode) is handed, as it was received, to the SDK client's own
 // GetRecords as its first attempt: the SDK decodes and wraps the error, classifies it and retries
@@ -73,6 +80,7 @@ type template struct {
 	header        http.Header // without the per-request headers (perRequest)
 	signingName   string
 	signingRegion string
+	wire          *wire // nil: requests go through the SDK's HTTP client
 }
 
 // perRequest are the headers a request gets of its own, not from the template.
@@ -104,24 +112,18 @@ func (c *Client) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, op
 	if err != nil {
 		return c.kin.GetRecords(ctx, in)
 	}
-	req, err := c.request(ctx, t, in)
+	req, body, err := c.request(ctx, t, in)
 	if err != nil { // the SDK fails the same way (serializing, credentials, signing)
 		return c.kin.GetRecords(ctx, in)
 	}
+	buf := bodies.Get().(*bytes.Buffer)
+	defer bodies.Put(buf)
 	sent := c.now()
-	resp, err := c.opts.HTTPClient.Do(req)
+	resp, err := c.send(ctx, t, req, body, buf)
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return c.kin.GetRecords(ctx, in, replayFirst(resp, err))
 	}
 	received := c.now()
-	buf := bodies.Get().(*bytes.Buffer)
-	defer bodies.Put(buf)
-	buf.Reset()
-	_, err = buf.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return c.kin.GetRecords(ctx, in, replayFirst(nil, err))
-	}
 	out := &kinesis.GetRecordsOutput{}
 	resp.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
 	if err := c.opts.Protocol.DeserializeResponse(ctx, c.op, kinesis.TypeRegistry, &smithyhttp.Response{Response: resp}, out); err != nil {
@@ -133,6 +135,32 @@ func (c *Client) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, op
 		_ = release(nil)
 	}
 	return out, nil
+}
+
+// send sends req, whose body is body, through the template's wire, or the SDK's HTTP client where
+// there is none or the answer is one for it. A 2xx answer's body is read into buf; any other
+// answer is returned with its body, for the SDK.
+func (c *Client) send(ctx context.Context, t *template, req *http.Request, body []byte, buf *bytes.Buffer) (*http.Response, error) {
+	if t.wire != nil {
+		resp, err := t.wire.do(ctx, req, body, buf)
+		if !errors.Is(err, errRedirect) {
+			if err == nil && (resp.StatusCode < 200 || resp.StatusCode >= 300) {
+				resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
+			}
+			return resp, err
+		}
+	}
+	resp, err := c.opts.HTTPClient.Do(req)
+	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return resp, err
+	}
+	buf.Reset()
+	_, err = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // bodies are the buffers answers are read into (the protocol copies what it keeps).
@@ -169,10 +197,10 @@ func (r *replay) Do(req *http.Request) (*http.Response, error) {
 }
 
 // request builds and signs the request for in.
-func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecordsInput) (*http.Request, error) {
+func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecordsInput) (*http.Request, []byte, error) {
 	body, err := c.body(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h := make(http.Header, len(t.header)+5)
 	for k, v := range t.header {
@@ -192,13 +220,13 @@ func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecord
 	}).WithContext(ctx)
 	creds, err := c.opts.Credentials.Retrieve(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sum := sha256.Sum256(body)
 	if err := c.opts.HTTPSignerV4.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), t.signingName, t.signingRegion, c.now().Add(skew)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return req, nil
+	return req, body, nil
 }
 
 // body is in's JSON. The poller's input (a shard iterator of base64 characters and a limit) is
@@ -295,7 +323,7 @@ func (c *Client) template(ctx context.Context) (*template, error) {
 	if captured == nil {
 		return nil, errNoTemplate
 	}
-	t, err := newTemplate(captured)
+	t, err := newTemplate(captured, c.opts.HTTPClient)
 	if err != nil {
 		return nil, err
 	}
@@ -303,8 +331,8 @@ func (c *Client) template(ctx context.Context) (*template, error) {
 	return t, nil
 }
 
-// newTemplate makes the template of the SDK's request req.
-func newTemplate(req *http.Request) (*template, error) {
+// newTemplate makes the template of the SDK's request req, to be sent through hc.
+func newTemplate(req *http.Request, hc kinesis.HTTPClient) (*template, error) {
 	name, region, ok := credentialScope(req.Header.Get("Authorization"))
 	if !ok {
 		return nil, fmt.Errorf("get records: the SDK's request is not signed with SigV4: %q", req.Header.Get("Authorization"))
@@ -317,7 +345,7 @@ func newTemplate(req *http.Request) (*template, error) {
 		h.Set("Amz-Sdk-Request", v)
 	}
 	u := *req.URL
-	return &template{url: &u, host: req.Host, header: h, signingName: name, signingRegion: region}, nil
+	return &template{url: &u, host: req.Host, header: h, signingName: name, signingRegion: region, wire: newWire(hc, &u)}, nil
 }
 
 // credentialScope returns the service name and region of a SigV4 Authorization header
@@ -338,18 +366,3 @@ func credentialScope(auth string) (name, region string, ok bool) {
 type httpClientFunc func(*http.Request) (*http.Response, error)
 
 func (f httpClientFunc) Do(req *http.Request) (*http.Response, error) { return f(req) }
-
-// Kinesis is a Kinesis client whose GetRecords takes the lean path; every other call is the SDK
-// client's.
-type Kinesis struct {
-	*kinesis.Client
-	lean *Client
-}
-
-// Wrap returns kin with GetRecords on the lean path (see New).
-func Wrap(kin *kinesis.Client) *Kinesis { return &Kinesis{Client: kin, lean: New(kin)} }
-
-// GetRecords is the lean path's (Client.GetRecords).
-func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	return k.lean.GetRecords(ctx, in, optFns...)
-}

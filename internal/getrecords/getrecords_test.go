@@ -2,6 +2,7 @@ package getrecords
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -25,12 +26,14 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
-// answer is one scripted HTTP answer of the test server; drop cuts the connection instead.
+// answer is one scripted HTTP answer of the test server; drop cuts the connection instead, gzip
+// sends the body gzipped (when the request accepts it).
 type answer struct {
 	status int
 	header map[string]string
 	body   string
 	drop   bool
+	gzip   bool
 }
 
 // recorded is one request as the server received it.
@@ -67,6 +70,14 @@ func newServer(t *testing.T) *server {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 		for k, v := range a.header {
 			w.Header().Set(k, v)
+		}
+		if a.gzip && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.WriteHeader(a.status)
+			zw := gzip.NewWriter(w)
+			_, _ = io.WriteString(zw, a.body)
+			_ = zw.Close()
+			return
 		}
 		w.WriteHeader(a.status)
 		_, _ = io.WriteString(w, a.body)
@@ -124,6 +135,9 @@ func TestSameAsSDK(t *testing.T) {
 	if !lean.lean {
 		t.Fatal("the lean path is off for the SDK's standard configuration")
 	}
+	if tmpl, err := lean.template(context.Background()); err != nil || tmpl.wire == nil {
+		t.Fatalf("the lean path does not send the requests itself (%v)", err)
+	}
 	lean.newID = func() string { return pinnedID }
 
 	const records = `{"Records":[{"SequenceNumber":"49590338271490256608559692538361571095921575989136588898","ApproximateArrivalTimestamp":1.7044316805E9,"Data":"aGVsbG8=","PartitionKey":"pk-1","EncryptionType":"KMS"},` +
@@ -138,6 +152,9 @@ func TestSameAsSDK(t *testing.T) {
 		requests int // how many requests each client makes
 	}{
 		{"records", []answer{ok(records)}, 1},
+		{"records gzipped", []answer{{status: 200, body: records, gzip: true}}, 1},
+		{"chunked", []answer{{status: 200, body: records, header: map[string]string{"Transfer-Encoding": "chunked"}}}, 1},
+		{"connection close", []answer{{status: 200, body: records, header: map[string]string{"Connection": "close"}}}, 1},
 		{"empty", []answer{ok(`{"Records":[],"NextShardIterator":"AAAAAAAAAAH3","MillisBehindLatest":0}`)}, 1},
 		{"shard end", []answer{ok(`{"Records":[],"MillisBehindLatest":0,"ChildShards":[{"ShardId":"shardId-000000000002","ParentShards":["shardId-000000000001"],"HashKeyRange":{"StartingHashKey":"0","EndingHashKey":"170141183460469231731687303715884105727"}}]}`)}, 1},
 		{"unknown fields and nulls", []answer{ok(`{"Records":null,"NextShardIterator":"AAAAAAAAAAH4","MillisBehindLatest":null,"SomethingNew":{"a":[1,2]}}`)}, 1},
@@ -181,8 +198,11 @@ func TestSameAsSDK(t *testing.T) {
 			if _, err := lean.template(ctx); err != nil { // made before the count below
 				t.Fatal(err)
 			}
-			before := leanOps.Load()
+			before, wired := leanOps.Load(), lean.tmpl.wire.sent.Load()
 			got := srv.run(c.script, func() { gotOut, gotErr = lean.GetRecords(ctx, in) })
+			if n, want := lean.tmpl.wire.sent.Load()-wired, int64(min(1, c.requests)); in.StreamARN == nil && n != want {
+				t.Errorf("the lean path wrote %d requests itself, want %d (the first attempt)", n, want)
+			}
 
 			if len(want) != c.requests || len(got) != c.requests {
 				t.Fatalf("requests: the SDK made %d, the lean path %d; want %d", len(want), len(got), c.requests)

@@ -1,0 +1,125 @@
+package getrecords
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+)
+
+const emptyAnswer = `{"Records":[],"NextShardIterator":"AAAAAAAAAAH2","MillisBehindLatest":0}`
+
+// emptyServer answers every request with no records and counts the requests and the
+// connections it accepted.
+func emptyServer(t *testing.T, tls bool) (srv *httptest.Server, requests, conns *atomic.Int64) {
+	requests, conns = new(atomic.Int64), new(atomic.Int64)
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_, _ = io.WriteString(w, emptyAnswer)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	if tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv, requests, conns
+}
+
+// TestServerClosedIdleConnection: a kept-alive connection the server closed while it was idle is
+// not used again (net/http's transport notices that between requests, and so does the wire): the
+// next call dials a new one and is answered on the lean path at its first attempt. Without the
+// check, the request is written on the closed connection, fails, and the SDK retries it.
+func TestServerClosedIdleConnection(t *testing.T) {
+	srv, requests, conns := emptyServer(t, false)
+	var ops atomic.Int64
+	c := New(sdkClient(srv.URL, &ops))
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1")}
+	ctx := context.Background()
+	if _, err := c.GetRecords(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if c.tmpl.wire == nil || c.tmpl.wire.sent.Load() != 1 {
+		t.Fatal("the first call did not go over the wire")
+	}
+	srv.CloseClientConnections()
+	before := ops.Load()
+	for range 3 {
+		if _, err := c.GetRecords(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ops.Load() - before; n != 0 {
+		t.Errorf("%d calls went through the SDK's stack (a retry), want 0", n)
+	}
+	if r, cs := requests.Load(), conns.Load(); r != 4 || cs != 2 {
+		t.Errorf("the server got %d requests on %d connections, want 4 on 2", r, cs)
+	}
+}
+
+// TestWireOverTLS: over HTTPS the wire dials TLS with the SDK transport's configuration (here the
+// test server's certificate as the only root, as AWS_CA_BUNDLE sets it) and keeps the connection.
+func TestWireOverTLS(t *testing.T) {
+	srv, requests, conns := emptyServer(t, true)
+	roots := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	kin := kinesis.New(kinesis.Options{
+		Region: "eu-west-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		HTTPClient: awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.TLSClientConfig.RootCAs = roots
+		}),
+	})
+	c := New(kin)
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1")}
+	for range 3 {
+		out, err := c.GetRecords(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aws.ToString(out.NextShardIterator) != "AAAAAAAAAAH2" {
+			t.Fatalf("next iterator %q", aws.ToString(out.NextShardIterator))
+		}
+	}
+	if c.tmpl.wire == nil || c.tmpl.wire.tls == nil || c.tmpl.wire.sent.Load() != 3 {
+		t.Fatal("the calls did not go over the wire with TLS")
+	}
+	if r, cs := requests.Load(), conns.Load(); r != 3 || cs != 1 {
+		t.Errorf("the server got %d requests on %d connections, want 3 on 1", r, cs)
+	}
+}
+
+// TestNoWireWhereNetHTTPDiffers: with a proxy for the endpoint, a client timeout or an HTTP
+// client that is not the SDK's buildable one, the lean path sends through the SDK's HTTP client
+// (the wire would not send what it sends).
+func TestNoWireWhereNetHTTPDiffers(t *testing.T) {
+	u, _ := url.Parse("https://kinesis.eu-west-1.amazonaws.com/")
+	proxy, _ := url.Parse("http://127.0.0.1:1")
+	for name, hc := range map[string]kinesis.HTTPClient{
+		"proxy":    awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.Proxy = http.ProxyURL(proxy) }),
+		"timeout":  awshttp.NewBuildableClient().WithTimeout(1),
+		"net/http": http.DefaultClient,
+	} {
+		if newWire(hc, u) != nil {
+			t.Errorf("%s: a wire", name)
+		}
+	}
+	if newWire(awshttp.NewBuildableClient(), u) == nil {
+		t.Error("no wire for the SDK's default client")
+	}
+}
