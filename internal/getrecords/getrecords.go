@@ -118,49 +118,63 @@ func (c *Client) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, op
 	}
 	buf := bodies.Get().(*bytes.Buffer)
 	defer bodies.Put(buf)
+	out := &kinesis.GetRecordsOutput{}
 	sent := c.now()
-	resp, err := c.send(ctx, t, req, body, buf)
+	resp, q, err := c.send(ctx, t, req, body, buf, out)
+	if err == nil && q.ok {
+		c.recordSkew(q.date[:q.dateLen], q.age, sent, c.now())
+		c.paid(ctx)
+		return out, nil
+	}
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return c.kin.GetRecords(ctx, in, replayFirst(resp, err))
 	}
 	received := c.now()
-	out := &kinesis.GetRecordsOutput{}
 	resp.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
 	if err := c.opts.Protocol.DeserializeResponse(ctx, c.op, kinesis.TypeRegistry, &smithyhttp.Response{Response: resp}, out); err != nil {
 		resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
 		return c.kin.GetRecords(ctx, in, replayFirst(resp, nil))
 	}
-	c.recordSkew(resp, sent, received)
-	if release, err := c.retryer.GetAttemptToken(ctx); err == nil {
-		_ = release(nil)
+	if resp.Header.Get("Age") == "" {
+		c.recordSkew([]byte(resp.Header.Get("Date")), false, sent, received)
 	}
+	c.paid(ctx)
 	return out, nil
 }
 
+// paid pays the retryer back for a call that succeeded at its first attempt, as the SDK does (its
+// attempt token, released with no error).
+func (c *Client) paid(ctx context.Context) {
+	if release, err := c.retryer.GetAttemptToken(ctx); err == nil {
+		_ = release(nil)
+	}
+}
+
 // send sends req, whose body is body, through the template's wire, or the SDK's HTTP client where
-// there is none or the answer is one for it. A 2xx answer's body is read into buf; any other
-// answer is returned with its body, for the SDK.
-func (c *Client) send(ctx context.Context, t *template, req *http.Request, body []byte, buf *bytes.Buffer) (*http.Response, error) {
+// there is none or the answer is one for it. An idle shard's answer the wire decoded is in out
+// (quick.ok); another 2xx answer's body is read into buf; any other answer is returned with its
+// body, for the SDK.
+func (c *Client) send(ctx context.Context, t *template, req *http.Request, body []byte, buf *bytes.Buffer, out *kinesis.GetRecordsOutput) (*http.Response, quick, error) {
 	if t.wire != nil {
-		resp, err := t.wire.do(ctx, req, body, buf)
+		resp, q, err := t.wire.do(ctx, req, body, buf, out)
 		if !errors.Is(err, errRedirect) {
-			if err == nil && (resp.StatusCode < 200 || resp.StatusCode >= 300) {
+			if err == nil && !q.ok && (resp.StatusCode < 200 || resp.StatusCode >= 300) {
 				resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
 			}
-			return resp, err
+			return resp, q, err
 		}
 	}
 	resp, err := c.opts.HTTPClient.Do(req)
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
-		return resp, err
+		return resp, quick{}, err
 	}
 	buf.Reset()
 	_, err = buf.ReadFrom(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return nil, err
+		return nil, quick{}, err
 	}
-	return resp, nil
+	return resp, quick{}, nil
 }
 
 // bodies are the buffers answers are read into (the protocol copies what it keeps).
@@ -265,12 +279,11 @@ func plain(s string) bool {
 	return true
 }
 
-// recordSkew keeps the clock skew the answer's Date header shows, as the SDK does: the server's
-// time less the time the answer arrived, unless the answer came from a cache (Age) or took over
-// 15 minutes.
-func (c *Client) recordSkew(resp *http.Response, sent, received time.Time) {
-	date := resp.Header.Get("Date")
-	if date == "" || resp.Header.Get("Age") != "" || received.Sub(sent) > 15*time.Minute {
+// recordSkew keeps the clock skew an answer's Date header (date; empty: none) shows, as the SDK
+// does: the server's time less the time the answer arrived (received), unless the answer came
+// from a cache (it has an Age header) or took over 15 minutes.
+func (c *Client) recordSkew(date []byte, age bool, sent, received time.Time) {
+	if len(date) == 0 || age || received.Sub(sent) > 15*time.Minute {
 		return
 	}
 	server, ok := c.serverTime(date)
@@ -281,15 +294,15 @@ func (c *Client) recordSkew(resp *http.Response, sent, received time.Time) {
 }
 
 // serverTime parses a Date header, once for each value (it changes once a second).
-func (c *Client) serverTime(date string) (time.Time, bool) {
-	if last := c.lastDate.Load(); last != nil && last.header == date {
+func (c *Client) serverTime(date []byte) (time.Time, bool) {
+	if last := c.lastDate.Load(); last != nil && last.header == string(date) {
 		return last.at, true
 	}
-	at, err := smithyhttp.ParseTime(date)
+	at, err := smithyhttp.ParseTime(string(date))
 	if err != nil {
 		return time.Time{}, false
 	}
-	c.lastDate.Store(&dateHeader{header: date, at: at})
+	c.lastDate.Store(&dateHeader{header: string(date), at: at})
 	return at, true
 }
 

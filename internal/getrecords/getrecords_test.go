@@ -149,29 +149,33 @@ func TestSameAsSDK(t *testing.T) {
 	cases := []struct {
 		name     string
 		script   []answer
-		requests int // how many requests each client makes
+		requests int  // how many requests each client makes
+		quick    bool // the wire decodes the answer itself
 	}{
-		{"records", []answer{ok(records)}, 1},
-		{"records gzipped", []answer{{status: 200, body: records, gzip: true}}, 1},
-		{"chunked", []answer{{status: 200, body: records, header: map[string]string{"Transfer-Encoding": "chunked"}}}, 1},
-		{"connection close", []answer{{status: 200, body: records, header: map[string]string{"Connection": "close"}}}, 1},
-		{"empty", []answer{ok(`{"Records":[],"NextShardIterator":"AAAAAAAAAAH3","MillisBehindLatest":0}`)}, 1},
-		{"shard end", []answer{ok(`{"Records":[],"MillisBehindLatest":0,"ChildShards":[{"ShardId":"shardId-000000000002","ParentShards":["shardId-000000000001"],"HashKeyRange":{"StartingHashKey":"0","EndingHashKey":"170141183460469231731687303715884105727"}}]}`)}, 1},
-		{"unknown fields and nulls", []answer{ok(`{"Records":null,"NextShardIterator":"AAAAAAAAAAH4","MillisBehindLatest":null,"SomethingNew":{"a":[1,2]}}`)}, 1},
-		{"expired iterator", []answer{fail(400, `{"__type":"ExpiredIteratorException","message":"Iterator expired. The iterator was created at time Mon Jan 01 00:00:00 UTC 2024 while right now it is Mon Jan 01 00:06:00 UTC 2024 which is further in the future than the tolerated delay of 300000 milliseconds."}`)}, 1},
-		{"expired iterator, error type header", []answer{{status: 400, header: map[string]string{"X-Amzn-ErrorType": "ExpiredIteratorException:http://internal.amazon.com/coral/com.amazon.coral.service/"}, body: `{"message":"Iterator expired."}`}}, 1},
-		{"throttled thrice", []answer{fail(400, throttled)}, 3},
-		{"throttled once", []answer{fail(400, throttled), ok(records)}, 2},
-		{"internal failure", []answer{fail(500, `{"__type":"InternalFailure","message":"internal"}`)}, 3},
-		{"service unavailable, no JSON", []answer{fail(503, `Service Unavailable`), ok(records)}, 2},
-		{"invalid argument", []answer{fail(400, `{"__type":"InvalidArgumentException","message":"Invalid ShardIterator."}`)}, 1},
-		{"KMS throttling", []answer{fail(400, `{"__type":"KMSThrottlingException","message":"slow down"}`)}, 1},
-		{"access denied", []answer{fail(400, `{"__type":"AccessDeniedException","message":"no"}`)}, 1},
-		{"resource not found", []answer{fail(400, `{"__type":"com.amazonaws.kinesis#ResourceNotFoundException","message":"Shard not found"}`)}, 1},
-		{"unmodelled error", []answer{fail(400, `{"__type":"SomethingNewException","message":"new"}`)}, 1},
-		{"malformed answer", []answer{ok(`{"Records":[`)}, 1},
-		{"connection dropped", []answer{{drop: true}}, 3},
-		{"connection dropped once", []answer{{drop: true}, ok(records)}, 2},
+		{"records", []answer{ok(records)}, 1, false},
+		{"records gzipped", []answer{{status: 200, body: records, gzip: true}}, 1, false},
+		{"chunked", []answer{{status: 200, body: records, header: map[string]string{"Transfer-Encoding": "chunked"}}}, 1, false},
+		{"connection close", []answer{{status: 200, body: records, header: map[string]string{"Connection": "close"}}}, 1, false},
+		{"empty", []answer{ok(`{"Records":[],"NextShardIterator":"AAAAAAAAAAH3","MillisBehindLatest":0}`)}, 1, true},
+		{"empty, other order and spaces", []answer{ok(" {\"MillisBehindLatest\" : 1200,\n\"NextShardIterator\":\"AAAAAAAAAAH3+/=\", \"Records\":[ ]}\r\n")}, 1, true},
+		{"empty, gzipped", []answer{{status: 200, body: `{"Records":[],"NextShardIterator":"AAAAAAAAAAH3","MillisBehindLatest":0}`, gzip: true}}, 1, false},
+		{"empty, escaped iterator", []answer{ok(`{"Records":[],"NextShardIterator":"AAAA\u0041\/","MillisBehindLatest":0}`)}, 1, false},
+		{"shard end", []answer{ok(`{"Records":[],"MillisBehindLatest":0,"ChildShards":[{"ShardId":"shardId-000000000002","ParentShards":["shardId-000000000001"],"HashKeyRange":{"StartingHashKey":"0","EndingHashKey":"170141183460469231731687303715884105727"}}]}`)}, 1, false},
+		{"unknown fields and nulls", []answer{ok(`{"Records":null,"NextShardIterator":"AAAAAAAAAAH4","MillisBehindLatest":null,"SomethingNew":{"a":[1,2]}}`)}, 1, false},
+		{"expired iterator", []answer{fail(400, `{"__type":"ExpiredIteratorException","message":"Iterator expired. The iterator was created at time Mon Jan 01 00:00:00 UTC 2024 while right now it is Mon Jan 01 00:06:00 UTC 2024 which is further in the future than the tolerated delay of 300000 milliseconds."}`)}, 1, false},
+		{"expired iterator, error type header", []answer{{status: 400, header: map[string]string{"X-Amzn-ErrorType": "ExpiredIteratorException:http://internal.amazon.com/coral/com.amazon.coral.service/"}, body: `{"message":"Iterator expired."}`}}, 1, false},
+		{"throttled thrice", []answer{fail(400, throttled)}, 3, false},
+		{"throttled once", []answer{fail(400, throttled), ok(records)}, 2, false},
+		{"internal failure", []answer{fail(500, `{"__type":"InternalFailure","message":"internal"}`)}, 3, false},
+		{"service unavailable, no JSON", []answer{fail(503, `Service Unavailable`), ok(records)}, 2, false},
+		{"invalid argument", []answer{fail(400, `{"__type":"InvalidArgumentException","message":"Invalid ShardIterator."}`)}, 1, false},
+		{"KMS throttling", []answer{fail(400, `{"__type":"KMSThrottlingException","message":"slow down"}`)}, 1, false},
+		{"access denied", []answer{fail(400, `{"__type":"AccessDeniedException","message":"no"}`)}, 1, false},
+		{"resource not found", []answer{fail(400, `{"__type":"com.amazonaws.kinesis#ResourceNotFoundException","message":"Shard not found"}`)}, 1, false},
+		{"unmodelled error", []answer{fail(400, `{"__type":"SomethingNewException","message":"new"}`)}, 1, false},
+		{"malformed answer", []answer{ok(`{"Records":[`)}, 1, false},
+		{"connection dropped", []answer{{drop: true}}, 3, false},
+		{"connection dropped once", []answer{{drop: true}, ok(records)}, 2, false},
 	}
 	// The poller's inputs (a base64 iterator, a limit), which the lean path writes itself, others,
 	// which it has the SDK's protocol serialize, and one naming the stream, which it leaves to the
@@ -198,8 +202,11 @@ func TestSameAsSDK(t *testing.T) {
 			if _, err := lean.template(ctx); err != nil { // made before the count below
 				t.Fatal(err)
 			}
-			before, wired := leanOps.Load(), lean.tmpl.wire.sent.Load()
+			before, wired, quick := leanOps.Load(), lean.tmpl.wire.sent.Load(), lean.tmpl.wire.quick.Load()
 			got := srv.run(c.script, func() { gotOut, gotErr = lean.GetRecords(ctx, in) })
+			if n := lean.tmpl.wire.quick.Load() - quick; (n == 1) != (c.quick && in.StreamARN == nil) || n > 1 {
+				t.Errorf("%d answers decoded by the wire itself, want it: %v", n, c.quick)
+			}
 			if n, want := lean.tmpl.wire.sent.Load()-wired, int64(min(1, c.requests)); in.StreamARN == nil && n != want {
 				t.Errorf("the lean path wrote %d requests itself, want %d (the first attempt)", n, want)
 			}

@@ -46,7 +46,8 @@ type wire struct {
 	mu   sync.Mutex
 	idle []*wireConn // the most recently used last
 
-	sent atomic.Int64 // requests written, for the tests
+	sent  atomic.Int64 // requests written, for the tests
+	quick atomic.Int64 // answers decoded by peekEmpty, for the tests
 }
 
 // wireConn is one connection of a wire.
@@ -116,70 +117,81 @@ func canonicalAddr(u *url.URL) string {
 // client handles itself); the request is sent again through the SDK's HTTP client.
 var errRedirect = errors.New("get records: an answer for net/http's client")
 
-// do sends req (signed, with body as its body) and reads the answer, its body into into. Errors
-// are *url.Error, as net/http's client returns.
-func (w *wire) do(ctx context.Context, req *http.Request, body []byte, into *bytes.Buffer) (*http.Response, error) {
+// do sends req (signed, with body as its body) and reads the answer: an idle shard's answer is
+// decoded into out (quick.ok, no response), any other's body read into into. Errors are
+// *url.Error, as net/http's client returns.
+func (w *wire) do(ctx context.Context, req *http.Request, body []byte, into *bytes.Buffer, out *kinesis.GetRecordsOutput) (*http.Response, quick, error) {
 	if w.inFlight != nil {
 		select {
 		case w.inFlight <- struct{}{}:
 			defer func() { <-w.inFlight }()
 		case <-ctx.Done():
-			return nil, w.urlError(req, ctx.Err())
+			return nil, quick{}, w.urlError(req, ctx.Err())
 		}
 	}
 	cn, err := w.get(ctx)
 	if err != nil {
-		return nil, w.urlError(req, err)
+		return nil, quick{}, w.urlError(req, err)
 	}
-	resp, err := w.roundTrip(ctx, cn, req, body, into)
+	resp, q, err := w.roundTrip(ctx, cn, req, body, into, out)
 	if errors.Is(err, errRedirect) {
 		_ = cn.conn.Close()
-		return nil, err
+		return nil, quick{}, err
 	}
 	if err != nil {
 		_ = cn.conn.Close()
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return nil, w.urlError(req, err)
+		return nil, quick{}, w.urlError(req, err)
 	}
-	return resp, nil
+	return resp, q, nil
 }
 
 func (w *wire) urlError(req *http.Request, err error) error {
 	return &url.Error{Op: "Post", URL: req.URL.String(), Err: err}
 }
 
-// roundTrip writes req on cn and reads its answer. On success cn is back in the pool, or closed
-// if the answer said so.
-func (w *wire) roundTrip(ctx context.Context, cn *wireConn, req *http.Request, body []byte, into *bytes.Buffer) (*http.Response, error) {
+// roundTrip writes req on cn and reads its answer (do). On success cn is back in the pool, or
+// closed if the answer said so.
+func (w *wire) roundTrip(ctx context.Context, cn *wireConn, req *http.Request, body []byte, into *bytes.Buffer, out *kinesis.GetRecordsOutput) (*http.Response, quick, error) {
 	cancelled := context.AfterFunc(ctx, func() { _ = cn.conn.Close() })
 	defer cancelled()
 	gzip := w.gzip && req.Header["Accept-Encoding"] == nil && req.Header["Range"] == nil
 	cn.out = writeRequest(cn.out[:0], req, body, gzip)
 	w.sent.Add(1)
 	if _, err := cn.conn.Write(cn.out); err != nil {
-		return nil, err
+		return nil, quick{}, err
 	}
-	resp, err := http.ReadResponse(cn.br, req)
-	if err != nil {
-		return nil, err
+	if _, err := cn.br.Peek(1); err != nil {
+		return nil, quick{}, err
 	}
-	if resp.StatusCode < 200 || (resp.StatusCode >= 300 && resp.StatusCode < 400) {
-		return nil, errRedirect
-	}
-	if err := readBody(resp, into, gzip); err != nil {
-		return nil, err
+	var resp *http.Response
+	q, closing := peekEmpty(cn.br, out)
+	if q.ok {
+		w.quick.Add(1)
+	} else {
+		var err error
+		if resp, err = http.ReadResponse(cn.br, req); err != nil {
+			return nil, quick{}, err
+		}
+		if resp.StatusCode < 200 || (resp.StatusCode >= 300 && resp.StatusCode < 400) {
+			return nil, quick{}, errRedirect
+		}
+		if err := readBody(resp, into, gzip); err != nil {
+			return nil, quick{}, err
+		}
+		closing = resp.Close
 	}
 	if !cancelled() { // the context ended: cn is closed
-		return nil, ctx.Err()
+		return nil, quick{}, ctx.Err()
 	}
-	if resp.Close || cn.raw == nil {
+	if closing || cn.raw == nil {
 		_ = cn.conn.Close()
 	} else {
 		w.put(cn)
 	}
-	return resp, nil
+	return resp, q, nil
 }
 
 // readBody reads resp's body into into, decoding gzip as net/http's transport does when it asked

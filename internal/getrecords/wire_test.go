@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 const emptyAnswer = `{"Records":[],"NextShardIterator":"AAAAAAAAAAH2","MillisBehindLatest":0}`
@@ -122,4 +125,49 @@ func TestNoWireWhereNetHTTPDiffers(t *testing.T) {
 	if newWire(awshttp.NewBuildableClient(), u) == nil {
 		t.Error("no wire for the SDK's default client")
 	}
+}
+
+// FuzzDecodeEmptyAsSDK: whatever body decodeEmpty takes, the SDK's protocol decodes to the same
+// output (the seeds: the forms it takes and near misses it must leave to the SDK).
+func FuzzDecodeEmptyAsSDK(f *testing.F) {
+	for _, seed := range []string{
+		emptyAnswer,
+		`{"MillisBehindLatest":0,"NextShardIterator":"AAAA","Records":[]}`,
+		" { \"Records\" : [ ] , \"NextShardIterator\" : \"A+/=\" , \"MillisBehindLatest\" : 86400000 } \n",
+		`{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":0,"ChildShards":[]}`,
+		`{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":1.5}`,
+		`{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":-1}`,
+		`{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":01}`,
+		`{"Records":[],"NextShardIterator":null,"MillisBehindLatest":0}`,
+		`{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":0,"Records":[]}`,
+		`{"Records":[],"NextShardIterator":"AA\"AA","MillisBehindLatest":0}`,
+		`{"Records":[],"MillisBehindLatest":0}`,
+		`{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":0}x`,
+		`{"ChildShards":null,"MillisBehindLatest":0,"NextShardIterator":"AAAA","Records":null,"ResultMetadata":{}}`,
+		`{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":0,"New":[1,-2,{"a":["b",true,false,null]}]}`,
+		`{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":0,"New":"\u00e9"}`,
+		`{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":0,"New":1e5}`,
+		`{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":0,"ChildShards":[]}`,
+	} {
+		f.Add(seed)
+	}
+	var ops atomic.Int64
+	c := New(sdkClient("http://127.0.0.1:1", &ops))
+	f.Fuzz(func(t *testing.T, body string) {
+		var got kinesis.GetRecordsOutput
+		if !decodeEmpty([]byte(body), &got) {
+			if !reflect.DeepEqual(got, kinesis.GetRecordsOutput{}) {
+				t.Fatalf("%q: not taken, but the output was written: %+v", body, got)
+			}
+			return
+		}
+		var want kinesis.GetRecordsOutput
+		resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))}
+		if err := c.opts.Protocol.DeserializeResponse(context.Background(), c.op, kinesis.TypeRegistry, &smithyhttp.Response{Response: resp}, &want); err != nil {
+			t.Fatalf("%q: taken, but the SDK fails: %v", body, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: %+v, the SDK's %+v", body, got, want)
+		}
+	})
 }
