@@ -164,7 +164,7 @@ func (c *Client) send(ctx context.Context, t *template, req *http.Request, body 
 			return resp, q, err
 		}
 	}
-	resp, err := c.opts.HTTPClient.Do(req)
+	resp, err := c.opts.HTTPClient.Do(forHTTPClient(ctx, req, body))
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return resp, quick{}, err
 	}
@@ -175,6 +175,13 @@ func (c *Client) send(ctx context.Context, t *template, req *http.Request, body 
 		return nil, quick{}, err
 	}
 	return resp, quick{}, nil
+}
+
+// forHTTPClient is req, sent through an http.Client: with body as its (replayable) body, and ctx.
+func forHTTPClient(ctx context.Context, req *http.Request, body []byte) *http.Request {
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return req.WithContext(ctx)
 }
 
 // bodies are the buffers answers are read into (the protocol copies what it keeps).
@@ -227,11 +234,9 @@ func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecord
 		h["Amz-Sdk-Request"] = []string{h.Get("Amz-Sdk-Request") + "; ttl=" + deadline.Add(skew).Format("20060102T150405Z")}
 	}
 	u := *t.url // the signer writes the request's URL (its query): each request has its own
-	req := (&http.Request{
-		Method: http.MethodPost, URL: &u, Host: t.host, Header: h,
-		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
-		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
-	}).WithContext(ctx)
+	// The wire sends body itself; forHTTPClient gives the request its body and context for the
+	// SDK's HTTP client.
+	req := &http.Request{Method: http.MethodPost, URL: &u, Host: t.host, Header: h, ContentLength: int64(len(body))}
 	creds, err := c.opts.Credentials.Retrieve(ctx)
 	if err != nil {
 		return nil, nil, err
