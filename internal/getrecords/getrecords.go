@@ -1,23 +1,25 @@
 // Package getrecords is a lean path for Kinesis GetRecords, the call an idle shard makes once a
-// second: the SDK's request, signed by the SDK's signer with the SDK client's credentials and sent
-// through its HTTP client, and its answer read by the SDK's own JSON protocol, without the SDK's
-// per-call middleware stack (endpoint resolution, user agent, tracing, metrics timers and the
-// retry loop are set up once, or skipped when the call succeeds).
+// second: the SDK's request, signed by the SDK's signer with the SDK client's credentials, sent on
+// connections the path keeps itself, and an idle shard's answer decoded without allocating beyond
+// the output; without the SDK's per-call middleware stack (endpoint resolution, user agent,
+// tracing, metrics timers and the retry loop are set up once, or skipped when the call succeeds).
 //
 // What the path sends is the SDK's own request: the first call runs the SDK client once through
 // an HTTP client that answers it locally, and keeps that request as the template (URL, Host, User-
 // Agent, X-Amz-Target, Content-Type, Amz-Sdk-Request and whatever else the client's configuration
 // adds), so endpoint resolution, FIPS or dual-stack endpoints and custom endpoints are the SDK's.
-// Each call then serializes its input with the client's protocol, gives it a fresh
-// Amz-Sdk-Invocation-Id and signs it as the SDK does (SigV4 over the SHA-256 of the body, at the
-// local time corrected by the clock skew the last answer's Date header showed).
+// Each call then serializes its input as the client's protocol does, gives it a fresh
+// Amz-Sdk-Invocation-Id and signs it with the SDK's SigV4 signer (over the SHA-256 of the body, at
+// the local time corrected by the clock skew the last answer's Date header showed).
 //
 // The request goes over HTTP/1.1 connections the path keeps itself (wire.go: the calling
 // goroutine writes it and reads the answer, where net/http's transport hands both between two
 // goroutines per connection), built from the SDK HTTP client's transport settings, and through the
 // SDK's HTTP client itself where those have something the wire does not reproduce (a proxy, a
-// client timeout, a custom dialer, an HTTP client of the caller's own) or the answer is a 1xx or
-// 3xx, which net/http's client handles itself.
+// client timeout, a custom TLS dialer, an HTTP client of the caller's own) or the answer is a 3xx,
+// which net/http's client follows. An idle shard's answer, whole in the connection's read buffer,
+// is decoded there (answer.go: {"Records":[],"NextShardIterator":…,"MillisBehindLatest":…}, its
+// members in any order); any other 2xx answer is read by the SDK's own JSON protocol.
 //
 // Only a 2xx answer that decodes is handled here. Anything else (an error status, a failure to
 // send, a body that does not decode) is handed, as it was received, to the SDK client's own

@@ -29,7 +29,8 @@ import (
 // and the caller through channels, which cost an idle poll more than signing it
 // (BenchmarkManyIdleShardsFakeKinesis's profile); here a call is a write and a read on the
 // connection. It is built from the SDK client's own transport settings (dialer, TLS
-// configuration, idle pool size and timeout, the SDK's read timeout), and only where it sends what
+// configuration, idle pool size and timeout, MaxConnsPerHost as a bound on requests at once, the
+// SDK's read timeout), and only where it sends what
 // net/http would: a BuildableClient with no proxy for the endpoint and no timeouts or hooks it
 // does not reproduce (newWire). It speaks HTTP/1.1 only, over TLS too (ALPN http/1.1).
 type wire struct {
@@ -113,8 +114,8 @@ func canonicalAddr(u *url.URL) string {
 	return net.JoinHostPort(u.Hostname(), port)
 }
 
-// errRedirect: the answer is not one the lean path reads (a 1xx or 3xx status, which net/http's
-// client handles itself); the request is sent again through the SDK's HTTP client.
+// errRedirect: the answer is not one the lean path reads (a 3xx status, which net/http's client
+// follows, or a 101); the request is sent again through the SDK's HTTP client.
 var errRedirect = errors.New("get records: an answer for net/http's client")
 
 // do sends req (signed, with body as its body) and reads the answer: an idle shard's answer is
@@ -172,7 +173,7 @@ func (w *wire) roundTrip(ctx context.Context, cn *wireConn, req *http.Request, b
 		w.quick.Add(1)
 	} else {
 		var err error
-		if resp, err = http.ReadResponse(cn.br, req); err != nil {
+		if resp, err = readResponse(cn.br, req); err != nil {
 			return nil, quick{}, err
 		}
 		if resp.StatusCode < 200 || (resp.StatusCode >= 300 && resp.StatusCode < 400) {
@@ -192,6 +193,18 @@ func (w *wire) roundTrip(ctx context.Context, cn *wireConn, req *http.Request, b
 		w.put(cn)
 	}
 	return resp, q, nil
+}
+
+// readResponse reads the answer to req, past informational (1xx) answers as net/http's transport
+// does (at most 5; a 101 ends it).
+func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	for range 5 {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, err
+		}
+	}
+	return nil, errors.New("too many 1xx informational responses")
 }
 
 // readBody reads resp's body into into, decoding gzip as net/http's transport does when it asked

@@ -171,3 +171,32 @@ func FuzzDecodeEmptyAsSDK(f *testing.F) {
 		}
 	})
 }
+
+// TestInformationalAnswerSkipped: a 1xx answer before the real one (here 103 Early Hints) is
+// read past, as net/http's transport does; the request is sent once.
+func TestInformationalAnswerSkipped(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		requests.Add(1)
+		w.Header().Set("Link", "</x>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_, _ = io.WriteString(w, emptyAnswer)
+	}))
+	t.Cleanup(srv.Close)
+	var ops atomic.Int64
+	c := New(sdkClient(srv.URL, &ops))
+	if _, err := c.template(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := ops.Load()
+	out, err := c.GetRecords(context.Background(), &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1")})
+	if err != nil || aws.ToString(out.NextShardIterator) != "AAAAAAAAAAH2" {
+		t.Fatalf("%v, %+v", err, out)
+	}
+	if r, o, sent := requests.Load(), ops.Load()-before, c.tmpl.wire.sent.Load(); r != 1 || o != 0 || sent != 1 {
+		t.Errorf("%d requests, %d through the SDK's stack, %d over the wire; want 1, 0, 1", r, o, sent)
+	}
+}
