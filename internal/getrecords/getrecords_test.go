@@ -420,14 +420,7 @@ func TestCancelledOnTheWire(t *testing.T) {
 // request must be its own. Under -race this fails when requests share the template's URL, which
 // the signer writes while another request is on the wire.
 func TestConcurrentCallsShareNothing(t *testing.T) {
-	var served atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		served.Add(1)
-		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-		_, _ = io.WriteString(w, `{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":0}`)
-	}))
-	t.Cleanup(srv.Close)
+	srv, served, _ := emptyServer(t, false)
 	var ops atomic.Int64
 	c := New(sdkClient(srv.URL, &ops))
 	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAA"), Limit: aws.Int32(10)}
