@@ -159,7 +159,7 @@ func (c *Client) paid(ctx context.Context) {
 func (c *Client) send(ctx context.Context, t *template, req *http.Request, body []byte, buf *bytes.Buffer, out *kinesis.GetRecordsOutput) (*http.Response, quick, error) {
 	if t.wire != nil {
 		resp, q, err := t.wire.do(ctx, req, body, buf, out)
-		if !errors.Is(err, errRedirect) {
+		if !errors.Is(err, errForHTTPClient) {
 			if err == nil && !q.ok && (resp.StatusCode < 200 || resp.StatusCode >= 300) {
 				resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
 			}

@@ -21,6 +21,7 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"golang.org/x/net/http/httpguts"
 )
 
 // wire sends the lean path's requests over HTTP/1.1 on kept-alive connections of its own: the
@@ -114,9 +115,10 @@ func canonicalAddr(u *url.URL) string {
 	return net.JoinHostPort(u.Hostname(), port)
 }
 
-// errRedirect: the answer is not one the lean path reads (a 3xx status, which net/http's client
-// follows, or a 101); the request is sent again through the SDK's HTTP client.
-var errRedirect = errors.New("get records: an answer for net/http's client")
+// errForHTTPClient: the request or its answer is not one the wire handles (a header net/http
+// refuses to send; a 3xx status, which net/http's client follows, or a 101); the request is sent
+// through the SDK's HTTP client.
+var errForHTTPClient = errors.New("get records: a request for net/http's client")
 
 // do sends req (signed, with body as its body) and reads the answer: an idle shard's answer is
 // decoded into out (quick.ok, no response), any other's body read into into. Errors are
@@ -130,12 +132,15 @@ func (w *wire) do(ctx context.Context, req *http.Request, body []byte, into *byt
 			return nil, quick{}, w.urlError(req, ctx.Err())
 		}
 	}
+	if !validHeader(req.Header) {
+		return nil, quick{}, errForHTTPClient
+	}
 	cn, err := w.get(ctx)
 	if err != nil {
 		return nil, quick{}, w.urlError(req, err)
 	}
 	resp, q, err := w.roundTrip(ctx, cn, req, body, into, out)
-	if errors.Is(err, errRedirect) {
+	if errors.Is(err, errForHTTPClient) {
 		_ = cn.conn.Close()
 		return nil, quick{}, err
 	}
@@ -177,7 +182,7 @@ func (w *wire) roundTrip(ctx context.Context, cn *wireConn, req *http.Request, b
 			return nil, quick{}, err
 		}
 		if resp.StatusCode < 200 || (resp.StatusCode >= 300 && resp.StatusCode < 400) {
-			return nil, quick{}, errRedirect
+			return nil, quick{}, errForHTTPClient
 		}
 		if err := readBody(resp, into, gzip); err != nil {
 			return nil, quick{}, err
@@ -228,6 +233,22 @@ func readBody(resp *http.Response, into *bytes.Buffer, asked bool) error {
 	}
 	resp.Body = http.NoBody
 	return err
+}
+
+// validHeader reports whether every name and value of h is one net/http writes (a name of token
+// characters; a value without control characters but tab), so that the wire writes no other.
+func validHeader(h http.Header) bool {
+	for k, vs := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // writeRequest appends req's HTTP/1.1 request to b: what net/http writes for it (the request

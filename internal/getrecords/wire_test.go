@@ -200,3 +200,28 @@ func TestInformationalAnswerSkipped(t *testing.T) {
 		t.Errorf("%d requests, %d through the SDK's stack, %d over the wire; want 1, 0, 1", r, o, sent)
 	}
 }
+
+// TestInvalidHeaderNotWritten: a header value net/http refuses to send (here a session token with
+// a line break, which the signer puts in X-Amz-Security-Token) is not written by the wire either:
+// the request goes to the SDK's HTTP client, which fails it as the SDK's own call does.
+func TestInvalidHeaderNotWritten(t *testing.T) {
+	srv, requests, _ := emptyServer(t, false)
+	var ops atomic.Int64
+	opts := func(o *kinesis.Options) {
+		o.Credentials = credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "token\r\nX-Injected: 1")
+	}
+	sdk := kinesis.New(sdkClient(srv.URL, &ops).Options(), opts)
+	c := New(kinesis.New(sdkClient(srv.URL, &ops).Options(), opts))
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1")}
+	_, wantErr := sdk.GetRecords(context.Background(), in)
+	_, gotErr := c.GetRecords(context.Background(), in)
+	if wantErr == nil || gotErr == nil || gotErr.Error() != wantErr.Error() {
+		t.Fatalf("error %v, want %v", gotErr, wantErr)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the server got %d requests", n)
+	}
+	if c.tmpl == nil || c.tmpl.wire == nil || c.tmpl.wire.sent.Load() != 0 {
+		t.Error("the wire wrote the request (or was off)")
+	}
+}
