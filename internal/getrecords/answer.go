@@ -18,9 +18,9 @@ type quick struct {
 	age     bool
 }
 
-// peekEmpty decodes into out the answer at the head of br, and discards it, if it is whole in
-// br's buffer and is the answer of an idle shard: a 200 with a Content-Length, no transfer or
-// content encoding, and a body decodeEmpty takes. Anything else is left in br for
+// peekEmpty decodes into out the answer at the head of br, and discards it, if its head is in
+// br's buffer (the whole answer fits in it) and it is the answer of an idle shard: a 200 with a
+// Content-Length, no transfer or content encoding, and a body decodeEmpty takes. Anything else is left in br for
 // http.ReadResponse and the SDK's protocol; close tells that the answer said Connection: close.
 func peekEmpty(br *bufio.Reader, out *kinesis.GetRecordsOutput) (q quick, close bool) {
 	buf, _ := br.Peek(br.Buffered())
@@ -69,8 +69,16 @@ func peekEmpty(br *bufio.Reader, out *kinesis.GetRecordsOutput) (q quick, close 
 			q.age = true
 		}
 	}
-	body := buf[end+4:]
-	if length < 0 || length > len(body) || !decodeEmpty(body[:length], out) {
+	if length < 0 || end+4+length > br.Size() {
+		return quick{}, false
+	}
+	if end+4+length > len(buf) { // the body is on its way (a TLS record of its own, say)
+		var err error
+		if buf, err = br.Peek(end + 4 + length); err != nil {
+			return quick{}, false
+		}
+	}
+	if !decodeEmpty(buf[end+4:end+4+length], out) {
 		return quick{}, false
 	}
 	_, _ = br.Discard(end + 4 + length)

@@ -1,6 +1,7 @@
 package getrecords
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -223,5 +225,51 @@ func TestInvalidHeaderNotWritten(t *testing.T) {
 	}
 	if c.tmpl == nil || c.tmpl.wire == nil || c.tmpl.wire.sent.Load() != 0 {
 		t.Error("the wire wrote the request (or was off)")
+	}
+}
+
+// reads hands out its chunks one Read at a time, as a connection whose answer arrives in parts.
+type reads [][]byte
+
+func (r *reads) Read(p []byte) (int, error) {
+	if len(*r) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, (*r)[0])
+	if (*r)[0] = (*r)[0][n:]; len((*r)[0]) == 0 {
+		*r = (*r)[1:]
+	}
+	return n, nil
+}
+
+// TestEmptyAnswerInParts: an idle shard's answer whose body arrives after its head (a TLS record
+// of its own) is still decoded in place, and all of it consumed; one that does not fit the
+// buffer is left whole for http.ReadResponse.
+func TestEmptyAnswerInParts(t *testing.T) {
+	head := "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.1\r\nDate: Wed, 02 Dec 2026 01:02:03 GMT\r\nContent-Length: " +
+		strconv.Itoa(len(emptyAnswer)) + "\r\n\r\n"
+	br := bufio.NewReaderSize(&reads{[]byte(head), []byte(emptyAnswer)}, 4096)
+	if _, err := br.Peek(1); err != nil || br.Buffered() != len(head) {
+		t.Fatalf("%d bytes buffered (%v), want the head's %d", br.Buffered(), err, len(head))
+	}
+	var out kinesis.GetRecordsOutput
+	q, closing := peekEmpty(br, &out)
+	if !q.ok || closing || string(q.date[:q.dateLen]) != "Wed, 02 Dec 2026 01:02:03 GMT" || aws.ToString(out.NextShardIterator) != "AAAAAAAAAAH2" {
+		t.Fatalf("%+v, %+v", q, out)
+	}
+	if _, err := br.Peek(1); err != io.EOF {
+		t.Errorf("the answer was not all consumed: %v", err)
+	}
+
+	big := `{"Records":[],"NextShardIterator":"` + strings.Repeat("A", 5000) + `","MillisBehindLatest":0}`
+	head = "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(big)) + "\r\n\r\n"
+	br = bufio.NewReaderSize(&reads{[]byte(head), []byte(big)}, 4096)
+	_, _ = br.Peek(1)
+	if q, _ := peekEmpty(br, &kinesis.GetRecordsOutput{}); q.ok || br.Buffered() != len(head) {
+		t.Fatalf("a %d-byte answer was taken (%v) or consumed (%d buffered)", len(big), q.ok, br.Buffered())
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.ContentLength != int64(len(big)) {
+		t.Fatalf("http.ReadResponse after it: %v", err)
 	}
 }
