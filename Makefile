@@ -120,6 +120,19 @@ bench: node_modules/.package-lock.json
 	$(GO) test -run '^$$' -bench 'ManyIdleShards' -benchtime 1x ./internal/leasesim/ -args -shards=$(BENCH_SHARDS)
 	$(GO) test -run '^$$' -bench 'ManyIdle' -benchtime 1x -timeout 30m ./cmd/esm/ -args -shards=$(BENCH_SHARDS)
 
+.PHONY: bench-idle
+
+# bench-idle measures what idle shards cost: the esm binary reading IDLE_SHARDS idle shards of the
+# in-memory Kinesis over HTTP, polled once a second, first built with GetRecords through the SDK
+# client (-sdk-before: esm=sdk) and then as built (esm=this), in one run, then holding an enhanced
+# fan-out subscription per idle shard. IDLE_PROFILE=DIR writes each esm process's CPU profile over
+# the measured window to DIR (go tool pprof DIR/cpu-...pprof).
+IDLE_SHARDS ?= 500,1000,2000
+IDLE_FLAGS = -shards=$(IDLE_SHARDS) $(if $(IDLE_PROFILE),-esm-cpuprofile=$(IDLE_PROFILE))
+bench-idle:
+	$(GO) test -run '^$$' -bench 'ManyIdleShardsFakeKinesis' -benchtime 1x -timeout 60m ./cmd/esm/ -args -sdk-before $(IDLE_FLAGS)
+	$(GO) test -run '^$$' -bench 'ManyIdleSubscriptionsFakeKinesis' -benchtime 1x -timeout 60m ./cmd/esm/ -args $(IDLE_FLAGS)
+
 .PHONY: sim-scale
 
 # sim-scale runs the lease protocol at 10,000 shards over 100 workers in virtual time (real

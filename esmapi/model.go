@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/sam"
@@ -360,13 +362,14 @@ type functionRef struct {
 
 func parseFunctionName(s string) functionRef {
 	var r functionRef
-	parts := strings.Split(s, ":")
+	if a, err := arn.Parse(s); err == nil && strings.HasPrefix(a.Resource, "function:") {
+		r.partition, r.region, r.account = a.Partition, a.Region, a.AccountID
+		name := strings.TrimPrefix(a.Resource, "function:") // NAME[:QUALIFIER]
+		r.name, r.qualifier, _ = strings.Cut(name, ":")
+		return r
+	}
+	parts := strings.Split(s, ":") // a partial ARN, ACCOUNT:function:NAME[:QUALIFIER], is no ARN
 	switch {
-	case strings.HasPrefix(s, "arn:") && len(parts) >= 7:
-		r.partition, r.region, r.account, r.name = parts[1], parts[3], parts[4], parts[6]
-		if len(parts) > 7 {
-			r.qualifier = parts[7]
-		}
 	case len(parts) >= 3 && parts[1] == "function":
 		r.account, r.name = parts[0], parts[2]
 		if len(parts) > 3 {

@@ -28,13 +28,13 @@ func TestBoundOfEachEpochIsKept(t *testing.T) {
 	if err := restarted.join(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if first.epoch == restarted.epoch {
+	if first.me.epoch == restarted.me.epoch {
 		t.Fatal("the restart joined under the same epoch")
 	}
 	for _, c := range []struct {
 		epoch int64
 		want  time.Duration
-	}{{first.epoch, time.Second}, {restarted.epoch, 2 * time.Second}} {
+	}{{first.me.epoch, time.Second}, {restarted.me.epoch, 2 * time.Second}} {
 		got, err := restarted.readBound(ctx, "a", c.epoch)
 		if err != nil {
 			t.Fatal(err)
@@ -44,15 +44,15 @@ func TestBoundOfEachEpochIsKept(t *testing.T) {
 		}
 	}
 	tombs := tombstones(t, table)
-	if want := outlast(restarted.safe + time.Second); tombs[goneKey("a", first.epoch)] != want {
-		t.Errorf("the restart's tombstone of the first incarnation waits %s, want %s (its own bound)", tombs[goneKey("a", first.epoch)], want)
+	if want := outlast(restarted.safe + time.Second); tombs[goneKey("a", first.me.epoch)] != want {
+		t.Errorf("the restart's tombstone of the first incarnation waits %s, want %s (its own bound)", tombs[goneKey("a", first.me.epoch)], want)
 	}
 	// Once the tombstone is gone, so is that epoch's bound.
-	restarted.dropBound(ctx, "a", first.epoch)
-	if got, err := restarted.readBound(ctx, "a", first.epoch); err != nil || got != MaxFunctionTimeout {
+	restarted.dropBound(ctx, "a", first.me.epoch)
+	if got, err := restarted.readBound(ctx, "a", first.me.epoch); err != nil || got != MaxFunctionTimeout {
 		t.Errorf("a dropped bound reads %s (%v), want none (%s)", got, err, MaxFunctionTimeout)
 	}
-	if got, _ := restarted.readBound(ctx, "a", restarted.epoch); got != 2*time.Second {
+	if got, _ := restarted.readBound(ctx, "a", restarted.me.epoch); got != 2*time.Second {
 		t.Errorf("dropping the first epoch's bound changed the restart's: %s", got)
 	}
 }

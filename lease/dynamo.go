@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/kinesis-esm/esm/invoke"
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -63,7 +63,7 @@ const (
 	// beatRetry is the pause between heartbeat attempts after a failure (throttling).
 	beatRetry = 250 * time.Millisecond
 	// coldStartMax bounds how long a worker of a new mapping waits for the fleet to stop
-	// changing before it creates the leases placed on it (see fleetSettledLocked).
+	// changing before it creates the leases placed on it (see placementInput.fleetQuiet).
 	coldStartMax = 5 * time.Minute
 )
 
@@ -110,16 +110,30 @@ type Dynamo struct {
 	loaded   bool      // a Load has read the whole table once
 	// scanned is the epoch this worker was a member under when a claim cycle last read the
 	// whole table (see scan); Claim creates leases only once it is the current one.
-	scanned  int64
-	lastScan map[string]Lease // that read, for the first Load
-	rejoined bool             // this epoch is not the process's first
-	// unlisted are the shards of items the read after a rejoin found that this worker's listing
-	// knows neither of nor of their parents: the listing is older than they are. Claim creates
-	// nothing until the listing knows them, or for at most the shard settle time.
-	unlisted   map[string]bool
-	unlistedAt time.Time
+	scanned    int64
+	lastScan   map[string]Lease // that read, for the first Load
+	rejoined   bool             // this epoch is not the process's first
+	unlistedAt time.Time        // when the read after a rejoin marked the shards it found unlisted
 
 	// Roster state.
+	me         membership // this worker's own entry
+	roster     roster     // everyone's, as last read
+	stopReadAt time.Time  // last consistent roster read before a shutdown hand-over
+
+	// Shard state.
+	shards     map[string]*shard // everything known of each shard, by shard id
+	registered int               // how many shards the poller registered
+	plan       assignment
+	planKey    string
+	succ       assignment // the placement without this worker (shutdown hand-overs)
+	succKey    string
+	claims     int // Claim calls
+	cycles     int // claim cycles run
+	lastCycle  time.Time
+}
+
+// membership is this worker's own roster entry and its heartbeats. Guarded by Dynamo.mu.
+type membership struct {
 	joined         bool
 	joinedAt       time.Time
 	epoch, beat    int64
@@ -128,52 +142,7 @@ type Dynamo struct {
 	lastBeatTry    time.Time
 	beats          int64 // successful heartbeats
 	beatFailures   int
-	members        map[string]member
-	gone           map[string]gone // tombstones of dead or replaced workers, by goneKey
-	beats2         map[string]beatObs
-	membersChanged time.Time
-	fleetChanged   time.Time // when a member last came or went, as this worker saw it
-	rosterAt       time.Time // when the roster was last read or returned
-	publishedKnown int64     // the shard count the last heartbeat published
-	stopReadAt     time.Time // last consistent roster read before a shutdown hand-over
-
-	// Shard state.
-	infos     map[string]poller.ShardInfo
-	firstSeen map[string]time.Time
-	initial   map[string]bool // in the first Register call
-	restarted map[string]bool // registered with a LATEST start the table replaced by an earlier one
-	children  map[string][]string
-	plan      assignment
-	planKey   string
-	succ      assignment // the placement without this worker (shutdown hand-overs)
-	succKey   string
-	cache     map[string]Lease // the last item seen of each shard this worker looked at
-	// seen are the shards whose item this worker has read or written since it started: an
-	// item is deleted only once its shard is finished (see cleanUp), so one seen and then
-	// read absent is finished, whatever the listing says.
-	seen map[string]bool
-	// itemChildren are the children the items of the whole-table reads name their parents
-	// of: descendants a listing older than them may not know (see descendantHasItem).
-	itemChildren map[string][]string
-	missing      map[string]bool // polled and found absent
-	held         map[string]*heldLease
-	// orphans are shards whose lease was lost while the poller read them (returned by Claim):
-	// their reader may still run, on the progress of that tenure, so the shard is not Held,
-	// claimed or saved again here, even when this worker takes the lease anew, until Release
-	// says that reader stopped (a worker paused past its lease rejoins and may retake it
-	// at once, while its reader is still about to invoke a batch read before the pause).
-	orphans   map[string]bool
-	polls     map[string]pollState
-	legacy    map[string]observation // leases of the previous protocol: counter and since when
-	cleanup   map[string]bool        // finished parents to check for deletion
-	lastCand  map[string]bool        // the candidates of the last Claim
-	claims    int                    // Claim calls
-	cycles    int                    // claim cycles run
-	lastCycle time.Time
-	pending   map[string]bool // placed here at some point and not seen owned by another since
-	// finishedHere are the shards this worker finished: it creates their children too.
-	finishedHere map[string]bool
-	waiting      map[string]bool // placed here, owned by another live worker that does not hand it over
+	publishedKnown int64 // the shard count the last heartbeat published
 }
 
 // heldLease is a lease this worker holds. mu serialises the lease's writes (checkpoint,
@@ -181,7 +150,7 @@ type Dynamo struct {
 type heldLease struct {
 	mu        sync.Mutex
 	counter   int64
-	gone      bool   // released or lost; no longer in Dynamo.held
+	gone      bool   // released or lost; no longer its shard's held lease
 	handTo    string // placed on another worker: to be handed over once the reader stopped
 	fresh     bool   // the last Load returned its current progress
 	announced bool   // returned by Claim
@@ -285,16 +254,12 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 	}
 	return &Dynamo{
 		api: client, table: table, id: workerID, cfg: cfg,
-		log:     cfg.log.With("worker_id", workerID),
-		beatInt: cfg.leaseDuration / 3,
-		safe:    cfg.leaseDuration - cfg.leaseDuration/5,
-		rnd:     cfg.rnd,
-		members: map[string]member{}, beats2: map[string]beatObs{}, gone: map[string]gone{},
-		infos: map[string]poller.ShardInfo{}, firstSeen: map[string]time.Time{}, initial: map[string]bool{}, restarted: map[string]bool{},
-		children: map[string][]string{}, cache: map[string]Lease{}, seen: map[string]bool{}, missing: map[string]bool{},
-		beatTurn: make(chan struct{}, 1), held: map[string]*heldLease{}, orphans: map[string]bool{}, polls: map[string]pollState{}, legacy: map[string]observation{},
-		cleanup: map[string]bool{}, lastCand: map[string]bool{}, pending: map[string]bool{}, waiting: map[string]bool{},
-		finishedHere: map[string]bool{}, itemChildren: map[string][]string{}, unlisted: map[string]bool{},
+		log:      cfg.log.With("worker_id", workerID),
+		beatInt:  cfg.leaseDuration / 3,
+		safe:     cfg.leaseDuration - cfg.leaseDuration/5,
+		rnd:      cfg.rnd,
+		roster:   newRoster(),
+		beatTurn: make(chan struct{}, 1), shards: map[string]*shard{},
 	}, nil
 }
 
@@ -363,7 +328,7 @@ func (d *Dynamo) beatOnce(ctx context.Context) time.Duration {
 	}
 	defer d.unlockBeats()
 	d.mu.Lock()
-	joined, last, fails := d.joined, d.lastBeatTry, d.beatFailures
+	joined, last, fails := d.me.joined, d.me.lastBeatTry, d.me.beatFailures
 	d.mu.Unlock()
 	now := d.cfg.now()
 	wait := d.beatInt
@@ -374,14 +339,14 @@ func (d *Dynamo) beatOnce(ctx context.Context) time.Duration {
 		return due.Sub(now)
 	}
 	d.mu.Lock()
-	d.lastBeatTry = now
+	d.me.lastBeatTry = now
 	d.mu.Unlock()
 	var err error
 	if !joined {
 		err = d.join(ctx)
 		if err != nil {
 			d.mu.Lock()
-			d.beatFailures++
+			d.me.beatFailures++
 			d.mu.Unlock()
 		}
 	} else {
@@ -393,7 +358,7 @@ func (d *Dynamo) beatOnce(ctx context.Context) time.Duration {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.joined || d.beatFailures > 0 {
+	if !d.me.joined || d.me.beatFailures > 0 {
 		return beatRetry
 	}
 	return d.beatInt
@@ -411,9 +376,10 @@ func (d *Dynamo) loseLocked(id string, h *heldLease, why string) {
 		return
 	}
 	h.gone = true
-	delete(d.held, id)
+	s := d.shardLocked(id)
+	s.held = nil
 	if h.announced {
-		d.orphans[id] = true
+		s.orphan = true
 	}
 	d.log.Warn("lease lost", "shard_id", id, "reason", why, "lease_counter", h.counter)
 }
@@ -423,7 +389,7 @@ func (d *Dynamo) drop(id string, h *heldLease) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h.gone = true
-	delete(d.held, id)
+	d.shardLocked(id).held = nil
 }
 
 // Held implements poller.Coordinator: true while this worker holds the lease and its last
@@ -431,12 +397,12 @@ func (d *Dynamo) drop(id string, h *heldLease) {
 func (d *Dynamo) Held(shardID string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h := d.held[shardID]
-	return h != nil && !d.orphans[shardID] && d.aliveLocked(d.cfg.now())
+	s := d.peekLocked(shardID)
+	return s.held != nil && !s.orphan && d.aliveLocked(d.cfg.now())
 }
 
 func (d *Dynamo) aliveLocked(now time.Time) bool {
-	return d.joined && now.Sub(d.lastBeat) < d.safe
+	return d.me.joined && now.Sub(d.me.lastBeat) < d.safe
 }
 
 func isConditionFailed(err error) bool {
@@ -464,19 +430,20 @@ func (d *Dynamo) DebugState(shardID string) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.cfg.now()
-	l, known := d.cache[shardID]
+	s := d.peekLocked(shardID)
+	l, known := s.last, s.known
 	var hs string
-	if h := d.held[shardID]; h != nil {
+	if h := s.held; h != nil {
 		hs = fmt.Sprintf("fresh=%v finished=%v handTo=%q announced=%v", h.fresh, h.finished, h.handTo, h.announced)
 	}
 	var ps []string
-	for _, p := range nonEmpty(d.infos[shardID].Parents) {
-		pl, ok := d.cache[p]
+	for _, p := range nonEmpty(s.info.Parents) {
+		pl, ok := d.cachedLocked(p)
 		ps = append(ps, fmt.Sprintf("%s cached=%v finished=%v", p, ok, pl.Finished()))
 	}
-	return fmt.Sprintf("%s %s cand=%v parents=%v children-of-parent=%v", hs, d.id, d.lastCand[shardID], ps, d.children[firstOr(d.infos[shardID].Parents)]) + fmt.Sprintf(" %s: cycles=%d last=%s joined=%v alive=%v placed=%q settled=%v held=%v cached=%v owner=%q epoch=%d poll=%+v pending=%v members=%d agreed=%v",
-		d.id, d.cycles, d.lastCycle.Format("15:04:05.000"), d.joined, d.aliveLocked(now), d.plan.owner[shardID], d.settledLocked(shardID, now), d.held[shardID] != nil, known, l.Owner, l.OwnerEpoch,
-		d.polls[shardID], d.pending[shardID], len(d.members), d.agreedLocked())
+	return fmt.Sprintf("%s %s cand=%v parents=%v children-of-parent=%v", hs, d.id, s.asked, ps, d.peekLocked(firstOr(s.info.Parents)).children) + fmt.Sprintf(" %s: cycles=%d last=%s joined=%v alive=%v placed=%q settled=%v held=%v cached=%v owner=%q epoch=%d poll=%+v pending=%v members=%d agreed=%v",
+		d.id, d.cycles, d.lastCycle.Format("15:04:05.000"), d.me.joined, d.aliveLocked(now), d.plan.owner[shardID], d.settledLocked(shardID, now), s.held != nil, known, l.Owner, l.OwnerEpoch,
+		s.poll, s.pending, len(d.roster.members), d.agreedLocked())
 }
 
 func firstOr(ss []string) string {

@@ -15,77 +15,73 @@ import (
 func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, error) {
 	d.cycleMu.Lock()
 	defer d.cycleMu.Unlock()
-	d.mu.Lock()
-	// A poller that still claims is not stopping: a reader stopped for another reason (a
-	// shard trimmed while being read) made this worker say it was leaving.
-	clearLeaving := d.leaving && d.running
-	d.leaving = false
-	d.mu.Unlock()
-	if clearLeaving {
-		d.mu.Lock()
-		d.membersChanged = d.cfg.now()
-		d.mu.Unlock()
-	}
 	cand := make(map[string]bool, len(candidates))
 	for _, id := range candidates {
 		cand[id] = true
 	}
-	d.mu.Lock()
-	// The cycle takes only leases the poller asks for (see pollAndTake): the first Claim
-	// runs its own, since Load's ran before any candidates were known.
-	reuse := !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse && d.claims > 0
-	d.lastLoad = time.Time{}
-	d.lastCand = cand
-	d.claims++
-	d.mu.Unlock()
-	if !reuse {
+	if reuse := d.startClaim(cand); !reuse {
 		if err := d.cycle(ctx); err != nil {
 			return nil, err
 		}
 	}
 	now := d.cfg.now()
-	d.mu.Lock()
-	ready := d.joined && now.Sub(d.joinedAt) >= d.beatInt && d.aliveLocked(now)
-	// Nothing is created before the whole table was read under this epoch, nor while it shows
-	// shards a listing older than them cannot link to those it knows (see scan).
-	scanned := d.scanned == d.epoch && (len(d.unlisted) == 0 || now.Sub(d.unlistedAt) >= d.cfg.settle)
-	var create, grab []string
-	for _, id := range candidates {
-		if !ready || d.held[id] != nil || d.cache[id].Finished() {
-			continue
-		}
-		if _, known := d.cache[id]; !scanned && !known {
-			continue // to create, or to take as grab does when it turns out present
-		}
-		switch {
-		case !d.settledLocked(id, now):
-			if l, ok := d.cache[id]; !ok || d.freeLocked(l, now) || d.mineLocked(l, now) {
-				grab = append(grab, id)
-			}
-		case d.plan.owner[id] == d.id && d.missing[id] && d.fleetSettledLocked(id, now):
-			create = append(create, id)
-		case d.relatedLocked(id) && !d.hasItemLocked(id):
-			// A child of a shard this worker finished: created by it as well as by the
-			// worker it is placed on, which may have died meanwhile (the first one wins;
-			// the placement hands it over afterwards).
-			create = append(create, id)
-		}
-	}
-	d.mu.Unlock()
+	create, grab := d.claimTargets(candidates, now)
 	done := d.parentsDone(ctx, append(slices.Clone(create), grab...))
 	create = slices.DeleteFunc(create, func(id string) bool { return !done[id] })
 	grab = slices.DeleteFunc(grab, func(id string) bool { return !done[id] })
 	parallel(create, func(id string) { d.create(ctx, id, true) })
 	parallel(grab, func(id string) { d.grab(ctx, id) })
+	d.releaseIdle(ctx, cand)
+	return d.announce(candidates, now), nil
+}
 
-	// Leases placed elsewhere that no reader runs here (adopted after another worker asked)
-	// are handed over now; leases the poller does not ask for (a shard trimmed from its
-	// listing, adopted after a lost response) are released, so that no idle holder keeps a
-	// parent's children waiting (see parentsDone).
+// startClaim records the candidates of this Claim and says whether the cycle Load ran just
+// before serves it.
+func (d *Dynamo) startClaim(cand map[string]bool) (reuse bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// A poller that still claims is not stopping: a reader stopped for another reason (a
+	// shard trimmed while being read) made this worker say it was leaving.
+	d.me.leaving = false
+	// The cycle takes only leases the poller asks for (see pollAndTake): the first Claim
+	// runs its own, since Load's ran before any candidates were known.
+	reuse = !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse && d.claims > 0
+	d.lastLoad = time.Time{}
+	for id, s := range d.shards {
+		s.asked = cand[id]
+	}
+	for id := range cand {
+		d.shardLocked(id).asked = true
+	}
+	d.claims++
+	return reuse
+}
+
+// claimTargets picks, among the candidates, the leases to create (placed here, or children of
+// a shard this worker finished) and those to grab (not placed yet: new children).
+func (d *Dynamo) claimTargets(candidates []string, now time.Time) (create, grab []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := d.placementInputLocked(now)
+	in.ready = d.me.joined && now.Sub(d.me.joinedAt) >= d.beatInt && d.aliveLocked(now)
+	// Nothing is created before the whole table was read under this epoch, nor while it shows
+	// shards a listing older than them cannot link to those it knows (see scan).
+	in.scanned = d.scanned == d.me.epoch && (!d.unlistedLocked() || now.Sub(d.unlistedAt) >= d.cfg.settle)
+	in.fleetQuiet = now.Sub(d.roster.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.me.joinedAt) >= coldStartMax
+	return claims(in, candidates)
+}
+
+// releaseIdle hands over the leases placed elsewhere that no reader runs here (adopted after
+// another worker asked), and releases those the poller does not ask for (a shard trimmed from
+// its listing, adopted after a lost response), so that no idle holder keeps a parent's
+// children waiting (see parentsDone).
+func (d *Dynamo) releaseIdle(ctx context.Context, cand map[string]bool) {
 	d.mu.Lock()
 	var idle []string
-	for id, h := range d.held {
+	for id, s := range d.shards {
+		h := s.held
 		switch {
+		case h == nil:
 		case h.announced || h.finished:
 		case h.handTo != "":
 			idle = append(idle, id)
@@ -97,7 +93,7 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	d.mu.Unlock()
 	parallel(idle, func(id string) {
 		d.mu.Lock()
-		h := d.held[id]
+		h := d.heldLocked(id)
 		why := "no reader here"
 		if h != nil && h.unwanted {
 			why = "not asked for by the poller"
@@ -109,18 +105,23 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 			}
 		}
 	})
+}
+
+// announce returns the candidates held here for the poller to read, and marks them announced.
+func (d *Dynamo) announce(candidates []string, now time.Time) []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []string
 	for _, id := range candidates {
-		h := d.held[id]
-		if h == nil || h.handTo != "" || !h.fresh || h.finished || d.orphans[id] || !d.aliveLocked(now) {
+		s := d.peekLocked(id)
+		h := s.held
+		if h == nil || h.handTo != "" || !h.fresh || h.finished || s.orphan || !d.aliveLocked(now) {
 			continue
 		}
 		h.announced = true
 		out = append(out, id)
 	}
-	return out, nil
+	return out
 }
 
 // parentsDone returns which of the shards (about to be created or taken) have every parent
@@ -135,8 +136,8 @@ func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool 
 	d.mu.Lock()
 	var ps []string
 	for _, id := range ids {
-		for _, p := range nonEmpty(d.infos[id].Parents) {
-			if !d.cache[p].Finished() && d.held[p] == nil {
+		for _, p := range d.parentsLocked(id) {
+			if pr := d.peekLocked(p); !pr.last.Finished() && pr.held == nil {
 				ps = append(ps, p)
 			}
 		}
@@ -170,8 +171,8 @@ func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool 
 	out := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		ok := true
-		for _, p := range nonEmpty(d.infos[id].Parents) {
-			if d.cache[p].Finished() || d.held[p] != nil {
+		for _, p := range d.parentsLocked(id) {
+			if ps := d.peekLocked(p); ps.last.Finished() || ps.held != nil {
 				continue
 			}
 			l, got := read[p]
@@ -182,12 +183,6 @@ func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool 
 		out[id] = ok
 	}
 	return out
-}
-
-// hasItemLocked: the shard's lease item is known to exist.
-func (d *Dynamo) hasItemLocked(id string) bool {
-	_, ok := d.cache[id]
-	return ok && !d.missing[id]
 }
 
 // parentBusyLocked: the parent's lease, as just read, is unfinished and held by another live
@@ -202,48 +197,20 @@ func (d *Dynamo) ownerGoneLocked(l Lease, now time.Time) bool {
 	return !l.Finished() && l.Owner != "" && l.Owner != d.id && !l.HandedOver && l.OwnerEpoch != 0 && d.freeLocked(l, now)
 }
 
-// fleetSettledLocked: the lease of a shard of a new mapping (one without parents that has no
-// item yet) is created once no member came or went for a heartbeat interval and a claim
-// interval, as this worker saw the roster, or coldStartMax after it joined: a fleet still
-// starting one worker after another would otherwise have the first ones create leases they hand
-// on at each join (see DESIGN.md, "Cold start"). A child is created at once.
-func (d *Dynamo) fleetSettledLocked(id string, now time.Time) bool {
-	if len(nonEmpty(d.infos[id].Parents)) > 0 {
-		return true
-	}
-	return now.Sub(d.fleetChanged) >= d.beatInt+d.ClaimInterval() || now.Sub(d.joinedAt) >= coldStartMax
-}
-
-// settledLocked: the placement applies to the shard. A shard of the first listing without
-// parents is placed at once (every worker lists it); any other once every member knows as many
-// shards as this worker, or after the settle time (see DefaultShardSettle). Until then it goes
-// to whoever can read it first.
+// settledLocked: the placement applies to the shard (see placementInput.settled).
 func (d *Dynamo) settledLocked(id string, now time.Time) bool {
-	if d.initial[id] && len(nonEmpty(d.infos[id].Parents)) == 0 {
-		return true
-	}
-	return d.agreedLocked() || now.Sub(d.firstSeen[id]) >= d.cfg.settle
+	s := d.peekLocked(id)
+	return shardSettled(&s, d.agreedLocked(), d.cfg.settle, now)
 }
 
-// mineLocked: the lease names this worker's id, and no incarnation of it that may still be
-// invoking (a previous run's epoch whose tombstone's wait has not passed here).
+// mineLocked: the lease names this worker, and no incarnation of it that may still be
+// invoking (see placementInput.mine).
 func (d *Dynamo) mineLocked(l Lease, now time.Time) bool {
-	return l.Owner == d.id && (l.HandedOver || l.OwnerEpoch == d.epoch || !d.buriedLocked(l, now))
+	return d.placementInputLocked(now).mine(l)
 }
 
-// freeLocked: nobody alive holds the lease as far as this worker knows.
+// freeLocked: nobody alive holds the lease as far as this worker knows (see
+// placementInput.free).
 func (d *Dynamo) freeLocked(l Lease, now time.Time) bool {
-	switch {
-	case l.Owner == "" || l.HandedOver: // nobody reads a lease not taken up yet
-		return true
-	case d.buriedLocked(l, now): // an invocation of its owner's may still be running
-		return false
-	case l.Owner == d.id:
-		return l.OwnerEpoch != d.epoch
-	case l.OwnerEpoch == 0: // the previous protocol's lease: free once its counter stood still
-		o, ok := d.legacy[l.ShardID]
-		return ok && o.counter == l.Counter && now.Sub(o.since) >= d.cfg.leaseDuration
-	}
-	m, ok := d.members[l.Owner]
-	return !ok || m.epoch != l.OwnerEpoch
+	return d.placementInputLocked(now).free(l)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -31,13 +30,13 @@ func (d *Dynamo) Release(ctx context.Context, shardID string) error {
 	// makes no orphan of it either.
 	defer func() {
 		d.mu.Lock()
-		delete(d.orphans, shardID)
+		d.shardLocked(shardID).orphan = false
 		d.mu.Unlock()
 	}()
 	d.mu.Lock()
-	h := d.held[shardID]
-	orphan := d.orphans[shardID]
-	delete(d.orphans, shardID)
+	s := d.shardLocked(shardID)
+	h, orphan := s.held, s.orphan
+	s.orphan = false
 	d.mu.Unlock()
 	if h == nil || orphan {
 		// The reader of a lost tenure stopped: a lease taken anew since is the next reader's.
@@ -47,25 +46,7 @@ func (d *Dynamo) Release(ctx context.Context, shardID string) error {
 }
 
 func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why string) error {
-	d.mu.Lock()
-	stopping := h.handTo == "" && !h.finished && !h.gone && !h.unwanted
-	stale := d.cfg.now().Sub(d.stopReadAt) > 100*time.Millisecond
-	if stopping && stale {
-		d.stopReadAt = d.cfg.now()
-	}
-	d.mu.Unlock()
-	if stopping {
-		// A reader stopped that was neither handed over nor finished: the worker is stopping.
-		// Say so first, so that the others count without it and read what it hands them.
-		d.markLeaving(ctx)
-	}
-	if stopping && stale {
-		// Hand over to the workers that are there now (consistently read): another may have
-		// stopped since the last read.
-		if err := d.readRoster(ctx, true); err != nil {
-			d.log.Warn("read roster before hand-over failed", "err", err)
-		}
-	}
+	d.prepareRelease(ctx, h)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := d.cfg.now()
@@ -76,7 +57,7 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 		to = d.successorLocked(id)
 	}
 	var toEpoch int64
-	if m, ok := d.members[to]; ok && to != d.id {
+	if m, ok := d.roster.members[to]; ok && to != d.id {
 		toEpoch = m.epoch
 	} else {
 		to = ""
@@ -89,30 +70,10 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	case !alive && !fin:
 		// No write while the heartbeat is late: forget the lease; if the item still names
 		// this worker once the heartbeat is back, a read of it adopts it again.
-		d.drop(id, h)
-		d.mu.Lock()
-		d.pending[id] = true
-		d.mu.Unlock()
+		d.dropForRead(id, h)
 		return nil
 	}
-	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#e": attrOwnerEpoch, "#p": attrPendingOwner}
-	values := map[string]types.AttributeValue{":me": str(d.id), ":cur": num(cur), ":next": num(cur + 1)}
-	expr := "SET #c = :next REMOVE #o, #e, #p, #ho"
-	names["#ho"] = attrHandedOver
-	if to != "" {
-		expr = "SET #c = :next, #o = :to, #e = :te, #sw = if_not_exists(#sw, :zero) + :one, #ho = :t REMOVE #p"
-		names["#sw"], names["#ho"] = attrOwnerSwitches, attrHandedOver
-		values[":to"], values[":te"], values[":zero"], values[":one"] = str(to), num(toEpoch), num(0), num(1)
-		values[":t"] = &types.AttributeValueMemberBOOL{Value: true}
-	}
-	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &d.table, Key: key(id),
-		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String("#o = :me AND #c = :cur"),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-		ReturnValues:              types.ReturnValueAllNew,
-	})
+	out, err := d.writeRelease(ctx, id, cur, to, toEpoch)
 	switch {
 	case err == nil:
 		d.drop(id, h)
@@ -131,13 +92,64 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	default:
 		// It may have gone through (a lost response): forget the lease either way. If the
 		// item still names this worker, a later read of it adopts it again.
-		d.drop(id, h)
-		d.mu.Lock()
-		d.pending[id] = true
-		d.mu.Unlock()
+		d.dropForRead(id, h)
 		return fmt.Errorf("release lease %s: %w", id, err)
 	}
 	return nil
+}
+
+// prepareRelease: a reader stopped that was neither handed over nor finished means the worker
+// is stopping. It says so first, so that the others count without it and read what it hands
+// them, and reads the roster consistently (at most every 100 ms) to hand over to the workers
+// that are there now: another may have stopped since the last read.
+func (d *Dynamo) prepareRelease(ctx context.Context, h *heldLease) {
+	d.mu.Lock()
+	stopping := h.handTo == "" && !h.finished && !h.gone && !h.unwanted
+	stale := d.cfg.now().Sub(d.stopReadAt) > 100*time.Millisecond
+	if stopping && stale {
+		d.stopReadAt = d.cfg.now()
+	}
+	d.mu.Unlock()
+	if stopping {
+		d.markLeaving(ctx)
+	}
+	if stopping && stale {
+		if err := d.readRoster(ctx, true); err != nil {
+			d.log.Warn("read roster before hand-over failed", "err", err)
+		}
+	}
+}
+
+// writeRelease writes the release of a lease held at counter cur: unowned, or handed over to
+// worker to (epoch toEpoch) when to is set.
+func (d *Dynamo) writeRelease(ctx context.Context, id string, cur int64, to string, toEpoch int64) (*dynamodb.UpdateItemOutput, error) {
+	names := map[string]string{"#o": attrOwner, "#c": attrCounter, "#e": attrOwnerEpoch, "#p": attrPendingOwner}
+	values := map[string]types.AttributeValue{":me": str(d.id), ":cur": num(cur), ":next": num(cur + 1)}
+	expr := "SET #c = :next REMOVE #o, #e, #p, #ho"
+	names["#ho"] = attrHandedOver
+	if to != "" {
+		expr = "SET #c = :next, #o = :to, #e = :te, #sw = if_not_exists(#sw, :zero) + :one, #ho = :t REMOVE #p"
+		names["#sw"], names["#ho"] = attrOwnerSwitches, attrHandedOver
+		values[":to"], values[":te"], values[":zero"], values[":one"] = str(to), num(toEpoch), num(0), num(1)
+		values[":t"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	return d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &d.table, Key: key(id),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String("#o = :me AND #c = :cur"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+}
+
+// dropForRead forgets a lease whose release was not written (or may not have been): if the
+// item still names this worker, a later read of it adopts it again.
+func (d *Dynamo) dropForRead(id string, h *heldLease) {
+	d.drop(id, h)
+	d.mu.Lock()
+	d.shardLocked(id).pending = true
+	d.mu.Unlock()
 }
 
 // successorLocked is the worker the placement gives a shard to without this worker.
@@ -162,8 +174,9 @@ func (d *Dynamo) successorLocked(id string) string {
 func (d *Dynamo) Abandon(shardID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.orphans, shardID)
-	if h := d.held[shardID]; h != nil {
+	s := d.shardLocked(shardID)
+	s.orphan = false
+	if h := s.held; h != nil {
 		h.abandoned = true
 	}
 }
@@ -173,7 +186,7 @@ func (d *Dynamo) Abandon(shardID string) {
 func (d *Dynamo) releaseAll(ctx context.Context) {
 	parallel(sortedKeys(d.heldLeases()), func(id string) {
 		d.mu.Lock()
-		h := d.held[id]
+		h := d.heldLocked(id)
 		abandoned := h != nil && h.abandoned
 		d.mu.Unlock()
 		if h == nil || abandoned {
@@ -202,8 +215,8 @@ func (d *Dynamo) releaseAll(ctx context.Context) {
 	d.mu.Lock()
 	now := d.cfg.now()
 	for id, l := range all {
-		if d.held[id] == nil && d.mineLocked(l, now) && !l.Finished() {
-			d.held[id] = &heldLease{counter: l.Counter}
+		if s := d.shardLocked(id); s.held == nil && d.mineLocked(l, now) && !l.Finished() {
+			s.held = &heldLease{counter: l.Counter}
 			adopt = append(adopt, id)
 		}
 	}
@@ -211,7 +224,7 @@ func (d *Dynamo) releaseAll(ctx context.Context) {
 	slices.Sort(adopt)
 	parallel(adopt, func(id string) {
 		d.mu.Lock()
-		h := d.held[id]
+		h := d.heldLocked(id)
 		d.mu.Unlock()
 		if err := d.release(ctx, id, h, "handed over to a stopping worker"); err != nil {
 			d.log.Warn("release at shutdown failed; the lease will be taken once this worker is declared dead", "shard_id", id, "err", err)
@@ -222,7 +235,7 @@ func (d *Dynamo) releaseAll(ctx context.Context) {
 func (d *Dynamo) heldLeases() map[string]*heldLease {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return maps.Clone(d.held)
+	return d.heldShardsLocked()
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -38,23 +38,6 @@ const (
 // maxWaits bounds the leases one roster entry asks about.
 const maxWaits = 20
 
-// member is one roster entry.
-type member struct {
-	epoch   int64
-	beat    int64
-	known   int64
-	leaving bool
-	waits   []string
-}
-
-// gone is a tombstone seen in the roster: how long after this worker first saw it the leases of
-// that worker's epoch stay unfree, and when it was first seen (the return of the read that
-// showed it: the tombstone was written before).
-type gone struct {
-	wait time.Duration
-	seen time.Time
-}
-
 // goneKey names the tombstone of a worker's epoch.
 func goneKey(id string, epoch int64) string { return strconv.FormatInt(epoch, 10) + ":" + id }
 
@@ -62,16 +45,6 @@ func goneKey(id string, epoch int64) string { return strconv.FormatInt(epoch, 10
 // d + d/8, the clock-rate ratio Held's margin allows (a worker stops at 0.8 L on its clock; the
 // others declare it dead after 0.9 L on theirs).
 func outlast(d time.Duration) time.Duration { return d + d/8 }
-
-// beatObs is what this worker has seen of another's heartbeat: the value and since when.
-type beatObs struct {
-	m     member
-	since time.Time
-	// healthyAt is how many of this worker's own heartbeats had succeeded when the value was
-	// first seen: a worker is judged dead only across heartbeats of this one that went through
-	// (the roster is one item, so a throttled table fails everyone's at once).
-	healthyAt int64
-}
 
 func decodeRoster(item map[string]types.AttributeValue) (map[string]member, map[string]time.Duration, error) {
 	out := map[string]member{}
@@ -152,7 +125,7 @@ func (d *Dynamo) join(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	epoch := d.rnd.Int64()
-	known := int64(len(d.infos))
+	known := int64(d.registered)
 	d.mu.Unlock()
 	expr, cond := "SET #m.#me = :entry", "attribute_not_exists(#m.#me)"
 	names := map[string]string{"#m": attrMembers, "#me": d.id}
@@ -189,9 +162,9 @@ func (d *Dynamo) join(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.rejoined = d.epoch != 0
-	d.epoch, d.beat, d.joined, d.joinedAt, d.leaving, d.publishedKnown = epoch, 1, true, sent, false, known
-	d.lastBeat, d.beats = sent, d.beats+1
+	d.rejoined = d.me.epoch != 0
+	d.me.epoch, d.me.beat, d.me.joined, d.me.joinedAt, d.me.leaving, d.me.publishedKnown = epoch, 1, true, sent, false, known
+	d.me.lastBeat, d.me.beats = sent, d.me.beats+1
 	d.log.Info("joined the lease table's workers", "epoch", epoch)
 	return d.observeRosterLocked(out.Attributes, sent, d.cfg.now())
 }
@@ -202,9 +175,15 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	d.mu.Lock()
 	// Every attempt writes a new value: after a lost response the roster may hold the last
 	// attempt's, and rewriting it would look, to the others, like no heartbeat at all.
-	d.beat++
-	epoch, next, leaving, known := d.epoch, d.beat, d.leaving, int64(len(d.infos))
-	waits := slices.Sorted(maps.Keys(d.waiting))
+	d.me.beat++
+	epoch, next, leaving, known := d.me.epoch, d.me.beat, d.me.leaving, int64(d.registered)
+	var waits []string
+	for id, s := range d.shards {
+		if s.waiting {
+			waits = append(waits, id)
+		}
+	}
+	slices.Sort(waits)
 	if len(waits) > maxWaits {
 		waits = waits[:maxWaits]
 	}
@@ -236,16 +215,16 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	}
 	if err != nil {
 		d.mu.Lock()
-		d.beatFailures++
+		d.me.beatFailures++
 		d.mu.Unlock()
 		return fmt.Errorf("heartbeat: %w", err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.epoch != epoch { // expelled and joined again meanwhile
+	if d.me.epoch != epoch { // expelled and joined again meanwhile
 		return nil
 	}
-	d.lastBeat, d.beats, d.beatFailures, d.publishedKnown = sent, d.beats+1, 0, known
+	d.me.lastBeat, d.me.beats, d.me.beatFailures, d.me.publishedKnown = sent, d.me.beats+1, 0, known
 	return d.observeRosterLocked(out.Attributes, sent, d.cfg.now())
 }
 
@@ -254,12 +233,14 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 func (d *Dynamo) expel(why string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.joined {
+	if !d.me.joined {
 		return
 	}
-	d.joined = false
-	for id, h := range d.held {
-		d.loseLocked(id, h, why)
+	d.me.joined = false
+	for id, s := range d.shards {
+		if s.held != nil {
+			d.loseLocked(id, s.held, why)
+		}
 	}
 	d.log.Warn("left the lease table's workers", "reason", why)
 }
@@ -286,39 +267,14 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 	if err != nil {
 		return err
 	}
-	for k, w := range tombs {
-		if _, ok := d.gone[k]; !ok {
-			d.gone[k] = gone{wait: w, seen: got}
-		}
-	}
-	for k := range d.gone {
-		// A stale read may lack a tombstone it had shown: it then shows the entry, which
-		// holds the leases as well, and the tombstone counts again from its next sight.
-		if _, ok := tombs[k]; !ok {
-			delete(d.gone, k)
-		}
-	}
 	at := sent
 	if got.Sub(sent) > d.cfg.leaseDuration/10 {
 		at = got
 	}
-	if me, ok := ms[d.id]; d.joined && (!ok || me.epoch != d.epoch) {
+	if me, ok := ms[d.id]; d.me.joined && (!ok || me.epoch != d.me.epoch) {
 		// Our entry is gone or replaced: the next heartbeat fails and expels us; until then
 		// treat ourselves as a member so as not to give leases away on a stale read.
-		ms[d.id] = member{epoch: d.epoch, beat: d.beat, leaving: d.leaving, known: int64(len(d.infos))}
-	}
-	for id, m := range ms {
-		if o, ok := d.beats2[id]; !ok || o.m.epoch != m.epoch || o.m.beat != m.beat {
-			d.beats2[id] = beatObs{m: m, since: at, healthyAt: d.beats}
-		} else if m.leaving != o.m.leaving {
-			o.m.leaving = m.leaving
-			d.beats2[id] = o
-		}
-	}
-	for id := range d.beats2 {
-		if _, ok := ms[id]; !ok {
-			delete(d.beats2, id)
-		}
+		ms[d.id] = member{epoch: d.me.epoch, beat: d.me.beat, leaving: d.me.leaving, known: int64(d.registered)}
 	}
 	// Another worker waits for leases that name this one: read them (and adopt and hand on
 	// those that do).
@@ -327,34 +283,15 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 			continue
 		}
 		for _, s := range m.waits {
-			if d.held[s] == nil {
-				d.pending[s] = true
+			if sh := d.shardLocked(s); sh.held == nil {
+				sh.pending = true
 			}
 		}
 	}
-	if !maps.EqualFunc(ms, d.members, func(a, b member) bool { return a.epoch == b.epoch }) {
-		d.fleetChanged = got
-	}
-	if !maps.EqualFunc(ms, d.members, func(a, b member) bool { return a.epoch == b.epoch && a.leaving == b.leaving && a.known == b.known }) {
-		d.membersChanged = got
+	if d.roster.observe(ms, tombs, at, got, d.me.beats) {
 		d.log.Debug("roster changed", "members", len(ms))
 	}
-	d.members, d.rosterAt = ms, got
 	return nil
-}
-
-// deadMembersLocked are the members whose heartbeat this worker has seen stand still for a
-// whole lease duration, across at least two of its own successful heartbeats.
-func (d *Dynamo) deadMembersLocked(now time.Time) []string {
-	var out []string
-	for id, o := range d.beats2 {
-		if id == d.id || now.Sub(o.since) < d.cfg.leaseDuration || d.beats-o.healthyAt < 2 {
-			continue
-		}
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // declareDead replaces a member whose heartbeat stood still by a tombstone, conditional on the
@@ -383,23 +320,9 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
 		return fmt.Errorf("declare %s dead: %w", id, err)
 	}
 	d.mu.Lock()
-	delete(d.members, id)
-	delete(d.beats2, id)
-	if _, ok := d.gone[k]; !ok {
-		// Until the next roster read shows it (or shows the member alive after all).
-		d.gone[k] = gone{wait: wait, seen: d.cfg.now()}
-	}
-	d.membersChanged = d.cfg.now()
-	d.fleetChanged = d.membersChanged
+	d.roster.bury(id, m.epoch, wait, d.cfg.now())
 	d.mu.Unlock()
 	return nil
-}
-
-// buriedLocked: the lease names an epoch whose tombstone this worker has seen for less than its
-// wait; an invocation of that epoch may still be running.
-func (d *Dynamo) buriedLocked(l Lease, now time.Time) bool {
-	g, ok := d.gone[goneKey(l.Owner, l.OwnerEpoch)]
-	return ok && now.Sub(g.seen) < g.wait
 }
 
 // removeTombstones removes the tombstones whose wait has passed here: the member ranked first
@@ -410,12 +333,7 @@ func (d *Dynamo) removeTombstones(ctx context.Context) {
 	d.mu.Lock()
 	var todo []string
 	if d.aliveLocked(now) {
-		live := slices.Sorted(maps.Keys(d.members))
-		for k, g := range d.gone {
-			if over := now.Sub(g.seen) - g.wait; over >= 0 && (rank(k, live)[0] == d.id || over >= d.cfg.leaseDuration) {
-				todo = append(todo, k)
-			}
-		}
+		todo = d.roster.tombstonesDue(d.id, now, d.cfg.leaseDuration)
 	}
 	d.mu.Unlock()
 	for _, k := range todo {
@@ -428,7 +346,7 @@ func (d *Dynamo) removeTombstones(ctx context.Context) {
 		switch {
 		case err == nil || isConditionFailed(err):
 			d.mu.Lock()
-			delete(d.gone, k)
+			delete(d.roster.gone, k)
 			d.mu.Unlock()
 			if id, epoch, ok := goneWorker(k); ok {
 				d.dropBound(ctx, id, epoch)
@@ -442,9 +360,9 @@ func (d *Dynamo) removeTombstones(ctx context.Context) {
 // leave removes this worker's entry at shutdown, once it holds nothing.
 func (d *Dynamo) leave(ctx context.Context) {
 	d.mu.Lock()
-	joined, epoch := d.joined, d.epoch
-	abandoned := slices.ContainsFunc(slices.Collect(maps.Values(d.held)), func(h *heldLease) bool { return h.abandoned })
-	d.joined = false
+	joined, epoch := d.me.joined, d.me.epoch
+	abandoned := slices.ContainsFunc(slices.Collect(maps.Values(d.heldShardsLocked())), func(h *heldLease) bool { return h.abandoned })
+	d.me.joined = false
 	d.mu.Unlock()
 	if !joined {
 		return
@@ -476,12 +394,11 @@ func (d *Dynamo) leave(ctx context.Context) {
 // the placement (its leases stay its own until it hands them over).
 func (d *Dynamo) markLeaving(ctx context.Context) {
 	d.mu.Lock()
-	if d.leaving || !d.joined {
+	if d.me.leaving || !d.me.joined {
 		d.mu.Unlock()
 		return
 	}
-	d.leaving = true
-	d.membersChanged = d.cfg.now()
+	d.me.leaving = true
 	d.mu.Unlock()
 	if err := d.heartbeat(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		d.log.Warn("announce shutdown failed; the next heartbeat retries", "err", err)
@@ -491,11 +408,5 @@ func (d *Dynamo) markLeaving(ctx context.Context) {
 // agreedLocked: every member knows as many shards as this worker, so all compute the same
 // placement. Hand-overs wait for it.
 func (d *Dynamo) agreedLocked() bool {
-	n := int64(len(d.infos))
-	for id, m := range d.members {
-		if id != d.id && m.known != n {
-			return false
-		}
-	}
-	return d.publishedKnown == n
+	return d.roster.agreed(d.id, int64(d.registered), d.me.publishedKnown)
 }

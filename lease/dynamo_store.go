@@ -28,15 +28,14 @@ func (d *Dynamo) Register(ctx context.Context, shards []poller.ShardInfo) error 
 	}
 	now := d.cfg.now()
 	d.mu.Lock()
-	first := len(d.infos) == 0
+	first := d.registered == 0
 	var links [][2]string
 	for _, si := range shards {
-		old, known := d.infos[si.ShardID]
-		if !known {
-			d.firstSeen[si.ShardID] = now
-			if first {
-				d.initial[si.ShardID] = true
-			}
+		s := d.shardLocked(si.ShardID)
+		if old := s.info; !s.registered {
+			s.firstSeen, s.registered = now, true
+			s.initial = s.initial || first
+			d.registered++
 		} else {
 			// Keep what the first registration said, completing what it lacked.
 			if len(old.Parents) == 0 {
@@ -45,18 +44,17 @@ func (d *Dynamo) Register(ctx context.Context, shards []poller.ShardInfo) error 
 			old.StartingHashKey, old.EndingHashKey = cmp.Or(old.StartingHashKey, si.StartingHashKey), cmp.Or(old.EndingHashKey, si.EndingHashKey)
 			si = old
 		}
-		d.infos[si.ShardID] = si
-		delete(d.unlisted, si.ShardID)
+		s.info, s.unlisted = si, false
 		for _, p := range nonEmpty(si.Parents) {
-			if !slices.Contains(d.children[p], si.ShardID) {
-				d.children[p] = append(d.children[p], si.ShardID)
-				if h := d.held[p]; h != nil || d.cache[p].Owner == d.id {
+			if ps := d.shardLocked(p); !slices.Contains(ps.children, si.ShardID) {
+				ps.children = append(ps.children, si.ShardID)
+				if ps.held != nil || ps.last.Owner == d.id {
 					links = append(links, [2]string{p, si.ShardID})
 				}
 			}
 		}
 	}
-	publish := d.joined && d.publishedKnown != int64(len(d.infos))
+	publish := d.me.joined && d.me.publishedKnown != int64(d.registered)
 	d.mu.Unlock()
 	if publish && d.lockBeats(ctx) { // tell the others at once how many shards this worker knows of
 		if err := d.heartbeat(ctx); err != nil && ctx.Err() == nil {
@@ -95,7 +93,7 @@ func (d *Dynamo) shareLatestStart(ctx context.Context, shards []poller.ShardInfo
 	var ts time.Time
 	d.mu.Lock()
 	for _, si := range shards {
-		if _, known := d.infos[si.ShardID]; !known && si.Initial.Start == poller.Latest && !si.Initial.StartTimestamp.IsZero() {
+		if !d.peekLocked(si.ShardID).registered && si.Initial.Start == poller.Latest && !si.Initial.StartTimestamp.IsZero() {
 			if ts.IsZero() || si.Initial.StartTimestamp.Before(ts) {
 				ts = si.Initial.StartTimestamp
 			}
@@ -129,7 +127,7 @@ func (d *Dynamo) shareLatestStart(ctx context.Context, shards []poller.ShardInfo
 	for i, si := range shards {
 		if si.Initial.Start == poller.Latest && first.Before(si.Initial.StartTimestamp) {
 			shards[i].Initial.StartTimestamp = first
-			d.restarted[si.ShardID] = true
+			d.shardLocked(si.ShardID).restarted = true
 		}
 	}
 	return shards, nil
@@ -146,7 +144,7 @@ func (d *Dynamo) Load(ctx context.Context) (map[string]poller.ShardProgress, err
 		return nil, err
 	}
 	// The first Load reads the whole table: the poller takes an empty answer for a mapping that
-	// never ran (a LATEST start decided now, lineage ignored), and the cache holds only the
+	// never ran (a LATEST start decided now, lineage ignored), and the items seen (shard.last) are only the
 	// leases placed on this worker, none yet.
 	var all map[string]Lease
 	d.mu.Lock()
@@ -162,15 +160,17 @@ func (d *Dynamo) Load(ctx context.Context) (map[string]poller.ShardProgress, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[string]poller.ShardProgress, len(d.cache)+len(all))
+	out := make(map[string]poller.ShardProgress, len(d.shards)+len(all))
 	for id, l := range all {
 		out[id] = l.Progress
 	}
-	for id, l := range d.cache {
-		out[id] = l.Progress
-	}
-	for _, h := range d.held {
-		h.fresh = true
+	for id, s := range d.shards {
+		if s.known {
+			out[id] = s.last.Progress
+		}
+		if s.held != nil {
+			s.held.fresh = true
+		}
 	}
 	d.lastLoad, d.loaded = d.cfg.now(), true
 	return out, nil
@@ -192,9 +192,9 @@ func (d *Dynamo) Save(ctx context.Context, updates map[string]poller.ShardProgre
 
 func (d *Dynamo) save(ctx context.Context, id string, pr poller.ShardProgress) error {
 	d.mu.Lock()
-	h := d.held[id]
-	orphan := d.orphans[id]
-	children := slices.Clone(d.children[id])
+	s := d.peekLocked(id)
+	h, orphan := s.held, s.orphan
+	children := slices.Clone(s.children)
 	d.mu.Unlock()
 	if h == nil || orphan { // an orphan's checkpoint is of the lost tenure's reader
 		return fmt.Errorf("checkpoint shard %s: %w", id, poller.ErrLeaseLost)
@@ -244,11 +244,11 @@ func (d *Dynamo) save(ctx context.Context, id string, pr poller.ShardProgress) e
 	}
 	if pr.Finished {
 		h.finished = true
-		d.finishedHere[id] = true
+		d.shardLocked(id).finishedHere = true
 	}
 	if pr.Checkpoint != "" || pr.Finished {
-		for _, p := range nonEmpty(d.infos[id].Parents) {
-			d.cleanup[p] = true
+		for _, p := range d.parentsLocked(id) {
+			d.shardLocked(p).cleanup = true
 		}
 	}
 	d.mu.Unlock()

@@ -345,7 +345,7 @@ func TestLeaseCreatedElsewhereIsNotTakenForFinished(t *testing.T) {
 		return d
 	}
 	c, w := newWorker(cID), newWorker("w")
-	missing := func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.missing[shard] }
+	missing := func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.peekLocked(shard).missing }
 	testkit.WaitFor(t, "c reads the lease absent", 10*time.Second, func() bool {
 		if _, err := c.Load(ctx); err != nil {
 			t.Fatal(err)
@@ -364,7 +364,7 @@ func TestLeaseCreatedElsewhereIsNotTakenForFinished(t *testing.T) {
 	// cycle's read of the lease may clear the mark first, so the create is called directly.
 	c.create(ctx, shard, true)
 	c.mu.Lock()
-	finished := c.cache[shard].Finished() // what a child's parentsDone goes by
+	finished := c.peekLocked(shard).last.Finished() // what a child's parentsDone goes by
 	c.mu.Unlock()
 	if finished {
 		t.Fatal("c counts the shard finished after its create found w's item")
@@ -441,7 +441,7 @@ func TestFinishedLeaseNotCreatedAgainTwoGenerationsLater(t *testing.T) {
 
 	fc.thawAndWatch(t, false)
 	fc.c.mu.Lock()
-	unlisted := len(fc.c.unlisted)
+	unlisted := fc.c.countLocked(func(s *shard) bool { return s.unlisted })
 	fc.c.mu.Unlock()
 	if unlisted != 2 {
 		t.Fatalf("c holds back creations for %d unlisted shards, want the 2 grandchildren", unlisted)

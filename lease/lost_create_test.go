@@ -27,8 +27,8 @@ func TestLostCreateWithoutItemReadsTheLease(t *testing.T) {
 	for range pollEager + 3 { // as many claims as it takes to reach the back-off
 		b.create(ctx, shard, true)
 		b.mu.Lock()
-		_, backedOff := b.polls[shard]
-		pending := b.pending[shard]
+		s := b.peekLocked(shard)
+		backedOff, pending := s.poll != (pollState{}), s.pending
 		b.mu.Unlock()
 		if backedOff || !pending {
 			t.Fatalf("after a lost create: pending %v, backed off %v; want the lease read at once", pending, backedOff)

@@ -62,14 +62,14 @@ func TestLostTenureReaderIsNotHeldAgain(t *testing.T) {
 
 	// The tenure ends while the reader runs, as when the worker's epoch is found lost.
 	d.mu.Lock()
-	d.loseLocked(id, d.held[id], "epoch lost (test)")
+	d.loseLocked(id, d.heldLocked(id), "epoch lost (test)")
 	d.mu.Unlock()
 	// The item still names this worker and its epoch: the next cycles adopt it again.
 	testkit.WaitFor(t, "the lease taken anew", 20*time.Second, func() bool {
 		cycle()
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		return d.held[id] != nil
+		return d.heldLocked(id) != nil
 	})
 	for range 3 {
 		if got := cycle(); slices.Contains(got, id) {
@@ -88,7 +88,7 @@ func TestLostTenureReaderIsNotHeldAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.mu.Lock()
-	kept := d.held[id] != nil
+	kept := d.heldLocked(id) != nil
 	d.mu.Unlock()
 	if !kept {
 		t.Fatal("the lost tenure's Release gave up the lease taken anew")
@@ -126,7 +126,7 @@ func TestLossDuringReleaseLeavesNoOrphan(t *testing.T) {
 	hook.onRead = func() {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		if h := d.held[id]; h != nil && !lost {
+		if h := d.heldLocked(id); h != nil && !lost {
 			lost = true
 			d.loseLocked(id, h, "epoch lost while releasing (test)")
 		}
@@ -138,7 +138,7 @@ func TestLossDuringReleaseLeavesNoOrphan(t *testing.T) {
 		t.Fatal("the release read no roster: the loss never happened during it")
 	}
 	d.mu.Lock()
-	orphan := d.orphans[id]
+	orphan := d.peekLocked(id).orphan
 	d.mu.Unlock()
 	if orphan {
 		t.Fatal("the shard is an orphan after its reader's Release")

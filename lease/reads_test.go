@@ -29,7 +29,7 @@ func TestCycleReadsEveryPlacedLeaseInTurn(t *testing.T) {
 			}
 		}
 		d.mu.Lock()
-		read, held := len(d.missing), len(d.held)
+		read, held := d.countLocked(func(s *shard) bool { return s.missing }), len(d.heldShardsLocked())
 		d.mu.Unlock()
 		if held != 0 {
 			t.Fatalf("%d leases held: the fleet gate should have held back every create", held)

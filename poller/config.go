@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+
 	"github.com/kinesis-esm/esm/filter"
 )
 
@@ -157,13 +159,9 @@ type StreamARN struct {
 
 // ParseStreamARN parses arn:<partition>:kinesis:<region>:<account>:stream/<name>.
 func ParseStreamARN(s string) (StreamARN, error) {
-	parts := strings.SplitN(s, ":", 6)
-	var name string
-	isStream := len(parts) == 6
-	if isStream {
-		name, isStream = strings.CutPrefix(parts[5], "stream/")
-	}
-	if !isStream || parts[0] != "arn" || parts[2] != "kinesis" {
+	a, err := arn.Parse(s)
+	name, isStream := strings.CutPrefix(a.Resource, "stream/")
+	if err != nil || !isStream || a.Service != "kinesis" {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
 			"EventSourceArn %q is not a Kinesis stream ARN (arn:aws:kinesis:<region>:<account>:stream/<name>)", s)}
 	}
@@ -171,10 +169,10 @@ func ParseStreamARN(s string) (StreamARN, error) {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
 			"EventSourceArn %q: stream name missing, or not a stream ARN (a consumer ARN is ConsumerARN's)", s)}
 	}
-	if parts[3] == "" {
+	if a.Region == "" {
 		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf("EventSourceArn %q has no region", s)}
 	}
-	return StreamARN{Partition: parts[1], Region: parts[3], Account: parts[4], Name: name}, nil
+	return StreamARN{Partition: a.Partition, Region: a.Region, Account: a.AccountID, Name: name}, nil
 }
 
 func (a StreamARN) String() string {
@@ -472,28 +470,27 @@ func checkFilters(c *Config, st *checkState) error {
 // an SQS queue, an SNS topic or an S3 bucket. A FIFO queue or topic is refused: Lambda accepts
 // one, but its message has no message group id, so every delivery fails (a blocking shard would
 // wait for good).
-func checkDestinationARN(arn string) error {
-	parts := strings.SplitN(arn, ":", 6)
-	if len(parts) == 6 && parts[0] == "arn" {
-		switch parts[2] {
+func checkDestinationARN(dest string) error {
+	if a, err := arn.Parse(dest); err == nil {
+		switch a.Service {
 		case "sqs", "sns":
-			if parts[3] != "" && strings.HasSuffix(parts[5], ".fifo") {
-				kind := map[string]string{"sqs": "queue", "sns": "topic"}[parts[2]]
+			if a.Region != "" && strings.HasSuffix(a.Resource, ".fifo") {
+				kind := map[string]string{"sqs": "queue", "sns": "topic"}[a.Service]
 				return &ValidationError{Field: "DestinationConfig", Message: fmt.Sprintf(
 					"DestinationConfig.OnFailure.Destination %s is a FIFO %s: it cannot take Lambda's on-failure message, which has no message group id, so every delivery would fail; use a standard %s",
-					arn, kind, kind)}
+					dest, kind, kind)}
 			}
-			if parts[3] != "" && parts[5] != "" {
+			if a.Region != "" && a.Resource != "" {
 				return nil
 			}
 		case "s3":
-			if parts[5] != "" {
+			if a.Resource != "" {
 				return nil
 			}
 		}
 	}
 	return &ValidationError{Field: "DestinationConfig", Message: fmt.Sprintf(
-		"DestinationConfig.OnFailure.Destination %q must be the ARN of an SQS queue, an SNS topic or an S3 bucket", arn)}
+		"DestinationConfig.OnFailure.Destination %q must be the ARN of an SQS queue, an SNS topic or an S3 bucket", dest)}
 }
 
 // RetryAttempts returns MaximumRetryAttempts with its default applied.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -111,35 +110,11 @@ func registerConsumer(ctx context.Context, c consumerAPI, streamARN, name string
 	return nil
 }
 
-// DescribeStreamAPI is the part of the Kinesis client that describes a stream.
-type DescribeStreamAPI interface {
-	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
-}
-
-// ResolveStreamARN returns the ARN of a stream given by name or ARN, checking that it exists.
-func ResolveStreamARN(ctx context.Context, c DescribeStreamAPI, stream string) (string, error) {
-	in := &kinesis.DescribeStreamSummaryInput{}
-	if strings.HasPrefix(stream, "arn:") {
-		in.StreamARN = aws.String(stream)
-	} else {
-		in.StreamName = aws.String(stream)
-	}
-	out, err := c.DescribeStreamSummary(ctx, in)
-	if err != nil {
-		var nf *types.ResourceNotFoundException
-		if errors.As(err, &nf) {
-			return "", fmt.Errorf("%w: %s", poller.ErrStreamNotFound, stream)
-		}
-		return "", fmt.Errorf("describe stream %s: %w", stream, err)
-	}
-	return aws.ToString(out.StreamDescriptionSummary.StreamARN), nil
-}
-
 // ResolveStream returns the ARN of the stream given by name or ARN, or an error wrapping
 // poller.ErrStreamNotFound. Its calls are attempted as often as every call after a start-up (an
 // API request waits for it).
 func (r *Runner) ResolveStream(ctx context.Context, stream string) (string, error) {
-	return ResolveStreamARN(ctx, r.kin, stream)
+	return poller.ResolveStreamARN(ctx, r.kin, stream)
 }
 
 // ResolveConsumer returns the ARN of an ACTIVE enhanced fan-out consumer of the stream, given by

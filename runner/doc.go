@@ -38,7 +38,7 @@
 //  3. cli.Run → Config.mapping (the invoker, or TemplateMapping.InProcess) → New →
 //     Config.trace, Config.observe (Hooks) → Runner.Run;
 //  4. Runner.Run → poller.Config.CheckSettings (Lambda's settings, before any call) →
-//     resolveSource (ResolveStreamARN, ResolveConsumer) → poller.ListShards → openStore →
+//     resolveSource (poller.ResolveStreamARN, ResolveConsumer) → poller.ListShards → openStore →
 //     runOn → poller.New, which checks the stream's ARNs and not the settings again.
 //
 // CreateEventSourceMapping (esm serve):

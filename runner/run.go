@@ -73,7 +73,7 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 		if err != nil {
 			return err
 		}
-		mc.FunctionARN = FunctionARN(stream, m.Function.Name)
+		mc.FunctionARN = stream.FunctionARN(m.Function.Name)
 	}
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
 	if _, err := poller.ListShards(ctx, r.kinStart, mc.StreamARN); err != nil {
@@ -93,7 +93,7 @@ func (r *Runner) resolveSource(ctx context.Context, m Mapping) (stream, consumer
 	if err != nil {
 		return "", "", err
 	}
-	if stream, err = ResolveStreamARN(ctx, r.kinStart, s); err != nil {
+	if stream, err = poller.ResolveStreamARN(ctx, r.kinStart, s); err != nil {
 		return "", "", err
 	}
 	if c == "" {
@@ -265,10 +265,4 @@ func (r *Runner) destination(mc poller.Config, mappingUUID string) (poller.Desti
 		return nil, &poller.ValidationError{Field: "DestinationConfig", Message: err.Error(), Err: err}
 	}
 	return d, nil
-}
-
-// FunctionARN is the ARN of a function named name in the stream's partition, region and account:
-// the function of a mapping that names no ARN, which keys its checkpoints.
-func FunctionARN(stream poller.StreamARN, name string) string {
-	return fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", stream.Partition, stream.Region, stream.Account, name)
 }

@@ -10,10 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/lease"
@@ -164,7 +161,7 @@ func (r *Reader) All(ctx context.Context) (Mappings, error) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(mappings)) {
 		lm := mappings[id]
-		arn, err := r.streamARN(ctx, lm.Stream)
+		arn, err := poller.ResolveStreamARN(ctx, r.kin, lm.Stream)
 		if err != nil {
 			return out, fmt.Errorf("mapping %s: %w", id, err)
 		}
@@ -184,7 +181,7 @@ func (r *Reader) All(ctx context.Context) (Mappings, error) {
 // function given by name or ARN: a name is completed with the stream's partition, region and
 // account, as Lambda resolves a mapping's function.
 func (r *Reader) Resolve(ctx context.Context, stream, function string) (streamARN, functionARN string, err error) {
-	if streamARN, err = r.streamARN(ctx, stream); err != nil {
+	if streamARN, err = poller.ResolveStreamARN(ctx, r.kin, stream); err != nil {
 		return "", "", err
 	}
 	if strings.HasPrefix(function, "arn:") {
@@ -194,25 +191,5 @@ func (r *Reader) Resolve(ctx context.Context, stream, function string) (streamAR
 	if err != nil {
 		return "", "", err
 	}
-	return streamARN, fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", sa.Partition, sa.Region, sa.Account, function), nil
-}
-
-// streamARN returns the ARN of a stream given by name (esm run's metrics label) or ARN, checking
-// that it exists.
-func (r *Reader) streamARN(ctx context.Context, stream string) (string, error) {
-	in := &kinesis.DescribeStreamSummaryInput{}
-	if strings.HasPrefix(stream, "arn:") {
-		in.StreamARN = aws.String(stream)
-	} else {
-		in.StreamName = aws.String(stream)
-	}
-	out, err := r.kin.DescribeStreamSummary(ctx, in)
-	if err != nil {
-		var nf *types.ResourceNotFoundException
-		if errors.As(err, &nf) {
-			return "", fmt.Errorf("%w: %s", poller.ErrStreamNotFound, stream)
-		}
-		return "", fmt.Errorf("describe stream %s: %w", stream, err)
-	}
-	return aws.ToString(out.StreamDescriptionSummary.StreamARN), nil
+	return streamARN, sa.FunctionARN(function), nil
 }

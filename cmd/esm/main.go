@@ -73,25 +73,18 @@ func run(args []string, e env) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	switch kctx.Command() {
-	case "version":
-		fmt.Fprintln(e.stdout, "esm", version)
-	case "run":
-		err = cli.Stopped(ctx, a.Run.run(ctx, e))
-	case "serve":
-		err = cli.Stopped(ctx, a.Serve.run(ctx, e))
-	case "validate":
-		err = a.Validate.run(ctx, e)
-	case "invoke":
-		err = a.Invoke.run(ctx, e)
-	case "generate-event":
-		err = a.GenerateEvent.run(ctx, e)
-	case "status":
-		err = a.Status.run(ctx, e)
-	case "redrive":
-		err = a.Redrive.run(ctx, e)
+	commands := map[string]func(context.Context, env) error{
+		"run": a.Run.run, "serve": a.Serve.run, "validate": a.Validate.run, "invoke": a.Invoke.run,
+		"generate-event": a.GenerateEvent.run, "status": a.Status.run, "redrive": a.Redrive.run,
+		"version": func(context.Context, env) error { _, err := fmt.Fprintln(e.stdout, "esm", version); return err },
+	}
+	switch name := kctx.Command(); {
+	case commands[name] == nil:
+		err = cli.Usage(fmt.Errorf("unknown command %q", name))
+	case name == "run" || name == "serve": // a stop signal ends them cleanly
+		err = cli.Stopped(ctx, commands[name](ctx, e))
 	default:
-		err = cli.Usage(fmt.Errorf("unknown command %q", kctx.Command()))
+		err = commands[name](ctx, e)
 	}
 	if err != nil {
 		fmt.Fprintln(e.stderr, "esm:", cli.OneLine(err))

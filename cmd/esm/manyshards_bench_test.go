@@ -14,9 +14,12 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +36,8 @@ var (
 	idleTLS                = flag.Bool("tls", false, "BenchmarkManyIdleShardsFakeKinesis: esm reaches Kinesis over TLS with HTTP/2 offered (ALPN), as on AWS, trusting the test's certificate through AWS_CA_BUNDLE")
 	esmEnv                 = flag.String("esm-env", "", "BenchmarkManyIdleShards: environment variables for the esm process, comma-separated (say, GOGC=400)")
 	baseESM                = flag.String("esm-base", "", "another esm binary (say, built from main) that BenchmarkManyIdleShardsFakeKinesis measures before this one at each shard count, for a before/after comparison in one run")
+	sdkBefore              = flag.Bool("sdk-before", false, "BenchmarkManyIdleShardsFakeKinesis: at each shard count, first measure this esm built with GetRecords through the SDK client (sdkOverlay), for a before/after comparison of the lean path in one run")
+	cpuProfiles            = flag.String("esm-cpuprofile", "", "BenchmarkManyIdle*FakeKinesis: write the esm process's CPU profile over the measured window to this directory (cpu-<benchmark>.pprof), by a hook added to the binary at build time (profileOverlay)")
 )
 
 // BenchmarkManyIdleShards measures one esm process reading many idle shards of one stream on
@@ -91,15 +96,161 @@ func BenchmarkManyIdleShardsFakeKinesis(b *testing.B) {
 	})
 }
 
-// forEachESM runs fn with the esm binary under test or, with -esm-base, as sub-benchmarks with
-// the base binary first and then the one under test.
+// forEachESM runs fn with the esm binary under test or, with -esm-base or -sdk-before, as
+// sub-benchmarks with the other binary first (esm=base or esm=sdk) and then the one under test
+// (esm=this). With -esm-cpuprofile every binary it runs is built with the profiling hook.
 func forEachESM(b *testing.B, fn func(b *testing.B, bin string)) {
-	if *baseESM == "" {
-		fn(b, esmBin)
+	this := esmBin
+	if *cpuProfiles != "" {
+		this = benchBinary(b, "esm-profiled", profileOverlay)
+	}
+	switch {
+	case *baseESM != "":
+		b.Run("esm=base", func(b *testing.B) { fn(b, *baseESM) })
+	case *sdkBefore:
+		sdk := benchBinary(b, "esm-sdk", sdkOverlay)
+		b.Run("esm=sdk", func(b *testing.B) { fn(b, sdk) })
+	default:
+		fn(b, this)
 		return
 	}
-	b.Run("esm=base", func(b *testing.B) { fn(b, *baseESM) })
-	b.Run("esm=this", func(b *testing.B) { fn(b, esmBin) })
+	b.Run("esm=this", func(b *testing.B) { fn(b, this) })
+}
+
+// sdkOverlay replaces the one file of internal/getrecords that the rest of esm uses (Wrap and its
+// Kinesis) with one whose GetRecords is the SDK client's: the esm of before the lean path, with
+// everything else as built now. Only this benchmark builds it, so the product has no switch.
+var sdkOverlay = map[string]string{"../../internal/getrecords/kinesis.go": `package getrecords
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+)
+
+type Kinesis struct {
+	*kinesis.Client
+	lean *Client
+}
+
+func Wrap(kin *kinesis.Client) *Kinesis { return &Kinesis{Client: kin} }
+
+func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	return k.Client.GetRecords(ctx, in, optFns...)
+}
+`}
+
+// profileOverlay adds a file to package main that, with ESM_BENCH_CPUPROFILE set, starts a CPU
+// profile on SIGUSR1 and, on SIGUSR2, stops it and writes it to that path (through a rename, so
+// that the file is whole once it exists). Only this benchmark builds it.
+var profileOverlay = map[string]string{"zz_benchprofile.go": `package main
+
+import (
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+)
+
+func init() {
+	path := os.Getenv("ESM_BENCH_CPUPROFILE")
+	if path == "" {
+		return
+	}
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		var f *os.File
+		for s := range sig {
+			if s == syscall.SIGUSR1 && f == nil {
+				f, _ = os.Create(path + ".tmp")
+				_ = pprof.StartCPUProfile(f)
+			} else if s == syscall.SIGUSR2 && f != nil {
+				pprof.StopCPUProfile()
+				_ = f.Close()
+				_ = os.Rename(path+".tmp", path)
+				f = nil
+			}
+		}
+	}()
+}
+`}
+
+var benchBinaries sync.Map // name → path of a binary benchBinary built
+
+// benchBinary builds esm as name with the files of overlay (paths relative to this package, with
+// the content to use) put in with go build -overlay, and with the profiling hook too under
+// -esm-cpuprofile, once per test run.
+func benchBinary(b *testing.B, name string, overlay map[string]string) string {
+	b.Helper()
+	if bin, ok := benchBinaries.Load(name); ok {
+		return bin.(string)
+	}
+	dir := filepath.Dir(esmBin)
+	files := map[string]string{}
+	add := func(o map[string]string) {
+		for path, content := range o {
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			src := filepath.Join(dir, fmt.Sprintf("overlay-%s-%d.go", name, len(files)))
+			if err := os.WriteFile(src, []byte(content), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			files[abs] = src
+		}
+	}
+	add(overlay)
+	if *cpuProfiles != "" {
+		add(profileOverlay)
+	}
+	spec, err := json.Marshal(map[string]any{"Replace": files})
+	if err != nil {
+		b.Fatal(err)
+	}
+	specPath := filepath.Join(dir, "overlay-"+name+".json")
+	if err := os.WriteFile(specPath, spec, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	if out, err := exec.Command("go", "build", "-overlay", specPath, "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	benchBinaries.Store(name, bin)
+	return bin
+}
+
+// profilePath is where the esm process of benchmark b writes its CPU profile.
+func profilePath(b *testing.B) string {
+	dir, err := filepath.Abs(*cpuProfiles)
+	if err == nil {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return filepath.Join(dir, "cpu-"+strings.NewReplacer("/", "-", "=", "-").Replace(b.Name())+".pprof")
+}
+
+// profileWindow starts the CPU profile of the esm process p of the binary bin under
+// -esm-cpuprofile (a binary benchBinary built, not -esm-base's), and returns the function that
+// stops it and waits for the file.
+func profileWindow(b *testing.B, bin string, p *esmProc) func() {
+	if *cpuProfiles == "" || bin == *baseESM {
+		return func() {}
+	}
+	path := profilePath(b)
+	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		if err := p.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+			b.Fatal(err)
+		}
+		testkit.WaitFor(b, "the CPU profile "+path, time.Minute, func() bool { _, err := os.Stat(path); return err == nil })
+		b.Logf("CPU profile of the window: %s", path)
+	}
 }
 
 // measureIdleShards runs "esm run" of the binary bin on stream, an idle stream of n shards at the
@@ -121,8 +272,10 @@ func measureIdleShards(b *testing.B, bin string, n int, stream, target string, s
 	p := runIdleESM(b, bin, proxy, stream, n, "read", func() bool { read, _ := reads.Read(); return read >= n })
 	b.ResetTimer()
 	conns, from := rp.conns.Load(), time.Now()
+	stopProfile := profileWindow(b, bin, p)
 	testkit.MeasureProc(b, p.cmd.Process.Pid, *idleWindow, func() int64 { _, calls := reads.Read(); return calls })
 	b.StopTimer()
+	stopProfile()
 	c := rp.conns.Load() - conns
 	b.ReportMetric(float64(c)/time.Since(from).Seconds(), "conns/s")
 	b.Logf("%d shards: esm opened %d connections to Kinesis before the window, %d during it", n, conns, c)
@@ -159,6 +312,9 @@ func runIdleESM(b *testing.B, bin string, srv *httptest.Server, stream string, n
 // -tls, and -esm-env).
 func startFake(b *testing.B, srv *httptest.Server) []string {
 	env := []string{"ESM_INVOKE=example"}
+	if *cpuProfiles != "" {
+		env = append(env, "ESM_BENCH_CPUPROFILE="+profilePath(b))
+	}
 	if *esmEnv != "" {
 		env = append(env, strings.Split(*esmEnv, ",")...)
 	}

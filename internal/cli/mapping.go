@@ -81,7 +81,7 @@ func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 func (c *Config) ResolveMapping(ctx context.Context) (*kinesis.Client, poller.Config, error) {
 	kin := kinesis.NewFromConfig(c.AWS) // its BaseEndpoint is the endpoint URL
 	mc := c.Run.Config
-	arn, err := runner.ResolveStreamARN(ctx, kin, c.Run.Source.Stream)
+	arn, err := poller.ResolveStreamARN(ctx, kin, c.Run.Source.Stream)
 	if err != nil {
 		return nil, mc, err
 	}
@@ -91,7 +91,7 @@ func (c *Config) ResolveMapping(ctx context.Context) (*kinesis.Client, poller.Co
 	}
 	mc.StreamARN = arn
 	if mc.FunctionARN == "" {
-		mc.FunctionARN = runner.FunctionARN(sa, c.Run.Function.Name)
+		mc.FunctionARN = sa.FunctionARN(c.Run.Function.Name)
 	}
 	return kin, mc, nil
 }

@@ -1,16 +1,25 @@
 // Package getrecords is a lean path for Kinesis GetRecords, the call an idle shard makes once a
-// second: the SDK's request, signed by the SDK's signer with the SDK client's credentials and sent
-// through its HTTP client, and its answer read by the SDK's own JSON protocol, without the SDK's
-// per-call middleware stack (endpoint resolution, user agent, tracing, metrics timers and the
-// retry loop are set up once, or skipped when the call succeeds).
+// second: the SDK's request, signed by the SDK's signer with the SDK client's credentials, sent on
+// connections the path keeps itself, and an idle shard's answer decoded without allocating beyond
+// the output; without the SDK's per-call middleware stack (endpoint resolution, user agent,
+// tracing, metrics timers and the retry loop are set up once, or skipped when the call succeeds).
 //
 // What the path sends is the SDK's own request: the first call runs the SDK client once through
 // an HTTP client that answers it locally, and keeps that request as the template (URL, Host, User-
 // Agent, X-Amz-Target, Content-Type, Amz-Sdk-Request and whatever else the client's configuration
 // adds), so endpoint resolution, FIPS or dual-stack endpoints and custom endpoints are the SDK's.
-// Each call then serializes its input with the client's protocol, gives it a fresh
-// Amz-Sdk-Invocation-Id and signs it as the SDK does (SigV4 over the SHA-256 of the body, at the
-// local time corrected by the clock skew the last answer's Date header showed).
+// Each call then serializes its input as the client's protocol does, gives it a fresh
+// Amz-Sdk-Invocation-Id and signs it with the SDK's SigV4 signer (over the SHA-256 of the body, at
+// the local time corrected by the clock skew the last answer's Date header showed).
+//
+// The request goes over HTTP/1.1 connections the path keeps itself (wire.go: the calling
+// goroutine writes it and reads the answer, where net/http's transport hands both between two
+// goroutines per connection), built from the SDK HTTP client's transport settings, and through the
+// SDK's HTTP client itself where those have something the wire does not reproduce (a proxy, a
+// client timeout, a custom TLS dialer, an HTTP client of the caller's own) or the answer is a 3xx,
+// which net/http's client follows. An idle shard's answer, whole in the connection's read buffer,
+// is decoded there (answer.go: {"Records":[],"NextShardIterator":…,"MillisBehindLatest":…}, its
+// members in any order); any other 2xx answer is read by the SDK's own JSON protocol.
 //
 // Only a 2xx answer that decodes is handled here. Anything else (an error status, a failure to
 // send, a body that does not decode) is handed, as it was received, to the SDK client's own
@@ -73,6 +82,7 @@ type template struct {
 	header        http.Header // without the per-request headers (perRequest)
 	signingName   string
 	signingRegion string
+	wire          *wire // nil: requests go through the SDK's HTTP client
 }
 
 // perRequest are the headers a request gets of its own, not from the template.
@@ -104,35 +114,76 @@ func (c *Client) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, op
 	if err != nil {
 		return c.kin.GetRecords(ctx, in)
 	}
-	req, err := c.request(ctx, t, in)
+	req, body, err := c.request(ctx, t, in)
 	if err != nil { // the SDK fails the same way (serializing, credentials, signing)
 		return c.kin.GetRecords(ctx, in)
 	}
+	buf := bodies.Get().(*bytes.Buffer)
+	defer bodies.Put(buf)
+	out := &kinesis.GetRecordsOutput{}
 	sent := c.now()
-	resp, err := c.opts.HTTPClient.Do(req)
+	resp, q, err := c.send(ctx, t, req, body, buf, out)
+	if err == nil && q.ok {
+		c.recordSkew(q.date[:q.dateLen], q.age, sent, c.now())
+		c.paid(ctx)
+		return out, nil
+	}
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return c.kin.GetRecords(ctx, in, replayFirst(resp, err))
 	}
 	received := c.now()
-	buf := bodies.Get().(*bytes.Buffer)
-	defer bodies.Put(buf)
-	buf.Reset()
-	_, err = buf.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return c.kin.GetRecords(ctx, in, replayFirst(nil, err))
-	}
-	out := &kinesis.GetRecordsOutput{}
 	resp.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
 	if err := c.opts.Protocol.DeserializeResponse(ctx, c.op, kinesis.TypeRegistry, &smithyhttp.Response{Response: resp}, out); err != nil {
 		resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
 		return c.kin.GetRecords(ctx, in, replayFirst(resp, nil))
 	}
-	c.recordSkew(resp, sent, received)
+	if resp.Header.Get("Age") == "" {
+		c.recordSkew([]byte(resp.Header.Get("Date")), false, sent, received)
+	}
+	c.paid(ctx)
+	return out, nil
+}
+
+// paid pays the retryer back for a call that succeeded at its first attempt, as the SDK does (its
+// attempt token, released with no error).
+func (c *Client) paid(ctx context.Context) {
 	if release, err := c.retryer.GetAttemptToken(ctx); err == nil {
 		_ = release(nil)
 	}
-	return out, nil
+}
+
+// send sends req, whose body is body, through the template's wire, or the SDK's HTTP client where
+// there is none or the answer is one for it. An idle shard's answer the wire decoded is in out
+// (quick.ok); another 2xx answer's body is read into buf; any other answer is returned with its
+// body, for the SDK.
+func (c *Client) send(ctx context.Context, t *template, req *http.Request, body []byte, buf *bytes.Buffer, out *kinesis.GetRecordsOutput) (*http.Response, quick, error) {
+	if t.wire != nil {
+		resp, q, err := t.wire.do(ctx, req, body, buf, out)
+		if !errors.Is(err, errForHTTPClient) {
+			if err == nil && !q.ok && (resp.StatusCode < 200 || resp.StatusCode >= 300) {
+				resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
+			}
+			return resp, q, err
+		}
+	}
+	resp, err := c.opts.HTTPClient.Do(forHTTPClient(ctx, req, body))
+	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return resp, quick{}, err
+	}
+	buf.Reset()
+	_, err = buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, quick{}, err
+	}
+	return resp, quick{}, nil
+}
+
+// forHTTPClient is req, sent through an http.Client: with body as its (replayable) body, and ctx.
+func forHTTPClient(ctx context.Context, req *http.Request, body []byte) *http.Request {
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return req.WithContext(ctx)
 }
 
 // bodies are the buffers answers are read into (the protocol copies what it keeps).
@@ -169,10 +220,10 @@ func (r *replay) Do(req *http.Request) (*http.Response, error) {
 }
 
 // request builds and signs the request for in.
-func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecordsInput) (*http.Request, error) {
+func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecordsInput) (*http.Request, []byte, error) {
 	body, err := c.body(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h := make(http.Header, len(t.header)+5)
 	for k, v := range t.header {
@@ -185,20 +236,18 @@ func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecord
 		h["Amz-Sdk-Request"] = []string{h.Get("Amz-Sdk-Request") + "; ttl=" + deadline.Add(skew).Format("20060102T150405Z")}
 	}
 	u := *t.url // the signer writes the request's URL (its query): each request has its own
-	req := (&http.Request{
-		Method: http.MethodPost, URL: &u, Host: t.host, Header: h,
-		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)),
-		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
-	}).WithContext(ctx)
+	// The wire sends body itself; forHTTPClient gives the request its body and context for the
+	// SDK's HTTP client.
+	req := &http.Request{Method: http.MethodPost, URL: &u, Host: t.host, Header: h, ContentLength: int64(len(body))}
 	creds, err := c.opts.Credentials.Retrieve(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sum := sha256.Sum256(body)
 	if err := c.opts.HTTPSignerV4.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), t.signingName, t.signingRegion, c.now().Add(skew)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return req, nil
+	return req, body, nil
 }
 
 // body is in's JSON. The poller's input (a shard iterator of base64 characters and a limit) is
@@ -237,12 +286,11 @@ func plain(s string) bool {
 	return true
 }
 
-// recordSkew keeps the clock skew the answer's Date header shows, as the SDK does: the server's
-// time less the time the answer arrived, unless the answer came from a cache (Age) or took over
-// 15 minutes.
-func (c *Client) recordSkew(resp *http.Response, sent, received time.Time) {
-	date := resp.Header.Get("Date")
-	if date == "" || resp.Header.Get("Age") != "" || received.Sub(sent) > 15*time.Minute {
+// recordSkew keeps the clock skew an answer's Date header (date; empty: none) shows, as the SDK
+// does: the server's time less the time the answer arrived (received), unless the answer came
+// from a cache (it has an Age header) or took over 15 minutes.
+func (c *Client) recordSkew(date []byte, age bool, sent, received time.Time) {
+	if len(date) == 0 || age || received.Sub(sent) > 15*time.Minute {
 		return
 	}
 	server, ok := c.serverTime(date)
@@ -253,15 +301,15 @@ func (c *Client) recordSkew(resp *http.Response, sent, received time.Time) {
 }
 
 // serverTime parses a Date header, once for each value (it changes once a second).
-func (c *Client) serverTime(date string) (time.Time, bool) {
-	if last := c.lastDate.Load(); last != nil && last.header == date {
+func (c *Client) serverTime(date []byte) (time.Time, bool) {
+	if last := c.lastDate.Load(); last != nil && last.header == string(date) {
 		return last.at, true
 	}
-	at, err := smithyhttp.ParseTime(date)
+	at, err := smithyhttp.ParseTime(string(date))
 	if err != nil {
 		return time.Time{}, false
 	}
-	c.lastDate.Store(&dateHeader{header: date, at: at})
+	c.lastDate.Store(&dateHeader{header: string(date), at: at})
 	return at, true
 }
 
@@ -295,7 +343,7 @@ func (c *Client) template(ctx context.Context) (*template, error) {
 	if captured == nil {
 		return nil, errNoTemplate
 	}
-	t, err := newTemplate(captured)
+	t, err := newTemplate(captured, c.opts.HTTPClient)
 	if err != nil {
 		return nil, err
 	}
@@ -303,8 +351,8 @@ func (c *Client) template(ctx context.Context) (*template, error) {
 	return t, nil
 }
 
-// newTemplate makes the template of the SDK's request req.
-func newTemplate(req *http.Request) (*template, error) {
+// newTemplate makes the template of the SDK's request req, to be sent through hc.
+func newTemplate(req *http.Request, hc kinesis.HTTPClient) (*template, error) {
 	name, region, ok := credentialScope(req.Header.Get("Authorization"))
 	if !ok {
 		return nil, fmt.Errorf("get records: the SDK's request is not signed with SigV4: %q", req.Header.Get("Authorization"))
@@ -317,7 +365,7 @@ func newTemplate(req *http.Request) (*template, error) {
 		h.Set("Amz-Sdk-Request", v)
 	}
 	u := *req.URL
-	return &template{url: &u, host: req.Host, header: h, signingName: name, signingRegion: region}, nil
+	return &template{url: &u, host: req.Host, header: h, signingName: name, signingRegion: region, wire: newWire(hc, &u)}, nil
 }
 
 // credentialScope returns the service name and region of a SigV4 Authorization header
@@ -338,18 +386,3 @@ func credentialScope(auth string) (name, region string, ok bool) {
 type httpClientFunc func(*http.Request) (*http.Response, error)
 
 func (f httpClientFunc) Do(req *http.Request) (*http.Response, error) { return f(req) }
-
-// Kinesis is a Kinesis client whose GetRecords takes the lean path; every other call is the SDK
-// client's.
-type Kinesis struct {
-	*kinesis.Client
-	lean *Client
-}
-
-// Wrap returns kin with GetRecords on the lean path (see New).
-func Wrap(kin *kinesis.Client) *Kinesis { return &Kinesis{Client: kin, lean: New(kin)} }
-
-// GetRecords is the lean path's (Client.GetRecords).
-func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	return k.lean.GetRecords(ctx, in, optFns...)
-}

@@ -2,6 +2,7 @@ package getrecords
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -25,12 +26,14 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
-// answer is one scripted HTTP answer of the test server; drop cuts the connection instead.
+// answer is one scripted HTTP answer of the test server; drop cuts the connection instead, gzip
+// sends the body gzipped (when the request accepts it).
 type answer struct {
 	status int
 	header map[string]string
 	body   string
 	drop   bool
+	gzip   bool
 }
 
 // recorded is one request as the server received it.
@@ -67,6 +70,14 @@ func newServer(t *testing.T) *server {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 		for k, v := range a.header {
 			w.Header().Set(k, v)
+		}
+		if a.gzip && strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.WriteHeader(a.status)
+			zw := gzip.NewWriter(w)
+			_, _ = io.WriteString(zw, a.body)
+			_ = zw.Close()
+			return
 		}
 		w.WriteHeader(a.status)
 		_, _ = io.WriteString(w, a.body)
@@ -116,13 +127,29 @@ func sdkClient(url string, ops *atomic.Int64) *kinesis.Client {
 // A first request of the lean path is signed at the time the SDK's was (X-Amz-Date), so that its
 // Authorization can be compared; later attempts (the SDK's retries) are compared without their
 // time and signature.
+//
+// It runs with the requests sent over the wire (the lean path's own connections) and through the
+// SDK's HTTP client (where the wire is off: a proxy, a client timeout).
 func TestSameAsSDK(t *testing.T) {
+	t.Run("wire", func(t *testing.T) { sameAsSDK(t, true) })
+	t.Run("http client", func(t *testing.T) { sameAsSDK(t, false) })
+}
+
+func sameAsSDK(t *testing.T, viaWire bool) {
 	srv := newServer(t)
 	var sdkOps, leanOps atomic.Int64
 	sdk := sdkClient(srv.URL, &sdkOps)
 	lean := New(sdkClient(srv.URL, &leanOps))
 	if !lean.lean {
 		t.Fatal("the lean path is off for the SDK's standard configuration")
+	}
+	tmpl, err := lean.template(context.Background())
+	if err != nil || tmpl.wire == nil {
+		t.Fatalf("the lean path does not send the requests itself (%v)", err)
+	}
+	w := tmpl.wire
+	if !viaWire {
+		tmpl.wire = nil
 	}
 	lean.newID = func() string { return pinnedID }
 
@@ -135,26 +162,33 @@ func TestSameAsSDK(t *testing.T) {
 	cases := []struct {
 		name     string
 		script   []answer
-		requests int // how many requests each client makes
+		requests int  // how many requests each client makes
+		quick    bool // the wire decodes the answer itself
 	}{
-		{"records", []answer{ok(records)}, 1},
-		{"empty", []answer{ok(`{"Records":[],"NextShardIterator":"AAAAAAAAAAH3","MillisBehindLatest":0}`)}, 1},
-		{"shard end", []answer{ok(`{"Records":[],"MillisBehindLatest":0,"ChildShards":[{"ShardId":"shardId-000000000002","ParentShards":["shardId-000000000001"],"HashKeyRange":{"StartingHashKey":"0","EndingHashKey":"170141183460469231731687303715884105727"}}]}`)}, 1},
-		{"unknown fields and nulls", []answer{ok(`{"Records":null,"NextShardIterator":"AAAAAAAAAAH4","MillisBehindLatest":null,"SomethingNew":{"a":[1,2]}}`)}, 1},
-		{"expired iterator", []answer{fail(400, `{"__type":"ExpiredIteratorException","message":"Iterator expired. The iterator was created at time Mon Jan 01 00:00:00 UTC 2024 while right now it is Mon Jan 01 00:06:00 UTC 2024 which is further in the future than the tolerated delay of 300000 milliseconds."}`)}, 1},
-		{"expired iterator, error type header", []answer{{status: 400, header: map[string]string{"X-Amzn-ErrorType": "ExpiredIteratorException:http://internal.amazon.com/coral/com.amazon.coral.service/"}, body: `{"message":"Iterator expired."}`}}, 1},
-		{"throttled thrice", []answer{fail(400, throttled)}, 3},
-		{"throttled once", []answer{fail(400, throttled), ok(records)}, 2},
-		{"internal failure", []answer{fail(500, `{"__type":"InternalFailure","message":"internal"}`)}, 3},
-		{"service unavailable, no JSON", []answer{fail(503, `Service Unavailable`), ok(records)}, 2},
-		{"invalid argument", []answer{fail(400, `{"__type":"InvalidArgumentException","message":"Invalid ShardIterator."}`)}, 1},
-		{"KMS throttling", []answer{fail(400, `{"__type":"KMSThrottlingException","message":"slow down"}`)}, 1},
-		{"access denied", []answer{fail(400, `{"__type":"AccessDeniedException","message":"no"}`)}, 1},
-		{"resource not found", []answer{fail(400, `{"__type":"com.amazonaws.kinesis#ResourceNotFoundException","message":"Shard not found"}`)}, 1},
-		{"unmodelled error", []answer{fail(400, `{"__type":"SomethingNewException","message":"new"}`)}, 1},
-		{"malformed answer", []answer{ok(`{"Records":[`)}, 1},
-		{"connection dropped", []answer{{drop: true}}, 3},
-		{"connection dropped once", []answer{{drop: true}, ok(records)}, 2},
+		{"records", []answer{ok(records)}, 1, false},
+		{"records gzipped", []answer{{status: 200, body: records, gzip: true}}, 1, false},
+		{"chunked", []answer{{status: 200, body: records, header: map[string]string{"Transfer-Encoding": "chunked"}}}, 1, false},
+		{"connection close", []answer{{status: 200, body: records, header: map[string]string{"Connection": "close"}}}, 1, false},
+		{"empty", []answer{ok(`{"Records":[],"NextShardIterator":"AAAAAAAAAAH3","MillisBehindLatest":0}`)}, 1, true},
+		{"empty, other order and spaces", []answer{ok(" {\"MillisBehindLatest\" : 1200,\n\"NextShardIterator\":\"AAAAAAAAAAH3+/=\", \"Records\":[ ]}\r\n")}, 1, true},
+		{"empty, gzipped", []answer{{status: 200, body: `{"Records":[],"NextShardIterator":"AAAAAAAAAAH3","MillisBehindLatest":0}`, gzip: true}}, 1, false},
+		{"empty, escaped iterator", []answer{ok(`{"Records":[],"NextShardIterator":"AAAA\u0041\/","MillisBehindLatest":0}`)}, 1, false},
+		{"shard end", []answer{ok(`{"Records":[],"MillisBehindLatest":0,"ChildShards":[{"ShardId":"shardId-000000000002","ParentShards":["shardId-000000000001"],"HashKeyRange":{"StartingHashKey":"0","EndingHashKey":"170141183460469231731687303715884105727"}}]}`)}, 1, false},
+		{"unknown fields and nulls", []answer{ok(`{"Records":null,"NextShardIterator":"AAAAAAAAAAH4","MillisBehindLatest":null,"SomethingNew":{"a":[1,2]}}`)}, 1, false},
+		{"expired iterator", []answer{fail(400, `{"__type":"ExpiredIteratorException","message":"Iterator expired. The iterator was created at time Mon Jan 01 00:00:00 UTC 2024 while right now it is Mon Jan 01 00:06:00 UTC 2024 which is further in the future than the tolerated delay of 300000 milliseconds."}`)}, 1, false},
+		{"expired iterator, error type header", []answer{{status: 400, header: map[string]string{"X-Amzn-ErrorType": "ExpiredIteratorException:http://internal.amazon.com/coral/com.amazon.coral.service/"}, body: `{"message":"Iterator expired."}`}}, 1, false},
+		{"throttled thrice", []answer{fail(400, throttled)}, 3, false},
+		{"throttled once", []answer{fail(400, throttled), ok(records)}, 2, false},
+		{"internal failure", []answer{fail(500, `{"__type":"InternalFailure","message":"internal"}`)}, 3, false},
+		{"service unavailable, no JSON", []answer{fail(503, `Service Unavailable`), ok(records)}, 2, false},
+		{"invalid argument", []answer{fail(400, `{"__type":"InvalidArgumentException","message":"Invalid ShardIterator."}`)}, 1, false},
+		{"KMS throttling", []answer{fail(400, `{"__type":"KMSThrottlingException","message":"slow down"}`)}, 1, false},
+		{"access denied", []answer{fail(400, `{"__type":"AccessDeniedException","message":"no"}`)}, 1, false},
+		{"resource not found", []answer{fail(400, `{"__type":"com.amazonaws.kinesis#ResourceNotFoundException","message":"Shard not found"}`)}, 1, false},
+		{"unmodelled error", []answer{fail(400, `{"__type":"SomethingNewException","message":"new"}`)}, 1, false},
+		{"malformed answer", []answer{ok(`{"Records":[`)}, 1, false},
+		{"connection dropped", []answer{{drop: true}}, 3, false},
+		{"connection dropped once", []answer{{drop: true}, ok(records)}, 2, false},
 	}
 	// The poller's inputs (a base64 iterator, a limit), which the lean path writes itself, others,
 	// which it has the SDK's protocol serialize, and one naming the stream, which it leaves to the
@@ -181,8 +215,14 @@ func TestSameAsSDK(t *testing.T) {
 			if _, err := lean.template(ctx); err != nil { // made before the count below
 				t.Fatal(err)
 			}
-			before := leanOps.Load()
+			before, wired, quick := leanOps.Load(), w.sent.Load(), w.quick.Load()
 			got := srv.run(c.script, func() { gotOut, gotErr = lean.GetRecords(ctx, in) })
+			if n := w.quick.Load() - quick; (n == 1) != (viaWire && c.quick && in.StreamARN == nil) || n > 1 {
+				t.Errorf("%d answers decoded by the wire itself, want it: %v", n, viaWire && c.quick)
+			}
+			if n, want := w.sent.Load()-wired, int64(min(1, c.requests)); in.StreamARN == nil && n != want && viaWire || !viaWire && n != 0 {
+				t.Errorf("the lean path wrote %d requests itself, want %d (the first attempt)", n, want)
+			}
 
 			if len(want) != c.requests || len(got) != c.requests {
 				t.Fatalf("requests: the SDK made %d, the lean path %d; want %d", len(want), len(got), c.requests)
@@ -380,14 +420,7 @@ func TestCancelledOnTheWire(t *testing.T) {
 // request must be its own. Under -race this fails when requests share the template's URL, which
 // the signer writes while another request is on the wire.
 func TestConcurrentCallsShareNothing(t *testing.T) {
-	var served atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		served.Add(1)
-		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-		_, _ = io.WriteString(w, `{"Records":[],"NextShardIterator":"AAAA","MillisBehindLatest":0}`)
-	}))
-	t.Cleanup(srv.Close)
+	srv, served, _ := emptyServer(t, false)
 	var ops atomic.Int64
 	c := New(sdkClient(srv.URL, &ops))
 	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAA"), Limit: aws.Int32(10)}

@@ -1,0 +1,370 @@
+package getrecords
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"golang.org/x/net/http/httpguts"
+)
+
+// wire sends the lean path's requests over HTTP/1.1 on kept-alive connections of its own: the
+// calling goroutine writes the request and reads the answer itself. net/http's transport runs a
+// reader and a writer goroutine per connection and hands each request and answer between them
+// and the caller through channels, which cost an idle poll more than signing it
+// (BenchmarkManyIdleShardsFakeKinesis's profile); here a call is a write and a read on the
+// connection. It is built from the SDK client's own transport settings (dialer, TLS
+// configuration, idle pool size and timeout, MaxConnsPerHost as a bound on requests at once, the
+// SDK's read timeout), and only where it sends what
+// net/http would: a BuildableClient with no proxy for the endpoint and no timeouts or hooks it
+// does not reproduce (newWire). It speaks HTTP/1.1 only, over TLS too (ALPN http/1.1).
+type wire struct {
+	addr        string      // host:port to dial
+	tls         *tls.Config // nil: plain HTTP
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	handshake   time.Duration // TLS handshake timeout; 0: none
+	readTimeout time.Duration // the SDK's rolling read timeout; 0: none
+	idleTimeout time.Duration // an idle connection unused this long is closed; 0: never
+	maxIdle     int
+	gzip        bool          // ask for gzip and decode it, as net/http's transport does
+	inFlight    chan struct{} // the transport's MaxConnsPerHost: requests at once; nil: no bound
+
+	mu   sync.Mutex
+	idle []*wireConn // the most recently used last
+
+	sent  atomic.Int64 // requests written, for the tests
+	quick atomic.Int64 // answers decoded by peekEmpty, for the tests
+}
+
+// wireConn is one connection of a wire.
+type wireConn struct {
+	conn net.Conn
+	raw  syscall.RawConn // the socket under conn, to see that the server has not closed it; nil: not reused
+	br   *bufio.Reader
+	out  []byte // the request being written
+	used time.Time
+}
+
+// newWire returns the wire for the SDK HTTP client hc and the endpoint u, or nil where it would
+// not send the requests as hc does; the lean path then sends through hc.
+func newWire(hc kinesis.HTTPClient, u *url.URL) *wire {
+	b, ok := hc.(*awshttp.BuildableClient)
+	if !wireSupported || !ok || b.GetTimeout() != 0 || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+		return nil
+	}
+	tr := b.GetTransport()
+	if tr.Proxy != nil {
+		if p, err := tr.Proxy(&http.Request{Method: http.MethodPost, URL: u}); err != nil || p != nil {
+			return nil
+		}
+	}
+	//lint:ignore SA1019 a Dial set by the user is a hook wire does not call
+	if tr.DialTLSContext != nil || tr.DialTLS != nil || tr.Dial != nil || tr.DisableKeepAlives || tr.ResponseHeaderTimeout != 0 ||
+		tr.MaxResponseHeaderBytes != 0 || tr.GetProxyConnectHeader != nil || len(tr.ProxyConnectHeader) > 0 {
+		return nil
+	}
+	w := &wire{addr: canonicalAddr(u), dial: tr.DialContext, handshake: tr.TLSHandshakeTimeout,
+		idleTimeout: tr.IdleConnTimeout, maxIdle: tr.MaxIdleConnsPerHost, gzip: !tr.DisableCompression}
+	if w.dial == nil {
+		w.dial = (&net.Dialer{}).DialContext
+	}
+	if tr.MaxConnsPerHost > 0 {
+		w.inFlight = make(chan struct{}, tr.MaxConnsPerHost)
+	}
+	if w.maxIdle == 0 {
+		w.maxIdle = http.DefaultMaxIdleConnsPerHost
+	}
+	if d, ok := b.GetReadTimeout(); ok && d > 0 {
+		w.readTimeout = d
+	}
+	if u.Scheme == "https" {
+		w.tls = &tls.Config{}
+		if tr.TLSClientConfig != nil {
+			w.tls = tr.TLSClientConfig.Clone()
+		}
+		if w.tls.ServerName == "" {
+			w.tls.ServerName = u.Hostname()
+		}
+		w.tls.NextProtos = []string{"http/1.1"}
+	}
+	return w
+}
+
+// canonicalAddr is u's host:port, with the scheme's port when u names none.
+func canonicalAddr(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// errForHTTPClient: the request or its answer is not one the wire handles (a header net/http
+// refuses to send; a 3xx status, which net/http's client follows, or a 101); the request is sent
+// through the SDK's HTTP client.
+var errForHTTPClient = errors.New("get records: a request for net/http's client")
+
+// do sends req (signed, with body as its body) and reads the answer: an idle shard's answer is
+// decoded into out (quick.ok, no response), any other's body read into into. Errors are
+// *url.Error, as net/http's client returns.
+func (w *wire) do(ctx context.Context, req *http.Request, body []byte, into *bytes.Buffer, out *kinesis.GetRecordsOutput) (*http.Response, quick, error) {
+	if w.inFlight != nil {
+		select {
+		case w.inFlight <- struct{}{}:
+			defer func() { <-w.inFlight }()
+		case <-ctx.Done():
+			return nil, quick{}, w.urlError(req, ctx.Err())
+		}
+	}
+	if !validHeader(req.Header) {
+		return nil, quick{}, errForHTTPClient
+	}
+	cn, err := w.get(ctx)
+	if err != nil {
+		return nil, quick{}, w.urlError(req, err)
+	}
+	resp, q, err := w.roundTrip(ctx, cn, req, body, into, out)
+	if errors.Is(err, errForHTTPClient) {
+		_ = cn.conn.Close()
+		return nil, quick{}, err
+	}
+	if err != nil {
+		_ = cn.conn.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, quick{}, w.urlError(req, err)
+	}
+	return resp, q, nil
+}
+
+func (w *wire) urlError(req *http.Request, err error) error {
+	return &url.Error{Op: "Post", URL: req.URL.String(), Err: err}
+}
+
+// roundTrip writes req on cn and reads its answer (do). On success cn is back in the pool, or
+// closed if the answer said so.
+func (w *wire) roundTrip(ctx context.Context, cn *wireConn, req *http.Request, body []byte, into *bytes.Buffer, out *kinesis.GetRecordsOutput) (*http.Response, quick, error) {
+	cancelled := context.AfterFunc(ctx, func() { _ = cn.conn.Close() })
+	defer cancelled()
+	gzip := w.gzip && req.Header["Accept-Encoding"] == nil && req.Header["Range"] == nil
+	cn.out = writeRequest(cn.out[:0], req, body, gzip)
+	w.sent.Add(1)
+	if _, err := cn.conn.Write(cn.out); err != nil {
+		return nil, quick{}, err
+	}
+	if _, err := cn.br.Peek(1); err != nil {
+		return nil, quick{}, err
+	}
+	var resp *http.Response
+	q, closing := peekEmpty(cn.br, out)
+	if q.ok {
+		w.quick.Add(1)
+	} else {
+		var err error
+		if resp, err = readResponse(cn.br, req); err != nil {
+			return nil, quick{}, err
+		}
+		if resp.StatusCode < 200 || (resp.StatusCode >= 300 && resp.StatusCode < 400) {
+			return nil, quick{}, errForHTTPClient
+		}
+		if err := readBody(resp, into, gzip); err != nil {
+			return nil, quick{}, err
+		}
+		closing = resp.Close
+	}
+	if !cancelled() { // the context ended: cn is closed
+		return nil, quick{}, ctx.Err()
+	}
+	if closing || cn.raw == nil {
+		_ = cn.conn.Close()
+	} else {
+		w.put(cn)
+	}
+	return resp, q, nil
+}
+
+// readResponse reads the answer to req, past informational (1xx) answers as net/http's transport
+// does (at most 5; a 101 ends it).
+func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	for range 5 {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, err
+		}
+	}
+	return nil, errors.New("too many 1xx informational responses")
+}
+
+// readBody reads resp's body into into, decoding gzip as net/http's transport does when it asked
+// for it (asked), and leaves resp.Body empty.
+func readBody(resp *http.Response, into *bytes.Buffer, asked bool) error {
+	var r io.Reader = resp.Body
+	if asked && strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return err
+		}
+		r = zr
+		resp.Header.Del("Content-Encoding")
+		resp.Header.Del("Content-Length")
+		resp.ContentLength, resp.Uncompressed = -1, true
+	}
+	into.Reset()
+	_, err := into.ReadFrom(r)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body) // to the end of a gzip body's framing
+	}
+	resp.Body = http.NoBody
+	return err
+}
+
+// validHeader reports whether every name and value of h is one net/http writes (a name of token
+// characters; a value without control characters but tab), so that the wire writes no other.
+func validHeader(h http.Header) bool {
+	for k, vs := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// writeRequest appends req's HTTP/1.1 request to b: what net/http writes for it (the request
+// line, Host, the headers, Content-Length and, with gzip, Accept-Encoding), then body.
+func writeRequest(b []byte, req *http.Request, body []byte, gzip bool) []byte {
+	b = append(b, "POST "...)
+	b = append(b, req.URL.RequestURI()...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, req.Host...)
+	b = append(b, "\r\n"...)
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	b = append(b, "Content-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	b = append(b, "\r\n"...)
+	if gzip {
+		b = append(b, "Accept-Encoding: gzip\r\n"...)
+	}
+	b = append(b, "\r\n"...)
+	return append(b, body...)
+}
+
+// get returns an idle connection the server has not closed, or a new one.
+func (w *wire) get(ctx context.Context) (*wireConn, error) {
+	for {
+		var cn *wireConn
+		w.mu.Lock()
+		if n := len(w.idle); n > 0 {
+			cn = w.idle[n-1]
+			w.idle[n-1] = nil
+			w.idle = w.idle[:n-1]
+		}
+		w.mu.Unlock()
+		if cn == nil {
+			break
+		}
+		if idle(cn.raw) {
+			return cn, nil
+		}
+		_ = cn.conn.Close()
+	}
+	conn, err := w.dial(ctx, "tcp", w.addr)
+	if err != nil {
+		return nil, err
+	}
+	cn := &wireConn{}
+	if sc, ok := conn.(syscall.Conn); ok {
+		if cn.raw, err = sc.SyscallConn(); err != nil {
+			cn.raw = nil
+		}
+	}
+	if w.tls != nil {
+		if conn, err = w.handshakeTLS(ctx, conn); err != nil {
+			return nil, err
+		}
+	}
+	if w.readTimeout > 0 {
+		conn = &readTimeoutConn{Conn: conn, timeout: w.readTimeout}
+	}
+	cn.conn, cn.br = conn, bufio.NewReaderSize(conn, 4096)
+	return cn, nil
+}
+
+// handshakeTLS runs the TLS handshake on conn within the transport's handshake timeout.
+func (w *wire) handshakeTLS(ctx context.Context, conn net.Conn) (net.Conn, error) {
+	if w.handshake > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.handshake)
+		defer cancel()
+	}
+	tc := tls.Client(conn, w.tls)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// put returns cn to the idle pool, closing what is over the pool's size or idle too long.
+func (w *wire) put(cn *wireConn) {
+	now := time.Now()
+	cn.used = now
+	var closing []*wireConn
+	w.mu.Lock()
+	w.idle = append(w.idle, cn)
+	for len(w.idle) > 0 && (len(w.idle) > w.maxIdle || (w.idleTimeout > 0 && now.Sub(w.idle[0].used) > w.idleTimeout)) {
+		closing = append(closing, w.idle[0])
+		w.idle[0] = nil
+		w.idle = w.idle[1:]
+	}
+	w.mu.Unlock()
+	for _, c := range closing {
+		_ = c.conn.Close()
+	}
+}
+
+// readTimeoutConn is the SDK's read timeout (awshttp.BuildableClient.WithReadTimeout): each read
+// must return within timeout.
+type readTimeoutConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *readTimeoutConn) Read(p []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, &awshttp.ResponseTimeoutError{TimeoutDur: c.timeout}
+	}
+	return n, err
+}

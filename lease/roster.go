@@ -1,0 +1,173 @@
+package lease
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// member is one roster entry.
+type member struct {
+	epoch   int64
+	beat    int64
+	known   int64
+	leaving bool
+	waits   []string
+}
+
+// gone is a tombstone seen in the roster: how long after this worker first saw it the leases of
+// that worker's epoch stay unfree, and when it was first seen (the return of the read that
+// showed it: the tombstone was written before).
+type gone struct {
+	wait time.Duration
+	seen time.Time
+}
+
+// beatObs is what this worker has seen of another's heartbeat: the value and since when.
+type beatObs struct {
+	m     member
+	since time.Time
+	// healthyAt is how many of this worker's own heartbeats had succeeded when the value was
+	// first seen: a worker is judged dead only across heartbeats of this one that went through
+	// (the roster is one item, so a throttled table fails everyone's at once).
+	healthyAt int64
+}
+
+// roster is this worker's view of the roster item: the members as last read, the tombstones
+// of dead or replaced workers, and since when each member's heartbeat has stood still. It
+// knows nothing of DynamoDB nor of the clock: its callers pass the times in. Guarded by
+// Dynamo.mu.
+type roster struct {
+	members map[string]member
+	gone    map[string]gone    // tombstones, by goneKey
+	beats   map[string]beatObs // each member's heartbeat, as this worker saw it
+	// fleetChanged is when a member last came or went, as this worker saw it.
+	fleetChanged time.Time
+	readAt       time.Time // when the roster was last read or returned
+}
+
+func newRoster() roster {
+	return roster{members: map[string]member{}, gone: map[string]gone{}, beats: map[string]beatObs{}}
+}
+
+// observe records a roster read returned at got: its members ms and tombstones tombs. A
+// heartbeat value first seen counts from at; healthy is how many of this worker's own
+// heartbeats have gone through. It reports whether a member came, went, or changed its
+// leaving flag or its shard count.
+func (r *roster) observe(ms map[string]member, tombs map[string]time.Duration, at, got time.Time, healthy int64) (changed bool) {
+	for k, w := range tombs {
+		if _, ok := r.gone[k]; !ok {
+			r.gone[k] = gone{wait: w, seen: got}
+		}
+	}
+	for k := range r.gone {
+		// A stale read may lack a tombstone it had shown: it then shows the entry, which
+		// holds the leases as well, and the tombstone counts again from its next sight.
+		if _, ok := tombs[k]; !ok {
+			delete(r.gone, k)
+		}
+	}
+	for id, m := range ms {
+		if o, ok := r.beats[id]; !ok || o.m.epoch != m.epoch || o.m.beat != m.beat {
+			r.beats[id] = beatObs{m: m, since: at, healthyAt: healthy}
+		} else if m.leaving != o.m.leaving {
+			o.m.leaving = m.leaving
+			r.beats[id] = o
+		}
+	}
+	for id := range r.beats {
+		if _, ok := ms[id]; !ok {
+			delete(r.beats, id)
+		}
+	}
+	if !maps.EqualFunc(ms, r.members, func(a, b member) bool { return a.epoch == b.epoch }) {
+		r.fleetChanged = got
+	}
+	changed = !maps.EqualFunc(ms, r.members, func(a, b member) bool {
+		return a.epoch == b.epoch && a.leaving == b.leaving && a.known == b.known
+	})
+	r.members, r.readAt = ms, got
+	return changed
+}
+
+// dead are the members (but self) whose heartbeat this worker has seen stand still for a
+// whole lease duration d, across at least two of its own successful heartbeats (healthy is
+// how many there have been).
+func (r *roster) dead(self string, now time.Time, d time.Duration, healthy int64) []string {
+	var out []string
+	for id, o := range r.beats {
+		if id == self || now.Sub(o.since) < d || healthy-o.healthyAt < 2 {
+			continue
+		}
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// bury records at now what a declaration of death wrote: the member gone, and its epoch's
+// tombstone with wait (until a roster read shows it, or shows the member alive after all).
+func (r *roster) bury(id string, epoch int64, wait time.Duration, now time.Time) {
+	delete(r.members, id)
+	delete(r.beats, id)
+	if k := goneKey(id, epoch); !r.hasTombstone(k) {
+		r.gone[k] = gone{wait: wait, seen: now}
+	}
+	r.fleetChanged = now
+}
+
+func (r *roster) hasTombstone(k string) bool {
+	_, ok := r.gone[k]
+	return ok
+}
+
+// buried: the epoch's tombstone has been seen for less than its wait; an invocation of that
+// epoch may still be running.
+func (r *roster) buried(owner string, epoch int64, now time.Time) bool {
+	g, ok := r.gone[goneKey(owner, epoch)]
+	return ok && now.Sub(g.seen) < g.wait
+}
+
+// tombstonesDue are the tombstones whose wait has passed at now for self to remove: at once
+// for those self ranks first for among the members, a lease duration d later for the others
+// (in case the first is dead too).
+func (r *roster) tombstonesDue(self string, now time.Time, d time.Duration) []string {
+	var out []string
+	live := slices.Sorted(maps.Keys(r.members))
+	for k, g := range r.gone {
+		if over := now.Sub(g.seen) - g.wait; over >= 0 && (rank(k, live)[0] == self || over >= d) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// holds: the roster shows the worker under that epoch.
+func (r *roster) holds(id string, epoch int64) bool {
+	m, ok := r.members[id]
+	return ok && m.epoch == epoch
+}
+
+// agreed: every member but self publishes n shards known, as self did last (published), so
+// all compute the same placement.
+func (r *roster) agreed(self string, n, published int64) bool {
+	for id, m := range r.members {
+		if id != self && m.known != n {
+			return false
+		}
+	}
+	return published == n
+}
+
+// placementMembers are the members the placement counts, sorted: those not leaving (self
+// counts whatever its flag: its own flag never moves its leases), without the one named.
+func (r *roster) placementMembers(self, without string) []string {
+	var out []string
+	for id, m := range r.members {
+		if (!m.leaving || id == self) && id != without {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
