@@ -15,6 +15,11 @@
 // WithDynamoDB put other clients in their place (the in-memory fakes of tests and of the
 // simulation).
 //
+// Template.Mapping turns a SAM or CloudFormation template's mapping (or, without a template, a
+// bare stream) into a Mapping as esm run does: the template's stream, consumer, function name,
+// timeout and settings, its parameters and the emulators' account; TemplateMapping.InProcess then
+// runs a Go handler as the template's function (its environment, its reserved concurrency).
+//
 // Run finds the stream (and the enhanced fan-out consumer), checks the mapping once, opens its
 // store (a state directory, a lease table, or one Store.Open opens) and runs its poller; with a
 // lease table, the lease coordinator too, whose leases are renewed until the poller stopped.
@@ -23,14 +28,15 @@
 //
 // # One mapping's configuration, from the flags and from the API to poller.New
 //
-// esm run (cmd/esm runCmd.run, and handler/inproc.Run with the same flags or typed options):
+// esm run (cmd/esm runCmd.run; handler/inproc.Run takes the same path from its typed options,
+// inproc.options.mapping in place of the flags, and runs the mapping on its own Runner):
 //
-//  1. cli.RunFlags.Load → TemplateFlags.LoadMapping → TemplateFlags.Target →
-//     TemplateFlags.Resolve (AWSConfig, sam.Load) → sam.Template.Select →
-//     sam.Mapping.PollerConfig: a Mapping (Source, Function, Config, Store, Hooks);
+//  1. cli.RunFlags.Load → TemplateFlags.LoadMapping → TemplateFlags.Target → AWSConfig →
+//     Template.Mapping → Template.Load (sam.Load) → sam.Template.Select →
+//     sam.Mapping.PollerConfig, TemplateSource: a Mapping (Source, Function, Config, Store, Hooks);
 //  2. MappingFlags.apply, RunFlags.overrideMapping → Settings.Apply (the flags given);
-//  3. cli.Run → Config.mapping (the invoker or in-process handler) → New → Config.trace,
-//     Config.observe (Hooks) → Runner.Run;
+//  3. cli.Run → Config.mapping (the invoker, or TemplateMapping.InProcess) → New →
+//     Config.trace, Config.observe (Hooks) → Runner.Run;
 //  4. Runner.Run → poller.Config.CheckSettings (Lambda's settings, before any call) →
 //     resolveSource (poller.ResolveStreamARN, ResolveConsumer) → poller.ListShards → openStore →
 //     runOn → poller.New, which checks the stream's ARNs and not the settings again.

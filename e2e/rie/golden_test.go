@@ -60,14 +60,14 @@ func TestRIEEventMatchesInProcess(t *testing.T) {
 	// Both mappings read the whole stream; a batch holds every record of a shard.
 	viaRIE := runMapping(t, stream, mappingConfig(100), httpInvoker(t, newWire(), 3*time.Second, r.Endpoint()), nil)
 	inProc := runMapping(t, stream, mappingConfig(100), nil, example.Config{EventDump: inProcDump}.Handle)
-	// And a handler embedded in a program: inproc.Run, configured by flags as esm run is.
+	// And a handler embedded in a program: inproc.Run, configured by its typed options.
 	startDump := filepath.Join(dir, "handler-start.jsonl")
 	hctx, stopHandler := context.WithCancel(context.Background())
 	handlerDone := make(chan error, 1)
 	go func() {
-		handlerDone <- inproc.Run(hctx, example.Config{EventDump: startDump}.Handle, inproc.WithArgs(
-			"--stream", stream, "--endpoint-url", kinesisEndpoint, "--state-dir", filepath.Join(dir, "handler-state"),
-			"--starting-position", "TRIM_HORIZON", "--batch-size", "100", "--poll-interval", "100ms"), inproc.WithStderr(io.Discard))
+		handlerDone <- inproc.Run(hctx, example.Config{EventDump: startDump}.Handle,
+			inproc.WithStream(stream), inproc.WithEndpointURL(kinesisEndpoint), inproc.WithStateDir(filepath.Join(dir, "handler-state")),
+			inproc.WithStartingPosition("TRIM_HORIZON"), inproc.WithBatchSize(100), inproc.WithPollInterval(100*time.Millisecond), inproc.WithStderr(io.Discard))
 	}()
 	for _, dump := range []string{rieDump, inProcDump, startDump, execDump} {
 		testkit.WaitFor(t, "every record in "+filepath.Base(dump), 30*time.Second, func() bool { return recordCount(t, dump) >= len(recs) })

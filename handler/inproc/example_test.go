@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/handler/inproc"
+	"github.com/kinesis-esm/esm/metrics/emf"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 func handle(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
@@ -18,19 +21,45 @@ func handle(ctx context.Context, e events.KinesisEvent) (events.KinesisEventResp
 	return events.KinesisEventResponse{}, nil
 }
 
-// Run embeds the mapping in a program of its own, stopped by its context.
+// Run embeds the mapping in a program of its own, stopped by its context: the mapping of a
+// template's function, its parameters given, its shards shared with the other workers of a
+// DynamoDB lease table.
 func ExampleRun() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	err := inproc.Run(ctx, handle, inproc.WithArgs(
-		"--template", "template.yaml",
-		"--function", "OrdersFunction",
-		"--endpoint-url", "http://127.0.0.1:4568",
-		"--state-dir", ".esm",
-	))
+	err := inproc.Run(ctx, handle,
+		inproc.WithTemplate("template.yaml"),
+		inproc.WithFunction("OrdersFunction"),
+		inproc.WithParameterOverrides(map[string]string{"StreamName": "orders"}),
+		inproc.WithEndpointURL("http://127.0.0.1:4568"),
+		inproc.WithLeaseTable("orders-leases"),
+		inproc.WithWorkerID("worker-1"),
+		inproc.WithLeaseDuration(20*time.Second),
+	)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
+}
+
+// WithHooks takes the metrics a program builds: here the CloudWatch embedded-metric-format
+// lines esm run --emf writes, once a minute on stdout.
+func ExampleWithHooks() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	lines := emf.New(os.Stdout, "esm", "orders", "orders")
+	done := make(chan error, 1)
+	go func() { done <- lines.Run(ctx) }()
+	err := inproc.Run(ctx, handle,
+		inproc.WithStream("orders"),
+		inproc.WithFunctionName("orders"),
+		inproc.WithEndpointURL("http://127.0.0.1:4568"),
+		inproc.WithHooks(runner.Hooks{Observer: lines, OnUUID: lines.SetMappingUUID}),
+	)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	stop()
+	<-done
 }
 
 // Run with typed options: the mapping of a template's function, on a local emulator.

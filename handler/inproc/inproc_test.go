@@ -14,11 +14,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testenv"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 var kinesisEndpoint string
@@ -61,7 +61,7 @@ Resources:
             BatchSize: 2
 `
 
-// TestRunDeliversRecords: Run, configured by a template, its parameter overrides and flags, polls
+// TestRunDeliversRecords: Run, configured by a template, its parameter overrides and options, polls
 // kinesis-local and hands the records to the function in-process, with the template's environment
 // and timeout; a cancelled context is a clean stop.
 func TestRunDeliversRecords(t *testing.T) {
@@ -104,8 +104,8 @@ func TestRunDeliversRecords(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(runCtx, fn, WithStderr(&logs), WithArgs("--template", tpl, "--endpoint-url", kinesisEndpoint,
-			"--parameter-overrides", "StreamName="+stream, "--state-dir", filepath.Join(dir, "state"), "--poll-interval", "100ms"))
+		done <- Run(runCtx, fn, WithStderr(&logs), WithTemplate(tpl), WithEndpointURL(kinesisEndpoint),
+			WithParameterOverrides(map[string]string{"StreamName": stream}), WithStateDir(filepath.Join(dir, "state")), WithPollInterval(100*time.Millisecond))
 	}()
 	var all []string
 	for len(all) < 3 {
@@ -139,8 +139,70 @@ func TestRunDeliversRecords(t *testing.T) {
 	}
 }
 
+// TestRunProvisionsTheStream: with WithProvision, Run creates the template's stream on the
+// emulator before it polls it, and the records put then reach the handler.
+func TestRunProvisionsTheStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	tpl := filepath.Join(dir, "template.yaml")
+	if err := os.WriteFile(tpl, []byte(template), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Unsetenv("HANDLER_TEST_FROM_TEMPLATE") })
+	stream := fmt.Sprintf("provisioned-%d", time.Now().UnixNano())
+	got := make(chan string, 10)
+	fn := func(_ context.Context, e events.KinesisEvent) error {
+		for _, r := range e.Records {
+			got <- string(r.Kinesis.Data)
+		}
+		return nil
+	}
+	ready := make(chan struct{})
+	var logs testkit.SyncBuffer
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(runCtx, fn, WithStderr(&logs), WithTemplate(tpl), WithEndpointURL(kinesisEndpoint), WithProvision(),
+			WithParameterOverrides(map[string]string{"StreamName": stream}), WithStateDir(filepath.Join(dir, "state")),
+			WithPollInterval(100*time.Millisecond), WithHooks(runner.Hooks{Ready: func() { close(ready) }}))
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run returned before the mapping ran: %v\n%s", err, logs.String())
+	case <-ctx.Done():
+		t.Fatalf("the mapping did not start\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "stream created") {
+		t.Errorf("no \"stream created\" in the log:\n%s", logs.String())
+	}
+	cfg, err := local.AWSConfig(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := local.PutRecords(ctx, local.NewKinesisClient(cfg, kinesisEndpoint), stream, []local.Record{{PartitionKey: "k", Data: []byte("provisioned")}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case data := <-got:
+		if data != "provisioned" {
+			t.Errorf("the handler got %q, want the record put", data)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the record did not reach the handler\n%s", logs.String())
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+}
+
+// TestRunRejectsBadConfiguration: a configuration that cannot run is an error that wraps
+// poller.ErrInvalidConfig and says what to change, before anything is written.
 func TestRunRejectsBadConfiguration(t *testing.T) {
 	dir := t.TempDir()
+	t.Chdir(dir) // no template.yaml here
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte(strings.Replace(template, "BatchSize: 2", "BatchSize: 10001", 1)), 0o644); err != nil {
 		t.Fatal(err)
@@ -148,29 +210,40 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 	fn := func(context.Context, events.KinesisEvent) error { return nil }
 	for _, tt := range []struct {
 		name string
-		args []string
+		fn   any
+		opts []Option
 		want string
 	}{
-		{"template out of range", []string{"--template", bad}, "at 'batchSize' failed to satisfy constraint: Member must have value less than or equal to 10000"},
-		{"no template, no stream", []string{"--template-missing-flag"}, "unknown flag --template-missing-flag"},
-		{"missing template", []string{"--template", filepath.Join(dir, "nope.yaml")}, "nope.yaml: no such file"},
-		{"invoke targets", []string{"--invoke", "http://127.0.0.1:1"}, "invoked in-process"},
+		{"template out of range", fn, []Option{WithTemplate(bad)}, "at 'batchSize' failed to satisfy constraint: Member must have value less than or equal to 10000"},
+		{"no template, no stream", fn, nil, "no template.yaml here: give WithTemplate(FILE), or WithStream(NAME) to run without a template"},
+		{"missing template", fn, []Option{WithTemplate(filepath.Join(dir, "nope.yaml"))}, "nope.yaml: no such file"},
+		{"function without a template", fn, []Option{WithStream("s"), WithFunction("Fn")}, "WithFunction selects a mapping of a template, and there is none"},
+		{"batch size out of range", fn, []Option{WithStream("s"), WithBatchSize(0)}, "at 'batchSize' failed to satisfy constraint: Member must have value greater than or equal to 1"},
+		{"negative lease duration", fn, []Option{WithStream("s"), WithLeaseTable("t"), WithLeaseDuration(-time.Second)}, "WithLeaseDuration -1s: must be positive"},
+		{"no handler", nil, []Option{WithStream("s")}, "no function given"},
+		{"provisioning a stream no template declares", fn, []Option{WithStream("s"), WithProvision()}, "provisioning creates the stream a template declares"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := Run(context.Background(), fn, WithArgs(append(tt.args, "--state-dir", filepath.Join(dir, "state"))...), WithStderr(io.Discard))
+			opts := append(tt.opts, WithEndpointURL("http://127.0.0.1:1"), WithStateDir(filepath.Join(dir, "state")), WithStderr(io.Discard))
+			err := Run(context.Background(), tt.fn, opts...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Run: %v; want an error containing %q", err, tt.want)
 			}
-			if code := cli.ExitCode(err); code != 2 {
-				t.Errorf("exit code %d, want 2", code)
+			if !errors.Is(err, poller.ErrInvalidConfig) {
+				t.Errorf("the error does not wrap poller.ErrInvalidConfig: %v", err)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "state")); !os.IsNotExist(err) {
 				t.Error("a state directory was created for a configuration that cannot run")
 			}
 		})
 	}
-	err := Run(context.Background(), fn, WithArgs("--template", bad), WithStderr(io.Discard))
-	if !errors.Is(err, poller.ErrInvalidConfig) {
-		t.Errorf("a template error does not wrap poller.ErrInvalidConfig: %v", err)
+	// Provisioning is for emulators only.
+	err := Run(context.Background(), fn, WithTemplate(bad), WithProvision(), WithStderr(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), "at 'batchSize'") {
+		t.Fatalf("Run: %v; want the template's error first", err)
+	}
+	err = Run(context.Background(), fn, WithStream("s"), WithProvision(), WithStderr(io.Discard))
+	if err == nil || !strings.Contains(err.Error(), "WithProvision creates streams on emulators only: give WithEndpointURL") || !errors.Is(err, poller.ErrInvalidConfig) {
+		t.Fatalf("Run: %v; want the emulators-only error", err)
 	}
 }

@@ -5,21 +5,17 @@
 package cli
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/kinesis-esm/esm/internal/logdedup"
 	"github.com/kinesis-esm/esm/poller"
@@ -28,10 +24,7 @@ import (
 )
 
 // DefaultTemplate is the template read when --template is not given.
-const DefaultTemplate = "template.yaml"
-
-// emulatorAccountID is the account local emulators put in their ARNs (kinesis-local, goaws).
-const emulatorAccountID = "000000000000"
+const DefaultTemplate = runner.DefaultTemplate
 
 // TemplateFlags select and resolve a mapping of a template.
 type TemplateFlags struct {
@@ -167,25 +160,15 @@ type Resolved struct {
 	AWS aws.Config
 }
 
-// mentionsAccountID reports whether the template names the AWS::AccountId pseudo parameter at all
-// (a Ref, or ${AWS::AccountId} in a Sub): only then is the caller's account worth an STS call.
-func mentionsAccountID(path string) bool {
-	raw, err := os.ReadFile(path)
-	return err != nil || bytes.Contains(raw, []byte("AWS::AccountId"))
+// template is the runner's description of the template the flags name, with stream and
+// functionName (the --stream and --function-name flags, when given) overriding its mapping's.
+func (f TemplateFlags) template(overrides map[string]string, lookupAccount bool, stream, functionName *string) runner.Template {
+	return runner.Template{Path: f.Template, Function: f.Function, ParameterOverrides: overrides, EndpointURL: f.EndpointURL,
+		LookupAccount: lookupAccount, InputNames: templateInputs, Stream: stream, FunctionName: functionName}
 }
 
-// accountLookup finds the caller's account when the template needs AWS::AccountId and esm runs
-// against real AWS.
-type accountLookup interface {
-	GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, optFns ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
-}
-
-// Resolve reads the template, if there is one. AWS::AccountId is the emulators' 000000000000 with
-// an endpoint URL, and sam local's 123456789012 otherwise; with lookupAccount set and no endpoint
-// URL (real AWS), a template that resolves is then resolved again with the caller's account (STS
-// GetCallerIdentity), unless AWS::AccountId is overridden. A template error is reported before
-// any AWS call. A missing default template is not an error: Template is then nil.
-func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolved, error) {
+// overrides are the --parameter-overrides, merged.
+func (f TemplateFlags) overrides() (map[string]string, error) {
 	overrides := map[string]string{}
 	for _, s := range f.ParameterOverrides {
 		po, err := sam.ParseParameterOverrides(s)
@@ -196,37 +179,25 @@ func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolv
 			overrides[k] = v
 		}
 	}
+	return overrides, nil
+}
+
+// Resolve reads the template, if there is one (runner.Template.Load): AWS::AccountId is the
+// emulators' 000000000000 with an endpoint URL, and sam local's 123456789012 otherwise; with
+// lookupAccount set and no endpoint URL (real AWS), the caller's account (STS
+// GetCallerIdentity), unless AWS::AccountId is overridden. A template error is reported before
+// any AWS call. A missing default template is not an error: Template is then nil.
+func (f TemplateFlags) Resolve(ctx context.Context, lookupAccount bool) (*Resolved, error) {
+	overrides, err := f.overrides()
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := runner.AWSConfig(ctx, f.Region, f.EndpointURL)
 	if err != nil {
 		return nil, err
 	}
 	res := &Resolved{AWS: cfg}
-	path := cmp.Or(f.Template, DefaultTemplate)
-	if _, err := os.Stat(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) && f.Template == "" {
-			return res, nil
-		}
-		return nil, Usage(fmt.Errorf("template %s: %w", path, err))
-	}
-	opts := []sam.Option{sam.WithParameterOverrides(overrides), sam.WithRegion(cfg.Region), sam.WithEndpointURL(f.EndpointURL), sam.WithInputNames(templateInputs)}
-	if f.EndpointURL != "" {
-		opts = append(opts, sam.WithAccountID(emulatorAccountID))
-	}
-	// The template is checked first, with sam local's account: a wrong template is reported as
-	// such, before any AWS call.
-	res.Template, err = sam.Load(path, opts...)
-	if err != nil {
-		return nil, err
-	}
-	if _, given := overrides["AWS::AccountId"]; given || f.EndpointURL != "" || !lookupAccount || !mentionsAccountID(path) {
-		return res, nil
-	}
-	out, err := sts.NewFromConfig(cfg).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
-	if err != nil {
-		return nil, fmt.Errorf("find the AWS account for AWS::AccountId (or pass --parameter-overrides AWS::AccountId=...): %w", err)
-	}
-	opts = append(opts, sam.WithAccountID(aws.ToString(out.Account)))
-	if res.Template, err = sam.Load(path, opts...); err != nil {
+	if res.Template, err = f.template(overrides, lookupAccount, nil, nil).Load(ctx, cfg); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -293,81 +264,38 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 		return nil, Usage(fmt.Errorf("--blocked-after %s: must be positive", f.BlockedAfter))
 	}
 	m.Hooks.BlockedAfter = f.BlockedAfter
-	if f.RegisterConsumer != nil {
+	if f.RegisterConsumer != nil { // --provision registers the template's consumer too (ProvisionStream)
 		m.Source.Consumer, m.Source.RegisterConsumer = *f.RegisterConsumer, true
-	} else if c.Provision && c.Mapping != nil && c.Mapping.Consumer != nil && c.Mapping.Consumer.LogicalID != "" {
-		m.Source.RegisterConsumer = true // --provision registers the template's consumer too
 	}
 	return c, nil
 }
 
 // Target resolves the mapping the flags name, with stream and functionName (the --stream and
 // --function-name flags, when given) overriding the template's: the mapping's stream, function
-// and settings as the runner takes them, without the settings that only a run has.
+// and settings as the runner takes them (runner.Template.Mapping), without the settings that only
+// a run has.
 func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string, logger *slog.Logger) (*Config, error) {
-	res, err := f.Resolve(ctx, true)
+	overrides, err := f.overrides()
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{Logger: logger, AWS: res.AWS, EndpointURL: f.EndpointURL}
-	m := runner.Mapping{
-		Function: runner.Function{Name: runner.DefaultFunctionName, Timeout: defaultFunctionTimeout},
-		Config:   poller.Config{StartingPosition: poller.TrimHorizon},
-		Hooks:    runner.Hooks{Logger: logger},
+	cfg, err := runner.AWSConfig(ctx, f.Region, f.EndpointURL)
+	if err != nil {
+		return nil, err
 	}
+	tm, err := f.template(overrides, true, stream, functionName).Mapping(ctx, cfg)
 	switch {
-	case res.Template != nil:
-		tm, err := res.Template.Select(f.Function)
-		if err != nil {
-			if len(res.Template.Warnings) > 0 {
-				return nil, fmt.Errorf("%w (%s)", err, strings.Join(res.Template.Warnings, "; "))
-			}
-			return nil, err
-		}
-		c.Mapping, c.Warnings = tm, res.Template.Warnings
-		m.Config = tm.PollerConfig()
-		m.Source = runner.Source{Stream: streamFor(tm), Consumer: consumerFor(tm)}
-		m.Function.Name = tm.Function.FunctionName
-		m.Function.Timeout = time.Duration(tm.Function.Timeout) * time.Second
-	case stream == nil:
+	case errors.Is(err, runner.ErrNoTemplate) && stream == nil:
 		path := cmp.Or(f.Template, DefaultTemplate)
 		return nil, Usage(fmt.Errorf("no %s here: pass --template FILE, or --stream NAME to run without a template", path))
-	case f.Function != "":
+	case errors.Is(err, runner.ErrNoTemplate):
 		return nil, Usage(errors.New("--function selects a mapping of a template, and there is none: pass --template FILE"))
+	case err != nil:
+		return nil, err
 	}
-	if stream != nil {
-		m.Source.Stream, m.Source.Consumer = *stream, ""
-		m.Config.StreamARN = ""
-	}
-	if functionName != nil {
-		m.Function.Name = *functionName
-		m.Config.FunctionARN = ""
-	}
-	c.Run = m
+	c := &Config{Logger: logger, AWS: cfg, EndpointURL: f.EndpointURL, Run: tm.Mapping, Mapping: tm.Template, Warnings: tm.Warnings}
+	c.Run.Hooks.Logger = logger
 	return c, nil
-}
-
-// streamFor is what the runner looks the stream up by: its name when the template derived the
-// ARN from this account (the endpoint's own ARN then wins), the ARN itself when the template gave
-// another account's stream.
-func streamFor(m *sam.Mapping) string {
-	if m.Stream.LogicalID != "" {
-		return m.Stream.Name
-	}
-	return m.EventSourceArn
-}
-
-// consumerFor is the consumer the runner looks up, when the mapping reads through one: its name
-// when the template declares it (its creation time, in the ARN, is known only once registered),
-// else its ARN.
-func consumerFor(m *sam.Mapping) string {
-	switch {
-	case m.Consumer == nil:
-		return ""
-	case m.Consumer.LogicalID != "":
-		return m.Consumer.Name
-	}
-	return m.Consumer.Arn
 }
 
 // overrideMapping applies the mapping flags that were given, through the same runner.Settings

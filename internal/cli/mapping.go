@@ -4,11 +4,10 @@ import (
 	"context"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"io"
-	"log/slog"
 	"time"
 
-	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/sam"
 )
 
@@ -71,7 +70,7 @@ func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 	if err := c.ApplyEnvironment(); err != nil {
 		return nil, closeFn, err
 	}
-	inv, _, err = inProcessInvoker(handler, c.Run.Config.FunctionARN, c.Run.Function.Timeout, c.templateFunction(), c.Logger)
+	inv, _, err = runner.InProcessInvoker(handler, c.Run.Config.FunctionARN, c.Run.Function.Timeout, c.templateFunction(), c.Logger)
 	return inv, closeFn, err
 }
 
@@ -103,14 +102,4 @@ func (c *Config) templateFunction() *sam.Function {
 		return nil
 	}
 	return &c.Mapping.Function
-}
-
-// inProcessInvoker invokes handler in this process as the function fn (the template's, or nil)
-// is invoked: with its ARN and timeout, at most its ReservedConcurrentExecutions at once.
-func inProcessInvoker(handler any, arn string, timeout time.Duration, fn *sam.Function, logger *slog.Logger) (invoke.Invoker, func() error, error) {
-	opts := []invoke.Option{invoke.WithHandler(handler), invoke.WithFunction("", arn), invoke.WithTimeout(timeout), invoke.WithLogger(logger)}
-	if fn != nil && fn.ReservedConcurrentExecutions != nil {
-		opts = append(opts, invoke.WithReservedConcurrency(*fn.ReservedConcurrentExecutions))
-	}
-	return invoke.Open("", opts...)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -72,20 +71,7 @@ func (c *Config) ApplyEnvironment() error {
 	if c.Mapping == nil {
 		return nil
 	}
-	return applyEnvironment(c.Mapping.Function.Environment)
-}
-
-// applyEnvironment sets each of env's variables that this process's environment does not set.
-func applyEnvironment(env map[string]string) error {
-	for k, v := range env {
-		if _, set := os.LookupEnv(k); set {
-			continue
-		}
-		if err := os.Setenv(k, v); err != nil {
-			return fmt.Errorf("set %s from the template: %w", k, err)
-		}
-	}
-	return nil
+	return runner.SetEnvironment(c.Mapping.Function.Environment)
 }
 
 // Run runs the configured mapping until ctx ends, invoking the --invoke targets or, without any,
@@ -101,7 +87,7 @@ func Run(ctx context.Context, c *Config, fn any, stdout io.Writer) error {
 		c.Logger.Warn("template", "warning", w)
 	}
 	if c.Provision {
-		if err := c.ProvisionStream(ctx); err != nil {
+		if err := c.ProvisionStream(ctx, &m); err != nil {
 			return err
 		}
 	}
@@ -155,15 +141,11 @@ func (c *Config) mapping(fn any) (runner.Mapping, func() error, error) {
 	case handler == nil:
 		return m, closeInvoker, Usage(errNoFunction)
 	default:
-		if err := c.ApplyEnvironment(); err != nil {
+		tm := runner.TemplateMapping{Mapping: m, Template: c.Mapping}
+		if err := tm.InProcess(handler, c.Logger); err != nil {
 			return m, closeInvoker, err
 		}
-		m.Function.Handler = handler
-		if c.Mapping != nil && c.Mapping.Function.ReservedConcurrentExecutions != nil {
-			if m.Function.Invoker, _, err = inProcessInvoker(handler, m.Config.FunctionARN, m.Function.Timeout, c.templateFunction(), c.Logger); err != nil {
-				return m, closeInvoker, err
-			}
-		}
+		m = tm.Mapping
 	}
 	return m, closeInvoker, nil
 }

@@ -262,7 +262,7 @@ func ensureTemplateMappings(ctx context.Context, m *esmapi.Manager, tpl *sam.Tem
 		tm := &tpl.Mappings[i]
 		mc := tm.PollerConfig()
 		var err error
-		if mc.StreamARN, err = shared.ResolveStream(ctx, streamFor(tm)); err != nil {
+		if mc.StreamARN, err = shared.ResolveStream(ctx, runner.TemplateSource(tm).Stream); err != nil {
 			return fmt.Errorf("template mapping %s: %w", tm.ID, err)
 		}
 		v, created, err := m.EnsureMapping(ctx, tm.Function.FunctionName, mc)
@@ -401,7 +401,7 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *runne
 		if targets[0].Example && o.Function != nil {
 			// In-process, as with esm run: the template's Environment, where esm's own
 			// environment does not set a variable (the process has one environment for all).
-			if err := applyEnvironment(o.Function.Environment); err != nil {
+			if err := runner.SetEnvironment(o.Function.Environment); err != nil {
 				return nil, closeAll, err
 			}
 		}
@@ -425,7 +425,7 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *runne
 func defaultFunctionARN(region, endpointURL, name string) string {
 	account := sam.DefaultAccountID
 	if endpointURL != "" {
-		account = emulatorAccountID
+		account = runner.EmulatorAccountID
 	}
 	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)
 }
