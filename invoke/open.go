@@ -238,12 +238,11 @@ func (c *openConfig) openInProcess(targets []Target) (Invoker, error) {
 
 // openLambda is the invoker of function through the Lambda API.
 func (c *openConfig) openLambda(function string) Invoker {
-	client := awslambda.NewFromConfig(c.aws, func(lo *awslambda.Options) {
-		if c.endpoint != "" {
-			lo.BaseEndpoint = aws.String(c.endpoint)
-		}
-	})
-	return lambdaapi.New(client, function)
+	cfg := c.aws
+	if c.endpoint != "" {
+		cfg.BaseEndpoint = aws.String(c.endpoint)
+	}
+	return lambdaapi.New(awslambda.NewFromConfig(cfg), function)
 }
 
 // openHTTP is the invoker of a pool of endpoints.
