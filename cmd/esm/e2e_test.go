@@ -244,6 +244,7 @@ func testResharding(t *testing.T, kill bool, src source) {
 		t.Fatal(err)
 	}
 	var preKill, preKillInvocations int
+	var killed string // the killed process's log: its subscriptions count too
 	if kill {
 		testkit.WaitFor(t, "800 deliveries", time.Minute, func() bool { return len(readDeliveries(t, out)) >= 800 })
 		testkit.WaitFor(t, "an invocation in flight", time.Minute, func() bool { return testkit.LineCount(t, dump) > testkit.LineCount(t, trace) })
@@ -255,6 +256,7 @@ func testResharding(t *testing.T, kill bool, src source) {
 		if inFlight := preKillInvocations - testkit.LineCount(t, trace); inFlight < 1 {
 			t.Fatalf("the SIGKILL landed between invocations (%d started, all returned); it must catch one in flight", preKillInvocations)
 		}
+		killed = proc.stderr.String()
 		proc = src.start(t, env, args...)
 	}
 	testkit.WaitFor(t, "1500 records written", time.Minute, func() bool { return written.Load() >= 1500 })
@@ -288,7 +290,7 @@ func testResharding(t *testing.T, kill bool, src source) {
 	}
 	logPickup(t, got, lineage)
 	if src.check != nil {
-		src.check(t, stream, proc.stderr.String())
+		src.check(t, stream, killed+proc.stderr.String())
 	}
 }
 
