@@ -49,7 +49,7 @@ func (r *Runner) withDefaults(m Mapping) Mapping {
 func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	m = r.withDefaults(m)
 	if m.Source.Stream == "" {
-		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (--stream or ESM_STREAM)"}
+		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (Mapping.Source.Stream)"}
 	}
 	if m.Function.Invoker == nil && m.Function.Handler == nil {
 		return fmt.Errorf("function %s: %w", m.Function.Name, ErrNoFunction)
@@ -175,7 +175,11 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, mc poller.Config, st *ope
 	if st.shared != nil {
 		popts = append(popts, poller.WithCoordinator(st.shared)) // whose pace is the default ClaimInterval
 	}
-	p, err := poller.New(mc, r.kin, st.store, m.invoker(mc.FunctionARN), popts...) // checks the stream's ARNs
+	inv, err := m.invoker(mc.FunctionARN)
+	if err != nil {
+		return err
+	}
+	p, err := poller.New(mc, r.kin, st.store, inv, popts...) // checks the stream's ARNs
 	if err != nil {
 		return err
 	}
@@ -208,12 +212,15 @@ func runLeased(ctx context.Context, p *poller.Poller, leases SharedStore) error 
 	return err
 }
 
-// invoker is the mapping's function: its Invoker, or its Handler in this process.
-func (m Mapping) invoker(functionARN string) poller.Invoker {
+// invoker is the mapping's function: its Invoker, or its Handler in this process (opened by
+// invoke.Open, as every in-process function is).
+func (m Mapping) invoker(functionARN string) (poller.Invoker, error) {
 	if m.Function.Invoker != nil {
-		return m.Function.Invoker
+		return m.Function.Invoker, nil
 	}
-	return inprocess.New(m.Function.Handler, inprocess.WithFunctionARN(functionARN), inprocess.WithTimeout(m.Function.Timeout))
+	inv, _, err := invoke.Open("", invoke.WithHandler(m.Function.Handler), invoke.WithFunction("", functionARN),
+		invoke.WithTimeout(m.Function.Timeout))
+	return inv, err
 }
 
 // invocationBound is how long an invocation this worker starts may run, from the moment the

@@ -244,6 +244,9 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 	if err != nil {
 		return nil, err
 	}
+	if c.Run.Source.Stream == "" { // --stream "" (runner refuses it too, in the library's terms)
+		return nil, &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (--stream or ESM_STREAM)"}
+	}
 	if f.MaxEnvironments < 0 {
 		return nil, Usage(fmt.Errorf("--max-environments %d: must be 0 or more", f.MaxEnvironments))
 	}

@@ -251,3 +251,14 @@ func TestBlockedAfter(t *testing.T) {
 		t.Fatalf("--blocked-after's help %q does not state the default %s", field.Tag.Get("help"), want)
 	}
 }
+
+// TestEmptyStreamNamesTheFlag: an empty --stream is refused in the flags' terms before anything
+// runs (the runner's own refusal names its Mapping field).
+func TestEmptyStreamNamesTheFlag(t *testing.T) {
+	t.Chdir(t.TempDir()) // no template.yaml
+	_, err := load(t, "--stream", "")
+	var ve *poller.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "Stream" || !strings.Contains(ve.Message, "--stream or ESM_STREAM") || !errors.Is(err, poller.ErrInvalidConfig) {
+		t.Fatalf("err = %v, want the Stream ValidationError naming --stream", err)
+	}
+}
