@@ -365,7 +365,11 @@ func newTemplate(req *http.Request, hc kinesis.HTTPClient) (*template, error) {
 		h.Set("Amz-Sdk-Request", v)
 	}
 	u := *req.URL
-	return &template{url: &u, host: req.Host, header: h, signingName: name, signingRegion: region, wire: newWire(hc, &u)}, nil
+	w := newWire(hc, &u)
+	if w != nil {
+		w.lower = lowerNames(h)
+	}
+	return &template{url: &u, host: req.Host, header: h, signingName: name, signingRegion: region, wire: w}, nil
 }
 
 // credentialScope returns the service name and region of a SigV4 Authorization header

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
@@ -52,14 +53,17 @@ type server struct {
 	reqs   []recorded
 }
 
-func newServer(t *testing.T) *server {
+func newServer(t *testing.T, h2 bool) *server {
 	s := &server{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
 		s.reqs = append(s.reqs, recorded{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), body: body})
 		a := s.script[min(len(s.reqs), len(s.script))-1]
 		s.mu.Unlock()
+		if a.drop && r.ProtoMajor == 2 {
+			panic(http.ErrAbortHandler) // the stream is reset
+		}
 		if a.drop {
 			conn, _, _ := w.(http.Hijacker).Hijack()
 			_ = conn.Close()
@@ -82,8 +86,28 @@ func newServer(t *testing.T) *server {
 		w.WriteHeader(a.status)
 		_, _ = io.WriteString(w, a.body)
 	}))
+	if h2 {
+		s.EnableHTTP2 = true
+		s.StartTLS()
+	} else {
+		s.Start()
+	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// trusting is a client option for a test server over TLS: the SDK's HTTP client with the server's
+// certificate as its only root (as AWS_CA_BUNDLE sets it).
+func trusting(srv *httptest.Server) func(*kinesis.Options) {
+	return func(o *kinesis.Options) {
+		if srv.TLS == nil {
+			return
+		}
+		roots := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.TLSClientConfig.RootCAs = roots
+		})
+	}
 }
 
 // run sets the script and returns the requests made by call.
@@ -102,7 +126,7 @@ const pinnedID = "00000000-0000-4000-8000-000000000001"
 // sdkClient is a Kinesis client of the server, with the SDK's standard retryer (1 ms back-off) and
 // its invocation ID pinned (the SDK draws it at random, and it is signed); ops counts the calls
 // that went through its middleware stack.
-func sdkClient(url string, ops *atomic.Int64) *kinesis.Client {
+func sdkClient(url string, ops *atomic.Int64, optFns ...func(*kinesis.Options)) *kinesis.Client {
 	return kinesis.New(kinesis.Options{
 		Region:       "eu-west-1",
 		BaseEndpoint: aws.String(url),
@@ -117,7 +141,7 @@ func sdkClient(url string, ops *atomic.Int64) *kinesis.Client {
 				return next.HandleBuild(ctx, in)
 			}), middleware.After)
 		}},
-	})
+	}, optFns...)
 }
 
 // TestSameAsSDK makes each GetRecords call through the SDK client and through the lean path
@@ -130,16 +154,21 @@ func sdkClient(url string, ops *atomic.Int64) *kinesis.Client {
 //
 // It runs with the requests sent over the wire (the lean path's own connections) and through the
 // SDK's HTTP client (where the wire is off: a proxy, a client timeout).
+//
+// Over TLS with HTTP/2 (h2: the test server offers it, both clients take it) the wire sends each
+// call as a stream of a shared connection. A dropped connection is HTTP/1.1's: there the server
+// resets the stream instead (TestH2StreamReset compares that).
 func TestSameAsSDK(t *testing.T) {
-	t.Run("wire", func(t *testing.T) { sameAsSDK(t, true) })
-	t.Run("http client", func(t *testing.T) { sameAsSDK(t, false) })
+	t.Run("wire", func(t *testing.T) { sameAsSDK(t, true, false) })
+	t.Run("http client", func(t *testing.T) { sameAsSDK(t, false, false) })
+	t.Run("wire h2", func(t *testing.T) { sameAsSDK(t, true, true) })
 }
 
-func sameAsSDK(t *testing.T, viaWire bool) {
-	srv := newServer(t)
+func sameAsSDK(t *testing.T, viaWire, h2 bool) {
+	srv := newServer(t, h2)
 	var sdkOps, leanOps atomic.Int64
-	sdk := sdkClient(srv.URL, &sdkOps)
-	lean := New(sdkClient(srv.URL, &leanOps))
+	sdk := sdkClient(srv.URL, &sdkOps, trusting(srv.Server))
+	lean := New(sdkClient(srv.URL, &leanOps, trusting(srv.Server)))
 	if !lean.lean {
 		t.Fatal("the lean path is off for the SDK's standard configuration")
 	}
@@ -201,8 +230,12 @@ func sameAsSDK(t *testing.T, viaWire bool) {
 	}
 	ctx := context.Background()
 	var leanHandled int
+	t.Cleanup(w.close)
 	for i, c := range cases {
 		in := inputs[i%len(inputs)]
+		if h2 && slices.ContainsFunc(c.script, func(a answer) bool { return a.drop }) {
+			continue // HTTP/1.1's; TestH2StreamReset
+		}
 		t.Run(c.name, func(t *testing.T) {
 			var wantOut, gotOut *kinesis.GetRecordsOutput
 			var wantErr, gotErr error
@@ -241,6 +274,11 @@ func sameAsSDK(t *testing.T, viaWire bool) {
 	}
 	if leanHandled == 0 {
 		t.Fatal("no call was answered on the lean path")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if viaWire && h2 != (w.proto == protoH2 && len(w.h2conns) == 1) {
+		t.Errorf("the wire speaks %v on %d HTTP/2 connections, want HTTP/2: %v", w.proto, len(w.h2conns), h2)
 	}
 }
 

@@ -45,14 +45,29 @@ type wire struct {
 	gzip        bool          // ask for gzip and decode it, as net/http's transport does
 	inFlight    chan struct{} // the transport's MaxConnsPerHost: requests at once; nil: no bound
 
-	mu   sync.Mutex
-	idle []*wireConn // the most recently used last
+	h2    bool              // offer HTTP/2 in the TLS handshake, as net/http's transport would (newWire)
+	lower map[string]string // the requests' header names in lower case (lowerNames), for HTTP/2
+
+	mu      sync.Mutex
+	idle    []*wireConn // the most recently used last
+	proto   wireProto   // what the endpoint speaks, once a TLS handshake told
+	h2conns []*h2conn
+	dialing chan struct{} // closed when the dial under way ends; nil: none (HTTP/2 dials one at a time)
 
 	sent  atomic.Int64 // requests written, for the tests
 	quick atomic.Int64 // answers decoded by peekEmpty, for the tests
 }
 
-// wireConn is one connection of a wire.
+// wireProto is what a wire's endpoint speaks.
+type wireProto int
+
+const (
+	protoUnknown wireProto = iota // no TLS handshake yet (or plain HTTP: HTTP/1.1)
+	protoH1
+	protoH2
+)
+
+// wireConn is one HTTP/1.1 connection of a wire.
 type wireConn struct {
 	conn net.Conn
 	raw  syscall.RawConn // the socket under conn, to see that the server has not closed it; nil: not reused
@@ -101,9 +116,24 @@ func newWire(hc kinesis.HTTPClient, u *url.URL) *wire {
 		if w.tls.ServerName == "" {
 			w.tls.ServerName = u.Hostname()
 		}
+		w.h2 = offersH2(tr)
 		w.tls.NextProtos = []string{"http/1.1"}
+		if w.h2 {
+			w.tls.NextProtos = []string{"h2", "http/1.1"}
+		}
 	}
 	return w
+}
+
+// offersH2 reports whether net/http's transport tr offers HTTP/2 over TLS: unless its TLSNextProto
+// is set (an empty map turns HTTP/2 off), its Protocols leave HTTP/2 out, GODEBUG has
+// http2client=0, or it has a TLS configuration or dialer of its own without ForceAttemptHTTP2
+// (the SDK's client sets it).
+func offersH2(tr *http.Transport) bool {
+	if tr.TLSNextProto != nil || (tr.Protocols != nil && !tr.Protocols.HTTP2()) || strings.Contains(os.Getenv("GODEBUG"), "http2client=0") {
+		return false
+	}
+	return tr.ForceAttemptHTTP2 || (tr.TLSClientConfig == nil && tr.DialContext == nil)
 }
 
 // canonicalAddr is u's host:port, with the scheme's port when u names none.
@@ -135,9 +165,19 @@ func (w *wire) do(ctx context.Context, req *http.Request, body []byte, into *byt
 	if !validHeader(req.Header) {
 		return nil, quick{}, errForHTTPClient
 	}
-	cn, err := w.get(ctx)
+	cn, hc, err := w.get(ctx)
 	if err != nil {
 		return nil, quick{}, w.urlError(req, err)
+	}
+	if hc != nil {
+		resp, q, err := hc.roundTrip(ctx, req, body, into, out)
+		if err != nil && !errors.Is(err, errForHTTPClient) {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return nil, quick{}, w.urlError(req, err)
+		}
+		return resp, q, err
 	}
 	resp, q, err := w.roundTrip(ctx, cn, req, body, into, out)
 	if errors.Is(err, errForHTTPClient) {
@@ -277,11 +317,37 @@ func writeRequest(b []byte, req *http.Request, body []byte, gzip bool) []byte {
 	return append(b, body...)
 }
 
-// get returns an idle connection the server has not closed, or a new one.
-func (w *wire) get(ctx context.Context) (*wireConn, error) {
+// get returns what a call is sent on: a stream slot on an HTTP/2 connection (hc), once the
+// endpoint is known to speak it, or an idle HTTP/1.1 connection the server has not closed, or a
+// new connection of either. Until a TLS handshake has told which the endpoint speaks, and while
+// it speaks HTTP/2, connections are dialled one at a time (the calls of a start-up burst share
+// the first).
+func (w *wire) get(ctx context.Context) (cn *wireConn, hc *h2conn, err error) {
 	for {
-		var cn *wireConn
 		w.mu.Lock()
+		if w.h2 && w.proto != protoH1 {
+			if hc := w.h2SlotLocked(); hc != nil {
+				w.mu.Unlock()
+				return nil, hc, nil
+			}
+			if ch := w.dialing; ch != nil {
+				w.mu.Unlock()
+				select {
+				case <-ch:
+					continue
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+			}
+			w.dialing = make(chan struct{})
+			w.mu.Unlock()
+			cn, hc, err := w.open(ctx)
+			w.mu.Lock()
+			close(w.dialing)
+			w.dialing = nil
+			w.mu.Unlock()
+			return cn, hc, err
+		}
 		if n := len(w.idle); n > 0 {
 			cn = w.idle[n-1]
 			w.idle[n-1] = nil
@@ -289,16 +355,46 @@ func (w *wire) get(ctx context.Context) (*wireConn, error) {
 		}
 		w.mu.Unlock()
 		if cn == nil {
-			break
+			return w.open(ctx)
 		}
 		if idle(cn.raw) {
-			return cn, nil
+			return cn, nil, nil
 		}
 		_ = cn.conn.Close()
+		cn = nil
 	}
+}
+
+// h2SlotLocked returns an HTTP/2 connection with a stream slot it reserved, dropping those that
+// failed, were told to go away or were idle too long; w.mu is held.
+func (w *wire) h2SlotLocked() *h2conn {
+	kept := w.h2conns[:0]
+	var found *h2conn
+	for _, c := range w.h2conns {
+		c.mu.Lock()
+		live, idleTooLong := c.err == nil && !c.goaway, c.reserved == 0 && w.idleTimeout > 0 && time.Since(c.idleSince) >= w.idleTimeout
+		c.mu.Unlock()
+		switch {
+		case idleTooLong:
+			c.fail(net.ErrClosed)
+		case live:
+			kept = append(kept, c)
+			if found == nil && c.reserve() {
+				found = c
+			}
+		}
+	}
+	clear(w.h2conns[len(kept):])
+	w.h2conns = kept
+	return found
+}
+
+// open opens a new connection: HTTP/2 if its TLS handshake picked it (registered, with a stream
+// slot reserved for the caller), else HTTP/1.1.
+func (w *wire) open(ctx context.Context) (*wireConn, *h2conn, error) {
 	conn, err := w.dial(ctx, "tcp", w.addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cn := &wireConn{}
 	if sc, ok := conn.(syscall.Conn); ok {
@@ -307,19 +403,53 @@ func (w *wire) get(ctx context.Context) (*wireConn, error) {
 		}
 	}
 	if w.tls != nil {
-		if conn, err = w.handshakeTLS(ctx, conn); err != nil {
-			return nil, err
+		tc, err := w.handshakeTLS(ctx, conn)
+		if err != nil {
+			return nil, nil, err
+		}
+		conn = tc
+		if w.h2 {
+			if tc.ConnectionState().NegotiatedProtocol == "h2" {
+				hc, err := newH2Conn(ctx, w, conn)
+				if err != nil {
+					_ = conn.Close()
+					return nil, nil, err
+				}
+				hc.reserve()
+				w.mu.Lock()
+				w.proto = protoH2
+				w.h2conns = append(w.h2conns, hc)
+				w.mu.Unlock()
+				return nil, hc, nil
+			}
+			w.mu.Lock()
+			w.proto = protoH1
+			w.mu.Unlock()
 		}
 	}
 	if w.readTimeout > 0 {
 		conn = &readTimeoutConn{Conn: conn, timeout: w.readTimeout}
 	}
 	cn.conn, cn.br = conn, bufio.NewReaderSize(conn, 4096)
-	return cn, nil
+	return cn, nil, nil
+}
+
+// close closes the wire's connections (their goroutines end).
+func (w *wire) close() {
+	w.mu.Lock()
+	conns, idle := w.h2conns, w.idle
+	w.h2conns, w.idle = nil, nil
+	w.mu.Unlock()
+	for _, c := range conns {
+		c.close()
+	}
+	for _, cn := range idle {
+		_ = cn.conn.Close()
+	}
 }
 
 // handshakeTLS runs the TLS handshake on conn within the transport's handshake timeout.
-func (w *wire) handshakeTLS(ctx context.Context, conn net.Conn) (net.Conn, error) {
+func (w *wire) handshakeTLS(ctx context.Context, conn net.Conn) (*tls.Conn, error) {
 	if w.handshake > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, w.handshake)
