@@ -33,7 +33,7 @@ const (
 	MaxBatchingWindow     = 300 * time.Second
 	MaxPayloadBytes       = 6 * 1024 * 1024 // the synchronous invoke request limit
 	DefaultPollInterval   = time.Second
-	DefaultPollGrid       = 50 * time.Millisecond // at most PollInterval: a shorter one is the grid
+	DefaultPollGrid       = 50 * time.Millisecond // or PollInterval, when that is shorter
 	DefaultShardSync      = 60 * time.Second
 	DefaultMinPollSpacing = 200 * time.Millisecond // Kinesis allows 5 GetRecords/s per shard
 	DefaultShutdownGrace  = 30 * time.Second
@@ -105,7 +105,8 @@ type Config struct {
 	// PollGrid: a caught-up shard's polls start on multiples of PollGrid (counted from the Unix
 	// epoch), so that the polls of many idle shards are made together. The next poll is the
 	// multiple nearest PollInterval after the last, so the mean pace is still PollInterval, and
-	// never sooner than MinPollSpacing after it. At most PollInterval. Default 50 ms, or
+	// never sooner after it than MinPollSpacing (or PollInterval, when that is shorter). Behind
+	// shards, retries and subscriptions are not aligned. At most PollInterval. Default 50 ms, or
 	// PollInterval when that is shorter.
 	PollGrid time.Duration
 	// MinPollSpacing is the least time between two GetRecords calls on one shard while it is
@@ -234,7 +235,8 @@ type checkedMark struct {
 	filters  *filter.Filters // compiled from settings.FilterPatterns
 	source   *sourceMark     // nil: the ARNs were not checked
 	// defaultGrid: settings.PollGrid is the default (PollGrid was zero), which depends on
-	// PollInterval: a check after PollInterval changed chooses it again.
+	// PollInterval: a check after PollInterval changed chooses it again (unless PollGrid changed
+	// too: then it is the caller's).
 	defaultGrid bool
 }
 
