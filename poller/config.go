@@ -33,6 +33,7 @@ const (
 	MaxBatchingWindow     = 300 * time.Second
 	MaxPayloadBytes       = 6 * 1024 * 1024 // the synchronous invoke request limit
 	DefaultPollInterval   = time.Second
+	DefaultPollGrid       = 50 * time.Millisecond // or PollInterval, when that is shorter
 	DefaultShardSync      = 60 * time.Second
 	DefaultMinPollSpacing = 200 * time.Millisecond // Kinesis allows 5 GetRecords/s per shard
 	DefaultShutdownGrace  = 30 * time.Second
@@ -101,6 +102,13 @@ type Config struct {
 
 	// PollInterval is the pause between polls of a shard that is caught up. Default 1 s, as Lambda.
 	PollInterval time.Duration
+	// PollGrid: a caught-up shard's polls start on multiples of PollGrid (counted from the Unix
+	// epoch), so that the polls of many idle shards are made together. The next poll is the
+	// multiple nearest PollInterval after the last, so the mean pace is still PollInterval, and
+	// never sooner after it than MinPollSpacing (or PollInterval, when that is shorter). Behind
+	// shards, retries and subscriptions are not aligned. At most PollInterval. Default 50 ms, or
+	// PollInterval when that is shorter.
+	PollGrid time.Duration
 	// MinPollSpacing is the least time between two GetRecords calls on one shard while it is
 	// behind. Default 200 ms (Kinesis allows five reads per second per shard).
 	MinPollSpacing time.Duration
@@ -226,6 +234,10 @@ type checkedMark struct {
 	settings Config          // the settings as accepted, defaults applied (settingsOf)
 	filters  *filter.Filters // compiled from settings.FilterPatterns
 	source   *sourceMark     // nil: the ARNs were not checked
+	// defaultGrid: settings.PollGrid is the default (PollGrid was zero), which depends on
+	// PollInterval: a check after PollInterval changed chooses it again (unless PollGrid changed
+	// too: then it is the caller's).
+	defaultGrid bool
 }
 
 // sourceMark is a stream (and consumer) ARN a check accepted.
@@ -267,15 +279,18 @@ func (c Config) check(now time.Time, needSource bool) (Checked, error) {
 		mark.source = &sourceMark{streamARN: c.StreamARN, consumerARN: c.ConsumerARN, stream: stream}
 	}
 	if old != nil && reflect.DeepEqual(settingsOf(c), old.settings) {
-		mark.settings, mark.filters = old.settings, old.filters
+		mark.settings, mark.filters, mark.defaultGrid = old.settings, old.filters, old.defaultGrid
 	} else {
+		if old != nil && old.defaultGrid && c.PollGrid == old.settings.PollGrid {
+			c.PollGrid = 0 // the default a check chose: chosen again, for the PollInterval now set
+		}
 		st := checkState{now: now}
 		for _, rule := range settingRules {
 			if err := rule(&c, &st); err != nil {
 				return Checked{}, err
 			}
 		}
-		mark.settings, mark.filters = settingsOf(c), st.filters
+		mark.settings, mark.filters, mark.defaultGrid = settingsOf(c), st.filters, st.defaultGrid
 	}
 	var stream StreamARN
 	if c.StreamARN != "" {
@@ -311,10 +326,12 @@ func (p *Poller) check(cfg Config) (Checked, error) {
 	return c, nil
 }
 
-// checkState is what the rules share: the clock, and the filters the filter rule compiled.
+// checkState is what the rules share: the clock, the filters the filter rule compiled, and
+// whether PollGrid got its default.
 type checkState struct {
-	now     time.Time
-	filters *filter.Filters
+	now         time.Time
+	filters     *filter.Filters
+	defaultGrid bool // checkPollGrid set PollGrid's default
 }
 
 // A settingRule checks one setting (or a few that go together) and sets its default.
@@ -350,6 +367,8 @@ var settingRules = []settingRule{
 	secondsRange("tumblingWindowInSeconds", func(c *Config) *time.Duration { return &c.TumblingWindow }, 900*time.Second),
 	checkFilters,
 	positive("PollInterval", func(c *Config) *time.Duration { return &c.PollInterval }, DefaultPollInterval),
+	positive("PollGrid", func(c *Config) *time.Duration { return &c.PollGrid }, 0), // 0: see checkPollGrid
+	checkPollGrid,
 	positive("ShardSyncInterval", func(c *Config) *time.Duration { return &c.ShardSyncInterval }, DefaultShardSync),
 	positive("ShutdownGrace", func(c *Config) *time.Duration { return &c.ShutdownGrace }, DefaultShutdownGrace),
 	positive("ClaimInterval", func(c *Config) *time.Duration { return &c.ClaimInterval }, 0), // 0: see Poller.check
@@ -398,6 +417,19 @@ func positive(field string, f func(*Config) *time.Duration, def time.Duration) s
 		}
 		return nil
 	}
+}
+
+// checkPollGrid checks PollGrid against PollInterval (both past their rules, so PollInterval has
+// its default) and sets its default, which is never longer than PollInterval.
+func checkPollGrid(c *Config, st *checkState) error {
+	switch {
+	case c.PollGrid == 0:
+		c.PollGrid = min(DefaultPollGrid, c.PollInterval)
+		st.defaultGrid = true
+	case c.PollGrid > c.PollInterval:
+		return &ValidationError{Field: "PollGrid", Message: fmt.Sprintf("PollGrid %s must be at most PollInterval %s", c.PollGrid, c.PollInterval)}
+	}
+	return nil
 }
 
 func checkStartingPosition(c *Config, st *checkState) error {

@@ -107,6 +107,9 @@ func TestConfigValidation(t *testing.T) {
 		{"on destination failure unknown", func(c *Config) { c.OnDestinationFailure = "retry" }, "OnDestinationFailure", `OnDestinationFailure "retry": want block`},
 		{"six filters", func(c *Config) { c.FilterPatterns = make([]string, 6) }, "FilterCriteria", "at most 5"},
 		{"negative poll interval", func(c *Config) { c.PollInterval = -time.Second }, "PollInterval", "must be positive"},
+		{"negative poll grid", func(c *Config) { c.PollGrid = -time.Millisecond }, "PollGrid", "PollGrid -1ms must be positive"},
+		{"poll grid above the default poll interval", func(c *Config) { c.PollGrid = 1001 * time.Millisecond }, "PollGrid", "PollGrid 1.001s must be at most PollInterval 1s"},
+		{"poll grid above the poll interval", func(c *Config) { c.PollInterval, c.PollGrid = 20*time.Millisecond, DefaultPollGrid }, "PollGrid", "PollGrid 50ms must be at most PollInterval 20ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,7 +132,7 @@ func TestConfigValidation(t *testing.T) {
 	if c.OnDestinationFailure != DestinationFailureBlock {
 		t.Fatalf("OnDestinationFailure default %q, want block", c.OnDestinationFailure)
 	}
-	if c.BatchSize != 100 || c.PollInterval != time.Second || c.ShardSyncInterval != time.Minute || c.InvokeIdentityARN != "arn:aws:iam::123456789012:role/esm" {
+	if c.BatchSize != 100 || c.PollInterval != time.Second || c.PollGrid != 50*time.Millisecond || c.ShardSyncInterval != time.Minute || c.InvokeIdentityARN != "arn:aws:iam::123456789012:role/esm" {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 }

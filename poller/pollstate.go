@@ -32,21 +32,47 @@ func (s *pollState) invokeNow(cfg *Config, now time.Time) bool {
 		len(s.pending) >= cfg.BatchSize || now.Sub(s.pendingSince) >= cfg.MaximumBatchingWindow)
 }
 
-// pollWait is how long to wait before the next read: PollInterval after the last one when caught
-// up, MinPollSpacing when behind. forWindow says the batching window of what is pending ends
-// before that: then wait is until the window ends, and the pending records are invoked then.
-func (s *pollState) pollWait(cfg *Config, now time.Time) (wait time.Duration, forWindow bool) {
-	wait = cfg.PollInterval
-	if s.behind {
-		wait = cfg.MinPollSpacing
+// pollWait is how long to wait before the next read: when caught up, until the next poll
+// (nextPoll; onGrid: on PollGrid), when behind MinPollSpacing after the last read. forWindow says
+// the batching window of what is pending ends before that: then wait is until the window ends,
+// and the pending records are invoked then. A subscribed reader waits off the grid: its wait ends
+// early when an event arrives.
+func (s *pollState) pollWait(cfg *Config, now time.Time, onGrid bool) (wait time.Duration, forWindow bool) {
+	wait = cfg.MinPollSpacing - now.Sub(s.lastPoll)
+	if !s.behind {
+		wait = nextPoll(cfg, s.lastPoll, onGrid).Sub(now)
 	}
-	wait -= now.Sub(s.lastPoll)
 	if len(s.pending) > 0 {
 		if untilWindow := cfg.MaximumBatchingWindow - now.Sub(s.pendingSince); untilWindow < wait {
 			return untilWindow, true
 		}
 	}
 	return wait, false
+}
+
+// nextPoll is when a caught-up shard polls next: PollInterval after the last poll, onGrid moved
+// to the nearest multiple of PollGrid since the Unix epoch (half-way: the later), so that the
+// polls of idle shards coincide and a shard whose polls start on the grid keeps PollInterval
+// between them. The move never brings the poll closer to the last than MinPollSpacing (nor, with
+// a PollInterval below MinPollSpacing, closer than PollInterval): it adds no read per second.
+func nextPoll(cfg *Config, last time.Time, onGrid bool) time.Time {
+	due := last.Add(cfg.PollInterval)
+	grid := cfg.PollGrid
+	if !onGrid || grid <= 0 {
+		return due
+	}
+	off := time.Duration(due.UnixNano() % int64(grid))
+	if off < 0 { // before 1970
+		off += grid
+	}
+	aligned := due.Add(-off)
+	if off >= grid-off {
+		aligned = aligned.Add(grid)
+	}
+	if earliest := last.Add(min(cfg.PollInterval, cfg.MinPollSpacing)); aligned.Before(earliest) {
+		return earliest
+	}
+	return aligned
 }
 
 // windowIdle reports whether the open tumbling window w (nil: none) closes now, with nothing

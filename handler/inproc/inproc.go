@@ -38,7 +38,7 @@ type options struct {
 	region, endpoint string
 	timeout          *time.Duration
 	settings         []runner.Settings // applied in order over the template's
-	poll             poller.Config     // PollInterval, ShardSyncInterval, ShutdownGrace, OnDestinationFailure
+	poll             poller.Config     // PollInterval, PollGrid, ShardSyncInterval, ShutdownGrace, OnDestinationFailure
 	store            runner.Store
 	consumer         *string
 	hooks            runner.Hooks
@@ -146,6 +146,11 @@ func WithEnabled(enabled bool) Option { return WithSettings(runner.Settings{Enab
 
 // WithPollInterval sets the pause between polls of a caught-up shard (default 1s).
 func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll.PollInterval = d } }
+
+// WithPollGrid makes the polls of caught-up shards start on multiples of d, so that the process
+// wakes once for many shards (default 50ms, or the poll interval when shorter; at most the poll
+// interval).
+func WithPollGrid(d time.Duration) Option { return func(o *options) { o.poll.PollGrid = d } }
 
 // WithShardSyncInterval sets how often the shards are listed to find new ones (default 60s).
 func WithShardSyncInterval(d time.Duration) Option {
@@ -262,7 +267,7 @@ func (o *options) mapping(ctx context.Context, cfg aws.Config, logger *slog.Logg
 			return nil, err
 		}
 	}
-	m.Config.PollInterval, m.Config.ShardSyncInterval, m.Config.ShutdownGrace = o.poll.PollInterval, o.poll.ShardSyncInterval, o.poll.ShutdownGrace
+	m.Config.PollInterval, m.Config.PollGrid, m.Config.ShardSyncInterval, m.Config.ShutdownGrace = o.poll.PollInterval, o.poll.PollGrid, o.poll.ShardSyncInterval, o.poll.ShutdownGrace
 	m.Config.OnDestinationFailure = o.poll.OnDestinationFailure
 	if o.store.LeaseDuration < 0 {
 		return nil, &poller.ValidationError{Field: "LeaseDuration", Message: fmt.Sprintf("WithLeaseDuration %s: must be positive", o.store.LeaseDuration)}

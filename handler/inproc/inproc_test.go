@@ -219,6 +219,7 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		{"missing template", fn, []Option{WithTemplate(filepath.Join(dir, "nope.yaml"))}, "nope.yaml: no such file"},
 		{"function without a template", fn, []Option{WithStream("s"), WithFunction("Fn")}, "WithFunction selects a mapping of a template, and there is none"},
 		{"batch size out of range", fn, []Option{WithStream("s"), WithBatchSize(0)}, "at 'batchSize' failed to satisfy constraint: Member must have value greater than or equal to 1"},
+		{"poll grid above the poll interval", fn, []Option{WithStream("s"), WithPollInterval(20 * time.Millisecond), WithPollGrid(50 * time.Millisecond)}, "PollGrid 50ms must be at most PollInterval 20ms"},
 		{"negative lease duration", fn, []Option{WithStream("s"), WithLeaseTable("t"), WithLeaseDuration(-time.Second)}, "WithLeaseDuration -1s: must be positive"},
 		{"no handler", nil, []Option{WithStream("s")}, "no function given"},
 		{"provisioning a stream no template declares", fn, []Option{WithStream("s"), WithProvision()}, "provisioning creates the stream a template declares"},

@@ -257,7 +257,7 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 	if err := f.overrideMapping(&m.Config); err != nil {
 		return nil, err
 	}
-	m.Config.PollInterval, m.Config.ShardSyncInterval, m.Config.ShutdownGrace = f.PollInterval, f.ShardSyncInterval, f.ShutdownGrace
+	m.Config.PollInterval, m.Config.PollGrid, m.Config.ShardSyncInterval, m.Config.ShutdownGrace = f.PollInterval, f.PollGrid, f.ShardSyncInterval, f.ShutdownGrace
 	m.Config.OnDestinationFailure = f.OnDestinationFailure
 	if f.LeaseDuration <= 0 {
 		return nil, Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))

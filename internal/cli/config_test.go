@@ -262,3 +262,51 @@ func TestEmptyStreamNamesTheFlag(t *testing.T) {
 		t.Fatalf("err = %v, want the Stream ValidationError naming --stream", err)
 	}
 }
+
+// TestPollGrid: --poll-grid (or ESM_POLL_GRID) reaches esm run's mapping and esm serve's base;
+// without it the poller's default applies (which the help states), also with a --poll-interval
+// shorter than that default; a grid longer than --poll-interval is refused in the poller's terms.
+func TestPollGrid(t *testing.T) {
+	t.Chdir(t.TempDir()) // no template.yaml: flag-only mode
+	base := []string{"--stream", "s", "--endpoint-url", "http://127.0.0.1:1"}
+	c, err := load(t, append(base, "--poll-grid", "100ms")...)
+	if err != nil || c.Run.Config.PollGrid != 100*time.Millisecond {
+		t.Fatalf("--poll-grid 100ms: %v, %+v", err, c)
+	}
+	for _, tt := range []struct {
+		args     []string
+		wantGrid time.Duration
+	}{
+		{nil, poller.DefaultPollGrid},
+		{[]string{"--poll-interval", "20ms"}, 20 * time.Millisecond},
+	} {
+		c, err := load(t, append(base, tt.args...)...)
+		if err != nil || c.Run.Config.PollGrid != 0 {
+			t.Fatalf("%v: %v, PollGrid %s; want it left to the poller", tt.args, err, c.Run.Config.PollGrid)
+		}
+		checked, err := c.Run.Config.CheckSettings()
+		if err != nil || checked.PollGrid != tt.wantGrid {
+			t.Fatalf("%v: the poller's PollGrid %s, %v; want %s", tt.args, checked.PollGrid, err, tt.wantGrid)
+		}
+	}
+	c, err = load(t, append(base, "--poll-interval", "20ms", "--poll-grid", "50ms")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ve *poller.ValidationError
+	if _, err := c.Run.Config.CheckSettings(); !errors.As(err, &ve) || ve.Field != "PollGrid" {
+		t.Fatalf("--poll-grid 50ms above --poll-interval 20ms: %v, want a PollGrid error", err)
+	}
+	serve := ServeFlags{PollFlags: PollFlags{PollInterval: time.Second, PollGrid: 200 * time.Millisecond}}
+	if got := serve.base().PollGrid; got != 200*time.Millisecond {
+		t.Fatalf("esm serve's base PollGrid %s, want 200ms", got)
+	}
+	field, _ := reflect.TypeFor[PollFlags]().FieldByName("PollGrid")
+	if want := "(default " + poller.DefaultPollGrid.String() + ","; !strings.Contains(field.Tag.Get("help"), want) {
+		t.Fatalf("--poll-grid's help %q does not state the default %s", field.Tag.Get("help"), poller.DefaultPollGrid)
+	}
+	t.Setenv("ESM_POLL_GRID", "250ms")
+	if c, err = load(t, base...); err != nil || c.Run.Config.PollGrid != 250*time.Millisecond {
+		t.Fatalf("ESM_POLL_GRID=250ms: %v, %+v", err, c)
+	}
+}
