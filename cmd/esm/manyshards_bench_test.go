@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +36,7 @@ var (
 	manyShards, idleWindow = testkit.IdleShardsFlags()
 	idleTLS                = flag.Bool("tls", false, "BenchmarkManyIdleShardsFakeKinesis: esm reaches Kinesis over TLS with HTTP/2 offered (ALPN), as on AWS, trusting the test's certificate through AWS_CA_BUNDLE")
 	esmEnv                 = flag.String("esm-env", "", "BenchmarkManyIdleShards: environment variables for the esm process, comma-separated (say, GOGC=400)")
-	baseESM                = flag.String("esm-base", "", "another esm binary (say, built from main) that BenchmarkManyIdleShardsFakeKinesis measures before this one at each shard count, for a before/after comparison in one run")
+	baseESM                = flag.String("esm-base", "", "other esm binaries (say, built from main), comma-separated, that BenchmarkManyIdleShardsFakeKinesis measures before this one at each shard count (esm=base, or esm=base-N with several), for a before/after comparison in one run; with -sdk-before too, they come first")
 	sdkBefore              = flag.Bool("sdk-before", false, "BenchmarkManyIdleShardsFakeKinesis: at each shard count, first measure this esm built with GetRecords through the SDK client (sdkOverlay), for a before/after comparison of the lean path in one run")
 	cpuProfiles            = flag.String("esm-cpuprofile", "", "BenchmarkManyIdle*FakeKinesis: write the esm process's CPU profile over the measured window to this directory (cpu-<benchmark>.pprof), by a hook added to the binary at build time (profileOverlay)")
 )
@@ -97,24 +98,38 @@ func BenchmarkManyIdleShardsFakeKinesis(b *testing.B) {
 }
 
 // forEachESM runs fn with the esm binary under test or, with -esm-base or -sdk-before, as
-// sub-benchmarks with the other binary first (esm=base or esm=sdk) and then the one under test
-// (esm=this). With -esm-cpuprofile every binary it runs is built with the profiling hook.
+// sub-benchmarks with the other binaries first (esm=base, esm=base-N, esm=sdk) and then the one
+// under test (esm=this). With -esm-cpuprofile every binary it builds has the profiling hook.
 func forEachESM(b *testing.B, fn func(b *testing.B, bin string)) {
 	this := esmBin
 	if *cpuProfiles != "" {
 		this = benchBinary(b, "esm-profiled", profileOverlay)
 	}
-	switch {
-	case *baseESM != "":
-		b.Run("esm=base", func(b *testing.B) { fn(b, *baseESM) })
-	case *sdkBefore:
-		sdk := benchBinary(b, "esm-sdk", sdkOverlay)
-		b.Run("esm=sdk", func(b *testing.B) { fn(b, sdk) })
-	default:
+	bases := baseBinaries()
+	if len(bases) == 0 && !*sdkBefore {
 		fn(b, this)
 		return
 	}
+	for i, base := range bases {
+		name := "esm=base"
+		if len(bases) > 1 {
+			name = fmt.Sprintf("esm=base-%d", i+1)
+		}
+		b.Run(name, func(b *testing.B) { fn(b, base) })
+	}
+	if *sdkBefore {
+		sdk := benchBinary(b, "esm-sdk", sdkOverlay)
+		b.Run("esm=sdk", func(b *testing.B) { fn(b, sdk) })
+	}
 	b.Run("esm=this", func(b *testing.B) { fn(b, this) })
+}
+
+// baseBinaries are -esm-base's binaries.
+func baseBinaries() []string {
+	if *baseESM == "" {
+		return nil
+	}
+	return strings.Split(*baseESM, ",")
 }
 
 // sdkOverlay replaces the one file of internal/getrecords that the rest of esm uses (Wrap and its
@@ -237,7 +252,7 @@ func profilePath(b *testing.B) string {
 // -esm-cpuprofile (a binary benchBinary built, not -esm-base's), and returns the function that
 // stops it and waits for the file.
 func profileWindow(b *testing.B, bin string, p *esmProc) func() {
-	if *cpuProfiles == "" || bin == *baseESM {
+	if *cpuProfiles == "" || slices.Contains(baseBinaries(), bin) {
 		return func() {}
 	}
 	path := profilePath(b)
