@@ -166,6 +166,9 @@ func (w *wire) do(ctx context.Context, req *http.Request, body []byte, into *byt
 		return nil, quick{}, errForHTTPClient
 	}
 	cn, hc, err := w.get(ctx)
+	if errors.Is(err, errForHTTPClient) {
+		return nil, quick{}, err
+	}
 	if err != nil {
 		return nil, quick{}, w.urlError(req, err)
 	}
@@ -415,11 +418,13 @@ func (w *wire) open(ctx context.Context) (*wireConn, *h2conn, error) {
 					_ = conn.Close()
 					return nil, nil, err
 				}
-				hc.reserve()
 				w.mu.Lock()
 				w.proto = protoH2
 				w.h2conns = append(w.h2conns, hc)
 				w.mu.Unlock()
+				if !hc.reserve() { // its SETTINGS allow no stream
+					return nil, nil, errForHTTPClient
+				}
 				return nil, hc, nil
 			}
 			w.mu.Lock()
