@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"path/filepath"
 	"strconv"
 )
@@ -137,6 +138,9 @@ func StartKinesis(ctx context.Context, opts KinesisOptions) (*Process, error) {
 			also: []int{tlsPort},
 			log:  opts.LogWriter,
 		})
+		if err == nil {
+			p.tlsEndpoint = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+		}
 		if err == nil || !retryable(err, attempt, opts.Port == 0 || opts.TLSPort == 0) {
 			return p, err
 		}

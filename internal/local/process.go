@@ -34,10 +34,11 @@ const (
 // killed if the process that started it dies. Its methods are safe for
 // concurrent use.
 type Process struct {
-	name     string
-	endpoint string
-	cmd      *exec.Cmd
-	out      *tailWriter
+	name        string
+	endpoint    string
+	tlsEndpoint string // kinesis-local's HTTPS (and HTTP/2) endpoint; empty for the others
+	cmd         *exec.Cmd
+	out         *tailWriter
 
 	done    chan struct{} // closed when the process has exited
 	waitErr error         // the exit status; read only after done is closed
@@ -54,6 +55,10 @@ func (p *Process) String() string {
 // Endpoint returns the emulator's base URL, e.g. "http://127.0.0.1:41234",
 // ready to be used as an AWS SDK BaseEndpoint.
 func (p *Process) Endpoint() string { return p.endpoint }
+
+// TLSEndpoint is kinesis-local's HTTPS base URL, where it speaks HTTP/2 as well as HTTP/1.1 (ALPN)
+// with a self-signed certificate; empty for the other emulators.
+func (p *Process) TLSEndpoint() string { return p.tlsEndpoint }
 
 // Stop kills the emulator's process group with SIGKILL and waits for the
 // emulator to exit. The emulators keep all state in memory, so nothing is lost

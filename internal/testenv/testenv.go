@@ -19,6 +19,9 @@ import (
 const (
 	// EnvKinesisEndpoint holds a kinesis-local base URL.
 	EnvKinesisEndpoint = "ESM_TEST_KINESIS_ENDPOINT"
+	// EnvKinesisTLSEndpoint holds the HTTPS base URL of the kinesis-local of
+	// EnvKinesisEndpoint (HTTP/2 or HTTP/1.1 by ALPN, a self-signed certificate).
+	EnvKinesisTLSEndpoint = "ESM_TEST_KINESIS_TLS_ENDPOINT"
 	// EnvDynamoDBEndpoint holds a dynalite base URL.
 	EnvDynamoDBEndpoint = "ESM_TEST_DYNAMODB_ENDPOINT"
 )
@@ -52,6 +55,20 @@ func KinesisEndpoint(ctx context.Context) (endpoint string, stop func(), err err
 		return "", nil, err
 	}
 	return p.Endpoint(), func() { _ = p.Stop() }, nil
+}
+
+// KinesisTLSEndpoint is [KinesisEndpoint] for kinesis-local's HTTPS endpoint (HTTP/2 by ALPN, a
+// self-signed certificate): $ESM_TEST_KINESIS_TLS_ENDPOINT when it is set, or else that of a
+// private kinesis-local, stopped by stop.
+func KinesisTLSEndpoint(ctx context.Context) (endpoint string, stop func(), err error) {
+	if v := os.Getenv(EnvKinesisTLSEndpoint); v != "" {
+		return v, func() {}, nil
+	}
+	p, err := local.StartKinesis(ctx, local.KinesisOptions{})
+	if err != nil {
+		return "", nil, err
+	}
+	return p.TLSEndpoint(), func() { _ = p.Stop() }, nil
 }
 
 // DynamoEndpoint is [KinesisEndpoint] for DynamoDB: the value of
