@@ -463,12 +463,26 @@ func TestConcurrentCallsShareNothing(t *testing.T) {
 	c := New(sdkClient(srv.URL, &ops))
 	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAA"), Limit: aws.Int32(10)}
 	const workers, calls = 8, 20
+	callAtOnce(t, c, in, workers, calls, "")
+	if got := served.Load(); got != workers*calls {
+		t.Fatalf("the server answered %d calls, want %d", got, workers*calls)
+	}
+}
+
+// callAtOnce makes calls GetRecords calls of in on c from each of workers goroutines at once, and
+// fails the test on an error or, with next set, an answer whose next iterator is not next.
+func callAtOnce(t *testing.T, c *Client, in *kinesis.GetRecordsInput, workers, calls int, next string) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, workers*calls)
 	for range workers {
 		wg.Go(func() {
 			for range calls {
-				if _, err := c.GetRecords(context.Background(), in); err != nil {
+				out, err := c.GetRecords(context.Background(), in)
+				if err == nil && next != "" && aws.ToString(out.NextShardIterator) != next {
+					err = errors.New("next iterator " + aws.ToString(out.NextShardIterator))
+				}
+				if err != nil {
 					errs <- err
 				}
 			}
@@ -478,8 +492,5 @@ func TestConcurrentCallsShareNothing(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
-	}
-	if got := served.Load(); got != workers*calls {
-		t.Fatalf("the server answered %d calls, want %d", got, workers*calls)
 	}
 }

@@ -85,26 +85,7 @@ func TestH2CallsShareAConnection(t *testing.T) {
 	captured := ops.Load() // the template's call
 	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1"), Limit: aws.Int32(10000)}
 	const shards, polls = 200, 5
-	var wg sync.WaitGroup
-	errs := make(chan error, shards*polls)
-	for range shards {
-		wg.Go(func() {
-			for range polls {
-				out, err := c.GetRecords(context.Background(), in)
-				if err == nil && aws.ToString(out.NextShardIterator) != "AAAAAAAAAAH2" {
-					err = errors.New("next iterator " + aws.ToString(out.NextShardIterator))
-				}
-				if err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	callAtOnce(t, c, in, shards, polls, "AAAAAAAAAAH2")
 	if n := requests.Load(); n != shards*polls {
 		t.Fatalf("the server got %d requests, want %d", n, shards*polls)
 	}
