@@ -45,7 +45,9 @@ func TestKinesisLocalOverHTTP2(t *testing.T) {
 	if _, err := local.CreateStream(ctx, kin, name, 1); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = kin.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(name)}) })
+	t.Cleanup(func() {
+		_, _ = kin.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(name)})
+	})
 	for i := range 3 {
 		if _, err := kin.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String("pk"), Data: fmt.Appendf(nil, "record %d", i)}); err != nil {
 			t.Fatal(err)
