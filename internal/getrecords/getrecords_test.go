@@ -473,6 +473,13 @@ func TestConcurrentCallsShareNothing(t *testing.T) {
 // fails the test on an error or, with next set, an answer whose next iterator is not next.
 func callAtOnce(t *testing.T, c *Client, in *kinesis.GetRecordsInput, workers, calls int, next string) {
 	t.Helper()
+	for _, err := range callsAtOnce(c, in, workers, calls, next) {
+		t.Fatal(err)
+	}
+}
+
+// callsAtOnce is callAtOnce returning the errors, for a goroutine other than the test's.
+func callsAtOnce(c *Client, in *kinesis.GetRecordsInput, workers, calls int, next string) []error {
 	var wg sync.WaitGroup
 	errs := make(chan error, workers*calls)
 	for range workers {
@@ -490,7 +497,9 @@ func callAtOnce(t *testing.T, c *Client, in *kinesis.GetRecordsInput, workers, c
 	}
 	wg.Wait()
 	close(errs)
+	var all []error
 	for err := range errs {
-		t.Fatal(err)
+		all = append(all, err)
 	}
+	return all
 }

@@ -202,9 +202,13 @@ func (c *h2conn) roundTrip(ctx context.Context, req *http.Request, body []byte, 
 func (c *h2conn) takeWindow(ctx context.Context, st *h2stream, n int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.sendWindow < int64(n) {
+	for waited := false; c.sendWindow < int64(n); {
 		if c.err != nil {
 			return c.err
+		}
+		if !waited {
+			waited = true
+			c.w.waited.Add(1)
 		}
 		ch := c.windowed
 		c.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -375,4 +376,138 @@ func TestH2GoAway(t *testing.T) {
 	if a, n, sent := accepted.Load(), answered.Load(), w.sent.Load(); a < 2 || n != 4 || sent != 4 {
 		t.Errorf("%d connections, %d requests answered, %d written by the wire; want a new connection after the GOAWAY, 4, 4", a, n, sent)
 	}
+}
+
+// TestH2SendWindow: the wire sends no more request bytes than the server's window allows (65,535
+// until it grants more): calls past it wait, and go once the server's WINDOW_UPDATE comes.
+func TestH2SendWindow(t *testing.T) {
+	iterator := strings.Repeat("A", 1000) // a body of 1,032 bytes: 63 fit the window
+	release, stop := make(chan struct{}), make(chan struct{})
+	var overrun, answered atomic.Int64
+	url, hc := scripted(t, func(fr *http2.Framer) {
+		received, allowed := 0, 65535
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() && fr.WriteSettingsAck() != nil {
+					return
+				}
+			case *http2.DataFrame:
+				if received += int(f.Length); received > allowed {
+					overrun.Add(1)
+				}
+				if f.StreamEnded() {
+					answered.Add(1)
+					if answerFrames(fr, f.StreamID) != nil {
+						return
+					}
+				}
+				if allowed == 65535 && received+1032 > allowed { // the window is spent: wait for the test
+					select {
+					case <-release:
+					case <-stop:
+						return
+					}
+					allowed += 1 << 20
+					if fr.WriteWindowUpdate(0, 1<<20) != nil {
+						return
+					}
+				}
+			}
+		}
+	})
+	t.Cleanup(func() { close(stop) }) // before scripted's cleanup waits for the server
+	c := New(sdkClient(url, new(atomic.Int64), func(o *kinesis.Options) { o.HTTPClient = hc }))
+	tmpl, err := c.template(context.Background())
+	if err != nil || tmpl.wire == nil {
+		t.Fatal("no wire", err)
+	}
+	w := tmpl.wire
+	t.Cleanup(w.close)
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String(iterator), Limit: aws.Int32(100)}
+	done := make(chan []error, 1)
+	go func() { done <- callsAtOnce(c, in, 100, 1, "AAAAAAAAAAH2") }()
+	// The server takes 63 requests and waits; the other 37 calls wait for the window.
+	for deadline := time.Now().Add(20 * time.Second); w.waited.Load() == 0 || answered.Load() < 63; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests within the window, %d calls waited for it; want 63 and some", answered.Load(), w.waited.Load())
+		}
+	}
+	if n := answered.Load(); n != 63 {
+		t.Errorf("%d requests within the window, want 63", n)
+	}
+	close(release)
+	for _, err := range <-done {
+		t.Fatal(err)
+	}
+	if n, o := answered.Load(), overrun.Load(); n != 100 || o != 0 {
+		t.Errorf("%d requests answered, %d DATA frames past the window; want 100, 0", n, o)
+	}
+}
+
+// FuzzH2Answer: whatever frames a server sends after its SETTINGS, a call on the connection ends
+// (an answer or an error, within its context) without a panic, and the connection's goroutines
+// end when it is closed. An idle answer it decodes has a next iterator.
+func FuzzH2Answer(f *testing.F) {
+	frames := func(write func(fr *http2.Framer)) []byte {
+		var b bytes.Buffer
+		write(http2.NewFramer(&b, nil))
+		return b.Bytes()
+	}
+	f.Add(frames(func(fr *http2.Framer) { _ = answerFrames(fr, 1) }))
+	f.Add(frames(func(fr *http2.Framer) { _ = fr.WriteRSTStream(1, http2.ErrCodeRefusedStream) }))
+	f.Add(frames(func(fr *http2.Framer) { _ = fr.WriteGoAway(0, http2.ErrCodeNo, nil) }))
+	f.Add(frames(func(fr *http2.Framer) {
+		_ = fr.WritePing(false, [8]byte{1})
+		_ = fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 0}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10})
+		_ = fr.WriteWindowUpdate(0, 100)
+		_ = answerFrames(fr, 1)
+	}))
+	f.Add(frames(func(fr *http2.Framer) {
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: "100"})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+		hb.Reset()
+		_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: "400"})
+		_ = enc.WriteField(hpack.HeaderField{Name: "content-encoding", Value: "gzip"})
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: false})
+		_ = fr.WriteContinuation(1, true, nil)
+		_ = fr.WriteData(1, true, []byte(`{"__type":"ExpiredIteratorException"}`))
+	}))
+	tmpl := &http.Request{Method: http.MethodPost, Host: "kinesis.test", URL: &url.URL{Scheme: "https", Host: "kinesis.test", Path: "/"},
+		Header: http.Header{"Content-Type": {"application/x-amz-json-1.1"}, "X-Amz-Target": {"Kinesis_20131202.GetRecords"}}}
+	f.Fuzz(func(t *testing.T, server []byte) {
+		client, srv := net.Pipe()
+		defer srv.Close()
+		go func() { _, _ = io.Copy(io.Discard, srv) }() // what the client writes
+		go func() {
+			_, _ = srv.Write(frames(func(fr *http2.Framer) { _ = fr.WriteSettings() }))
+			_, _ = srv.Write(server)
+			_ = srv.Close()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		w := &wire{gzip: true, lower: lowerNames(tmpl.Header)}
+		c, err := newH2Conn(ctx, w, client)
+		if err != nil {
+			return // the server's SETTINGS did not arrive whole: the pipe closed under it
+		}
+		defer c.close()
+		if !c.reserve() {
+			return
+		}
+		out := &kinesis.GetRecordsOutput{}
+		_, q, err := c.roundTrip(ctx, tmpl, []byte(`{"ShardIterator":"AAAA"}`), new(bytes.Buffer), out)
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal("the call did not end with the server's frames")
+		}
+		if err == nil && q.ok && out.NextShardIterator == nil {
+			t.Fatal("an idle answer decoded without a next iterator")
+		}
+	})
 }

@@ -54,8 +54,9 @@ type wire struct {
 	h2conns []*h2conn
 	dialing chan struct{} // closed when the dial under way ends; nil: none (HTTP/2 dials one at a time)
 
-	sent  atomic.Int64 // requests written, for the tests
-	quick atomic.Int64 // answers decoded by peekEmpty, for the tests
+	sent   atomic.Int64 // requests written, for the tests
+	quick  atomic.Int64 // answers decoded by peekEmpty, for the tests
+	waited atomic.Int64 // HTTP/2 calls that waited for the server's send window, for the tests
 }
 
 // wireProto is what a wire's endpoint speaks.
