@@ -12,14 +12,16 @@
 // Amz-Sdk-Invocation-Id and signs it with the SDK's SigV4 signer (over the SHA-256 of the body, at
 // the local time corrected by the clock skew the last answer's Date header showed).
 //
-// The request goes over HTTP/1.1 connections the path keeps itself (wire.go: the calling
-// goroutine writes it and reads the answer, where net/http's transport hands both between two
-// goroutines per connection), built from the SDK HTTP client's transport settings, and through the
-// SDK's HTTP client itself where those have something the wire does not reproduce (a proxy, a
-// client timeout, a custom TLS dialer, an HTTP client of the caller's own) or the answer is a 3xx,
-// which net/http's client follows. An idle shard's answer, whole in the connection's read buffer,
-// is decoded there (answer.go: {"Records":[],"NextShardIterator":…,"MillisBehindLatest":…}, its
-// members in any order); any other 2xx answer is read by the SDK's own JSON protocol.
+// The request goes over connections the path keeps itself, built from the SDK HTTP client's
+// transport settings: over TLS as a stream of a shared HTTP/2 connection where the handshake picks
+// h2 (h2.go: the polls of one grid instant leave in one write), otherwise over HTTP/1.1, written
+// and read by the calling goroutine (wire.go, where net/http's transport hands both between two
+// goroutines per connection); and through the SDK's HTTP client itself where the settings have
+// something the wire does not reproduce (a proxy, a client timeout, a custom TLS dialer, an HTTP
+// client of the caller's own) or the answer is a 3xx, which net/http's client follows. An idle
+// shard's answer is decoded where it was read (answer.go: {"Records":[],"NextShardIterator":…,
+// "MillisBehindLatest":…}, its members in any order); any other 2xx answer is read by the SDK's
+// own JSON protocol.
 //
 // Only a 2xx answer that decodes is handled here. Anything else (an error status, a failure to
 // send, a body that does not decode) is handed, as it was received, to the SDK client's own

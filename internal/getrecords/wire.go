@@ -33,7 +33,8 @@ import (
 // configuration, idle pool size and timeout, MaxConnsPerHost as a bound on requests at once, the
 // SDK's read timeout), and only where it sends what
 // net/http would: a BuildableClient with no proxy for the endpoint and no timeouts or hooks it
-// does not reproduce (newWire). It speaks HTTP/1.1 only, over TLS too (ALPN http/1.1).
+// does not reproduce (newWire). It speaks HTTP/1.1, and over TLS HTTP/2 where the handshake picks
+// it (h2.go).
 type wire struct {
 	addr        string      // host:port to dial
 	tls         *tls.Config // nil: plain HTTP
