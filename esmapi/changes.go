@@ -331,9 +331,15 @@ func (m *Manager) finishDelete(e *entry) {
 			m.log.Warn("delete the mapping's last processing result", "mapping", id, "error", err)
 		}
 	}
+	m.forget(id)
+	m.log.Info("mapping deleted", "mapping", id)
+}
+
+// forget drops the deleted mapping id, and remembers that it was deleted (a catalog read from
+// before the deletion may still list it).
+func (m *Manager) forget(id string) {
 	m.mu.Lock()
 	delete(m.maps, id)
 	m.deleted[id] = true
 	m.mu.Unlock()
-	m.log.Info("mapping deleted", "mapping", id)
 }

@@ -86,10 +86,7 @@ func (m *Manager) applyLocked(recs []Record, start time.Time) {
 				if err := m.progress.Delete(m.ctx, id); err != nil && m.ctx.Err() == nil {
 					m.log.Warn("delete the progress of a mapping deleted by another worker", "mapping", id, "error", err)
 				}
-				m.mu.Lock()
-				delete(m.maps, id)
-				m.deleted[id] = true
-				m.mu.Unlock()
+				m.forget(id)
 			})
 			m.log.Info("mapping deleted by another worker", "mapping", id)
 		}

@@ -147,8 +147,13 @@ func newH2Conn(ctx context.Context, w *wire, conn net.Conn) (*h2conn, error) {
 
 // usable reports whether c takes a new stream; c.mu is held.
 func (c *h2conn) usable() bool {
-	return c.err == nil && !c.goaway && c.nextID+2*uint32(c.reserved) < h2MaxStreamID-2 &&
-		(c.w.idleTimeout <= 0 || c.reserved > 0 || time.Since(c.idleSince) < c.w.idleTimeout)
+	return c.err == nil && !c.goaway && c.nextID+2*uint32(c.reserved) < h2MaxStreamID-2 && !c.expiredLocked()
+}
+
+// expiredLocked reports whether c has had no stream for the transport's IdleConnTimeout; c.mu is
+// held.
+func (c *h2conn) expiredLocked() bool {
+	return c.reserved == 0 && c.w.idleTimeout > 0 && time.Since(c.idleSince) >= c.w.idleTimeout
 }
 
 // reserve takes a stream slot on c if it has one.
@@ -401,8 +406,7 @@ func (c *h2conn) fail(err error) {
 			close(st.ended)
 			delete(c.streams, id)
 		}
-		close(c.windowed)
-		c.windowed = make(chan struct{})
+		c.grewLocked() // the calls waiting for a window see c.err
 	}
 	c.mu.Unlock()
 	_ = c.conn.Close()

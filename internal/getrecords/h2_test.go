@@ -25,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 // h2Server is a test server over TLS that offers HTTP/2 (as AWS's endpoints do) and counts the
@@ -111,12 +113,9 @@ func TestH2CallsShareAConnection(t *testing.T) {
 func connGoroutinesEnd(t *testing.T) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "getrecords.(*h2conn)") {
-			return
-		}
-	}
-	t.Fatalf("a goroutine of a closed HTTP/2 connection is still running:\n%s", buf[:runtime.Stack(buf, true)])
+	testkit.WaitFor(t, "the goroutines of the closed HTTP/2 connection to end", 10*time.Second, func() bool {
+		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "getrecords.(*h2conn)")
+	})
 }
 
 // TestH2LargeAnswer: an answer larger than a stream's receive window (a GetRecords answer may be
@@ -432,11 +431,9 @@ func TestH2SendWindow(t *testing.T) {
 	done := make(chan []error, 1)
 	go func() { done <- callsAtOnce(c, in, 100, 1, "AAAAAAAAAAH2") }()
 	// The server takes 63 requests and waits; the other 37 calls wait for the window.
-	for deadline := time.Now().Add(20 * time.Second); w.waited.Load() == 0 || answered.Load() < 63; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests within the window, %d calls waited for it; want 63 and some", answered.Load(), w.waited.Load())
-		}
-	}
+	testkit.WaitFor(t, "63 requests within the window and calls waiting for more", 20*time.Second, func() bool {
+		return w.waited.Load() > 0 && answered.Load() >= 63
+	})
 	if n := answered.Load(); n != 63 {
 		t.Errorf("%d requests within the window, want 63", n)
 	}

@@ -377,10 +377,10 @@ func (w *wire) h2SlotLocked() *h2conn {
 	var found *h2conn
 	for _, c := range w.h2conns {
 		c.mu.Lock()
-		live, idleTooLong := c.err == nil && !c.goaway, c.reserved == 0 && w.idleTimeout > 0 && time.Since(c.idleSince) >= w.idleTimeout
+		live, expired := c.err == nil && !c.goaway, c.expiredLocked()
 		c.mu.Unlock()
 		switch {
-		case idleTooLong:
+		case expired:
 			c.fail(net.ErrClosed)
 		case live:
 			kept = append(kept, c)
