@@ -72,6 +72,8 @@ type Client struct {
 	skew     atomic.Int64 // the clock skew (a time.Duration) the last answer's Date header showed
 	lastDate atomic.Pointer[dateHeader]
 
+	onStream atomic.Int64 // calls StartGetRecords sent as a stream no goroutine waits on, for the tests
+
 	// Seams for the equivalence test; time.Now and a random UUID otherwise.
 	now   func() time.Time
 	newID func() string
@@ -124,16 +126,34 @@ func (c *Client) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, op
 	defer bodies.Put(buf)
 	out := &kinesis.GetRecordsOutput{}
 	sent := c.now()
-	resp, q, err := c.send(ctx, t, req, body, buf, out)
+	resp, q, err := (*http.Response)(nil), quick{}, errForHTTPClient
+	if t.wire != nil {
+		resp, q, err = t.wire.do(ctx, req, body, buf, out)
+	}
+	return c.settle(ctx, in, req, body, buf, out, sent, c.now(), resp, q, err)
+}
+
+// settle makes the call's result of what the wire did with req (resp, q and err, at received; the
+// answer's body in buf, an idle shard's decoded into out): a request for the SDK's HTTP client is
+// sent through it; an answer that is not a 2xx the wire or this decodes goes, as received, to the
+// SDK client's GetRecords as its first attempt.
+func (c *Client) settle(ctx context.Context, in *kinesis.GetRecordsInput, req *http.Request, body []byte, buf *bytes.Buffer,
+	out *kinesis.GetRecordsOutput, sent, received time.Time, resp *http.Response, q quick, err error) (*kinesis.GetRecordsOutput, error) {
+	switch {
+	case errors.Is(err, errForHTTPClient):
+		resp, q, err = c.viaHTTPClient(ctx, req, body, buf)
+		received = c.now()
+	case err == nil && !q.ok && (resp.StatusCode < 200 || resp.StatusCode >= 300):
+		resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
+	}
 	if err == nil && q.ok {
-		c.recordSkew(q.date[:q.dateLen], q.age, sent, c.now())
+		c.recordSkew(q.date[:q.dateLen], q.age, sent, received)
 		c.paid(ctx)
 		return out, nil
 	}
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return c.kin.GetRecords(ctx, in, replayFirst(resp, err))
 	}
-	received := c.now()
 	resp.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
 	if err := c.opts.Protocol.DeserializeResponse(ctx, c.op, kinesis.TypeRegistry, &smithyhttp.Response{Response: resp}, out); err != nil {
 		resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
@@ -154,20 +174,9 @@ func (c *Client) paid(ctx context.Context) {
 	}
 }
 
-// send sends req, whose body is body, through the template's wire, or the SDK's HTTP client where
-// there is none or the answer is one for it. An idle shard's answer the wire decoded is in out
-// (quick.ok); another 2xx answer's body is read into buf; any other answer is returned with its
-// body, for the SDK.
-func (c *Client) send(ctx context.Context, t *template, req *http.Request, body []byte, buf *bytes.Buffer, out *kinesis.GetRecordsOutput) (*http.Response, quick, error) {
-	if t.wire != nil {
-		resp, q, err := t.wire.do(ctx, req, body, buf, out)
-		if !errors.Is(err, errForHTTPClient) {
-			if err == nil && !q.ok && (resp.StatusCode < 200 || resp.StatusCode >= 300) {
-				resp.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf.Bytes())))
-			}
-			return resp, q, err
-		}
-	}
+// viaHTTPClient sends req, whose body is body, through the SDK's HTTP client: a 2xx answer's body
+// is read into buf; any other answer is returned with its body, for the SDK.
+func (c *Client) viaHTTPClient(ctx context.Context, req *http.Request, body []byte, buf *bytes.Buffer) (*http.Response, quick, error) {
 	resp, err := c.opts.HTTPClient.Do(forHTTPClient(ctx, req, body))
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return resp, quick{}, err

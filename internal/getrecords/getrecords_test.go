@@ -158,13 +158,37 @@ func sdkClient(url string, ops *atomic.Int64, optFns ...func(*kinesis.Options)) 
 // Over TLS with HTTP/2 (h2: the test server offers it, both clients take it) the wire sends each
 // call as a stream of a shared connection. A dropped connection is HTTP/1.1's: there the server
 // resets the stream instead (TestH2StreamReset compares that).
+//
+// The async columns make each call with StartGetRecords instead, and run its finish on the test's
+// goroutine: over HTTP/2 every call the lean path handles is sent as a stream no goroutine waits
+// on, elsewhere on a goroutine of its own; the requests and results are the same.
 func TestSameAsSDK(t *testing.T) {
-	t.Run("wire", func(t *testing.T) { sameAsSDK(t, true, false) })
-	t.Run("http client", func(t *testing.T) { sameAsSDK(t, false, false) })
-	t.Run("wire h2", func(t *testing.T) { sameAsSDK(t, true, true) })
+	t.Run("wire", func(t *testing.T) { sameAsSDK(t, true, false, false) })
+	t.Run("http client", func(t *testing.T) { sameAsSDK(t, false, false, false) })
+	t.Run("wire h2", func(t *testing.T) { sameAsSDK(t, true, true, false) })
+	t.Run("wire async", func(t *testing.T) { sameAsSDK(t, true, false, true) })
+	t.Run("http client async", func(t *testing.T) { sameAsSDK(t, false, false, true) })
+	t.Run("wire h2 async", func(t *testing.T) { sameAsSDK(t, true, true, true) })
 }
 
-func sameAsSDK(t *testing.T, viaWire, h2 bool) {
+// startAndWait makes the call with c.StartGetRecords, and runs its finish here.
+func startAndWait(ctx context.Context, c *Client, in *kinesis.GetRecordsInput) (*kinesis.GetRecordsOutput, error) {
+	type result struct {
+		out    *kinesis.GetRecordsOutput
+		finish func() (*kinesis.GetRecordsOutput, error)
+	}
+	ch := make(chan result, 1)
+	c.StartGetRecords(ctx, in, func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)) {
+		ch <- result{out, finish}
+	})
+	r := <-ch
+	if r.finish != nil {
+		return r.finish()
+	}
+	return r.out, nil
+}
+
+func sameAsSDK(t *testing.T, viaWire, h2, async bool) {
 	srv := newServer(t, h2)
 	var sdkOps, leanOps atomic.Int64
 	sdk := sdkClient(srv.URL, &sdkOps, trusting(srv.Server))
@@ -231,6 +255,18 @@ func sameAsSDK(t *testing.T, viaWire, h2 bool) {
 	ctx := context.Background()
 	var leanHandled int
 	t.Cleanup(w.close)
+	call := lean.GetRecords
+	if async {
+		call = func(ctx context.Context, in *kinesis.GetRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+			return startAndWait(ctx, lean, in)
+		}
+		// The first call's TLS handshake tells the wire that the endpoint speaks HTTP/2.
+		srv.run([]answer{ok(`{"Records":[],"NextShardIterator":"AAAAAAAAAAH3","MillisBehindLatest":0}`)}, func() {
+			if _, err := lean.GetRecords(ctx, inputs[0]); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 	for i, c := range cases {
 		in := inputs[i%len(inputs)]
 		if h2 && slices.ContainsFunc(c.script, func(a answer) bool { return a.drop }) {
@@ -248,8 +284,11 @@ func sameAsSDK(t *testing.T, viaWire, h2 bool) {
 			if _, err := lean.template(ctx); err != nil { // made before the count below
 				t.Fatal(err)
 			}
-			before, wired, quick := leanOps.Load(), w.sent.Load(), w.quick.Load()
-			got := srv.run(c.script, func() { gotOut, gotErr = lean.GetRecords(ctx, in) })
+			before, wired, quick, streamed := leanOps.Load(), w.sent.Load(), w.quick.Load(), lean.onStream.Load()
+			got := srv.run(c.script, func() { gotOut, gotErr = call(ctx, in) })
+			if n, want := lean.onStream.Load()-streamed, async && viaWire && h2 && in.StreamARN == nil; n > 1 || (n == 1) != want {
+				t.Errorf("%d calls sent as a stream no goroutine waits on, want it: %v", n, want)
+			}
 			if n := w.quick.Load() - quick; (n == 1) != (viaWire && c.quick && in.StreamARN == nil) || n > 1 {
 				t.Errorf("%d answers decoded by the wire itself, want it: %v", n, viaWire && c.quick)
 			}

@@ -88,6 +88,10 @@ type h2stream struct {
 	unacked int
 	ended   chan struct{} // closed when the answer is whole or the stream failed (err)
 	err     error
+	id      uint32
+	// onEnd, for a call started without waiting (start), is run once the stream has ended, by
+	// whoever ended it, after c.mu is released.
+	onEnd func()
 }
 
 // newH2Conn starts HTTP/2 on conn, whose TLS handshake picked h2, within ctx.
@@ -202,6 +206,40 @@ func (c *h2conn) roundTrip(ctx context.Context, req *http.Request, body []byte, 
 	return c.answer(st, gzip, out)
 }
 
+// start sends req (signed, with body) as a new stream on c, which reserve gave a slot, without
+// waiting for its answer: once the stream has ended, onEnd gets it (with answer's arguments) on
+// the goroutine that ended it, the connection's read loop for an answer, and the slot is free
+// again. A false return means nothing was sent and the slot is given back: the connection failed,
+// or its send window has no room for body now. A stream of start is not reset when its call's
+// context ends (no goroutine watches it): its answer is dropped when it comes.
+func (c *h2conn) start(req *http.Request, body []byte, into *bytes.Buffer, onEnd func(st *h2stream, gzip bool)) bool {
+	into.Reset()
+	n := int64(len(body))
+	c.mu.Lock()
+	if c.err != nil || c.sendWindow < n || c.initWindow < n {
+		c.mu.Unlock()
+		c.release(0, nil)
+		return false
+	}
+	c.sendWindow -= n
+	st := &h2stream{body: into, ended: make(chan struct{}), window: c.initWindow - n}
+	c.mu.Unlock()
+	gzip := c.w.gzip && req.Header["Accept-Encoding"] == nil && req.Header["Range"] == nil
+	st.onEnd = func() {
+		c.release(st.id, st)
+		onEnd(st, gzip)
+	}
+	id, err := c.write(req, body, gzip, st)
+	if err != nil && id == 0 { // not a stream: the connection had failed
+		c.release(0, nil)
+		return false
+	}
+	if err == nil { // else the write failed the connection, and with it the stream: its onEnd ran
+		c.w.sent.Add(1)
+	}
+	return true
+}
+
 // takeWindow waits until the connection's send window has n bytes for st's body and takes them
 // (the server's stream window is known once st has an id: write checks it).
 func (c *h2conn) takeWindow(ctx context.Context, st *h2stream, n int) error {
@@ -239,14 +277,15 @@ func (c *h2conn) takeWindow(ctx context.Context, st *h2stream, n int) error {
 // The id is given under wmu, so that streams open in the order of their ids, as HTTP/2 requires.
 func (c *h2conn) write(req *http.Request, body []byte, gzip bool, st *h2stream) (uint32, error) {
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
 	c.mu.Lock()
-	if c.err != nil {
+	if err := c.err; err != nil {
 		c.mu.Unlock()
-		return 0, c.err
+		c.wmu.Unlock()
+		return 0, err
 	}
 	id := c.nextID
 	c.nextID += 2
+	st.id = id
 	c.streams[id] = st
 	maxFrame := c.maxFrame
 	c.mu.Unlock()
@@ -285,7 +324,8 @@ func (c *h2conn) write(req *http.Request, body []byte, gzip bool, st *h2stream) 
 		err = c.fr.WriteData(id, n == len(rest), rest[:n])
 		rest = rest[n:]
 	}
-	if err != nil {
+	c.wmu.Unlock()
+	if err != nil { // failed outside wmu: the ended streams' onEnd may write
 		c.fail(err)
 		return id, c.failure()
 	}
@@ -398,18 +438,19 @@ func (c *h2conn) release(id uint32, st *h2stream) bool {
 
 // fail ends the connection with err: every stream fails, no new one starts.
 func (c *h2conn) fail(err error) {
+	var ended []*h2stream
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = err
 		for id, st := range c.streams {
 			st.err = err
-			close(st.ended)
-			delete(c.streams, id)
+			ended = c.endLocked(id, st, ended)
 		}
 		c.grewLocked() // the calls waiting for a window see c.err
 	}
 	c.mu.Unlock()
 	_ = c.conn.Close()
+	runEnded(ended)
 }
 
 // failure is the error the connection failed with.
@@ -531,6 +572,7 @@ func (c *h2conn) handle(f http2.Frame) error {
 // headers takes an answer's HEADERS: its status and fields (a 1xx is passed over, trailers are
 // dropped), and the end of the stream.
 func (c *h2conn) headers(f *http2.MetaHeadersFrame) {
+	var ended []*h2stream
 	c.mu.Lock()
 	st := c.streams[f.StreamID]
 	if st != nil && st.status == 0 {
@@ -538,12 +580,13 @@ func (c *h2conn) headers(f *http2.MetaHeadersFrame) {
 		switch {
 		case err != nil || status < 100 || status > 999:
 			st.err = fmt.Errorf("get records: malformed :status %q", f.PseudoValue("status"))
-			c.endLocked(f.StreamID, st)
+			ended = c.endLocked(f.StreamID, st, nil)
 		case status >= 200 || status == http.StatusSwitchingProtocols:
 			st.status, st.fields = status, f.RegularFields()
 		}
 	}
 	c.mu.Unlock()
+	runEnded(ended)
 	if f.StreamEnded() {
 		c.end(f.StreamID, nil)
 	}
@@ -586,22 +629,39 @@ func (c *h2conn) data(f *http2.DataFrame) {
 // end ends stream id: its answer is whole (err nil) or it failed.
 func (c *h2conn) end(id uint32, err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st := c.streams[id]; st != nil {
+	st := c.streams[id]
+	if st != nil {
 		if st.err == nil {
 			st.err = err
 		}
 		if st.err == nil && st.status == 0 {
 			st.err = errors.New("get records: a stream ended without an answer")
 		}
-		c.endLocked(id, st)
+		delete(c.streams, id)
+		close(st.ended)
+	}
+	c.mu.Unlock()
+	if st != nil && st.onEnd != nil {
+		st.onEnd()
 	}
 }
 
-// endLocked closes st's ended and forgets it; c.mu is held.
-func (c *h2conn) endLocked(id uint32, st *h2stream) {
+// endLocked closes st's ended and forgets it, adding it to ended if it has an onEnd, which the
+// caller runs (runEnded) once c.mu is released; c.mu is held.
+func (c *h2conn) endLocked(id uint32, st *h2stream, ended []*h2stream) []*h2stream {
 	delete(c.streams, id)
 	close(st.ended)
+	if st.onEnd != nil {
+		ended = append(ended, st)
+	}
+	return ended
+}
+
+// runEnded runs the onEnd of the streams endLocked ended.
+func runEnded(ended []*h2stream) {
+	for _, st := range ended {
+		st.onEnd()
+	}
 }
 
 // settings applies the server's SETTINGS.
@@ -660,18 +720,20 @@ func (c *h2conn) grewLocked() {
 // goAway takes the server's GOAWAY: no new streams; the streams above the last it processes are
 // sent again elsewhere; the connection closes once the others have ended.
 func (c *h2conn) goAway(f *http2.GoAwayFrame) {
+	var ended []*h2stream
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.goaway = true
 	for id, st := range c.streams {
 		if id > f.LastStreamID {
 			st.err = errH2Unprocessed
-			c.endLocked(id, st)
+			ended = c.endLocked(id, st, ended)
 		}
 	}
 	if c.reserved == 0 {
 		_ = c.conn.Close()
 	}
+	c.mu.Unlock()
+	runEnded(ended)
 }
 
 // close closes the connection; its goroutines end.

@@ -20,3 +20,8 @@ func Wrap(kin *kinesis.Client) *Kinesis { return &Kinesis{Client: kin, lean: New
 func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	return k.lean.GetRecords(ctx, in, optFns...)
 }
+
+// StartGetRecords is the lean path's (Client.StartGetRecords).
+func (k *Kinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) {
+	k.lean.StartGetRecords(ctx, in, done)
+}

@@ -1,0 +1,137 @@
+package getrecords
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+)
+
+// StartGetRecords starts GetRecords(ctx, in) and returns without waiting for it. done gets the
+// call's result once, on some goroutine (the HTTP/2 connection's read loop, or the caller's own
+// when the connection fails while the request is written): either the output (finish nil: the call
+// succeeded), or finish, which the caller runs on a goroutine of its own to get the output or the
+// error. finish does whatever is left of GetRecords: the SDK's decoding of a non-empty or
+// unexpected answer, and its retries of an error, so done itself never blocks.
+//
+// Over HTTP/2 (the endpoint's TLS handshake picked it, a stream slot is free and the send window
+// has room) no goroutine waits for the answer: an idle shard's answer is decoded on the read loop
+// and handed to done there. Otherwise a goroutine of its own runs GetRecords and calls done. The
+// request, the answers and the errors are GetRecords' in either case, but for one difference: a
+// call whose context ends while its stream is open is not cut short (no goroutine watches the
+// context); its answer is handed to done when it comes, or its connection's failure.
+func (c *Client) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) {
+	if c.startOnStream(ctx, in, done) {
+		return
+	}
+	go func() {
+		out, err := c.GetRecords(ctx, in)
+		if err != nil {
+			done(nil, func() (*kinesis.GetRecordsOutput, error) { return nil, err })
+			return
+		}
+		done(out, nil)
+	}()
+}
+
+// startOnStream starts the call as a stream of an HTTP/2 connection, if the wire has one with a slot
+// free and room in its send window now: reporting false, it sent nothing.
+func (c *Client) startOnStream(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) bool {
+	if !c.lean || in == nil || in.StreamARN != nil || in.StreamId != nil {
+		return false
+	}
+	c.mu.Lock()
+	t := c.tmpl
+	c.mu.Unlock()
+	if t == nil || t.wire == nil {
+		return false
+	}
+	w := t.wire
+	if !w.takeInFlight() {
+		return false
+	}
+	hc := w.h2Slot()
+	if hc == nil {
+		w.putInFlight()
+		return false
+	}
+	req, body, err := c.request(ctx, t, in)
+	if err != nil || !validHeader(req.Header) {
+		hc.release(0, nil)
+		w.putInFlight()
+		return false // GetRecords fails, or sends it through the SDK's HTTP client
+	}
+	buf := bodies.Get().(*bytes.Buffer)
+	out := &kinesis.GetRecordsOutput{}
+	sent := c.now()
+	ended := func(st *h2stream, gzip bool) {
+		w.putInFlight()
+		received := c.now()
+		var (
+			resp *http.Response
+			q    quick
+			err  = st.err
+		)
+		if err == nil {
+			resp, q, err = hc.answer(st, gzip, out)
+		}
+		if err != nil && !errors.Is(err, errForHTTPClient) {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			err = w.urlError(req, err)
+		}
+		if err == nil && q.ok {
+			bodies.Put(buf)
+			c.recordSkew(q.date[:q.dateLen], q.age, sent, received)
+			c.paid(ctx)
+			done(out, nil)
+			return
+		}
+		done(nil, func() (*kinesis.GetRecordsOutput, error) {
+			defer bodies.Put(buf)
+			return c.settle(ctx, in, req, body, buf, out, sent, received, resp, q, err)
+		})
+	}
+	if !hc.start(req, body, buf, ended) {
+		bodies.Put(buf)
+		w.putInFlight()
+		return false
+	}
+	c.onStream.Add(1)
+	return true
+}
+
+// h2Slot returns an HTTP/2 connection with a stream slot it reserved, once a TLS handshake has
+// shown that the endpoint speaks HTTP/2; else nil.
+func (w *wire) h2Slot() *h2conn {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.h2 || w.proto != protoH2 {
+		return nil
+	}
+	return w.h2SlotLocked()
+}
+
+// takeInFlight takes a place among the requests the transport's MaxConnsPerHost lets be in flight,
+// if there is one now (or no bound).
+func (w *wire) takeInFlight() bool {
+	if w.inFlight == nil {
+		return true
+	}
+	select {
+	case w.inFlight <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// putInFlight gives back the place takeInFlight took.
+func (w *wire) putInFlight() {
+	if w.inFlight != nil {
+		<-w.inFlight
+	}
+}
