@@ -60,7 +60,9 @@ type Poller struct {
 	ready   func()         // called once the mapping is running (see WithReady)
 	// readiness, when set, follows the store's health (see WithReadiness).
 	readiness *Readiness
-	efo       *efo // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
+	efo       *efo              // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
+	starter   getRecordsStarter // kin, when it starts GetRecords without waiting (idle.go); else nil
+	idle      *idlePolls        // while Run runs: the polls of caught-up shards (idle.go)
 	subOpts   []func(*kinesis.Options)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
@@ -107,6 +109,7 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	if p.readiness != nil {
 		p.store = trackedStore{Store: store, r: p.readiness}
 	}
+	p.starter, _ = kin.(getRecordsStarter) // before the wrapping of useSubscriptions hides it
 	if p.cfg.ConsumerARN != "" {
 		if err := p.useSubscriptions(); err != nil {
 			return nil, err
@@ -263,6 +266,19 @@ func (p *Poller) Run(ctx context.Context) error {
 	c.g.sync(listing)
 	c.reportStates()
 	p.log.Info("mapping started", "shards", len(listing), "starting_position", p.cfg.StartingPosition, "batch_size", p.cfg.BatchSize)
+	// The idle poller outlives the readers, which c.run waits for.
+	p.idle = newIdlePolls(p.kin, p.starter)
+	ictx, stopIdle := context.WithCancel(context.WithoutCancel(ctx))
+	idleDone := make(chan struct{})
+	go func() {
+		defer close(idleDone)
+		p.idle.run(ictx)
+	}()
+	defer func() {
+		stopIdle()
+		<-idleDone
+		p.idle.stop()
+	}()
 	return c.run(ctx)
 }
 

@@ -189,14 +189,20 @@ func (k *gridKinesis) shardPolls(shard string) []gridPoll {
 	return slices.Clone(k.polls[shard])
 }
 
-// lateWake is a Coordinator that holds every shard, and takes wake to answer Held, which a reader
-// asks just before a read starts: the read starts that long after the reader woke, as a reader
-// woken by its timer starts a little later in a busy process.
+// lateWake is a Coordinator that holds every shard, and answers Held, which is asked just before
+// a read starts, no earlier than wake after the grid point: the reads of a grid point start that
+// late, as a process woken by its timer runs a little later when it is busy. (Once per instant:
+// the idle poller asks for every shard due then, one after the other.)
 type lateWake struct{ wake time.Duration }
 
 func (lateWake) Register(context.Context, []ShardInfo) error           { return nil }
 func (lateWake) Claim(_ context.Context, c []string) ([]string, error) { return c, nil }
-func (w lateWake) Held(string) bool                                    { time.Sleep(w.wake); return true }
+func (w lateWake) Held(string) bool {
+	if off := time.Duration(time.Now().UnixNano() % int64(DefaultPollGrid)); off < w.wake {
+		time.Sleep(w.wake - off)
+	}
+	return true
+}
 func (lateWake) Release(context.Context, string) error                 { return nil }
 
 // runGridPoller runs a poller of cfg on k's stream s for d of virtual time, then stops it.

@@ -43,6 +43,8 @@ type reader struct {
 	abandoned atomic.Bool
 
 	blocked blockage // the shard's batches reported blocked (blocked.go)
+
+	idle *idleEntry // its place in the Poller's idle poller (idle.go); nil until it first polls idle
 }
 
 // currentProgress is the shard's progress as last written. With slots, whose goroutines write it
@@ -159,7 +161,11 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 				err = errStopped
 			}
 		case stateRead:
-			err = r.read(runCtx, wait)
+			if r.pollsIdle() {
+				err = r.pollIdle(runCtx, wait)
+			} else {
+				err = r.read(runCtx, wait)
+			}
 		}
 		if err != nil {
 			return r.result(err)
@@ -233,14 +239,27 @@ func (r *reader) read(ctx context.Context, wait time.Duration) error {
 	if !r.held() {
 		return errLost
 	}
-	cfg, s := &r.p.cfg, &r.poll
-	// One batch per read, or with slots enough for every slot (Kinesis returns at most 10000).
-	limit := int32(min(MaxBatchSize, cfg.BatchSize*cfg.ParallelizationFactor) - len(s.pending))
-	s.lastPoll = r.p.now()
+	limit := r.readLimit()
+	r.poll.lastPoll = r.p.now()
 	out, err := r.next(ctx, limit)
 	if err != nil {
 		return r.readFailed(ctx, err)
 	}
+	r.readDone(out, limit)
+	return nil
+}
+
+// readLimit is how many records a read asks for: one batch, or with slots enough for every slot
+// (Kinesis returns at most 10000), less what is pending.
+func (r *reader) readLimit() int32 {
+	cfg := &r.p.cfg
+	return int32(min(MaxBatchSize, cfg.BatchSize*cfg.ParallelizationFactor) - len(r.poll.pending))
+}
+
+// readDone takes what a read that asked for limit records got: its records join what is pending,
+// and the reader's position and pacing follow.
+func (r *reader) readDone(out *kinesis.GetRecordsOutput, limit int32) {
+	s := &r.poll
 	s.retry.reset()
 	r.p.obs.RecordsPolled(r.shardID, len(out.Records))
 	if len(out.Records) > 0 {
@@ -259,7 +278,6 @@ func (r *reader) read(ctx context.Context, wait time.Duration) error {
 	} else {
 		r.iter = out.NextShardIterator
 	}
-	return nil
 }
 
 // readFailed handles a read that failed: it reports what ends the reader, and otherwise reopens

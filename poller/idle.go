@@ -1,0 +1,299 @@
+package poller
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+)
+
+// Idle polls. A caught-up polling reader (nothing pending, the last read said nothing is behind)
+// hands its next polls to the Poller's idle poller instead of sleeping and calling GetRecords
+// itself: one goroutine wakes at each due time (the poll grid puts the polls of idle shards on the
+// same instants), checks the lease and starts each due reader's call without waiting for it. The
+// answer of an idle shard (no records, an iterator) is taken where it arrives: the read's
+// bookkeeping (readDone), then, if the reader's next state is still a poll of an idle shard, the
+// poll after it is queued. So an idle shard's polls wake none of its goroutines. Anything else
+// wakes the reader: records, the shard's end, a failed call (its finish, which decodes, retries
+// and classifies as GetRecords does, runs on the reader's goroutine, then readFailed as after any
+// read), a lost lease, a next state other than a poll.
+//
+// Ownership: while a reader waits in pollIdle, its state belongs to whichever of the idle poller
+// and the call's completion holds its entry's lock; it takes the state back by taking the lock,
+// when woken or when its context ends (then marked left: a completion that comes later drops its
+// answer). Lock order: an entry's, then the idle poller's.
+
+// getRecordsStarter is a Kinesis client that starts a GetRecords call without a goroutine waiting
+// for its answer (the lean path's, internal/getrecords): done gets the output, or finish to run
+// on a goroutine of the caller's for the output or the error.
+type getRecordsStarter interface {
+	StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)))
+}
+
+// startFunc starts a GetRecords call; done gets its result (getRecordsStarter).
+type startFunc func(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error)))
+
+// idlePolls is the Poller's idle poller: a heap of the waiting readers' entries by due time and
+// the goroutine that starts their calls.
+type idlePolls struct {
+	start startFunc
+	calls sync.WaitGroup // the goroutines of a client without StartGetRecords (perCall)
+
+	mu    sync.Mutex
+	queue entryHeap
+	kick  chan struct{} // 1-buffered: the earliest due time moved
+	fired []*idleEntry  // reused by run
+
+	taken atomic.Int64 // answers taken where they arrived, for the tests
+	wakes atomic.Int64 // readers woken, for the tests
+}
+
+// idleEntry is a reader's place in the idle poller.
+type idleEntry struct {
+	r    *reader
+	wake chan idleWake // 1-buffered: at most one wake is outstanding
+	done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))
+
+	mu    sync.Mutex      // the reader's state while it waits in pollIdle (see above)
+	ctx   context.Context // the reader's runCtx, while it waits
+	left  bool            // the reader took its state back: answers are dropped
+	limit int32           // of the call in flight
+
+	due   time.Time // guarded by idlePolls.mu
+	index int       // in the heap, -1 when not in it; guarded by idlePolls.mu
+}
+
+// idleWake is what wakes a waiting reader: a lost lease (err), an answer to take (out, or finish
+// to run for it), or nothing (the reader's next state is not a poll: the answer was taken).
+type idleWake struct {
+	err    error
+	out    *kinesis.GetRecordsOutput
+	finish func() (*kinesis.GetRecordsOutput, error)
+	limit  int32
+}
+
+// newIdlePolls returns the idle poller of a Poller whose client is kin: with its StartGetRecords,
+// or else a goroutine per call.
+func newIdlePolls(kin KinesisAPI, starter getRecordsStarter) *idlePolls {
+	d := &idlePolls{kick: make(chan struct{}, 1)}
+	d.start = d.perCall(kin)
+	if starter != nil {
+		d.start = starter.StartGetRecords
+	}
+	return d
+}
+
+// perCall starts each call on a goroutine of its own, for a client without StartGetRecords (the
+// simulation's and the tests' fakes): the same states and hand-overs as the lean path's.
+func (d *idlePolls) perCall(kin KinesisAPI) startFunc {
+	return func(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) {
+		d.calls.Add(1)
+		go func() {
+			defer d.calls.Done()
+			out, err := kin.GetRecords(ctx, in)
+			if err != nil {
+				done(nil, func() (*kinesis.GetRecordsOutput, error) { return nil, err })
+				return
+			}
+			done(out, nil)
+		}()
+	}
+}
+
+// run starts the calls of the entries as they fall due, until ctx ends.
+func (d *idlePolls) run(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		d.mu.Lock()
+		now := time.Now()
+		for d.queue.Len() > 0 && !d.queue[0].due.After(now) {
+			d.fired = append(d.fired, heap.Pop(&d.queue).(*idleEntry))
+		}
+		next := time.Duration(-1)
+		if d.queue.Len() > 0 {
+			next = d.queue[0].due.Sub(now)
+		}
+		fired := d.fired
+		d.fired = nil
+		d.mu.Unlock()
+		for i, e := range fired {
+			d.fire(e)
+			fired[i] = nil
+		}
+		d.mu.Lock()
+		d.fired = fired[:0]
+		d.mu.Unlock()
+		var at <-chan time.Time
+		if next >= 0 {
+			t.Reset(next)
+			at = t.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.kick:
+		case <-at:
+		}
+	}
+}
+
+// stop waits for the calls of perCall (their contexts, the readers', have ended).
+func (d *idlePolls) stop() { d.calls.Wait() }
+
+// schedule queues e's next poll at due; e.mu is held.
+func (d *idlePolls) schedule(e *idleEntry, due time.Time) {
+	d.mu.Lock()
+	e.due = due
+	heap.Push(&d.queue, e)
+	first := e.index == 0
+	d.mu.Unlock()
+	if first {
+		select {
+		case d.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// remove takes e out of the queue, if it is in it; e.mu is held.
+func (d *idlePolls) remove(e *idleEntry) {
+	d.mu.Lock()
+	if e.index >= 0 {
+		heap.Remove(&d.queue, e.index)
+	}
+	d.mu.Unlock()
+}
+
+// fire starts e's poll, which fell due: as read does after its wait (the lease, the limit, the
+// poll's time), then the call, without waiting for it.
+func (d *idlePolls) fire(e *idleEntry) {
+	r := e.r
+	held := r.held() // not under e.mu: a reader stopping takes it, and Held may take a while
+	e.mu.Lock()
+	if e.left {
+		e.mu.Unlock()
+		return
+	}
+	switch {
+	case e.ctx.Err() != nil: // stopping: the reader's state says so
+		e.wakeLocked(idleWake{})
+		e.mu.Unlock()
+		return
+	case !held:
+		e.wakeLocked(idleWake{err: errLost})
+		e.mu.Unlock()
+		return
+	}
+	e.limit = r.readLimit()
+	r.poll.lastPoll = r.p.now()
+	in := &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(e.limit)}
+	ctx := e.ctx
+	e.mu.Unlock()
+	d.start(ctx, in, e.done)
+}
+
+// answered takes the result of e's call (done of a startFunc).
+func (e *idleEntry) answered(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.left {
+		return
+	}
+	r := e.r
+	if finish != nil || len(out.Records) > 0 || out.NextShardIterator == nil {
+		e.wakeLocked(idleWake{out: out, finish: finish, limit: e.limit})
+		return
+	}
+	r.readDone(out, e.limit)
+	r.p.idle.taken.Add(1)
+	if st, wait := r.state(e.ctx); st == stateRead && r.pollsIdle() {
+		r.p.idle.schedule(e, time.Now().Add(wait))
+		return
+	}
+	e.wakeLocked(idleWake{})
+}
+
+// wakeLocked hands w to the waiting reader; e.mu is held.
+func (e *idleEntry) wakeLocked(w idleWake) {
+	e.r.p.idle.wakes.Add(1)
+	e.wake <- w
+}
+
+// pollsIdle reports whether the reader's next poll goes to the idle poller: it polls (no
+// subscription), is caught up and has nothing pending.
+func (r *reader) pollsIdle() bool {
+	return r.p.idle != nil && r.sub == nil && !r.poll.behind && len(r.poll.pending) == 0
+}
+
+// pollIdle is read for a reader that pollsIdle: its polls go to the idle poller until one wakes
+// it, or its context ends.
+func (r *reader) pollIdle(ctx context.Context, wait time.Duration) error {
+	e := r.idle
+	if e == nil {
+		e = &idleEntry{r: r, wake: make(chan idleWake, 1), index: -1}
+		e.done = e.answered
+		r.idle = e
+	}
+	e.mu.Lock()
+	e.ctx, e.left = ctx, false
+	r.p.idle.schedule(e, time.Now().Add(wait))
+	e.mu.Unlock()
+	var w idleWake
+	select {
+	case w = <-e.wake:
+	case <-ctx.Done():
+		e.mu.Lock()
+		e.left = true
+		r.p.idle.remove(e)
+		e.mu.Unlock()
+		select { // a wake sent before: the reader stops
+		case <-e.wake:
+		default:
+		}
+		return errStopped
+	}
+	e.mu.Lock() // the state is the reader's again (left: nothing more is sent)
+	e.left = true
+	e.mu.Unlock()
+	switch {
+	case w.err != nil:
+		return w.err
+	case w.finish != nil:
+		out, err := w.finish()
+		if err != nil {
+			return r.readFailed(ctx, err)
+		}
+		r.readDone(out, w.limit)
+	case w.out != nil:
+		r.readDone(w.out, w.limit)
+	}
+	return nil
+}
+
+// entryHeap orders entries by due time (container/heap).
+type entryHeap []*idleEntry
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h entryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *entryHeap) Push(x any) {
+	e := x.(*idleEntry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	e.index = -1
+	*h = old[:len(old)-1]
+	return e
+}

@@ -1,0 +1,187 @@
+package poller
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
+)
+
+// startingKinesis is a fake with StartGetRecords, as the lean path's client has: each call is
+// answered on a goroutine of the fake's (the connection's read loop of the lean path), or, with
+// hold set, kept until release.
+type startingKinesis struct {
+	*fakekinesis.Fake
+	arn    string
+	hold   atomic.Bool
+	starts atomic.Int64
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	held []func()
+}
+
+func newStartingKinesis(shards int) *startingKinesis {
+	f := fakekinesis.New()
+	return &startingKinesis{Fake: f, arn: f.CreateStream("s", shards)}
+}
+
+func (k *startingKinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) {
+	k.starts.Add(1)
+	answer := func() {
+		defer k.wg.Done()
+		out, err := k.Fake.GetRecords(context.WithoutCancel(ctx), in)
+		if err != nil {
+			done(nil, func() (*kinesis.GetRecordsOutput, error) { return nil, err })
+			return
+		}
+		done(out, nil)
+	}
+	k.wg.Add(1)
+	if k.hold.Load() {
+		k.mu.Lock()
+		k.held = append(k.held, answer)
+		k.mu.Unlock()
+		return
+	}
+	go answer()
+}
+
+// release answers the calls held so far.
+func (k *startingKinesis) release() int {
+	k.mu.Lock()
+	held := k.held
+	k.held = nil
+	k.mu.Unlock()
+	for _, a := range held {
+		go a()
+	}
+	return len(held)
+}
+
+// TestIdlePollsWakeNoReader: the polls of idle shards go through the client's StartGetRecords and
+// their answers are taken where they arrive: in 10 s of three idle shards, about 30 polls and no
+// reader woken. A record put then wakes its reader, which invokes the function with it.
+func TestIdlePollsWakeNoReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := newStartingKinesis(3)
+		var invoked atomic.Int64
+		p, err := New(Config{StreamARN: k.arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, k, NewMemoryStore(),
+			inprocess.New(func() error { invoked.Add(1); return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		starts, taken, wakes := k.starts.Load(), p.idle.taken.Load(), p.idle.wakes.Load()
+		if starts < 27 || taken != starts || wakes != 0 {
+			t.Fatalf("in 10 s of 3 idle shards: %d calls started, %d answers taken where they arrived, %d readers woken; want about 30, all, none",
+				starts, taken, wakes)
+		}
+		k.Put("s", "key", []byte("r"))
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if invoked.Load() != 1 || p.idle.wakes.Load() == 0 {
+			t.Fatalf("after a record was put: %d invocations, %d readers woken; want 1 and some", invoked.Load(), p.idle.wakes.Load())
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		k.wg.Wait()
+	})
+}
+
+// TestIdlePollStoppedInFlight: a stop while every shard's idle poll is in flight (its answer held)
+// ends Run at once; the answers that come afterwards are dropped, and no call starts after Run
+// returned.
+func TestIdlePollStoppedInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := newStartingKinesis(2)
+		k.hold.Store(true)
+		p, err := New(Config{StreamARN: k.arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, k, NewMemoryStore(),
+			inprocess.New(func() error { return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		k.mu.Lock()
+		inFlight := len(k.held)
+		k.mu.Unlock()
+		if inFlight != 2 {
+			t.Fatalf("%d idle polls in flight, want one for each of the 2 shards", inFlight)
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatal("Run waits for the idle polls in flight")
+		}
+		starts, taken := k.starts.Load(), p.idle.taken.Load()
+		if n := k.release(); n != 2 {
+			t.Fatalf("%d answers released, want 2", n)
+		}
+		k.wg.Wait()
+		if k.starts.Load() != starts || p.idle.taken.Load() != taken || p.idle.wakes.Load() != 0 {
+			t.Fatalf("after the stop: %d calls started, %d answers taken, %d readers woken; want none",
+				k.starts.Load()-starts, p.idle.taken.Load()-taken, p.idle.wakes.Load())
+		}
+	})
+}
+
+// heldUntil is a Coordinator that holds every shard until lost is set.
+type heldUntil struct{ lost atomic.Bool }
+
+func (*heldUntil) Register(context.Context, []ShardInfo) error           { return nil }
+func (*heldUntil) Claim(_ context.Context, c []string) ([]string, error) { return c, nil }
+func (h *heldUntil) Held(string) bool                                    { return !h.lost.Load() }
+func (*heldUntil) Release(context.Context, string) error                 { return nil }
+
+// TestIdlePollLeaseLost: once the lease is no longer held, the idle poller starts no call for the
+// shard: the lease is asked before each poll, as read asks it.
+func TestIdlePollLeaseLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := newStartingKinesis(1)
+		coord := &heldUntil{}
+		p, err := New(Config{StreamARN: k.arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, k, NewMemoryStore(),
+			inprocess.New(func() error { return nil }), WithCoordinator(coord))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		before := k.starts.Load()
+		if before < 3 {
+			t.Fatalf("%d idle polls in 5 s, want about 4", before)
+		}
+		coord.lost.Store(true)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if n := k.starts.Load() - before; n > 0 {
+			t.Fatalf("%d calls started after the lease was lost", n)
+		}
+		if p.idle.wakes.Load() == 0 {
+			t.Fatal("no reader was woken with the lease lost")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		k.wg.Wait()
+	})
+}
