@@ -7,13 +7,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -186,31 +186,52 @@ func TestH2Cancelled(t *testing.T) {
 
 // TestH2StreamReset: a stream the server resets fails as the SDK's own call fails on it: the
 // same requests (the SDK retries a reset stream as it retries any send failure) and the same end.
+// Started with StartGetRecords (async), the reset stream's call is finished by its finish.
 func TestH2StreamReset(t *testing.T) {
-	for _, resets := range []int64{1, 5} {
-		t.Run(strconv.FormatInt(resets, 10), func(t *testing.T) {
-			var n atomic.Int64
-			srv, requests, _ := h2Server(t, func(w http.ResponseWriter, r *http.Request) {
-				if n.Add(1) <= resets {
-					panic(http.ErrAbortHandler) // RST_STREAM
-				}
-				answerEmpty(w, r)
-			})
-			var sdkOps, leanOps atomic.Int64
-			in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1")}
-			_, wantErr := sdkClient(srv.URL, &sdkOps, trusting(srv)).GetRecords(context.Background(), in)
-			wantRequests := requests.Load()
-			n.Store(0)
-			requests.Store(0)
-			c, w := leanOver(t, srv, &leanOps)
-			_, gotErr := c.GetRecords(context.Background(), in)
-			if (gotErr == nil) != (wantErr == nil) || requests.Load() != wantRequests {
-				t.Errorf("%d requests, error %v; the SDK made %d, error %v", requests.Load(), gotErr, wantRequests, wantErr)
-			}
-			if w.sent.Load() != 1 {
-				t.Errorf("the wire sent %d requests, want the first attempt", w.sent.Load())
-			}
-		})
+	for _, async := range []bool{false, true} {
+		for _, resets := range []int64{1, 5} {
+			t.Run(fmt.Sprintf("%d async=%t", resets, async), func(t *testing.T) { h2StreamReset(t, resets, async) })
+		}
+	}
+}
+
+func h2StreamReset(t *testing.T, resets int64, async bool) {
+	var n atomic.Int64
+	srv, requests, _ := h2Server(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= resets {
+			panic(http.ErrAbortHandler) // RST_STREAM
+		}
+		answerEmpty(w, r)
+	})
+	var sdkOps, leanOps atomic.Int64
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1")}
+	_, wantErr := sdkClient(srv.URL, &sdkOps, trusting(srv)).GetRecords(context.Background(), in)
+	wantRequests := requests.Load()
+	n.Store(0)
+	requests.Store(0)
+	c, w := leanOver(t, srv, &leanOps)
+	var gotErr error
+	if async {
+		// A first call, answered, tells the wire that the endpoint speaks HTTP/2.
+		n.Store(resets)
+		if _, err := c.GetRecords(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		n.Store(0)
+		requests.Store(0)
+		w.sent.Store(0)
+		_, gotErr = startAndWait(context.Background(), c, in)
+		if c.onStream.Load() != 1 {
+			t.Errorf("%d calls sent as a stream no goroutine waits on, want 1", c.onStream.Load())
+		}
+	} else {
+		_, gotErr = c.GetRecords(context.Background(), in)
+	}
+	if (gotErr == nil) != (wantErr == nil) || requests.Load() != wantRequests {
+		t.Errorf("%d requests, error %v; the SDK made %d, error %v", requests.Load(), gotErr, wantRequests, wantErr)
+	}
+	if w.sent.Load() != 1 {
+		t.Errorf("the wire sent %d requests, want the first attempt", w.sent.Load())
 	}
 }
 
