@@ -149,7 +149,6 @@ func (c *Client) settle(ctx context.Context, in *kinesis.GetRecordsInput, req *h
 	if err == nil && q.ok {
 		c.recordSkew(q.date[:q.dateLen], q.age, sent, received)
 		c.paid(ctx)
-		reuseHeader(req)
 		return out, nil
 	}
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
@@ -198,19 +197,6 @@ func forHTTPClient(ctx context.Context, req *http.Request, body []byte) *http.Re
 	return req.WithContext(ctx)
 }
 
-// headerMaps are the requests' header maps, used again after a call whose idle answer the wire
-// decoded (reuseHeader): nothing refers to its request then, whose headers were written as they were
-// sent.
-var headerMaps = sync.Pool{New: func() any { return make(http.Header, 16) }}
-
-// reuseHeader gives req's header map back to headerMaps.
-func reuseHeader(req *http.Request) {
-	h := req.Header
-	req.Header = nil
-	clear(h)
-	headerMaps.Put(h)
-}
-
 // bodies are the buffers answers are read into (the protocol copies what it keeps).
 var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -250,7 +236,7 @@ func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecord
 	if err != nil {
 		return nil, nil, err
 	}
-	h := headerMaps.Get().(http.Header)
+	h := make(http.Header, len(t.header)+5)
 	for k, v := range t.header {
 		h[k] = v
 	}
