@@ -32,6 +32,10 @@
 // context's error inside the SDK's operation error, as an SDK call whose context ended before an
 // attempt does, where the SDK's own call would wrap it in a send error too; the poller tells
 // either by its context.
+//
+// StartGetRecords (async.go) makes the same call without a goroutine waiting for it where it can go
+// as an HTTP/2 stream at once: the read loop hands an idle shard's answer to the caller's done, and
+// anything else as a finish the caller runs on its own goroutine (the poller's idle poller).
 package getrecords
 
 import (
