@@ -85,6 +85,7 @@ func (c *Client) startOnStream(ctx context.Context, in *kinesis.GetRecordsInput,
 		}
 		if err == nil && q.ok {
 			bodies.Put(buf)
+			reuseHeader(req)
 			c.recordSkew(q.date[:q.dateLen], q.age, sent, received)
 			c.paid(ctx)
 			done(out, nil)

@@ -153,6 +153,7 @@ func (c *Client) settle(ctx context.Context, in *kinesis.GetRecordsInput, req *h
 	if err == nil && q.ok {
 		c.recordSkew(q.date[:q.dateLen], q.age, sent, received)
 		c.paid(ctx)
+		reuseHeader(req)
 		return out, nil
 	}
 	if err != nil || resp.StatusCode < 200 || resp.StatusCode >= 300 {
@@ -201,6 +202,19 @@ func forHTTPClient(ctx context.Context, req *http.Request, body []byte) *http.Re
 	return req.WithContext(ctx)
 }
 
+// headerMaps are the requests' header maps, used again after a call whose idle answer the wire
+// decoded (reuseHeader): nothing refers to its request then, whose headers were written as they were
+// sent.
+var headerMaps = sync.Pool{New: func() any { return make(http.Header, 16) }}
+
+// reuseHeader gives req's header map back to headerMaps.
+func reuseHeader(req *http.Request) {
+	h := req.Header
+	req.Header = nil
+	clear(h)
+	headerMaps.Put(h)
+}
+
 // bodies are the buffers answers are read into (the protocol copies what it keeps).
 var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
@@ -240,7 +254,7 @@ func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecord
 	if err != nil {
 		return nil, nil, err
 	}
-	h := make(http.Header, len(t.header)+5)
+	h := headerMaps.Get().(http.Header)
 	for k, v := range t.header {
 		h[k] = v
 	}
