@@ -203,8 +203,9 @@ func forHTTPClient(ctx context.Context, req *http.Request, body []byte) *http.Re
 }
 
 // headerMaps are the requests' header maps, used again after a call whose idle answer the wire
-// decoded (reuseHeader): nothing refers to its request then, whose headers were written as they were
-// sent.
+// decoded (reuseHeader): nothing refers to its request then. Its headers were read whole before
+// any byte of it was sent (HTTP/1.1: writeRequest; HTTP/2: the HEADERS block is encoded before it
+// is written), so no answer, and no reuse, can come while they are read.
 var headerMaps = sync.Pool{New: func() any { return make(http.Header, 16) }}
 
 // reuseHeader gives req's header map back to headerMaps.
