@@ -46,7 +46,6 @@ type idlePolls struct {
 	mu    sync.Mutex
 	queue entryHeap
 	kick  chan struct{} // 1-buffered: the earliest due time moved
-	fired []*idleEntry  // reused by run
 
 	taken atomic.Int64 // answers taken where they arrived, for the tests
 	wakes atomic.Int64 // readers woken, for the tests
@@ -108,26 +107,23 @@ func (d *idlePolls) perCall(kin KinesisAPI) startFunc {
 func (d *idlePolls) run(ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	var fired []*idleEntry // the entries due, reused
 	for {
 		d.mu.Lock()
 		now := time.Now()
 		for d.queue.Len() > 0 && !d.queue[0].due.After(now) {
-			d.fired = append(d.fired, heap.Pop(&d.queue).(*idleEntry))
+			fired = append(fired, heap.Pop(&d.queue).(*idleEntry))
 		}
 		next := time.Duration(-1)
 		if d.queue.Len() > 0 {
 			next = d.queue[0].due.Sub(now)
 		}
-		fired := d.fired
-		d.fired = nil
 		d.mu.Unlock()
 		for i, e := range fired {
 			d.fire(e)
 			fired[i] = nil
 		}
-		d.mu.Lock()
-		d.fired = fired[:0]
-		d.mu.Unlock()
+		fired = fired[:0]
 		var at <-chan time.Time
 		if next >= 0 {
 			t.Reset(next)

@@ -203,7 +203,7 @@ func (w lateWake) Held(string) bool {
 	}
 	return true
 }
-func (lateWake) Release(context.Context, string) error                 { return nil }
+func (lateWake) Release(context.Context, string) error { return nil }
 
 // runGridPoller runs a poller of cfg on k's stream s for d of virtual time, then stops it.
 func runGridPoller(t *testing.T, k *gridKinesis, cfg Config, d time.Duration, opts ...Option) {
