@@ -67,12 +67,12 @@ type idleEntry struct {
 }
 
 // idleWake is what wakes a waiting reader: a lost lease (err), an answer to take (out, or finish
-// to run for it), or nothing (the reader's next state is not a poll: the answer was taken).
+// to run for it; the call asked for the entry's limit), or nothing (the reader's next state is not
+// a poll: the answer was taken).
 type idleWake struct {
 	err    error
 	out    *kinesis.GetRecordsOutput
 	finish func() (*kinesis.GetRecordsOutput, error)
-	limit  int32
 }
 
 // newIdlePolls returns the idle poller of a Poller whose client is kin: with its StartGetRecords,
@@ -202,7 +202,7 @@ func (e *idleEntry) answered(out *kinesis.GetRecordsOutput, finish func() (*kine
 	}
 	r := e.r
 	if finish != nil || len(out.Records) > 0 || out.NextShardIterator == nil {
-		e.wakeLocked(idleWake{out: out, finish: finish, limit: e.limit})
+		e.wakeLocked(idleWake{out: out, finish: finish})
 		return
 	}
 	r.readDone(out, e.limit)
@@ -253,8 +253,10 @@ func (r *reader) pollIdle(ctx context.Context, wait time.Duration) error {
 		}
 		return errStopped
 	}
-	e.mu.Lock() // the state is the reader's again (left: nothing more is sent)
-	e.left = true
+	// The state is the reader's again: a wake is the last thing the idle poller and the call's
+	// completion do for a reader until it waits again.
+	e.mu.Lock()
+	limit := e.limit
 	e.mu.Unlock()
 	switch {
 	case w.err != nil:
@@ -264,9 +266,9 @@ func (r *reader) pollIdle(ctx context.Context, wait time.Duration) error {
 		if err != nil {
 			return r.readFailed(ctx, err)
 		}
-		r.readDone(out, w.limit)
+		r.readDone(out, limit)
 	case w.out != nil:
-		r.readDone(w.out, w.limit)
+		r.readDone(w.out, limit)
 	}
 	return nil
 }

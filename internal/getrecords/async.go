@@ -3,7 +3,6 @@ package getrecords
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -77,11 +76,8 @@ func (c *Client) startOnStream(ctx context.Context, in *kinesis.GetRecordsInput,
 		if err == nil {
 			resp, q, err = hc.answer(st, gzip, out)
 		}
-		if err != nil && !errors.Is(err, errForHTTPClient) {
-			if ctx.Err() != nil {
-				err = ctx.Err()
-			}
-			err = w.urlError(req, err)
+		if err != nil {
+			err = w.callError(ctx, req, err)
 		}
 		if err == nil && q.ok {
 			bodies.Put(buf)

@@ -181,7 +181,7 @@ func (c *h2conn) roundTrip(ctx context.Context, req *http.Request, body []byte, 
 		c.release(0, nil)
 		return nil, quick{}, err
 	}
-	gzip := c.w.gzip && req.Header["Accept-Encoding"] == nil && req.Header["Range"] == nil
+	gzip := c.w.asksGzip(req)
 	id, err := c.write(req, body, gzip, st)
 	if err != nil {
 		c.release(id, st)
@@ -224,7 +224,7 @@ func (c *h2conn) start(req *http.Request, body []byte, into *bytes.Buffer, onEnd
 	c.sendWindow -= n
 	st := &h2stream{body: into, ended: make(chan struct{}), window: c.initWindow - n}
 	c.mu.Unlock()
-	gzip := c.w.gzip && req.Header["Accept-Encoding"] == nil && req.Header["Range"] == nil
+	gzip := c.w.asksGzip(req)
 	st.onEnd = func() {
 		c.release(st.id, st)
 		onEnd(st, gzip)
@@ -444,7 +444,9 @@ func (c *h2conn) fail(err error) {
 		c.err = err
 		for id, st := range c.streams {
 			st.err = err
-			ended = c.endLocked(id, st, ended)
+			if c.endLocked(id, st) {
+				ended = append(ended, st)
+			}
 		}
 		c.grewLocked() // the calls waiting for a window see c.err
 	}
@@ -580,7 +582,9 @@ func (c *h2conn) headers(f *http2.MetaHeadersFrame) {
 		switch {
 		case err != nil || status < 100 || status > 999:
 			st.err = fmt.Errorf("get records: malformed :status %q", f.PseudoValue("status"))
-			ended = c.endLocked(f.StreamID, st, nil)
+			if c.endLocked(f.StreamID, st) {
+				ended = append(ended, st)
+			}
 		case status >= 200 || status == http.StatusSwitchingProtocols:
 			st.status, st.fields = status, f.RegularFields()
 		}
@@ -630,6 +634,7 @@ func (c *h2conn) data(f *http2.DataFrame) {
 func (c *h2conn) end(id uint32, err error) {
 	c.mu.Lock()
 	st := c.streams[id]
+	run := false
 	if st != nil {
 		if st.err == nil {
 			st.err = err
@@ -637,24 +642,20 @@ func (c *h2conn) end(id uint32, err error) {
 		if st.err == nil && st.status == 0 {
 			st.err = errors.New("get records: a stream ended without an answer")
 		}
-		delete(c.streams, id)
-		close(st.ended)
+		run = c.endLocked(id, st)
 	}
 	c.mu.Unlock()
-	if st != nil && st.onEnd != nil {
+	if run {
 		st.onEnd()
 	}
 }
 
-// endLocked closes st's ended and forgets it, adding it to ended if it has an onEnd, which the
-// caller runs (runEnded) once c.mu is released; c.mu is held.
-func (c *h2conn) endLocked(id uint32, st *h2stream, ended []*h2stream) []*h2stream {
+// endLocked closes st's ended and forgets it; c.mu is held. It reports whether st has an onEnd,
+// which the caller runs once c.mu is released (runEnded).
+func (c *h2conn) endLocked(id uint32, st *h2stream) bool {
 	delete(c.streams, id)
 	close(st.ended)
-	if st.onEnd != nil {
-		ended = append(ended, st)
-	}
-	return ended
+	return st.onEnd != nil
 }
 
 // runEnded runs the onEnd of the streams endLocked ended.
@@ -726,7 +727,9 @@ func (c *h2conn) goAway(f *http2.GoAwayFrame) {
 	for id, st := range c.streams {
 		if id > f.LastStreamID {
 			st.err = errH2Unprocessed
-			ended = c.endLocked(id, st, ended)
+			if c.endLocked(id, st) {
+				ended = append(ended, st)
+			}
 		}
 	}
 	if c.reserved == 0 {

@@ -176,27 +176,36 @@ func (w *wire) do(ctx context.Context, req *http.Request, body []byte, into *byt
 	}
 	if hc != nil {
 		resp, q, err := hc.roundTrip(ctx, req, body, into, out)
-		if err != nil && !errors.Is(err, errForHTTPClient) {
-			if ctx.Err() != nil {
-				err = ctx.Err()
-			}
-			return nil, quick{}, w.urlError(req, err)
+		if err != nil {
+			return nil, quick{}, w.callError(ctx, req, err)
 		}
-		return resp, q, err
+		return resp, q, nil
 	}
 	resp, q, err := w.roundTrip(ctx, cn, req, body, into, out)
-	if errors.Is(err, errForHTTPClient) {
-		_ = cn.conn.Close()
-		return nil, quick{}, err
-	}
 	if err != nil {
 		_ = cn.conn.Close()
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return nil, quick{}, w.urlError(req, err)
+		return nil, quick{}, w.callError(ctx, req, err)
 	}
 	return resp, q, nil
+}
+
+// callError is what a call on the wire that failed with err returns: errForHTTPClient as it is
+// (the request goes to the SDK's HTTP client), else a *url.Error of the context's error if it
+// ended, or of err.
+func (w *wire) callError(ctx context.Context, req *http.Request, err error) error {
+	if errors.Is(err, errForHTTPClient) {
+		return err
+	}
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return w.urlError(req, err)
+}
+
+// asksGzip reports whether req goes with Accept-Encoding: gzip, which the wire adds (and decodes)
+// as net/http's transport does.
+func (w *wire) asksGzip(req *http.Request) bool {
+	return w.gzip && req.Header["Accept-Encoding"] == nil && req.Header["Range"] == nil
 }
 
 func (w *wire) urlError(req *http.Request, err error) error {
@@ -208,7 +217,7 @@ func (w *wire) urlError(req *http.Request, err error) error {
 func (w *wire) roundTrip(ctx context.Context, cn *wireConn, req *http.Request, body []byte, into *bytes.Buffer, out *kinesis.GetRecordsOutput) (*http.Response, quick, error) {
 	cancelled := context.AfterFunc(ctx, func() { _ = cn.conn.Close() })
 	defer cancelled()
-	gzip := w.gzip && req.Header["Accept-Encoding"] == nil && req.Header["Range"] == nil
+	gzip := w.asksGzip(req)
 	cn.out = writeRequest(cn.out[:0], req, body, gzip)
 	w.sent.Add(1)
 	if _, err := cn.conn.Write(cn.out); err != nil {
