@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -157,12 +159,15 @@ func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o
 
 // profileOverlay adds a file to package main that, with ESM_BENCH_CPUPROFILE set, starts a CPU
 // profile on SIGUSR1 and, on SIGUSR2, stops it and writes it to that path (through a rename, so
-// that the file is whole once it exists). Only this benchmark builds it.
+// that the file is whole once it exists). At each signal it also writes the allocations so far
+// (path.allocs0, path.allocs1; one sample per 4 KiB allocated), so that go tool pprof -base
+// path.allocs0 path.allocs1 shows what the window allocated. Only this benchmark builds it.
 var profileOverlay = map[string]string{"zz_benchprofile.go": `package main
 
 import (
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 )
@@ -172,16 +177,25 @@ func init() {
 	if path == "" {
 		return
 	}
+	runtime.MemProfileRate = 4096
+	allocs := func(name string) {
+		if f, err := os.Create(name); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(f, 0)
+			_ = f.Close()
+		}
+	}
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGUSR1, syscall.SIGUSR2)
 	go func() {
 		var f *os.File
 		for s := range sig {
 			if s == syscall.SIGUSR1 && f == nil {
+				allocs(path + ".allocs0")
 				f, _ = os.Create(path + ".tmp")
 				_ = pprof.StartCPUProfile(f)
 			} else if s == syscall.SIGUSR2 && f != nil {
 				pprof.StopCPUProfile()
+				allocs(path + ".allocs1")
 				_ = f.Close()
 				_ = os.Rename(path+".tmp", path)
 				f = nil
@@ -256,6 +270,11 @@ func profileWindow(b *testing.B, bin string, p *esmProc) func() {
 		return func() {}
 	}
 	path := profilePath(b)
+	for _, name := range []string{path, path + ".allocs0", path + ".allocs1"} { // an earlier run's would end the wait below at once
+		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			b.Fatal(err)
+		}
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		b.Fatal(err)
 	}
