@@ -34,6 +34,17 @@ type getRecordsStarter interface {
 	StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)))
 }
 
+// callBatcher is a getRecordsStarter whose calls can leave together (the lean path's Batch): the
+// requests of the calls started until send is called are written at once.
+type callBatcher interface {
+	Batch() (send func())
+}
+
+// idleBatch is how many calls of a due time the idle poller starts in one batch (callBatcher): a
+// batch holds back the other requests on its connections (a busy reader's) until it is sent, so
+// it is kept to a few milliseconds of signing.
+const idleBatch = 64
+
 // startFunc starts a GetRecords call; done gets its result (getRecordsStarter).
 type startFunc func(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error)))
 
@@ -41,7 +52,8 @@ type startFunc func(ctx context.Context, in *kinesis.GetRecordsInput, done func(
 // the goroutine that starts their calls.
 type idlePolls struct {
 	start startFunc
-	calls sync.WaitGroup // the goroutines of a client without StartGetRecords (perCall)
+	batch func() (send func()) // of the starter (callBatcher), or a batch of nothing
+	calls sync.WaitGroup       // the goroutines of a client without StartGetRecords (perCall)
 
 	mu    sync.Mutex
 	queue entryHeap
@@ -78,10 +90,13 @@ type idleWake struct {
 // newIdlePolls returns the idle poller of a Poller whose client is kin: with its StartGetRecords,
 // or else a goroutine per call.
 func newIdlePolls(kin KinesisAPI, starter getRecordsStarter) *idlePolls {
-	d := &idlePolls{kick: make(chan struct{}, 1)}
+	d := &idlePolls{kick: make(chan struct{}, 1), batch: func() func() { return func() {} }}
 	d.start = d.perCall(kin)
 	if starter != nil {
 		d.start = starter.StartGetRecords
+	}
+	if b, ok := starter.(callBatcher); ok {
+		d.batch = b.Batch
 	}
 	return d
 }
@@ -103,7 +118,8 @@ func (d *idlePolls) perCall(kin KinesisAPI) startFunc {
 	}
 }
 
-// run starts the calls of the entries as they fall due, until ctx ends.
+// run starts the calls of the entries as they fall due, until ctx ends: those of a due time in
+// batches of idleBatch.
 func (d *idlePolls) run(ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
@@ -119,10 +135,14 @@ func (d *idlePolls) run(ctx context.Context) {
 			next = d.queue[0].due.Sub(now)
 		}
 		d.mu.Unlock()
-		for i, e := range fired {
-			d.fire(e)
-			fired[i] = nil
+		for i := 0; i < len(fired); i += idleBatch {
+			send := d.batch()
+			for _, e := range fired[i:min(i+idleBatch, len(fired))] {
+				d.fire(e)
+			}
+			send()
 		}
+		clear(fired)
 		fired = fired[:0]
 		var at <-chan time.Time
 		if next >= 0 {

@@ -185,3 +185,77 @@ func TestIdlePollLeaseLost(t *testing.T) {
 		k.wg.Wait()
 	})
 }
+
+// batchingKinesis is a startingKinesis whose calls can be batched (callBatcher), recording the
+// batches' sizes and the calls started outside a batch.
+type batchingKinesis struct {
+	*startingKinesis
+
+	mu      sync.Mutex
+	open    int   // batches open
+	size    int   // calls started in the batch open
+	sizes   []int // of the batches sent
+	outside int   // calls started with no batch open
+}
+
+func (k *batchingKinesis) Batch() func() {
+	k.mu.Lock()
+	k.open++
+	k.size = 0
+	k.mu.Unlock()
+	return func() {
+		k.mu.Lock()
+		k.open--
+		k.sizes = append(k.sizes, k.size)
+		k.mu.Unlock()
+	}
+}
+
+func (k *batchingKinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) {
+	k.mu.Lock()
+	if k.open == 0 {
+		k.outside++
+	}
+	k.size++
+	k.mu.Unlock()
+	k.startingKinesis.StartGetRecords(ctx, in, done)
+}
+
+// TestIdlePollsBatched: the idle poller starts the calls that fall due together in batches of the
+// client's (callBatcher) of at most idleBatch calls: 130 idle shards polled on the same grid points
+// make batches of 64, 64 and 2, and no call starts outside a batch.
+func TestIdlePollsBatched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const shards = 2*idleBatch + 2
+		k := &batchingKinesis{startingKinesis: newStartingKinesis(shards)}
+		p, err := New(Config{StreamARN: k.arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, k, NewMemoryStore(),
+			inprocess.New(func() error { return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		k.wg.Wait()
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		full, total := 0, 0
+		for _, n := range k.sizes {
+			if n > idleBatch {
+				t.Fatalf("a batch of %d calls, want at most %d", n, idleBatch)
+			}
+			if n == idleBatch {
+				full++
+			}
+			total += n
+		}
+		if starts := int(k.starts.Load()); starts < 3*shards || total != starts || k.outside != 0 || full < 6 {
+			t.Fatalf("%d calls started, %d of them in %d batches (%d full), %d outside a batch; want at least %d, all in batches, 2 full ones a poll",
+				starts, total, len(k.sizes), full, k.outside, 3*shards)
+		}
+	})
+}

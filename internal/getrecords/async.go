@@ -35,6 +35,23 @@ func (c *Client) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInpu
 	}()
 }
 
+// Batch opens a batch of calls: the HTTP/2 requests of the calls started (StartGetRecords) or
+// made (GetRecords) until send is called wait in their connection's buffer, and send writes each
+// connection's at once, so that the calls of a batch cost one write (one TLS record) per
+// connection instead of one each. A connection's buffer that fills is written without waiting.
+// Batches that overlap are sent when the last ends, so a batch should be short: the calls a loop
+// starts one after another, not a wait. Over HTTP/1.1, or before the first call, a batch does
+// nothing.
+func (c *Client) Batch() (send func()) {
+	c.mu.Lock()
+	t := c.tmpl
+	c.mu.Unlock()
+	if t == nil || t.wire == nil {
+		return func() {}
+	}
+	return t.wire.batch()
+}
+
 // startOnStream starts the call as a stream of an HTTP/2 connection, if the wire has one with a slot
 // free and room in its send window now: reporting false, it sent nothing.
 func (c *Client) startOnStream(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) bool {

@@ -62,6 +62,7 @@ type h2conn struct {
 	enc   *hpack.Encoder
 	hbuf  bytes.Buffer
 	flush chan struct{} // 1-buffered: frames wait in bw for the flusher
+	held  bool          // in w.held; guarded by w.batchMu
 
 	mu         sync.Mutex
 	streams    map[uint32]*h2stream
@@ -329,7 +330,9 @@ func (c *h2conn) write(req *http.Request, body []byte, gzip bool, st *h2stream) 
 		c.fail(err)
 		return id, c.failure()
 	}
-	c.wake()
+	if !c.w.hold(c) {
+		c.wake()
+	}
 	return id, nil
 }
 
@@ -369,6 +372,50 @@ func (c *h2conn) lowerName(name string) string {
 		return l
 	}
 	return strings.ToLower(name)
+}
+
+// batch opens a batch of requests: until the function it returns is called, the requests written
+// to HTTP/2 connections wait in their connection's buffer (a buffer that fills is written at
+// once), and then each connection written is flushed once, so that the requests of a batch leave
+// in one write (and one TLS record) per connection. Batches that overlap are sent when the last
+// of them ends.
+func (w *wire) batch() (send func()) {
+	w.batchMu.Lock()
+	w.batches++
+	w.batchMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.batchMu.Lock()
+			w.batches--
+			var held []*h2conn
+			if w.batches == 0 {
+				held, w.held = w.held, nil
+				for _, c := range held {
+					c.held = false
+				}
+			}
+			w.batchMu.Unlock()
+			for _, c := range held {
+				c.wake()
+			}
+		})
+	}
+}
+
+// hold reports whether a batch is open, keeping c, just written, to be flushed when it is sent.
+func (w *wire) hold(c *h2conn) bool {
+	w.batchMu.Lock()
+	defer w.batchMu.Unlock()
+	if w.batches == 0 {
+		return false
+	}
+	if !c.held {
+		c.held = true
+		w.held = append(w.held, c)
+	}
+	w.heldWrites.Add(1)
+	return true
 }
 
 // wake asks the flusher to write what is in bw.

@@ -529,3 +529,56 @@ func FuzzH2Answer(f *testing.F) {
 		}
 	})
 }
+
+// TestH2Batch: the requests of calls started within a batch wait in their connection's buffer
+// until the batch is sent (the last of two overlapping batches), then leave together and are
+// answered.
+func TestH2Batch(t *testing.T) {
+	srv, requests, _ := h2Server(t, answerEmpty)
+	c, w := leanOver(t, srv, new(atomic.Int64))
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1"), Limit: aws.Int32(10000)}
+	if _, err := c.GetRecords(bounded(t), in); err != nil { // opens the HTTP/2 connection
+		t.Fatal(err)
+	}
+	heldBefore := w.heldWrites.Load()
+	send, other := c.Batch(), c.Batch()
+	const calls = 5
+	results := make(chan error, calls)
+	for range calls {
+		c.StartGetRecords(bounded(t), in, func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)) {
+			var err error
+			if finish != nil {
+				out, err = finish()
+			}
+			if err == nil && aws.ToString(out.NextShardIterator) != "AAAAAAAAAAH2" {
+				err = errors.New("next iterator " + aws.ToString(out.NextShardIterator))
+			}
+			results <- err
+		})
+	}
+	heldConns := func() int {
+		w.batchMu.Lock()
+		defer w.batchMu.Unlock()
+		return len(w.held)
+	}
+	if n := w.heldWrites.Load() - heldBefore; n != calls || heldConns() != 1 {
+		t.Fatalf("%d requests of %d waited for the batch, on %d connections; want all, on 1", n, calls, heldConns())
+	}
+	other()
+	if heldConns() != 1 {
+		t.Fatal("the requests were sent when one of two overlapping batches was")
+	}
+	send()
+	send() // a second send does nothing
+	for range calls {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if requests.Load() != calls+1 || heldConns() != 0 {
+		t.Fatalf("the server got %d requests, %d connections still wait; want %d and none", requests.Load(), heldConns(), calls+1)
+	}
+	if _, err := c.GetRecords(bounded(t), in); err != nil || w.heldWrites.Load()-heldBefore != calls { // no batch: sent at once
+		t.Fatalf("a call after the batch: %v, %d requests waited", err, w.heldWrites.Load()-heldBefore)
+	}
+}

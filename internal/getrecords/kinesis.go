@@ -25,3 +25,6 @@ func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o
 func (k *Kinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) {
 	k.lean.StartGetRecords(ctx, in, done)
 }
+
+// Batch is the lean path's (Client.Batch).
+func (k *Kinesis) Batch() (send func()) { return k.lean.Batch() }

@@ -55,9 +55,14 @@ type wire struct {
 	h2conns []*h2conn
 	dialing chan struct{} // closed when the dial under way ends; nil: none (HTTP/2 dials one at a time)
 
-	sent   atomic.Int64 // requests written, for the tests
-	quick  atomic.Int64 // answers decoded by peekEmpty, for the tests
-	waited atomic.Int64 // HTTP/2 calls that waited for the server's send window, for the tests
+	batchMu sync.Mutex
+	batches int       // open batches (batch): HTTP/2 requests wait in their connection's buffer
+	held    []*h2conn // the connections written while a batch was open, each once (h2conn.held)
+
+	sent       atomic.Int64 // requests written, for the tests
+	heldWrites atomic.Int64 // HTTP/2 requests that waited for a batch to be sent, for the tests
+	quick      atomic.Int64 // answers decoded by peekEmpty, for the tests
+	waited     atomic.Int64 // HTTP/2 calls that waited for the server's send window, for the tests
 }
 
 // wireProto is what a wire's endpoint speaks.
