@@ -74,7 +74,7 @@ func (c *Client) startOnStream(ctx context.Context, in *kinesis.GetRecordsInput,
 		return false
 	}
 	req, body, err := c.request(ctx, t, in)
-	if err != nil || !validHeader(req.Header) {
+	if err != nil || !w.validRequest(req.Header) {
 		hc.release(0, nil)
 		w.putInFlight()
 		return false // GetRecords fails, or sends it through the SDK's HTTP client

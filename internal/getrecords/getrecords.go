@@ -278,7 +278,9 @@ func (c *Client) request(ctx context.Context, t *template, in *kinesis.GetRecord
 		return nil, nil, err
 	}
 	sum := sha256.Sum256(body)
-	if err := c.opts.HTTPSignerV4.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), t.signingName, t.signingRegion, c.now().Add(skew)); err != nil {
+	var hash [2 * sha256.Size]byte
+	hex.Encode(hash[:], sum[:])
+	if err := c.opts.HTTPSignerV4.SignHTTP(ctx, creds, req, string(hash[:]), t.signingName, t.signingRegion, c.now().Add(skew)); err != nil {
 		return nil, nil, err
 	}
 	return req, body, nil
@@ -399,9 +401,12 @@ func newTemplate(req *http.Request, hc kinesis.HTTPClient) (*template, error) {
 		h.Set("Amz-Sdk-Request", v)
 	}
 	u := *req.URL
-	w := newWire(hc, &u)
+	var w *wire
+	if validHeader(h) { // else net/http's client writes or refuses it, as for the SDK
+		w = newWire(hc, &u)
+	}
 	if w != nil {
-		w.lower = lowerNames(h)
+		w.lower, w.fixed = lowerNames(h), h
 	}
 	return &template{url: &u, host: req.Host, header: h, signingName: name, signingRegion: region, wire: w}, nil
 }

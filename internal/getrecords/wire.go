@@ -48,6 +48,7 @@ type wire struct {
 
 	h2    bool              // offer HTTP/2 in the TLS handshake, as net/http's transport would (newWire)
 	lower map[string]string // the requests' header names in lower case (lowerNames), for HTTP/2
+	fixed http.Header       // the template's header, valid (validHeader): read-only
 
 	mu      sync.Mutex
 	idle    []*wireConn // the most recently used last
@@ -169,7 +170,7 @@ func (w *wire) do(ctx context.Context, req *http.Request, body []byte, into *byt
 			return nil, quick{}, w.urlError(req, ctx.Err())
 		}
 	}
-	if !validHeader(req.Header) {
+	if !w.validRequest(req.Header) {
 		return nil, quick{}, errForHTTPClient
 	}
 	cn, hc, err := w.get(ctx)
@@ -298,13 +299,35 @@ func readBody(resp *http.Response, into *bytes.Buffer, asked bool) error {
 // characters; a value without control characters but tab), so that the wire writes no other.
 func validHeader(h http.Header) bool {
 	for k, vs := range h {
-		if !httpguts.ValidHeaderFieldName(k) {
+		if !validField(k, vs) {
 			return false
 		}
-		for _, v := range vs {
-			if !httpguts.ValidHeaderFieldValue(v) {
-				return false
-			}
+	}
+	return true
+}
+
+// validRequest is validHeader of a request's header h, built from the template's (w.fixed, which
+// newTemplate checked): its values, shared with the template, are not checked again.
+func (w *wire) validRequest(h http.Header) bool {
+	for k, vs := range h {
+		if fixed, ok := w.fixed[k]; ok && len(fixed) == len(vs) && len(vs) > 0 && &fixed[0] == &vs[0] {
+			continue
+		}
+		if !validField(k, vs) {
+			return false
+		}
+	}
+	return true
+}
+
+// validField is validHeader of one header.
+func validField(k string, vs []string) bool {
+	if !httpguts.ValidHeaderFieldName(k) {
+		return false
+	}
+	for _, v := range vs {
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return false
 		}
 	}
 	return true

@@ -228,6 +228,32 @@ func TestInvalidHeaderNotWritten(t *testing.T) {
 	}
 }
 
+// TestInvalidTemplateHeaderNotWritten: a header of every request (the template's, here one an API
+// option adds) that net/http refuses to send keeps the wire off: the requests go to the SDK's HTTP
+// client, which fails them as the SDK's own call does. The template's headers are checked once,
+// not with each request.
+func TestInvalidTemplateHeaderNotWritten(t *testing.T) {
+	srv, requests, _ := emptyServer(t, false)
+	var ops atomic.Int64
+	opts := func(o *kinesis.Options) {
+		o.APIOptions = append(o.APIOptions, smithyhttp.AddHeaderValue("X-Extra", "a\r\nX-Injected: 1"))
+	}
+	sdk := kinesis.New(sdkClient(srv.URL, &ops).Options(), opts)
+	c := New(kinesis.New(sdkClient(srv.URL, &ops).Options(), opts))
+	in := &kinesis.GetRecordsInput{ShardIterator: aws.String("AAAAAAAAAAH1")}
+	_, wantErr := sdk.GetRecords(context.Background(), in)
+	_, gotErr := c.GetRecords(context.Background(), in)
+	if wantErr == nil || gotErr == nil || gotErr.Error() != wantErr.Error() {
+		t.Fatalf("error %v, want %v", gotErr, wantErr)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the server got %d requests", n)
+	}
+	if c.tmpl == nil || c.tmpl.wire != nil {
+		t.Error("the lean path has no template, or a wire for a template net/http refuses")
+	}
+}
+
 // reads hands out its chunks one Read at a time, as a connection whose answer arrives in parts.
 type reads [][]byte
 
