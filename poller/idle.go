@@ -28,10 +28,11 @@ import (
 // answer). Lock order: an entry's, then the idle poller's.
 
 // getRecordsStarter is a Kinesis client that starts a GetRecords call without a goroutine waiting
-// for its answer (the lean path's, internal/getrecords): done gets the output, or finish to run
-// on a goroutine of the caller's for the output or the error.
+// for its answer where it can (the lean path's, internal/getrecords): done gets the output, or
+// finish to run on a goroutine of the caller's for the output or the error. Reporting false, it
+// did nothing: the call is to be made (GetRecords) on a goroutine.
 type getRecordsStarter interface {
-	StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)))
+	StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) bool
 }
 
 // callBatcher is a getRecordsStarter whose calls can leave together (the lean path's Batch): the
@@ -48,12 +49,24 @@ const idleBatch = 64
 // startFunc starts a GetRecords call; done gets its result (getRecordsStarter).
 type startFunc func(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error)))
 
+// callerIdle is how long a caller (idlePolls.call) waits for another call before it ends: longer
+// than a poll interval, so that the callers of the polls of one due time serve the next.
+const callerIdle = 10 * time.Second
+
 // idlePolls is the Poller's idle poller: a heap of the waiting readers' entries by due time and
 // the goroutine that starts their calls.
 type idlePolls struct {
 	start startFunc
 	batch func() (send func()) // of the starter (callBatcher), or a batch of nothing
-	calls sync.WaitGroup       // the goroutines of a client without StartGetRecords (perCall)
+
+	// The callers: goroutines that make the calls no stream takes (call), each kept for the
+	// next call until it has waited callerIdle, so that the calls of each due time do not start
+	// goroutines (and grow their stacks) anew.
+	calls   sync.WaitGroup
+	work    chan func()   // unbuffered: to a caller waiting for a call
+	stopped chan struct{} // closed by stop: the callers end
+	callers atomic.Int64  // callers started, for the tests
+	live    atomic.Int64  // callers not ended, for the tests
 
 	mu    sync.Mutex
 	queue entryHeap
@@ -90,10 +103,16 @@ type idleWake struct {
 // newIdlePolls returns the idle poller of a Poller whose client is kin: with its StartGetRecords,
 // or else a goroutine per call.
 func newIdlePolls(kin KinesisAPI, starter getRecordsStarter) *idlePolls {
-	d := &idlePolls{kick: make(chan struct{}, 1), batch: func() func() { return func() {} }}
-	d.start = d.perCall(kin)
+	d := &idlePolls{kick: make(chan struct{}, 1), batch: func() func() { return func() {} },
+		work: make(chan func()), stopped: make(chan struct{})}
+	blocking := d.blocking(kin)
+	d.start = blocking
 	if starter != nil {
-		d.start = starter.StartGetRecords
+		d.start = func(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) {
+			if !starter.StartGetRecords(ctx, in, done) {
+				blocking(ctx, in, done)
+			}
+		}
 	}
 	if b, ok := starter.(callBatcher); ok {
 		d.batch = b.Batch
@@ -101,20 +120,50 @@ func newIdlePolls(kin KinesisAPI, starter getRecordsStarter) *idlePolls {
 	return d
 }
 
-// perCall starts each call on a goroutine of its own, for a client without StartGetRecords (the
-// simulation's and the tests' fakes): the same states and hand-overs as the lean path's.
-func (d *idlePolls) perCall(kin KinesisAPI) startFunc {
+// blocking makes each call with kin's GetRecords on a caller: for a client without
+// StartGetRecords (the simulation's and the tests' fakes: the same states and hand-overs as the
+// lean path's), and for the calls the lean path cannot start on a stream (HTTP/1.1).
+func (d *idlePolls) blocking(kin KinesisAPI) startFunc {
 	return func(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) {
-		d.calls.Add(1)
-		go func() {
-			defer d.calls.Done()
+		d.call(func() {
 			out, err := kin.GetRecords(ctx, in)
 			if err != nil {
 				done(nil, func() (*kinesis.GetRecordsOutput, error) { return nil, err })
 				return
 			}
 			done(out, nil)
-		}()
+		})
+	}
+}
+
+// call runs f on a caller waiting for a call, or on a new one.
+func (d *idlePolls) call(f func()) {
+	select {
+	case d.work <- f:
+	default:
+		d.calls.Add(1)
+		d.callers.Add(1)
+		d.live.Add(1)
+		go d.caller(f)
+	}
+}
+
+// caller runs f, then the calls it is handed, until it has waited callerIdle for one or stop.
+func (d *idlePolls) caller(f func()) {
+	defer d.calls.Done()
+	defer d.live.Add(-1)
+	t := time.NewTimer(callerIdle)
+	defer t.Stop()
+	for {
+		f()
+		t.Reset(callerIdle)
+		select {
+		case f = <-d.work:
+		case <-t.C:
+			return
+		case <-d.stopped:
+			return
+		}
 	}
 }
 
@@ -158,8 +207,11 @@ func (d *idlePolls) run(ctx context.Context) {
 	}
 }
 
-// stop waits for the calls of perCall (their contexts, the readers', have ended).
-func (d *idlePolls) stop() { d.calls.Wait() }
+// stop ends the callers, once their calls are done (their contexts, the readers', have ended).
+func (d *idlePolls) stop() {
+	close(d.stopped)
+	d.calls.Wait()
+}
 
 // schedule queues e's next poll at due; e.mu is held.
 func (d *idlePolls) schedule(e *idleEntry, due time.Time) {

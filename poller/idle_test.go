@@ -33,7 +33,7 @@ func newStartingKinesis(shards int) *startingKinesis {
 	return &startingKinesis{Fake: f, arn: f.CreateStream("s", shards)}
 }
 
-func (k *startingKinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) {
+func (k *startingKinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) bool {
 	k.starts.Add(1)
 	answer := func() {
 		defer k.wg.Done()
@@ -49,9 +49,10 @@ func (k *startingKinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRe
 		k.mu.Lock()
 		k.held = append(k.held, answer)
 		k.mu.Unlock()
-		return
+		return true
 	}
 	go answer()
+	return true
 }
 
 // release answers the calls held so far.
@@ -211,14 +212,14 @@ func (k *batchingKinesis) Batch() func() {
 	}
 }
 
-func (k *batchingKinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) {
+func (k *batchingKinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) bool {
 	k.mu.Lock()
 	if k.open == 0 {
 		k.outside++
 	}
 	k.size++
 	k.mu.Unlock()
-	k.startingKinesis.StartGetRecords(ctx, in, done)
+	return k.startingKinesis.StartGetRecords(ctx, in, done)
 }
 
 // TestIdlePollsBatched: the idle poller starts the calls that fall due together in batches of the
@@ -258,4 +259,62 @@ func TestIdlePollsBatched(t *testing.T) {
 				starts, total, len(k.sizes), full, k.outside, 3*shards)
 		}
 	})
+}
+
+// TestIdlePollCallers: the idle polls of a client that starts no call itself (here the fake,
+// without StartGetRecords) are made on callers kept from one poll to the next: 3 idle shards
+// polled about 30 times in 10 s need no more callers than calls at once (3). A caller left
+// without calls for callerIdle ends, and Run's stop ends the others.
+func TestIdlePollCallers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fakekinesis.New()
+		arn := f.CreateStream("s", 3)
+		var polls atomic.Int64
+		kin := &countingKinesis{Fake: f, polls: &polls}
+		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, kin, NewMemoryStore(),
+			inprocess.New(func() error { return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		calls, callers, taken := polls.Load(), p.idle.callers.Load(), p.idle.taken.Load()
+		if taken < 27 || callers > 3 || callers == 0 {
+			t.Fatalf("in 10 s of 3 idle shards: %d calls, %d idle answers taken, on %d callers; want about 30, on at most 3", calls, taken, callers)
+		}
+		// A caller without calls for callerIdle ends (one of an idle poller of the test's own).
+		d := newIdlePolls(kin, nil)
+		ran := make(chan struct{})
+		d.call(func() { close(ran) })
+		<-ran
+		synctest.Wait()
+		if d.live.Load() != 1 {
+			t.Fatalf("%d callers after a call, want 1 waiting for the next", d.live.Load())
+		}
+		time.Sleep(callerIdle + time.Second)
+		synctest.Wait()
+		if d.live.Load() != 0 {
+			t.Fatalf("%d callers after %s without calls, want none", d.live.Load(), callerIdle)
+		}
+		d.stop()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := p.idle.live.Load(); n != 0 {
+			t.Fatalf("%d callers left after Run returned", n)
+		}
+	})
+}
+
+// countingKinesis is the fake, counting its GetRecords calls.
+type countingKinesis struct {
+	*fakekinesis.Fake
+	polls *atomic.Int64
+}
+
+func (k *countingKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	k.polls.Add(1)
+	return k.Fake.GetRecords(ctx, in, optFns...)
 }

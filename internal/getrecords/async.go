@@ -8,31 +8,22 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
-// StartGetRecords starts GetRecords(ctx, in) and returns without waiting for it. done gets the
-// call's result once, on some goroutine (the HTTP/2 connection's read loop, or the caller's own
-// when the connection fails while the request is written): either the output (finish nil: the call
-// succeeded), or finish, which the caller runs on a goroutine of its own to get the output or the
-// error. finish does whatever is left of GetRecords: the SDK's decoding of a non-empty or
-// unexpected answer, and its retries of an error, so done itself never blocks.
+// StartGetRecords starts GetRecords(ctx, in) as a stream of an HTTP/2 connection and returns
+// without waiting for it, where it can: the endpoint's TLS handshake picked h2, a stream slot is
+// free and the send window has room. Then no goroutine waits for the answer: done gets the call's
+// result once, on some goroutine (the connection's read loop, or the caller's own when the
+// connection fails while the request is written): either the output (finish nil: the call
+// succeeded; an idle shard's answer, decoded on the read loop), or finish, which the caller runs
+// on a goroutine of its own to get the output or the error. finish does whatever is left of
+// GetRecords: the SDK's decoding of a non-empty or unexpected answer, and its retries of an
+// error, so done itself never blocks. Otherwise it reports false, having sent nothing: the caller
+// makes the call with GetRecords, on a goroutine of its own.
 //
-// Over HTTP/2 (the endpoint's TLS handshake picked it, a stream slot is free and the send window
-// has room) no goroutine waits for the answer: an idle shard's answer is decoded on the read loop
-// and handed to done there. Otherwise a goroutine of its own runs GetRecords and calls done. The
-// request, the answers and the errors are GetRecords' in either case, but for one difference: a
-// call whose context ends while its stream is open is not cut short (no goroutine watches the
-// context); its answer is handed to done when it comes, or its connection's failure.
-func (c *Client) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) {
-	if c.startOnStream(ctx, in, done) {
-		return
-	}
-	go func() {
-		out, err := c.GetRecords(ctx, in)
-		if err != nil {
-			done(nil, func() (*kinesis.GetRecordsOutput, error) { return nil, err })
-			return
-		}
-		done(out, nil)
-	}()
+// The request, the answers and the errors are GetRecords', but for one difference: a call whose
+// context ends while its stream is open is not cut short (no goroutine watches the context); its
+// answer is handed to done when it comes, or its connection's failure.
+func (c *Client) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) bool {
+	return c.startOnStream(ctx, in, done)
 }
 
 // Batch opens a batch of calls: the HTTP/2 requests of the calls started (StartGetRecords) or

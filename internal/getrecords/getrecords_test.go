@@ -172,16 +172,19 @@ func TestSameAsSDK(t *testing.T) {
 	t.Run("wire h2 async", func(t *testing.T) { sameAsSDK(t, true, true, true) })
 }
 
-// startAndWait makes the call with c.StartGetRecords, and runs its finish here.
+// startAndWait makes the call with c.StartGetRecords, and runs its finish here; a call it does
+// not start is made with GetRecords, as the poller's idle poller does.
 func startAndWait(ctx context.Context, c *Client, in *kinesis.GetRecordsInput) (*kinesis.GetRecordsOutput, error) {
 	type result struct {
 		out    *kinesis.GetRecordsOutput
 		finish func() (*kinesis.GetRecordsOutput, error)
 	}
 	ch := make(chan result, 1)
-	c.StartGetRecords(ctx, in, func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)) {
+	if !c.StartGetRecords(ctx, in, func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)) {
 		ch <- result{out, finish}
-	})
+	}) {
+		return c.GetRecords(ctx, in)
+	}
 	r := <-ch
 	if r.finish != nil {
 		return r.finish()

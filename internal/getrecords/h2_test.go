@@ -545,7 +545,7 @@ func TestH2Batch(t *testing.T) {
 	const calls = 5
 	results := make(chan error, calls)
 	for range calls {
-		c.StartGetRecords(bounded(t), in, func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)) {
+		if !c.StartGetRecords(bounded(t), in, func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)) {
 			var err error
 			if finish != nil {
 				out, err = finish()
@@ -554,7 +554,9 @@ func TestH2Batch(t *testing.T) {
 				err = errors.New("next iterator " + aws.ToString(out.NextShardIterator))
 			}
 			results <- err
-		})
+		}) {
+			t.Fatal("a call was not started on the HTTP/2 connection")
+		}
 	}
 	heldConns := func() int {
 		w.batchMu.Lock()

@@ -22,8 +22,8 @@ func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o
 }
 
 // StartGetRecords is the lean path's (Client.StartGetRecords).
-func (k *Kinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) {
-	k.lean.StartGetRecords(ctx, in, done)
+func (k *Kinesis) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) bool {
+	return k.lean.StartGetRecords(ctx, in, done)
 }
 
 // Batch is the lean path's (Client.Batch).
