@@ -15,7 +15,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -50,17 +49,7 @@ type env struct {
 	stdout, stderr io.Writer
 }
 
-// gcPercent is the collector's GOGC that esm runs with unless the GOGC variable sets one. The
-// polls of idle shards allocate little but often (most of it the SigV4 signer's work), and at the
-// runtime's default of 100 about a seventh of their cost is the collector's; 200 takes a third of
-// it off, for a heap that grows to three times what is live before a collection instead of twice.
-// GOMEMLIMIT, where set, still bounds it.
-const gcPercent = 200
-
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
 	os.Exit(run(os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))
 }
 

@@ -142,23 +142,3 @@ func grepLines(text, s string) string {
 	return strings.Join(slices.Clip(out), "")
 }
 
-// TestGCPercent: esm runs with the collector's GOGC at gcPercent unless the GOGC variable sets
-// one, as /metrics shows (go_gc_gogc_percent).
-func TestGCPercent(t *testing.T) {
-	for _, c := range []struct {
-		gogc string
-		want int
-	}{{"", gcPercent}, {"50", 50}} {
-		t.Run("GOGC="+c.gogc, func(t *testing.T) {
-			metricsAddr := freeAddr(t)
-			proc, _ := startServe(t, []string{"GOGC=" + c.gogc}, "--state-dir", t.TempDir(), "--function", "alpha=example", "--metrics-addr", metricsAddr)
-			want := fmt.Sprintf("go_gc_gogc_percent %d\n", c.want)
-			if text := metricsText(t, metricsAddr); !strings.Contains(text, want) {
-				t.Fatalf("/metrics lacks %q:\n%s", want, grepLines(text, "go_gc_gogc"))
-			}
-			if code := proc.stop(t); code != 0 {
-				t.Fatalf("esm serve exited %d", code)
-			}
-		})
-	}
-}
