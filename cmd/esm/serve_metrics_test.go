@@ -141,4 +141,3 @@ func grepLines(text, s string) string {
 	}
 	return strings.Join(slices.Clip(out), "")
 }
-
