@@ -100,8 +100,9 @@ type idleWake struct {
 	finish func() (*kinesis.GetRecordsOutput, error)
 }
 
-// newIdlePolls returns the idle poller of a Poller whose client is kin: with its StartGetRecords,
-// or else a goroutine per call.
+// newIdlePolls returns the idle poller of a Poller whose client is kin: its calls go through
+// starter's StartGetRecords (nil: none), in its batches where it has them, and the calls it does
+// not start through kin's GetRecords on a caller.
 func newIdlePolls(kin KinesisAPI, starter getRecordsStarter) *idlePolls {
 	d := &idlePolls{kick: make(chan struct{}, 1), batch: func() func() { return func() {} },
 		work: make(chan func()), stopped: make(chan struct{})}
