@@ -35,8 +35,8 @@
 //
 // StartGetRecords (async.go) makes the same call without a goroutine waiting for it where it can go
 // as an HTTP/2 stream at once: the read loop hands an idle shard's answer to the caller's done, and
-// anything else as a finish the caller runs on its own goroutine (the poller's idle poller).
-// Batch holds the HTTP/2 requests of the calls a caller starts one after another (the idle poller's
+// anything else as a finish the caller runs on its own goroutine (the poller's idle poller); a
+// call that cannot go so it declines, and the caller makes it with GetRecords. Batch holds the HTTP/2 requests of the calls a caller starts one after another (the idle poller's
 // polls of one grid instant) in their connection's buffer until the batch is sent: one write and
 // one TLS record per connection for the batch, where each call would otherwise wake the
 // connection's flusher and cost a write of its own.
