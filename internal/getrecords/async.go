@@ -8,24 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
-// StartGetRecords starts GetRecords(ctx, in) as a stream of an HTTP/2 connection and returns
-// without waiting for it, where it can: the endpoint's TLS handshake picked h2, a stream slot is
-// free and the send window has room. Then no goroutine waits for the answer: done gets the call's
-// result once, on some goroutine (the connection's read loop, or the caller's own when the
-// connection fails while the request is written): either the output (finish nil: the call
-// succeeded; an idle shard's answer, decoded on the read loop), or finish, which the caller runs
-// on a goroutine of its own to get the output or the error. finish does whatever is left of
-// GetRecords: the SDK's decoding of a non-empty or unexpected answer, and its retries of an
-// error, so done itself never blocks. Otherwise it reports false, having sent nothing: the caller
-// makes the call with GetRecords, on a goroutine of its own.
-//
-// The request, the answers and the errors are GetRecords', but for one difference: a call whose
-// context ends while its stream is open is not cut short (no goroutine watches the context); its
-// answer is handed to done when it comes, or its connection's failure.
-func (c *Client) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) bool {
-	return c.startOnStream(ctx, in, done)
-}
-
 // Batch opens a batch of calls: the HTTP/2 requests of the calls started (StartGetRecords) or
 // made (GetRecords) until send is called wait in their connection's buffer, and send writes each
 // connection's at once, so that the calls of a batch cost one write (one TLS record) per
@@ -43,9 +25,21 @@ func (c *Client) Batch() (send func()) {
 	return t.wire.batch()
 }
 
-// startOnStream starts the call as a stream of an HTTP/2 connection, if the wire has one with a slot
-// free and room in its send window now: reporting false, it sent nothing.
-func (c *Client) startOnStream(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) bool {
+// StartGetRecords starts GetRecords(ctx, in) as a stream of an HTTP/2 connection and returns
+// without waiting for it, where it can: the endpoint's TLS handshake picked h2, a stream slot is
+// free and the send window has room. Then no goroutine waits for the answer: done gets the call's
+// result once, on some goroutine (the connection's read loop, or the caller's own when the
+// connection fails while the request is written): either the output (finish nil: the call
+// succeeded; an idle shard's answer, decoded on the read loop), or finish, which the caller runs
+// on a goroutine of its own to get the output or the error. finish does whatever is left of
+// GetRecords: the SDK's decoding of a non-empty or unexpected answer, and its retries of an
+// error, so done itself never blocks. Otherwise it reports false, having sent nothing: the caller
+// makes the call with GetRecords, on a goroutine of its own.
+//
+// The request, the answers and the errors are GetRecords', but for one difference: a call whose
+// context ends while its stream is open is not cut short (no goroutine watches the context); its
+// answer is handed to done when it comes, or its connection's failure.
+func (c *Client) StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) bool {
 	if !c.lean || in == nil || in.StreamARN != nil || in.StreamId != nil {
 		return false
 	}
@@ -65,7 +59,7 @@ func (c *Client) startOnStream(ctx context.Context, in *kinesis.GetRecordsInput,
 		return false
 	}
 	req, body, err := c.request(ctx, t, in)
-	if err != nil || !w.validRequest(req.Header) {
+	if err != nil || !validHeader(req.Header, w.fixed) {
 		hc.release(0, nil)
 		w.putInFlight()
 		return false // GetRecords fails, or sends it through the SDK's HTTP client

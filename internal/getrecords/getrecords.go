@@ -14,8 +14,7 @@
 //
 // The request goes over connections the path keeps itself, built from the SDK HTTP client's
 // transport settings: over TLS as a stream of a shared HTTP/2 connection where the handshake picks
-// h2 (h2.go), otherwise over HTTP/1.1, written
-// and read by the calling goroutine (wire.go, where net/http's transport hands both between two
+// h2 (h2.go), otherwise over HTTP/1.1, written and read by the calling goroutine (wire.go, where net/http's transport hands both between two
 // goroutines per connection); and through the SDK's HTTP client itself where the settings have
 // something the wire does not reproduce (a proxy, a client timeout, a custom TLS dialer, an HTTP
 // client of the caller's own) or the answer is a 3xx, which net/http's client follows. An idle
@@ -36,10 +35,11 @@
 // StartGetRecords (async.go) makes the same call without a goroutine waiting for it where it can go
 // as an HTTP/2 stream at once: the read loop hands an idle shard's answer to the caller's done, and
 // anything else as a finish the caller runs on its own goroutine (the poller's idle poller); a
-// call that cannot go so it declines, and the caller makes it with GetRecords. Batch holds the HTTP/2 requests of the calls a caller starts one after another (the idle poller's
-// polls of one grid instant) in their connection's buffer until the batch is sent: one write and
-// one TLS record per connection for the batch, where each call would otherwise wake the
-// connection's flusher and cost a write of its own.
+// call that cannot go so it declines, and the caller makes it with GetRecords. Batch holds the
+// HTTP/2 requests of the calls a caller starts one after another (the idle poller's polls of one
+// grid instant) in their connection's buffer until the batch is sent: one write and one TLS
+// record per connection for the batch, where each call would otherwise wake the connection's
+// flusher and cost a write of its own.
 package getrecords
 
 import (
@@ -402,7 +402,7 @@ func newTemplate(req *http.Request, hc kinesis.HTTPClient) (*template, error) {
 	}
 	u := *req.URL
 	var w *wire
-	if validHeader(h) { // else net/http's client writes or refuses it, as for the SDK
+	if validHeader(h, nil) { // else net/http's client writes or refuses it, as for the SDK
 		w = newWire(hc, &u)
 	}
 	if w != nil {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,7 +63,6 @@ type h2conn struct {
 	enc   *hpack.Encoder
 	hbuf  bytes.Buffer
 	flush chan struct{} // 1-buffered: frames wait in bw for the flusher
-	held  bool          // in w.held; guarded by w.batchMu
 
 	mu         sync.Mutex
 	streams    map[uint32]*h2stream
@@ -391,9 +391,6 @@ func (w *wire) batch() (send func()) {
 			var held []*h2conn
 			if w.batches == 0 {
 				held, w.held = w.held, nil
-				for _, c := range held {
-					c.held = false
-				}
 			}
 			w.batchMu.Unlock()
 			for _, c := range held {
@@ -410,8 +407,7 @@ func (w *wire) hold(c *h2conn) bool {
 	if w.batches == 0 {
 		return false
 	}
-	if !c.held {
-		c.held = true
+	if !slices.Contains(w.held, c) { // a connection or two
 		w.held = append(w.held, c)
 	}
 	w.heldWrites.Add(1)

@@ -58,7 +58,7 @@ type wire struct {
 
 	batchMu sync.Mutex
 	batches int       // open batches (batch): HTTP/2 requests wait in their connection's buffer
-	held    []*h2conn // the connections written while a batch was open, each once (h2conn.held)
+	held    []*h2conn // the connections written while a batch was open, each once
 
 	sent       atomic.Int64 // requests written, for the tests
 	heldWrites atomic.Int64 // HTTP/2 requests that waited for a batch to be sent, for the tests
@@ -170,7 +170,7 @@ func (w *wire) do(ctx context.Context, req *http.Request, body []byte, into *byt
 			return nil, quick{}, w.urlError(req, ctx.Err())
 		}
 	}
-	if !w.validRequest(req.Header) {
+	if !validHeader(req.Header, w.fixed) {
 		return nil, quick{}, errForHTTPClient
 	}
 	cn, hc, err := w.get(ctx)
@@ -296,38 +296,21 @@ func readBody(resp *http.Response, into *bytes.Buffer, asked bool) error {
 }
 
 // validHeader reports whether every name and value of h is one net/http writes (a name of token
-// characters; a value without control characters but tab), so that the wire writes no other.
-func validHeader(h http.Header) bool {
+// characters; a value without control characters but tab), so that the wire writes no other. The
+// values h shares with shared (a request's with the template's, which newTemplate checked; nil:
+// none) are not checked again.
+func validHeader(h, shared http.Header) bool {
 	for k, vs := range h {
-		if !validField(k, vs) {
-			return false
-		}
-	}
-	return true
-}
-
-// validRequest is validHeader of a request's header h, built from the template's (w.fixed, which
-// newTemplate checked): its values, shared with the template, are not checked again.
-func (w *wire) validRequest(h http.Header) bool {
-	for k, vs := range h {
-		if fixed, ok := w.fixed[k]; ok && len(fixed) == len(vs) && len(vs) > 0 && &fixed[0] == &vs[0] {
+		if sv, ok := shared[k]; ok && len(sv) == len(vs) && len(vs) > 0 && &sv[0] == &vs[0] {
 			continue
 		}
-		if !validField(k, vs) {
+		if !httpguts.ValidHeaderFieldName(k) {
 			return false
 		}
-	}
-	return true
-}
-
-// validField is validHeader of one header.
-func validField(k string, vs []string) bool {
-	if !httpguts.ValidHeaderFieldName(k) {
-		return false
-	}
-	for _, v := range vs {
-		if !httpguts.ValidHeaderFieldValue(v) {
-			return false
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
 		}
 	}
 	return true
