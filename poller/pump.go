@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/internal/getrecords"
 )
 
 // The pump: the goroutine that holds a reader's enhanced fan-out subscription (subscribe.go).
@@ -47,13 +50,22 @@ func (m *pump) run(ctx context.Context) {
 
 // subscribe makes one subscription and consumes it. A failure to subscribe is retried (its error
 // goes to run's log line), but one at the position itself is fatal, handed to the reader.
+//
+// With an SDK client the pump reads the subscription's events from the response body itself
+// (getrecords.Take): the SDK makes the call, and its reader gets nothing but the initial response.
 func (m *pump) subscribe(ctx context.Context) (step, error) {
 	in := &kinesis.SubscribeToShardInput{ConsumerARN: &m.e.consumer, ShardId: &m.shardID, StartingPosition: m.pos}
-	out, err := m.e.api.SubscribeToShard(ctx, in, m.e.opts...)
+	sctx, cancel := context.WithCancel(ctx) // the subscription's: cancelled to renew it
+	defer cancel()
+	take := &getrecords.Take{}
+	out, err := m.e.api.SubscribeToShard(sctx, in, append(m.e.opts[:len(m.e.opts):len(m.e.opts)], take.Option)...)
 	if m.fallback != nil {
 		m.pos, m.fallback = m.fallback, nil // a continuation, once one comes, replaces it
 	}
 	if err != nil {
+		if st := take.Stream(); st != nil {
+			_ = st.Close()
+		}
 		if ctx.Err() != nil {
 			return stepDone, nil
 		}
@@ -67,7 +79,13 @@ func (m *pump) subscribe(ctx context.Context) (step, error) {
 	}
 	m.obs.Subscribed(m.shardID, m.now(), m.made > 0)
 	m.made++
-	got, ended, err := m.consume(ctx, out.GetStream())
+	var got, ended bool
+	if st := take.Stream(); st != nil {
+		_ = out.GetStream().Close() // it has had the initial response; the rest is st's
+		got, ended, err = m.consumeBody(ctx, cancel, st)
+	} else {
+		got, ended, err = m.consume(ctx, out.GetStream())
+	}
 	switch {
 	case ended || ctx.Err() != nil:
 		return stepDone, nil
@@ -99,25 +117,8 @@ func (m *pump) consume(ctx context.Context, es *kinesis.SubscribeToShardEventStr
 				continue
 			}
 			got = true
-			m.obs.SubscriptionEvent(m.shardID, m.now())
-			v := &e.Value
-			recs := v.Records
-			for len(recs) > 0 && m.last != "" && compareSeq(deref(recs[0].SequenceNumber), m.last) <= 0 {
-				recs = recs[1:] // handed over before a renewal
-			}
-			if len(recs) > 0 {
-				m.last = deref(recs[len(recs)-1].SequenceNumber)
-			}
-			if v.ContinuationSequenceNumber != nil {
-				m.pos = &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: v.ContinuationSequenceNumber}
-			}
-			end := v.ContinuationSequenceNumber == nil || len(v.ChildShards) > 0
-			se := subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), at: m.now(), end: end, children: v.ChildShards}
-			if !m.send(ctx, se) { // events without records too: they say the reader is caught up
-				return got, false, nil
-			}
-			if end {
-				return got, true, nil
+			if handed, end := m.handOver(ctx, &e.Value); !handed || end {
+				return got, handed && end, nil
 			}
 		case <-renew.C:
 			return got, false, nil
@@ -125,6 +126,59 @@ func (m *pump) consume(ctx context.Context, es *kinesis.SubscribeToShardEventStr
 			return got, false, nil
 		}
 	}
+}
+
+// consumeBody is consume for a stream the pump reads itself. At the renewal time, or when ctx
+// ends, the subscription is cancelled and its body closed, which ends the read that waits.
+func (m *pump) consumeBody(ctx context.Context, cancel context.CancelFunc, st *getrecords.EventStream) (got, ended bool, err error) {
+	defer st.Close()
+	var renewed atomic.Bool
+	renew := time.AfterFunc(m.e.renew, func() {
+		renewed.Store(true)
+		cancel()
+		_ = st.Close()
+	})
+	defer renew.Stop()
+	stop := context.AfterFunc(ctx, func() { _ = st.Close() })
+	defer stop()
+	for {
+		ev, err := st.Next()
+		if err != nil {
+			if renewed.Load() || ctx.Err() != nil || errors.Is(err, io.EOF) {
+				return got, false, nil
+			}
+			return got, false, err
+		}
+		e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+		if !ok {
+			continue
+		}
+		got = true
+		if handed, end := m.handOver(ctx, &e.Value); !handed || end {
+			return got, handed && end, nil
+		}
+	}
+}
+
+// handOver hands one event over to the reader: its records after the last one handed over, and
+// its continuation as the position a renewal starts from. end reports the shard's end; handed is
+// false when ctx ended first.
+func (m *pump) handOver(ctx context.Context, v *types.SubscribeToShardEvent) (handed, end bool) {
+	m.obs.SubscriptionEvent(m.shardID, m.now())
+	recs := v.Records
+	for len(recs) > 0 && m.last != "" && compareSeq(deref(recs[0].SequenceNumber), m.last) <= 0 {
+		recs = recs[1:] // handed over before a renewal
+	}
+	if len(recs) > 0 {
+		m.last = deref(recs[len(recs)-1].SequenceNumber)
+	}
+	if v.ContinuationSequenceNumber != nil {
+		m.pos = &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: v.ContinuationSequenceNumber}
+	}
+	end = v.ContinuationSequenceNumber == nil || len(v.ChildShards) > 0
+	se := subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), at: m.now(), end: end, children: v.ChildShards}
+	// events without records too: they say the reader is caught up
+	return m.send(ctx, se), end
 }
 
 func (m *pump) send(ctx context.Context, ev subEvent) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -129,13 +130,19 @@ func TestSubscriptionRenewals(t *testing.T) {
 	for _, tt := range []struct {
 		name            string
 		lifetime, renew time.Duration
+		sdk             bool
 	}{
 		{name: "lifetime ends", lifetime: 150 * time.Millisecond, renew: subscriptionRenewal},
 		{name: "renewed before the lifetime", lifetime: 0, renew: 150 * time.Millisecond},
+		// The SDK keeps the stream (an emulator over HTTP/1.1): its event stream is read.
+		{name: "renewed before the lifetime, read by the SDK", lifetime: 0, renew: 150 * time.Millisecond, sdk: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h, subs := newEFOHarness(t, 2, fakekinesis.WithSubscriptionTiming(tt.lifetime, time.Millisecond))
 			h.opts = []Option{withEFOTimings(tt.renew, 5*time.Millisecond)}
+			if tt.sdk {
+				h.opts = append(h.opts, WithSubscribeOptions(overHTTP1))
+			}
 			h.cfg.BatchSize = 3
 			counters := map[string]int{}
 			h.start()
@@ -352,6 +359,23 @@ func TestSubscriptionsHandedOverBetweenWorkers(t *testing.T) {
 		t.Fatalf("%d subscriptions: the hand-overs did not resubscribe", n)
 	}
 }
+
+// overHTTP1 is a SubscribeToShard option: the fake's answers say HTTP/1.1, so the SDK keeps the
+// event stream instead of the pump (getrecords.Take takes HTTP/2 streams only).
+func overHTTP1(o *kinesis.Options) {
+	next := o.HTTPClient
+	o.HTTPClient = httpClientFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := next.Do(req)
+		if resp != nil {
+			resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+		}
+		return resp, err
+	})
+}
+
+type httpClientFunc func(*http.Request) (*http.Response, error)
+
+func (f httpClientFunc) Do(req *http.Request) (*http.Response, error) { return f(req) }
 
 // sdkSubscriber reads with the fake but subscribes through one shared *kinesis.Client.
 type sdkSubscriber struct {
