@@ -118,11 +118,11 @@ func TestNextPoll(t *testing.T) {
 	}
 	// In pollWait: the caught-up wait is until the grid point; the behind wait is not moved.
 	caughtUp := pollState{lastPoll: ms(17)}
-	if wait, _ := caughtUp.pollWait(&cfg, ms(100), true); wait != 900*time.Millisecond {
+	if wait, _ := caughtUp.pollWait(&cfg, ms(100), false); wait != 900*time.Millisecond {
 		t.Fatalf("caught up: pollWait = %s, want 900ms (to the grid point at 1 s)", wait)
 	}
 	behind := pollState{lastPoll: ms(17), behind: true}
-	if wait, _ := behind.pollWait(&cfg, ms(100), true); wait != 117*time.Millisecond {
+	if wait, _ := behind.pollWait(&cfg, ms(100), false); wait != 117*time.Millisecond {
 		t.Fatalf("behind: pollWait = %s, want 117ms (MinPollSpacing after the last read)", wait)
 	}
 }

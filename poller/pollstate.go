@@ -33,14 +33,16 @@ func (s *pollState) invokeNow(cfg *Config, now time.Time) bool {
 }
 
 // pollWait is how long to wait before the next read: when caught up, until the next poll
-// (nextPoll; onGrid: on PollGrid), when behind MinPollSpacing after the last read. forWindow says
-// the batching window of what is pending ends before that: then wait is until the window ends,
-// and the pending records are invoked then. A subscribed reader waits off the grid: its wait ends
-// early when an event arrives.
-func (s *pollState) pollWait(cfg *Config, now time.Time, onGrid bool) (wait time.Duration, forWindow bool) {
+// (nextPoll, on PollGrid), when behind MinPollSpacing after the last read. forWindow says the
+// batching window of what is pending ends before that: then wait is until the window ends, and
+// the pending records are invoked then. A subscribed reader waits off the grid, and a poll
+// interval even when behind: its wait ends as soon as the pump hands something over (or has
+// something in hand), so a shorter one fetches nothing and only wakes the reader (several times
+// an event, Kinesis sending an idle subscription one every few seconds).
+func (s *pollState) pollWait(cfg *Config, now time.Time, subscribed bool) (wait time.Duration, forWindow bool) {
 	wait = cfg.MinPollSpacing - now.Sub(s.lastPoll)
-	if !s.behind {
-		wait = nextPoll(cfg, s.lastPoll, onGrid).Sub(now)
+	if !s.behind || subscribed {
+		wait = nextPoll(cfg, s.lastPoll, !subscribed).Sub(now)
 	}
 	if len(s.pending) > 0 {
 		if untilWindow := cfg.MaximumBatchingWindow - now.Sub(s.pendingSince); untilWindow < wait {

@@ -62,7 +62,7 @@ func TestPollWait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, forWindow := tt.s.pollWait(&cfg, tt.now, true)
+			got, forWindow := tt.s.pollWait(&cfg, tt.now, false)
 			if got != tt.want || forWindow != tt.wantForWindow {
 				t.Fatalf("pollWait = %v, %v; want %v, %v", got, forWindow, tt.want, tt.wantForWindow)
 			}
@@ -70,7 +70,7 @@ func TestPollWait(t *testing.T) {
 	}
 	// A reader's first read (no read before, behind) is at once.
 	first := newPollState()
-	if got, forWindow := first.pollWait(&cfg, t0, true); got > 0 || forWindow {
+	if got, forWindow := first.pollWait(&cfg, t0, false); got > 0 || forWindow {
 		t.Fatalf("first read: pollWait = %v, %v; want at once", got, forWindow)
 	}
 }

@@ -117,7 +117,7 @@ func (r *reader) state(runCtx context.Context) (readerState, time.Duration) {
 	case s.windowIdle(r.openWindowState(), cfg, now):
 		return stateCloseWindow, 0
 	}
-	wait, forWindow := s.pollWait(cfg, now, r.sub == nil)
+	wait, forWindow := s.pollWait(cfg, now, r.sub != nil)
 	if forWindow {
 		return stateAwaitWindow, wait
 	}

@@ -501,3 +501,40 @@ func TestStaleCaughtUpEventKeepsWindowOpen(t *testing.T) {
 		}
 	}
 }
+
+// readCounter counts the reads the readers make (RecordsPolled is called once a read).
+type readCounter struct {
+	NopObserver
+	reads atomic.Int64
+}
+
+func (c *readCounter) RecordsPolled(string, int) { c.reads.Add(1) }
+
+// TestIdleSubscriptionPacedByPollInterval: a subscribed reader with nothing in hand waits for the
+// pump's next event or a poll interval, not MinPollSpacing: waking sooner fetches nothing, as the
+// pump hands events over as they come. Kinesis sends an idle subscription an event every few
+// seconds, so a reader that took MinPollSpacing after each empty hand-over woke several times an
+// event.
+func TestIdleSubscriptionPacedByPollInterval(t *testing.T) {
+	const heartbeat, window = 400 * time.Millisecond, 2 * time.Second
+	h, _ := newEFOHarness(t, 1, fakekinesis.WithSubscriptionHeartbeat(heartbeat))
+	h.cfg.PollInterval, h.cfg.MinPollSpacing = 100*time.Millisecond, 5*time.Millisecond
+	reads := &readCounter{}
+	h.opts = append(h.opts, WithObserver(reads))
+	h.start()
+	testkit.WaitFor(t, "the first event", 5*time.Second, func() bool { return h.fake.Calls(fakekinesis.OpSubscribeToShardEvent) > 0 })
+	events0, reads0 := h.fake.Calls(fakekinesis.OpSubscribeToShardEvent), reads.reads.Load()
+	time.Sleep(window) // a span of idle time, measured: nothing to await
+	events, n := h.fake.Calls(fakekinesis.OpSubscribeToShardEvent)-events0, reads.reads.Load()-reads0
+	if events < 3 {
+		t.Fatalf("%d events in %s with a heartbeat of %s", events, window, heartbeat)
+	}
+	// At most one read a poll interval and one an event, with room for timing: MinPollSpacing
+	// pacing makes hundreds.
+	if limit := int64(window/h.cfg.PollInterval) + int64(events) + 5; n > limit {
+		t.Fatalf("%d reads in %s (%d events, poll interval %s): want at most %d", n, window, events, h.cfg.PollInterval, limit)
+	}
+	if n < int64(events) {
+		t.Fatalf("%d reads for %d events", n, events)
+	}
+}

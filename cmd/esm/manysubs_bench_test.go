@@ -14,13 +14,16 @@ import (
 	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
-var subLifetime = flag.Duration("subscription-lifetime", 30*time.Second, "BenchmarkManyIdleSubscriptionsFakeKinesis: how long a subscription lasts before esm renews it (Kinesis: 5 minutes)")
+var (
+	subLifetime  = flag.Duration("subscription-lifetime", 30*time.Second, "BenchmarkManyIdleSubscriptionsFakeKinesis: how long a subscription lasts before esm renews it (Kinesis: 5 minutes)")
+	subHeartbeat = flag.Duration("subscription-heartbeat", time.Second, "BenchmarkManyIdleSubscriptionsFakeKinesis: how long an idle subscription waits before it sends an empty event")
+)
 
 // BenchmarkManyIdleSubscriptionsFakeKinesis is BenchmarkManyIdleShardsFakeKinesis through an
 // enhanced fan-out consumer: "esm run --stream CONSUMER_ARN" of the built binary holds one
 // SubscribeToShard subscription per idle shard of fake/fakekinesis, served over HTTP by this
-// test process, which sends each subscription an empty event every second (as Kinesis sends one
-// at least every 5 seconds) and ends it after -subscription-lifetime (default 30 s, so that the
+// test process, which sends each subscription an empty event every second (-subscription-heartbeat;
+// Kinesis sends one every few seconds) and ends it after -subscription-lifetime (default 30 s, so that the
 // window sees renewals; Kinesis ends them after 5 minutes), when esm subscribes again. Once every
 // shard is owned and subscribed, the esm process alone is measured over -idle-window: RSS,
 // cpu-%core, event/s and cpu-us/event (CPU time per event received, renewals included), with
@@ -35,7 +38,7 @@ func BenchmarkManyIdleSubscriptionsFakeKinesis(b *testing.B) {
 }
 
 func measureIdleSubscriptions(b *testing.B, bin string, n int) {
-	f := fakekinesis.New(fakekinesis.WithSubscriptionTiming(*subLifetime, 5*time.Second))
+	f := fakekinesis.New(fakekinesis.WithSubscriptionTiming(*subLifetime, 5*time.Second), fakekinesis.WithSubscriptionHeartbeat(*subHeartbeat))
 	f.CreateStream("idle", n)
 	consumer := f.RegisterConsumer("idle", "esm")
 	var subscribes, streaming, conns atomic.Int64

@@ -53,7 +53,7 @@ type SubscriptionEvent struct {
 const (
 	defaultSubscriptionLifetime = 5 * time.Minute
 	defaultSubscribeReuse       = 5 * time.Second // a second call within this gets ResourceInUse
-	subscriptionHeartbeat       = time.Second     // an empty event when nothing happened
+	defaultHeartbeat            = time.Second     // an empty event when nothing happened
 	maxEventRecords             = 10000
 	maxEventBytes               = 2 << 20 // a consumer's per-shard budget for one second
 )
@@ -77,6 +77,16 @@ func WithSubscriptionTiming(lifetime, reuse time.Duration) Option {
 	}
 }
 
+// WithSubscriptionHeartbeat sets how long a subscription waits with nothing to send before it
+// sends an empty event (default 1 second), on real time. A value <= 0 keeps the default.
+func WithSubscriptionHeartbeat(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.efo.heartbeat = d
+		}
+	}
+}
+
 // WithoutInitialResponse serves every subscription as kinesis-local and LocalStack do: the event
 // stream starts with the first event, without the initial-response message Kinesis sends first,
 // and a subscription refused as in use is an HTTP 200 whose stream holds only the exception.
@@ -84,10 +94,10 @@ func WithoutInitialResponse() Option {
 	return func(c *config) { c.efo.noInitial = true }
 }
 
-// efoConfig holds the subscription timings (WithSubscriptionTiming), zero meaning the default, and
-// whether the initial response is left out (WithoutInitialResponse).
+// efoConfig holds the subscription timings (WithSubscriptionTiming, WithSubscriptionHeartbeat),
+// zero meaning the default, and whether the initial response is left out (WithoutInitialResponse).
 type efoConfig struct {
-	lifetime, reuse time.Duration
+	lifetime, reuse, heartbeat time.Duration
 	noInitial       bool
 }
 
@@ -415,7 +425,8 @@ func (f *Fake) stream(ctx context.Context, c *consumer, st subStart, w *io.PipeW
 	}
 	lifetime := time.NewTimer(cmpOr(f.cfg.efo.lifetime, defaultSubscriptionLifetime))
 	defer lifetime.Stop()
-	heartbeat := time.NewTimer(subscriptionHeartbeat)
+	beat := cmpOr(f.cfg.efo.heartbeat, defaultHeartbeat)
+	heartbeat := time.NewTimer(beat)
 	defer heartbeat.Stop()
 	pos, sentOnce := st.pos, false
 	for {
@@ -440,14 +451,14 @@ func (f *Fake) stream(ctx context.Context, c *consumer, st subStart, w *io.PipeW
 			if ev.ChildShards != nil {
 				return // the shard's end: the stream ends cleanly
 			}
-			heartbeat.Reset(subscriptionHeartbeat)
+			heartbeat.Reset(beat)
 			continue
 		}
 		select {
 		case <-wake:
 		case <-heartbeat.C:
 			sentOnce = false // send an empty event
-			heartbeat.Reset(subscriptionHeartbeat)
+			heartbeat.Reset(beat)
 		case <-lifetime.C:
 			return
 		case <-st.sub.stop:
