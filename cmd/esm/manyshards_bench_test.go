@@ -165,6 +165,7 @@ func (k *Kinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o
 var profileOverlay = map[string]string{"zz_benchprofile.go": `package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"runtime"
@@ -196,6 +197,14 @@ func init() {
 			} else if s == syscall.SIGUSR2 && f != nil {
 				pprof.StopCPUProfile()
 				allocs(path + ".allocs1")
+				if g, err := os.Create(path + ".goroutines"); err == nil {
+					_ = pprof.Lookup("goroutine").WriteTo(g, 1)
+					_ = g.Close()
+				}
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				_ = os.WriteFile(path+".mem", []byte(fmt.Sprintf("goroutines %d\nheap in use %d MB, idle %d MB, released %d MB\nstacks %d MB\nsys %d MB\nGC cycles %d\n",
+					runtime.NumGoroutine(), m.HeapInuse>>20, m.HeapIdle>>20, m.HeapReleased>>20, m.StackInuse>>20, m.Sys>>20, m.NumGC)), 0o644)
 				_ = f.Close()
 				_ = os.Rename(path+".tmp", path)
 				f = nil
