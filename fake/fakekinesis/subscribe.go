@@ -98,7 +98,7 @@ func WithoutInitialResponse() Option {
 // zero meaning the default, and whether the initial response is left out (WithoutInitialResponse).
 type efoConfig struct {
 	lifetime, reuse, heartbeat time.Duration
-	noInitial       bool
+	noInitial                  bool
 }
 
 // efoState is the fake's consumers and their subscriptions.
