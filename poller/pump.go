@@ -112,13 +112,8 @@ func (m *pump) consume(ctx context.Context, es *kinesis.SubscribeToShardEventStr
 			if !ok {
 				return got, false, es.Err()
 			}
-			e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
-			if !ok {
-				continue
-			}
-			got = true
-			if handed, end := m.handOver(ctx, &e.Value); !handed || end {
-				return got, handed && end, nil
+			if done, ended := m.take(ctx, ev, &got); done {
+				return got, ended, nil
 			}
 		case <-renew.C:
 			return got, false, nil
@@ -149,15 +144,23 @@ func (m *pump) consumeBody(ctx context.Context, cancel context.CancelFunc, st *g
 			}
 			return got, false, err
 		}
-		e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
-		if !ok {
-			continue
-		}
-		got = true
-		if handed, end := m.handOver(ctx, &e.Value); !handed || end {
-			return got, handed && end, nil
+		if done, ended := m.take(ctx, ev, &got); done {
+			return got, ended, nil
 		}
 	}
+}
+
+// take hands ev over if it is an event (other members of the stream's union are skipped), and
+// notes in got that one came. done reports that the consumption ends: ctx ended, or the shard did
+// (ended).
+func (m *pump) take(ctx context.Context, ev types.SubscribeToShardEventStream, got *bool) (done, ended bool) {
+	e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
+	if !ok {
+		return false, false
+	}
+	*got = true
+	handed, end := m.handOver(ctx, &e.Value)
+	return !handed || end, handed && end
 }
 
 // handOver hands one event over to the reader: its records after the last one handed over, and

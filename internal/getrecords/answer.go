@@ -93,54 +93,12 @@ func peekEmpty(br *bufio.Reader, out *kinesis.GetRecordsOutput) (q quick, close 
 // (records, child shards, escapes in strings, numbers other than integers), which the SDK's
 // protocol decodes.
 func decodeEmpty(body []byte, out *kinesis.GetRecordsOutput) bool {
-	p := jsonScan{b: body}
-	var iterator []byte
-	var behind int64
-	var seen [4]bool
-	var records bool // [] rather than null
-	if !p.byte('{') {
+	a, ok := scanIdle(body, "NextShardIterator")
+	if !ok || !a.hasRecords {
 		return false
 	}
-	for first := true; ; first = false {
-		if p.byte('}') {
-			break
-		}
-		if !first && !p.byte(',') {
-			return false
-		}
-		key, ok := p.plainString()
-		if !ok || !p.byte(':') {
-			return false
-		}
-		i, known := memberIndex(key)
-		if known {
-			if seen[i] {
-				return false
-			}
-			seen[i] = true
-		}
-		switch {
-		case !known:
-			ok = p.skipValue(0)
-		case i == 0:
-			records = p.byte('[')
-			ok = (records && p.byte(']')) || (!records && p.literal("null"))
-		case i == 1:
-			iterator, ok = p.plainString()
-		case i == 2:
-			behind, ok = p.integer()
-		case i == 3:
-			ok = p.literal("null")
-		}
-		if !ok {
-			return false
-		}
-	}
-	if p.space(); p.i != len(p.b) || !seen[0] || !seen[1] || !seen[2] {
-		return false
-	}
-	next := string(iterator)
-	if records {
+	next, behind := string(a.position), a.behind
+	if a.records {
 		out.Records = []types.Record{}
 	}
 	out.NextShardIterator = &next
@@ -148,19 +106,70 @@ func decodeEmpty(body []byte, out *kinesis.GetRecordsOutput) bool {
 	return true
 }
 
-// memberIndex is the index in decodeEmpty's seen of the member key, if it is one it decodes.
-func memberIndex(key []byte) (int, bool) {
-	switch string(key) {
-	case "Records":
-		return 0, true
-	case "NextShardIterator":
-		return 1, true
-	case "MillisBehindLatest":
-		return 2, true
-	case "ChildShards":
-		return 3, true
+// idleAnswer is what scanIdle read.
+type idleAnswer struct {
+	position   []byte // the value of the position member (the next iterator, the continuation)
+	behind     int64  // MillisBehindLatest
+	records    bool   // Records is [] (rather than null)
+	hasRecords bool   // Records is there
+}
+
+// scanIdle reads the JSON object of an idle shard's answer or event: Records [] or null,
+// position (the member naming where reading goes on) a string without escapes, MillisBehindLatest
+// an integer, ChildShards null, each at most once, in any order, with JSON's white space, and other
+// members the SDK skips. It reports false for anything else, and when position or
+// MillisBehindLatest is missing.
+func scanIdle(body []byte, position string) (a idleAnswer, ok bool) {
+	p := jsonScan{b: body}
+	var seen [4]bool
+	if !p.byte('{') {
+		return a, false
 	}
-	return 0, false
+	for first := true; !p.byte('}'); first = false {
+		if !first && !p.byte(',') {
+			return a, false
+		}
+		key, ok := p.plainString()
+		if !ok || !p.byte(':') {
+			return a, false
+		}
+		i := -1
+		switch string(key) {
+		case "Records":
+			i = 0
+		case position:
+			i = 1
+		case "MillisBehindLatest":
+			i = 2
+		case "ChildShards":
+			i = 3
+		}
+		if i >= 0 {
+			if seen[i] {
+				return a, false
+			}
+			seen[i] = true
+		}
+		switch i {
+		case -1:
+			ok = p.skipValue(0)
+		case 0:
+			a.records = p.byte('[')
+			ok = (a.records && p.byte(']')) || (!a.records && p.literal("null"))
+		case 1:
+			a.position, ok = p.plainString()
+		case 2:
+			a.behind, ok = p.integer()
+		case 3:
+			ok = p.literal("null")
+		}
+		if !ok {
+			return a, false
+		}
+	}
+	p.space()
+	a.hasRecords = seen[0]
+	return a, p.i == len(p.b) && seen[1] && seen[2]
 }
 
 // jsonScan reads the few JSON forms decodeEmpty takes.

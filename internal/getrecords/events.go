@@ -365,72 +365,22 @@ func (s *EventStream) decode(msg []byte) (types.SubscribeToShardEventStream, boo
 }
 
 // decodeEvent decodes payload into ev if it is an event without records:
-// {"ContinuationSequenceNumber":"…","MillisBehindLatest":N,"Records":[]} with its members in any
-// order and JSON's white space, Records null or missing, ChildShards null or missing, and other
-// members the SDK skips. It reports false for anything else (records, child shards, a missing
-// continuation or MillisBehindLatest, escapes in strings, numbers other than integers), which the
-// SDK's protocol decodes.
+// {"ContinuationSequenceNumber":"…","MillisBehindLatest":N,"Records":[]} as scanIdle takes it
+// (Records may be missing too). It reports false for anything else (records, child shards, a
+// missing continuation or MillisBehindLatest, escapes in strings, numbers other than integers),
+// which the SDK's protocol decodes.
 func (s *EventStream) decodeEvent(payload []byte, ev *types.SubscribeToShardEvent) bool {
-	p := jsonScan{b: payload}
-	var cont []byte
-	var behind int64
-	var seen [4]bool
-	var records bool // [] rather than null
-	if !p.byte('{') {
+	a, ok := scanIdle(payload, "ContinuationSequenceNumber")
+	if !ok {
 		return false
 	}
-	for first := true; !p.byte('}'); first = false {
-		if !first && !p.byte(',') {
-			return false
-		}
-		key, ok := p.plainString()
-		if !ok || !p.byte(':') {
-			return false
-		}
-		i := -1
-		switch string(key) {
-		case "Records":
-			i = 0
-		case "ContinuationSequenceNumber":
-			i = 1
-		case "MillisBehindLatest":
-			i = 2
-		case "ChildShards":
-			i = 3
-		}
-		if i >= 0 {
-			if seen[i] {
-				return false
-			}
-			seen[i] = true
-		}
-		switch i {
-		case -1:
-			ok = p.skipValue(0)
-		case 0:
-			records = p.byte('[')
-			ok = (records && p.byte(']')) || (!records && p.literal("null"))
-		case 1:
-			cont, ok = p.plainString()
-		case 2:
-			behind, ok = p.integer()
-		case 3:
-			ok = p.literal("null")
-		}
-		if !ok {
-			return false
-		}
+	if string(a.position) != s.cont {
+		s.cont = string(a.position)
 	}
-	if p.space(); p.i != len(p.b) || !seen[1] || !seen[2] {
-		return false
-	}
-	if string(cont) != s.cont {
-		s.cont = string(cont)
-	}
-	c := s.cont
+	c, behind := s.cont, a.behind
 	ev.ContinuationSequenceNumber = &c
 	ev.MillisBehindLatest = &behind
-	if records {
+	if a.records {
 		ev.Records = []types.Record{}
 	}
 	return true
