@@ -7,6 +7,7 @@ import (
 	"os"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testenv"
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 // TestKinesisLocalOverHTTP2 reads a shard of kinesis-local over its HTTPS endpoint, where its
@@ -95,4 +97,80 @@ func TestKinesisLocalOverHTTP2(t *testing.T) {
 		t.Errorf("the wire spoke %v on %d HTTP/2 connections and sent %d requests, want HTTP/2 on 1 and 4", proto, conns, w.sent.Load())
 	}
 	t.Logf("%d of 3 idle answers decoded by the wire itself", w.quick.Load())
+}
+
+// TestKinesisLocalSubscriptionOverHTTP2 subscribes to a shard of kinesis-local over its HTTPS
+// endpoint (HTTP/2, a server that is not Go's, a stream without an initial response) through
+// Take: the lean path takes the stream and reads the records put before it, in order.
+func TestKinesisLocalSubscriptionOverHTTP2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs kinesis-local: make test runs it")
+	}
+	ctx := bounded(t)
+	endpoint, stop, err := testenv.KinesisTLSEndpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	cfg, err := local.AWSConfig(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kin := kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.TLSClientConfig.InsecureSkipVerify = true // kinesis-local's certificate is self-signed
+		})
+	})
+	name := fmt.Sprintf("getrecords-efo-%d", os.Getpid())
+	arn, err := local.CreateStream(ctx, kin, name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = kin.DeleteStream(context.Background(), &kinesis.DeleteStreamInput{StreamName: aws.String(name), EnforceConsumerDeletion: aws.Bool(true)})
+	})
+	var put []string
+	for i := range 3 {
+		data := fmt.Sprintf("record %d", i)
+		if _, err := kin.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String(name), PartitionKey: aws.String("pk"), Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+		put = append(put, data)
+	}
+	reg, err := kin.RegisterStreamConsumer(ctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(arn), ConsumerName: aws.String("lean")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the consumer active", 30*time.Second, func() bool {
+		d, err := kin.DescribeStreamConsumer(ctx, &kinesis.DescribeStreamConsumerInput{ConsumerARN: reg.Consumer.ConsumerARN})
+		return err == nil && d.ConsumerDescription.ConsumerStatus == types.ConsumerStatusActive
+	})
+	take := &Take{}
+	out, err := kin.SubscribeToShard(ctx, &kinesis.SubscribeToShardInput{ConsumerARN: reg.Consumer.ConsumerARN,
+		ShardId: aws.String("shardId-000000000000"), StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}}, take.Option)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.GetStream().Close()
+	st := take.Stream()
+	if st == nil {
+		t.Fatal("the lean path did not take kinesis-local's HTTP/2 stream")
+	}
+	defer st.Close()
+	var got []string
+	for len(got) < len(put) {
+		ev, err := st.Next()
+		if err != nil {
+			t.Fatalf("after %d records: %v", len(got), err)
+		}
+		if e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent); ok {
+			for _, r := range e.Value.Records {
+				got = append(got, string(r.Data))
+			}
+		}
+	}
+	if !reflect.DeepEqual(got, put) {
+		t.Fatalf("records %q, want %q", got, put)
+	}
 }
