@@ -79,9 +79,9 @@ func (h *taker) Do(req *http.Request) (*http.Response, error) {
 	first, whole, err := readMessage(resp.Body, nil)
 	initial, known := false, false
 	if whole {
-		var h eventHeaders
-		if known = h.parse(first); known {
-			initial = h.messageType == eventstream.EventMessageType && h.eventType == "initial-response"
+		var hs eventHeaders
+		if known = hs.parse(first); known {
+			initial = hs.messageType == eventstream.EventMessageType && hs.eventType == "initial-response"
 		}
 	}
 	if !known { // the SDK reads the stream, from what was read

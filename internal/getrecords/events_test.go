@@ -369,55 +369,47 @@ func TestIdleEventsWithoutTheSDK(t *testing.T) {
 // TestTakeCloseEndsNext: closing the stream from another goroutine ends a Next that waits for the
 // next message (the pump renews a subscription so).
 func TestTakeCloseEndsNext(t *testing.T) {
-	for _, h2 := range []bool{true} {
-		t.Run(fmt.Sprintf("h2=%t", h2), func(t *testing.T) {
-			release := make(chan struct{})
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(http.StatusOK)
-				_, _ = w.Write(initialResponse)
-				_, _ = w.Write(event(idleEvent))
-				w.(http.Flusher).Flush()
-				select {
-				case <-release:
-				case <-r.Context().Done():
-				}
-			}))
-			if h2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
-			defer srv.Close()
-			defer close(release)
-			var ops atomic.Int64
-			kin := sdkClient(srv.URL, &ops, trusting(srv))
-			take := &Take{}
-			if _, err := kin.SubscribeToShard(bounded(t), subscribeInput("s"), take.Option); err != nil {
-				t.Fatal(err)
-			}
-			st := take.Stream()
-			if st == nil {
-				t.Fatal("the lean path did not take the stream")
-			}
-			if _, err := st.Next(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() {
-				_, err := st.Next()
-				done <- err
-			}()
-			time.AfterFunc(50*time.Millisecond, func() { _ = st.Close() })
-			select {
-			case err := <-done:
-				if err == nil {
-					t.Fatal("Next returned an event after Close")
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Close did not end the waiting Next")
-			}
-		})
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(initialResponse)
+		_, _ = w.Write(event(idleEvent))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	defer close(release)
+	var ops atomic.Int64
+	kin := sdkClient(srv.URL, &ops, trusting(srv))
+	take := &Take{}
+	if _, err := kin.SubscribeToShard(bounded(t), subscribeInput("s"), take.Option); err != nil {
+		t.Fatal(err)
+	}
+	st := take.Stream()
+	if st == nil {
+		t.Fatal("the lean path did not take the stream")
+	}
+	if _, err := st.Next(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.Next()
+		done <- err
+	}()
+	time.AfterFunc(50*time.Millisecond, func() { _ = st.Close() })
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Next returned an event after Close")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the waiting Next")
 	}
 }
 

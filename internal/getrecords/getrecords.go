@@ -40,6 +40,10 @@
 // grid instant) in their connection's buffer until the batch is sent: one write and one TLS
 // record per connection for the batch, where each call would otherwise wake the connection's
 // flusher and cost a write of its own.
+//
+// The events of an enhanced fan-out subscription, the other thing an idle shard costs, have a lean
+// path of their own (events.go, Take): the SDK makes the SubscribeToShard call, and the caller
+// reads the stream's body itself, decoding an idle shard's keep-alive events where they are read.
 package getrecords
 
 import (
