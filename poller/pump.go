@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -82,7 +81,7 @@ func (m *pump) subscribe(ctx context.Context) (step, error) {
 	var got, ended bool
 	if st := take.Stream(); st != nil {
 		_ = out.GetStream().Close() // it has had the initial response; the rest is st's
-		got, ended, err = m.consumeBody(ctx, cancel, st)
+		got, ended, err = m.consumeBody(ctx, sctx, cancel, st)
 	} else {
 		got, ended, err = m.consume(ctx, out.GetStream())
 	}
@@ -123,23 +122,20 @@ func (m *pump) consume(ctx context.Context, es *kinesis.SubscribeToShardEventStr
 	}
 }
 
-// consumeBody is consume for a stream the pump reads itself. At the renewal time, or when ctx
-// ends, the subscription is cancelled and its body closed, which ends the read that waits.
-func (m *pump) consumeBody(ctx context.Context, cancel context.CancelFunc, st *getrecords.EventStream) (got, ended bool, err error) {
+// consumeBody is consume for a stream the pump reads itself, in the subscription's context sctx
+// (of ctx): renewal cancels it, and its end, by renewal or by ctx's, closes the body, which ends
+// the read that waits. An event is handed over under ctx: one on its way to a busy reader when
+// the renewal comes still gets there (its continuation is where the renewal starts).
+func (m *pump) consumeBody(ctx, sctx context.Context, renew context.CancelFunc, st *getrecords.EventStream) (got, ended bool, err error) {
 	defer st.Close()
-	var renewed atomic.Bool
-	renew := time.AfterFunc(m.e.renew, func() {
-		renewed.Store(true)
-		cancel()
-		_ = st.Close()
-	})
-	defer renew.Stop()
-	stop := context.AfterFunc(ctx, func() { _ = st.Close() })
+	t := time.AfterFunc(m.e.renew, renew)
+	defer t.Stop()
+	stop := context.AfterFunc(sctx, func() { _ = st.Close() })
 	defer stop()
 	for {
 		ev, err := st.Next()
 		if err != nil {
-			if renewed.Load() || ctx.Err() != nil || errors.Is(err, io.EOF) {
+			if sctx.Err() != nil || errors.Is(err, io.EOF) { // renewed, stopped, or ended by Kinesis
 				return got, false, nil
 			}
 			return got, false, err
@@ -179,7 +175,7 @@ func (m *pump) handOver(ctx context.Context, v *types.SubscribeToShardEvent) (ha
 		m.pos = &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: v.ContinuationSequenceNumber}
 	}
 	end = v.ContinuationSequenceNumber == nil || len(v.ChildShards) > 0
-	se := subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), at: m.now(), end: end, children: v.ChildShards}
+	se := subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), end: end, children: v.ChildShards}
 	// events without records too: they say the reader is caught up
 	return m.send(ctx, se), end
 }

@@ -120,8 +120,7 @@ func (e *efo) isClosed(shardID string) bool {
 type subEvent struct {
 	records  []types.Record
 	behind   int64
-	at       time.Time // when it arrived
-	end      bool      // the shard's end: children follow
+	end      bool // the shard's end: children follow
 	children []types.ChildShard
 	err      error
 }

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -139,10 +141,8 @@ func TestSubscriptionRenewals(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h, subs := newEFOHarness(t, 2, fakekinesis.WithSubscriptionTiming(tt.lifetime, time.Millisecond))
-			h.opts = []Option{withEFOTimings(tt.renew, 5*time.Millisecond)}
-			if tt.sdk {
-				h.opts = append(h.opts, WithSubscribeOptions(overHTTP1))
-			}
+			ans := &answers{http1: tt.sdk}
+			h.opts = []Option{withEFOTimings(tt.renew, 5*time.Millisecond), WithSubscribeOptions(ans.option)}
 			h.cfg.BatchSize = 3
 			counters := map[string]int{}
 			h.start()
@@ -163,6 +163,9 @@ func TestSubscriptionRenewals(t *testing.T) {
 			}
 			if resumed < calls-2 {
 				t.Fatalf("%d of %d subscriptions resumed from a continuation sequence number", resumed, calls)
+			}
+			if taken, left := ans.taken(); tt.sdk && (taken != 0 || left == 0) || !tt.sdk && (left != 0 || taken == 0) {
+				t.Fatalf("%d streams read by the pump, %d by the SDK", taken, left)
 			}
 		})
 	}
@@ -360,17 +363,47 @@ func TestSubscriptionsHandedOverBetweenWorkers(t *testing.T) {
 	}
 }
 
-// overHTTP1 is a SubscribeToShard option: the fake's answers say HTTP/1.1, so the SDK keeps the
-// event stream instead of the pump (getrecords.Take takes HTTP/2 streams only).
-func overHTTP1(o *kinesis.Options) {
+// answers records the fake's SubscribeToShard answers with their bodies, as a client option
+// (WithSubscribeOptions: before esm's getrecords.Take, which takes an HTTP/2 answer's body and
+// leaves the SDK another). http1 makes the answers say HTTP/1.1, so the SDK keeps the stream.
+type answers struct {
+	http1  bool
+	mu     sync.Mutex
+	resps  []*http.Response
+	bodies []io.ReadCloser
+}
+
+func (a *answers) option(o *kinesis.Options) {
 	next := o.HTTPClient
 	o.HTTPClient = httpClientFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := next.Do(req)
 		if resp != nil {
-			resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+			if a.http1 {
+				resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+			}
+			a.mu.Lock()
+			a.resps, a.bodies = append(a.resps, resp), append(a.bodies, resp.Body)
+			a.mu.Unlock()
 		}
 		return resp, err
 	})
+}
+
+// taken counts the answers whose body the pump took (the SDK got another) and those left to it.
+func (a *answers) taken() (taken, left int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, resp := range a.resps {
+		if resp.StatusCode != http.StatusOK {
+			continue
+		}
+		if resp.Body != a.bodies[i] {
+			taken++
+		} else {
+			left++
+		}
+	}
+	return taken, left
 }
 
 type httpClientFunc func(*http.Request) (*http.Response, error)
@@ -537,4 +570,36 @@ func TestIdleSubscriptionPacedByPollInterval(t *testing.T) {
 	if n < int64(events) {
 		t.Fatalf("%d reads for %d events", n, events)
 	}
+}
+
+// TestRenewalWhileTheReaderIsBusy: the renewal comes while the pump waits to hand an event to a
+// reader that is invoking. The event still reaches the reader (the renewal ends the stream, not
+// the hand-over), so the records it carries, which the renewal's position starts after, are not
+// lost. Under synctest: the pump's wait and the renewal are put in that order.
+func TestRenewalWhileTheReaderIsBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const renew = time.Second
+		h, subs := newEFOHarness(t, 1)
+		h.opts = []Option{withEFOTimings(renew, 5*time.Millisecond)}
+		h.cfg.BatchSize, h.cfg.PollInterval = 1, 100*time.Millisecond
+		h.rec.block, h.rec.started = make(chan struct{}), make(chan struct{}, 10)
+		counters := map[string]int{}
+		h.start()
+		h.put(1, 1, counters)
+		<-h.rec.started // the first record's invocation runs, and waits
+		h.put(1, 1, counters)
+		synctest.Wait() // its event is in the reader's channel
+		h.put(1, 1, counters)
+		synctest.Wait() // the pump waits to hand this one over
+		calls, _ := subs.count()
+		time.Sleep(2 * renew) // the renewal comes meanwhile (virtual time)
+		synctest.Wait()
+		if again, _ := subs.count(); again != calls {
+			t.Fatalf("%d subscriptions while the pump waited to hand an event over, want %d: the renewal dropped the hand-over", again, calls)
+		}
+		close(h.rec.block)
+		testkit.WaitFor(t, "all 3 records", time.Minute, func() bool { return len(h.rec.deliveries()) >= 3 })
+		checkDelivered(t, h.rec.deliveries(), counters)
+		h.stop()
+	})
 }

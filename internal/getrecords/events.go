@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -81,7 +82,7 @@ func (h *taker) Do(req *http.Request) (*http.Response, error) {
 	if whole {
 		var hs eventHeaders
 		if known = hs.parse(first); known {
-			initial = hs.messageType == eventstream.EventMessageType && hs.eventType == "initial-response"
+			initial = string(hs.messageType) == eventstream.EventMessageType && string(hs.eventType) == "initial-response"
 		}
 	}
 	if !known { // the SDK reads the stream, from what was read
@@ -235,7 +236,7 @@ func readMessage(r io.Reader, buf []byte) (msg []byte, whole bool, err error) {
 
 // readN reads from r until b holds n bytes, and returns the reader's own error if it fails first.
 func readN(r io.Reader, b []byte, n int) ([]byte, error) {
-	b = grow(b, n)
+	b = slices.Grow(b, n-len(b))
 	for len(b) < n {
 		k, err := r.Read(b[len(b):n])
 		b = b[:len(b)+k]
@@ -246,19 +247,11 @@ func readN(r io.Reader, b []byte, n int) ([]byte, error) {
 	return b, nil
 }
 
-func grow(b []byte, n int) []byte {
-	if cap(b) >= n {
-		return b
-	}
-	c := make([]byte, len(b), max(n, 2*cap(b), 512))
-	copy(c, b)
-	return c
-}
-
 // eventHeaders are the headers of a message that readMessage read whole: the values of the
-// string headers :message-type, :event-type and :content-type, and whether it has others.
+// string headers :message-type, :event-type and :content-type (in the message), and whether it
+// has others.
 type eventHeaders struct {
-	messageType, eventType, contentType string
+	messageType, eventType, contentType []byte
 	others                              bool // other headers, or these with other types or more than once
 }
 
@@ -282,7 +275,7 @@ func (h *eventHeaders) parse(msg []byte) bool {
 		value := b[:size]
 		b = b[size:]
 		var i int
-		var into *string
+		var into *[]byte
 		switch string(name) {
 		case eventstream.MessageTypeHeader:
 			i, into = 0, &h.messageType
@@ -299,7 +292,7 @@ func (h *eventHeaders) parse(msg []byte) bool {
 			continue
 		}
 		seen[i] = true
-		*into = internHeader(value[2:])
+		*into = value[2:]
 	}
 	return true
 }
@@ -334,25 +327,12 @@ func headerValueSize(kind byte, b []byte) (int, bool) {
 // stringHeader is the event stream's type byte of a string header value.
 const stringHeader = 7
 
-// internHeader is value as a string, without allocating for the values an idle event has.
-func internHeader(value []byte) string {
-	switch string(value) {
-	case eventstream.EventMessageType:
-		return eventstream.EventMessageType
-	case "SubscribeToShardEvent":
-		return "SubscribeToShardEvent"
-	case "application/json":
-		return "application/json"
-	}
-	return string(value)
-}
-
 // decode decodes msg, a message read whole, if it is an idle shard's event: a SubscribeToShardEvent
 // of JSON content whose payload decodeEvent takes.
 func (s *EventStream) decode(msg []byte) (types.SubscribeToShardEventStream, bool) {
 	var h eventHeaders
-	if !h.parse(msg) || h.others || h.messageType != eventstream.EventMessageType || h.eventType != "SubscribeToShardEvent" ||
-		h.contentType != "application/json" {
+	if !h.parse(msg) || h.others || string(h.messageType) != eventstream.EventMessageType ||
+		string(h.eventType) != "SubscribeToShardEvent" || string(h.contentType) != "application/json" {
 		return nil, false
 	}
 	headers := binary.BigEndian.Uint32(msg[4:])

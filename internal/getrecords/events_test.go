@@ -174,7 +174,6 @@ func streamServer(t *testing.T, h2 bool, cases []streamCase) *httptest.Server {
 			panic(http.ErrAbortHandler) // the connection (HTTP/1.1) or the stream (HTTP/2) is cut
 		}
 	}))
-	srv.Config.ErrorLog = nil
 	if h2 {
 		srv.EnableHTTP2 = true
 		srv.StartTLS()
@@ -397,12 +396,15 @@ func TestTakeCloseEndsNext(t *testing.T) {
 	if _, err := st.Next(); err != nil {
 		t.Fatal(err)
 	}
+	reading := make(chan struct{}, 1)
+	st.body = readSignal{ReadCloser: st.body, reading: reading}
 	done := make(chan error, 1)
 	go func() {
 		_, err := st.Next()
 		done <- err
 	}()
-	time.AfterFunc(50*time.Millisecond, func() { _ = st.Close() })
+	<-reading // Next waits in the body's Read: the server sends nothing more
+	_ = st.Close()
 	select {
 	case err := <-done:
 		if err == nil {
@@ -411,6 +413,20 @@ func TestTakeCloseEndsNext(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not end the waiting Next")
 	}
+}
+
+// readSignal signals each Read as it starts.
+type readSignal struct {
+	io.ReadCloser
+	reading chan<- struct{}
+}
+
+func (r readSignal) Read(p []byte) (int, error) {
+	select {
+	case r.reading <- struct{}{}:
+	default:
+	}
+	return r.ReadCloser.Read(p)
 }
 
 // FuzzIdleEventSameAsSDK: any payload of a SubscribeToShardEvent message reads as the SDK's

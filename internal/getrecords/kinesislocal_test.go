@@ -19,15 +19,10 @@ import (
 	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
-// TestKinesisLocalOverHTTP2 reads a shard of kinesis-local over its HTTPS endpoint, where its
-// TLS handshake picks HTTP/2 (a server that is not Go's): the wire's HTTP/2 streams get the same
-// records as the SDK client's own call on the same iterator, and the idle polls after them are
-// answered too. It needs kinesis-local ("make test" has one; go test without -short starts one).
-func TestKinesisLocalOverHTTP2(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs kinesis-local: make test runs it")
-	}
-	ctx := context.Background()
+// kinesisLocalTLS is an SDK client of kinesis-local's HTTPS endpoint, where its TLS handshake
+// picks HTTP/2.
+func kinesisLocalTLS(t *testing.T, ctx context.Context) *kinesis.Client {
+	t.Helper()
 	endpoint, stop, err := testenv.KinesisTLSEndpoint(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -37,12 +32,24 @@ func TestKinesisLocalOverHTTP2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kin := kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
+	return kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
 		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 			tr.TLSClientConfig.InsecureSkipVerify = true // kinesis-local's certificate is self-signed
 		})
 	})
+}
+
+// TestKinesisLocalOverHTTP2 reads a shard of kinesis-local over its HTTPS endpoint, where its
+// TLS handshake picks HTTP/2 (a server that is not Go's): the wire's HTTP/2 streams get the same
+// records as the SDK client's own call on the same iterator, and the idle polls after them are
+// answered too. It needs kinesis-local ("make test" has one; go test without -short starts one).
+func TestKinesisLocalOverHTTP2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs kinesis-local: make test runs it")
+	}
+	ctx := context.Background()
+	kin := kinesisLocalTLS(t, ctx)
 	name := fmt.Sprintf("getrecords-h2-%d", os.Getpid())
 	if _, err := local.CreateStream(ctx, kin, name, 1); err != nil {
 		t.Fatal(err)
@@ -107,21 +114,7 @@ func TestKinesisLocalSubscriptionOverHTTP2(t *testing.T) {
 		t.Skip("needs kinesis-local: make test runs it")
 	}
 	ctx := bounded(t)
-	endpoint, stop, err := testenv.KinesisTLSEndpoint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	cfg, err := local.AWSConfig(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kin := kinesis.NewFromConfig(cfg, func(o *kinesis.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-		o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-			tr.TLSClientConfig.InsecureSkipVerify = true // kinesis-local's certificate is self-signed
-		})
-	})
+	kin := kinesisLocalTLS(t, ctx)
 	name := fmt.Sprintf("getrecords-efo-%d", os.Getpid())
 	arn, err := local.CreateStream(ctx, kin, name, 1)
 	if err != nil {
