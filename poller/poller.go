@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,7 @@ type Poller struct {
 	efo       *efo              // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
 	starter   getRecordsStarter // kin, when it starts GetRecords without waiting (idle.go); else nil
 	idle      *idlePolls        // while Run runs: the polls of caught-up shards (idle.go)
+	watch     *subWatch         // while Run runs with enhanced fan-out: the parked readers (park.go)
 	subOpts   []func(*kinesis.Options)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
@@ -266,17 +268,21 @@ func (p *Poller) Run(ctx context.Context) error {
 	c.g.sync(listing)
 	c.reportStates()
 	p.log.Info("mapping started", "shards", len(listing), "starting_position", p.cfg.StartingPosition, "batch_size", p.cfg.BatchSize)
-	// The idle poller outlives the readers, which c.run waits for.
+	// The idle poller and the watch of parked subscriptions outlive the readers, which c.run
+	// waits for.
 	p.idle = newIdlePolls(p.kin, p.starter)
+	if p.efo != nil {
+		p.watch = newSubWatch(p.cfg.PollInterval)
+	}
 	ictx, stopIdle := context.WithCancel(context.WithoutCancel(ctx))
-	idleDone := make(chan struct{})
-	go func() {
-		defer close(idleDone)
-		p.idle.run(ictx)
-	}()
+	var helpers sync.WaitGroup
+	helpers.Go(func() { p.idle.run(ictx) })
+	if p.watch != nil {
+		helpers.Go(func() { p.watch.run(ictx) })
+	}
 	defer func() {
 		stopIdle()
-		<-idleDone
+		helpers.Wait()
 		p.idle.stop()
 	}()
 	return c.run(ctx)

@@ -44,7 +44,8 @@ type reader struct {
 
 	blocked blockage // the shard's batches reported blocked (blocked.go)
 
-	idle *idleEntry // its place in the Poller's idle poller (idle.go); nil until it first polls idle
+	idle *idleEntry    // its place in the Poller's idle poller (idle.go); nil until it first polls idle
+	woke chan struct{} // 1-buffered: the watch's wake of the parked reader (park.go); nil until it first parks
 }
 
 // currentProgress is the shard's progress as last written. With slots, whose goroutines write it

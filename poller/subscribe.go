@@ -212,7 +212,8 @@ func (r *reader) closeSubscription() {
 }
 
 // await waits up to d before the next read: a polling reader sleeps, a subscribed one returns as
-// soon as the pump has handed something over. It reports false when ctx ended.
+// soon as the pump has handed something over, and one with nothing due parks (park.go) instead
+// of waiting d. It reports false when ctx ended.
 func (r *reader) await(ctx context.Context, d time.Duration) bool {
 	s := r.sub
 	if s == nil {
@@ -220,6 +221,9 @@ func (r *reader) await(ctx context.Context, d time.Duration) bool {
 	}
 	if s.has || r.p.efo.isClosed(r.shardID) {
 		return ctx.Err() == nil
+	}
+	if r.parks() { // nothing is due before the next event (park.go)
+		return r.park(ctx)
 	}
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
