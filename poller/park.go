@@ -121,6 +121,8 @@ func (r *reader) park(ctx context.Context) bool {
 	}
 	w.add(r)
 	defer w.remove(r)
+	s.parked.Store(true)
+	defer s.parked.Store(false)
 	select {
 	case s.cur = <-s.events:
 		s.has = true

@@ -74,28 +74,36 @@ func (pr *parkRun) awaitParked(t *testing.T) {
 	t.Fatal("the reader never parked")
 }
 
-// TestParkedSubscriptionWakesOnlyForEvents: an idle subscribed reader reads once an event, not
-// once a poll interval too: parked, nothing wakes it but the pump. Kinesis sends an idle
-// subscription an event every few seconds; a reader that also woke each second to find nothing
-// made several reads an event.
-func TestParkedSubscriptionWakesOnlyForEvents(t *testing.T) {
+// TestParkedSubscriptionSleepsThroughIdleEvents: an idle subscribed reader is woken by neither its
+// poll interval nor its subscription's keep-alive events: parked, it has no window open and
+// nothing pending, so an event without records changes nothing it decides, and the pump keeps it.
+// A record then wakes it and is delivered. Kinesis sends an idle subscription an event every few
+// seconds; a reader that woke for each, and each second besides, made several reads an event.
+func TestParkedSubscriptionSleepsThroughIdleEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const heartbeat, span = 5 * time.Second, time.Minute
 		f := fakekinesis.New(fakekinesis.WithSubscriptionHeartbeat(heartbeat))
 		pr := startParkRun(t, f, nil, nil, nil)
 		pr.awaitParked(t)
-		events0, reads0 := f.Calls(fakekinesis.OpSubscribeToShardEvent), pr.reads.reads.Load()
+		events0, reads0, skipped0 := f.Calls(fakekinesis.OpSubscribeToShardEvent), pr.reads.reads.Load(), pr.p.efo.skipped.Load()
 		time.Sleep(span)
 		synctest.Wait()
-		events, reads := f.Calls(fakekinesis.OpSubscribeToShardEvent)-events0, pr.reads.reads.Load()-reads0
+		events, reads, skipped := f.Calls(fakekinesis.OpSubscribeToShardEvent)-events0, pr.reads.reads.Load()-reads0, pr.p.efo.skipped.Load()-skipped0
 		if min := int(span/heartbeat) - 1; events < min {
 			t.Fatalf("%d events in %s with a heartbeat of %s, want at least %d", events, span, heartbeat, min)
 		}
-		if reads != int64(events) {
-			t.Fatalf("%d reads for %d events in %s (poll interval %s): want one an event", reads, events, span, pr.p.cfg.PollInterval)
+		if reads != 0 || skipped != int64(events) {
+			t.Fatalf("%d reads and %d events kept from the reader, for %d idle events in %s (poll interval %s): want none and all",
+				reads, skipped, events, span, pr.p.cfg.PollInterval)
 		}
 		if sweeps := pr.p.watch.sweeps.Load(); sweeps < int64(span/pr.p.cfg.PollInterval)-1 {
 			t.Fatalf("%d sweeps of the parked reader in %s: it was not watched", sweeps, span)
+		}
+		f.Put("s", "k", []byte("k:0"))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := pr.rec.deliveries(); len(got) != 1 || pr.parked() != 1 {
+			t.Fatalf("%d deliveries of the record put, %d readers parked after it: want 1 and 1", len(got), pr.parked())
 		}
 	})
 }

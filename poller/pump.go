@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,6 +32,9 @@ type pump struct {
 	now      func() time.Time
 	obs      SubscriptionObserver
 	made     int // subscriptions made: the later ones are renewals
+	// parked says the reader is parked (subscription.parked): an event with nothing for it (no
+	// new records, not the shard's end) is not handed over.
+	parked *atomic.Bool
 }
 
 // run subscribes until the shard ends or ctx ends: it resubscribes at once after a subscription
@@ -175,6 +179,12 @@ func (m *pump) handOver(ctx context.Context, v *types.SubscribeToShardEvent) (ha
 		m.pos = &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: v.ContinuationSequenceNumber}
 	}
 	end = v.ContinuationSequenceNumber == nil || len(v.ChildShards) > 0
+	if len(recs) == 0 && !end && m.parked != nil && m.parked.Load() {
+		// A parked reader has no window open and nothing pending: what such an event says (how
+		// far behind it is) changes none of its decisions, and its next read overwrites it.
+		m.e.skipped.Add(1)
+		return true, false
+	}
 	se := subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), end: end, children: v.ChildShards}
 	// events without records too: they say the reader is caught up
 	return m.send(ctx, se), end

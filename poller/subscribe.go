@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -60,6 +61,8 @@ type efo struct {
 
 	mu     sync.Mutex
 	closed map[string]bool // shards some ListShards showed closed
+
+	skipped atomic.Int64 // events not handed to a parked reader, for the tests
 }
 
 // useSubscriptions sets the poller up to read through Config.ConsumerARN. The Kinesis client must
@@ -133,10 +136,12 @@ type subscription struct {
 	done   chan struct{}
 	cur    subEvent // the event being taken apart
 	has    bool     // cur holds something not yet handed to the reader
-	// caughtUp is when the reader was last shown to be caught up: by a probe (see windowProbe),
-	// or, for lack of one, by an event that said so.
+	// caughtUp is when the reader was last shown to be caught up: by a probe (see windowProbe).
 	caughtUp time.Time
 	probed   time.Time // the last probe
+	// parked: the reader is parked (park.go), so an event that carries nothing for it need not
+	// wake it. Set and cleared by the reader, read by the pump.
+	parked atomic.Bool
 }
 
 // subscribing reports whether the reader reads through a subscription: the mapping has a
@@ -165,7 +170,7 @@ func (r *reader) subscribe(ctx context.Context) error {
 	r.sub = s
 	pm := &pump{e: r.p.efo, shardID: r.shardID, log: r.p.log.With("shard_id", r.shardID, "consumer", r.p.efo.consumer),
 		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.retry, now: r.p.now,
-		obs: r.p.subscriptionObserver()}
+		obs: r.p.subscriptionObserver(), parked: &s.parked}
 	go func() {
 		defer close(s.done)
 		pm.run(pctx)
