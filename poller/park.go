@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Parked subscriptions. A subscribed reader that is caught up, with nothing pending and no
-// tumbling window open, has nothing to do until its pump hands it an event: no timer of its own
+// Parked subscriptions. A subscribed reader with nothing pending and no tumbling window open
+// has nothing to do until its pump hands it an event: no timer of its own
 // needs it (no batching window runs, no window is to close). Instead of waking every poll interval
 // to find nothing, it parks: it waits for the pump's next event, the end of its context, or a wake
 // from the Poller's watch. The watch is one goroutine that, every PollInterval while readers are
@@ -16,8 +16,11 @@ import (
 // (Coordinator.Held turns false by itself when a worker is cut off from its lease table and its
 // claims fail), the shard shown closed by ListShards (read on with GetRecords), a slot failed. It
 // wakes the readers concerned, and each finds the reason where it did before its wake (read,
-// readSubscription, state). So an idle subscription wakes its reader once an event (Kinesis sends
-// one every few seconds) instead of once a poll interval too, and what the wake was for is still
+// readSubscription, state). The pump does not hand a parked reader an event that carries nothing
+// for it (no new records, not the shard's end): with no window open and nothing pending, how far
+// behind such an event says the reader is changes none of its decisions, and its next read
+// overwrites it. So an idle subscription wakes its reader neither once a poll interval nor for its
+// keep-alive events (Kinesis sends one every few seconds), and what the wake was for is still
 // noticed within a poll interval.
 
 // subWatch is the Poller's watch over its parked readers.

@@ -90,9 +90,16 @@ func newHarness(t *testing.T, shards int) *harness {
 
 func (h *harness) start() {
 	h.t.Helper()
+	h.startInvoking(inprocess.New(h.rec.handle, inprocess.WithTimeout(10*time.Second)))
+}
+
+// startInvoking is start with the invoker inv instead of the recorder, and the options extra
+// after the harness' own.
+func (h *harness) startInvoking(inv Invoker, extra ...Option) {
+	h.t.Helper()
 	cfg := h.cfg
 	cfg.StreamARN = h.arn
-	p, err := New(cfg, h.kin, h.store, inprocess.New(h.rec.handle, inprocess.WithTimeout(10*time.Second)), h.opts...)
+	p, err := New(cfg, h.kin, h.store, inv, append(h.opts[:len(h.opts):len(h.opts)], extra...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -492,16 +492,7 @@ func TestStaleCaughtUpEventKeepsWindowOpen(t *testing.T) {
 		}
 		return nil
 	})
-	cfg := h.cfg
-	cfg.StreamARN = h.arn
-	p, err := New(cfg, h.kin, h.store, inv, h.opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	h.startInvoking(inv)
 
 	// Both records in one window: the first early in it, the second a heartbeat (1 s) later.
 	testkit.WaitFor(t, "the start of a window", 2*window, func() bool { return time.Since(time.Now().Truncate(window)) < 300*time.Millisecond })
@@ -555,16 +546,7 @@ func TestIdleSubscriptionPacedByPollInterval(t *testing.T) {
 	h.cfg.TumblingWindow = 15 * time.Minute // open for the whole test once the record came
 	sums := &windowSums{totals: map[string]map[string]int{}}
 	reads := &readCounter{}
-	cfg := h.cfg
-	cfg.StreamARN = h.arn
-	p, err := New(cfg, h.kin, h.store, inprocess.New(sums.handle), append(h.opts, WithObserver(reads))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	h.startInvoking(inprocess.New(sums.handle), WithObserver(reads))
 	h.fake.Put("s", "k", []byte("1"))
 	testkit.WaitFor(t, "the record", 5*time.Second, func() bool {
 		sums.mu.Lock()
