@@ -9,9 +9,10 @@ import (
 
 // Parked subscriptions. A subscribed reader with nothing pending and no tumbling window open has
 // nothing to do until its pump hands it an event: no timer of its own needs it (no batching
-// window runs, no window is to close). Instead of waking every poll interval to find nothing, it parks: it waits for the pump's next event, the end of its context, or a wake
-// from the Poller's watch. The watch is one goroutine that, every PollInterval while readers are
-// parked, asks of each what that reader's own wake would have found: the lease no longer held
+// window runs, no window is to close). Instead of waking every poll interval to find nothing, it
+// parks: it waits for the pump's next event, the end of its context, or a wake from the Poller's
+// watch. The watch is one goroutine that, every PollInterval while readers are parked, asks of
+// each what that reader's own wake would have found: the lease no longer held
 // (Coordinator.Held turns false by itself when a worker is cut off from its lease table and its
 // claims fail), the shard shown closed by ListShards (read on with GetRecords), a slot failed. It
 // wakes the readers concerned, and each finds the reason where it did before its wake (read,
