@@ -124,11 +124,11 @@ func (r *reader) park(ctx context.Context) bool {
 	}
 	w.add(r)
 	defer w.remove(r)
-	s.parked.Store(true)
-	defer s.parked.Store(false)
+	s.parked.Store(s.received + 1)
+	defer s.parked.Store(0)
 	select {
-	case s.cur = <-s.events:
-		s.has = true
+	case ev := <-s.events:
+		s.took(ev)
 		return true
 	case <-r.woke:
 		return ctx.Err() == nil

@@ -3,10 +3,14 @@ package poller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
@@ -227,4 +231,46 @@ func TestParkedReaderOfFailedSlot(t *testing.T) {
 			t.Fatalf("%d deliveries, %d readers woken by the watch", len(pr.rec.deliveries()), pr.p.watch.woken.Load())
 		}
 	})
+}
+
+// TestPumpHandsOverWhileTheParkedReaderHasAnEvent: the pump keeps an idle event from a parked
+// reader only when the reader has taken every event sent. One with records still in the channel
+// (the reader parked just before it came, or took it and has not yet left park) means the reader
+// is about to run: the empty event after it, which may be the only one to say it is caught up, is
+// handed over too.
+func TestPumpHandsOverWhileTheParkedReaderHasAnEvent(t *testing.T) {
+	e := &efo{}
+	// Room for two events, so that the pump's choice for the second is made while the first is
+	// still in the channel, without a goroutine (the reader's channel holds one).
+	s := &subscription{events: make(chan subEvent, 2)}
+	m := &pump{e: e, shardID: "shardId-000000000000", events: s.events, obs: nopSubscriptionObserver{}, now: time.Now, parked: &s.parked}
+	seq := func(n int) *string { return aws.String(fmt.Sprintf("%021d", n)) }
+	idle := func(n int) *types.SubscribeToShardEvent {
+		return &types.SubscribeToShardEvent{ContinuationSequenceNumber: seq(n), MillisBehindLatest: aws.Int64(0)}
+	}
+	ctx := context.Background()
+
+	s.parked.Store(s.received + 1) // parked, nothing sent yet: an idle event is kept
+	if handed, _ := m.handOver(ctx, idle(1)); !handed || len(s.events) != 0 || e.skipped.Load() != 1 {
+		t.Fatalf("idle event to a parked reader: handed %v, %d in the channel, %d kept; want it kept", handed, len(s.events), e.skipped.Load())
+	}
+	rec := types.Record{SequenceNumber: seq(2), Data: []byte("x"), PartitionKey: aws.String("k")}
+	m.handOver(ctx, &types.SubscribeToShardEvent{ContinuationSequenceNumber: seq(2), MillisBehindLatest: aws.Int64(5000), Records: []types.Record{rec}})
+	// The reader is still parked, the record's event not taken: the caught-up event that follows
+	// must reach it.
+	m.handOver(ctx, idle(3))
+	if len(s.events) != 2 || e.skipped.Load() != 1 {
+		t.Fatalf("%d events in the channel, %d kept: the caught-up event after the record's was kept from a reader that had not taken the record's", len(s.events), e.skipped.Load())
+	}
+	s.took(<-s.events)
+	s.took(<-s.events)
+	s.parked.Store(0)
+	if s.cur.behind != 0 || len(s.cur.records) != 0 {
+		t.Fatalf("the last event taken: %d records, %d ms behind; want the caught-up one", len(s.cur.records), s.cur.behind)
+	}
+	s.parked.Store(s.received + 1) // parked again, every event taken: idle events are kept again
+	m.handOver(ctx, idle(4))
+	if e.skipped.Load() != 2 || len(s.events) != 0 {
+		t.Fatalf("%d events kept, %d in the channel, want 2 and 0", e.skipped.Load(), len(s.events))
+	}
 }

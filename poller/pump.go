@@ -32,9 +32,11 @@ type pump struct {
 	now      func() time.Time
 	obs      SubscriptionObserver
 	made     int // subscriptions made: the later ones are renewals
-	// parked says the reader is parked (subscription.parked): an event with nothing for it (no
-	// new records, not the shard's end) is not handed over.
-	parked *atomic.Bool
+	// parked is subscription.parked: while it says the reader is parked having taken all sent
+	// events, an event with nothing for it (no new records, not the shard's end) is not handed
+	// over.
+	parked *atomic.Int64
+	sent   int64 // events handed over
 }
 
 // run subscribes until the shard ends or ctx ends: it resubscribes at once after a subscription
@@ -179,7 +181,7 @@ func (m *pump) handOver(ctx context.Context, v *types.SubscribeToShardEvent) (ha
 		m.pos = &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: v.ContinuationSequenceNumber}
 	}
 	end = v.ContinuationSequenceNumber == nil || len(v.ChildShards) > 0
-	if len(recs) == 0 && !end && m.parked != nil && m.parked.Load() {
+	if len(recs) == 0 && !end && m.readerParked() {
 		// A parked reader has no window open and nothing pending: what such an event says (how
 		// far behind it is) changes none of its decisions, and its next read overwrites it.
 		m.e.skipped.Add(1)
@@ -190,9 +192,18 @@ func (m *pump) handOver(ctx context.Context, v *types.SubscribeToShardEvent) (ha
 	return m.send(ctx, se), end
 }
 
+// readerParked reports whether the reader is parked with every event sent taken: one sent and
+// not yet taken (in the channel, or just taken by a park that has not yet returned) means the
+// reader is about to run, and may need what the next event says.
+func (m *pump) readerParked() bool {
+	p := m.parked.Load()
+	return p != 0 && p-1 == m.sent
+}
+
 func (m *pump) send(ctx context.Context, ev subEvent) bool {
 	select {
 	case m.events <- ev:
+		m.sent++
 		return true
 	case <-ctx.Done():
 		return false

@@ -139,9 +139,18 @@ type subscription struct {
 	// caughtUp is when the reader was last shown to be caught up: by a probe (see windowProbe).
 	caughtUp time.Time
 	probed   time.Time // the last probe
-	// parked: the reader is parked (park.go), so an event that carries nothing for it need not
-	// wake it. Set and cleared by the reader, read by the pump.
-	parked atomic.Bool
+	// received counts the events taken from the channel. parked is received+1 while the reader
+	// is parked (park.go), 0 otherwise: written by the reader, read by the pump, which keeps an
+	// event that carries nothing for the reader only when the reader is parked having taken every
+	// event sent (an event on its way means the reader is about to run).
+	received int64
+	parked   atomic.Int64
+}
+
+// took puts ev, taken from the channel, in hand.
+func (s *subscription) took(ev subEvent) {
+	s.cur, s.has = ev, true
+	s.received++
 }
 
 // subscribing reports whether the reader reads through a subscription: the mapping has a
@@ -233,8 +242,8 @@ func (r *reader) await(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
-	case s.cur = <-s.events:
-		s.has = true
+	case ev := <-s.events:
+		s.took(ev)
 		return true
 	case <-t.C:
 		return true
@@ -265,8 +274,8 @@ func (r *reader) readSubscription(ctx context.Context, limit int32) (*kinesis.Ge
 	for len(out.Records) < int(limit) {
 		if !s.has {
 			select {
-			case s.cur = <-s.events:
-				s.has = true
+			case ev := <-s.events:
+				s.took(ev)
 			default:
 			}
 			if !s.has {
