@@ -23,7 +23,6 @@ type parkRun struct {
 	rec   *recorder
 	reads *readCounter
 	done  chan error
-	stop  context.CancelFunc
 }
 
 func startParkRun(t *testing.T, f *fakekinesis.Fake, store Store, coord Coordinator, tune func(*Config)) *parkRun {
@@ -48,7 +47,6 @@ func startParkRun(t *testing.T, f *fakekinesis.Fake, store Store, coord Coordina
 	p.retryBase, p.retryMax = 10*time.Millisecond, 100*time.Millisecond
 	pr.p = p
 	ctx, cancel := context.WithCancel(context.Background())
-	pr.stop = cancel
 	go func() { pr.done <- p.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
