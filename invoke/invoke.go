@@ -78,6 +78,15 @@ var ErrThrottled = invokeapi.ErrThrottled
 // transport failures, 5xx from the invoke endpoint, missing function. Retried, never counted.
 var ErrUnavailable = invokeapi.ErrUnavailable
 
+// ErrAmbiguous is wrapped by Invoke errors when the request was written (all of it) and then the
+// answer did not come: a connection reset, an EOF, a timeout waiting for the answer. The function
+// may have run, and may still be running: Lambda and aws-lambda-rie run an invocation to its end
+// whatever happens to the client's connection. It is not safe to send the same batch again until
+// the invocation bound has passed (the poller waits; the invokers never retry it themselves).
+// Errors before the request was written (a refused or failed dial, DNS, a TLS handshake) wrap
+// ErrUnavailable instead: the function was not reached. See ClassifyTransport.
+var ErrAmbiguous = invokeapi.ErrAmbiguous
+
 // FunctionErrorUnhandled is the value Lambda puts in X-Amz-Function-Error (and in the on-failure
 // record's responseContext.functionError) when the function threw, crashed or timed out.
 const FunctionErrorUnhandled = invokeapi.FunctionErrorUnhandled

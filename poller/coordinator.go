@@ -39,7 +39,8 @@ type readerResult struct {
 	kind     resultKind
 	children []types.ChildShard // resultFinished: the ChildShards of the shard's end
 	err      error              // resultFailed
-	// abandoned: an invocation was cut off by the end of the shutdown grace and may still run.
+	// abandoned: an invocation may still run (cut off by the end of the shutdown grace, or failed
+	// after its request was sent less than the invocation bound ago): the lease is abandoned.
 	abandoned bool
 }
 

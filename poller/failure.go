@@ -113,9 +113,9 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 // process handles one batch by Lambda's failure rules (written out in DESIGN.md, "Failure rules")
 // and returns once every record of it was handled or discarded (and the checkpoint covers it), or
 // with errStopped when the mapping stops. payload, when non-nil, is the encoded event for recs (or
-// batch's stand-in, direct.go).
-func (r *reader) process(runCtx, workCtx context.Context, recs []types.Record, payload []byte) error {
-	return r.processRun(&batchRun{r: r, runCtx: runCtx, workCtx: workCtx, recs: recs, payload: payload})
+// batch's stand-in, direct.go). Its invocations are sent on l: the shard's, or its slot's.
+func (r *reader) process(runCtx, workCtx context.Context, l *lane, recs []types.Record, payload []byte) error {
+	return r.processRun(&batchRun{r: r, runCtx: runCtx, workCtx: workCtx, lane: l, recs: recs, payload: payload})
 }
 
 // processRun runs b through the failure rules.
@@ -135,6 +135,7 @@ const failurePaceFactor = 4
 type batchRun struct {
 	r               *reader
 	runCtx, workCtx context.Context
+	lane            *lane // where its invocations are sent (send.go)
 	recs            []types.Record
 	payload         []byte // the event for recs; nil: encode it again
 	invokes         int    // invocations of these records so far (approximateInvokeCount)
@@ -171,31 +172,36 @@ func (b *batchRun) attempt(int) (step, error) {
 		resp := &FailureResponse{StatusCode: 413, ExecutedVersion: "$LATEST"}
 		return stepDone, r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, 1, resp, "")
 	}
-	if !r.held() {
-		return stepDone, errLost
-	}
 	r.p.obs.IteratorAge(r.shardID, iteratorAge(b.recs, r.p.now()))
-	ictx := b.startSpan(b.workCtx)
-	started := time.Now()
-	// Held again just before the send, if the invoker waits first (for a slot, an endpoint, an
-	// environment) or retries on its own: see invoke.WithStartCheck.
-	if r.p.coord != nil {
-		ictx = invoke.WithStartCheck(ictx, r.held)
+	recs, payload := b.recs, b.payload
+	s := r.send(invocation{lane: b.lane, run: b.runCtx, ctx: b.workCtx, span: b.startSpan,
+		call: func(ctx context.Context) (invoke.Response, error) { return r.invokeBatch(ctx, recs, payload) }})
+	if errors.Is(s.err, errLost) || errors.Is(s.err, errStopped) {
+		return stepDone, s.err // not sent: the lease is gone, or the mapping stops
 	}
-	resp, err := r.invokeBatch(ictx, b.recs, b.payload)
-	took := time.Since(started)
 	b.attempted = true
-	if err != nil {
-		b.endSpan(OutcomeNotInvoked)
-		if b.workCtx.Err() != nil { // cut off by the end of the shutdown grace: it may run on
-			r.abandoned.Store(true)
-		}
-		r.observeInvoke(0, took, err, false, false)
-		b.log().Warn("function not invoked; retrying without counting", "err", err)
-		b.stalled("function not invoked: " + err.Error())
-		return stepRetry, err
+	if s.err != nil {
+		return b.notInvoked(s)
 	}
-	return b.judge(resp, took)
+	return b.judge(s.resp, s.took)
+}
+
+// notInvoked handles an invocation that did not reach the function, or whose outcome is unknown
+// (s.ambiguous: it may have run, and may still run; send holds the shard's next invocation back
+// until it has ended). Neither counts toward MaximumRetryAttempts nor bisects: Lambda counts an
+// error "without invoking the function" in neither, and esm cannot tell an ambiguous failure from
+// one. The batch is retried with backoff (after the wait, for an ambiguous one).
+func (b *batchRun) notInvoked(s sent) (step, error) {
+	b.endSpan(OutcomeNotInvoked)
+	b.r.observeInvoke(0, s.took, s.err, false, false)
+	if s.ambiguous {
+		b.log().Warn("invocation failed after its request was sent: it may still run; retrying without counting once the invocation bound has passed", "err", s.err, "bound", b.r.p.bound)
+		b.stalled("invocation outcome unknown: " + s.err.Error())
+	} else {
+		b.log().Warn("function not invoked; retrying without counting", "err", s.err)
+		b.stalled("function not invoked: " + s.err.Error())
+	}
+	return stepRetry, s.err
 }
 
 // discardExpired discards the records at the head of the batch that are too old to be invoked:
@@ -323,7 +329,7 @@ func (b *batchRun) bisect(parent InvocationSpan) error {
 	b.log().Info("bisecting batch", "first_half", half, "second_half", len(b.recs)-half)
 	b.stalled("function error") // the halves are failing since the batch first did
 	for _, recs := range [][]types.Record{b.recs[:half], b.recs[half:]} {
-		h := &batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, recs: recs, half: true, stall: stall{since: b.stall.since}, parent: parent}
+		h := &batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, lane: b.lane, recs: recs, half: true, stall: stall{since: b.stall.since}, parent: parent}
 		if err := b.r.processRun(h); err != nil {
 			return err
 		}

@@ -35,6 +35,7 @@ type slotQueue struct {
 	recs   []types.Record
 	ready  chan struct{} // capacity 1: records were added or the queue closed
 	closed bool
+	lane   lane // the slot's invocations (send.go)
 }
 
 func (q *slotQueue) push(recs []types.Record) {
@@ -122,7 +123,7 @@ func (s *slots) work(runCtx, workCtx context.Context, q *slotQueue) {
 		if n < len(recs) {
 			q.unshift(recs[n:])
 		}
-		err := r.process(runCtx, workCtx, recs[:n], payload)
+		err := r.process(runCtx, workCtx, &q.lane, recs[:n], payload)
 		buf = payload[:0]
 		if err != nil {
 			s.fail(err)

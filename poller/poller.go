@@ -72,6 +72,7 @@ type Poller struct {
 	blockedAfter        time.Duration // see WithBlockedAfter
 	warnedIgnored       atomic.Bool   // the ignored batchItemFailures were logged (blocked.go)
 	tracer              Tracer        // nil: invocations are not traced (trace.go)
+	bound               time.Duration // B: how long an invocation may run once sent (send.go)
 	checked             *Checked      // given to NewChecked: New does not check the Config again
 }
 
@@ -96,7 +97,7 @@ func WithClock(now func() time.Time) Option { return func(p *Poller) { p.now = n
 // *ValidationError naming the field.
 func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (*Poller, error) {
 	p := &Poller{kin: kin, store: store, inv: inv, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now,
-		retryBase: time.Second, retryMax: 5 * time.Second, obs: NopObserver{}, blockedAfter: DefaultBlockedAfter}
+		retryBase: time.Second, retryMax: 5 * time.Second, obs: NopObserver{}, blockedAfter: DefaultBlockedAfter, bound: DefaultInvocationBound}
 	for _, o := range opts {
 		o(p)
 	}

@@ -38,9 +38,12 @@ type reader struct {
 
 	buf   []byte // event encoding buffer, reused across batches
 	slots *slots // with ParallelizationFactor > 1: the batches in flight
-	// abandoned: an invocation was cut off by the end of the shutdown grace. It may still run
-	// (on Lambda, at an HTTP endpoint): the lease must not be handed over as if it had ended.
-	abandoned atomic.Bool
+	// lane: the shard's invocations (all of them with ParallelizationFactor 1; with more, its
+	// window's final invocations, never made: a windowed mapping runs one slot). See send.
+	lane lane
+	// runsUntil: an invocation of the shard whose outcome is unknown (UnixNano) may run until
+	// then (send.go): the lease must not be handed over as if it had ended (mayStillRun).
+	runsUntil atomic.Int64
 
 	blocked blockage // the shard's batches reported blocked (blocked.go)
 
@@ -137,7 +140,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 		stopSlots := r.startSlots(runCtx, workCtx)
 		defer func() {
 			res = stopSlots(res)
-			res.abandoned = res.abandoned || r.abandoned.Load()
+			res.abandoned = res.abandoned || r.mayStillRun()
 		}()
 	}
 	for {
@@ -176,7 +179,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 
 // result is how the reader ended, from the error that ended it.
 func (r *reader) result(err error) readerResult {
-	return readerResult{shardID: r.shardID, abandoned: r.abandoned.Load()}.endedBy(err)
+	return readerResult{shardID: r.shardID, abandoned: r.mayStillRun()}.endedBy(err)
 }
 
 // startSlots starts the slots of a ParallelizationFactor above 1. The function it returns stops
@@ -227,6 +230,11 @@ func (r *reader) finishShard(runCtx, workCtx context.Context) error {
 		if err := r.slots.drain(); err != nil {
 			return err
 		}
+	}
+	// Its children start once it is finished: not while one of its invocations may still run
+	// (an ambiguous failure whose records were then discarded, send.go).
+	if wait := time.Until(time.Unix(0, r.runsUntil.Load())); wait > 0 && !ctxwait.Sleep(runCtx, wait) {
+		return errStopped
 	}
 	return r.finish(workCtx)
 }
@@ -367,7 +375,7 @@ func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record
 			take = pos[n]
 		}
 	}
-	if err := r.process(runCtx, workCtx, matched, payload); err != nil {
+	if err := r.process(runCtx, workCtx, &r.lane, matched, payload); err != nil {
 		return 0, err
 	}
 	if tail := pending[take-1]; deref(tail.SequenceNumber) != deref(matched[len(matched)-1].SequenceNumber) {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // WindowState is a shard's open tumbling window: stored with the checkpoint, so that a restart
@@ -118,13 +121,15 @@ func (r *reader) closeWindow(runCtx, workCtx context.Context, early bool) error 
 	log := r.p.log.With("shard_id", r.shardID, "window_start", w.Start)
 	bo := r.p.retryPace()
 	err := retry(runCtx, &bo, func(int) (step, error) {
-		if !r.held() {
-			return stepDone, errLost
+		s := r.send(invocation{lane: &r.lane, run: runCtx, ctx: workCtx, call: func(ctx context.Context) (invoke.Response, error) {
+			return r.p.inv.Invoke(ctx, payload)
+		}})
+		resp, err := s.resp, s.err
+		if errors.Is(err, errLost) || errors.Is(err, errStopped) {
+			return stepDone, err // not sent
 		}
-		started := time.Now()
-		resp, err := r.p.inv.Invoke(workCtx, payload)
 		_, hasState := windowResponse(resp.Payload)
-		r.observeInvoke(0, time.Since(started), err, resp.Failed() || !hasState, resp.Failed())
+		r.observeInvoke(0, s.took, err, resp.Failed() || !hasState, resp.Failed())
 		switch {
 		case err == nil && !resp.Failed() && hasState:
 			return stepDone, nil

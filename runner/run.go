@@ -164,7 +164,9 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, mc poller.Config, st *ope
 	if err != nil {
 		return err
 	}
-	popts := m.Hooks.pollerOptions()
+	// The bound the lease table's takers wait for is the one the poller waits for after an
+	// invocation whose outcome is unknown.
+	popts := append(m.Hooks.pollerOptions(), poller.WithInvocationBound(invocationBound(m.Function)))
 	if mc.OnFailureDestination != "" {
 		d, err := r.destination(mc, id)
 		if err != nil {

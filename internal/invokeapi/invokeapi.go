@@ -53,6 +53,9 @@ var ErrThrottled = errors.New("invoke throttled")
 // ErrUnavailable is invoke.ErrUnavailable (documented there).
 var ErrUnavailable = errors.New("function unavailable")
 
+// ErrAmbiguous is invoke.ErrAmbiguous (documented there).
+var ErrAmbiguous = errors.New("invocation outcome unknown: the request was sent and no answer came, so the function may have run and may still run")
+
 // FunctionErrorUnhandled is invoke.FunctionErrorUnhandled (documented there).
 const FunctionErrorUnhandled = "Unhandled"
 
