@@ -5,7 +5,10 @@
 //   - function error: the function ran and failed (returned an error, panicked, timed out);
 //     Response.FunctionError is "Unhandled" and Response.Payload holds Lambda's error document;
 //   - not invoked: the function could not be reached (throttled, unavailable, misconfigured);
-//     Invoke returns a non-nil error wrapping ErrThrottled or ErrUnavailable.
+//     Invoke returns a non-nil error wrapping ErrThrottled or ErrUnavailable;
+//   - unknown: the request was written and no answer came (a reset, an EOF, a timeout waiting
+//     for it); the function may have run and may still run. Invoke returns an error wrapping
+//     ErrAmbiguous, and the caller must not send the batch again before the invocation bound.
 //
 // Lambda counts function errors toward MaximumRetryAttempts and does not count the third kind;
 // keeping the three apart at this boundary is what lets the poller apply Lambda's rules.
@@ -56,8 +59,9 @@ const DefaultFunctionARN = invokeapi.DefaultFunctionARN
 //	Invoke(ctx context.Context, payload []byte) (Response, error)
 //
 // A nil error means the function was reached: Response.FunctionError tells a success from a
-// function error. A non-nil error means it was not reached: it wraps ErrThrottled or
-// ErrUnavailable, or it is the caller's ctx error when ctx ended first.
+// function error. A non-nil error means it was not reached, or may have been without an answer:
+// it wraps ErrThrottled, ErrUnavailable or ErrAmbiguous, or it is the caller's ctx error when ctx
+// ended first (then it may still run too).
 type Invoker = invokeapi.Invoker
 
 // InvokerFunc adapts a function to Invoker: InvokerFunc(f).Invoke calls f.
@@ -86,6 +90,17 @@ var ErrUnavailable = invokeapi.ErrUnavailable
 // Errors before the request was written (a refused or failed dial, DNS, a TLS handshake) wrap
 // ErrUnavailable instead: the function was not reached. See ClassifyTransport.
 var ErrAmbiguous = invokeapi.ErrAmbiguous
+
+// SendTrace follows an invocation's HTTP attempts: whether each one's request was written, and
+// so whether its failure is ErrUnavailable (not written) or ErrAmbiguous (written). An invoker
+// that speaks HTTP through net/http makes its requests with TraceSend's context, calls Attempt
+// before each attempt and Failed on a failure that got no answer: invoke/lambdaapi (the SDK's
+// client keeps the request context) and invoke/httpinvoke do.
+type SendTrace = invokeapi.SendTrace
+
+// TraceSend returns ctx with a net/http client trace (httptrace.WroteRequest) that records in
+// the SendTrace when a request made with it was written in full.
+func TraceSend(ctx context.Context) (context.Context, *SendTrace) { return invokeapi.TraceSend(ctx) }
 
 // FunctionErrorUnhandled is the value Lambda puts in X-Amz-Function-Error (and in the on-failure
 // record's responseContext.functionError) when the function threw, crashed or timed out.

@@ -35,7 +35,9 @@ type KinesisAPI interface {
 
 // Invoker runs the function once with an event payload. A nil error means the function was
 // reached (see invoke.Response for success versus function error); a non-nil error means it was
-// not (throttled or unavailable) and the same batch is tried again.
+// not (throttled or unavailable) and the same batch is tried again, or, wrapping
+// invoke.ErrAmbiguous, that it may have been and may still run: the same batch is tried again
+// once the invocation bound has passed (send.go).
 type Invoker interface {
 	Invoke(ctx context.Context, payload []byte) (invoke.Response, error)
 }

@@ -2,11 +2,9 @@ package httpinvoke
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -30,6 +28,7 @@ const (
 	kindFunctionError                        // the function ran and failed
 	kindThrottled                            // not invoked: 429
 	kindUnavailable                          // not invoked: anything else
+	kindAmbiguous                            // sent, then no answer: it may have run, may still run
 )
 
 func (k outcomeKind) String() string {
@@ -42,6 +41,8 @@ func (k outcomeKind) String() string {
 		return "throttled"
 	case kindUnavailable:
 		return "unavailable"
+	case kindAmbiguous:
+		return "ambiguous"
 	}
 	return fmt.Sprintf("outcomeKind(%d)", int(k))
 }
@@ -56,9 +57,12 @@ type outcome struct {
 	resp invoke.Response
 	// reason says what the endpoint answered, for kindThrottled and kindUnavailable.
 	reason string
-	// busy: the attempt timed out without an answer, so the endpoint may still be running the
+	// busy: the attempt was sent and got no answer, so the endpoint may still be running the
 	// invocation; sending it another now would overlap (and crash aws-lambda-rie).
 	busy bool
+	// err is the transport error, classified, for kindUnavailable and kindAmbiguous without an
+	// answer.
+	err error
 }
 
 // result turns the outcome into Invoke's return values.
@@ -68,9 +72,11 @@ func (o outcome) result(ep fmt.Stringer) (invoke.Response, error) {
 		return o.resp, nil
 	case kindThrottled:
 		return invoke.Response{}, fmt.Errorf("%w: %s: %s", invoke.ErrThrottled, ep, o.reason)
-	default:
-		return invoke.Response{}, fmt.Errorf("%w: %s: %s", invoke.ErrUnavailable, ep, o.reason)
 	}
+	if o.err != nil {
+		return invoke.Response{}, fmt.Errorf("%s: %w", ep, o.err)
+	}
+	return invoke.Response{}, fmt.Errorf("%w: %s: %s", invoke.ErrUnavailable, ep, o.reason)
 }
 
 // timedOutText is aws-lambda-rie's plain-text answer to an invocation that passed the function
@@ -86,8 +92,9 @@ var errorDocumentKeys = map[string]bool{
 // classifyHTTP classifies one HTTP attempt at invoking a function, sent with request ID reqID.
 // It is the only place that decides; the rules, in order:
 //
-//  1. a transport error: not invoked, retried; but a timeout (the endpoint may still be running
-//     the invocation) is not retried, and marks the endpoint busy;
+//  1. a transport error (a.err, classified by invoke.SendTrace): before the request was written,
+//     not invoked and retried; after it (a reset, an EOF, a timeout), ambiguous: the endpoint may
+//     still be running the invocation, so it is not retried and the endpoint is marked busy;
 //  2. a function error: the X-Amz-Function-Error header (Lambda), a plain "Task timed out after
 //     N seconds" body (aws-lambda-rie's timeout, rewritten into Lambda's Sandbox.Timedout
 //     document), or an error document ({"errorType", "errorMessage", ...}) with status 2xx (the
@@ -103,11 +110,10 @@ var errorDocumentKeys = map[string]bool{
 // X-Amz-Function-Error (aws-lambda-rie) leaves no other way to tell.
 func classifyHTTP(reqID string, a attempt) outcome {
 	if a.err != nil {
-		var ne net.Error
-		if errors.Is(a.err, context.DeadlineExceeded) || (errors.As(a.err, &ne) && ne.Timeout()) {
-			return outcome{kind: kindUnavailable, busy: true, reason: a.err.Error()}
+		if errors.Is(a.err, invoke.ErrAmbiguous) {
+			return outcome{kind: kindAmbiguous, busy: true, reason: a.err.Error(), err: a.err}
 		}
-		return outcome{kind: kindUnavailable, retry: true, reason: a.err.Error()}
+		return outcome{kind: kindUnavailable, retry: true, reason: a.err.Error(), err: a.err}
 	}
 	resp := invoke.Response{
 		StatusCode:      http.StatusOK, // what Lambda's Invoke API answers for anything the function did

@@ -63,9 +63,13 @@ func TestClassifyHTTP(t *testing.T) {
 		{name: "proxy 502 without a document", in: attempt{status: 502, body: []byte("<html>Bad Gateway</html>")}, kind: kindUnavailable, retry: true},
 		{name: "error-like document on 500 is the endpoint's", in: attempt{status: 500, body: []byte(`{"errorType":"x","errorMessage":"y"}`)}, kind: kindUnavailable, retry: true},
 		{name: "redirect", in: attempt{status: 307}, kind: kindUnavailable},
-		{name: "connection refused", in: attempt{err: syscall.ECONNREFUSED}, kind: kindUnavailable, retry: true},
-		{name: "client timeout", in: attempt{err: &url.Error{Op: "Post", URL: "u", Err: timeoutErr{}}}, kind: kindUnavailable, busy: true},
-		{name: "attempt deadline", in: attempt{err: fmt.Errorf("post: %w", context.DeadlineExceeded)}, kind: kindUnavailable, busy: true},
+		// Transport errors come classified (invoke.SendTrace.Failed): before the request was
+		// written, unavailable and retried; after it, ambiguous, never retried, the endpoint busy.
+		{name: "connection refused", in: attempt{err: fmt.Errorf("%w: %w", invoke.ErrUnavailable, syscall.ECONNREFUSED)}, kind: kindUnavailable, retry: true},
+		{name: "dial timeout", in: attempt{err: fmt.Errorf("%w: %w", invoke.ErrUnavailable, &url.Error{Op: "Post", URL: "u", Err: timeoutErr{}})}, kind: kindUnavailable, retry: true},
+		{name: "client timeout", in: attempt{err: fmt.Errorf("%w: %w", invoke.ErrAmbiguous, &url.Error{Op: "Post", URL: "u", Err: timeoutErr{}})}, kind: kindAmbiguous, busy: true},
+		{name: "attempt deadline", in: attempt{err: fmt.Errorf("%w: post: %w", invoke.ErrAmbiguous, context.DeadlineExceeded)}, kind: kindAmbiguous, busy: true},
+		{name: "reset", in: attempt{err: fmt.Errorf("%w: %w", invoke.ErrAmbiguous, syscall.ECONNRESET)}, kind: kindAmbiguous, busy: true},
 
 		// other runtimes' error documents
 		{name: "python error", in: attempt{status: 200, body: []byte(`{"errorMessage":"x","errorType":"ValueError","requestId":"r","stackTrace":["  File \"/var/task/app.py\", line 3\n"]}`)}, kind: kindFunctionError},
@@ -88,7 +92,7 @@ func TestClassifyHTTP(t *testing.T) {
 				t.Fatalf("got %v (retry %v, busy %v), want %v (retry %v, busy %v); reason %q", got.kind, got.retry, got.busy, tt.kind, tt.retry, tt.busy, got.reason)
 			}
 			switch tt.kind {
-			case kindThrottled, kindUnavailable:
+			case kindThrottled, kindUnavailable, kindAmbiguous:
 				if got.reason == "" {
 					t.Fatal("no reason given")
 				}

@@ -292,6 +292,7 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 	limit := h.timeout + h.margin
 	actx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	tctx, st := invoke.TraceSend(actx) // whether each attempt's request was written
 
 	var (
 		last     *outcome // the classification of the latest attempt that got an answer
@@ -311,6 +312,7 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 		},
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 		RequestLogHook: func(_ retryablehttp.Logger, _ *http.Request, _ int) {
+			st.Attempt()
 			inFlight = true
 			attempts++
 		},
@@ -319,7 +321,7 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 				return false, cerr // given up: the attempt may still be running at the endpoint
 			}
 			inFlight = false
-			o := classifyHTTP(reqID, readAttempt(resp, err))
+			o := classifyHTTP(reqID, readAttempt(st, resp, err))
 			last = &o
 			if o.retry {
 				h.log.Debug("invoke attempt did not reach the function; retrying", "endpoint", ep.base, "request_id", reqID, "attempt", attempts, "reason", o.reason)
@@ -327,7 +329,7 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 			return o.retry, nil
 		},
 	}
-	req, err := retryablehttp.NewRequestWithContext(actx, http.MethodPost, ep.url, payload)
+	req, err := retryablehttp.NewRequestWithContext(tctx, http.MethodPost, ep.url, payload)
 	if err != nil {
 		return invoke.Response{}, fmt.Errorf("%w: build request for %s: %w", invoke.ErrUnavailable, ep, err)
 	}
@@ -356,8 +358,10 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 		return invoke.Response{}, fmt.Errorf("invoke %s, request %s: %w", ep, reqID, ctx.Err())
 	case stopped != nil:
 		return invoke.Response{}, fmt.Errorf("invoke %s, request %s, after %d attempts: %w", ep, reqID, attempts, stopped)
+	case actx.Err() != nil && inFlight: // written: ambiguous, and the endpoint held back
+		return invoke.Response{}, fmt.Errorf("%s: %w", ep, st.Failed(fmt.Errorf("no answer within %v (function timeout %v)", limit, h.timeout)))
 	case actx.Err() != nil:
-		return invoke.Response{}, fmt.Errorf("%w: %s: no answer within %v (function timeout %v)", invoke.ErrUnavailable, ep, limit, h.timeout)
+		return invoke.Response{}, fmt.Errorf("%w: %s: no attempt sent within %v", invoke.ErrUnavailable, ep, limit)
 	case last != nil:
 		return invoke.Response{}, fmt.Errorf("%w: %s: %s (%d attempts)", invoke.ErrUnavailable, ep, last.reason, attempts)
 	default:
@@ -366,7 +370,8 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 }
 
 // attempt is what one HTTP attempt produced: a response (status, headers, body) or a transport
-// error.
+// error, classified (invoke.SendTrace.Failed: it wraps invoke.ErrUnavailable or
+// invoke.ErrAmbiguous).
 type attempt struct {
 	status int
 	header http.Header
@@ -375,16 +380,17 @@ type attempt struct {
 }
 
 // readAttempt reads the response body (up to one byte past Lambda's response limit) and puts a
-// copy back, so that whoever reads resp next sees it whole.
-func readAttempt(resp *http.Response, err error) attempt {
+// copy back, so that whoever reads resp next sees it whole. A failure without an answer is
+// classified by st: before or after the request was written.
+func readAttempt(st *invoke.SendTrace, resp *http.Response, err error) attempt {
 	if err != nil {
-		return attempt{err: err}
+		return attempt{err: st.Failed(err)}
 	}
 	body, rerr := io.ReadAll(io.LimitReader(resp.Body, invoke.MaxPayloadBytes+1))
 	_ = resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	if rerr != nil {
-		return attempt{err: fmt.Errorf("read response body: %w", rerr)}
+		return attempt{err: st.Failed(fmt.Errorf("read response body: %w", rerr))}
 	}
 	return attempt{status: resp.StatusCode, header: resp.Header, body: body}
 }

@@ -321,8 +321,8 @@ func TestHTTPAbandonedInvocationHoldsTheEndpointBack(t *testing.T) {
 	// after Invoke returned is later than the invoker's own, by however long the return took).
 	started := time.Now()
 	_, err := h.Invoke(context.Background(), []byte(`{}`))
-	if !errors.Is(err, invoke.ErrUnavailable) || !strings.Contains(err.Error(), "no answer within") {
-		t.Fatalf("err %v: want invoke.ErrUnavailable for an endpoint that never answers", err)
+	if !errors.Is(err, invoke.ErrAmbiguous) || !strings.Contains(err.Error(), "no answer within") {
+		t.Fatalf("err %v: want invoke.ErrAmbiguous for an endpoint that never answers", err)
 	}
 
 	// While held back, a waiting invocation still honours its context.
@@ -417,7 +417,7 @@ func TestHTTPClientTimeoutIsNotRetriedOnTheBusyEndpoint(t *testing.T) {
 	// for timeout from then (measured from before the call, as no scheduling delay can undercut).
 	started := time.Now()
 	_, err := h.Invoke(context.Background(), []byte(`{}`))
-	if !errors.Is(err, invoke.ErrUnavailable) || f.count() != 1 {
+	if !errors.Is(err, invoke.ErrAmbiguous) || f.count() != 1 {
 		t.Fatalf("err %v after %d requests: a timed-out attempt must not be retried at once", err, f.count())
 	}
 	arrived := make(chan time.Time, 1)

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 // invokeAPI is an httptest server that speaks Lambda's Invoke API: the function named in the
@@ -178,28 +179,25 @@ func TestClassifyLambda(t *testing.T) {
 	}
 }
 
-// Under a start check (the poller's lease), the SDK does not retry on its own: a retry would be
-// sent without asking the check. Without one, the client's retries stay its owner's choice.
-func TestLambdaRetriesOnlyWithoutAStartCheck(t *testing.T) {
+// The SDK's own retries ask the start check before each attempt (sendGuard): a check that says
+// no stops them before the next send. Fails without sendGuard's check (3 requests).
+func TestLambdaRetriesAskTheStartCheck(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
-		ctx      context.Context
+		yes      int // how many times the check says yes
 		requests int
+		want     error
 	}{
-		{"start check", invoke.WithStartCheck(context.Background(), func() bool { return true }), 1},
-		{"none", context.Background(), 3},
+		{"yes", 100, 3, invoke.ErrUnavailable},
+		{"no from the second attempt", 1, 1, invoke.ErrNotStarted},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			api := newInvokeAPI(t)
-			client := awslambda.New(awslambda.Options{
-				Region:           "us-east-1",
-				Credentials:      credentials.NewStaticCredentialsProvider("AKIDLOCAL", "local", ""),
-				BaseEndpoint:     aws.String(api.srv.URL),
-				RetryMaxAttempts: 3,
-				Retryer:          retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts, o.MaxBackoff = 3, time.Millisecond }),
-			})
-			if _, err := New(client, "broken").Invoke(tt.ctx, []byte(`{"Records":[]}`)); !errors.Is(err, invoke.ErrUnavailable) {
-				t.Fatalf("err %v, want invoke.ErrUnavailable", err)
+			client := retryingClient(api.srv.URL)
+			asked := 0
+			ctx := invoke.WithStartCheck(context.Background(), func() bool { asked++; return asked <= tt.yes })
+			if _, err := New(client, "broken").Invoke(ctx, []byte(`{"Records":[]}`)); !errors.Is(err, tt.want) {
+				t.Fatalf("err %v, want %v", err, tt.want)
 			}
 			api.mu.Lock()
 			defer api.mu.Unlock()
@@ -207,5 +205,48 @@ func TestLambdaRetriesOnlyWithoutAStartCheck(t *testing.T) {
 				t.Fatalf("%d requests, want %d", len(api.requests), tt.requests)
 			}
 		})
+	}
+}
+
+// retryingClient is a Lambda client of url whose SDK retries three times, at once.
+func retryingClient(url string) *awslambda.Client {
+	return awslambda.New(awslambda.Options{
+		Region:           "us-east-1",
+		Credentials:      credentials.NewStaticCredentialsProvider("AKIDLOCAL", "local", ""),
+		BaseEndpoint:     aws.String(url),
+		RetryMaxAttempts: 3,
+		Retryer:          retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts, o.MaxBackoff = 3, time.Millisecond }),
+	})
+}
+
+// A connection reset after Lambda read the request is ambiguous (the function runs on at Lambda)
+// and is never sent again by the SDK's retryer; a refused dial is not (nothing was sent) and is
+// retried. Fails with every transport error classified as invoke.ErrUnavailable (the audit's
+// defect 2: the SDK re-sent the batch at once).
+func TestLambdaTransportErrorsClassifiedBySend(t *testing.T) {
+	var mu sync.Mutex
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		mu.Lock()
+		requests++
+		mu.Unlock()
+		if err := testkit.ResetConnection(w); err != nil {
+			t.Error(err)
+		}
+	}))
+	defer srv.Close()
+	_, err := New(retryingClient(srv.URL), "f").Invoke(context.Background(), []byte(`{"Records":[]}`))
+	if !errors.Is(err, invoke.ErrAmbiguous) || errors.Is(err, invoke.ErrUnavailable) {
+		t.Errorf("reset after the request was read: err %v, want invoke.ErrAmbiguous alone", err)
+	}
+	mu.Lock()
+	if requests != 1 {
+		t.Errorf("reset after the request was read: %d requests, want 1 (never sent again)", requests)
+	}
+	mu.Unlock()
+	_, err = New(retryingClient(testkit.RefusedURL(t)), "f").Invoke(context.Background(), []byte(`{"Records":[]}`))
+	if !errors.Is(err, invoke.ErrUnavailable) || errors.Is(err, invoke.ErrAmbiguous) {
+		t.Errorf("refused dial: err %v, want invoke.ErrUnavailable alone", err)
 	}
 }
