@@ -3,7 +3,6 @@ package poller
 import (
 	"bytes"
 	"encoding/json"
-	"sync"
 	"time"
 )
 
@@ -14,13 +13,14 @@ import (
 // (see WithBlockedAfter).
 const DefaultBlockedAfter = time.Minute
 
-// WithBlockedAfter sets how long a shard may retry the same batch (a failed invocation, a
-// function not reached, an on-failure destination not reached) before it is reported blocked:
-// Observer.ShardBlocked(shard, true) and a warning naming the shard and the last failure. The
-// time runs from the batch's first failure (the halves of a bisected batch keep their parent's)
-// and is judged after each failure, by the poller's clock; the shard is reported unblocked once
-// the batch was handled, discarded or the shard stopped being read here. Default
-// DefaultBlockedAfter; zero or negative keeps it.
+// WithBlockedAfter sets how long a shard may go on with the same batch (a failed invocation, a
+// function not reached, an on-failure destination not reached, one invocation that has not
+// returned) before it is reported blocked: Observer.ShardBlocked(shard, true) and a warning
+// naming the shard and the last failure. The time runs from the batch's first send (the halves of
+// a bisected batch keep their parent's; a failure record's from its first delivery) and is judged
+// on the poller's clock at the instant it is up (signals.go), not when a retry ends; the shard is
+// reported unblocked once the batch was handled, discarded or the shard stopped being read here.
+// Default DefaultBlockedAfter; zero or negative keeps it.
 func WithBlockedAfter(d time.Duration) Option {
 	return func(p *Poller) {
 		if d > 0 {
@@ -29,67 +29,21 @@ func WithBlockedAfter(d time.Duration) Option {
 	}
 }
 
-// stall is how long one batch has been failing, and whether that was reported.
-type stall struct {
-	since    time.Time // the batch's first failure; zero while it has not failed
-	reported bool
-	told     bool // a DetailObserver was told the batch is failing
+// stalled notes a failure of the batch st tracks (its first and last sequence numbers), with its
+// cause; the batch is in flight from then on if it was not (a failure record's delivery).
+func (r *reader) stalled(st *stall, first, last, cause string) {
+	r.failing(st, first, last, cause)
+	r.begin(st, time.Time{})
+	r.sig.mu.Lock()
+	st.cause = cause
+	r.sig.mu.Unlock()
 }
 
-// blockage counts a shard's batches reported blocked (several slots may be) and reports the
-// shard's transitions between none and some.
-type blockage struct {
-	mu sync.Mutex // orders the reports of concurrent slots
-	n  int
-}
-
-// stalled notes a failure of the batch s tracks (its first and last sequence numbers), with its
-// cause, and reports the shard blocked when the batch has been failing for longer than the
-// threshold.
-func (r *reader) stalled(s *stall, first, last, cause string) {
-	r.failing(s, first, last, cause)
-	now := r.p.now()
-	if s.since.IsZero() {
-		s.since = now
-	}
-	failing := now.Sub(s.since)
-	if s.reported || failing < r.p.blockedAfter {
-		return
-	}
-	s.reported = true
-	r.blocked.mu.Lock()
-	defer r.blocked.mu.Unlock()
-	if r.blocked.n++; r.blocked.n == 1 {
-		r.p.obs.ShardBlocked(r.shardID, true)
-	}
-	r.p.log.Warn("shard blocked: retrying the same batch", "shard_id", r.shardID,
-		"failing_for", failing.Round(time.Millisecond), "blocked_after", r.p.blockedAfter, "cause", cause)
-}
-
-// failing tells a DetailObserver that the batch s tracks failed by cause.
-func (r *reader) failing(s *stall, first, last, cause string) {
+// failing tells a DetailObserver that the batch st tracks failed by cause.
+func (r *reader) failing(st *stall, first, last, cause string) {
 	if r.p.detail != nil {
-		s.told = true
+		st.told = true
 		r.p.detail.BatchFailing(r.shardID, first, last, cause)
-	}
-}
-
-// unstalled ends s: the batch went through, was given up on, or is no longer retried here.
-func (r *reader) unstalled(s *stall) {
-	if s.told {
-		s.told = false
-		r.p.detail.BatchFailing(r.shardID, "", "", "")
-	}
-	s.since = time.Time{}
-	if !s.reported {
-		return
-	}
-	s.reported = false
-	r.blocked.mu.Lock()
-	defer r.blocked.mu.Unlock()
-	if r.blocked.n--; r.blocked.n == 0 {
-		r.p.obs.ShardBlocked(r.shardID, false)
-		r.p.log.Info("shard no longer blocked", "shard_id", r.shardID)
 	}
 }
 

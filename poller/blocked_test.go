@@ -11,12 +11,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 const shard0 = "shardId-000000000000"
@@ -231,4 +234,103 @@ func TestDetailObserver(t *testing.T) {
 	if !slices.Equal(failing, want) {
 		t.Fatalf("failing batches %q, want %q", failing, want)
 	}
+}
+
+// hangingInvoker's invocations wait for release (or their context), then succeed; started
+// receives each one's start.
+type hangingInvoker struct {
+	started chan time.Time
+	release chan struct{}
+}
+
+func (h *hangingInvoker) Invoke(ctx context.Context, _ []byte) (invoke.Response, error) {
+	h.started <- time.Now()
+	select {
+	case <-h.release:
+		return invoke.Response{StatusCode: 200}, nil
+	case <-ctx.Done():
+		return invoke.Response{}, ctx.Err()
+	}
+}
+
+// TestBlockedWhileOneInvocationHangs (issue 40): one invocation that does not return blocks its
+// shard, which is reported blocked when WithBlockedAfter has passed since it was sent (on the
+// clock, not when the invocation ends), with a cause that says so; once it returns, the shard is
+// reported unblocked.
+func TestBlockedWhileOneInvocationHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const after = 15 * time.Second
+		f := fakekinesis.New()
+		arn := f.CreateStream("s", 1)
+		_, seq := f.Put("s", "k", []byte("x"))
+		inv := &hangingInvoker{started: make(chan time.Time, 1), release: make(chan struct{})}
+		obs := &counting{states: map[string]string{}}
+		var logs testkit.SyncBuffer
+		store := NewMemoryStore()
+		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, f, store, inv,
+			WithObserver(obs), WithBlockedAfter(after), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		sent := <-inv.started
+		time.Sleep(after - time.Millisecond)
+		synctest.Wait()
+		if got := obs.blockedCalls(); len(got) != 0 {
+			t.Fatalf("reported blocked %s after the invocation was sent, before the threshold (%s): %q", time.Since(sent), after, got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := obs.blockedCalls(); !slices.Equal(got, []string{shard0 + " true"}) {
+			t.Fatalf("ShardBlocked calls %q at %s after the hanging invocation was sent, want blocked within %s + 1 s", got, time.Since(sent), after)
+		}
+		if line := logLine(logs.String(), "shard blocked"); !strings.Contains(line, "an invocation has not returned") {
+			t.Fatalf("blocked log line %q does not say the invocation has not returned", line)
+		}
+		close(inv.release)
+		waitCheckpoint(t, store, seq)
+		synctest.Wait()
+		if got := obs.blockedCalls(); !slices.Equal(got, []string{shard0 + " true", shard0 + " false"}) {
+			t.Fatalf("ShardBlocked calls %q after the invocation returned", got)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestBlockedShardStoppedIsNoRecovery (issue 40): a shard blocked on a batch that never went
+// through is reported no longer blocked here when its reader stops (the gauge must not stay
+// set on a worker that no longer reads it), but the log does not claim it recovered.
+func TestBlockedShardStoppedIsNoRecovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := fakekinesis.New()
+		arn := f.CreateStream("s", 1)
+		f.Put("s", "k", []byte("poison"))
+		obs := &counting{states: map[string]string{}}
+		var logs testkit.SyncBuffer
+		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, f, NewMemoryStore(),
+			inprocess.New(func() error { return errors.New("poison") }),
+			WithObserver(obs), WithBlockedAfter(5*time.Second), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel, done := runPoller(t, p)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got := obs.blockedCalls(); !slices.Equal(got, []string{shard0 + " true"}) {
+			t.Fatalf("ShardBlocked calls %q, want blocked", got)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := obs.blockedCalls(); !slices.Equal(got, []string{shard0 + " true", shard0 + " false"}) {
+			t.Fatalf("ShardBlocked calls %q after the stop, want blocked, then not (no longer read here)", got)
+		}
+		if strings.Contains(logs.String(), "shard no longer blocked") || !strings.Contains(logs.String(), "shard still blocked when its reader stopped") {
+			t.Fatalf("the stop of a blocked shard was logged as a recovery:\n%s", logs.String())
+		}
+	})
 }

@@ -96,13 +96,13 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 // deliverFailure sends the failure record of recs to the on-failure destination, retrying a
 // delivery that fails until it succeeds (the shard waits) or, with OnDestinationFailure drop,
 // dropping the records instead.
-func (r *reader) deliverFailure(runCtx, workCtx context.Context, f FailureRecord, recs []types.Record, log *slog.Logger) error {
+func (r *reader) deliverFailure(runCtx, workCtx context.Context, f FailureRecord, recs []types.Record, log *slog.Logger) (err error) {
 	f.Payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
 	bo := r.p.retryPace()
 	delivered := false
 	var s stall
-	defer r.unstalled(&s)
-	err := retry(runCtx, &bo, func(int) (step, error) {
+	defer func() { r.ended(&s, err == nil) }()
+	err = retry(runCtx, &bo, func(int) (step, error) {
 		err := r.p.dest.Deliver(workCtx, f)
 		switch {
 		case err == nil:

@@ -121,8 +121,9 @@ func (r *reader) process(runCtx, workCtx context.Context, l *lane, recs []types.
 // processRun runs b through the failure rules.
 func (r *reader) processRun(b *batchRun) error {
 	b.pace = r.p.retryPace()
-	defer r.unstalled(&b.stall) // the shard stops counting as blocked on b once it is done
-	return retry(b.runCtx, &b.pace, b.attempt, nil)
+	err := retry(b.runCtx, &b.pace, b.attempt, nil)
+	r.ended(&b.stall, err == nil) // the shard stops counting as blocked on b once it is done
+	return err
 }
 
 // failurePaceFactor is how much longer the longest pause before retrying a batch that failed
@@ -144,7 +145,7 @@ type batchRun struct {
 	last            *FailureResponse
 	lastRequest     string // the request id of the last invocation, for the failure record
 	pace            backoff
-	stall           stall // how long these records have been failing (blocked.go)
+	stall           stall // since when these records are being handled (signals.go)
 	// With a Tracer (trace.go): the current invocation's span, the batch's first one, and the
 	// bisected invocation these records are half of.
 	span, first, parent InvocationSpan
@@ -172,7 +173,7 @@ func (b *batchRun) attempt(int) (step, error) {
 		resp := &FailureResponse{StatusCode: 413, ExecutedVersion: "$LATEST"}
 		return stepDone, r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, 1, resp, "")
 	}
-	r.p.obs.IteratorAge(r.shardID, iteratorAge(b.recs, r.p.now()))
+	r.sending(&b.stall, b.recs) // the shard's age and blocked state (signals.go)
 	recs, payload := b.recs, b.payload
 	s := r.send(invocation{lane: b.lane, run: b.runCtx, ctx: b.workCtx, span: b.startSpan,
 		call: func(ctx context.Context) (invoke.Response, error) { return r.invokeBatch(ctx, recs, payload) }})
@@ -312,7 +313,7 @@ func (b *batchRun) handledUpTo(failedAt int) (step, error) {
 	}
 	b.recs, b.payload = b.recs[failedAt:], nil
 	b.invokes, b.failures = 0, 0
-	b.r.unstalled(&b.stall) // the checkpoint moved: a new batch
+	b.r.ended(&b.stall, true) // the checkpoint moved: a new batch
 	return stepAgain, nil
 }
 
@@ -344,7 +345,7 @@ func (b *batchRun) bisect(parent InvocationSpan) error {
 func (b *batchRun) failed(cause, outcome string) (step, error) {
 	b.failures++
 	if maxRetries := b.r.p.cfg.RetryAttempts(); maxRetries >= 0 && b.failures > maxRetries {
-		b.r.failing(&b.stall, deref(b.recs[0].SequenceNumber), deref(b.recs[len(b.recs)-1].SequenceNumber), cause)
+		b.stalled(cause)
 		err := b.r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, b.invokes, b.last, b.lastRequest)
 		b.endSpan(b.r.discardedOutcome())
 		return stepDone, err

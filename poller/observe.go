@@ -2,8 +2,6 @@ package poller
 
 import (
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
 // Shard states reported to an Observer.
@@ -42,12 +40,17 @@ type Observer interface {
 	// DestinationDeliveryFailed: a send to the on-failure destination failed:
 	// Lambda's DestinationDeliveryFailures.
 	DestinationDeliveryFailed(shardID string)
-	// IteratorAge: how old the last record of a batch is when it is sent to the function.
+	// IteratorAge: how far the shard's reading is behind the stream's tip, told whenever it
+	// changed: at each GetRecords answer and subscription event (its MillisBehindLatest, 0
+	// once caught up), at each batch sent (the age of its last record, Lambda's IteratorAge),
+	// and every second while batches are in flight (the age of the oldest one's last record,
+	// growing while an invocation hangs or a batch is retried). See signals.go.
 	IteratorAge(shardID string, age time.Duration)
 	// ShardState: a shard changed state (StatePending, StateReading, StateFinished, StateReleased).
 	ShardState(shardID, state string)
-	// ShardBlocked: the shard has been retrying the same batch for longer than WithBlockedAfter
-	// allows (blocked), or no longer is (the batch went through, was discarded, or the shard
+	// ShardBlocked: the shard has been on the same batch (retrying it, or waiting for one
+	// invocation) for longer than WithBlockedAfter allows (blocked), told at the instant it
+	// passes the threshold, or no longer is (the batch went through, was discarded, or the shard
 	// stopped being read here). esm's own signal; Lambda has none.
 	ShardBlocked(shardID string, blocked bool)
 	// BatchItemFailuresIgnored: the function returned a non-empty batchItemFailures while the
@@ -95,14 +98,6 @@ func WithObserver(o Observer) Option {
 		p.obs = o
 		p.detail, _ = o.(DetailObserver)
 	}
-}
-
-// iteratorAge is the age of the last record of a batch at now.
-func iteratorAge(recs []types.Record, now time.Time) time.Duration {
-	if at := recs[len(recs)-1].ApproximateArrivalTimestamp; at != nil {
-		return max(now.Sub(*at), 0)
-	}
-	return 0
 }
 
 // How a shard is read, for SubscriptionObserver.ShardReadBy.

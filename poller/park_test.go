@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -241,7 +242,8 @@ func TestPumpHandsOverWhileTheParkedReaderHasAnEvent(t *testing.T) {
 	// Room for two events, so that the pump's choice for the second is made while the first is
 	// still in the channel, without a goroutine (the reader's channel holds one).
 	s := &subscription{events: make(chan subEvent, 2)}
-	m := &pump{e: e, shardID: "shardId-000000000000", events: s.events, obs: nopSubscriptionObserver{}, now: time.Now, parked: &s.parked}
+	m := &pump{e: e, shardID: "shardId-000000000000", events: s.events, obs: nopSubscriptionObserver{}, now: time.Now, parked: &s.parked,
+		behindBy: func(time.Duration) {}}
 	seq := func(n int) *string { return aws.String(fmt.Sprintf("%021d", n)) }
 	idle := func(n int) *types.SubscribeToShardEvent {
 		return &types.SubscribeToShardEvent{ContinuationSequenceNumber: seq(n), MillisBehindLatest: aws.Int64(0)}
@@ -270,5 +272,26 @@ func TestPumpHandsOverWhileTheParkedReaderHasAnEvent(t *testing.T) {
 	m.handOver(ctx, idle(4))
 	if e.skipped.Load() != 2 || len(s.events) != 0 {
 		t.Fatalf("%d events kept, %d in the channel, want 2 and 0", e.skipped.Load(), len(s.events))
+	}
+}
+
+// TestKeptEventMovesTheAge: an idle event the pump keeps from its parked reader still tells the
+// shard's iterator age what it says (issue 40: the age of a caught-up shard goes to 0 without
+// waking the reader).
+func TestKeptEventMovesTheAge(t *testing.T) {
+	e := &efo{}
+	s := &subscription{events: make(chan subEvent, 1)}
+	var told []time.Duration
+	m := &pump{e: e, shardID: "shardId-000000000000", events: s.events, obs: nopSubscriptionObserver{}, now: time.Now, parked: &s.parked,
+		behindBy: func(d time.Duration) { told = append(told, d) }}
+	s.parked.Store(s.received + 1)
+	for i, behind := range []int64{700, 0} {
+		ev := &types.SubscribeToShardEvent{ContinuationSequenceNumber: aws.String(fmt.Sprintf("%021d", i+1)), MillisBehindLatest: aws.Int64(behind)}
+		if handed, _ := m.handOver(context.Background(), ev); !handed || len(s.events) != 0 {
+			t.Fatalf("idle event %d: handed %v, %d in the channel; want it kept", i, handed, len(s.events))
+		}
+	}
+	if want := []time.Duration{700 * time.Millisecond, 0}; !slices.Equal(told, want) {
+		t.Fatalf("the age was told %v by the kept events, want %v", told, want)
 	}
 }

@@ -67,6 +67,7 @@ type Poller struct {
 	starter   getRecordsStarter // kin, when it starts GetRecords without waiting (idle.go); else nil
 	idle      *idlePolls        // while Run runs: the polls of caught-up shards (idle.go)
 	watch     *subWatch         // while Run runs with enhanced fan-out: the parked readers (park.go)
+	sigClock  *signalClock      // the shards with batches in flight, judged on the clock (signals.go)
 	subOpts   []func(*kinesis.Options)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
@@ -99,7 +100,8 @@ func WithClock(now func() time.Time) Option { return func(p *Poller) { p.now = n
 // *ValidationError naming the field.
 func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (*Poller, error) {
 	p := &Poller{kin: kin, store: store, inv: inv, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now,
-		retryBase: time.Second, retryMax: 5 * time.Second, obs: NopObserver{}, blockedAfter: DefaultBlockedAfter, bound: DefaultInvocationBound}
+		retryBase: time.Second, retryMax: 5 * time.Second, obs: NopObserver{}, blockedAfter: DefaultBlockedAfter, bound: DefaultInvocationBound,
+		sigClock: newSignalClock()}
 	for _, o := range opts {
 		o(p)
 	}
@@ -271,8 +273,8 @@ func (p *Poller) Run(ctx context.Context) error {
 	c.g.sync(listing)
 	c.reportStates()
 	p.log.Info("mapping started", "shards", len(listing), "starting_position", p.cfg.StartingPosition, "batch_size", p.cfg.BatchSize)
-	// The idle poller and the watch of parked subscriptions outlive the readers, which c.run
-	// waits for.
+	// The idle poller, the watch of parked subscriptions and the clock outlive the readers,
+	// which c.run waits for.
 	p.idle = newIdlePolls(p.kin, p.starter)
 	if p.efo != nil {
 		p.watch = newSubWatch(p.cfg.PollInterval)
@@ -280,6 +282,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	ictx, stopIdle := context.WithCancel(context.WithoutCancel(ctx))
 	var helpers sync.WaitGroup
 	helpers.Go(func() { p.idle.run(ictx) })
+	helpers.Go(func() { p.sigClock.run(ictx, p) })
 	if p.watch != nil {
 		helpers.Go(func() { p.watch.run(ictx) })
 	}

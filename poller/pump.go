@@ -37,6 +37,8 @@ type pump struct {
 	// over.
 	parked *atomic.Int64
 	sent   int64 // events handed over
+	// behindBy tells the reader's signals how far behind an event kept from it says it is.
+	behindBy func(time.Duration)
 }
 
 // run subscribes until the shard ends or ctx ends: it resubscribes at once after a subscription
@@ -185,6 +187,7 @@ func (m *pump) handOver(ctx context.Context, v *types.SubscribeToShardEvent) (ha
 		// A parked reader has no window open and nothing pending: what such an event says (how
 		// far behind it is) changes none of its decisions, and its next read overwrites it.
 		m.e.skipped.Add(1)
+		m.behindBy(time.Duration(aws.ToInt64(v.MillisBehindLatest)) * time.Millisecond) // the age follows it
 		return true, false
 	}
 	se := subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), end: end, children: v.ChildShards}

@@ -45,7 +45,7 @@ type reader struct {
 	// then (send.go): the lease must not be handed over as if it had ended (mayStillRun).
 	runsUntil atomic.Int64
 
-	blocked blockage // the shard's batches reported blocked (blocked.go)
+	sig signals // the shard's iterator age and blocked state (signals.go)
 
 	idle *idleEntry    // its place in the Poller's idle poller (idle.go); nil until it first polls idle
 	woke chan struct{} // 1-buffered: the watch's wake of the parked reader (park.go); nil until it first parks
@@ -215,6 +215,7 @@ func (r *reader) deliverPending(runCtx, workCtx context.Context) error {
 		return err
 	}
 	s.delivered(n)
+	r.sent()
 	return nil
 }
 
@@ -278,7 +279,12 @@ func (r *reader) readDone(out *kinesis.GetRecordsOutput, limit int32) {
 		s.pending = append(s.pending, out.Records...)
 		r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
 	}
-	s.behind = aws.ToInt64(out.MillisBehindLatest) > 0 || len(out.Records) >= int(limit)
+	behind := aws.ToInt64(out.MillisBehindLatest)
+	s.behind = behind > 0 || len(out.Records) >= int(limit)
+	if r.sub != nil { // the last event's: out's says "behind" until a probe shows otherwise
+		behind = r.sub.behind
+	}
+	r.answered(behind)
 	if !s.behind {
 		s.caughtUpAt = r.caughtUpTime(s.lastPoll)
 	}

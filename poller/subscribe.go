@@ -145,12 +145,17 @@ type subscription struct {
 	// event sent (an event on its way means the reader is about to run).
 	received int64
 	parked   atomic.Int64
+	// behind is the MillisBehindLatest of the last event taken: the shard's iterator age.
+	behind int64
 }
 
 // took puts ev, taken from the channel, in hand.
 func (s *subscription) took(ev subEvent) {
 	s.cur, s.has = ev, true
 	s.received++
+	if ev.err == nil {
+		s.behind = ev.behind
+	}
 }
 
 // subscribing reports whether the reader reads through a subscription: the mapping has a
@@ -179,7 +184,7 @@ func (r *reader) subscribe(ctx context.Context) error {
 	r.sub = s
 	pm := &pump{e: r.p.efo, shardID: r.shardID, log: r.p.log.With("shard_id", r.shardID, "consumer", r.p.efo.consumer),
 		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.retry, now: r.p.now,
-		obs: r.p.subscriptionObserver(), parked: &s.parked}
+		obs: r.p.subscriptionObserver(), parked: &s.parked, behindBy: r.behindBy}
 	go func() {
 		defer close(s.done)
 		pm.run(pctx)
