@@ -72,6 +72,9 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 	d.mu.Unlock()
 	l.Counter++
 	if d.hold(ctx, l, epoch) {
+		if l.HandedOver && l.Owner == d.id { // a hand-over names the taker as owner: the one before is not recorded
+			l.Owner = ""
+		}
 		d.log.Info("lease taken", "shard_id", l.ShardID, "reason", reason, "previous_owner", l.Owner, "lease_counter", l.Counter)
 	}
 }

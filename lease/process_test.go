@@ -620,6 +620,20 @@ func TestProcessesBalance(t *testing.T) {
 		return n == 16 && o["w0"] == 4 && o["w1"] == 4 && o["w2"] == 4 && o["w3"] == 4
 	})
 	t.Logf("balanced %s after the last worker started", time.Since(lastStart).Round(time.Millisecond))
+	handedOver := 0
+	for _, p := range procs { // a lease handed over is logged without the taker as its previous owner
+		for _, e := range p.events() {
+			if e.msg == "lease taken" && e.attrs["reason"] == "handed over" {
+				handedOver++
+				if e.attrs["previous_owner"] == p.id {
+					t.Errorf("%s logged a lease handed over to it with itself as previous_owner: %v", p.id, e.attrs)
+				}
+			}
+		}
+	}
+	if handedOver == 0 {
+		t.Error("no lease was handed over while the workers balanced")
+	}
 	// esm status reads the shared table while the workers run: every shard with its owner.
 	st := exec.Command(esmBinary(t), "status", "--stream", stream, "--lease-table", table, "--json")
 	st.Dir, st.Env = dir, processEnv()
