@@ -37,11 +37,14 @@ type Record struct {
 var ErrConflict = errors.New("the mapping was changed by another worker")
 
 // Catalog keeps the mappings' definitions. Its writes are conditional, so that workers sharing
-// it never overwrite each other's changes.
+// it never overwrite each other's changes, and no two of its records have the same
+// EventSourceArn and FunctionArn, whichever workers write them.
 type Catalog interface {
 	Load(ctx context.Context) ([]Record, error)
 	// Put writes r if the catalog holds the revision r was made from: no record of the mapping
 	// when r.Revision is 0, else its revision r.Revision-1. Otherwise it returns ErrConflict.
+	// It returns a *PairTakenError, and writes nothing, when another mapping's record (being
+	// deleted or not) has r's EventSourceArn and FunctionArn.
 	Put(ctx context.Context, r Record) error
 	// Delete removes the mapping's record if it is at revision rev, or already gone; otherwise
 	// it returns ErrConflict.
@@ -108,13 +111,32 @@ func (c FileCatalog) revision(uuid string) (int64, error) {
 }
 
 // Put implements Catalog: the file is written aside, synced and renamed into place. The
-// directory is this process's (the state directory's lock), so checking the revision first is
-// enough for its condition.
-func (c FileCatalog) Put(_ context.Context, r Record) error {
-	if have, err := c.revision(r.Mapping.UUID); err != nil {
+// directory is this process's (the state directory's lock), so checking the revision and the
+// other records' pairs first is enough for its conditions.
+func (c FileCatalog) Put(ctx context.Context, r Record) error {
+	recs, err := c.Load(ctx)
+	if err != nil {
 		return err
-	} else if have != r.Revision-1 {
+	}
+	var prev *Record
+	for i := range recs {
+		if recs[i].Mapping.UUID == r.Mapping.UUID {
+			prev = &recs[i]
+		}
+	}
+	have := int64(-1)
+	if prev != nil {
+		have = prev.Revision
+	}
+	if have != r.Revision-1 {
 		return conflictErr(r.Mapping.UUID, have, r.Revision-1)
+	}
+	if p := pairOf(&r); prev == nil || pairOf(prev) != p {
+		for i := range recs {
+			if recs[i].Mapping.UUID != r.Mapping.UUID && pairOf(&recs[i]) == p {
+				return p.taken(recs[i].Mapping.UUID)
+			}
+		}
 	}
 	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return fmt.Errorf("create mappings directory: %w", err)

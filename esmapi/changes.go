@@ -90,29 +90,56 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 	rec.Mapping.MetricsConfig = req.MetricsConfig
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, ""); other != nil {
-		return EventSourceMapping{}, conflict(*req.EventSourceArn, *req.FunctionName, other)
+	v, err := m.addLocked(ctx, rec, checked)
+	if err != nil {
+		return EventSourceMapping{}, m.refusedLocked(ctx, err, *req.EventSourceArn, *req.FunctionName)
 	}
-	return m.addLocked(ctx, rec, checked)
+	return v, nil
 }
 
-func conflict(streamARN, functionName string, other *entry) *APIError {
+// refusedLocked answers a new record (or a new function) that the catalog refused: Lambda's 409
+// when another mapping has the source and function (this worker then reads the catalog, and so
+// knows that mapping), else a service error. m.mu is held.
+func (m *Manager) refusedLocked(ctx context.Context, err error, source, functionName string) *APIError {
+	var taken *PairTakenError
+	if !errors.As(err, &taken) {
+		return &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	}
+	m.reloadLocked(ctx)
+	return conflict(source, functionName, taken.UUID)
+}
+
+// conflict is Lambda's answer to a second mapping of one source and function.
+func conflict(source, functionName, other string) *APIError {
 	return &APIError{Status: 409, Type: ResourceConflict, Message: fmt.Sprintf(
 		`The event source arn (" %s ") and function (" %s ") provided mapping already exists. Please update or delete the existing mapping with UUID %s`,
-		streamARN, functionName, other.rec.Mapping.UUID)}
+		source, functionName, other)}
 }
 
-// addLocked stores a new mapping with the settings checked has and starts it; m.mu is held.
-func (m *Manager) addLocked(ctx context.Context, rec Record, checked poller.Checked) (EventSourceMapping, *APIError) {
+// addLocked stores a new mapping with the settings checked has and starts it; m.mu is held. It
+// returns the catalog's refusal: a *PairTakenError when another mapping has the source and
+// function.
+func (m *Manager) addLocked(ctx context.Context, rec Record, checked poller.Checked) (EventSourceMapping, error) {
 	mc, stream := checked.Config(), checked.Stream()
 	now := time.Now()
-	id := uuid.NewString()
 	rec.Enabled, rec.Created = !mc.Disabled, now
 	rec.Mapping.describe(mc)
-	rec.Mapping.UUID, rec.Mapping.EventSourceMappingArn, rec.Mapping.LastModified = id, mappingARN(stream, id), Timestamp{now}
-	if err := m.catalog.Put(ctx, rec); err != nil {
-		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
+	rec.Mapping.LastModified = Timestamp{now}
+	var err error
+	// A new record is refused as a conflict when another worker took its pair over meanwhile,
+	// fencing this write off (see DynamoCatalog): it is written again under a new UUID, and
+	// then meets that worker's claim.
+	for range 3 {
+		id := uuid.NewString()
+		rec.Mapping.UUID, rec.Mapping.EventSourceMappingArn = id, mappingARN(stream, id)
+		if err = m.catalog.Put(ctx, rec); !errors.Is(err, ErrConflict) {
+			break
+		}
 	}
+	if err != nil {
+		return EventSourceMapping{}, err
+	}
+	id := rec.Mapping.UUID
 	e := &entry{rec: rec, known: time.Now(), state: StateCreating, cfg: &mc}
 	e.result.Store(new(ResultNone))
 	m.maps[id] = e
@@ -149,20 +176,28 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc pol
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, ""); other != nil {
-		return other.view(), false, nil
+	if e := m.sameLocked(sourceOf(mc), mc.FunctionARN); e != nil {
+		return e.view(), false, nil
 	}
-	v, aerr := m.addLocked(ctx, Record{FunctionName: functionName}, checked)
-	if aerr != nil {
-		return v, false, aerr
+	v, err := m.addLocked(ctx, Record{FunctionName: functionName}, checked)
+	var taken *PairTakenError
+	if !errors.As(err, &taken) {
+		return v, err == nil, err
 	}
-	return v, true, nil
+	// Another worker made it first (N workers started with one template): this one adopts it.
+	m.reloadLocked(ctx)
+	if e, ok := m.maps[taken.UUID]; ok {
+		return e.view(), false, nil
+	}
+	v = EventSourceMapping{UUID: taken.UUID, EventSourceArn: taken.EventSourceArn, FunctionArn: taken.FunctionArn, State: StateCreating}
+	return v, false, nil
 }
 
-// conflictLocked returns another mapping of the same stream and function, if any.
-func (m *Manager) conflictLocked(streamARN, functionARN, except string) *entry {
-	for id, e := range m.maps {
-		if id != except && e.rec.Mapping.EventSourceArn == streamARN && e.rec.Mapping.FunctionArn == functionARN {
+// sameLocked is this worker's mapping of the source to the function, if it knows one; m.mu is
+// held. The catalog alone decides whether a new one may be made.
+func (m *Manager) sameLocked(source, functionARN string) *entry {
+	for _, e := range m.maps {
+		if e.rec.Mapping.EventSourceArn == source && e.rec.Mapping.FunctionArn == functionARN {
 			return e
 		}
 	}
@@ -225,9 +260,6 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 		return EventSourceMapping{}, fromConfig(err)
 	}
 	mc = checked.Config()
-	if other := m.conflictLocked(sourceOf(mc), mc.FunctionARN, id); other != nil {
-		return EventSourceMapping{}, conflict(sourceOf(mc), rec.FunctionName, other)
-	}
 	rec.Mapping.describe(mc)
 	rec.Enabled = !mc.Disabled
 	rec.Mapping.LastModified = Timestamp{time.Now()}
@@ -242,6 +274,9 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 		}
 	}
 	if err := m.catalog.Put(ctx, rec); err != nil {
+		if errors.As(err, new(*PairTakenError)) {
+			return EventSourceMapping{}, m.refusedLocked(ctx, err, rec.Mapping.EventSourceArn, rec.FunctionName)
+		}
 		return EventSourceMapping{}, m.lostLocked(ctx, id, err)
 	}
 	m.replaceLocked(e, rec, &mc)

@@ -18,13 +18,16 @@ type DynamoCatalogAPI interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 }
 
 // DynamoCatalog keeps the mappings in a DynamoDB table, one item per mapping (key "uuid", the
 // record as JSON in "record", its revision in "revision"), so that every worker of the table
-// serves the same mappings. Every write is conditional on the revision it was made from.
+// serves the same mappings. Every write is conditional on the revision it was made from, and a
+// guard item per (EventSourceArn, FunctionArn) pair keeps each pair to one mapping, whichever
+// worker writes (see claim).
 type DynamoCatalog struct {
 	API   DynamoCatalogAPI
 	Table string
@@ -70,9 +73,11 @@ func (c DynamoCatalog) Ensure(ctx context.Context, create bool) error {
 	return nil
 }
 
-// Load implements Catalog.
+// Load implements Catalog. A record without its pair's guard (written before guards existed)
+// gets one.
 func (c DynamoCatalog) Load(ctx context.Context) ([]Record, error) {
 	var out []Record
+	guarded := map[pair]bool{}
 	in := &dynamodb.ScanInput{TableName: aws.String(c.Table), ConsistentRead: aws.Bool(true)}
 	for {
 		page, err := c.API.Scan(ctx, in)
@@ -80,6 +85,11 @@ func (c DynamoCatalog) Load(ctx context.Context) ([]Record, error) {
 			return nil, fmt.Errorf("read mappings from %s: %w", c.Table, err)
 		}
 		for _, item := range page.Items {
+			if k, ok := item[catalogKey].(*types.AttributeValueMemberS); ok {
+				if p, ok := pairOfGuard(k.Value); ok {
+					guarded[p] = true
+				}
+			}
 			v, ok := item[catalogRecord].(*types.AttributeValueMemberS)
 			if !ok {
 				continue
@@ -91,15 +101,49 @@ func (c DynamoCatalog) Load(ctx context.Context) ([]Record, error) {
 			out = append(out, r)
 		}
 		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
+			break
 		}
 		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
+	if err := c.backfill(ctx, out, guarded); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// Put implements Catalog: a PutItem conditional on the revision r was made from (no item when
-// r.Revision is 0).
+// Put implements Catalog: the record written conditionally on the revision r was made from (no
+// item when r.Revision is 0). A record that takes a pair claims its guard first, and one that
+// leaves a pair releases that pair's guard after.
 func (c DynamoCatalog) Put(ctx context.Context, r Record) error {
+	var prev *Record
+	if r.Revision > 0 {
+		var err error
+		if prev, _, err = c.readRecord(ctx, r.Mapping.UUID); err != nil {
+			return err
+		}
+		if prev == nil || prev.Revision != r.Revision-1 {
+			return fmt.Errorf("write mapping %s to %s: %w", r.Mapping.UUID, c.Table, ErrConflict)
+		}
+	}
+	p := pairOf(&r)
+	if prev == nil || pairOf(prev) != p {
+		if err := c.claim(ctx, p, r.Mapping.UUID, r.Revision); err != nil {
+			return err
+		}
+	}
+	if err := c.putRecord(ctx, r); err != nil {
+		return err
+	}
+	if prev != nil && pairOf(prev) != p {
+		// The record is written: a guard left behind by a failed release is stale, and the
+		// next claim of its pair takes it over at once.
+		_ = c.release(ctx, pairOf(prev), r.Mapping.UUID, r.Revision)
+	}
+	return nil
+}
+
+// putRecord writes r if the item holds the revision r was made from.
+func (c DynamoCatalog) putRecord(ctx context.Context, r Record) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -118,9 +162,8 @@ func (c DynamoCatalog) Put(ctx context.Context, r Record) error {
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":read": &types.AttributeValueMemberN{Value: strconv.FormatInt(r.Revision-1, 10)}}
 	}
 	_, err = c.API.PutItem(ctx, in)
-	var ccf *types.ConditionalCheckFailedException
 	switch {
-	case errors.As(err, &ccf):
+	case isConditionFailed(err):
 		return fmt.Errorf("write mapping %s to %s: %w", r.Mapping.UUID, c.Table, ErrConflict)
 	case err != nil:
 		return fmt.Errorf("write mapping to %s: %w", c.Table, err)
@@ -129,20 +172,31 @@ func (c DynamoCatalog) Put(ctx context.Context, r Record) error {
 }
 
 // Delete implements Catalog: a DeleteItem conditional on the revision (an item already gone is
-// fine).
+// fine), then the release of the record's pair.
 func (c DynamoCatalog) Delete(ctx context.Context, uuid string, rev int64) error {
-	_, err := c.API.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(c.Table),
+	prev, aborted, err := c.readRecord(ctx, uuid)
+	switch {
+	case err != nil:
+		return err
+	case aborted || prev != nil && prev.Revision != rev:
+		return fmt.Errorf("delete mapping %s from %s: %w", uuid, c.Table, ErrConflict)
+	case prev == nil:
+		return nil
+	}
+	_, err = c.API.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(c.Table),
 		Key:                       map[string]types.AttributeValue{catalogKey: &types.AttributeValueMemberS{Value: uuid}},
 		ConditionExpression:       aws.String("attribute_not_exists(#k) OR #r = :read"),
 		ExpressionAttributeNames:  map[string]string{"#k": catalogKey, "#r": catalogRevision},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":read": &types.AttributeValueMemberN{Value: strconv.FormatInt(rev, 10)}},
 	})
-	var ccf *types.ConditionalCheckFailedException
 	switch {
-	case errors.As(err, &ccf):
+	case isConditionFailed(err):
 		return fmt.Errorf("delete mapping %s from %s: %w", uuid, c.Table, ErrConflict)
 	case err != nil:
 		return fmt.Errorf("delete mapping from %s: %w", c.Table, err)
 	}
+	// The record is gone: a guard left behind by a failed release is taken over by the next
+	// claim of its pair.
+	_ = c.release(ctx, pairOf(prev), uuid, gone)
 	return nil
 }

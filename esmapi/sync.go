@@ -103,14 +103,22 @@ func (m *Manager) lostLocked(ctx context.Context, id string, err error) *APIErro
 		return &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
 	m.log.Info("mapping changed by another worker meanwhile; the request is refused", "mapping", id, "error", err)
-	start := time.Now()
-	if recs, lerr := m.catalog.Load(ctx); lerr != nil {
-		m.log.Warn("read the shared mappings", "error", lerr)
-	} else {
-		m.applyLocked(recs, start)
-	}
+	m.reloadLocked(ctx)
 	if e, ok := m.maps[id]; ok && transitional(e.state) {
 		return inUse(id, e.state)
 	}
 	return changedElsewhere(id)
+}
+
+// reloadLocked reads the catalog again and applies it here, after the catalog refused a write
+// made from what this worker knew; a failure is logged (the next sync tries again). m.mu is
+// held.
+func (m *Manager) reloadLocked(ctx context.Context) {
+	start := time.Now()
+	recs, err := m.catalog.Load(ctx)
+	if err != nil {
+		m.log.Warn("read the shared mappings", "error", err)
+		return
+	}
+	m.applyLocked(recs, start)
 }

@@ -92,6 +92,10 @@ func (c catalogAPI) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(
 	return c.w.db.Scan(ctx, in, o...)
 }
 
+func (c catalogAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return c.w.db.GetItem(ctx, in, o...)
+}
+
 func (c catalogAPI) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, o ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
 	return c.w.db.DescribeTable(ctx, in, o...)
 }
