@@ -200,3 +200,9 @@ func (c DynamoCatalog) Delete(ctx context.Context, uuid string, rev int64) error
 	_ = c.release(ctx, pairOf(prev), uuid, gone)
 	return nil
 }
+
+// Live reports whether the catalog holds the mapping, not being deleted (a consistent read).
+func (c DynamoCatalog) Live(ctx context.Context, uuid string) (bool, error) {
+	r, _, err := c.readRecord(ctx, uuid)
+	return r != nil && !r.Deleting, err
+}

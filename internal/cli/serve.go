@@ -319,20 +319,13 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bo
 	table := func(id string) string { return f.LeaseTable + "-" + id }
 	progress := esmapi.ProgressFuncs{
 		StoreFunc: func(ctx context.Context, id string) (poller.Store, error) {
-			if err := lease.EnsureTable(ctx, ddb, table(id), true); err != nil {
+			if err := ensureLeaseTable(ctx, ddb, catalog, id, table(id)); err != nil {
 				return nil, err
 			}
 			return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration),
 				lease.WithFunctionTimeout(bound))
 		},
-		DeleteFunc: func(ctx context.Context, id string) error {
-			_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table(id))})
-			var nf *ddbtypes.ResourceNotFoundException
-			if err != nil && !errors.As(err, &nf) {
-				return fmt.Errorf("delete lease table %s: %w", table(id), err)
-			}
-			return nil
-		},
+		DeleteFunc: func(ctx context.Context, id string) error { return deleteLeaseTable(ctx, ddb, table(id)) },
 	}
 	logger.Info("mappings shared", "lease_table", f.LeaseTable, "worker_id", worker)
 	return catalog, progress, []esmapi.Option{
@@ -340,6 +333,53 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bo
 		esmapi.WithDeleteDelay(2*f.SyncInterval + f.ShutdownGrace),
 		esmapi.WithResults(esmapi.DynamoResults{API: ddb, Table: f.LeaseTable}),
 	}, nil
+}
+
+// leaseTables creates and deletes a mapping's lease table.
+type leaseTables interface {
+	lease.TableAPI
+	DeleteTable(ctx context.Context, in *dynamodb.DeleteTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteTableOutput, error)
+}
+
+// liveness tells whether the catalog holds a mapping that is not being deleted.
+type liveness interface {
+	Live(ctx context.Context, uuid string) (bool, error)
+}
+
+// ensureLeaseTable makes sure that the lease table of mapping id exists, creating it only while
+// the catalog holds the mapping live, and checking that again once it is created. A poller that
+// restarts on a worker that has not yet seen the mapping's deletion (its sync is late, or failing)
+// therefore never brings back the table another worker deleted with the mapping, and never reads
+// the deleted mapping's stream again from its starting position.
+func ensureLeaseTable(ctx context.Context, ddb leaseTables, catalog liveness, id, table string) error {
+	err := lease.EnsureTable(ctx, ddb, table, false)
+	if !errors.Is(err, lease.ErrTableNotFound) {
+		return err
+	}
+	deleted := fmt.Errorf("mapping %s is deleted: its lease table %s is not created again", id, table)
+	if live, err := catalog.Live(ctx, id); err != nil || !live {
+		return cmp.Or(err, deleted)
+	}
+	if err := lease.EnsureTable(ctx, ddb, table, true); err != nil {
+		return err
+	}
+	live, err := catalog.Live(ctx, id)
+	if err != nil || live {
+		return err
+	}
+	// Deleted while the table was created: the worker that deleted it may have dropped the
+	// table already.
+	return cmp.Or(deleteLeaseTable(ctx, ddb, table), deleted)
+}
+
+// deleteLeaseTable deletes a mapping's lease table; one already gone is fine.
+func deleteLeaseTable(ctx context.Context, ddb leaseTables, table string) error {
+	_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	var nf *ddbtypes.ResourceNotFoundException
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("delete lease table %s: %w", table, err)
+	}
+	return nil
 }
 
 // functions are the --function targets, each with its invoker; a template's function must be

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kinesis-esm/esm/internal/testkit"
+)
+
+// loadBarrier forwards Kinesis to kinesis-local and DynamoDB to dynalite, holding each Scan of
+// the catalog table until n of them are waiting: n workers then all read the catalog before any
+// of them writes to it, as when a fleet starts at once.
+type loadBarrier struct {
+	kinesis, dynamo *httputil.ReverseProxy
+	match           string // the catalog's Scan body has it
+	n               int
+	mu              sync.Mutex
+	waiting         int
+	all             chan struct{}
+}
+
+func newLoadBarrier(t *testing.T, dynamoEndpoint, table string, n int) *httptest.Server {
+	t.Helper()
+	forward := func(target string) *httputil.ReverseProxy {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }}
+	}
+	b := &loadBarrier{kinesis: forward(kinesisEndpoint), dynamo: forward(dynamoEndpoint), match: `"TableName":"` + table + `"`,
+		n: n, all: make(chan struct{})}
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func (b *loadBarrier) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	service, op, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
+	if !strings.HasPrefix(service, "DynamoDB") {
+		b.kinesis.ServeHTTP(w, r)
+		return
+	}
+	if op == "Scan" {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		if strings.Contains(string(body), b.match) {
+			b.mu.Lock()
+			if b.waiting++; b.waiting == b.n {
+				close(b.all)
+			}
+			b.mu.Unlock()
+			select {
+			case <-b.all:
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}
+	b.dynamo.ServeHTTP(w, r)
+}
+
+// listMappings lists the mappings of the esm serve at endpoint (loopback: unsigned).
+func listMappings(t *testing.T, endpoint string) []map[string]any {
+	t.Helper()
+	resp, err := http.Get(endpoint + "/2015-03-31/event-source-mappings/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l struct{ EventSourceMappings []map[string]any }
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("list: %d %v", resp.StatusCode, err)
+	}
+	return l.EventSourceMappings
+}
+
+// TestServeFleetStartsOneTemplateMapping: two "esm serve --lease-table T --template" workers start
+// together (both read the empty catalog before either writes): they make one mapping, which both
+// list and both run, its shards shared, every record delivered once.
+func TestServeFleetStartsOneTemplateMapping(t *testing.T) {
+	ddb := dynalite(t)
+	stream := newStream(t, 2)
+	dir := t.TempDir()
+	tmpl := writeTemplate(t, dir, stream)
+	table := fmt.Sprintf("serve-fleet-%d-%d", os.Getpid(), streamSeq.Add(1))
+	proxy := newLoadBarrier(t, ddb, table, 2)
+	type worker struct {
+		p        *esmProc
+		endpoint string
+		out      string
+	}
+	var ws []worker
+	for _, id := range []string{"w1", "w2"} {
+		addr, out := freeAddr(t), filepath.Join(dir, id+".jsonl")
+		p := spawnESM(t, append(stopEnv(), "EXAMPLE_OUTPUT="+out), "serve", "--endpoint-url", proxy.URL, "--api-addr", addr,
+			"--lease-table", table, "--worker-id", id, "--lease-duration", "3s", "--sync-interval", "200ms",
+			"--template", tmpl, "--function", "Fn=example", "--poll-interval", "100ms")
+		ws = append(ws, worker{p, "http://" + addr, out})
+	}
+	for _, w := range ws {
+		testkit.WaitFor(t, "esm serve to listen", 60*time.Second, func() bool {
+			select {
+			case err := <-w.p.done:
+				t.Fatalf("esm serve exited: %v\n%s", err, w.p.stderr.String())
+			default:
+			}
+			return strings.Contains(w.p.stderr.String(), "esm serve:")
+		})
+	}
+	var created []bool
+	for _, w := range ws {
+		created = append(created, strings.Contains(w.p.stderr.String(), "created=true"))
+	}
+	if created[0] == created[1] {
+		t.Errorf("template mapping created by w1 %t, by w2 %t: want one to create it and the other to adopt it", created[0], created[1])
+	}
+	var uuid string
+	for i, w := range ws {
+		l := listMappings(t, w.endpoint)
+		if len(l) != 1 {
+			t.Fatalf("worker %d lists %d mappings after both started with one template, want 1: %v", i+1, len(l), l)
+		}
+		if id := l[0]["UUID"].(string); uuid == "" {
+			uuid = id
+		} else if id != uuid {
+			t.Fatalf("the workers list two mappings: %s and %s", uuid, id)
+		}
+	}
+	var data []string
+	for i := range 20 {
+		data = append(data, fmt.Sprintf("fleet-%02d", i))
+	}
+	putRecords(t, stream, data...)
+	var got []string
+	testkit.WaitFor(t, "every record delivered", 60*time.Second, func() bool {
+		got = nil
+		for _, w := range ws {
+			for _, d := range readDeliveries(t, w.out) {
+				got = append(got, d.Data)
+			}
+		}
+		return len(got) >= len(data)
+	})
+	slices.Sort(got)
+	if !slices.Equal(got, data) {
+		t.Fatalf("deliveries %v, want each of the %d records once", got, len(data))
+	}
+	for _, w := range ws {
+		if code := w.p.stop(t); code != 0 {
+			t.Errorf("exit %d\n%s", code, tail(w.p.stderr.String(), 20))
+		}
+	}
+}
