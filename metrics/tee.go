@@ -150,10 +150,10 @@ func (t tee) Checkpointed(shardID, sequenceNumber string) {
 	}
 }
 
-func (t tee) BatchFailing(shardID, first, last, cause string) {
+func (t tee) BatchFailing(shardID string, f poller.BatchFailure) {
 	for _, o := range t {
 		if d, ok := o.(poller.DetailObserver); ok {
-			d.BatchFailing(shardID, first, last, cause)
+			d.BatchFailing(shardID, f)
 		}
 	}
 }

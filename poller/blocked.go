@@ -30,21 +30,17 @@ func WithBlockedAfter(d time.Duration) Option {
 }
 
 // stalled notes a failure of the batch st tracks (its first and last sequence numbers), with its
-// cause; the batch is in flight from then on if it was not (a failure record's delivery).
+// cause; the batch is in flight from then on if it was not (a failure record's delivery). A
+// DetailObserver is told.
 func (r *reader) stalled(st *stall, first, last, cause string) {
-	r.failing(st, first, last, cause)
 	r.begin(st, time.Time{})
-	r.sig.mu.Lock()
-	st.cause = cause
-	r.sig.mu.Unlock()
-}
-
-// failing tells a DetailObserver that the batch st tracks failed by cause.
-func (r *reader) failing(st *stall, first, last, cause string) {
-	if r.p.detail != nil {
-		st.told = true
-		r.p.detail.BatchFailing(r.shardID, first, last, cause)
-	}
+	s := &r.sig
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.first, st.last, st.cause = first, last, cause
+	st.failures++
+	st.failedAt = r.p.now()
+	r.tellLocked(st)
 }
 
 // maxCause bounds the text of a failure quoted as a blocked shard's cause.

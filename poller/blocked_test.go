@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -191,14 +192,15 @@ func (d *details) Checkpointed(id, seq string) {
 	d.checkpoints[id] = seq
 }
 
-func (d *details) BatchFailing(id, first, last, cause string) {
+func (d *details) BatchFailing(id string, f BatchFailure) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if first == "" {
+	if f == (BatchFailure{}) {
 		d.failing = append(d.failing, "")
 		return
 	}
-	d.failing = append(d.failing, id+" "+first+".."+last+" "+cause)
+	timed := !f.Since.IsZero() && !f.FailedAt.Before(f.Since)
+	d.failing = append(d.failing, fmt.Sprintf("%s %s..%s attempts=%d timed=%t blocked=%t %s", id, f.First, f.Last, f.Attempts, timed, f.Blocked, f.Cause))
 }
 
 func (d *details) snapshotDetails() (map[string][]string, map[string]string, []string) {
@@ -230,7 +232,7 @@ func TestDetailObserver(t *testing.T) {
 	if parents[kids[0]][0] != shard0 || parents[kids[1]][0] != shard0 || len(parents[shard0]) != 0 {
 		t.Fatalf("lineage %v", parents)
 	}
-	want := []string{shard0 + " " + seqs[0] + ".." + seqs[0] + ` function error: {"errorMessage":"first try fails","errorType":"errorString"}`, ""}
+	want := []string{shard0 + " " + seqs[0] + ".." + seqs[0] + ` attempts=1 timed=true blocked=false function error: {"errorMessage":"first try fails","errorType":"errorString"}`, ""}
 	if !slices.Equal(failing, want) {
 		t.Fatalf("failing batches %q, want %q", failing, want)
 	}
@@ -255,8 +257,8 @@ func (h *hangingInvoker) Invoke(ctx context.Context, _ []byte) (invoke.Response,
 
 // TestBlockedWhileOneInvocationHangs (issue 40): one invocation that does not return blocks its
 // shard, which is reported blocked when WithBlockedAfter has passed since it was sent (on the
-// clock, not when the invocation ends), with a cause that says so; once it returns, the shard is
-// reported unblocked.
+// clock, not when the invocation ends), with a cause that says so, to the log and to a
+// DetailObserver; once it returns, the shard is reported unblocked.
 func TestBlockedWhileOneInvocationHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const after = 15 * time.Second
@@ -264,7 +266,7 @@ func TestBlockedWhileOneInvocationHangs(t *testing.T) {
 		arn := f.CreateStream("s", 1)
 		_, seq := f.Put("s", "k", []byte("x"))
 		inv := &hangingInvoker{started: make(chan time.Time, 1), release: make(chan struct{})}
-		obs := &counting{states: map[string]string{}}
+		obs := &details{counting: counting{states: map[string]string{}}, parents: map[string][]string{}, checkpoints: map[string]string{}}
 		var logs testkit.SyncBuffer
 		store := NewMemoryStore()
 		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, f, store, inv,
@@ -287,11 +289,17 @@ func TestBlockedWhileOneInvocationHangs(t *testing.T) {
 		if line := logLine(logs.String(), "shard blocked"); !strings.Contains(line, "an invocation has not returned") {
 			t.Fatalf("blocked log line %q does not say the invocation has not returned", line)
 		}
+		if _, _, failing := obs.snapshotDetails(); len(failing) != 1 || !strings.HasSuffix(failing[0], "attempts=0 timed=false blocked=true an invocation has not returned") {
+			t.Fatalf("a DetailObserver was told %q, want the hanging batch, blocked", failing)
+		}
 		close(inv.release)
 		waitCheckpoint(t, store, seq)
 		synctest.Wait()
 		if got := obs.blockedCalls(); !slices.Equal(got, []string{shard0 + " true", shard0 + " false"}) {
 			t.Fatalf("ShardBlocked calls %q after the invocation returned", got)
+		}
+		if _, _, failing := obs.snapshotDetails(); len(failing) != 2 || failing[1] != "" {
+			t.Fatalf("a DetailObserver was told %q, want the hanging batch, then none", failing)
 		}
 		cancel()
 		if err := <-done; err != nil {

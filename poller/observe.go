@@ -69,10 +69,22 @@ type DetailObserver interface {
 	ShardLineage(shardID string, parents []string)
 	// Checkpointed: the shard's checkpoint moved to sequenceNumber.
 	Checkpointed(shardID, sequenceNumber string)
-	// BatchFailing: a batch of the shard (first to last sequence number) failed by cause; it is
-	// retried, or given up on (discarded) next. BatchFailing(shardID, "", "", "") once that
-	// batch is done.
-	BatchFailing(shardID, first, last, cause string)
+	// BatchFailing: a batch of the shard failed (at each failure), or was judged blocked (also
+	// while its first invocation hangs); it is retried, or given up on (discarded) next.
+	// BatchFailing(shardID, BatchFailure{}) once no batch of the shard is failing.
+	BatchFailing(shardID string, f BatchFailure)
+}
+
+// BatchFailure is a shard's failing batch, as a DetailObserver is told it. The zero value: none.
+type BatchFailure struct {
+	First, Last string    // the batch's first and last sequence numbers
+	Cause       string    // the last failure ("function error: …"), or that an invocation has not returned
+	FailedAt    time.Time // the last failure's time (the poller's clock); zero while none
+	// Since is when the batch was first sent (a failure record, first offered to the
+	// destination): the shard has been on it since. The halves of a bisected batch keep its.
+	Since    time.Time
+	Attempts int  // failed attempts: invocations that failed or did not reach the function, failed deliveries
+	Blocked  bool // the shard was reported blocked on it (Observer.ShardBlocked)
 }
 
 // NopObserver ignores everything; embed it to implement part of Observer.

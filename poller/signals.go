@@ -37,12 +37,29 @@ type signals struct {
 // stall is one batch (or one failure record's delivery) being handled. since and flying belong
 // to the owner of the batch; the rest is read and written under the shard's signals.mu.
 type stall struct {
-	since    time.Time // first sent; zero before
-	newest   time.Time // the arrival of the batch's last record; zero: not counted in the age
-	flying   bool      // in signals.flying
-	cause    string    // the last failure's; "" while none
-	reported bool      // reported blocked
-	told     bool      // a DetailObserver was told the batch is failing (reader-owned)
+	since       time.Time // first sent; zero before
+	newest      time.Time // the arrival of the batch's last record; zero: not counted in the age
+	flying      bool      // in signals.flying
+	first, last string    // the batch's sequence numbers
+	cause       string    // the last failure's; "" while none
+	failedAt    time.Time // the last failure's time
+	failures    int       // failed attempts
+	reported    bool      // reported blocked
+	told        bool      // a DetailObserver was told the batch is failing
+}
+
+// failure is what a DetailObserver is told of st.
+func (st *stall) failure() BatchFailure {
+	return BatchFailure{First: st.first, Last: st.last, Cause: st.cause, FailedAt: st.failedAt, Since: st.since,
+		Attempts: st.failures, Blocked: st.reported}
+}
+
+// tellLocked tells a DetailObserver that st is failing.
+func (r *reader) tellLocked(st *stall) {
+	if r.p.detail != nil {
+		st.told = true
+		r.p.detail.BatchFailing(r.shardID, st.failure())
+	}
 }
 
 // behindBy notes what an answer said: how far the shard's reader is behind the stream's tip.
@@ -119,6 +136,9 @@ func (r *reader) sending(st *stall, recs []types.Record) {
 	if at := recs[len(recs)-1].ApproximateArrivalTimestamp; at != nil {
 		newest = *at
 	}
+	if !st.flying {
+		st.first, st.last = deref(recs[0].SequenceNumber), deref(recs[len(recs)-1].SequenceNumber)
+	}
 	r.begin(st, newest)
 }
 
@@ -145,10 +165,6 @@ func (r *reader) begin(st *stall, newest time.Time) {
 // longer handled here (a stop, a lost lease). A shard blocked on it alone is reported unblocked;
 // "no longer blocked" is logged only when the batch was handled.
 func (r *reader) ended(st *stall, handled bool) {
-	if st.told {
-		st.told = false
-		r.p.detail.BatchFailing(r.shardID, "", "", "")
-	}
 	s := &r.sig
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,8 +179,11 @@ func (r *reader) ended(st *stall, handled bool) {
 			r.p.sigClock.remove(r)
 		}
 	}
-	wasBlocked := st.reported
+	wasBlocked, told := st.reported, st.told
 	*st = stall{}
+	if told { // the shard's other batch that failed last, if any, is what fails now
+		r.retellLocked()
+	}
 	if wasBlocked {
 		if s.blocked--; s.blocked == 0 {
 			r.p.obs.ShardBlocked(r.shardID, false)
@@ -176,6 +195,19 @@ func (r *reader) ended(st *stall, handled bool) {
 		}
 	}
 	r.reportAgeLocked(time.Time{})
+}
+
+// retellLocked tells a DetailObserver the failure of the shard's batch in flight that failed
+// last, or that none is failing.
+func (r *reader) retellLocked() {
+	s := &r.sig
+	for i := len(s.flying) - 1; i >= 0; i-- {
+		if st := s.flying[i]; st.told {
+			r.p.detail.BatchFailing(r.shardID, st.failure())
+			return
+		}
+	}
+	r.p.detail.BatchFailing(r.shardID, BatchFailure{})
 }
 
 // judgeLocked reports the shard's batches in flight that have gone on for blockedAfter by now
@@ -194,6 +226,10 @@ func (r *reader) judgeLocked(now time.Time) (next time.Time) {
 			continue
 		}
 		st.reported = true
+		if st.cause == "" {
+			st.cause = causeHanging
+		}
+		r.tellLocked(st) // blocked now, and failing or hanging
 		if s.blocked++; s.blocked == 1 {
 			r.p.obs.ShardBlocked(r.shardID, true)
 			r.p.log.Warn("shard blocked: retrying the same batch", "shard_id", r.shardID,
@@ -212,8 +248,11 @@ func (s *signals) causeLocked() string {
 			return c
 		}
 	}
-	return "an invocation has not returned"
+	return causeHanging
 }
+
+// causeHanging is the cause of a batch blocked before any failure.
+const causeHanging = "an invocation has not returned"
 
 // clockTick is how often the clock reports the age of shards with batches in flight.
 const clockTick = time.Second

@@ -166,12 +166,15 @@ func (m *Mapping) ShardLineage(id string, parents []string) {
 func (m *Mapping) Checkpointed(id, seq string) { m.update(id, func(s *shard) { s.checkpoint = seq }) }
 
 // BatchFailing records the batch the shard is retrying and its cause.
-func (m *Mapping) BatchFailing(id, first, last, cause string) {
-	now := m.board.now()
+func (m *Mapping) BatchFailing(id string, f poller.BatchFailure) {
+	at := f.FailedAt
+	if at.IsZero() {
+		at = m.board.now()
+	}
 	m.update(id, func(s *shard) {
-		s.failFirst, s.failLast = first, last
-		if cause != "" {
-			s.lastError, s.lastErrorAt = cause, now
+		s.failFirst, s.failLast = f.First, f.Last
+		if f.Cause != "" {
+			s.lastError, s.lastErrorAt = f.Cause, at
 		}
 	})
 }

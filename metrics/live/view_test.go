@@ -54,7 +54,7 @@ func TestShardView(t *testing.T) {
 	m := b.Add("fn", "orders")
 	m.ShardState("s", poller.StateReading)
 	m.IteratorAge("s", 3*time.Second)
-	m.BatchFailing("s", "1", "5", "function error: boom")
+	m.BatchFailing("s", poller.BatchFailure{First: "1", Last: "5", Cause: "function error: boom"})
 	m.ShardBlocked("s", true)
 	m.RecordsDelivered("s", 2)
 	sv := b.Snapshot()[0].Shards[0]
@@ -62,7 +62,7 @@ func TestShardView(t *testing.T) {
 		sv.LastError != "function error: boom" || sv.IteratorAgeMillis == nil || *sv.IteratorAgeMillis != 3000 || sv.Delivered != 2 {
 		t.Fatalf("blocked shard %+v", sv)
 	}
-	m.BatchFailing("s", "", "", "")
+	m.BatchFailing("s", poller.BatchFailure{})
 	m.ShardBlocked("s", false)
 	m.Checkpointed("s", "5")
 	m.ShardState("s", poller.StateReleased)
@@ -95,7 +95,7 @@ func TestPageWithoutScript(t *testing.T) {
 	b := live.New()
 	m := b.Add("fn", "orders")
 	m.ShardState("shardId-000000000000", poller.StateReading)
-	m.BatchFailing("shardId-000000000000", "7", "7", `function error: <script>alert(1)</script>`)
+	m.BatchFailing("shardId-000000000000", poller.BatchFailure{First: "7", Last: "7", Cause: `function error: <script>alert(1)</script>`})
 	srv := httptest.NewServer(b.Handler())
 	defer srv.Close()
 	for _, path := range []string{live.PathPage, live.PathPage + "?part=content"} {
