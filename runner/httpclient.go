@@ -1,9 +1,15 @@
 package runner
 
 import (
+	"context"
+	"crypto/tls"
+	"net"
 	"net/http"
+	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+
+	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // IdleConnsPerHost is how many idle connections to one AWS endpoint the SDK clients keep for
@@ -21,11 +27,90 @@ import (
 // about the same CPU per call over TLS with HTTP/2 as over plain HTTP/1.1 (README, Benchmarks).
 const IdleConnsPerHost = 10000
 
-// httpClient is the SDK's default HTTP client with a pool of IdleConnsPerHost idle connections
-// per host and no limit on their total.
+// Timeouts of the SDK clients' connections (none of them has one by default: a connection a
+// middlebox black-holes hangs a call for minutes, or for good behind a proxy that keeps it open).
+const (
+	// ConnectTimeout bounds a TCP connect (the SDK's default: 30 s).
+	ConnectTimeout = 3 * time.Second
+	// TLSHandshakeTimeout bounds a TLS handshake (the SDK's default: 10 s).
+	TLSHandshakeTimeout = 5 * time.Second
+	// ReadTimeout is the rolling read timeout of the clients of Kinesis, SQS, SNS, S3 and STS: a
+	// connection that receives nothing for this long fails its call. Their answers come within
+	// a second or two (GetRecords included); an enhanced fan-out subscription receives an event
+	// every few seconds, so this is well above what any of them waits for. It is a rolling
+	// timeout rather than a response-header timeout because the lean GetRecords path
+	// (internal/getrecords) honours the one and not the other.
+	ReadTimeout = 30 * time.Second
+	// CallHeaderTimeout is how long a DynamoDB call (the lease table, the catalog) waits for its
+	// answer's headers: DynamoDB answers in milliseconds.
+	CallHeaderTimeout = 5 * time.Second
+	// InvokeHeaderMargin is how much longer than the invocation bound a Lambda Invoke call waits
+	// for its answer's headers (InvokeHTTPClient): Lambda answers once the function has ended.
+	InvokeHeaderMargin = 5 * time.Second
+)
+
+// httpClient is the SDK clients' HTTP client: a pool of IdleConnsPerHost idle connections per
+// host and no limit on their total, the connect and TLS handshake timeouts, and ReadTimeout.
 func httpClient() *awshttp.BuildableClient {
 	return awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConns = 0 // no limit in total; per host, IdleConnsPerHost
 		t.MaxIdleConnsPerHost = IdleConnsPerHost
+		t.TLSHandshakeTimeout = TLSHandshakeTimeout
+	}).WithDialerOptions(func(d *net.Dialer) { d.Timeout = ConnectTimeout }).WithReadTimeout(ReadTimeout)
+}
+
+// callClient is hc, when it is the SDK's buildable client, with CallHeaderTimeout: the DynamoDB
+// clients'. It has a pool of its own.
+func callClient(hc any) (*awshttp.BuildableClient, bool) {
+	b, ok := hc.(*awshttp.BuildableClient)
+	if !ok {
+		return nil, false
+	}
+	return b.WithTransportOptions(func(t *http.Transport) { t.ResponseHeaderTimeout = CallHeaderTimeout }), true
+}
+
+// InvokeHTTPClient is the HTTP client of a Lambda client that invokes functions whose
+// invocations run up to bound (the function's timeout plus 10 s): it waits bound plus
+// InvokeHeaderMargin for an answer's headers (Lambda sends them once the function has ended) and
+// has no rolling read timeout, which would end every invocation that runs longer. Its connects
+// and TLS handshakes are bounded as httpClient's, and once a new connection is ready the
+// invocation's start check (invoke.WithStartCheck) is asked again before the request is
+// written on it: a slow connect or handshake cannot put the send past the lease's horizon.
+// It speaks HTTP/1.1, one invocation per connection at a time.
+func InvokeHTTPClient(bound time.Duration) *awshttp.BuildableClient {
+	return awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = 0
+		t.MaxIdleConnsPerHost = IdleConnsPerHost
+		t.ResponseHeaderTimeout = bound + InvokeHeaderMargin
+		dial := (&net.Dialer{Timeout: ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+		t.DialContext = checkedDial(dial)
+		t.DialTLSContext = checkedDial(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+			if t.TLSClientConfig != nil {
+				cfg = t.TLSClientConfig.Clone()
+				cfg.NextProtos = []string{"http/1.1"}
+			}
+			hctx, cancel := context.WithTimeout(ctx, ConnectTimeout+TLSHandshakeTimeout)
+			defer cancel()
+			return (&tls.Dialer{NetDialer: &net.Dialer{Timeout: ConnectTimeout, KeepAlive: 30 * time.Second}, Config: cfg}).DialContext(hctx, network, addr)
+		})
+		t.ForceAttemptHTTP2 = false
 	})
+}
+
+// checkedDial is dial followed by the start check of the request that asked for the connection
+// (the dial's context carries the request's values): a connection ready after the check says no
+// is closed and nothing is written (invoke.ErrNotStarted, not invoked).
+func checkedDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := invoke.CheckStart(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
 }

@@ -98,8 +98,12 @@ func New(cfg aws.Config, opts ...Option) (*Runner, error) {
 		r.kinStart = kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.RetryMaxAttempts = StartupAttempts })
 	}
 	if r.ddb == nil {
-		r.ddb = dynamodb.NewFromConfig(cfg)
-		r.ddbStart = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = StartupAttempts })
+		dcfg := cfg
+		if hc, ok := callClient(cfg.HTTPClient); ok { // DynamoDB answers at once: headers within seconds
+			dcfg.HTTPClient = hc
+		}
+		r.ddb = dynamodb.NewFromConfig(dcfg)
+		r.ddbStart = dynamodb.NewFromConfig(dcfg, func(o *dynamodb.Options) { o.RetryMaxAttempts = StartupAttempts })
 	}
 	return r, nil
 }
