@@ -23,6 +23,9 @@ type Function struct {
 	Invoker poller.Invoker
 	// Role is the execution role's ARN: the events' invokeIdentityArn (default: poller's).
 	Role string
+	// Timeout is the function's timeout (default 3 s): with the 10 s before it, how long an
+	// invocation may run (runner.Function.Timeout).
+	Timeout time.Duration
 }
 
 // Manager runs every mapping created through the API, one poller each, and answers the API
@@ -195,7 +198,7 @@ func (m *Manager) mapping(e *entry, ready func()) (runner.Mapping, error) {
 	}
 	rm := runner.Mapping{
 		Source:   runner.Source{Stream: e.rec.Mapping.EventSourceArn},
-		Function: runner.Function{Invoker: fn.Invoker, Name: e.rec.FunctionName, Role: fn.Role},
+		Function: runner.Function{Invoker: fn.Invoker, Name: e.rec.FunctionName, Role: fn.Role, Timeout: fn.Timeout},
 		Config:   mc,
 		Store:    runner.Store{Open: func(ctx context.Context) (poller.Store, error) { return m.progress.Store(ctx, id) }},
 		UUID:     id,

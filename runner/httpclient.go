@@ -69,15 +69,17 @@ func callClient(hc any) (*awshttp.BuildableClient, bool) {
 	return b.WithTransportOptions(func(t *http.Transport) { t.ResponseHeaderTimeout = CallHeaderTimeout }), true
 }
 
-// InvokeHTTPClient is the HTTP client of a Lambda client that invokes functions whose
-// invocations run up to bound (the function's timeout plus 10 s): it waits bound plus
-// InvokeHeaderMargin for an answer's headers (Lambda sends them once the function has ended) and
+// InvokeHTTPClient is the HTTP client of a Lambda client that invokes functions of the given
+// timeout, whose invocations run up to their bound (the timeout plus the 10 s Lambda allows
+// before it, as invocationBound says): it waits the bound plus InvokeHeaderMargin for an
+// answer's headers (Lambda sends them once the function has ended) and
 // has no rolling read timeout, which would end every invocation that runs longer. Its connects
 // and TLS handshakes are bounded as httpClient's, and once a new connection is ready the
 // invocation's start check (invoke.WithStartCheck) is asked again before the request is
 // written on it: a slow connect or handshake cannot put the send past the lease's horizon.
 // It speaks HTTP/1.1, one invocation per connection at a time.
-func InvokeHTTPClient(bound time.Duration) *awshttp.BuildableClient {
+func InvokeHTTPClient(timeout time.Duration) *awshttp.BuildableClient {
+	bound := outOfProcessBound(timeout)
 	return awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConns = 0
 		t.MaxIdleConnsPerHost = IdleConnsPerHost

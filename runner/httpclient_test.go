@@ -97,7 +97,7 @@ func TestClientTimeouts(t *testing.T) {
 	if tr := calls.GetTransport(); !ok || tr.ResponseHeaderTimeout != CallHeaderTimeout {
 		t.Errorf("DynamoDB transport: response headers %v", tr.ResponseHeaderTimeout)
 	}
-	inv := InvokeHTTPClient(910 * time.Second)
+	inv := InvokeHTTPClient(900 * time.Second)
 	if tr := inv.GetTransport(); tr.ResponseHeaderTimeout != 910*time.Second+InvokeHeaderMargin || tr.DialContext == nil || tr.DialTLSContext == nil {
 		t.Errorf("invoke transport: response headers %v", tr.ResponseHeaderTimeout)
 	}
@@ -143,7 +143,7 @@ func TestInvokeClientAsksTheStartCheckOnANewConnection(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer srv.Close()
-	client := awslambda.New(awslambda.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), HTTPClient: InvokeHTTPClient(13 * time.Second),
+	client := awslambda.New(awslambda.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), HTTPClient: InvokeHTTPClient(3 * time.Second),
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""), RetryMaxAttempts: 1})
 	asked := 0
 	ctx := invoke.WithStartCheck(context.Background(), func() bool { asked++; return asked == 1 }) // lost after the first ask

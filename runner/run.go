@@ -233,10 +233,13 @@ func (m Mapping) invoker(functionARN string) (poller.Invoker, error) {
 func invocationBound(f Function) time.Duration {
 	t := cmp.Or(f.Timeout, invoke.DefaultTimeout)
 	if f.Invoker != nil {
-		return t + execenv.InitTimeout
+		return outOfProcessBound(t)
 	}
 	return t + inprocess.DefaultOverrunWait
 }
+
+// outOfProcessBound is invocationBound of a function of timeout t invoked outside this process.
+func outOfProcessBound(t time.Duration) time.Duration { return t + execenv.InitTimeout }
 
 // mappingUUID is m.UUID when the caller gave one, else the one the store returns (it reads the
 // store's, or creates and stores one); OnUUID is told either way.

@@ -216,6 +216,8 @@ type Config struct {
 	Mapping *sam.Mapping
 	// Warnings are the template's (mappings esm skipped).
 	Warnings []string
+	// TimeoutGiven: --timeout was given (Run.Function.Timeout is then its value).
+	TimeoutGiven bool
 	// Invoke are the --invoke values (see ParseTargets); empty means in-process when Run is given
 	// a function, and an error otherwise.
 	Invoke []string

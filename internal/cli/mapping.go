@@ -18,7 +18,7 @@ type MappingFlags struct {
 	Invoke       []string       `help:"The function: exec:PATH [ARGS] runs its binary (a bootstrap, any runtime) in execution environments esm hosts, with the Lambda Runtime API; http(s) URLs of Lambda-Invoke-compatible endpoints (a pool, one invocation at a time each, e.g. aws-lambda-rie); lambda:NAME_OR_ARN through the Lambda API; example for the built-in example function. Repeatable (exec: and URLs)." env:"ESM_INVOKE" sep:"none" placeholder:"exec:PATH|URL|lambda:NAME|example"`
 	Stream       *string        `help:"Kinesis stream name or ARN (overrides the template's)." env:"ESM_STREAM"`
 	FunctionName *string        `help:"Function name, used in ARNs and to key checkpoints (default: the template's, else example)." env:"ESM_FUNCTION_NAME"`
-	Timeout      *time.Duration `help:"Function timeout (default: the template's, else 3s)." env:"ESM_TIMEOUT"`
+	Timeout      *time.Duration `help:"Function timeout (default: the template's, else 3s). Invocations are bounded by it plus 10s (what a dead worker's successor waits for): keep an HTTP endpoint's own timeout (AWS_LAMBDA_FUNCTION_TIMEOUT for aws-lambda-rie, 300s by default) no longer; a lambda: function's own timeout on Lambda is used when longer." env:"ESM_TIMEOUT"`
 	SQSProtocol  string         `name:"sqs-protocol" help:"Protocol of the SQS on-failure destination: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
 
 	FunctionEnvFlags `embed:""`
@@ -30,7 +30,7 @@ func (m MappingFlags) apply(c *Config) {
 	c.FunctionEnv = m.FunctionEnvFlags
 	c.SQSProtocol = m.SQSProtocol
 	if m.Timeout != nil {
-		c.Run.Function.Timeout = *m.Timeout
+		c.Run.Function.Timeout, c.TimeoutGiven = *m.Timeout, true
 	}
 }
 
@@ -57,6 +57,9 @@ func (f TemplateFlags) LoadMapping(ctx context.Context, m MappingFlags, log LogF
 func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 	targets, err := ParseTargets(c.Invoke)
 	if err != nil {
+		return nil, func() error { return nil }, err
+	}
+	if err := c.boundLambda(context.Background()); err != nil { // a lambda: target: its own timeout
 		return nil, func() error { return nil }, err
 	}
 	inv, closeFn, err := c.invoker(targets)

@@ -78,6 +78,9 @@ func (c *Config) ApplyEnvironment() error {
 // fn in this process (with the template's environment); with neither, it is a usage error that
 // says how to give a function. stdout takes the EMF lines (--emf).
 func Run(ctx context.Context, c *Config, fn any, stdout io.Writer) error {
+	if err := c.boundLambda(ctx); err != nil {
+		return err
+	}
 	m, closeInvoker, err := c.mapping(fn)
 	if err != nil {
 		return err

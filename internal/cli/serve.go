@@ -53,7 +53,7 @@ type ServeFlags struct {
 	LeaseDuration    time.Duration `help:"How long a worker's lease lasts without renewal. The same for every worker." default:"10s" env:"ESM_LEASE_DURATION"`
 	SyncInterval     time.Duration `help:"With --lease-table: how often to read the shared mappings again to apply what other workers changed." default:"2s" env:"ESM_SYNC_INTERVAL"`
 	SQSProtocol      string        `name:"sqs-protocol" help:"Protocol of SQS on-failure destinations: json, or query for emulators that speak only that (goaws)." default:"json" enum:"json,query" env:"ESM_SQS_PROTOCOL"`
-	Timeout          time.Duration `help:"Timeout of functions invoked over HTTP or in-process that the template does not time (default 3s)." env:"ESM_TIMEOUT"`
+	Timeout          time.Duration `help:"Timeout of the functions the template does not time (default 3s). Invocations are bounded by it plus 10s (what a dead worker's successor waits for): keep an HTTP endpoint's own timeout (AWS_LAMBDA_FUNCTION_TIMEOUT for aws-lambda-rie, 300s by default) no longer; a lambda: function's own timeout on Lambda is used when longer." env:"ESM_TIMEOUT"`
 
 	PollFlags        `embed:""`
 	DestinationFlags `embed:""`
@@ -123,7 +123,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 			err = fmt.Errorf("--metrics-addr: %w", merr)
 		}
 	}()
-	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, longestTimeout(res, timeout)+execenv.InitTimeout, logger)
+	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, longestTimeout(res, timeout, fns)+execenv.InitTimeout, logger)
 	if err != nil {
 		return err
 	}
@@ -293,10 +293,14 @@ func serveUntilDone(ctx context.Context, ln net.Listener, h http.Handler) error 
 	return nil
 }
 
-// longestTimeout is the longest function timeout of the template's functions and timeout (the
-// others'). A mapping's lease table does not know which function it invokes when it is opened,
-// so each bounds its invocations by the longest, plus the 10 s init phase Lambda allows.
-func longestTimeout(res *Resolved, timeout time.Duration) time.Duration {
+// longestTimeout is the longest function timeout of the template's functions, the functions'
+// (a lambda: target's is its own on Lambda, when longer) and timeout (the others'). A mapping's
+// lease table does not know which function it invokes when it is opened, so each bounds its
+// invocations by the longest, plus the 10 s init phase Lambda allows.
+func longestTimeout(res *Resolved, timeout time.Duration, fns []esmapi.Function) time.Duration {
+	for _, fn := range fns {
+		timeout = max(timeout, fn.Timeout)
+	}
 	if res == nil || res.Template == nil {
 		return timeout
 	}
@@ -435,9 +439,14 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *runne
 				o.Timeout = time.Duration(tf.Timeout) * time.Second
 			}
 		}
-		if fn.Role == "" && targets[0].Lambda != "" {
-			fn.Role = functionRole(ctx, awslambda.NewFromConfig(shared.AWS()), targets[0].Lambda, logger)
+		if lf := targets[0].Lambda; lf != "" {
+			cfg := functionConfiguration(ctx, awslambda.NewFromConfig(shared.AWS()), lf, logger)
+			if fn.Role == "" && cfg != nil {
+				fn.Role = aws.ToString(cfg.Role) // the events' invokeIdentityArn, as Lambda sets it
+			}
+			o.Timeout = lambdaTimeout(cfg, o.Timeout, f.Timeout > 0 || templateFn[name] != nil && templateFn[name].Timeout > 0, lf, logger)
 		}
+		fn.Timeout = o.Timeout
 		if targets[0].Example && o.Function != nil {
 			// In-process, as with esm run: the template's Environment, where esm's own
 			// environment does not set a variable (the process has one environment for all).
@@ -470,21 +479,3 @@ func defaultFunctionARN(region, endpointURL, name string) string {
 	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)
 }
 
-// functionConfigurations reads a Lambda function's configuration.
-type functionConfigurations interface {
-	GetFunctionConfiguration(ctx context.Context, in *awslambda.GetFunctionConfigurationInput, optFns ...func(*awslambda.Options)) (*awslambda.GetFunctionConfigurationOutput, error)
-}
-
-// functionRole is the execution role of a function on Lambda (a lambda: target), the events'
-// invokeIdentityArn as Lambda sets it; "" (the poller's default) when it cannot be read, with a
-// warning.
-func functionRole(ctx context.Context, api functionConfigurations, function string, logger *slog.Logger) string {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := api.GetFunctionConfiguration(ctx, &awslambda.GetFunctionConfigurationInput{FunctionName: aws.String(function)})
-	if err != nil {
-		logger.Warn("the function's role is unknown: events carry the default invokeIdentityArn", "function", function, "error", err)
-		return ""
-	}
-	return aws.ToString(out.Role)
-}

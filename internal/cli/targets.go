@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/sam"
 )
 
@@ -54,6 +55,11 @@ type InvokerOptions struct {
 func NewInvoker(targets []invoke.Target, o InvokerOptions) (inv invoke.Invoker, closeFn func() error, err error) {
 	if len(targets) == 0 {
 		return nil, func() error { return nil }, errors.New("no --invoke target")
+	}
+	if targets[0].Lambda != "" {
+		// Waits for an answer as long as the function may run, and asks the start check again on
+		// a new connection (runner.InvokeHTTPClient). o.Timeout is the function's (lambdaTimeout).
+		o.AWS.HTTPClient = runner.InvokeHTTPClient(o.Timeout)
 	}
 	opts := []invoke.Option{
 		invoke.WithAWS(o.AWS), invoke.WithEndpoint(o.EndpointURL), invoke.WithTimeout(o.Timeout), invoke.WithRegion(o.Region),
