@@ -478,4 +478,3 @@ func defaultFunctionARN(region, endpointURL, name string) string {
 	}
 	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)
 }
-
