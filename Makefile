@@ -20,7 +20,7 @@ test:
 	$(GO) vet ./...; \
 	$(GO) test -race -count=1 -timeout 20m ./... && \
 	$(call FAKE_TEST,-race -timeout 10m) && \
-	$(HELM_TEST)
+	$(DEPLOY_TEST)
 
 # test-unit runs the short tests of the packages whose tests need no emulator (no node on PATH
 # needed, under a minute); the packages listed in EMULATOR_PKGS start kinesis-local or dynalite
@@ -29,16 +29,17 @@ EMULATOR_PKGS := /cmd/demo$$|/cmd/esm$$|/dlq$$|/e2e/rie$$|/esmapi$$|/handler$$|/
 test-unit:
 	$(GO) test -short -count=1 $$($(GO) list ./... | grep -vE '$(EMULATOR_PKGS)') && \
 	$(call FAKE_TEST,-short) && \
-	$(HELM_TEST)
+	$(DEPLOY_TEST)
 
 # FAKE_TEST vets and tests the in-memory fakes, a module of their own (fake/: users import them
 # without esm's dependencies), which "go test ./..." of the main module does not reach; the
 # caller passes more go test flags. Their comparison with dynalite is internal/fakeparity's.
 FAKE_TEST = (cd fake && $(GO) vet ./... && $(GO) test -count=1 $(1) ./...)
 
-# HELM_TEST lints and renders the Helm chart, in its own module (deploy/helm: helm's dependencies
-# stay out of esm's), which "go test ./..." of the main module does not reach.
-HELM_TEST = (cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 ./...)
+# DEPLOY_TEST vets and tests the deployment module (deploy/: helm's and go-containerregistry's
+# dependencies stay out of esm's), which "go test ./..." of the main module does not reach: the
+# image builder, the Helm chart (lint, strict rendering), the manifest, the dashboard and alerts.
+DEPLOY_TEST = (cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...)
 
 # sim runs the deterministic simulation (internal/sim) over SEEDS seeds from FROM, or replays
 # one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.
@@ -84,9 +85,35 @@ emulators-up:
 emulators-down:
 	@bash $(EMULATORS) stop
 
-# build compiles the esm binary into bin/.
+# VERSION is what "esm version" prints and the image's tag: git describe of the checkout
+# (-dirty when it has uncommitted changes); REVISION its commit; SOURCE_DATE_EPOCH the commit's
+# time, the date of every file and of the image's configuration.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+LDFLAGS := -X main.version=$(VERSION)
+
+# build compiles the esm binary into bin/, its version stamped from git.
 build:
-	$(GO) build -o bin/esm ./cmd/esm
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/esm ./cmd/esm
+
+.PHONY: image
+
+# image builds esm's OCI image for linux/amd64 and linux/arm64 without a container daemon or a
+# registry (deploy/cmd/esm-image, go-containerregistry): static binaries (CGO_ENABLED=0,
+# -trimpath, stripped, the version stamped), the nonroot user 65532, the CA roots x509roots
+# ships, OCI labels. It writes the OCI layout bin/image/oci (crane push, skopeo copy oci:) and
+# bin/image/esm-linux-ARCH.tar (docker load, podman load), and prints the index's digest: the
+# same commit gives the same digest.
+IMAGE_ARCHS := amd64 arm64
+image:
+	for arch in $(IMAGE_ARCHS); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -buildvcs=false -ldflags '-s -w $(LDFLAGS)' \
+			-o bin/linux-$$arch/esm ./cmd/esm; \
+	done
+	cd deploy && $(GO) run ./cmd/esm-image $(foreach a,$(IMAGE_ARCHS),-esm $(a)=../bin/linux-$(a)/esm) \
+		-version '$(VERSION)' -revision '$(REVISION)' -created '$(SOURCE_DATE_EPOCH)' \
+		-layout ../bin/image/oci -tarballs ../bin/image
 
 # demo installs the emulator (npm ci), builds esm, and runs the end-to-end demo on a private
 # kinesis-local: a 2-shard stream split and merged while the example handler runs. Exits by itself.
