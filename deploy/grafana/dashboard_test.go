@@ -5,94 +5,24 @@ package grafana
 import (
 	"encoding/json"
 	"os"
-	"regexp"
 	"slices"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/kinesis-esm/esm/deploy/internal/promnames"
 	"github.com/kinesis-esm/esm/metrics/prom"
-	"github.com/kinesis-esm/esm/poller"
 )
 
-// exposed is every metric name a mapping's observer serves, after each of its methods was called
-// once; histograms add their _bucket, _sum and _count series.
+// exposed is every metric name esm exposes.
 func exposed(t *testing.T) map[string]bool {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	o := prom.New(reg, "fn", "orders")
-	var obs poller.Observer = o
-	obs.ShardState("s", poller.StateReading)
-	obs.RecordsPolled("s", 1)
-	obs.RecordsFilteredOut("s", 1)
-	obs.BatchInvoked("s", 1, time.Second, true)
-	obs.RecordsDropped("s", 1)
-	obs.RecordsDelivered("s", 1)
-	obs.FunctionError("s")
-	obs.Throttled("s")
-	obs.DestinationDeliveryFailed("s")
-	obs.IteratorAge("s", time.Second)
-	obs.ShardBlocked("s", true)
-	obs.BatchItemFailuresIgnored("s")
-	mfs, err := reg.Gather()
+	names, err := promnames.Exposed()
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[string]bool{}
-	for _, mf := range mfs {
-		names[mf.GetName()] = true
-		if mf.GetType().String() == "HISTOGRAM" {
-			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-				names[mf.GetName()+suffix] = true
-			}
-		}
-	}
 	return names
 }
 
-// promqlWords are PromQL's functions, aggregations and keywords: identifiers that are not metrics.
-var promqlWords = map[string]bool{}
-
-func init() {
-	for _, w := range strings.Fields(`sum min max avg count stddev stdvar topk bottomk quantile count_values group
-		rate irate increase delta idelta deriv histogram_quantile abs ceil floor round clamp clamp_min clamp_max
-		vector scalar time label_replace label_join sort sort_desc absent absent_over_time avg_over_time
-		max_over_time min_over_time sum_over_time count_over_time last_over_time changes resets predict_linear
-		and or unless bool offset inf nan`) {
-		promqlWords[w] = true
-	}
-}
-
-var (
-	strLit      = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
-	matchers    = regexp.MustCompile(`\{[^}]*\}`)
-	ranges      = regexp.MustCompile(`\[[^\]]*\]`)
-	labelLists  = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
-	variables   = regexp.MustCompile(`\$\{?\w+\}?`)
-	identifiers = regexp.MustCompile(`[A-Za-z_:][A-Za-z0-9_:]*`)
-	labelValues = regexp.MustCompile(`^label_values\(\s*([^,]+),\s*\w+\s*\)$`)
-)
-
-// metricNames returns the metric names an expression (PromQL, or Grafana's label_values(metric,
-// label)) refers to.
-func metricNames(expr string) []string {
-	expr = strings.TrimSpace(expr)
-	if m := labelValues.FindStringSubmatch(expr); m != nil {
-		expr = m[1]
-	}
-	for _, re := range []*regexp.Regexp{strLit, matchers, ranges, labelLists, variables} {
-		expr = re.ReplaceAllString(expr, " ")
-	}
-	var names []string
-	for _, id := range identifiers.FindAllString(expr, -1) {
-		if !promqlWords[id] && !slices.Contains(names, id) {
-			names = append(names, id)
-		}
-	}
-	return names
-}
+var metricNames = promnames.MetricNames
 
 // expressions walks the dashboard for every query: panel targets (rows' panels too) and the
 // query variables.

@@ -1,17 +1,22 @@
-// Package helm holds esm's Helm chart (esm/) in a module of its own, so that helm's dependencies
-// stay out of esm's; its tests lint the chart and render it, and check that the default rendering
-// is deploy/kubernetes/esm.yaml.
+// Package helm holds esm's Helm chart (esm/); its tests lint the chart with each example values
+// file, render every object strictly into Kubernetes' Go types, refuse the defaults (they name
+// no function), check the alerts' metrics, check that deploy/kubernetes/esm.yaml is the sidecar
+// example's rendering, and run the rendered pod from esm's image (pod_test.go).
 package helm
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -20,62 +25,108 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+var updateManifest = flag.Bool("update-manifest", false, "rewrite deploy/kubernetes/esm.yaml from the chart")
+
 const (
 	chartDir = "esm"
 	manifest = "../kubernetes/esm.yaml"
 )
 
-// TestLint runs helm lint on the chart, strict: no warning or error.
-func TestLint(t *testing.T) {
-	l := lint.All(chartDir, nil, "esm", false)
-	for _, m := range l.Messages {
-		t.Logf("lint: %s", m)
-		if m.Severity >= support.WarningSev {
-			t.Errorf("helm lint: %s", m)
-		}
+// examples are the chart's example values files, by name ("sidecar", "exec", "lambda").
+func examples(t *testing.T) map[string]string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(chartDir, "examples", "*.yaml"))
+	if err != nil || len(paths) < 3 {
+		t.Fatalf("examples: %v %v", paths, err)
 	}
-	if l.HighestSeverity >= support.WarningSev {
-		t.Fatalf("helm lint found problems (highest severity %d)", l.HighestSeverity)
+	out := map[string]string{}
+	for _, p := range paths {
+		out[strings.TrimSuffix(filepath.Base(p), ".yaml")] = p
 	}
+	return out
 }
 
-// render renders the chart as release esm in namespace esm with vals over the defaults, and
-// returns its objects by "Kind/name".
-func render(t *testing.T, vals map[string]any) map[string]map[string]any {
+// values reads a values file ("" for none) with over merged onto it.
+func values(t *testing.T, file string, over map[string]any) map[string]any {
 	t.Helper()
+	vals := map[string]any{}
+	if file != "" {
+		v, err := chartutil.ReadValuesFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals = v.AsMap()
+	}
+	return merge(vals, over)
+}
+
+// merge sets over's keys into dst, maps merged key by key, and returns dst.
+func merge(dst, over map[string]any) map[string]any {
+	for k, v := range over {
+		if vm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				dst[k] = merge(maps.Clone(dm), vm)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+	return dst
+}
+
+// renderFiles renders the chart as release esm in namespace esm with vals over the defaults
+// (validated against values.schema.json, as helm install does), or returns the error.
+func renderFiles(vals map[string]any) (string, error) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "esm", Namespace: "esm", IsInstall: true}, chartutil.DefaultCapabilities)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	files, err := engine.Render(ch, rv)
 	if err != nil {
-		t.Fatalf("helm template: %v", err)
+		return "", err
 	}
 	var all bytes.Buffer
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if strings.HasSuffix(name, ".yaml") {
 			fmt.Fprintf(&all, "---\n%s\n", files[name])
 		}
 	}
-	return objects(t, all.Bytes())
+	return all.String(), nil
+}
+
+// render is renderFiles' objects by "Kind/name", failing the test on an error.
+func render(t *testing.T, vals map[string]any) map[string]map[string]any {
+	t.Helper()
+	out, err := renderFiles(vals)
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	return objects(t, []byte(out))
+}
+
+// documents splits a multi-document manifest into its non-empty documents.
+func documents(b []byte) [][]byte {
+	var out [][]byte
+	for _, doc := range bytes.Split(append([]byte("\n"), b...), []byte("\n---\n")) {
+		doc = append(doc, '\n') // the separator took the last line's newline
+		if len(bytes.TrimSpace(doc)) > 0 {
+			out = append(out, doc)
+		}
+	}
+	return out
 }
 
 // objects parses a multi-document manifest into its objects by "Kind/name".
 func objects(t *testing.T, b []byte) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
-	for _, doc := range bytes.Split(append([]byte("\n"), b...), []byte("\n---\n")) {
+	for _, doc := range documents(b) {
 		var o map[string]any
-		if err := yaml.Unmarshal(append(doc, '\n'), &o); err != nil { // the separator took the last line's newline
+		if err := yaml.Unmarshal(doc, &o); err != nil {
 			t.Fatalf("%v in\n%s", err, doc)
 		}
 		if len(o) == 0 {
@@ -91,15 +142,83 @@ func objects(t *testing.T, b []byte) map[string]map[string]any {
 	return out
 }
 
-// TestRenderIsTheManifest: the chart's default rendering is deploy/kubernetes/esm.yaml, object
+// TestLint runs helm lint --strict on the chart with each example values file: no warning or
+// error.
+func TestLint(t *testing.T) {
+	for name, file := range examples(t) {
+		l := lint.All(chartDir, values(t, file, nil), "esm", true)
+		for _, m := range l.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("%s: helm lint: %s", name, m)
+			}
+		}
+	}
+}
+
+// TestDefaultsRefused: helm install of the defaults (rendered: a dry run, as helm template)
+// fails with a message naming the values to set, and so do values the schema refuses.
+func TestDefaultsRefused(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := func(vals map[string]any) error {
+		in := action.NewInstall(&action.Configuration{})
+		in.DryRun, in.ClientOnly, in.ReleaseName, in.Namespace = true, true, "esm", "esm"
+		_, err := in.Run(ch, vals)
+		return err
+	}
+	err = install(nil)
+	t.Logf("helm install of the defaults: %v", err)
+	for _, want := range []string{"no function to invoke", "function.sidecar.image", "function.exec.path", "function.lambda.name"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the defaults: error %v, want one naming %q", err, want)
+		}
+	}
+	for name, vals := range map[string]map[string]any{
+		"two functions":   {"function": map[string]any{"exec": map[string]any{"path": "/var/task/bootstrap"}, "lambda": map[string]any{"name": "f"}}},
+		"a typo":          {"function": map[string]any{"sidecr": map[string]any{"image": "f"}}},
+		"no image":        {"function": map[string]any{"sidecar": map[string]any{}}},
+		"a relative path": {"function": map[string]any{"exec": map[string]any{"path": "bootstrap"}}},
+		"no account name": {"function": map[string]any{"lambda": map[string]any{"name": "f"}}, "serviceAccount": map[string]any{"create": false}},
+		"a short grace":   {"function": map[string]any{"lambda": map[string]any{"name": "f"}}, "terminationGracePeriodSeconds": 30},
+	} {
+		if err := install(vals); err == nil {
+			t.Errorf("%s: installed", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	for name, file := range examples(t) {
+		if err := install(values(t, file, nil)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestRenderIsTheManifest: the sidecar example's rendering is deploy/kubernetes/esm.yaml, object
 // by object (the manifest's comments aside).
+//
+// go test -run TestRenderIsTheManifest -update-manifest rewrites the manifest's objects (its
+// opening comment stays).
 func TestRenderIsTheManifest(t *testing.T) {
 	b, err := os.ReadFile(manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if *updateManifest {
+		out, err := renderFiles(values(t, examples(t)["sidecar"], nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, _, _ := strings.Cut(string(b), "\n---\n")
+		if err := os.WriteFile(manifest, []byte(head+"\n"+strings.TrimSpace(out)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, _ = os.ReadFile(manifest)
+	}
 	want := objects(t, b)
-	got := render(t, nil)
+	got := render(t, values(t, examples(t)["sidecar"], nil))
 	if len(want) != 5 {
 		t.Fatalf("%s has %d objects, want 5", manifest, len(want))
 	}
@@ -119,42 +238,5 @@ func TestRenderIsTheManifest(t *testing.T) {
 		if _, ok := want[key]; !ok {
 			t.Errorf("the chart renders %s, which %s lacks", key, manifest)
 		}
-	}
-}
-
-// TestRenderWorkers: the values a deployment sets reach the objects: the number of workers, the
-// lease table, the metrics port (probes, Service, scrape annotation) and extra arguments.
-func TestRenderWorkers(t *testing.T) {
-	got := render(t, map[string]any{"replicaCount": 7, "leaseTable": "orders-leases", "metrics": map[string]any{"port": 9100},
-		"extraArgs": []any{"--blocked-after", "2m"}, "serviceAccount": map[string]any{"roleArn": ""}})
-	dep := got["Deployment/esm"]
-	spec := dep["spec"].(map[string]any)
-	if spec["replicas"] != float64(7) {
-		t.Errorf("replicas %v, want 7", spec["replicas"])
-	}
-	pod := spec["template"].(map[string]any)
-	c := pod["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
-	args := fmt.Sprint(c["args"])
-	for _, want := range []string{"--lease-table orders-leases", "--metrics-addr 0.0.0.0:9100", "--worker-id $(POD_NAME)", "--blocked-after 2m"} {
-		if !strings.Contains(args, want) {
-			t.Errorf("args %s lack %q", args, want)
-		}
-	}
-	if port := c["ports"].([]any)[0].(map[string]any)["containerPort"]; port != float64(9100) {
-		t.Errorf("containerPort %v", port)
-	}
-	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
-		if p := c[probe].(map[string]any)["httpGet"].(map[string]any)["port"]; p != "metrics" {
-			t.Errorf("%s port %v, want the metrics port by name", probe, p)
-		}
-	}
-	if a := pod["metadata"].(map[string]any)["annotations"].(map[string]any)["prometheus.io/port"]; a != "9100" {
-		t.Errorf("scrape annotation port %v", a)
-	}
-	if p := got["Service/esm-metrics"]["spec"].(map[string]any)["ports"].([]any)[0].(map[string]any)["port"]; p != float64(9100) {
-		t.Errorf("Service port %v", p)
-	}
-	if _, ok := got["ServiceAccount/esm"]["metadata"].(map[string]any)["annotations"]; ok {
-		t.Error("an IRSA annotation without a role")
 	}
 }

@@ -117,6 +117,11 @@ func TestManifest(t *testing.T) {
 		}
 	}
 
+	// Without a function esm run exits at once ("no function to invoke"): a crash loop.
+	if target, ok := flag(args, "--invoke"); !ok || target == "" {
+		t.Error("no --invoke: the workers would exit at start")
+	}
+
 	// $(POD_NAME) expands only from a variable of the container: the pod's name.
 	var podName bool
 	for _, e := range at(c, "env").([]any) {
