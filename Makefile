@@ -115,6 +115,22 @@ image:
 		-version '$(VERSION)' -revision '$(REVISION)' -created '$(SOURCE_DATE_EPOCH)' \
 		-layout ../bin/image/oci -tarballs ../bin/image
 
+.PHONY: function-image
+
+# function-image builds an image from esm's (make image first) with a Lambda bootstrap added as
+# /var/task/bootstrap, for the chart's function.exec: FUNCTION_BOOTSTRAP is the bootstrap's path
+# with % for the architecture (default bin/bootstrap-%, the example's: make bootstrap), TAG its
+# tag, REPO the repository its tarballs are tagged in. It writes bin/function-image/oci and
+# bin/function-image/function-linux-ARCH.tar.
+FUNCTION_BOOTSTRAP ?= bin/bootstrap-%
+TAG ?= $(VERSION)
+REPO ?= function
+function-image:
+	cd deploy && $(GO) run ./cmd/esm-image -from ../bin/image/oci \
+		$(foreach a,$(IMAGE_ARCHS),-bootstrap $(a)=$(abspath $(subst %,$(a),$(FUNCTION_BOOTSTRAP)))) \
+		-version '$(TAG)' -repo '$(REPO)' -created '$(SOURCE_DATE_EPOCH)' \
+		-layout ../bin/function-image/oci -tarballs ../bin/function-image
+
 # demo installs the emulator (npm ci), builds esm, and runs the end-to-end demo on a private
 # kinesis-local: a 2-shard stream split and merged while the example handler runs. Exits by itself.
 demo: node_modules/.package-lock.json build
