@@ -202,7 +202,7 @@ func (d *driver) start(sl *slot) {
 		cfg.FilterPatterns = []string{`{"data":{"tag":["a","poison"]}}`}
 	}
 	opts := []poller.Option{poller.WithDestination(simDest{inc}), poller.WithObserver(inc.obs),
-		poller.WithLogger(w.debugLogger(inc))}
+		poller.WithLogger(w.debugLogger(inc)), poller.WithInvocationBound(w.s.FunctionTimeout)}
 	inc.base = w.base
 	var runLeases func(context.Context) error
 	if w.db != nil {

@@ -72,6 +72,9 @@ const (
 	FInvError     = "invoke-function-error"
 	FInvTimeout   = "invoke-timeout"
 	FInvPartial   = "invoke-partial-response"
+	// FInvReset: the invocation's connection is reset after the request reached the function,
+	// which runs on to its timeout while the worker sees an ambiguous failure.
+	FInvReset = "invoke-reset-after-send"
 )
 
 // Per-worker fault kinds: a fault window that hits one worker (Event.W) while the others see
@@ -90,7 +93,7 @@ const (
 var workerFaultKinds = []string{FCutDynamo, FCutKinesis, FCutBoth, FCutFunction}
 
 var faultKinds = []string{FKinThrottle, FKin5xx, FKinExpired, FKinDropped, FKinList5xx, FStoreDown, FStoreLostAck,
-	FDestDown, FInvThrottle, FInvError, FInvTimeout, FInvPartial}
+	FDestDown, FInvThrottle, FInvError, FInvTimeout, FInvPartial, FInvReset}
 
 // Event is one step of a schedule.
 type Event struct {

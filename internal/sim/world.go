@@ -467,6 +467,9 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 	}
 
 	o := v.decide(c, batchID, attempt)
+	if w.hit(inc, FInvReset) {
+		return v.reset(c)
+	}
 	v.begin(c)
 	// The function runs for its time wherever the worker is: a paused worker's invocation goes on
 	// at the function, and so does a killed one's with leases (several workers: the function is
@@ -484,6 +487,17 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 	v.finish(c)
 	_ = inc.gate(context.Background()) // a paused worker reads the response when it resumes
 	return v.end(c, o, e.State)
+}
+
+// reset is an invocation whose connection is reset after its request reached the function: the
+// function runs for its whole timeout, and the worker sees, well before, an error that says the
+// invocation may still run (a NAT or a proxy dropping a long call).
+func (v simInvoker) reset(c *call) (invoke.Response, error) {
+	runFor := v.inc.w.s.FunctionTimeout
+	v.begin(c)
+	time.AfterFunc(runFor, func() { v.finish(c) }) // at the function, whatever the worker does
+	time.Sleep(min(runFor/2, 200*time.Millisecond))
+	return invoke.Response{}, fmt.Errorf("%w: sim: connection reset after the request was sent", invoke.ErrAmbiguous)
 }
 
 // outcome is what an invocation will do, decided before it runs.
