@@ -32,7 +32,7 @@ func TestAPIStartChecksOnce(t *testing.T) {
 	m, err := Open(ctx, r, FileCatalog{Dir: t.TempDir()}, ProgressFuncs{
 		StoreFunc:  func(context.Context, string) (poller.Store, error) { return poller.NewMemoryStore(), nil },
 		DeleteFunc: func(context.Context, string) error { return nil },
-	}, WithFunctions(Function{Name: "fn", Invoker: inv}))
+	}, WithFunctions(Function{Name: "fn", Invoker: inv}), WithBlockedAfter(7*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +50,9 @@ func TestAPIStartChecksOnce(t *testing.T) {
 	m.mu.Unlock()
 	if checked == nil || err != nil {
 		t.Fatalf("Create kept no checked configuration (%v)", err)
+	}
+	if started.Hooks.BlockedAfter != 7*time.Second {
+		t.Fatalf("the start's BlockedAfter is %s, want WithBlockedAfter's 7s", started.Hooks.BlockedAfter)
 	}
 	if !reflect.DeepEqual(started.Config, *checked) {
 		t.Fatalf("the start runs another configuration than the one Create checked:\n%+v\n%+v", started.Config, *checked)

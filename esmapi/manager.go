@@ -202,7 +202,7 @@ func (m *Manager) mapping(e *entry, ready func()) (runner.Mapping, error) {
 		Config:   mc,
 		Store:    runner.Store{Open: func(ctx context.Context) (poller.Store, error) { return m.progress.Store(ctx, id) }},
 		UUID:     id,
-		Hooks:    runner.Hooks{Logger: m.log.With("mapping", id), Observer: obs, Ready: ready},
+		Hooks:    runner.Hooks{Logger: m.log.With("mapping", id), Observer: obs, Ready: ready, BlockedAfter: m.o.blockedAfter},
 	}
 	if m.o.trace != nil {
 		rm.Hooks.Tracer = m.o.trace(e.view())

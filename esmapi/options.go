@@ -45,6 +45,7 @@ type options struct {
 	observe        func(EventSourceMapping) poller.Observer
 	trace          func(EventSourceMapping) poller.Tracer
 	results        Results
+	blockedAfter   time.Duration
 }
 
 // WithFunctions registers functions that mappings may invoke, known by their names (repeatable;
@@ -98,6 +99,10 @@ func WithObserver(observe func(EventSourceMapping) poller.Observer) Option {
 func WithTracer(trace func(EventSourceMapping) poller.Tracer) Option {
 	return func(o *options) { o.trace = trace }
 }
+
+// WithBlockedAfter sets how long a shard of any mapping may be on the same batch before it is
+// reported blocked (poller.WithBlockedAfter; default, or zero: poller.DefaultBlockedAfter).
+func WithBlockedAfter(d time.Duration) Option { return func(o *options) { o.blockedAfter = d } }
 
 // WithResults keeps each mapping's LastProcessingResult in r across restarts (default: none,
 // every mapping starts with "No records processed").

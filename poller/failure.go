@@ -149,6 +149,7 @@ type batchRun struct {
 	// With a Tracer (trace.go): the current invocation's span, the batch's first one, and the
 	// bisected invocation these records are half of.
 	span, first, parent InvocationSpan
+	tries, chained      int  // invocations of these records; of them, in first's trace
 	half                bool // a bisected half: its retries are paced short
 }
 
@@ -193,7 +194,7 @@ func (b *batchRun) attempt(int) (step, error) {
 // error "without invoking the function" in neither, and esm cannot tell an ambiguous failure from
 // one. The batch is retried with backoff (after the wait, for an ambiguous one).
 func (b *batchRun) notInvoked(s sent) (step, error) {
-	b.endSpan(OutcomeNotInvoked)
+	b.endSpan(OutcomeNotInvoked, s.err.Error())
 	b.r.observeInvoke(0, s.took, s.err, false, false)
 	if s.ambiguous {
 		b.log().Warn("invocation failed after its request was sent: it may still run; retrying without counting once the invocation bound has passed", "err", s.err, "bound", b.r.p.bound)
@@ -261,7 +262,7 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 	b.last = &FailureResponse{StatusCode: resp.StatusCode, ExecutedVersion: resp.ExecutedVersion, FunctionError: resp.FunctionError}
 	switch o {
 	case outcomeSuccess:
-		b.endSpan(OutcomeOK)
+		b.endSpan(OutcomeOK, "")
 		if r.p.log.Enabled(b.workCtx, slog.LevelDebug) {
 			b.log().Debug("batch handled", "invocations", b.invokes)
 		}
@@ -275,7 +276,7 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 			r.progress.Window = &WindowState{Start: r.progress.Window.Start, State: state}
 		}
 		if failedAt > 0 {
-			b.endSpan(OutcomePartial)
+			b.endSpan(OutcomePartial, "partial batch failure at record "+deref(b.recs[failedAt].SequenceNumber))
 			return b.handledUpTo(failedAt)
 		}
 		cause = "partial batch failure at its first record " + deref(b.recs[0].SequenceNumber)
@@ -283,7 +284,7 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 		b.log().Warn("function error", "invocations", b.invokes, "error", string(resp.Payload))
 		if cfg.BisectBatchOnFunctionError && len(b.recs) > 1 {
 			bisected := b.span
-			b.endSpan(OutcomeBisected)
+			b.endSpan(OutcomeBisected, "function error: "+clip(resp.Payload))
 			return stepDone, b.bisect(bisected)
 		}
 		cause = "function error: " + clip(resp.Payload)
@@ -347,10 +348,10 @@ func (b *batchRun) failed(cause, outcome string) (step, error) {
 	if maxRetries := b.r.p.cfg.RetryAttempts(); maxRetries >= 0 && b.failures > maxRetries {
 		b.stalled(cause)
 		err := b.r.discard(b.runCtx, b.workCtx, b.recs, ConditionRetryAttemptsExhausted, b.invokes, b.last, b.lastRequest)
-		b.endSpan(b.r.discardedOutcome())
+		b.endSpan(b.r.discardedOutcome(), cause)
 		return stepDone, err
 	}
-	b.endSpan(outcome)
+	b.endSpan(outcome, cause)
 	if b.runCtx.Err() != nil {
 		return stepDone, errStopped
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"time"
 
 	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 )
@@ -27,7 +28,21 @@ type Invocation struct {
 	ShardID                                 string
 	BatchSize                               int
 	FirstSequenceNumber, LastSequenceNumber string
+	// Attempt counts the invocations of these records, this one included (1: the first; the
+	// halves of a bisected batch start again).
+	Attempt int
+	// IteratorAge is the age of the batch's last record as it is sent (Lambda's IteratorAge).
+	IteratorAge time.Duration
+	// NewTrace: after is a retry chain's first invocation whose trace already holds
+	// MaxTraceInvocations of the chain: this one starts a new trace, linked to after, which
+	// the chain's next retries follow.
+	NewTrace bool
 }
+
+// MaxTraceInvocations bounds the invocations of one retry chain in one trace: a batch retried
+// for ever (MaximumRetryAttempts -1) goes on in a new trace, linked to the previous one, every
+// MaxTraceInvocations invocations.
+const MaxTraceInvocations = 100
 
 // Tracer traces the mapping's invocations (WithTracer); package tracing implements it with
 // OpenTelemetry.
@@ -42,8 +57,10 @@ type Tracer interface {
 
 // InvocationSpan is one traced invocation.
 type InvocationSpan interface {
-	// End records the invocation's outcome (one of the Outcome constants) and ends the span.
-	End(outcome string)
+	// End records the invocation's outcome (one of the Outcome constants) and, for any outcome
+	// but OutcomeOK, the failure's message (the function's error document, the invoke error, a
+	// partial response's failed record), then ends the span.
+	End(outcome, message string)
 }
 
 // WithTracer traces every invocation with t (default none).
@@ -56,22 +73,29 @@ func (b *batchRun) startSpan(ctx context.Context) context.Context {
 	if t == nil {
 		return ctx
 	}
+	b.tries++
+	inv := Invocation{StreamName: b.r.p.arn.Name, Region: b.r.p.arn.Region, ShardID: b.r.shardID, BatchSize: len(b.recs),
+		FirstSequenceNumber: deref(b.recs[0].SequenceNumber), LastSequenceNumber: deref(b.recs[len(b.recs)-1].SequenceNumber),
+		Attempt: b.tries, NewTrace: b.chained == MaxTraceInvocations}
+	if at := b.recs[len(b.recs)-1].ApproximateArrivalTimestamp; at != nil {
+		inv.IteratorAge = max(b.r.p.now().Sub(*at), 0)
+	}
 	after := b.first
 	if after == nil {
 		after = b.parent
 	}
-	ctx, b.span = t.StartInvocation(ctx, after, Invocation{StreamName: b.r.p.arn.Name, Region: b.r.p.arn.Region, ShardID: b.r.shardID, BatchSize: len(b.recs),
-		FirstSequenceNumber: deref(b.recs[0].SequenceNumber), LastSequenceNumber: deref(b.recs[len(b.recs)-1].SequenceNumber)})
-	if b.first == nil {
-		b.first = b.span
+	ctx, b.span = t.StartInvocation(ctx, after, inv)
+	if b.first == nil || inv.NewTrace {
+		b.first, b.chained = b.span, 0
 	}
+	b.chained++
 	return ctx
 }
 
-// endSpan ends the current invocation's span with outcome.
-func (b *batchRun) endSpan(outcome string) {
+// endSpan ends the current invocation's span with outcome and, when it failed, message.
+func (b *batchRun) endSpan(outcome, message string) {
 	if b.span != nil {
-		b.span.End(outcome)
+		b.span.End(outcome, message)
 		b.span = nil
 	}
 }

@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -31,7 +32,7 @@ func TestFromEnvironment(t *testing.T) {
 			for _, v := range vars {
 				t.Setenv(v, tt.env[v])
 			}
-			tp, err := FromEnvironment(context.Background())
+			tp, err := FromEnvironment(context.Background(), slog.New(slog.DiscardHandler))
 			if tt.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.refused) {
 					t.Fatalf("error %v, want one naming %s", err, tt.refused)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -88,7 +89,7 @@ func TestBisectTraceOverOTLP(t *testing.T) {
 	}
 
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", colSrv.URL)
-	tp, err := FromEnvironment(context.Background())
+	tp, err := FromEnvironment(context.Background(), slog.New(slog.DiscardHandler))
 	if err != nil || tp == nil {
 		t.Fatalf("FromEnvironment: %v, %v", tp, err)
 	}
@@ -114,7 +115,7 @@ func TestBisectTraceOverOTLP(t *testing.T) {
 			g.kind = trace.SpanKindConsumer
 		}
 		if s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
-			g.status = codes.Error
+			g.status, g.message = codes.Error, s.GetStatus().GetMessage()
 		}
 		for _, kv := range s.GetAttributes() {
 			g.attrs[kv.GetKey()] = anyValue(kv.GetValue())

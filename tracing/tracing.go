@@ -1,12 +1,15 @@
 package tracing
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -33,6 +36,9 @@ const (
 	KeyFirstSequence    = attribute.Key("esm.batch.first_sequence_number")
 	KeyLastSequence     = attribute.Key("esm.batch.last_sequence_number")
 	KeyOutcome          = attribute.Key("esm.outcome")
+	KeyAttempt          = attribute.Key("esm.invocation.attempt")    // 1 for a batch's first invocation
+	KeyIteratorAge      = attribute.Key("esm.batch.iterator_age_ms") // the age of the batch's last record when sent
+	KeyErrorType        = attribute.Key("error.type")                // the outcome of a failed invocation
 	instrumentationName = "github.com/kinesis-esm/esm/tracing"
 )
 
@@ -84,11 +90,16 @@ func (t *Tracer) StartInvocation(ctx context.Context, after poller.InvocationSpa
 	}
 	attrs = append(attrs, KeyDestinationName.String(inv.StreamName))
 	attrs = append(attrs, KeyPartitionID.String(inv.ShardID), KeyBatchCount.Int(inv.BatchSize),
-		KeyFirstSequence.String(inv.FirstSequenceNumber), KeyLastSequence.String(inv.LastSequenceNumber))
+		KeyFirstSequence.String(inv.FirstSequenceNumber), KeyLastSequence.String(inv.LastSequenceNumber),
+		KeyAttempt.Int(inv.Attempt), KeyIteratorAge.Int64(inv.IteratorAge.Milliseconds()))
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
 	parent := ctx
 	if a, ok := after.(*span); ok {
-		parent = trace.ContextWithSpanContext(ctx, a.s.SpanContext())
+		if inv.NewTrace { // a long retry chain goes on in a new trace, linked to its previous one
+			opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: a.s.SpanContext()}))
+		} else {
+			parent = trace.ContextWithSpanContext(ctx, a.s.SpanContext())
+		}
 	}
 	ctx, s := t.tracer.Start(parent, "process "+inv.StreamName, opts...)
 	if h := XRayHeader(s.SpanContext()); h != "" {
@@ -99,11 +110,12 @@ func (t *Tracer) StartInvocation(ctx context.Context, after poller.InvocationSpa
 
 type span struct{ s trace.Span }
 
-// End records the outcome; any but ok is an error.
-func (s *span) End(outcome string) {
+// End records the outcome; any but ok is an error, whose message is the status' description.
+func (s *span) End(outcome, message string) {
 	s.s.SetAttributes(KeyOutcome.String(outcome))
 	if outcome != poller.OutcomeOK {
-		s.s.SetStatus(codes.Error, outcome)
+		s.s.SetAttributes(KeyErrorType.String(outcome))
+		s.s.SetStatus(codes.Error, cmp.Or(message, outcome))
 	}
 	s.s.End()
 }
@@ -129,7 +141,9 @@ func XRayHeader(sc trace.SpanContext) string {
 // compression, certificates), the sampler OTEL_TRACES_SAMPLER(_ARG), the batcher OTEL_BSP_*, the
 // resource OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (service.name defaults to esm). Other
 // exporters and protocols are refused. The caller shuts the provider down, which flushes it.
-func FromEnvironment(ctx context.Context) (*sdktrace.TracerProvider, error) {
+// Export errors (a collector down or refusing) are logged with log as warnings: FromEnvironment
+// makes it OpenTelemetry's global error handler, so they follow the configured log format.
+func FromEnvironment(ctx context.Context, log *slog.Logger) (*sdktrace.TracerProvider, error) {
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
 		return nil, nil
 	}
@@ -161,5 +175,20 @@ func FromEnvironment(ctx context.Context) (*sdktrace.TracerProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace resource: %w", err)
 	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("trace export failed", "endpoint", Endpoint(), "err", err)
+	}))
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// Endpoint is where FromEnvironment's exporter sends spans: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// as it is, else OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces, else the exporter's default.
+func Endpoint() string {
+	if e := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); e != "" {
+		return e
+	}
+	if e := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); e != "" {
+		return strings.TrimSuffix(e, "/") + "/v1/traces"
+	}
+	return "https://localhost:4318/v1/traces"
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -109,18 +110,19 @@ type wantSpan struct {
 	data    string
 	outcome string
 	parent  int
+	attempt int
 }
 
 // The bisect scenario's invocations in order: the batch, bisected; its first half, handled; its
 // second half, bisected; poison, failed (the first of its batch); poison again, a child of its
 // first invocation, sent to the destination; d, handled.
 var bisectSpans = []wantSpan{
-	{"a,b,poison,d", poller.OutcomeBisected, -1},
-	{"a,b", poller.OutcomeOK, 0},
-	{"poison,d", poller.OutcomeBisected, 0},
-	{"poison", poller.OutcomeFunctionError, 2},
-	{"poison", poller.OutcomeSentToDestination, 3},
-	{"d", poller.OutcomeOK, 2},
+	{"a,b,poison,d", poller.OutcomeBisected, -1, 1},
+	{"a,b", poller.OutcomeOK, 0, 1},
+	{"poison,d", poller.OutcomeBisected, 0, 1},
+	{"poison", poller.OutcomeFunctionError, 2, 1},
+	{"poison", poller.OutcomeSentToDestination, 3, 2},
+	{"d", poller.OutcomeOK, 2, 1},
 }
 
 // gotSpan is what the checks need of an exported span, from the SDK or from OTLP.
@@ -130,6 +132,7 @@ type gotSpan struct {
 	traceID, spanID, parent string
 	attrs                   map[string]string
 	status                  codes.Code
+	message                 string // the status' description
 }
 
 // checkBisectTrace checks the spans (in the order they started) against bisectSpans and the
@@ -160,6 +163,7 @@ func checkBisectTrace(t *testing.T, spans []gotSpan, calls []call, uuid string) 
 			"aws.lambda.resource_mapping.id": uuid, "faas.trigger": "pubsub", "messaging.destination.name": "orders",
 			"messaging.destination.partition.id": shard, "messaging.batch.message_count": fmt.Sprint(len(recs)),
 			"esm.outcome": w.outcome, "messaging.system": "aws_kinesis", "messaging.operation.type": "process",
+			"esm.invocation.attempt": fmt.Sprint(w.attempt),
 		}
 		for k, v := range want {
 			if s.attrs[k] != v {
@@ -171,6 +175,12 @@ func checkBisectTrace(t *testing.T, spans []gotSpan, calls []call, uuid string) 
 		}
 		if wantErr := w.outcome != poller.OutcomeOK; (s.status == codes.Error) != wantErr {
 			t.Errorf("span %d: status %v for outcome %s", i, s.status, w.outcome)
+		}
+		if w.outcome != poller.OutcomeOK && (!strings.Contains(s.message, "poison") || s.attrs["error.type"] != w.outcome) {
+			t.Errorf("span %d: status message %q, error.type %q; want the function's error and the outcome", i, s.message, s.attrs["error.type"])
+		}
+		if age, err := strconv.Atoi(s.attrs["esm.batch.iterator_age_ms"]); err != nil || age < 0 || age > 60_000 {
+			t.Errorf("span %d: esm.batch.iterator_age_ms %q", i, s.attrs["esm.batch.iterator_age_ms"])
 		}
 		if s.name != "process orders" || s.kind != trace.SpanKindConsumer {
 			t.Errorf("span %d: %q of kind %v", i, s.name, s.kind)
@@ -203,7 +213,7 @@ func TestBisectTraceInMemory(t *testing.T) {
 	var spans []gotSpan
 	for _, s := range stubs {
 		g := gotSpan{name: s.Name, kind: s.SpanKind, traceID: s.SpanContext.TraceID().String(), spanID: s.SpanContext.SpanID().String(),
-			attrs: map[string]string{}, status: s.Status.Code}
+			attrs: map[string]string{}, status: s.Status.Code, message: s.Status.Description}
 		if s.Parent.IsValid() {
 			g.parent = s.Parent.SpanID().String()
 		}

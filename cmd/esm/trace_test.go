@@ -96,6 +96,9 @@ func TestTracesExported(t *testing.T) {
 	if code := proc.stop(t); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
+	if !strings.Contains(proc.stderr.String(), "endpoint="+srv.URL+"/v1/traces") {
+		t.Errorf("the start-up log does not name the trace endpoint %s/v1/traces", srv.URL)
+	}
 	outcomes, headers, streams := col.byOutcome()
 	t.Logf("span outcomes %v", outcomes)
 	if outcomes["bisected"] < 2 || !streams[stream] || len(streams) != 1 {

@@ -68,8 +68,6 @@ type RunFlags struct {
 	LeaseDuration    time.Duration `help:"How long a worker's lease lasts without renewal; renewed every third of it. The same for every worker of a table." default:"10s" env:"ESM_LEASE_DURATION"`
 
 	ObserveFlags `embed:""`
-	// BlockedAfter: zero is poller.DefaultBlockedAfter.
-	BlockedAfter time.Duration `help:"Report a shard as blocked (esm_shard_blocked, and a warning naming the shard and the cause) once it has retried the same batch this long (default 1m)." env:"ESM_BLOCKED_AFTER"`
 
 	LogFlags `embed:""`
 }
@@ -84,6 +82,16 @@ type DestinationFlags struct {
 type ObserveFlags struct {
 	MetricsAddr string `help:"Serve Prometheus metrics (/metrics) and health checks (/healthz, /readyz) at this address; off unless set. A bare :PORT binds 127.0.0.1. With esm serve every mapping's series carry its uuid." env:"ESM_METRICS_ADDR" placeholder:"HOST:PORT"`
 	EMF         bool   `help:"Also write the metrics as CloudWatch embedded-metric-format lines on stdout, once a minute (one set per mapping)." env:"ESM_EMF"`
+	// BlockedAfter: zero is poller.DefaultBlockedAfter.
+	BlockedAfter time.Duration `help:"Report a shard as blocked (esm_shard_blocked, and a warning naming the shard and the cause) once it has been on the same batch this long, retrying it or waiting for one invocation (default 1m)." env:"ESM_BLOCKED_AFTER"`
+}
+
+// blockedAfter is --blocked-after, refused when negative.
+func (f ObserveFlags) blockedAfter() (time.Duration, error) {
+	if f.BlockedAfter < 0 {
+		return 0, Usage(fmt.Errorf("--blocked-after %s: must be positive", f.BlockedAfter))
+	}
+	return f.BlockedAfter, nil
 }
 
 // metricsAddr is --metrics-addr with a bare :PORT bound to 127.0.0.1.
@@ -265,10 +273,9 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 		return nil, Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))
 	}
 	m.Store.LeaseTable, m.Store.CreateLeaseTable, m.Store.WorkerID, m.Store.LeaseDuration = f.LeaseTable, f.CreateLeaseTable, f.WorkerID, f.LeaseDuration
-	if f.BlockedAfter < 0 {
-		return nil, Usage(fmt.Errorf("--blocked-after %s: must be positive", f.BlockedAfter))
+	if m.Hooks.BlockedAfter, err = f.blockedAfter(); err != nil {
+		return nil, err
 	}
-	m.Hooks.BlockedAfter = f.BlockedAfter
 	if f.RegisterConsumer != nil { // --provision registers the template's consumer too (ProvisionStream)
 		m.Source.Consumer, m.Source.RegisterConsumer = *f.RegisterConsumer, true
 	}

@@ -246,6 +246,23 @@ func TestBlockedAfter(t *testing.T) {
 	if _, err := load(t, append(base, "--blocked-after=-1s")...); err == nil {
 		t.Fatal("--blocked-after -1s accepted")
 	}
+	for _, tt := range []struct { // esm serve has it too (issue 40)
+		arg  string
+		want time.Duration
+		err  bool
+	}{{"--blocked-after=90s", 90 * time.Second, false}, {"--blocked-after=-1s", 0, true}} {
+		var f ServeFlags
+		p, err := kong.New(&f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Parse([]string{tt.arg}); err != nil {
+			t.Fatalf("esm serve %s: %v", tt.arg, err)
+		}
+		if got, err := f.blockedAfter(); got != tt.want || (err != nil) != tt.err || (err != nil && ExitCode(err) != 2) {
+			t.Fatalf("esm serve %s: %s, %v", tt.arg, got, err)
+		}
+	}
 	field, _ := reflect.TypeFor[RunFlags]().FieldByName("BlockedAfter")
 	if want := "(default " + strings.TrimSuffix(poller.DefaultBlockedAfter.String(), "0s") + ")"; !strings.Contains(field.Tag.Get("help"), want) {
 		t.Fatalf("--blocked-after's help %q does not state the default %s", field.Tag.Get("help"), want)

@@ -159,14 +159,14 @@ const traceFlushTimeout = 5 * time.Second
 // trace sets up OpenTelemetry tracing when the OTEL_* variables ask for it. The returned stop
 // flushes and ends it (after the mapping stopped).
 func (c *Config) trace(ctx context.Context, o *runner.Mapping) (stop func() error, err error) {
-	tp, err := tracing.FromEnvironment(ctx)
+	tp, err := tracing.FromEnvironment(ctx, c.Logger)
 	if err != nil || tp == nil {
 		return func() error { return nil }, err
 	}
 	tr := tracing.NewTracer(tp, tracing.Mapping{FunctionName: o.Function.Name, UUID: o.UUID})
 	o.Hooks.Tracer = tr
 	o.Hooks.OnUUID = chain(o.Hooks.OnUUID, tr.SetMappingUUID)
-	c.Logger.Info("tracing invocations with OpenTelemetry (OTLP over HTTP)")
+	c.Logger.Info("tracing invocations with OpenTelemetry (OTLP over HTTP)", "endpoint", tracing.Endpoint())
 	return func() error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceFlushTimeout)
 		defer cancel()

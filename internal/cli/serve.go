@@ -85,6 +85,10 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 	if err != nil {
 		return err
 	}
+	blockedAfter, err := f.blockedAfter()
+	if err != nil {
+		return err
+	}
 	timeout := cmp.Or(f.Timeout, defaultFunctionTimeout)
 	tf := TemplateFlags{Template: f.Template, ParameterOverrides: f.ParameterOverrides, AWSFlags: f.AWSFlags}
 	var res *Resolved
@@ -128,7 +132,8 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 		return err
 	}
 	defer closeStores()
-	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger)}, append(obs.options(), storeOpts...)...)
+	opts := append([]esmapi.Option{esmapi.WithFunctions(fns...), esmapi.WithBase(f.base()), esmapi.WithLogger(logger), esmapi.WithBlockedAfter(blockedAfter)},
+		append(obs.options(), storeOpts...)...)
 	m, err := esmapi.Open(ctx, shared, catalog, progress, opts...)
 	if err != nil {
 		return err

@@ -65,12 +65,12 @@ func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, logger *sl
 		logger.Info("metrics served", "addr", bound)
 		serve = srv.Run
 	}
-	if o.traces, err = tracing.FromEnvironment(ctx); err != nil {
+	if o.traces, err = tracing.FromEnvironment(ctx, logger); err != nil {
 		o.stop()
 		return nil, nil, err
 	}
 	if o.traces != nil {
-		logger.Info("tracing invocations with OpenTelemetry (OTLP over HTTP)")
+		logger.Info("tracing invocations with OpenTelemetry (OTLP over HTTP)", "endpoint", tracing.Endpoint())
 	}
 	return o, runUntilStopped(ctx, serve), nil
 }
