@@ -253,7 +253,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		cfg.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
 	return &Dynamo{
-		api: client, table: table, id: workerID, cfg: cfg,
+		api: timedAPI{api: client, p: policyFor(cfg.leaseDuration)}, table: table, id: workerID, cfg: cfg,
 		log:      cfg.log.With("worker_id", workerID),
 		beatInt:  cfg.leaseDuration / 3,
 		safe:     cfg.leaseDuration - cfg.leaseDuration/5,

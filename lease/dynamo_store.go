@@ -222,7 +222,7 @@ func (d *Dynamo) save(ctx context.Context, id string, pr poller.ShardProgress) e
 		expr += " ADD #ch :ch"
 		names["#ch"], u.values[":ch"] = attrChildren, &types.AttributeValueMemberSS{Value: children}
 	}
-	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := d.api.UpdateItem(asCheckpoint(ctx), &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(id),
 		UpdateExpression:          aws.String(expr),
 		ConditionExpression:       aws.String("#o = :me AND #c = :cur"),

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kinesis-esm/esm/internal/ddbcall"
 )
 
 // TableAPI is the part of the DynamoDB client EnsureTable uses. *dynamodb.Client satisfies it.
@@ -41,7 +43,9 @@ func EnsureTable(ctx context.Context, client TableAPI, table string, create bool
 	t := time.NewTicker(tablePoll)
 	defer t.Stop()
 	for {
-		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		out, err := ddbcall.Call(ctx, ddbcall.Table, ddbcall.ReadAttempts, func(ctx context.Context) (*dynamodb.DescribeTableOutput, error) {
+			return client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		})
 		var notFound *types.ResourceNotFoundException
 		switch {
 		case errors.As(err, &notFound) && !create:
@@ -72,11 +76,13 @@ func EnsureTable(ctx context.Context, client TableAPI, table string, create bool
 }
 
 func createTable(ctx context.Context, client TableAPI, table string) error {
-	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		BillingMode:          types.BillingModePayPerRequest,
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
+	_, err := ddbcall.Call(ctx, ddbcall.Table, 1, func(ctx context.Context) (*dynamodb.CreateTableOutput, error) {
+		return client.CreateTable(ctx, &dynamodb.CreateTableInput{
+			TableName:            aws.String(table),
+			BillingMode:          types.BillingModePayPerRequest,
+			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
+		})
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) { // in use: another worker created it first
@@ -110,7 +116,7 @@ func checkKeySchema(t *types.TableDescription) error {
 // ListLeases reads every lease of a table with a consistent scan, ordered by shard id (the
 // roster item is left out).
 func ListLeases(ctx context.Context, client DynamoAPI, table string) ([]Lease, error) {
-	m, err := scanTable(ctx, client, table)
+	m, err := scanTable(ctx, timed(client), table)
 	if err != nil {
 		return nil, err
 	}
