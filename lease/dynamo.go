@@ -115,6 +115,10 @@ type Dynamo struct {
 	rejoined   bool             // this epoch is not the process's first
 	unlistedAt time.Time        // when the read after a rejoin marked the shards it found unlisted
 
+	// stopping: the mapping stops (the poller said so, or Run's context ended); only then does
+	// this worker say it is leaving.
+	stopping bool
+
 	// Roster state.
 	me         membership // this worker's own entry
 	roster     roster     // everyone's, as last read
@@ -134,13 +138,18 @@ type Dynamo struct {
 
 // membership is this worker's own roster entry and its heartbeats. Guarded by Dynamo.mu.
 type membership struct {
-	joined         bool
-	joinedAt       time.Time
-	epoch, beat    int64
-	leaving        bool
-	lastBeat       time.Time // send time of the last successful heartbeat
-	lastBeatTry    time.Time
-	beats          int64 // successful heartbeats
+	joined      bool
+	joinedAt    time.Time
+	epoch, beat int64
+	leaving     bool
+	lastBeat    time.Time // send time of the last successful heartbeat
+	lastBeatTry time.Time
+	// beats counts the healthy heartbeats (and joins): those that returned within L/10 of their
+	// send. Only they count towards declaring another worker dead (roster.dead).
+	beats int64
+	// drawn is the epoch of a join not yet written to the roster, whose bound item is written:
+	// the next attempt joins with it, so that failed joins leave no bound item behind.
+	drawn          int64
 	beatFailures   int
 	publishedKnown int64 // the shard count the last heartbeat published
 }
@@ -267,6 +276,7 @@ var (
 	_ poller.Store       = (*Dynamo)(nil)
 	_ poller.Coordinator = (*Dynamo)(nil)
 	_ poller.Abandoner   = (*Dynamo)(nil)
+	_ poller.Stopper     = (*Dynamo)(nil)
 )
 
 // WorkerID is this worker's id, the leaseOwner of the leases it holds.
@@ -299,7 +309,7 @@ func (d *Dynamo) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 			defer cancel()
-			d.markLeaving(rctx)
+			d.Stopping(rctx)
 			d.releaseAll(rctx)
 			d.leave(rctx)
 			return nil
@@ -307,6 +317,17 @@ func (d *Dynamo) Run(ctx context.Context) error {
 			t.Reset(d.beatOnce(ctx))
 		}
 	}
+}
+
+// Stopping implements poller.Stopper: the mapping stops. This worker tells the others at once
+// that it is leaving, so that they count without it and read what it hands them; the readers'
+// leases released from now on are handed to the workers the placement gives them to without
+// this one. Run calls it too when its context ends.
+func (d *Dynamo) Stopping(ctx context.Context) {
+	d.mu.Lock()
+	d.stopping = true
+	d.mu.Unlock()
+	d.markLeaving(ctx)
 }
 
 // lockBeats waits for the heartbeat's turn; false when ctx ended first.

@@ -40,9 +40,6 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 func (d *Dynamo) startClaim(cand map[string]bool) (reuse bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	// A poller that still claims is not stopping: a reader stopped for another reason (a
-	// shard trimmed while being read) made this worker say it was leaving.
-	d.me.leaving = false
 	// The cycle takes only leases the poller asks for (see pollAndTake): the first Claim
 	// runs its own, since Load's ran before any candidates were known.
 	reuse = !d.lastLoad.IsZero() && d.cfg.now().Sub(d.lastLoad) < cycleReuse && d.claims > 0

@@ -52,8 +52,12 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	now := d.cfg.now()
 	d.mu.Lock()
 	gone, cur, to, fin := h.gone, h.counter, h.handTo, h.finished
-	alive := d.aliveLocked(now)
-	if !gone && !fin && to == "" && alive && !h.unwanted {
+	alive, stopping := d.aliveLocked(now), d.stopping
+	// A reader stopped for no hand-over, end or release of an unwanted lease: at a stop, the
+	// lease goes to the worker the placement gives it to without this one; otherwise (a lease
+	// found lost, a trimmed shard) it is kept, as for a late heartbeat below.
+	keep := !gone && !fin && to == "" && !h.unwanted && (!alive || !stopping)
+	if !gone && !fin && to == "" && alive && stopping && !h.unwanted {
 		to = d.successorLocked(id)
 	}
 	var toEpoch int64
@@ -67,9 +71,10 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	switch {
 	case gone:
 		return nil
-	case !alive && !fin:
-		// No write while the heartbeat is late: forget the lease; if the item still names
-		// this worker once the heartbeat is back, a read of it adopts it again.
+	case keep || !alive && !fin:
+		// No write while the heartbeat is late, nor for a reader that stopped without a stop
+		// of the mapping: forget the lease; if the item still names this worker (once the
+		// heartbeat is back), a read of it adopts it again.
 		d.dropForRead(id, h)
 		return nil
 	}
@@ -98,13 +103,15 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	return nil
 }
 
-// prepareRelease: a reader stopped that was neither handed over nor finished means the worker
-// is stopping. It says so first, so that the others count without it and read what it hands
-// them, and reads the roster consistently (at most every 100 ms) to hand over to the workers
-// that are there now: another may have stopped since the last read.
+// prepareRelease: a reader stopped at a stop of the mapping (Stopping) that was neither handed
+// over nor finished is handed to a successor. The worker says it is leaving first (if Stopping
+// has not yet), so that the others count without it and read what it hands them, and reads
+// the roster consistently (at most every 100 ms) to hand over to the workers that are there
+// now: another may have stopped since the last read. A reader stopped for another reason (its
+// lease found lost, its shard trimmed) says nothing: the worker goes on.
 func (d *Dynamo) prepareRelease(ctx context.Context, h *heldLease) {
 	d.mu.Lock()
-	stopping := h.handTo == "" && !h.finished && !h.gone && !h.unwanted
+	stopping := d.stopping && h.handTo == "" && !h.finished && !h.gone && !h.unwanted
 	stale := d.cfg.now().Sub(d.stopReadAt) > 100*time.Millisecond
 	if stopping && stale {
 		d.stopReadAt = d.cfg.now()

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -119,18 +120,34 @@ func (d *Dynamo) join(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create roster: %w", err)
 	}
-	ms, _, err := decodeRoster(created.Attributes)
+	ms, tombs, err := decodeRoster(created.Attributes)
 	if err != nil {
 		return err
 	}
+	// An attempt that failed after its bound was written drew the epoch: joining with it again
+	// leaves no bound item of an epoch that never joined (see drawn). Unless that attempt
+	// landed after all and the epoch was declared dead since: its tombstone's removal deletes
+	// that bound.
 	d.mu.Lock()
-	epoch := d.rnd.Int64()
-	known := int64(d.registered)
+	epoch, bound := d.me.drawn, d.me.drawn != 0
+	if _, dead := tombs[goneKey(d.id, epoch)]; dead {
+		bound = false
+	}
+	if !bound {
+		epoch = d.rnd.Int64()
+	}
+	known, leaving := int64(d.registered), d.stopping
 	d.mu.Unlock()
 	expr, cond := "SET #m.#me = :entry", "attribute_not_exists(#m.#me)"
 	names := map[string]string{"#m": attrMembers, "#me": d.id}
-	values := map[string]types.AttributeValue{":entry": entryValue(member{epoch: epoch, beat: 1, known: known})}
+	values := map[string]types.AttributeValue{":entry": entryValue(member{epoch: epoch, beat: 1, known: known, leaving: leaving})}
 	prev, replaced := ms[d.id]
+	if replaced && prev.epoch == epoch {
+		// The previous attempt's write landed though its answer was lost: write the entry
+		// again, and no tombstone of this very epoch.
+		replaced, cond = false, "#m.#me.#e = :prev"
+		names["#e"], values[":prev"] = memberEpoch, num(epoch)
+	}
 	var prevBound time.Duration
 	if replaced {
 		if prevBound, err = d.readBound(ctx, d.id, prev.epoch); err != nil {
@@ -139,8 +156,13 @@ func (d *Dynamo) join(ctx context.Context) error {
 	}
 	// The bound first: a worker whose entry is there has its bound written (or counts as the
 	// longest, if it lacks one).
-	if err := d.writeBound(ctx, epoch); err != nil {
-		return err
+	if !bound {
+		if err := d.writeBound(ctx, epoch); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		d.me.drawn = epoch
+		d.mu.Unlock()
 	}
 	if replaced {
 		// Its last heartbeat was sent before this write: its Held ends within safe of now,
@@ -160,13 +182,15 @@ func (d *Dynamo) join(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("join roster: %w", err)
 	}
+	got := d.cfg.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.rejoined = d.me.epoch != 0
-	d.me.epoch, d.me.beat, d.me.joined, d.me.joinedAt, d.me.leaving, d.me.publishedKnown = epoch, 1, true, sent, false, known
-	d.me.lastBeat, d.me.beats = sent, d.me.beats+1
+	d.me.epoch, d.me.beat, d.me.joined, d.me.joinedAt, d.me.leaving, d.me.publishedKnown = epoch, 1, true, sent, leaving, known
+	d.me.lastBeat, d.me.drawn = sent, 0
+	d.countBeatLocked(sent, got)
 	d.log.Info("joined the lease table's workers", "epoch", epoch)
-	return d.observeRosterLocked(out.Attributes, sent, d.cfg.now())
+	return d.observeRosterLocked(out.Attributes, sent, got)
 }
 
 // heartbeat renews this worker's entry (and with it every lease it holds), conditional on its
@@ -192,16 +216,22 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	expr := "SET #m.#me.#h = :h, #m.#me.#u = :u"
 	names := map[string]string{"#m": attrMembers, "#me": d.id, "#h": memberBeat, "#e": memberEpoch, "#u": memberKnown}
 	values := map[string]types.AttributeValue{":h": num(next), ":e": num(epoch), ":u": num(known)}
+	names["#l"], names["#w"] = memberLeave, memberWaits
+	var remove []string
 	if leaving {
 		expr += ", #m.#me.#l = :t"
-		names["#l"], values[":t"] = memberLeave, &types.AttributeValueMemberBOOL{Value: true}
+		values[":t"] = &types.AttributeValueMemberBOOL{Value: true}
+	} else {
+		remove = append(remove, "#m.#me.#l") // a flag of an earlier version's stop, or of a lost answer
 	}
-	names["#w"] = memberWaits
 	if len(waits) > 0 {
 		expr += ", #m.#me.#w = :w"
 		values[":w"] = &types.AttributeValueMemberSS{Value: waits}
 	} else {
-		expr += " REMOVE #m.#me.#w"
+		remove = append(remove, "#m.#me.#w")
+	}
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
 	}
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
@@ -219,13 +249,25 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 		d.mu.Unlock()
 		return fmt.Errorf("heartbeat: %w", err)
 	}
+	got := d.cfg.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.me.epoch != epoch { // expelled and joined again meanwhile
 		return nil
 	}
-	d.me.lastBeat, d.me.beats, d.me.beatFailures, d.me.publishedKnown = sent, d.me.beats+1, 0, known
-	return d.observeRosterLocked(out.Attributes, sent, d.cfg.now())
+	d.me.lastBeat, d.me.beatFailures, d.me.publishedKnown = sent, 0, known
+	d.countBeatLocked(sent, got)
+	return d.observeRosterLocked(out.Attributes, sent, got)
+}
+
+// countBeatLocked counts a heartbeat (or join) sent at sent that returned at got as healthy
+// when it took at most L/10, the rule roster reads follow: during a stall of the whole table
+// (the roster is one item), the observer's own heartbeats stalled with everyone's and, returned
+// at its end, they prove nothing about the others' (DESIGN.md, "Epoch leases").
+func (d *Dynamo) countBeatLocked(sent, got time.Time) {
+	if got.Sub(sent) <= d.cfg.leaseDuration/10 {
+		d.me.beats++
+	}
 }
 
 // expel forgets every lease: this worker's entry was removed or replaced. It joins again at the
@@ -360,10 +402,13 @@ func (d *Dynamo) removeTombstones(ctx context.Context) {
 // leave removes this worker's entry at shutdown, once it holds nothing.
 func (d *Dynamo) leave(ctx context.Context) {
 	d.mu.Lock()
-	joined, epoch := d.me.joined, d.me.epoch
+	joined, epoch, drawn := d.me.joined, d.me.epoch, d.me.drawn
 	abandoned := slices.ContainsFunc(slices.Collect(maps.Values(d.heldShardsLocked())), func(h *heldLease) bool { return h.abandoned })
-	d.me.joined = false
+	d.me.joined, d.me.drawn = false, 0
 	d.mu.Unlock()
+	if drawn != 0 { // a join that never went through: its bound item goes too
+		d.dropBound(ctx, d.id, drawn)
+	}
 	if !joined {
 		return
 	}
@@ -400,6 +445,11 @@ func (d *Dynamo) markLeaving(ctx context.Context) {
 	}
 	d.me.leaving = true
 	d.mu.Unlock()
+	// In the heartbeat's turn, as every heartbeat: two at once would both count.
+	if !d.lockBeats(ctx) {
+		return
+	}
+	defer d.unlockBeats()
 	if err := d.heartbeat(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		d.log.Warn("announce shutdown failed; the next heartbeat retries", "err", err)
 	}

@@ -69,6 +69,8 @@ type coordinator struct {
 	stopRun  context.CancelFunc
 	// atTip: LATEST shards whose start this run decided; their first open is at LATEST itself.
 	atTip map[string]bool
+	// stopSaid: the Coordinator was told that the mapping stops (Stopper).
+	stopSaid bool
 }
 
 func (c *coordinator) run(ctx context.Context) error {
@@ -168,6 +170,10 @@ func (c *coordinator) handle(res readerResult) {
 		p.obs.ShardState(res.shardID, StateReleased)
 		if p.coord == nil {
 			break
+		}
+		if s, ok := p.coord.(Stopper); ok && c.runCtx.Err() != nil && !c.stopSaid {
+			c.stopSaid = true
+			s.Stopping(c.workCtx)
 		}
 		if a, ok := p.coord.(Abandoner); ok && res.abandoned {
 			// Its next owner must wait for the invocation cut off, which no one can call back.

@@ -36,6 +36,14 @@ type Coordinator interface {
 	Release(ctx context.Context, shardID string) error
 }
 
+// Stopper is implemented by a Coordinator that is told when the mapping stops (its Run's
+// context ended, or a reader failed for good): the poller calls Stopping once, before it
+// releases the first lease of the stop. Readers released before it stopped for other reasons
+// (a lost lease, a trimmed shard, a hand-over).
+type Stopper interface {
+	Stopping(ctx context.Context)
+}
+
 // Abandoner is implemented by a Coordinator that can keep a lease whose reader stopped with an
 // invocation cut off by the end of the shutdown grace (ShutdownGrace shorter than the function
 // timeout): such an invocation, sent to Lambda or an HTTP endpoint, may still run, so the lease
