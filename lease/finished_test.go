@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -58,7 +59,11 @@ func (f *freezable) caughtPut() bool {
 	return f.caught
 }
 
-func (f *freezable) wait(ctx context.Context, put string) error {
+// wait holds a call while the worker is frozen, and returns the context to send it with. A
+// frozen process notices none of its own deadlines: a call's deadline that passes during the
+// freeze does not stop it, and it is sent once the worker thaws (as a write already on its way
+// lands).
+func (f *freezable) wait(ctx context.Context, put string) (context.Context, error) {
 	f.mu.Lock()
 	if put != "" && put == f.freezeAt {
 		f.frozen, f.caught, f.freezeAt = true, true, ""
@@ -66,25 +71,31 @@ func (f *freezable) wait(ctx context.Context, put string) error {
 	frozen, thawed := f.frozen, f.thawed
 	f.mu.Unlock()
 	if !frozen {
-		return nil
+		return ctx, nil
 	}
 	select {
 	case <-thawed:
-		return nil
+		return ctx, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ctx, ctx.Err()
+		}
 	}
+	<-thawed
+	return context.WithoutCancel(ctx), nil
 }
 
 func (f *freezable) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if err := f.wait(ctx, ""); err != nil {
+	ctx, err := f.wait(ctx, "")
+	if err != nil {
 		return nil, err
 	}
 	return f.DynamoAPI.GetItem(ctx, in, o...)
 }
 
 func (f *freezable) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	if err := f.wait(ctx, ""); err != nil {
+	ctx, err := f.wait(ctx, "")
+	if err != nil {
 		return nil, err
 	}
 	return f.DynamoAPI.BatchGetItem(ctx, in, o...)
@@ -95,28 +106,32 @@ func (f *freezable) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ..
 	if l, err := decodeLease(in.Item); err == nil {
 		id = l.ShardID
 	}
-	if err := f.wait(ctx, id); err != nil {
+	ctx, err := f.wait(ctx, id)
+	if err != nil {
 		return nil, err
 	}
 	return f.DynamoAPI.PutItem(ctx, in, o...)
 }
 
 func (f *freezable) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if err := f.wait(ctx, ""); err != nil {
+	ctx, err := f.wait(ctx, "")
+	if err != nil {
 		return nil, err
 	}
 	return f.DynamoAPI.UpdateItem(ctx, in, o...)
 }
 
 func (f *freezable) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	if err := f.wait(ctx, ""); err != nil {
+	ctx, err := f.wait(ctx, "")
+	if err != nil {
 		return nil, err
 	}
 	return f.DynamoAPI.DeleteItem(ctx, in, o...)
 }
 
 func (f *freezable) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	if err := f.wait(ctx, ""); err != nil {
+	ctx, err := f.wait(ctx, "")
+	if err != nil {
 		return nil, err
 	}
 	return f.DynamoAPI.Scan(ctx, in, o...)

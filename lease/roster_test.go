@@ -124,3 +124,25 @@ func TestRosterDecisions(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowHeartbeatsAreNotHealthy: a heartbeat (or join) counts towards declaring others dead
+// only when it returned within L/10 of its send: one that stalled with the whole table proves
+// nothing about the others' (the defect: a 0.9 L stall of the fleet had a worker declared dead).
+func TestSlowHeartbeatsAreNotHealthy(t *testing.T) {
+	d, err := NewDynamo(fakeAPIForRoster{}, "t", "w", WithLeaseDuration(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Unix(100, 0)
+	d.countBeatLocked(sent, sent.Add(300*time.Millisecond))
+	if d.me.beats != 1 {
+		t.Fatalf("a heartbeat back in L/10: %d healthy, want 1", d.me.beats)
+	}
+	d.countBeatLocked(sent, sent.Add(2700*time.Millisecond))
+	if d.me.beats != 1 {
+		t.Fatalf("a heartbeat back after 0.9 L counted as healthy: %d, want 1", d.me.beats)
+	}
+}
+
+// fakeAPIForRoster is a client that is never called.
+type fakeAPIForRoster struct{ DynamoAPI }
