@@ -193,7 +193,8 @@ type dynamoConfig struct {
 type Option func(*dynamoConfig)
 
 // WithLeaseDuration sets how long a worker's leases last without a heartbeat. Default
-// DefaultLeaseDuration; every worker of a table should use the same value.
+// DefaultLeaseDuration. Workers of one table may differ (a rolling change): each publishes its
+// own, and its death is judged by the longer of its own and the observer's.
 func WithLeaseDuration(d time.Duration) Option {
 	return func(c *dynamoConfig) { c.leaseDuration = d }
 }

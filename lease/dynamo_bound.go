@@ -24,6 +24,9 @@ const (
 	boundPrefix     = "!esm-bound:" // not a shard id, as rosterKey
 	attrBoundEpoch  = "e"
 	attrBoundMillis = "t"
+	// attrBoundLease is the worker's lease duration (ms): the others judge its death by the
+	// longer of theirs and its own (DESIGN.md, "The lease duration is published").
+	attrBoundLease = "l"
 )
 
 func boundKey(id string, epoch int64) string {
@@ -40,6 +43,7 @@ func isBoundItem(it map[string]types.AttributeValue) bool {
 func (d *Dynamo) writeBound(ctx context.Context, epoch int64) error {
 	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &d.table, Item: map[string]types.AttributeValue{
 		attrKey: str(boundKey(d.id, epoch)), attrBoundEpoch: num(epoch), attrBoundMillis: num(d.cfg.functionTimeout.Milliseconds()),
+		attrBoundLease: num(d.cfg.leaseDuration.Milliseconds()),
 	}})
 	if err != nil {
 		return fmt.Errorf("write invocation bound: %w", err)
@@ -51,20 +55,46 @@ func (d *Dynamo) writeBound(ctx context.Context, epoch int64) error {
 // none for that epoch (an earlier version, or a worker that died between the two writes of its
 // join).
 func (d *Dynamo) readBound(ctx context.Context, id string, epoch int64) (time.Duration, error) {
+	p, err := d.readPublished(ctx, id, epoch)
+	return p.bound, err
+}
+
+// published is what a worker's bound item says of one of its epochs.
+type published struct {
+	bound time.Duration // its invocation bound (MaxFunctionTimeout when not published)
+	lease time.Duration // its lease duration (0 when not published: an earlier version)
+}
+
+// readPublished reads worker id's bound item of epoch (consistently).
+func (d *Dynamo) readPublished(ctx context.Context, id string, epoch int64) (published, error) {
 	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &d.table, Key: key(boundKey(id, epoch)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return 0, fmt.Errorf("read invocation bound of %s: %w", id, err)
+		return published{}, fmt.Errorf("read invocation bound of %s: %w", id, err)
 	}
-	e, eok := out.Item[attrBoundEpoch].(*types.AttributeValueMemberN)
-	t, tok := out.Item[attrBoundMillis].(*types.AttributeValueMemberN)
-	if !eok || !tok || e.Value != strconv.FormatInt(epoch, 10) {
-		return MaxFunctionTimeout, nil
+	p := published{bound: MaxFunctionTimeout}
+	if e, ok := out.Item[attrBoundEpoch].(*types.AttributeValueMemberN); !ok || e.Value != strconv.FormatInt(epoch, 10) {
+		return p, nil
 	}
-	ms, err := strconv.ParseInt(t.Value, 10, 64)
+	if ms, ok := millis(out.Item[attrBoundMillis]); ok {
+		p.bound = ms
+	}
+	if ms, ok := millis(out.Item[attrBoundLease]); ok && ms > 0 {
+		p.lease = ms
+	}
+	return p, nil
+}
+
+// millis reads a non-negative number of milliseconds.
+func millis(v types.AttributeValue) (time.Duration, bool) {
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(n.Value, 10, 64)
 	if err != nil || ms < 0 {
-		return MaxFunctionTimeout, nil
+		return 0, false
 	}
-	return time.Duration(ms) * time.Millisecond, nil
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // dropBound deletes worker id's bound if it is still that of epoch (a new incarnation's stays).

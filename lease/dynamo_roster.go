@@ -148,11 +148,14 @@ func (d *Dynamo) join(ctx context.Context) error {
 		replaced, cond = false, "#m.#me.#e = :prev"
 		names["#e"], values[":prev"] = memberEpoch, num(epoch)
 	}
-	var prevBound time.Duration
+	var prevBound, prevSafe time.Duration
 	if replaced {
-		if prevBound, err = d.readBound(ctx, d.id, prev.epoch); err != nil {
+		p, err := d.readPublished(ctx, d.id, prev.epoch)
+		if err != nil {
 			return err
 		}
+		// The previous incarnation's Held lasted 0.8 of its own lease duration.
+		prevBound, prevSafe = p.bound, max(d.safe, p.lease-p.lease/5)
 	}
 	// The bound first: a worker whose entry is there has its bound written (or counts as the
 	// longest, if it lacks one).
@@ -170,7 +173,7 @@ func (d *Dynamo) join(ctx context.Context) error {
 		expr += ", #g.#old = :tomb"
 		cond = "#m.#me.#e = :prev"
 		names["#g"], names["#old"], names["#e"] = attrGone, goneKey(d.id, prev.epoch), memberEpoch
-		values[":tomb"], values[":prev"] = tombstoneValue(outlast(d.safe+prevBound)), num(prev.epoch)
+		values[":tomb"], values[":prev"] = tombstoneValue(outlast(prevSafe+prevBound)), num(prev.epoch)
 	}
 	sent := d.cfg.now()
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -341,11 +344,22 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 // once this worker has seen the tombstone for the member's invocation bound (outlast), so that
 // no invocation it started before its Held ended is still running when another begins.
 func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
-	bound, err := d.readBound(ctx, id, m.epoch)
+	p, err := d.readPublished(ctx, id, m.epoch)
 	if err != nil {
 		return fmt.Errorf("declare %s dead: %w", id, err)
 	}
-	k, wait := goneKey(id, m.epoch), outlast(bound)
+	if p.lease > d.cfg.leaseDuration {
+		// Its lease is longer than this worker's (a rolling change of the lease duration): its
+		// Held lasts 0.8 of its own, so its death is judged by its own.
+		d.mu.Lock()
+		d.roster.learnLease(id, m.epoch, p.lease)
+		still := slices.Contains(d.roster.dead(d.id, d.cfg.now(), d.cfg.leaseDuration, d.me.beats), id)
+		d.mu.Unlock()
+		if !still {
+			return nil
+		}
+	}
+	k, wait := goneKey(id, m.epoch), outlast(p.bound)
 	_, err = d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
 		UpdateExpression:         aws.String("REMOVE #m.#w SET #g.#k = :tomb"),

@@ -26,8 +26,13 @@ func TestMixedLeaseDurationsOverlap(t *testing.T) {
 	w.produce(ctx, 50*time.Millisecond)
 	w.startL("a", 60*time.Second, 5*time.Second, 3*time.Second, nil)
 	w.waitFor("a to hold both leases", 30*time.Second, func() bool { return w.owners()["a"] == 2 })
+	before, _ := w.roster()
 	w.startL("b", 3*time.Second, 5*time.Second, 3*time.Second, nil)
 	time.Sleep(25 * time.Second)
+	after, gone := w.roster()
+	if after["a"].epoch != before["a"].epoch || len(gone) > 0 {
+		t.Errorf("b declared a dead though a heartbeats every third of its own lease: a's epoch %d → %d, tombstones %v", before["a"].epoch, after["a"].epoch, gone)
+	}
 	o := w.overlaps()
 	t.Logf("overlapping invocations: %d", len(o))
 	if len(o) > 0 {

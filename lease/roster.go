@@ -41,13 +41,16 @@ type roster struct {
 	members map[string]member
 	gone    map[string]gone    // tombstones, by goneKey
 	beats   map[string]beatObs // each member's heartbeat, as this worker saw it
+	// leases are the lease durations members published longer than this worker's, by goneKey
+	// (learnt from their bound items when they first looked dead): their death is judged by it.
+	leases map[string]time.Duration
 	// fleetChanged is when a member last came or went, as this worker saw it.
 	fleetChanged time.Time
 	readAt       time.Time // when the roster was last read or returned
 }
 
 func newRoster() roster {
-	return roster{members: map[string]member{}, gone: map[string]gone{}, beats: map[string]beatObs{}}
+	return roster{members: map[string]member{}, gone: map[string]gone{}, beats: map[string]beatObs{}, leases: map[string]time.Duration{}}
 }
 
 // observe records a roster read returned at got: its members ms and tombstones tombs. A
@@ -80,6 +83,11 @@ func (r *roster) observe(ms map[string]member, tombs map[string]time.Duration, a
 			delete(r.beats, id)
 		}
 	}
+	for k := range r.leases {
+		if id, epoch, ok := goneWorker(k); !ok || ms[id].epoch != epoch {
+			delete(r.leases, k)
+		}
+	}
 	if !maps.EqualFunc(ms, r.members, func(a, b member) bool { return a.epoch == b.epoch }) {
 		r.fleetChanged = got
 	}
@@ -91,18 +99,26 @@ func (r *roster) observe(ms map[string]member, tombs map[string]time.Duration, a
 }
 
 // dead are the members (but self) whose heartbeat this worker has seen stand still for a
-// whole lease duration d, across at least two of its own successful heartbeats (healthy is
-// how many there have been).
+// whole lease duration, the longer of d (this worker's) and the member's own when it published
+// a longer one (learnLease), across at least two of this worker's own healthy heartbeats
+// (healthy is how many there have been).
 func (r *roster) dead(self string, now time.Time, d time.Duration, healthy int64) []string {
 	var out []string
 	for id, o := range r.beats {
-		if id == self || now.Sub(o.since) < d || healthy-o.healthyAt < 2 {
+		if id == self || now.Sub(o.since) < max(d, r.leases[goneKey(id, o.m.epoch)]) || healthy-o.healthyAt < 2 {
 			continue
 		}
 		out = append(out, id)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// learnLease records the lease duration l that member id published for epoch.
+func (r *roster) learnLease(id string, epoch int64, l time.Duration) {
+	if m, ok := r.members[id]; ok && m.epoch == epoch {
+		r.leases[goneKey(id, epoch)] = l
+	}
 }
 
 // bury records at now what a declaration of death wrote: the member gone, and its epoch's

@@ -146,3 +146,27 @@ func TestSlowHeartbeatsAreNotHealthy(t *testing.T) {
 
 // fakeAPIForRoster is a client that is never called.
 type fakeAPIForRoster struct{ DynamoAPI }
+
+// TestDeathJudgedByTheLongerLease: a member that published a lease duration longer than the
+// observer's is dead only once its heartbeat stood still for its own.
+func TestDeathJudgedByTheLongerLease(t *testing.T) {
+	r := newRoster()
+	t0 := time.Unix(100, 0)
+	ms := map[string]member{"me": {epoch: 1, beat: 1}, "long": {epoch: 2, beat: 1}}
+	r.observe(ms, nil, t0, t0, 0)
+	const own, theirs = 3 * time.Second, 60 * time.Second
+	if got := r.dead("me", t0.Add(4*time.Second), own, 5); !slices.Equal(got, []string{"long"}) {
+		t.Fatalf("before its lease is known: dead %v, want [long]", got)
+	}
+	r.learnLease("long", 2, theirs)
+	if got := r.dead("me", t0.Add(59*time.Second), own, 5); len(got) > 0 {
+		t.Fatalf("59 s into a 60 s lease: dead %v, want none", got)
+	}
+	if got := r.dead("me", t0.Add(60*time.Second), own, 5); !slices.Equal(got, []string{"long"}) {
+		t.Fatalf("after its own lease: dead %v, want [long]", got)
+	}
+	r.observe(map[string]member{"me": {epoch: 1, beat: 2}, "long": {epoch: 3, beat: 1}}, nil, t0, t0, 5)
+	if len(r.leases) != 0 {
+		t.Fatalf("a new epoch keeps the old one's lease: %v", r.leases)
+	}
+}
