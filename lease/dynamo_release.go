@@ -54,9 +54,11 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	gone, cur, to, fin := h.gone, h.counter, h.handTo, h.finished
 	alive, stopping := d.aliveLocked(now), d.stopping
 	// A reader stopped for no hand-over, end or release of an unwanted lease: at a stop, the
-	// lease goes to the worker the placement gives it to without this one; otherwise (a lease
-	// found lost, a trimmed shard) it is kept, as for a late heartbeat below.
-	keep := !gone && !fin && to == "" && !h.unwanted && (!alive || !stopping)
+	// lease goes to the worker the placement gives it to without this one; one the poller no
+	// longer asks for (a trimmed shard) is released; otherwise (a lease found lost after a late
+	// heartbeat) it is kept, as while the heartbeat is late below.
+	asked := d.peekLocked(id).asked
+	keep := !gone && !fin && to == "" && !h.unwanted && (!alive || !stopping && asked)
 	if !gone && !fin && to == "" && alive && stopping && !h.unwanted {
 		to = d.successorLocked(id)
 	}

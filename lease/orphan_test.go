@@ -131,6 +131,7 @@ func TestLossDuringReleaseLeavesNoOrphan(t *testing.T) {
 			d.loseLocked(id, h, "epoch lost while releasing (test)")
 		}
 	}
+	d.Stopping(ctx) // a stop of the mapping: the release reads the roster first
 	if err := d.Release(ctx, id); err != nil {
 		t.Fatal(err)
 	}
