@@ -22,7 +22,7 @@ const (
 	InvObserver   = "observer counts add up"
 	InvFilter     = "filtered-out records never invoked, and counted"
 	InvRetries    = "a discarded batch was invoked MaximumRetryAttempts+1 times"
-	InvExpiry     = "a worker declared dead a lease duration after its last heartbeat"
+	InvExpiry     = "a worker declared dead 0.9 of its own lease after its last heartbeat"
 	InvGoroutines = "every goroutine stopped"
 )
 

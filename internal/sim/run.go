@@ -77,6 +77,7 @@ func RunSchedule(s Schedule, dir string) Result {
 		recs: map[string]*rec{}, byShard: map[string][]*rec{}, keyCount: map[string]int{},
 		parents: map[string][]string{}, trimmed: map[string]bool{}, handled: map[string]bool{}, sent: map[string]bool{},
 		excused: map[string]bool{}, filteredSeen: map[string]bool{}, tenure: map[string]int64{}, beats: map[string]time.Time{}, errKinds: map[string]int{}, live: map[int]*incarnation{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
+		lj: newLeaseJudge(),
 	}
 	w.fake = fakekinesis.New(fakekinesis.WithIteratorTTL(s.IteratorTTL), fakekinesis.WithListShardsPageSize(s.ListPageSize), s.subscriptionTiming())
 	w.arn = w.fake.CreateStream("sim", s.Shards)
@@ -147,11 +148,17 @@ func RunSchedule(s Schedule, dir string) Result {
 			fmt.Fprintf(os.Stderr, "lease%s\n", b.String())
 		}
 	}
+	d.checkMembers()
+	stopped := map[string]bool{}
 	for _, sl := range d.slots {
+		if sl.inc != nil {
+			stopped[sl.inc.owner] = true
+		}
 		d.stop(sl, true)
 	}
 	d.crashed.Wait() // killed workers' Run returns once their functions end
 	w.late.Wait()    // lease-table writes still in the network land
+	w.checkBounds(stopped)
 	w.logf("run ended")
 	w.injected["records-excused-by-a-trim"] = len(w.excused) // the only ones not judged for loss
 	res := Result{Schedule: s, Trace: w.trace, Injected: w.injected, Checked: map[string]int{}}
@@ -207,7 +214,7 @@ func (d *driver) start(sl *slot) {
 	var runLeases func(context.Context) error
 	if w.db != nil {
 		dyn, err := lease.NewDynamo(simDynamo{inc}, leaseTable, inc.owner,
-			lease.WithLeaseDuration(w.s.LeaseDuration), lease.WithFunctionTimeout(w.s.FunctionTimeout), lease.WithLogger(w.debugLogger(inc)))
+			lease.WithLeaseDuration(w.s.leaseOf(sl.n)), lease.WithFunctionTimeout(w.s.FunctionTimeout), lease.WithLogger(w.debugLogger(inc)))
 		if err != nil {
 			w.violate("lease.NewDynamo: %v", err)
 			return
@@ -233,6 +240,7 @@ func (d *driver) start(sl *slot) {
 	inc.cancel = func() { cancel() }
 	w.mu.Lock()
 	w.live[sl.n] = inc
+	w.lj.started[inc] = w.now()
 	w.mu.Unlock()
 	go func() {
 		err := p.Run(ctx)

@@ -15,9 +15,12 @@ type Schedule struct {
 	Shards int // at creation
 	Keys   int
 
-	Latest              bool // StartingPosition LATEST (else TRIM_HORIZON)
-	Workers             int  // > 1: workers share the shards through lease.Dynamo on fakedynamo
-	LeaseDuration       time.Duration
+	Latest        bool // StartingPosition LATEST (else TRIM_HORIZON)
+	Workers       int  // > 1: workers share the shards through lease.Dynamo on fakedynamo
+	LeaseDuration time.Duration
+	// Leases, when set, is each worker slot's own lease duration (a rolling change of
+	// --lease-duration; leasefaults.go).
+	Leases              []time.Duration
 	PF, BatchSize       int
 	Bisect, Partial     bool
 	Retries             int // MaximumRetryAttempts (-1: forever)
@@ -250,6 +253,7 @@ func generate(seed int64, leaseSchedules bool) Schedule {
 	s.Length = length
 	s.withSubscriptions()
 	s.withUnkindFaults()
+	s.withLeaseFaults()
 	slices.SortStableFunc(s.Events, func(a, b Event) int { return int(a.At - b.At) })
 	return s
 }
@@ -263,6 +267,7 @@ func (s Schedule) String() string {
 	if s.EFO {
 		fmt.Fprintf(&b, "  read through a consumer; subscriptions last %s\n", s.SubLifetime)
 	}
+	b.WriteString(s.leasesString())
 	puts, n := 0, 0
 	for _, e := range s.Events {
 		if e.Kind == EvPut {

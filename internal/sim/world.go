@@ -107,6 +107,7 @@ type world struct {
 	db   *fakedynamo.DB       // the lease table, with several workers
 	// consumer is the consumer the mapping reads through, with EFO.
 	consumer string
+	lj       *leaseJudge // the lease protocol's checks (leasefaults.go)
 }
 
 func (w *world) violate(format string, args ...any) {
@@ -699,6 +700,13 @@ func (s simCoord) Claim(ctx context.Context, candidates []string) ([]string, err
 
 func (s simCoord) Held(id string) bool { return !s.inc.isDead() && s.c.Held(id) }
 
+// Stopping forwards the poller's word that the mapping stops (poller.Stopper).
+func (s simCoord) Stopping(ctx context.Context) {
+	if st, ok := s.c.(poller.Stopper); ok && s.inc.gate(ctx) == nil {
+		st.Stopping(ctx)
+	}
+}
+
 func (s simCoord) Release(ctx context.Context, id string) error {
 	if err := s.inc.gate(ctx); err != nil {
 		return err
@@ -821,7 +829,11 @@ func (w *world) rosterWrite(owner string, in *dynamodb.UpdateItemInput) func() {
 	names := in.ExpressionAttributeNames
 	switch {
 	case names["#me"] == owner && (strings.Contains(expr, "#m.#me.#h = :h") || strings.HasPrefix(expr, "SET #m.#me = :entry")): // a heartbeat, or a join
+		joined := w.noteJoin(in)
 		return func() {
+			if joined != nil {
+				joined()
+			}
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.beats[owner] = w.now()
@@ -835,11 +847,7 @@ func (w *world) rosterWrite(owner string, in *dynamodb.UpdateItemInput) func() {
 			if !ok {
 				return
 			}
-			w.declared++
-			if since := w.now().Sub(last); since < w.s.LeaseDuration {
-				w.violateLocked("expiry: %s declared %s dead %s after its last heartbeat landed; the lease is %s",
-					owner, dead, since.Round(time.Millisecond), w.s.LeaseDuration.Round(time.Millisecond))
-			}
+			w.judgeDeclarationLocked(owner, dead, last)
 		}
 	}
 	return nil
@@ -882,12 +890,18 @@ func isCheckpoint(in *dynamodb.UpdateItemInput) bool {
 }
 
 func (d simDynamo) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if err := d.leaseFaults(ctx, leaseOp(d.inc.owner, "PutItem", in.Item, nil)); err != nil {
+		return nil, err
+	}
 	var out *dynamodb.PutItemOutput
 	err := d.write(ctx, in.Item, false, false, func() (err error) { out, err = d.inc.w.db.PutItem(context.Background(), in, o...); return err }, nil)
 	return out, err
 }
 
 func (d simDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if err := d.leaseFaults(ctx, leaseOp(d.inc.owner, "UpdateItem", in.Key, in)); err != nil {
+		return nil, err
+	}
 	var out *dynamodb.UpdateItemOutput
 	err := d.write(ctx, in.Key, true, isCheckpoint(in), func() (err error) { out, err = d.inc.w.db.UpdateItem(context.Background(), in, o...); return err },
 		d.inc.w.rosterWrite(d.inc.owner, in))
@@ -895,12 +909,18 @@ func (d simDynamo) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 }
 
 func (d simDynamo) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if err := d.leaseFaults(ctx, leaseOp(d.inc.owner, "DeleteItem", in.Key, nil)); err != nil {
+		return nil, err
+	}
 	var out *dynamodb.DeleteItemOutput
 	err := d.write(ctx, in.Key, true, false, func() (err error) { out, err = d.inc.w.db.DeleteItem(context.Background(), in, o...); return err }, nil)
 	return out, err
 }
 
 func (d simDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	if err := d.leaseFaults(ctx, "scan"); err != nil {
+		return nil, err
+	}
 	if err := d.before(ctx); err != nil {
 		return nil, err
 	}
@@ -910,6 +930,9 @@ func (d simDynamo) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*
 var debug = os.Getenv("ESM_SIM_DEBUG") != ""
 
 func (d simDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if err := d.leaseFaults(ctx, leaseOp(d.inc.owner, "GetItem", in.Key, nil)); err != nil {
+		return nil, err
+	}
 	if err := d.before(ctx); err != nil {
 		return nil, err
 	}
@@ -917,6 +940,9 @@ func (d simDynamo) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...
 }
 
 func (d simDynamo) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	if err := d.leaseFaults(ctx, "batch-read"); err != nil {
+		return nil, err
+	}
 	if err := d.before(ctx); err != nil {
 		return nil, err
 	}
