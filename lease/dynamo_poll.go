@@ -57,7 +57,25 @@ func (d *Dynamo) pollAndTake(ctx context.Context, wanted, lineage []string) {
 	}
 	d.markDeletedLocked(items, wanted, lineage)
 	d.mu.Unlock()
-	parallel(d.confirmFree(ctx, take), func(l Lease) { d.take(ctx, l) })
+	parallel(d.unblocked(ctx, d.confirmFree(ctx, take)), func(l Lease) { d.take(ctx, l) })
+}
+
+// unblocked leaves out the leases nobody has read yet whose parents are not done (see
+// parentsDone): an item of a child may exist before its parents finished (KCL creates a child's
+// lease when it lists the child), and its parent's last batch may still run elsewhere. A
+// lease read before was taken after its parents were done.
+func (d *Dynamo) unblocked(ctx context.Context, ls []Lease) []Lease {
+	var fresh []string
+	for _, l := range ls {
+		if !started(l) {
+			fresh = append(fresh, l.ShardID)
+		}
+	}
+	if len(fresh) == 0 {
+		return ls
+	}
+	done := d.parentsDone(ctx, fresh)
+	return slices.DeleteFunc(ls, func(l Lease) bool { return !started(l) && !done[l.ShardID] })
 }
 
 // judgeReadLocked records what a read of a wanted lease found (it: nil when absent) and says
