@@ -282,7 +282,7 @@ func TestOnlineChecksJudge(t *testing.T) {
 		if len(w.errs) != 0 || w.declared != 1 {
 			t.Fatalf("a declaration a lease after the last heartbeat: violations %q, %d judged", w.errs, w.declared)
 		}
-		for _, after := range []time.Duration{5 * time.Second, 9 * time.Second, 0} {
+		for _, after := range []time.Duration{5 * time.Second, 8900 * time.Millisecond, 0} {
 			w.errs = nil
 			beat("c")
 			now = now.Add(after)
@@ -290,6 +290,15 @@ func TestOnlineChecksJudge(t *testing.T) {
 			if len(w.errs) != 1 || !strings.HasPrefix(w.errs[0], "expiry: ") {
 				t.Errorf("declared dead %s after its heartbeat: violations %q, want one expiry violation", after, w.errs)
 			}
+		}
+		// Workers of different lease durations: judged by the dead worker's own.
+		w.s.Leases = []time.Duration{10 * time.Second, 30 * time.Second}
+		w.errs = nil
+		beat("worker-1-2")
+		now = now.Add(20 * time.Second)
+		declare("worker-0-1", "worker-1-2")
+		if len(w.errs) != 1 || !strings.HasPrefix(w.errs[0], "expiry: ") {
+			t.Errorf("a worker whose lease is 30 s declared dead 20 s after its heartbeat by one whose lease is 10 s: violations %q, want one expiry violation", w.errs)
 		}
 	})
 }
