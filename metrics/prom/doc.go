@@ -44,11 +44,14 @@
 //	    Lambda's DestinationDeliveryFailures: sends to the on-failure destination that failed,
 //	    one per attempt (--on-destination-failure block retries them; drop drops the records).
 //	IteratorAge{function,stream,shard}                        gauge, milliseconds
-//	    Lambda's IteratorAge: the age of the last record of the latest batch when it was sent to
-//	    the function (now minus the record's ApproximateArrivalTimestamp). Like Lambda it is not
-//	    updated while the shard is idle; the series is removed when this worker stops reading
-//	    the shard (finished, released or handed over), so max(IteratorAge) never alarms on a
-//	    shard nobody reads here. Milliseconds, not seconds, because that is Lambda's unit.
+//	    How far the shard's reading is behind the stream's tip (poller.Observer.IteratorAge):
+//	    each GetRecords answer's or subscription event's MillisBehindLatest (0 once caught up),
+//	    the age of the last record of each batch sent (Lambda's IteratorAge) and, while batches
+//	    are in flight or records wait for the batching window, their age, growing every second.
+//	    Unlike Lambda's, it follows an idle shard to 0 and grows while an invocation hangs. The
+//	    series is removed when this worker stops reading the shard (finished, released or handed
+//	    over), so max(IteratorAge) never alarms on a shard nobody reads here. Milliseconds, not
+//	    seconds, because that is Lambda's unit.
 //	esm_invocation_duration_seconds{function,stream}          histogram
 //	    How long each invocation took as esm saw it (the request to the function and its
 //	    response), whatever its outcome. Its _count is Lambda's Invocations metric.
@@ -75,9 +78,11 @@
 //	    ReportBatchItemFailures: ignored, as Lambda ignores them, the batch counted as handled.
 //
 // The histograms have no shard label, to keep their series count independent of the number of
-// shards. Series of a shard stay until the process exits (counters must not vanish under
-// rate()), except IteratorAge as said above; a stream resharded very often therefore
-// accumulates series until esm restarts.
+// shards. Series of a shard stay while this worker has it, reading, pending or released
+// (counters must not vanish under rate()), except IteratorAge as said above; those of a shard
+// read to its end go DefaultFinishedGrace (5 minutes, WithFinishedGrace) after it finished, once
+// scrapes have seen its last counts, so a stream resharded often does not grow the series
+// without end.
 //
 // The Lambda names are exposed as given in the Prometheus text format. The metrics/health
 // server does not negotiate OpenMetrics, whose encoder would append _total to the counters'

@@ -72,7 +72,8 @@ type Observer struct {
 	invocations, errors, throttles, destinationFailures   prometheus.Counter // by function and stream, as Lambda's
 	ignoredItemFailures                                   prometheus.Counter // by function and stream
 
-	labels []string // the mapping's label values, in the registry's order (mappingAges)
+	labels []string      // the mapping's label values, in the registry's order (mappingAges)
+	grace  time.Duration // how long a finished shard's series stay (finished.go)
 
 	shards sync.Map // shard ID → *shardMetrics
 }
@@ -88,10 +89,11 @@ type shardMetrics struct {
 
 	age atomic.Pointer[gaugeRef] // nil while the shard has no IteratorAge series
 
-	mu      sync.Mutex // guards state, owned and blocked, and the creation of age
+	mu      sync.Mutex // guards state, owned, blocked and forget, and the creation of age
 	state   string     // "" before the first ShardState
 	owned   prometheus.Gauge
 	blocked prometheus.Gauge
+	forget  *time.Timer // while finished: the removal of its series (finished.go)
 }
 
 // gaugeRef is a shard's IteratorAge series and its value (float64 bits), which the mapping's
@@ -106,21 +108,21 @@ type gaugeRef struct {
 // a registry: the second and later ones reuse the metrics the first registered, with their own
 // function and stream labels. Like prometheus.MustRegister, it panics when reg holds a
 // different metric of the same name (a programming error, not a run-time condition).
-func New(reg prometheus.Registerer, function, stream string) *Observer {
-	return newObserver(reg, []string{LabelFunction, LabelStream}, prometheus.Labels{LabelFunction: function, LabelStream: stream})
+func New(reg prometheus.Registerer, function, stream string, opts ...Option) *Observer {
+	return newObserver(reg, []string{LabelFunction, LabelStream}, prometheus.Labels{LabelFunction: function, LabelStream: stream}, opts)
 }
 
 // NewMapping is New for one of the mappings of an esm serve: its series also carry the label
 // uuid, the mapping's UUID. Every observer of a registry must come from New, or every one from
 // NewMapping. Calling it again for a mapping (a restarted poller) continues its series.
-func NewMapping(reg prometheus.Registerer, uuid, function, stream string) *Observer {
+func NewMapping(reg prometheus.Registerer, uuid, function, stream string, opts ...Option) *Observer {
 	return newObserver(reg, []string{LabelUUID, LabelFunction, LabelStream},
-		prometheus.Labels{LabelUUID: uuid, LabelFunction: function, LabelStream: stream})
+		prometheus.Labels{LabelUUID: uuid, LabelFunction: function, LabelStream: stream}, opts)
 }
 
 // newObserver registers the metrics with the mapping's labels (names, in order) and curries them
 // with their values.
-func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Labels) *Observer {
+func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Labels, opts []Option) *Observer {
 	perShard := append(slices.Clip(names), LabelShard)
 	counter := func(name, help string) *prometheus.CounterVec {
 		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, perShard))
@@ -155,7 +157,7 @@ func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Lab
 		delivered: counter(metrics.NameOnFailureDestinationDeliveredEventCount,
 			optIn+"records whose failure record reached the on-failure destination.").MustCurryWith(curry),
 		iteratorAge: gauge(metrics.NameIteratorAge,
-			"Lambda IteratorAge in milliseconds: age of the last record of the latest batch when it was sent to the function. Absent for shards this worker does not read.",
+			"Lambda IteratorAge in milliseconds: how far the shard's reading is behind the stream's tip (each GetRecords answer's or subscription event's MillisBehindLatest, 0 once caught up; the age of the last record of each batch sent, growing while a batch is in flight). Absent for shards this worker does not read.",
 			perShard...).MustCurryWith(curry),
 		state: gauge(NameShardState,
 			"1 for the shard's current state (pending, reading, finished, released), 0 for the others.",
@@ -188,10 +190,14 @@ func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Lab
 		batchSize: histogram(NameBatchSize,
 			"Records per invocation.", batchSizeBuckets).With(curry),
 		blocked: gauge(NameShardBlocked,
-			"1 while the shard has been retrying the same batch for longer than --blocked-after (the log says why), else 0.",
+			"1 while the shard has been on the same batch (retrying it, or waiting for one invocation) for longer than --blocked-after (the log says why), else 0.",
 			perShard...).MustCurryWith(curry),
 		ignoredItemFailures: perFunction(NameBatchItemFailuresIgnored,
 			"Responses that listed batchItemFailures while the mapping lacks FunctionResponseTypes ReportBatchItemFailures: ignored, as Lambda ignores them, and the batch counted as handled.").With(curry),
+	}
+	o.grace = DefaultFinishedGrace
+	for _, opt := range opts {
+		opt(o)
 	}
 	register(reg, newMappingAges(names)).add(o)
 	return o
@@ -318,6 +324,7 @@ func (p *Observer) ShardState(shardID, state string) {
 	}
 	p.state.WithLabelValues(shardID, state).Set(1)
 	sm.state = state
+	p.finishedLocked(shardID, sm)
 	if state == poller.StateReading {
 		sm.owned.Set(1)
 		return

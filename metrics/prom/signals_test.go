@@ -2,6 +2,7 @@ package prom
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,4 +71,56 @@ func TestPrometheusBatchItemFailuresIgnored(t *testing.T) {
 	if got := gather(t, reg).value(t, NameBatchItemFailuresIgnored, map[string]string{LabelFunction: "fn", LabelStream: "orders"}); got != 2 {
 		t.Fatalf("%s = %v, want 2", NameBatchItemFailuresIgnored, got)
 	}
+}
+
+// TestFinishedShardSeriesGo (issue 40): a finished shard's series, every one with its shard label,
+// stay for the grace after it finished (scrapes see its last counts) and then go; a shard still
+// read keeps its own; a shard that leaves the finished state in the grace keeps them.
+func TestFinishedShardSeriesGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		p := New(reg, "fn", "orders")
+		for _, s := range []string{"done", "open", "back"} {
+			p.ShardState(s, poller.StateReading)
+			p.RecordsPolled(s, 3)
+			p.BatchInvoked(s, 3, time.Millisecond, false)
+			p.IteratorAge(s, time.Second)
+			p.ShardReadBy(s, poller.ReadBySubscription)
+			p.Subscribed(s, time.Now(), false)
+			p.SubscriptionEvent(s, time.Now())
+			p.ShardBlocked(s, false)
+		}
+		p.ShardState("done", poller.StateFinished)
+		p.ShardState("back", poller.StateFinished)
+		time.Sleep(DefaultFinishedGrace - time.Second)
+		p.ShardState("back", poller.StatePending) // not finished after all (a test of the cancel)
+		if n := seriesOf(t, reg, "done"); n == 0 {
+			t.Fatal("the finished shard's series went before the grace")
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := seriesOf(t, reg, "done"); n != 0 {
+			t.Fatalf("%d series of the finished shard remain after the grace", n)
+		}
+		open, back := seriesOf(t, reg, "open"), seriesOf(t, reg, "back")
+		if open < 12 || back < 12 {
+			t.Fatalf("%d series of the shard read and %d of the one no longer finished, want all of them", open, back)
+		}
+	})
+}
+
+// seriesOf counts the series with the shard label shard.
+func seriesOf(t *testing.T, g prometheus.Gatherer, shard string) int {
+	t.Helper()
+	n := 0
+	for _, mf := range gather(t, g) {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == LabelShard && l.GetValue() == shard {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
