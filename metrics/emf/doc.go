@@ -9,7 +9,10 @@
 //	dimension FunctionName, always (Lambda's function metrics):
 //	  Invocations, Errors, Throttles, DestinationDeliveryFailures   Count, as in metrics/prom
 //	  Duration      Milliseconds: one value per invocation (esm_invocation_duration_seconds)
-//	  IteratorAge   Milliseconds: one value per batch sent, as in metrics/prom
+//	  IteratorAge   Milliseconds: each value the poller reported (poller.Observer.IteratorAge:
+//	                every change, batches sent and answers showing the shard caught up); an
+//	                interval with none carries the mapping's current one, the largest of
+//	                its shards read here
 //	dimension EventSourceMappingUUID, only with [WithEventCounts] (the mapping's MetricsConfig
 //	lists EventCount, as Lambda requires for these):
 //	  PolledEventCount, FilteredOutEventCount, InvokedEventCount, FailedInvokeEventCount,
@@ -19,7 +22,9 @@
 // the mapping's UUID: a random version 4 UUID created with the mapping's progress and kept with
 // it ([WithMappingUUID], [Observer.SetMappingUUID]). With event counts on, an interval of empty polls
 // writes zero counts, as Lambda does; without them, an interval with no invocation, throttle,
-// delivery failure or batch writes nothing; a worker that reads nothing writes nothing.
+// delivery failure or batch writes the mapping's IteratorAge alone (Lambda writes nothing then,
+// so an alarm on its IteratorAge sees no data where esm's sees the shards caught up); a worker
+// that reads nothing writes nothing.
 //
 // IteratorAge and Duration are lists of the observed values, so CloudWatch computes Maximum,
 // Average and percentiles from them. One line holds at most 100 values of a metric (the

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -50,9 +52,12 @@ type Observer struct {
 	eventCounts bool             // MetricsConfig EventCount: write the six event counts
 	now         func() time.Time // the clock; tests replace it
 
-	mu          sync.Mutex // guards agg and mappingUUID
+	mu          sync.Mutex // guards agg, mappingUUID and ages
 	agg         emfAggregate
 	mappingUUID string
+	// ages is the latest IteratorAge of each shard read here, in milliseconds: an interval that
+	// observed none writes the mapping's, the largest.
+	ages map[string]float64
 
 	wmu sync.Mutex // serialises writes to w
 }
@@ -93,7 +98,8 @@ func WithMappingUUID(id string) Option { return func(e *Observer) { e.mappingUUI
 // stream, in the CloudWatch namespace, aggregated over an interval (see WithInterval). Start it
 // with Run.
 func New(w io.Writer, namespace, function, stream string, opts ...Option) *Observer {
-	e := &Observer{w: w, namespace: namespace, function: function, stream: stream, interval: DefaultInterval, now: time.Now}
+	e := &Observer{w: w, namespace: namespace, function: function, stream: stream, interval: DefaultInterval, now: time.Now,
+		ages: map[string]float64{}}
 	for _, o := range opts {
 		if o != nil {
 			o(e)
@@ -137,9 +143,14 @@ func (e *Observer) Run(ctx context.Context) error {
 
 // Flush writes what was observed since the previous flush, as one or more lines (several only
 // when a metric has more than 100 values), and starts a new interval. It writes nothing when
-// nothing was observed. Safe for concurrent use with the observer methods and with Run.
+// nothing was observed and no shard is read here (with shards read, an idle interval writes their
+// IteratorAge). Safe for concurrent use with the observer methods and with Run.
 func (e *Observer) Flush() error {
 	e.mu.Lock()
+	if e.agg.age.seen == 0 && len(e.ages) > 0 { // nothing changed: the mapping's age is still what it was
+		e.agg.active = true
+		e.agg.age.add(slices.Max(slices.Collect(maps.Values(e.ages))))
+	}
 	agg, id := e.agg, e.mappingUUID
 	e.agg = emfAggregate{}
 	e.mu.Unlock()
@@ -209,16 +220,26 @@ func (e *Observer) BatchInvoked(_ string, records int, d time.Duration, failed b
 	e.agg.duration.add(millis(d))
 }
 
-// IteratorAge keeps the age, in milliseconds.
-func (e *Observer) IteratorAge(_ string, age time.Duration) {
+// IteratorAge keeps the age, in milliseconds, and the shard's latest.
+func (e *Observer) IteratorAge(shardID string, age time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.agg.active = true
-	e.agg.age.add(millis(max(age, 0)))
+	ms := millis(max(age, 0))
+	e.agg.age.add(ms)
+	e.ages[shardID] = ms
 }
 
-// ShardState is ignored: Lambda has no such metric.
-func (e *Observer) ShardState(string, string) {}
+// ShardState forgets the latest IteratorAge of a shard no longer read here; it writes nothing:
+// Lambda has no such metric.
+func (e *Observer) ShardState(shardID, state string) {
+	if state == poller.StateReading {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.ages, shardID)
+}
 
 // ShardBlocked is not written: Lambda publishes no such metric.
 func (e *Observer) ShardBlocked(string, bool) {}

@@ -137,7 +137,7 @@ func TestEMFDocument(t *testing.T) {
 	e.RecordsDropped("s1", 2)
 	e.IteratorAge("s0", 250*time.Millisecond)
 	e.IteratorAge("s1", time.Second)
-	e.ShardState("s0", "reading") // not a Lambda metric: ignored
+	e.ShardState("s0", "reading") // not a Lambda metric: not written
 	if err := e.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +176,42 @@ func TestEMFDocument(t *testing.T) {
 		t.Errorf("Duration = %v (%s), want [20 30 1.5] Milliseconds", got, d.unit("Duration"))
 	}
 
-	// The interval is over: the next flush starts from zero, and writes nothing while idle.
+	// The interval is over: the next flush starts from zero; idle, it writes only the mapping's
+	// IteratorAge as it still is (the largest of the shards read here), and nothing once no
+	// shard is read here.
 	written := len(out.String())
+	if err := e.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if docs := parseEMF(t, out.String()[written:]); len(docs) != 1 || !slices.Equal(docs[0].values(t, "IteratorAge"), []float64{1000}) ||
+		docs[0].count(t, "Invocations") != 0 || docs[0].count(t, "PolledEventCount") != 0 {
+		t.Errorf("idle flush wrote %q, want the mapping's IteratorAge [1000] and zero counts", out.String()[written:])
+	}
+	e.ShardState("s0", "finished")
+	e.ShardState("s1", "released")
+	written = len(out.String())
 	if err := e.Flush(); err != nil || out.String()[written:] != "" {
-		t.Errorf("idle flush wrote %q (err %v), want nothing", out.String()[written:], err)
+		t.Errorf("idle flush with no shard read wrote %q (err %v), want nothing", out.String()[written:], err)
+	}
+}
+
+// TestEMFIteratorAgeAfterCatchingUp (issue 40): the interval in which a mapping caught up has its
+// ages down to 0; each later idle interval writes the mapping's age, 0, where Lambda writes none
+// (an alarm on it would see no data rather than the recovery).
+func TestEMFIteratorAgeAfterCatchingUp(t *testing.T) {
+	var out testkit.SyncBuffer
+	e := newTestEMF(&out, time.Minute)
+	e.ShardState("s0", "reading")
+	e.IteratorAge("s0", 30*time.Second)
+	e.IteratorAge("s0", 0)
+	for _, want := range [][]float64{{30000, 0}, {0}, {0}} {
+		written := len(out.String())
+		if err := e.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if docs := parseEMF(t, out.String()[written:]); len(docs) != 1 || !slices.Equal(docs[0].values(t, "IteratorAge"), want) {
+			t.Fatalf("flush wrote %q, want IteratorAge %v", out.String()[written:], want)
+		}
 	}
 }
 
