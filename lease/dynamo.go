@@ -184,6 +184,7 @@ type dynamoConfig struct {
 	settle        time.Duration
 	// functionTimeout bounds how long an invocation this worker starts may run.
 	functionTimeout time.Duration
+	statusAddr      string // published in the bound item (WithStatusAddr)
 	log             *slog.Logger
 	now             func() time.Time
 	rnd             *rand.Rand

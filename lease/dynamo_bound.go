@@ -41,10 +41,14 @@ func isBoundItem(it map[string]types.AttributeValue) bool {
 
 // writeBound records this worker's bound under the epoch it is about to join with.
 func (d *Dynamo) writeBound(ctx context.Context, epoch int64) error {
-	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &d.table, Item: map[string]types.AttributeValue{
+	item := map[string]types.AttributeValue{
 		attrKey: str(boundKey(d.id, epoch)), attrBoundEpoch: num(epoch), attrBoundMillis: num(d.cfg.functionTimeout.Milliseconds()),
 		attrBoundLease: num(d.cfg.leaseDuration.Milliseconds()),
-	}})
+	}
+	if d.cfg.statusAddr != "" {
+		item[attrBoundAddr] = str(d.cfg.statusAddr) // see fleet.go
+	}
+	_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: &d.table, Item: item})
 	if err != nil {
 		return fmt.Errorf("write invocation bound: %w", err)
 	}

@@ -73,6 +73,9 @@ type Store struct {
 	WorkerID string
 	// LeaseDuration is how long a lease lasts without renewal. Default 10 s (lease's default).
 	LeaseDuration time.Duration
+	// StatusAddr, when set, is the HOST:PORT where this worker serves its live page: published
+	// in the lease table for the other workers' pages and esm status (lease.WithStatusAddr).
+	StatusAddr string
 	// Open, when set, opens the mapping's store instead (esm serve keeps each mapping's progress
 	// under its UUID, so UUID is then required). A store that is a SharedStore (lease.Dynamo)
 	// shares the mapping's shards with other workers: Run coordinates through it and renews its

@@ -18,6 +18,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -107,6 +108,8 @@ func (r *Runner) resolveSource(ctx context.Context, m Mapping) (stream, consumer
 type opened struct {
 	store  poller.Store
 	shared SharedStore // the store, when it shares the shards through leases
+	// marks, for a lease table, marks the shards blocked here on their leases (for esm status).
+	marks *lease.BlockedMarks
 	// uuid reads (or creates) the mapping's UUID in the store.
 	uuid  func(context.Context) (string, error)
 	close func()
@@ -149,6 +152,9 @@ func (r *Runner) openLeases(ctx context.Context, m Mapping) (*opened, error) {
 	if s.LeaseDuration > 0 {
 		opts = append(opts, lease.WithLeaseDuration(s.LeaseDuration))
 	}
+	if s.StatusAddr != "" {
+		opts = append(opts, lease.WithStatusAddr(s.StatusAddr))
+	}
 	d, err := lease.NewDynamo(r.ddb, s.LeaseTable, id, opts...)
 	if err != nil {
 		return nil, err
@@ -177,6 +183,10 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, mc poller.Config, st *ope
 	if st.shared != nil {
 		popts = append(popts, poller.WithCoordinator(st.shared)) // whose pace is the default ClaimInterval
 	}
+	if d, ok := st.store.(*lease.Dynamo); ok {
+		st.marks = d.BlockedMarks()
+		popts = append(popts, poller.WithObserver(metrics.Tee(m.Hooks.Observer, st.marks))) // replaces the Hooks' alone
+	}
 	inv, err := m.invoker(mc.FunctionARN)
 	if err != nil {
 		return err
@@ -197,17 +207,27 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, mc poller.Config, st *ope
 	if st.shared == nil {
 		return p.Run(ctx)
 	}
-	return runLeased(ctx, p, st.shared)
+	return runLeased(ctx, p, st.shared, st.marks)
 }
 
 // runLeased runs the poller while its leases are renewed: until the poller has stopped (its last
 // batches and checkpoints need them), then they are released.
-func runLeased(ctx context.Context, p *poller.Poller, leases SharedStore) error {
+func runLeased(ctx context.Context, p *poller.Poller, leases SharedStore, marks *lease.BlockedMarks) error {
 	leaseCtx, stopLeases := context.WithCancel(context.WithoutCancel(ctx))
-	renewed := make(chan error, 1)
+	renewed, marked := make(chan error, 1), make(chan error, 1)
 	go func() { renewed <- leases.Run(leaseCtx) }()
+	go func() {
+		if marks == nil {
+			marked <- nil
+			return
+		}
+		marked <- marks.Run(leaseCtx)
+	}()
 	err := p.Run(ctx)
 	stopLeases()
+	if merr := <-marked; err == nil {
+		err = merr
+	}
 	if rerr := <-renewed; err == nil {
 		err = rerr
 	}

@@ -111,22 +111,25 @@ func TestMetricsAddUp(t *testing.T) {
 			m["FilteredOutEventCount"], m["FailedInvokeEventCount"], m["DroppedEventCount"], m["OnFailureDestinationDeliveredEventCount"])
 	}
 	// The live page: the shard, its checkpoint, and the poison record's batch as its last error.
-	var views []struct {
-		Function string `json:"function"`
-		UUID     string `json:"uuid"`
-		Dropped  int    `json:"dropped"`
-		Shards   []struct {
-			ShardID, State, Checkpoint, LastError string
-		} `json:"shards"`
+	var state struct {
+		Mappings []struct {
+			Function string `json:"function"`
+			UUID     string `json:"uuid"`
+			Dropped  int    `json:"dropped"`
+			Shards   []struct {
+				ShardID, State, Checkpoint, LastError string
+			} `json:"shards"`
+		} `json:"mappings"`
 	}
-	if err := getJSON(addr, "/live/state.json", &views); err != nil {
+	if err := getJSON(addr, "/live/state.json", &state); err != nil {
 		t.Fatal(err)
 	}
+	views := state.Mappings
 	if len(views) != 1 || views[0].UUID == "" || views[0].Dropped < 1 || len(views[0].Shards) != 1 ||
 		views[0].Shards[0].State != "reading" || views[0].Shards[0].Checkpoint == "" || !strings.Contains(views[0].Shards[0].LastError, "function error") {
 		t.Fatalf("/live/state.json: %+v", views)
 	}
-	if page := get(t, addr, "/live"); !strings.Contains(page, `data-shard="shardId-000000000000"`) || !strings.Contains(page, "<svg") {
+	if page := get(t, addr, "/live"); !strings.Contains(page, `data-shard="shardId-000000000000"`) || !strings.Contains(page, `class="node reading"`) {
 		t.Fatalf("/live does not draw the shard:\n%s", page)
 	}
 	// esm status while esm runs: the state directory is held, the live view comes from /metrics.

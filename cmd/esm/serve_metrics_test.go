@@ -86,13 +86,16 @@ func TestServeMetricsAndStatus(t *testing.T) {
 	}
 
 	// The live page has both mappings, each with its UUID and its stream's shards.
-	var views []struct {
-		Function, Stream, UUID string
-		Shards                 []struct{ ShardID, State string }
+	var state struct {
+		Mappings []struct {
+			Function, Stream, UUID string
+			Shards                 []struct{ ShardID, State string }
+		}
 	}
-	if err := getJSON(metricsAddr, "/live/state.json", &views); err != nil {
+	if err := getJSON(metricsAddr, "/live/state.json", &state); err != nil {
 		t.Fatal(err)
 	}
+	views := state.Mappings
 	byUUID := map[string]int{}
 	for _, v := range views {
 		byUUID[v.UUID] = len(v.Shards)

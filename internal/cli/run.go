@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
@@ -202,7 +204,11 @@ func (c *Config) observe(ctx context.Context, o *runner.Mapping, stdout io.Write
 	if c.MetricsAddr != "" {
 		reg := prom.NewRegistry()
 		observers = append(observers, prom.New(reg, o.Function.Name, o.Source.Stream))
-		board := live.New(liveBoardOptions(o.Store.LeaseTable, o.Store.WorkerID)...)
+		boardOpts := liveBoardOptions(o.Store.LeaseTable, o.Store.WorkerID)
+		if o.Store.LeaseTable != "" { // the page shows every worker's shards
+			boardOpts = append(boardOpts, live.WithPeers(leasePeers(dynamodb.NewFromConfig(c.AWS), o.Store.LeaseTable), peerClient))
+		}
+		board := live.New(boardOpts...)
 		page := board.Add(o.Function.Name, o.Source.Stream)
 		observers = append(observers, page)
 		o.Hooks.OnUUID = chain(o.Hooks.OnUUID, page.SetMappingUUID)
@@ -210,9 +216,11 @@ func (c *Config) observe(ctx context.Context, o *runner.Mapping, stdout io.Write
 		readiness := poller.NewReadiness()
 		srv := health.New(c.MetricsAddr, health.WithGatherer(reg), health.WithReadiness(readiness.Err),
 			health.WithRoute("GET "+live.PathPage, board.Handler()), health.WithRoute("GET "+live.PathState, board.Handler()))
-		if _, err := srv.Listen(); err != nil { // a port in use fails before anything is polled
+		bound, err := srv.Listen() // a port in use fails before anything is polled
+		if err != nil {
 			return nil, fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
 		}
+		o.Store.StatusAddr = advertised(bound) // published in the lease table, for the other workers' pages
 		o.Hooks.Readiness = readiness
 		runs = append(runs, srv.Run)
 		c.Logger.Info("metrics served", "addr", c.MetricsAddr)

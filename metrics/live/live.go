@@ -38,6 +38,7 @@ const (
 type Board struct {
 	worker string
 	now    func() time.Time
+	fleet  *fleet // the other workers (WithPeers); nil: this worker alone
 
 	mu       sync.Mutex
 	mappings []*Mapping
@@ -98,13 +99,19 @@ var (
 )
 
 type shard struct {
-	parents    []string
-	state      string // the poller's; "" before the first
-	blocked    bool
-	checkpoint string
-	ages       []sample
-	// The batch failing now (first == "": none) and the last failure's cause, kept after it.
+	listed       bool // told its lineage
+	parents      []string
+	state        string // the poller's; "" before the first
+	blocked      bool
+	blockedSince time.Time // the failing batch's first failure, while blocked
+	checkpoint   string
+	checkpointAt time.Time
+	ages         []sample
+	// The batch failing now (first == "": none), since when and how many attempts failed, and the
+	// last failure's cause, kept after it.
 	failFirst, failLast string
+	failSince           time.Time
+	attempts            int
 	lastError           string
 	lastErrorAt         time.Time
 	delivered, dropped  int
@@ -143,19 +150,37 @@ func (m *Mapping) ShardState(id, state string) {
 	m.update(id, func(s *shard) {
 		s.state = state
 		if state != poller.StateReading {
-			s.blocked = false
+			s.blocked, s.blockedSince = false, time.Time{}
 		}
 	})
 }
 
-// ShardBlocked records whether the shard is blocked.
+// ShardBlocked records whether the shard is blocked, since its failing batch's first failure.
 func (m *Mapping) ShardBlocked(id string, blocked bool) {
-	m.update(id, func(s *shard) { s.blocked = blocked })
+	now := m.board.now()
+	m.update(id, func(s *shard) {
+		switch {
+		case !blocked:
+			s.blockedSince = time.Time{}
+		case !s.blocked:
+			s.blockedSince = cmpTime(s.failSince, now)
+		}
+		s.blocked = blocked
+	})
+}
+
+// cmpTime is t, or else when t is zero.
+func cmpTime(t, orElse time.Time) time.Time {
+	if t.IsZero() {
+		return orElse
+	}
+	return t
 }
 
 // ShardLineage records the shard's parents.
 func (m *Mapping) ShardLineage(id string, parents []string) {
 	m.update(id, func(s *shard) {
+		s.listed = true
 		if !slices.Equal(s.parents, parents) {
 			s.parents = slices.Clone(parents)
 		}
@@ -163,7 +188,10 @@ func (m *Mapping) ShardLineage(id string, parents []string) {
 }
 
 // Checkpointed records the shard's checkpoint.
-func (m *Mapping) Checkpointed(id, seq string) { m.update(id, func(s *shard) { s.checkpoint = seq }) }
+func (m *Mapping) Checkpointed(id, seq string) {
+	now := m.board.now()
+	m.update(id, func(s *shard) { s.checkpoint, s.checkpointAt = seq, now })
+}
 
 // BatchFailing records the batch the shard is retrying and its cause.
 func (m *Mapping) BatchFailing(id string, f poller.BatchFailure) {
@@ -172,29 +200,18 @@ func (m *Mapping) BatchFailing(id string, f poller.BatchFailure) {
 		at = m.board.now()
 	}
 	m.update(id, func(s *shard) {
-		s.failFirst, s.failLast = f.First, f.Last
+		s.failFirst, s.failLast, s.failSince, s.attempts = f.First, f.Last, f.Since, f.Attempts
 		if f.Cause != "" {
 			s.lastError, s.lastErrorAt = f.Cause, at
 		}
 	})
 }
 
-// IteratorAge adds a sample to the shard's iterator-age history (at most one a second; the
-// latest of a second wins) and forgets those older than AgeWindow.
+// IteratorAge adds a sample to the shard's iterator-age history (see addSample).
 func (m *Mapping) IteratorAge(id string, age time.Duration) {
 	now := m.board.now()
 	ms := float64(max(age, 0)) / float64(time.Millisecond)
-	m.update(id, func(s *shard) {
-		if n := len(s.ages); n > 0 && now.Sub(s.ages[n-1].at) < ageSpacing {
-			s.ages[n-1].ms = ms
-			return
-		}
-		cut := 0
-		for cut < len(s.ages) && now.Sub(s.ages[cut].at) > AgeWindow {
-			cut++
-		}
-		s.ages = append(s.ages[cut:], sample{at: now, ms: ms})
-	})
+	m.update(id, func(s *shard) { s.ages = addSample(s.ages, now, ms) })
 }
 
 // RecordsDelivered counts records sent to the on-failure destination.

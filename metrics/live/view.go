@@ -2,216 +2,177 @@ package live
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 )
 
-// Geometry of the lineage graph, in SVG user units.
+// State is what /live/state.json serves: the mappings at SnapshotAt, as Worker sees them; with
+// Scope "fleet", every worker's shards (the other workers' fetched from their own state.json),
+// with "worker" this worker's alone.
+type State struct {
+	SnapshotAt time.Time     `json:"snapshotAt"`
+	Worker     string        `json:"worker,omitempty"`
+	Scope      string        `json:"scope"`
+	Mappings   []MappingView `json:"mappings"`
+}
+
+// Scopes of a State.
 const (
-	nodeW, nodeH = 180, 46
-	gapX, gapY   = 24, 56
-	margin       = 12
-	sparkW       = 160
-	sparkH       = 28
+	ScopeFleet  = "fleet"
+	ScopeWorker = "worker"
 )
 
 // MappingView is one mapping as the page and state.json show it.
 type MappingView struct {
-	Function         string      `json:"function"`
-	Stream           string      `json:"stream"`
-	UUID             string      `json:"uuid,omitempty"`
-	Shards           []ShardView `json:"shards"`
-	Delivered        int         `json:"delivered"`
-	Dropped          int         `json:"dropped"`
-	DeliveryFailures int         `json:"deliveryFailures"`
-	LastDelivery     *time.Time  `json:"lastDelivery,omitempty"`
-	// IteratorAgeMillis is the mapping's: the largest latest age of its shards read here.
+	Function string `json:"function"`
+	Stream   string `json:"stream"`
+	UUID     string `json:"uuid,omitempty"`
+	// Summary counts the shards by state and lists the blocked ones first.
+	Summary Summary `json:"summary"`
+	// Workers are the workers of the mapping's lease table and what their pages answered (in
+	// the fleet scope, with a lease table).
+	Workers          []WorkerView `json:"workers,omitempty"`
+	Shards           []ShardView  `json:"shards"`
+	Delivered        int          `json:"delivered"`
+	Dropped          int          `json:"dropped"`
+	DeliveryFailures int          `json:"deliveryFailures"`
+	LastDelivery     *time.Time   `json:"lastDelivery,omitempty"`
+	// IteratorAgeMillis is the mapping's: the largest latest age of the shards being read.
 	IteratorAgeMillis *float64 `json:"iteratorAgeMillis,omitempty"`
-
-	Graph Graph `json:"-"`
 }
 
-// ShardView is one shard.
+// Summary is a mapping's shards counted by state.
+type Summary struct {
+	Shards  int            `json:"shards"`
+	ByState map[string]int `json:"byState"`
+}
+
+// WorkerView is one worker of the fleet and whether its page answered.
+type WorkerView struct {
+	ID   string `json:"id"`
+	Addr string `json:"addr,omitempty"`
+	// Status is WorkerSelf, WorkerOK, WorkerUnreachable or WorkerNoAddr.
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// LastAnswer is when its page last answered.
+	LastAnswer *time.Time `json:"lastAnswer,omitempty"`
+	Shards     int        `json:"shards"` // the shards it reads
+}
+
+// Worker statuses.
+const (
+	WorkerSelf        = "this worker"
+	WorkerOK          = "ok"
+	WorkerUnreachable = "unreachable"
+	WorkerNoAddr      = "no address" // it publishes none (no --metrics-addr, or an older esm)
+)
+
+// ShardView is one shard. Times are to the second (the checkpoint's) or the millisecond.
 type ShardView struct {
-	ShardID    string   `json:"shardId"`
-	Parents    []string `json:"parents,omitempty"`
-	State      string   `json:"state"`
-	Owner      string   `json:"owner,omitempty"`
-	Checkpoint string   `json:"checkpoint,omitempty"`
-	// IteratorAgeMillis is the latest iterator age, while the shard is read here.
+	ShardID      string     `json:"shardId"`
+	Parents      []string   `json:"parents,omitempty"`
+	State        string     `json:"state"`
+	Owner        string     `json:"owner,omitempty"`
+	Checkpoint   string     `json:"checkpoint,omitempty"`
+	CheckpointAt *time.Time `json:"checkpointAt,omitempty"`
+	// IteratorAgeMillis is the latest iterator age, while the shard is read.
 	IteratorAgeMillis *float64 `json:"iteratorAgeMillis,omitempty"`
+	// BlockedSince is the first failure of the batch a blocked shard retries; Attempts counts the
+	// failed attempts of the batch failing now.
+	BlockedSince *time.Time `json:"blockedSince,omitempty"`
+	Attempts     int        `json:"attempts,omitempty"`
 	// RetryingFirst and RetryingLast bound the batch being retried; empty when none is.
-	RetryingFirst string `json:"retryingFirst,omitempty"`
-	RetryingLast  string `json:"retryingLast,omitempty"`
-	LastError     string `json:"lastError,omitempty"`
-	Delivered     int    `json:"delivered,omitempty"`
-	Dropped       int    `json:"dropped,omitempty"`
+	RetryingFirst string     `json:"retryingFirst,omitempty"`
+	RetryingLast  string     `json:"retryingLast,omitempty"`
+	LastError     string     `json:"lastError,omitempty"`
+	LastErrorAt   *time.Time `json:"lastErrorAt,omitempty"`
+	Delivered     int        `json:"delivered,omitempty"`
+	Dropped       int        `json:"dropped,omitempty"`
+	// Unreachable: no worker that answered reads the shard while one did not answer: its owner
+	// has probably stopped answering.
+	Unreachable bool `json:"unreachable,omitempty"`
 
-	Spark string `json:"-"` // the age history as SVG polyline points
+	ages []sample // the iterator-age history, for the sparkline
 }
 
-// Graph is a mapping's lineage laid out: parents above children.
-type Graph struct {
-	Width, Height int
-	Nodes         []Node
-	Edges         []Edge
-}
-
-// Node is a shard's box.
-type Node struct {
-	ShardID, State, Parents string
-	X, Y, Depth             int
-}
-
-// Edge joins a parent's bottom to a child's top.
-type Edge struct{ X1, Y1, X2, Y2 int }
-
-// Snapshot returns the board's mappings as the page shows them.
-func (b *Board) Snapshot() []MappingView {
+// Snapshot returns this worker's mappings as its own page shows them.
+func (b *Board) Snapshot() State {
 	b.mu.Lock()
 	ms := slices.Clone(b.mappings)
 	b.mu.Unlock()
-	now := b.now()
-	out := make([]MappingView, 0, len(ms))
+	st := State{SnapshotAt: b.now().UTC().Truncate(time.Millisecond), Worker: b.worker, Scope: ScopeWorker,
+		Mappings: make([]MappingView, 0, len(ms))}
 	for _, m := range ms {
-		out = append(out, m.view(now, b.worker))
+		st.Mappings = append(st.Mappings, m.view(b.worker))
 	}
-	return out
+	return st
 }
 
-func (m *Mapping) view(now time.Time, worker string) MappingView {
+func (m *Mapping) view(worker string) MappingView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v := MappingView{Function: m.function, Stream: m.stream, UUID: m.uuid, Delivered: m.delivered, Dropped: m.dropped,
-		DeliveryFailures: m.deliveryFailures}
-	if !m.lastDelivery.IsZero() {
-		t := m.lastDelivery
-		v.LastDelivery = &t
-	}
+		DeliveryFailures: m.deliveryFailures, LastDelivery: stamp(m.lastDelivery, time.Millisecond)}
 	for id, s := range m.shards {
-		if s.state == "" && s.parents == nil { // only counted (a delivery before any state): not a shard to draw
+		if s.state == "" && !s.listed { // only counted (a delivery before any state): not a shard to draw
 			continue
 		}
 		sv := ShardView{ShardID: id, Parents: s.parents, State: s.state, Checkpoint: s.checkpoint,
-			RetryingFirst: s.failFirst, RetryingLast: s.failLast, LastError: s.lastError, Delivered: s.delivered, Dropped: s.dropped}
+			CheckpointAt: stamp(s.checkpointAt, time.Second), RetryingFirst: s.failFirst, RetryingLast: s.failLast,
+			Attempts: s.attempts, LastError: s.lastError, LastErrorAt: stamp(s.lastErrorAt, time.Millisecond),
+			Delivered: s.delivered, Dropped: s.dropped, ages: slices.Clone(s.ages)}
 		switch {
 		case s.state == "":
 			sv.State = StatePending // known from a listing, not yet told
 		case s.blocked && s.state == StateReading:
-			sv.State = StateBlocked
+			sv.State, sv.BlockedSince = StateBlocked, stamp(s.blockedSince, time.Millisecond)
 		}
 		if s.state == StateReading {
 			sv.Owner = worker
 			if n := len(s.ages); n > 0 {
 				age := s.ages[n-1].ms
 				sv.IteratorAgeMillis = &age
-				if v.IteratorAgeMillis == nil || age > *v.IteratorAgeMillis {
-					v.IteratorAgeMillis = &age
-				}
 			}
 		}
-		sv.Spark = spark(s.ages, now)
 		v.Shards = append(v.Shards, sv)
 	}
-	slices.SortFunc(v.Shards, func(a, b ShardView) int { return cmp.Compare(a.ShardID, b.ShardID) })
-	v.Graph = layout(v.Shards)
+	v.finish()
 	return v
 }
 
-// spark renders an age history as polyline points over the last AgeWindow.
-func spark(ages []sample, now time.Time) string {
-	if len(ages) == 0 {
-		return ""
+// finish orders the shards by id and computes the summary and the mapping's iterator age.
+func (v *MappingView) finish() {
+	slices.SortFunc(v.Shards, func(a, b ShardView) int { return cmp.Compare(a.ShardID, b.ShardID) })
+	v.Summary = Summary{Shards: len(v.Shards), ByState: map[string]int{}}
+	v.IteratorAgeMillis = nil
+	for _, s := range v.Shards {
+		v.Summary.ByState[s.State]++
+		if a := s.IteratorAgeMillis; a != nil && (v.IteratorAgeMillis == nil || *a > *v.IteratorAgeMillis) {
+			age := *a
+			v.IteratorAgeMillis = &age
+		}
 	}
-	top := 1.0
-	for _, a := range ages {
-		top = max(top, a.ms)
-	}
-	var sb strings.Builder
-	for _, a := range ages {
-		x := float64(sparkW) * (1 - float64(now.Sub(a.at))/float64(AgeWindow))
-		y := float64(sparkH-2) * (1 - a.ms/top)
-		fmt.Fprintf(&sb, "%.1f,%.1f ", max(x, 0), y+1)
-	}
-	return strings.TrimSpace(sb.String())
 }
 
-// layout places each shard one row below its deepest parent; within a row, shards are ordered
-// by their parents' positions, then by ID.
-func layout(shards []ShardView) Graph {
-	byID := make(map[string]*ShardView, len(shards))
-	for i := range shards {
-		byID[shards[i].ShardID] = &shards[i]
+// stamp is t in UTC to the unit, nil when zero.
+func stamp(t time.Time, unit time.Duration) *time.Time {
+	if t.IsZero() {
+		return nil
 	}
-	depth := map[string]int{}
-	var depthOf func(id string, seen int) int
-	depthOf = func(id string, seen int) int {
-		if d, ok := depth[id]; ok {
-			return d
-		}
-		d := 0
-		if seen < len(shards) { // a cycle cannot happen in Kinesis; bound the walk anyway
-			for _, p := range byID[id].Parents {
-				if _, ok := byID[p]; ok {
-					d = max(d, depthOf(p, seen+1)+1)
-				}
-			}
-		}
-		depth[id] = d
-		return d
+	t = t.UTC().Truncate(unit)
+	return &t
+}
+
+// addSample adds an iterator-age sample at now to ages (at most one a second: the latest of a
+// second wins) and forgets those older than AgeWindow.
+func addSample(ages []sample, now time.Time, ms float64) []sample {
+	if n := len(ages); n > 0 && now.Sub(ages[n-1].at) < ageSpacing {
+		ages[n-1].ms = ms
+		return ages
 	}
-	rows := [][]string{}
-	for _, s := range shards {
-		d := depthOf(s.ShardID, 0)
-		for len(rows) <= d {
-			rows = append(rows, nil)
-		}
-		rows[d] = append(rows[d], s.ShardID)
+	cut := 0
+	for cut < len(ages) && now.Sub(ages[cut].at) > AgeWindow {
+		cut++
 	}
-	x := map[string]int{}
-	g := Graph{}
-	widest := 0
-	for d, row := range rows {
-		center := func(id string) float64 {
-			sum, n := 0.0, 0
-			for _, p := range byID[id].Parents {
-				if px, ok := x[p]; ok {
-					sum, n = sum+float64(px), n+1
-				}
-			}
-			if n == 0 {
-				return -1
-			}
-			return sum / float64(n)
-		}
-		slices.SortStableFunc(row, func(a, b string) int {
-			if c := cmp.Compare(center(a), center(b)); c != 0 {
-				return c
-			}
-			return cmp.Compare(a, b)
-		})
-		for i, id := range row {
-			x[id] = margin + i*(nodeW+gapX)
-			s := byID[id]
-			g.Nodes = append(g.Nodes, Node{ShardID: id, State: s.State, Parents: strings.Join(s.Parents, " "),
-				X: x[id], Y: margin + d*(nodeH+gapY), Depth: d})
-		}
-		widest = max(widest, len(row))
-	}
-	pos := map[string]Node{}
-	for _, n := range g.Nodes {
-		pos[n.ShardID] = n
-	}
-	for _, n := range g.Nodes {
-		for _, p := range byID[n.ShardID].Parents {
-			if pn, ok := pos[p]; ok {
-				g.Edges = append(g.Edges, Edge{X1: pn.X + nodeW/2, Y1: pn.Y + nodeH, X2: n.X + nodeW/2, Y2: n.Y})
-			}
-		}
-	}
-	g.Width = 2*margin + max(widest, 1)*(nodeW+gapX) - gapX
-	g.Height = 2*margin + max(len(rows), 1)*(nodeH+gapY) - gapY
-	return g
+	return append(ages[cut:], sample{at: now, ms: ms})
 }
