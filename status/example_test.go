@@ -36,6 +36,7 @@ func ExampleReport_Render() {
 	// stream    arn:aws:kinesis:us-east-1:123456789012:stream/orders
 	// function  arn:aws:lambda:us-east-1:123456789012:function:ship
 	// state     .esm
+	// shards    3: 2 reading, 1 finished
 	//
 	// shardId-000000000000                         finished  checkpoint 4959
 	// ├─ shardId-000000000001                      reading   checkpoint 4961

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kinesis-esm/esm/metrics"
+	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/metrics/prom"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -27,6 +28,15 @@ type LiveShard struct {
 	ReadBy string
 	// Subscription is its enhanced fan-out subscription, only for a shard read by subscription.
 	Subscription *Subscription
+	// Blocked: its esm_shard_blocked gauge is 1 (the state then reads blocked).
+	Blocked bool
+	// Owner, BlockedSince, Attempts, LastError and LastErrorAt are what its live page says (see
+	// scrapeState).
+	Owner        string
+	BlockedSince *time.Time
+	Attempts     int
+	LastError    string
+	LastErrorAt  *time.Time
 }
 
 // LiveMapping is what a running esm's metrics say of one mapping.
@@ -70,15 +80,18 @@ func ParseMetrics(r io.Reader, now time.Time) (map[string]*LiveMapping, error) {
 		for id, l := range lm.Shards {
 			if l.ReadBy != poller.ReadBySubscription {
 				l.Subscription = nil
-				lm.Shards[id] = l
 			}
+			if l.Blocked && (l.State == "" || l.State == poller.StateReading) {
+				l.State = live.StateBlocked
+			}
+			lm.Shards[id] = l
 		}
 	}
 	return out, nil
 }
 
 // liveSeries are the per-shard series status reads from a running esm.
-var liveSeries = []string{metrics.NameIteratorAge, prom.NameShardState, prom.NameShardReadBy, prom.NameSubscriptionStarted,
+var liveSeries = []string{metrics.NameIteratorAge, prom.NameShardState, prom.NameShardBlocked, prom.NameShardReadBy, prom.NameSubscriptionStarted,
 	prom.NameSubscriptionLastEvent, prom.NameSubscriptionRenewals, prom.NameSubscriptionInUse}
 
 // add takes in one sample of the series name.
@@ -100,6 +113,8 @@ func (l *LiveShard) add(name string, v float64, labels map[string]string, now ti
 		if v == 1 {
 			l.State = labels[prom.LabelState]
 		}
+	case prom.NameShardBlocked:
+		l.Blocked = v == 1
 	case prom.NameShardReadBy:
 		if v == 1 {
 			l.ReadBy = labels[prom.LabelMode]

@@ -113,10 +113,12 @@ func TestAll(t *testing.T) {
 	if err := all.Render(&b); err != nil {
 		t.Fatal(err)
 	}
-	want := "mapping   u1\nstream    " + streamA + "\nfunction  f\nstate     held by the esm serve at " + addr + " (checkpoints not shown)\n\n" +
+	want := "mapping   u1\nstream    " + streamA + "\nfunction  f\nstate     held by the esm serve at " + addr + " (checkpoints not shown)\n" +
+		"shards    2: 1 reading, 1 finished; iterator age 1.5s\n\n" +
 		"shardId-0                                    reading   iterator age 1.5s read by subscription (age 10s, 3 renewals, 1 refused in use, last event 500ms ago)\n" +
 		"shardId-1                                    finished  iterator age 20ms read by polling\n\n" +
-		"mapping   u2\nstream    " + streamB + "\nfunction  g\nstate     held by the esm serve at " + addr + " (checkpoints not shown)\n\n" +
+		"mapping   u2\nstream    " + streamB + "\nfunction  g\nstate     held by the esm serve at " + addr + " (checkpoints not shown)\n" +
+		"shards    1: 1 reading; iterator age 7ms\n\n" +
 		"shardId-0                                    reading   iterator age 7ms\n\n"
 	if b.String() != want {
 		t.Errorf("rendered\n%s\nwant\n%s", b.String(), want)
@@ -165,7 +167,7 @@ func TestHeldStoreWithLiveView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.StateDir != dir+" (held by a running esm: checkpoints not shown)" || len(rep.Shards) != 2 ||
+	if rep.StateDir != "none ("+dir+" is held by a running esm: checkpoints not shown)" || len(rep.Shards) != 2 ||
 		rep.Shards[0].State != "reading" || rep.Shards[0].ReadBy != "subscription" || rep.Shards[1].State != "finished" {
 		t.Errorf("report %+v", rep)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -23,7 +25,7 @@ type Reader struct {
 	stateDir    string
 	ddb         lease.DynamoAPI
 	table       string
-	metricsAddr string
+	metricsAddr []string
 	client      *http.Client
 	now         func() time.Time
 }
@@ -43,8 +45,16 @@ func WithLeaseTable(client lease.DynamoAPI, table string) Option {
 }
 
 // WithMetricsAddr adds what the esm whose metrics listen at addr (HOST:PORT, or :PORT on
-// 127.0.0.1) says live of each shard. All needs it (default: none).
-func WithMetricsAddr(addr string) Option { return func(r *Reader) { r.metricsAddr = addr } }
+// 127.0.0.1) says live of each shard: its metrics, and its live page's state (owners, blocked
+// shards with their errors). Given several times, every one is read and a shard is shown as the
+// worker reading it says. All needs one (default: none); "" is ignored.
+func WithMetricsAddr(addr string) Option {
+	return func(r *Reader) {
+		if addr != "" {
+			r.metricsAddr = append(r.metricsAddr, addr)
+		}
+	}
+}
 
 // WithHTTPClient sets the client that reads the metrics (default: http.DefaultClient).
 func WithHTTPClient(c *http.Client) Option { return func(r *Reader) { r.client = c } }
@@ -75,7 +85,7 @@ var ErrNoMetricsAddr = errors.New("status: All needs the metrics address of a ru
 // only mapping of its metrics, or the one they name by this stream and function).
 func (r *Reader) Mapping(ctx context.Context, streamARN, functionARN string) (Report, error) {
 	rep := Report{Stream: streamARN, Function: functionARN, StateDir: r.stateDir}
-	progress, owners, err := r.progress(ctx, &rep)
+	progress, fleet, err := r.progress(ctx, &rep)
 	if err != nil {
 		return rep, err
 	}
@@ -84,19 +94,40 @@ func (r *Reader) Mapping(ctx context.Context, streamARN, functionARN string) (Re
 		return rep, err
 	}
 	rep.Shards = Shards(shards, progress)
-	for i := range rep.Shards {
-		rep.Shards[i].Owner = owners[rep.Shards[i].ShardID]
+	fleet.apply(&rep)
+	mappings, err := r.readAll(ctx)
+	if err != nil {
+		return rep, err
 	}
-	if r.metricsAddr != "" {
-		mappings, err := scrape(ctx, r.client, r.metricsAddr, r.now())
+	for _, addr := range fleet.addrs() { // the workers the lease table names: each as far as it answers
+		rctx, cancel := context.WithTimeout(ctx, peerTimeout)
+		lm, err := readLive(rctx, r.client, addr.Addr, r.now())
+		cancel()
 		if err != nil {
-			return rep, err
+			addr.Error = err.Error()
+		} else {
+			mergeLive(mappings, lm)
 		}
-		if lm := liveOf(mappings, streamARN, functionARN); lm != nil {
-			rep.ApplyLive(lm.Shards)
-		}
+		rep.Workers = append(rep.Workers, addr)
 	}
+	if lm := liveOf(mappings, streamARN, functionARN); lm != nil {
+		rep.ApplyLive(lm.Shards)
+	}
+	rep.Summary = rep.summarize()
 	return rep, nil
+}
+
+// readAll reads the live views of every metrics address, merged.
+func (r *Reader) readAll(ctx context.Context) (map[string]*LiveMapping, error) {
+	out := map[string]*LiveMapping{}
+	for _, addr := range r.metricsAddr {
+		lm, err := readLive(ctx, r.client, addr, r.now())
+		if err != nil {
+			return nil, err
+		}
+		mergeLive(out, lm)
+	}
+	return out, nil
 }
 
 // liveOf picks the mapping of streamARN and functionARN among what a running esm's metrics
@@ -125,37 +156,42 @@ func liveOf(mappings map[string]*LiveMapping, streamARN, functionARN string) *Li
 	return nil
 }
 
-// progress reads the mapping's progress, and the lease owners from a lease table.
-func (r *Reader) progress(ctx context.Context, rep *Report) (map[string]poller.ShardProgress, map[string]string, error) {
-	progress, owners := map[string]poller.ShardProgress{}, map[string]string{}
+// progress reads the mapping's progress: from a lease table, with what it says of the workers
+// and the blocked shards; else from the state directory.
+func (r *Reader) progress(ctx context.Context, rep *Report) (map[string]poller.ShardProgress, *leaseFleet, error) {
+	progress := map[string]poller.ShardProgress{}
 	if r.ddb != nil {
 		rep.StateDir = "lease table " + r.table
-		leases, err := lease.ListLeases(ctx, r.ddb, r.table)
+		f, err := lease.ReadFleet(ctx, r.ddb, r.table)
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, l := range leases {
-			progress[l.ShardID], owners[l.ShardID] = l.Progress, l.Owner
+		for _, l := range f.Leases {
+			progress[l.ShardID] = l.Progress
 		}
-		return progress, owners, nil
+		return progress, &leaseFleet{f}, nil
+	}
+	if _, err := os.Stat(r.stateDir); errors.Is(err, fs.ErrNotExist) {
+		rep.StateDir = "none (no state directory " + r.stateDir + ": no checkpoint shown)"
+		return progress, nil, nil
 	}
 	progress, err := checkpoint.ReadFile(r.stateDir, checkpoint.MappingKey(rep.Stream, rep.Function))
-	if errors.Is(err, checkpoint.ErrLocked) && r.metricsAddr != "" {
-		rep.StateDir += " (held by a running esm: checkpoints not shown)"
-		return map[string]poller.ShardProgress{}, owners, nil
+	if errors.Is(err, checkpoint.ErrLocked) && len(r.metricsAddr) > 0 {
+		rep.StateDir = "none (" + r.stateDir + " is held by a running esm: checkpoints not shown)"
+		return map[string]poller.ShardProgress{}, nil, nil
 	}
-	return progress, owners, err
+	return progress, nil, err
 }
 
 // All reports every mapping the running esm at the metrics address runs (an esm serve's, by
 // UUID; an esm run's under ""), ordered by UUID: each stream's shards with their live states,
 // iterator ages and subscriptions. The checkpoints are in the state that esm holds: none is shown.
 func (r *Reader) All(ctx context.Context) (Mappings, error) {
-	out := Mappings{MetricsAddr: r.metricsAddr}
-	if r.metricsAddr == "" {
+	out := Mappings{MetricsAddr: strings.Join(r.metricsAddr, ", ")}
+	if len(r.metricsAddr) == 0 {
 		return out, ErrNoMetricsAddr
 	}
-	mappings, err := scrape(ctx, r.client, r.metricsAddr, r.now())
+	mappings, err := r.readAll(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -169,9 +205,10 @@ func (r *Reader) All(ctx context.Context) (Mappings, error) {
 		if err != nil {
 			return out, fmt.Errorf("mapping %s: %w", id, err)
 		}
-		rep := Report{Stream: arn, Function: lm.Function, StateDir: "held by the esm serve at " + r.metricsAddr + " (checkpoints not shown)",
+		rep := Report{Stream: arn, Function: lm.Function, StateDir: "held by the esm serve at " + out.MetricsAddr + " (checkpoints not shown)",
 			Shards: Shards(shards, nil)}
 		rep.ApplyLive(lm.Shards)
+		rep.Summary = rep.summarize()
 		out.List = append(out.List, MappingReport{UUID: id, Report: rep})
 	}
 	return out, nil

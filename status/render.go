@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -50,6 +51,10 @@ func Write(w io.Writer, v View, asJSON bool) error {
 	if !asJSON {
 		return v.Render(w)
 	}
+	if r, ok := v.(Report); ok { // one built by hand has none yet
+		r.Summary = r.summarize()
+		v = r
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
@@ -68,9 +73,97 @@ func Redraw(w io.Writer, v View, now time.Time) error {
 	return err
 }
 
+// header is the report's first lines: the mapping, where its progress came from, the workers
+// read, the summary and the blocked shards with their errors.
+func (r Report) header() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "stream    %s\nfunction  %s\nstate     %s\n", r.Stream, r.Function, r.StateDir)
+	for i, w := range r.Workers {
+		label := "          "
+		if i == 0 {
+			label = "workers   "
+		}
+		line := cmp.Or(w.ID, w.Addr)
+		if w.ID != "" && w.Addr != "" {
+			line += " at " + w.Addr
+		}
+		if w.Error != "" {
+			line += ": not read: " + clipLine(w.Error, 160)
+		}
+		b.WriteString(label + line + "\n")
+	}
+	sum := r.summarize()
+	fmt.Fprintf(&b, "shards    %d", sum.Shards)
+	var parts []string
+	for _, st := range []string{"blocked", Reading, Pending, "released", Finished} {
+		if n := sum.ByState[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	for st, n := range sum.ByState { // states of newer versions
+		if !slices.Contains([]string{"blocked", Reading, Pending, "released", Finished}, st) {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	if len(parts) > 0 {
+		b.WriteString(": " + strings.Join(parts, ", "))
+	}
+	if sum.IteratorAgeMillis != nil {
+		b.WriteString("; iterator age " + millis(*sum.IteratorAgeMillis))
+	}
+	b.WriteString("\n")
+	byID := map[string]Shard{}
+	for _, s := range r.Shards {
+		byID[s.ShardID] = s
+	}
+	for i, id := range sum.Blocked {
+		label := "          "
+		if i == 0 {
+			label = "blocked   "
+		}
+		b.WriteString(label + byID[id].blockedText() + "\n")
+	}
+	return b.String()
+}
+
+// blockedText says which worker holds a blocked shard, since when, and why.
+func (s Shard) blockedText() string {
+	line := s.ShardID
+	if s.Owner != "" {
+		line += " on " + s.Owner
+	}
+	if s.BlockedSince != nil {
+		line += " since " + s.BlockedSince.UTC().Format("2006-01-02 15:04:05Z")
+	}
+	if s.Attempts > 0 {
+		line += fmt.Sprintf(" (%d attempts)", s.Attempts)
+	}
+	if s.LastError != "" {
+		line += ": " + clipLine(s.LastError, 200)
+		if s.LastErrorAt != nil {
+			line += " (at " + s.LastErrorAt.UTC().Format(time.TimeOnly) + ")"
+		}
+	}
+	return line
+}
+
+// clipLine is text on one line, cut to n bytes.
+func clipLine(text string, n int) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if len(text) > n {
+		return text[:n] + "…"
+	}
+	return text
+}
+
+// millis renders milliseconds as a duration, to the millisecond.
+func millis(v float64) string {
+	return time.Duration(v * float64(time.Millisecond)).Round(time.Millisecond).String()
+}
+
 func (r Report) text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "stream    %s\nfunction  %s\nstate     %s\n\n", r.Stream, r.Function, r.StateDir)
+	b.WriteString(r.header() + "\n")
 	byID := map[string]Shard{}
 	children := map[string][]string{}
 	for _, s := range r.Shards {
@@ -119,7 +212,10 @@ func (s Shard) line(indent string) string {
 		line += " owner " + s.Owner
 	}
 	if s.IteratorAgeMillis != nil {
-		line += fmt.Sprintf(" iterator age %s", time.Duration(*s.IteratorAgeMillis*float64(time.Millisecond)).Round(time.Millisecond))
+		line += " iterator age " + millis(*s.IteratorAgeMillis)
+	}
+	if s.State == "blocked" && s.LastError != "" {
+		line += " error: " + clipLine(s.LastError, 100)
 	}
 	if s.ReadBy != "" {
 		line += " read by " + s.ReadBy

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -25,8 +26,22 @@ type Report struct {
 	Function string `json:"function"`
 	// StateDir says where the progress came from: the state directory, "lease table NAME", or
 	// why no checkpoint is shown.
-	StateDir string  `json:"stateDir"`
-	Shards   []Shard `json:"shards"`
+	StateDir string `json:"stateDir"`
+	// Summary counts the shards by state.
+	Summary Summary `json:"summary"`
+	// Workers are the workers whose live view was read (the lease table's), and whether each
+	// answered.
+	Workers []Worker `json:"workers,omitempty"`
+	Shards  []Shard  `json:"shards"`
+}
+
+// Summary is what the first lines of the report say: the shards by state, the mapping's
+// iterator age (the largest of the shards read), and the blocked shards.
+type Summary struct {
+	Shards            int            `json:"shards"`
+	ByState           map[string]int `json:"byState"`
+	IteratorAgeMillis *float64       `json:"iteratorAgeMillis,omitempty"`
+	Blocked           []string       `json:"blocked,omitempty"`
 }
 
 // Mappings is what Reader.All found at the metrics address: a JSON list.
@@ -60,6 +75,12 @@ type Shard struct {
 	Subscription *Subscription `json:"subscription,omitempty"`
 	// Trimmed is set for a shard the store knows that the stream no longer lists (retention).
 	Trimmed bool `json:"trimmed,omitempty"`
+	// A blocked shard: since when (its failing batch's first failure), how many attempts
+	// failed, and the last error, as its worker's live page or its blocked mark says.
+	BlockedSince *time.Time `json:"blockedSince,omitempty"`
+	Attempts     int        `json:"attempts,omitempty"`
+	LastError    string     `json:"lastError,omitempty"`
+	LastErrorAt  *time.Time `json:"lastErrorAt,omitempty"`
 }
 
 // Subscription is a shard's enhanced fan-out subscription, as a running esm's metrics say.
@@ -127,6 +148,39 @@ func (r *Report) ApplyLive(live map[string]LiveShard) {
 				sh.State = l.State
 			}
 			sh.IteratorAgeMillis, sh.ReadBy, sh.Subscription = l.IteratorAgeMillis, l.ReadBy, l.Subscription
+			if l.Owner != "" { // its worker's live page answered: what it says stands
+				sh.Owner = l.Owner
+				sh.BlockedSince, sh.Attempts, sh.LastError, sh.LastErrorAt = l.BlockedSince, l.Attempts, l.LastError, l.LastErrorAt
+			}
 		}
 	}
+}
+
+// summarize counts the shards by state, finds the mapping's iterator age and lists the blocked
+// shards, longest blocked first.
+func (r Report) summarize() Summary {
+	sum := Summary{Shards: len(r.Shards), ByState: map[string]int{}}
+	var blocked []Shard
+	for _, s := range r.Shards {
+		sum.ByState[s.State]++
+		if a := s.IteratorAgeMillis; a != nil && (sum.IteratorAgeMillis == nil || *a > *sum.IteratorAgeMillis) {
+			age := *a
+			sum.IteratorAgeMillis = &age
+		}
+		if s.State == live.StateBlocked {
+			blocked = append(blocked, s)
+		}
+	}
+	slices.SortStableFunc(blocked, func(a, b Shard) int { return since(a).Compare(since(b)) })
+	for _, s := range blocked {
+		sum.Blocked = append(sum.Blocked, s.ShardID)
+	}
+	return sum
+}
+
+func since(s Shard) time.Time {
+	if s.BlockedSince == nil {
+		return time.Time{}
+	}
+	return *s.BlockedSince
 }

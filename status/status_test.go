@@ -73,7 +73,7 @@ func TestShardStates(t *testing.T) {
 	}
 	tree := render(t, status.Report{Stream: "arn", Function: "fn", StateDir: ".esm", Shards: status.Shards(shards, progress)})
 	for _, want := range []string{
-		"stream    arn\nfunction  fn\nstate     .esm\n\n",
+		"stream    arn\nfunction  fn\nstate     .esm\nshards    8: 3 reading, 2 pending, 3 finished\n\n",
 		"s0                                           finished  checkpoint 10\n",
 		"├─ s2                                        finished  checkpoint 20\n",
 		"│  └─ s4                                     pending   (merged with s3)\n",
@@ -152,7 +152,7 @@ func TestStatusReadsFileStore(t *testing.T) {
 
 func TestWriteAndRedraw(t *testing.T) {
 	rep := status.Report{Stream: "arn", Function: "fn", StateDir: ".esm", Shards: []status.Shard{{ShardID: "s0", State: status.Reading, Checkpoint: "7"}}}
-	text := "stream    arn\nfunction  fn\nstate     .esm\n\ns0                                           reading   checkpoint 7\n"
+	text := "stream    arn\nfunction  fn\nstate     .esm\nshards    1: 1 reading\n\ns0                                           reading   checkpoint 7\n"
 	var b strings.Builder
 	if err := status.Write(&b, rep, false); err != nil || b.String() != text {
 		t.Errorf("text: %q, %v; want %q", b.String(), err, text)
@@ -162,6 +162,12 @@ func TestWriteAndRedraw(t *testing.T) {
   "stream": "arn",
   "function": "fn",
   "stateDir": ".esm",
+  "summary": {
+    "shards": 1,
+    "byState": {
+      "reading": 1
+    }
+  },
   "shards": [
     {
       "shardId": "s0",
