@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
@@ -42,7 +43,10 @@ func fakeKinesisHTTP(f *fakekinesis.Fake) http.Handler {
 		case "GetShardIterator":
 			out, err = serveCall(r.Context(), body, f.GetShardIterator)
 		case "GetRecords":
-			out, err = serveCall(r.Context(), body, f.GetRecords)
+			var o *kinesis.GetRecordsOutput
+			if o, err = serveCall(r.Context(), body, f.GetRecords); err == nil {
+				out = getRecordsWire(o)
+			}
 		case "DescribeStreamConsumer":
 			var o *kinesis.DescribeStreamConsumerOutput
 			if o, err = serveCall(r.Context(), body, f.DescribeStreamConsumer); err == nil {
@@ -103,4 +107,35 @@ func serveCall[I, O any](ctx context.Context, body []byte, call func(context.Con
 		return nil, &smithy.GenericAPIError{Code: "SerializationException", Message: err.Error()}
 	}
 	return call(ctx, in)
+}
+
+// wireRecord is a record as Kinesis' JSON protocol sends it: its arrival time in epoch seconds
+// (encoding/json would write the SDK type's time.Time as RFC 3339, which the SDK cannot read).
+type wireRecord struct {
+	ApproximateArrivalTimestamp float64              `json:",omitempty"`
+	Data                        []byte               `json:",omitempty"`
+	PartitionKey                *string              `json:",omitempty"`
+	SequenceNumber              *string              `json:",omitempty"`
+	EncryptionType              types.EncryptionType `json:",omitempty"`
+}
+
+type wireGetRecords struct {
+	ChildShards        []types.ChildShard `json:",omitempty"`
+	MillisBehindLatest *int64             `json:",omitempty"`
+	NextShardIterator  *string            `json:",omitempty"`
+	Records            []wireRecord
+}
+
+// getRecordsWire is o as Kinesis sends it.
+func getRecordsWire(o *kinesis.GetRecordsOutput) wireGetRecords {
+	w := wireGetRecords{ChildShards: o.ChildShards, MillisBehindLatest: o.MillisBehindLatest, NextShardIterator: o.NextShardIterator,
+		Records: make([]wireRecord, 0, len(o.Records))}
+	for _, r := range o.Records {
+		wr := wireRecord{Data: r.Data, PartitionKey: r.PartitionKey, SequenceNumber: r.SequenceNumber, EncryptionType: r.EncryptionType}
+		if r.ApproximateArrivalTimestamp != nil {
+			wr.ApproximateArrivalTimestamp = float64(r.ApproximateArrivalTimestamp.UnixMilli()) / 1e3
+		}
+		w.Records = append(w.Records, wr)
+	}
+	return w
 }

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,59 +14,23 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
+	"github.com/kinesis-esm/esm/internal/browsertest"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/poller"
 )
 
-// chromium finds the browser; without one the test fails where CI asks for it
-// (ESM_REQUIRE_CHROMIUM=1, which .ci/run sets after installing it) and is skipped elsewhere.
-func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("ESM_REQUIRE_CHROMIUM") == "1" {
-		t.Fatal("no chromium on PATH (apt-get install chromium)")
-	}
-	t.Skip("no chromium on PATH; set ESM_REQUIRE_CHROMIUM=1 to fail instead")
-	return ""
-}
-
-// browser starts headless Chromium with a fresh profile and returns a context to drive it.
 func browser(t *testing.T) (context.Context, context.CancelFunc) {
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium(t)),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true), chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	return ctx, func() { cancelTimeout(); cancelCtx(); cancelAlloc() }
+	return browsertest.Start(t, 1280, 900, 90*time.Second)
 }
 
-// screenshot saves the page as name under the test's artifact directory and logs where.
-func screenshot(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100: PNG
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	path := filepath.Join(t.ArtifactDir(), name)
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot %s", path)
-}
+func screenshot(t *testing.T, ctx context.Context, name string) { browsertest.Screenshot(t, ctx, name) }
 
 // TestLivePageInBrowser loads the live page while a mapping runs: one shard reading; then the
 // shard is split and a poison record put on one child: the page, updated by its script, shows the
-// parent finished above two children, one of them blocked with its error; with JavaScript off the
-// plain table says the same.
+// two children side by side in the open generation below their parent, which is folded into the
+// finished history, the blocked one first with its error; a text selection survives the updates;
+// with JavaScript off the plain table says the same.
 func TestLivePageInBrowser(t *testing.T) {
 	ctx, cancel := browser(t)
 	defer cancel()
@@ -106,7 +67,7 @@ func TestLivePageInBrowser(t *testing.T) {
 	defer srv.Close()
 
 	sel := func(shard, state string) chromedp.CSS {
-		return chromedp.CSS(`g.shard[data-shard="` + shard + `"][data-state="` + state + `"]`)
+		return chromedp.CSS(`span.node[data-shard="` + shard + `"][data-state="` + state + `"]`)
 	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+live.PathPage), chromedp.WaitVisible(sel(parent, "reading"))); err != nil {
 		t.Fatalf("the page before the split: %v", err)
@@ -116,38 +77,42 @@ func TestLivePageInBrowser(t *testing.T) {
 	kids := f.Split("orders", parent)
 	f.PutToShard("orders", kids[0], "k", []byte("poison"))
 	type positions struct {
-		ParentY, KidY0, KidY1 float64
-		Kid0Parents, Row0     string
+		KidY0, KidY1          float64
+		Kid0Parents, Blocked0 string
+		ParentFolded          bool
 	}
 	script := `(function () {
-	  const y = id => document.querySelector('g.shard[data-shard="' + id + '"] rect').getBoundingClientRect().top;
-	  return {ParentY: y("` + parent + `"), KidY0: y("` + kids[0] + `"), KidY1: y("` + kids[1] + `"),
-	    Kid0Parents: document.querySelector('g.shard[data-shard="` + kids[0] + `"]').dataset.parents,
-	    Row0: document.querySelector('table.shards tr[data-shard="` + kids[0] + `"]').innerText};
+	  const node = id => document.querySelector('span.node[data-shard="' + id + '"]');
+	  const y = id => node(id).getBoundingClientRect().top;
+	  return {KidY0: y("` + kids[0] + `"), KidY1: y("` + kids[1] + `"), Kid0Parents: node("` + kids[0] + `").dataset.parents,
+	    ParentFolded: !!node("` + parent + `").closest("details.history"),
+	    Blocked0: document.querySelector('table.blocked tbody tr').innerText};
 	})()`
 	if err := chromedp.Do(ctx,
-		chromedp.WaitVisible(sel(parent, "finished")),
+		chromedp.WaitReady(sel(parent, "finished")),
 		chromedp.WaitVisible(sel(kids[0], "blocked")+`[data-depth="1"]`),
-		chromedp.WaitVisible(sel(kids[1], "reading")+`[data-depth="1"]`)); err != nil {
+		chromedp.WaitVisible(sel(kids[1], "reading")+`[data-depth="1"]`),
+		chromedp.WaitVisible(chromedp.CSS(`table.blocked tr[data-shard="`+kids[0]+`"]`))); err != nil {
 		t.Fatalf("the page after the split: %v", err)
 	}
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[positions](script))
 	if err != nil {
 		t.Fatalf("reading the page: %v", err)
 	}
-	t.Logf("after the split: parent at y=%v, children at y=%v and %v; blocked row %q", got.ParentY, got.KidY0, got.KidY1, got.Row0)
-	if got.KidY0 <= got.ParentY || got.KidY1 <= got.ParentY || got.KidY0 != got.KidY1 {
-		t.Errorf("the children are not drawn side by side below their parent: %+v", got)
+	t.Logf("after the split: children at y=%v and %v; first blocked row %q", got.KidY0, got.KidY1, got.Blocked0)
+	if got.KidY0 != got.KidY1 || !got.ParentFolded {
+		t.Errorf("the children are not drawn side by side with their parent folded away: %+v", got)
 	}
 	if got.Kid0Parents != parent {
 		t.Errorf("child's parents %q, want %s", got.Kid0Parents, parent)
 	}
-	for _, want := range []string{"blocked", "worker-1", "cannot parse the poison record"} {
-		if !strings.Contains(got.Row0, want) {
-			t.Errorf("the blocked shard's row %q lacks %q", got.Row0, want)
+	for _, want := range []string{kids[0], "worker-1", "cannot parse the poison record"} {
+		if !strings.Contains(got.Blocked0, want) {
+			t.Errorf("the blocked shard's row %q lacks %q", got.Blocked0, want)
 		}
 	}
 	screenshot(t, ctx, "live-split-blocked.png")
+	selectionSurvives(t, ctx)
 
 	// JavaScript off: a fresh tab renders the same state as plain HTML.
 	tab, closeTab := chromedp.NewContext(ctx)
@@ -165,7 +130,34 @@ func TestLivePageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the page without JavaScript: %v", err)
 	}
-	if row != "blocked" {
+	if !strings.HasPrefix(row, "blocked") {
 		t.Errorf("without JavaScript the child's state cell says %q, want blocked", row)
+	}
+}
+
+// selectionSurvives selects the summary's text and checks, after two updates of the page by its
+// script, that the selection is still there (the content is patched, not replaced).
+func selectionSurvives(t *testing.T, ctx context.Context) {
+	t.Helper()
+	sel, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(function () {
+	  const r = document.createRange(); r.selectNodeContents(document.querySelector("section.mapping h2"));
+	  const s = window.getSelection(); s.removeAllRanges(); s.addRange(r);
+	  window.__updated = document.getElementById("live").dataset.updated;
+	  return s.toString();
+	})()`))
+	if err != nil || sel == "" {
+		t.Fatalf("selecting the mapping's title: %q, %v", sel, err)
+	}
+	for range 2 { // two updates of the content by the script
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("live").dataset.updated !== window.__updated`, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+			t.Fatalf("the page was not updated: %v", err)
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__updated = document.getElementById("live").dataset.updated`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.getSelection().toString()`))
+	if err != nil || after != sel {
+		t.Errorf("the selection %q became %q (%v) after the page's updates", sel, after, err)
 	}
 }

@@ -102,6 +102,7 @@ th, td { border: 1px solid #ccd3da; padding: .2em .5em; text-align: left; vertic
 th { background: #eef1f4; }
 caption { text-align: left; font-weight: bold; padding: .2em 0; }
 code { font-size: 12px; }
+td > code { white-space: nowrap; }
 .err { color: #a31515; min-width: 18em; max-width: 40em; word-break: break-word; }
 td code.seq { display: inline-block; max-width: 15em; word-break: break-all; }
 #updated { position: sticky; top: 0; background: #fff; padding: .3em 0; margin: 0; border-bottom: 1px solid #ccd3da; z-index: 1; }
@@ -114,7 +115,7 @@ table.blocked { border: 2px solid #a31515; }
 .lineage .gen { display: flex; flex-wrap: wrap; gap: 3px; margin: 2px 0; align-items: center; }
 .gen-label { width: 4.5em; color: #56606b; font-size: 12px; }
 .node { display: inline-block; min-width: 2.6em; padding: 1px 3px; border: 1px solid #56606b; border-radius: 3px; font: 11px/1.4 ui-monospace, monospace; text-align: center; }
-.node.blocked { border: 2px solid #a31515; }
+.node.blocked { outline: 2px solid #a31515; outline-offset: -1px; }
 .spark { fill: none; stroke: #2a6fb0; stroke-width: 1.5; }
 .axis { font-size: 11px; color: #56606b; font-weight: normal; }
 form.filter { margin: .6em 0; } form.filter label { margin-right: .8em; }
