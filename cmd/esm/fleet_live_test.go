@@ -100,11 +100,12 @@ func TestFleetLivePageShowsPeersBlockedShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	browsertest.Screenshot(t, ctx, "fleet-blocked.png")
+	browsertest.Window(t, ctx, "fleet-blocked-window.png")
 	t.Logf("w3's blocked shard %s on w1's page %s after the poison record's put (--blocked-after %s): %q", target, shown.Round(time.Millisecond), blockedAfter, got.Blocked)
 	if shown > blockedAfter+5*time.Second {
 		t.Errorf("shown %s after the put: over --blocked-after + 5 s", shown.Round(time.Millisecond))
 	}
-	if !strings.HasPrefix(got.Blocked, target) || !strings.Contains(got.Blocked, "w3") || !strings.Contains(got.Blocked, "poison") {
+	if !strings.HasPrefix(got.Blocked, target) || !strings.Contains(got.Blocked, "w3") || !strings.Contains(got.Blocked, "failing as EXAMPLE_FAIL=error asks") {
 		t.Errorf("the first blocked row %q: want %s on w3 with the error", got.Blocked, target)
 	}
 	if got.FirstRow != target || got.Owner != "w3" {

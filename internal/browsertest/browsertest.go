@@ -61,7 +61,18 @@ func ArtifactDir(t testing.TB) string {
 // Screenshot saves the whole page as name (PNG) under ArtifactDir and logs where.
 func Screenshot(t testing.TB, ctx context.Context, name string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100: PNG
+	save(t, ctx, name, chromedp.FullScreenshot(100)) // quality 100: PNG
+}
+
+// Window saves what the window shows, as an operator first sees the page.
+func Window(t testing.TB, ctx context.Context, name string) {
+	t.Helper()
+	save(t, ctx, name, chromedp.CaptureScreenshot())
+}
+
+func save(t testing.TB, ctx context.Context, name string, shot chromedp.Action[[]byte]) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
