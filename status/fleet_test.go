@@ -80,10 +80,9 @@ func TestBlockedAcrossTwoWorkers(t *testing.T) {
 		}
 		o.ShardState(ids[1], poller.StateReading)
 		o.IteratorAge(ids[1], 95*time.Second)
-		for range 4 {
-			d.BatchFailing(ids[1], "49590338271490256608559692538361571095921575989136588898", "49590338271490256608559692538361571095921575989136588899",
-				"function error: cannot parse the poison record")
-		}
+		d.BatchFailing(ids[1], poller.BatchFailure{First: "49590338271490256608559692538361571095921575989136588898",
+			Last: "49590338271490256608559692538361571095921575989136588899", Cause: "function error: cannot parse the poison record",
+			FailedAt: at.Add(time.Minute), Since: at.Add(50 * time.Second), Attempts: 4, Blocked: true})
 		o.ShardBlocked(ids[1], true)
 		o.ShardState(ids[3], poller.StateReading)
 	})
