@@ -88,10 +88,10 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 		rec.Mapping.KMSKeyArn = *req.KMSKeyArn
 	}
 	rec.Mapping.MetricsConfig = req.MetricsConfig
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	v, err := m.addLocked(ctx, rec, checked)
+	v, err := m.add(ctx, rec, checked)
 	if err != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
 		return EventSourceMapping{}, m.refusedLocked(ctx, err, *req.EventSourceArn, *req.FunctionName)
 	}
 	return v, nil
@@ -116,10 +116,10 @@ func conflict(source, functionName, other string) *APIError {
 		source, functionName, other)}
 }
 
-// addLocked stores a new mapping with the settings checked has and starts it; m.mu is held. It
-// returns the catalog's refusal: a *PairTakenError when another mapping has the source and
-// function.
-func (m *Manager) addLocked(ctx context.Context, rec Record, checked poller.Checked) (EventSourceMapping, error) {
+// add stores a new mapping with the settings checked has and starts it. It returns the catalog's
+// refusal: a *PairTakenError when another mapping has the source and function. m.mu is not held:
+// the catalog may wait for another worker's write to the pair (see DynamoCatalog).
+func (m *Manager) add(ctx context.Context, rec Record, checked poller.Checked) (EventSourceMapping, error) {
 	mc, stream := checked.Config(), checked.Stream()
 	now := time.Now()
 	rec.Enabled, rec.Created = !mc.Disabled, now
@@ -140,6 +140,11 @@ func (m *Manager) addLocked(ctx context.Context, rec Record, checked poller.Chec
 		return EventSourceMapping{}, err
 	}
 	id := rec.Mapping.UUID
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.maps[id]; ok { // a sync of this worker read it first, and runs it
+		return e.view(), nil
+	}
 	e := &entry{rec: rec, known: time.Now(), state: StateCreating, cfg: &mc}
 	e.result.Store(new(ResultNone))
 	m.maps[id] = e
@@ -175,16 +180,20 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc pol
 		return EventSourceMapping{}, false, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if e := m.sameLocked(sourceOf(mc), mc.FunctionARN); e != nil {
-		return e.view(), false, nil
+		v := e.view()
+		m.mu.Unlock()
+		return v, false, nil
 	}
-	v, err := m.addLocked(ctx, Record{FunctionName: functionName}, checked)
+	m.mu.Unlock()
+	v, err := m.add(ctx, Record{FunctionName: functionName}, checked)
 	var taken *PairTakenError
 	if !errors.As(err, &taken) {
 		return v, err == nil, err
 	}
 	// Another worker made it first (N workers started with one template): this one adopts it.
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.reloadLocked(ctx)
 	if e, ok := m.maps[taken.UUID]; ok {
 		return e.view(), false, nil
@@ -273,11 +282,24 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 			rec.Mapping.MetricsConfig = nil
 		}
 	}
-	if err := m.catalog.Put(ctx, rec); err != nil {
+	if pairOf(&rec) == pairOf(&e.rec) {
+		err = m.catalog.Put(ctx, rec)
+	} else {
+		// Taking another pair may wait for another worker's write to it (see
+		// DynamoCatalog): not with m.mu held. A change made here meanwhile was made from the
+		// same revision, so one of the two writes is refused.
+		m.mu.Unlock()
+		err = m.catalog.Put(ctx, rec)
+		m.mu.Lock()
+	}
+	if err != nil {
 		if errors.As(err, new(*PairTakenError)) {
 			return EventSourceMapping{}, m.refusedLocked(ctx, err, rec.Mapping.EventSourceArn, rec.FunctionName)
 		}
 		return EventSourceMapping{}, m.lostLocked(ctx, id, err)
+	}
+	if e.rec.Revision >= rec.Revision { // a sync of this worker applied it, or a later change, first
+		return e.view(), nil
 	}
 	m.replaceLocked(e, rec, &mc)
 	view := e.view()

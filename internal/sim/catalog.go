@@ -3,11 +3,13 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,10 +25,14 @@ import (
 )
 
 // The catalog schedule: two or three `esm serve` managers (esmapi.Manager) share one catalog
-// (esmapi.DynamoCatalog on fake/fakedynamo) and take Creates, Updates and Deletes, often
-// several at the same instant on different managers for the same mapping. Then the managers
-// are left to sync, and three invariants are judged:
+// (esmapi.DynamoCatalog on fake/fakedynamo) and take Creates, template starts (EnsureMapping),
+// Updates (of settings, or of the function) and Deletes, often several at the same instant on
+// different managers for the same mapping, or for the same stream and function. In some seeds
+// catalog writes fail now and then, before they apply or after (a worker stopping between two
+// writes). Then the managers are left to sync, and four invariants are judged:
 //
+//   - after every write, no two records of the catalog have one event source and function, and
+//     a template start that did not create the mapping named one the catalog held;
 //   - every manager converges on the catalog: the same mappings, with the catalog's settings;
 //   - no change resurrects a deleted mapping: once a Delete was accepted, the catalog never
 //     again holds the mapping as live, and no manager serves it;
@@ -38,17 +44,32 @@ const (
 	InvCatalogConverge   = "catalog: every manager converges on the catalog"
 	InvCatalogResurrect  = "catalog: no change resurrects a deleted mapping"
 	InvCatalogSuperseded = "catalog: every accepted change held or superseded"
+	InvCatalogUnique     = "catalog: one mapping per source and function, adopted by template starts"
 )
 
 // CatalogInvariants lists them in report order.
-var CatalogInvariants = []string{InvCatalogConverge, InvCatalogResurrect, InvCatalogSuperseded}
+var CatalogInvariants = []string{InvCatalogConverge, InvCatalogResurrect, InvCatalogSuperseded, InvCatalogUnique}
 
 // Catalog operation kinds, as counted in Result.Injected.
 const (
 	OpCatalogCreate = "catalog-create"
 	OpCatalogUpdate = "catalog-update"
 	OpCatalogDelete = "catalog-delete"
+	// OpCatalogEnsure is a template start: EnsureMapping of a stream and function.
+	OpCatalogEnsure = "catalog-template-start"
+	// OpCatalogMove is an Update that changes the mapping's function.
+	OpCatalogMove = "catalog-update-function"
+	// FCatalogWriteFailed and FCatalogWriteLost are catalog writes that failed before they
+	// applied, and after (the answer lost).
+	FCatalogWriteFailed = "catalog-write-failed"
+	FCatalogWriteLost   = "catalog-write-response-lost"
 )
+
+// CatalogKinds are the operations and faults of the catalog schedule.
+var CatalogKinds = []string{OpCatalogCreate, OpCatalogUpdate, OpCatalogDelete, OpCatalogEnsure, OpCatalogMove, FCatalogWriteFailed, FCatalogWriteLost}
+
+// catalogFunctions are the functions the managers register.
+var catalogFunctions = []string{"fn", "fn2"}
 
 const catalogTable = "sim-catalog"
 
@@ -62,9 +83,17 @@ type catalogOp struct {
 	uuid             string
 	field            string
 	value            int
+	stream, fn       string // a create's, a template start's, a move's
+	created          bool   // a template start made the mapping
 	issued, answered time.Time
 	accepted         bool
 	answer           string // the error, when refused
+}
+
+// mayHaveApplied tells whether the call's change may be in the catalog: it was accepted, or it
+// failed with a service error (a write whose answer was lost applied).
+func (op *catalogOp) mayHaveApplied() bool {
+	return op.accepted || strings.HasPrefix(op.answer, esmapi.ServiceError)
 }
 
 // catalogWrite is one write that reached the catalog table.
@@ -81,7 +110,54 @@ type catalogWorld struct {
 	mu      sync.Mutex
 	ops     []*catalogOp
 	writes  []catalogWrite
-	streams int
+	streams []string
+	// faults: one write in faultEvery fails (0: none), before it applies or after.
+	faultEvery int
+	rng        *rand.Rand
+	injected   map[string]int
+	unique     int      // writes after which the pairs were checked
+	dups       []string // pairs held twice
+}
+
+// errInjected is a catalog write's injected failure.
+var errInjected = errors.New("injected: the connection to DynamoDB failed")
+
+// fault tells whether this write fails (kind), rolling once per write and side; cw.mu is held.
+func (cw *catalogWorld) fault(kind string) bool {
+	if cw.faultEvery == 0 || cw.rng.IntN(2*cw.faultEvery) != 0 {
+		return false
+	}
+	cw.injected[kind]++
+	return true
+}
+
+// checkPairs judges, after a write, that no two records have one source and function; cw.mu is
+// held.
+func (cw *catalogWorld) checkPairs(ctx context.Context) {
+	cw.unique++
+	out, err := cw.db.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(catalogTable)})
+	if err != nil {
+		cw.dups = append(cw.dups, fmt.Sprintf("scan: %v", err))
+		return
+	}
+	seen := map[[2]string]string{}
+	for _, item := range out.Items {
+		v, ok := item["record"].(*dtypes.AttributeValueMemberS)
+		if !ok {
+			continue
+		}
+		var r esmapi.Record
+		if err := json.Unmarshal([]byte(v.Value), &r); err != nil {
+			cw.dups = append(cw.dups, fmt.Sprintf("record: %v", err))
+			continue
+		}
+		p := [2]string{r.Mapping.EventSourceArn, r.Mapping.FunctionArn}
+		if other, dup := seen[p]; dup && len(cw.dups) < 5 {
+			cw.dups = append(cw.dups, fmt.Sprintf("catalog: after write %d at %s, mappings %s and %s both map %s to %s",
+				cw.unique, time.Now().Sub(epoch), other, r.Mapping.UUID, p[0], p[1]))
+		}
+		seen[p] = r.Mapping.UUID
+	}
 }
 
 // catalogAPI is the managers' connection to the catalog table: it records every write that
@@ -107,14 +183,21 @@ func (c catalogAPI) CreateTable(ctx context.Context, in *dynamodb.CreateTableInp
 func (c catalogAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	c.w.mu.Lock() // the write and its record in one step: the log is in the table's order
 	defer c.w.mu.Unlock()
+	if c.w.fault(FCatalogWriteFailed) {
+		return nil, errInjected
+	}
 	out, err := c.w.db.PutItem(ctx, in, o...)
 	if err == nil {
+		defer c.w.checkPairs(ctx)
 		wr := catalogWrite{at: time.Now()}
 		if v, ok := in.Item["record"].(*dtypes.AttributeValueMemberS); ok {
 			_ = json.Unmarshal([]byte(v.Value), &wr.rec)
 		}
 		wr.uuid = wr.rec.Mapping.UUID
 		c.w.writes = append(c.w.writes, wr)
+		if c.w.fault(FCatalogWriteLost) {
+			return nil, errInjected
+		}
 	}
 	return out, err
 }
@@ -122,6 +205,9 @@ func (c catalogAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ..
 func (c catalogAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
+	if c.w.fault(FCatalogWriteFailed) {
+		return nil, errInjected
+	}
 	out, err := c.w.db.DeleteItem(ctx, in, o...)
 	if err == nil {
 		wr := catalogWrite{at: time.Now(), deleted: true}
@@ -129,6 +215,9 @@ func (c catalogAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput
 			wr.uuid = v.Value
 		}
 		c.w.writes = append(c.w.writes, wr)
+		if c.w.fault(FCatalogWriteLost) {
+			return nil, errInjected
+		}
 	}
 	return out, err
 }
@@ -139,7 +228,10 @@ func RunCatalog(seed int64) Result {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0xca7a))
 	managers := 2 + rng.IntN(2)
 	res := Result{Injected: map[string]int{}, Checked: map[string]int{}}
-	cw := &catalogWorld{db: fakedynamo.New()}
+	cw := &catalogWorld{db: fakedynamo.New(), rng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), injected: res.Injected}
+	if rng.IntN(2) == 0 {
+		cw.faultEvery = 5 + rng.IntN(15)
+	}
 	kin := fakekinesis.New()
 	ctx := context.Background()
 	syncEvery := time.Duration(200+rng.IntN(1800)) * time.Millisecond
@@ -153,9 +245,12 @@ func RunCatalog(seed int64) Result {
 	if err := catalog.Ensure(ctx, true); err != nil {
 		return fail("catalog table: %v", err)
 	}
-	fn := esmapi.Function{Name: "fn", Invoker: invoke.InvokerFunc(func(context.Context, []byte) (invoke.Response, error) {
-		return invoke.Response{StatusCode: 200, Payload: []byte("null")}, nil
-	})}
+	var fns []esmapi.Function
+	for _, name := range catalogFunctions {
+		fns = append(fns, esmapi.Function{Name: name, Invoker: invoke.InvokerFunc(func(context.Context, []byte) (invoke.Response, error) {
+			return invoke.Response{StatusCode: 200, Payload: []byte("null")}, nil
+		})})
+	}
 	progress := esmapi.ProgressFuncs{
 		StoreFunc:  func(context.Context, string) (poller.Store, error) { return poller.NewMemoryStore(), nil },
 		DeleteFunc: func(context.Context, string) error { return nil },
@@ -167,7 +262,7 @@ func RunCatalog(seed int64) Result {
 	}
 	ms := make([]*esmapi.Manager, managers)
 	for i := range ms {
-		m, err := esmapi.Open(ctx, r, catalog, progress, esmapi.WithFunctions(fn),
+		m, err := esmapi.Open(ctx, r, catalog, progress, esmapi.WithFunctions(fns...),
 			esmapi.WithSyncInterval(syncEvery), esmapi.WithDeleteDelay(deleteDelay), esmapi.WithRestartBackoff(100*time.Millisecond),
 			esmapi.WithBase(poller.Config{PollInterval: time.Second}))
 		if err != nil {
@@ -181,81 +276,127 @@ func RunCatalog(seed int64) Result {
 		}
 	}()
 
-	var uuids []string
-	var wg sync.WaitGroup
-	do := func(op *catalogOp) {
-		op.issued = time.Now()
-		var v esmapi.EventSourceMapping
-		var e *esmapi.APIError
-		m := ms[op.manager]
-		switch op.kind {
-		case OpCatalogCreate:
-			cw.mu.Lock()
-			cw.streams++
-			name := fmt.Sprintf("catalog-%d", cw.streams)
-			cw.mu.Unlock()
-			arn := kin.CreateStream(name, 1)
-			v, e = m.Create(ctx, fmt.Appendf(nil, `{"FunctionName":"fn","EventSourceArn":%q,"StartingPosition":"TRIM_HORIZON"}`, arn))
-		case OpCatalogUpdate:
-			v, e = m.Update(ctx, op.uuid, fmt.Appendf(nil, `{%q:%d}`, op.field, op.value))
-		case OpCatalogDelete:
-			v, e = m.Delete(ctx, op.uuid)
-		}
-		cw.mu.Lock()
-		defer cw.mu.Unlock()
-		op.answered, op.accepted = time.Now(), e == nil
-		if e != nil {
-			op.answer = e.Error()
-		} else if op.kind == OpCatalogCreate {
-			op.uuid = v.UUID
-			uuids = append(uuids, v.UUID)
-		}
-		cw.ops = append(cw.ops, op)
-	}
-	// Rounds of calls: each round's calls start at the same instant, on random managers, mostly
-	// on the same mapping.
+	play := catalogPlay{cw: cw, kin: kin, ms: ms, rng: rng}
 	rounds := 6 + rng.IntN(10)
 	for range rounds {
-		cw.mu.Lock()
-		known := slices.Clone(uuids)
-		cw.mu.Unlock()
-		target := ""
-		if len(known) > 0 {
-			target = known[rng.IntN(len(known))]
-		}
-		for range 1 + rng.IntN(3) {
-			op := &catalogOp{manager: rng.IntN(managers), uuid: target}
-			switch x := rng.Float64(); {
-			case target == "" || x < 0.2:
-				op.kind = OpCatalogCreate
-			case x < 0.8:
-				op.kind = OpCatalogUpdate
-				op.field = catalogFields[rng.IntN(len(catalogFields))]
-				switch op.field {
-				case "BatchSize":
-					op.value = 1 + rng.IntN(500)
-				case "ParallelizationFactor":
-					op.value = 1 + rng.IntN(10)
-				default:
-					op.value = rng.IntN(20)
-				}
-				if rng.IntN(4) == 0 && len(known) > 1 {
-					op.uuid = known[rng.IntN(len(known))]
-				}
-			default:
-				op.kind = OpCatalogDelete
-			}
-			res.Injected[op.kind]++
-			wg.Add(1)
-			go func() { defer wg.Done(); do(op) }()
-		}
+		play.round(&res)
 		time.Sleep(time.Duration(rng.IntN(3*int(syncEvery/time.Millisecond))) * time.Millisecond)
 	}
-	wg.Wait()
+	play.wg.Wait()
 	// Converged: within a few sync intervals after the last change (and the deletes' delay).
 	time.Sleep(5*syncEvery + 2*deleteDelay + 2*time.Second)
 	judgeCatalog(&res, cw, catalog, ms)
 	return res
+}
+
+// catalogPlay issues a catalog schedule's calls.
+type catalogPlay struct {
+	cw    *catalogWorld
+	kin   *fakekinesis.Fake
+	ms    []*esmapi.Manager
+	rng   *rand.Rand
+	uuids []string // the mappings created
+	wg    sync.WaitGroup
+}
+
+// round issues a round of calls, which start at the same instant on random managers: mostly on
+// one mapping, and the creates and template starts on one stream and function, a new stream or
+// one that has mappings.
+func (p *catalogPlay) round(res *Result) {
+	p.cw.mu.Lock()
+	known := slices.Clone(p.uuids)
+	p.cw.mu.Unlock()
+	target := ""
+	if len(known) > 0 {
+		target = known[p.rng.IntN(len(known))]
+	}
+	stream, fn := "", catalogFunctions[p.rng.IntN(len(catalogFunctions))]
+	if n := len(p.cw.streams); n > 0 && p.rng.IntN(2) == 0 {
+		stream = p.cw.streams[p.rng.IntN(n)]
+	} else {
+		stream = p.kin.CreateStream(fmt.Sprintf("catalog-%d", n+1), 1)
+		p.cw.streams = append(p.cw.streams, stream)
+	}
+	for range 1 + p.rng.IntN(3) {
+		op := &catalogOp{manager: p.rng.IntN(len(p.ms)), uuid: target, stream: stream, fn: fn}
+		switch x := p.rng.Float64(); {
+		case target == "" || x < 0.15:
+			op.kind = OpCatalogCreate
+		case x < 0.3:
+			op.kind = OpCatalogEnsure
+		case x < 0.4:
+			op.kind, op.fn = OpCatalogMove, catalogFunctions[p.rng.IntN(len(catalogFunctions))]
+		case x < 0.8:
+			op.kind = OpCatalogUpdate
+			op.field = catalogFields[p.rng.IntN(len(catalogFields))]
+			switch op.field {
+			case "BatchSize":
+				op.value = 1 + p.rng.IntN(500)
+			case "ParallelizationFactor":
+				op.value = 1 + p.rng.IntN(10)
+			default:
+				op.value = p.rng.IntN(20)
+			}
+			if p.rng.IntN(4) == 0 && len(known) > 1 {
+				op.uuid = known[p.rng.IntN(len(known))]
+			}
+		default:
+			op.kind = OpCatalogDelete
+		}
+		p.cw.mu.Lock() // the faults are counted in the same map, from the calls
+		res.Injected[op.kind]++
+		p.cw.mu.Unlock()
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.do(op) }()
+	}
+}
+
+// do makes the call op and records its answer.
+func (p *catalogPlay) do(op *catalogOp) {
+	ctx := context.Background()
+	op.issued = time.Now()
+	var v esmapi.EventSourceMapping
+	var e *esmapi.APIError
+	var err error
+	m := p.ms[op.manager]
+	switch op.kind {
+	case OpCatalogCreate:
+		v, e = m.Create(ctx, fmt.Appendf(nil, `{"FunctionName":%q,"EventSourceArn":%q,"StartingPosition":"TRIM_HORIZON"}`, op.fn, op.stream))
+	case OpCatalogEnsure:
+		v, op.created, err = m.EnsureMapping(ctx, op.fn, poller.Config{StreamARN: op.stream, FunctionARN: functionARN(op.stream, op.fn),
+			StartingPosition: poller.TrimHorizon})
+	case OpCatalogMove:
+		v, e = m.Update(ctx, op.uuid, fmt.Appendf(nil, `{"FunctionName":%q}`, op.fn))
+	case OpCatalogUpdate:
+		v, e = m.Update(ctx, op.uuid, fmt.Appendf(nil, `{%q:%d}`, op.field, op.value))
+	case OpCatalogDelete:
+		v, e = m.Delete(ctx, op.uuid)
+	}
+	if e != nil {
+		err = e
+	}
+	p.cw.mu.Lock()
+	defer p.cw.mu.Unlock()
+	op.answered, op.accepted = time.Now(), err == nil
+	switch {
+	case err != nil:
+		op.answer = err.Error()
+	case op.kind == OpCatalogCreate || op.kind == OpCatalogEnsure:
+		op.uuid = v.UUID
+		if op.kind == OpCatalogCreate || op.created {
+			p.uuids = append(p.uuids, v.UUID)
+		}
+	}
+	p.cw.ops = append(p.cw.ops, op)
+}
+
+// functionARN is the ARN of function fn in the stream's region and account, as the API makes it.
+func functionARN(stream, fn string) string {
+	a, err := poller.ParseStreamARN(stream)
+	if err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", a.Partition, a.Region, a.Account, fn)
 }
 
 // judgeCatalog judges the three catalog invariants.
@@ -286,10 +427,11 @@ func judgeCatalog(res *Result, cw *catalogWorld, catalog esmapi.DynamoCatalog, m
 	}
 	var all []string
 	for _, op := range cw.ops {
-		if op.kind == OpCatalogCreate && op.accepted {
+		if op.accepted && (op.kind == OpCatalogCreate || op.created) {
 			all = append(all, op.uuid)
 		}
 	}
+	judgeUnique(res, cw)
 	// Convergence: every manager serves exactly the catalog's live mappings, with its settings.
 	for i, m := range ms {
 		for _, id := range all {
@@ -344,7 +486,9 @@ func judgeCatalog(res *Result, cw *catalogWorld, catalog esmapi.DynamoCatalog, m
 			continue
 		}
 		res.Checked[InvCatalogSuperseded]++
-		if deleted[u.uuid] != nil {
+		if deleted[u.uuid] != nil || slices.ContainsFunc(cw.ops, func(d *catalogOp) bool {
+			return d.kind == OpCatalogDelete && d.uuid == u.uuid && d.mayHaveApplied()
+		}) {
 			continue
 		}
 		r, live := final[u.uuid]
@@ -358,7 +502,7 @@ func judgeCatalog(res *Result, cw *catalogWorld, catalog esmapi.DynamoCatalog, m
 		}
 		superseded := false
 		for _, v := range cw.ops {
-			if v != u && v.kind == OpCatalogUpdate && v.accepted && v.uuid == u.uuid && v.field == u.field &&
+			if v != u && v.kind == OpCatalogUpdate && v.mayHaveApplied() && v.uuid == u.uuid && v.field == u.field &&
 				v.value == got && !v.answered.Before(u.issued) {
 				superseded = true
 			}
@@ -366,6 +510,26 @@ func judgeCatalog(res *Result, cw *catalogWorld, catalog esmapi.DynamoCatalog, m
 		if !superseded {
 			bad("catalog: manager %d accepted %s=%d for %s at %s; the catalog holds %d, set by no change accepted since",
 				u.manager, u.field, u.value, u.uuid, u.answered.Sub(epoch), got)
+		}
+	}
+}
+
+// judgeUnique judges that no write left two records of one source and function, and that every
+// template start that did not create the mapping named one the catalog held; cw.mu is held.
+func judgeUnique(res *Result, cw *catalogWorld) {
+	res.Checked[InvCatalogUnique] += cw.unique
+	res.Violations = append(res.Violations, cw.dups...)
+	for _, op := range cw.ops {
+		if op.kind != OpCatalogEnsure || !op.accepted || op.created {
+			continue
+		}
+		res.Checked[InvCatalogUnique]++
+		held := slices.ContainsFunc(cw.writes, func(wr catalogWrite) bool {
+			return wr.uuid == op.uuid && wr.rec.Mapping.EventSourceArn == op.stream && wr.rec.Mapping.FunctionArn == functionARN(op.stream, op.fn)
+		})
+		if !held {
+			res.Violations = append(res.Violations, fmt.Sprintf("catalog: a template start of %s → %s on manager %d adopted %q, which the catalog never held for them",
+				op.stream, op.fn, op.manager, op.uuid))
 		}
 	}
 }

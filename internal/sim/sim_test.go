@@ -152,7 +152,7 @@ func TestSimulation(t *testing.T) {
 		kinds := slices.DeleteFunc(slices.Clone(faultKinds), func(k string) bool { return k == FInvPartial })
 		kinds = append(kinds, workerFaultKinds...)
 		if leaseSchedules {
-			kinds = append(kinds, FLateWrite, OpCatalogCreate, OpCatalogUpdate, OpCatalogDelete)
+			kinds = append(append(kinds, FLateWrite), CatalogKinds...)
 		}
 		for _, k := range append(append(kinds, subscriptionFaults...), string(EvCrash), string(EvFreeze), string(EvStop),
 			string(EvSplit), string(EvMerge), string(EvTrim), "poison-record", PartialResponses) {
