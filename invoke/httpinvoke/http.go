@@ -38,8 +38,11 @@ const (
 // The endpoints form a pool with one invocation in flight per endpoint (aws-lambda-rie crashes on
 // a second concurrent invoke): an invocation takes a free endpoint, waiting for one as long as
 // its ctx allows, and gives it back when it has an answer. Attempts that did not reach the
-// function (transport errors, 5xx without a function error) are retried on the same endpoint a
-// bounded number of times; function errors are never retried here. Invoke is safe for concurrent
+// function (transport errors before the request was written, 5xx without a function error) are
+// retried on the same endpoint a bounded number of times; function errors are never retried
+// here, and neither is an attempt whose request was written and got no answer (a reset, an EOF,
+// a timeout): the endpoint may still run it, so Invoke returns invoke.ErrAmbiguous and holds the
+// endpoint back. Invoke is safe for concurrent
 // use. Requests are unsigned, so real Lambda is reached through invoke/lambdaapi instead.
 type Pool struct {
 	free     chan *endpoint // the endpoints not in use; capacity: all of them
@@ -86,8 +89,10 @@ func WithFunctionName(name string) Option {
 }
 
 // WithFunctionTimeout sets the function timeout (default invoke.DefaultTimeout; zero or negative keeps
-// it), which should match the endpoint's own (AWS_LAMBDA_FUNCTION_TIMEOUT for aws-lambda-rie). An invocation with no answer
-// within the timeout plus 10 s fails as unavailable, and its endpoint is then held back for one
+// it), which must not be shorter than the endpoint's own (AWS_LAMBDA_FUNCTION_TIMEOUT for
+// aws-lambda-rie, 300 s by default): invocations are bounded by it plus 10 s. An invocation with
+// no answer within the timeout plus 10 s fails as ambiguous (invoke.ErrAmbiguous: the caller
+// does not send the batch again before that bound), and its endpoint is then held back for one
 // more timeout so that it is never sent a second invocation while it may still run the first.
 func WithFunctionTimeout(d time.Duration) Option {
 	return func(c *httpConfig) {
