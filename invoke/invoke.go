@@ -35,6 +35,7 @@ package invoke
 
 import (
 	"context"
+	"net"
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/invokeapi"
@@ -101,6 +102,15 @@ type SendTrace = invokeapi.SendTrace
 // TraceSend returns ctx with a net/http client trace (httptrace.WroteRequest) that records in
 // the SendTrace when a request made with it was written in full.
 func TraceSend(ctx context.Context) (context.Context, *SendTrace) { return invokeapi.TraceSend(ctx) }
+
+// CheckedDial wraps a transport's dial (http.Transport's DialContext or DialTLSContext): once a
+// new connection is ready, the start check of the request that asked for it (the dial's context
+// carries the request's values) is asked again, and when it says no the connection is closed and
+// nothing is written (an error wrapping ErrNotStarted). A slow connect or TLS handshake then
+// cannot put a send past the point the check guards (the lease's horizon).
+func CheckedDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return invokeapi.CheckedDial(dial)
+}
 
 // FunctionErrorUnhandled is the value Lambda puts in X-Amz-Function-Error (and in the on-failure
 // record's responseContext.functionError) when the function threw, crashed or timed out.

@@ -85,8 +85,8 @@ func InvokeHTTPClient(timeout time.Duration) *awshttp.BuildableClient {
 		t.MaxIdleConnsPerHost = IdleConnsPerHost
 		t.ResponseHeaderTimeout = bound + InvokeHeaderMargin
 		dial := (&net.Dialer{Timeout: ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
-		t.DialContext = checkedDial(dial)
-		t.DialTLSContext = checkedDial(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		t.DialContext = invoke.CheckedDial(dial)
+		t.DialTLSContext = invoke.CheckedDial(func(ctx context.Context, network, addr string) (net.Conn, error) {
 			cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 			if t.TLSClientConfig != nil {
 				cfg = t.TLSClientConfig.Clone()
@@ -98,21 +98,4 @@ func InvokeHTTPClient(timeout time.Duration) *awshttp.BuildableClient {
 		})
 		t.ForceAttemptHTTP2 = false
 	})
-}
-
-// checkedDial is dial followed by the start check of the request that asked for the connection
-// (the dial's context carries the request's values): a connection ready after the check says no
-// is closed and nothing is written (invoke.ErrNotStarted, not invoked).
-func checkedDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		if err := invoke.CheckStart(ctx); err != nil {
-			_ = conn.Close()
-			return nil, err
-		}
-		return conn, nil
-	}
 }

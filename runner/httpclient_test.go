@@ -135,7 +135,7 @@ func TestHungDynamoDBCallTimesOut(t *testing.T) {
 
 // The Lambda Invoke client asks the invocation's start check again once a new connection is
 // ready: a lease lost during a slow connect or handshake sends nothing (suspicion S1). Fails
-// without checkedDial.
+// without invoke.CheckedDial.
 func TestInvokeClientAsksTheStartCheckOnANewConnection(t *testing.T) {
 	var requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -3,6 +3,7 @@ package invokeapi
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http/httptrace"
 	"sync/atomic"
 )
@@ -52,4 +53,19 @@ func (t *SendTrace) Failed(err error) error {
 		return fmt.Errorf("%w: %w", ErrAmbiguous, err)
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// CheckedDial is invoke.CheckedDial (documented there).
+func CheckedDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckStart(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
 }

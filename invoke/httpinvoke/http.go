@@ -199,8 +199,9 @@ func New(endpoints []string, opts ...Option) (*Pool, error) {
 // else) and enough idle connections to keep one alive per endpoint.
 func newTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: nil,
+		// The start check is asked again once a new connection is ready (invoke.CheckedDial).
+		DialContext:           invoke.CheckedDial((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
 		MaxIdleConns:          100,
 		MaxIdleConnsPerHost:   16,
 		IdleConnTimeout:       90 * time.Second,

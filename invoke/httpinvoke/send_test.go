@@ -47,3 +47,17 @@ func TestHTTPTransportErrorsClassifiedBySend(t *testing.T) {
 	}
 	refused.free <- ep
 }
+
+// The pool's transport asks the start check again once a new connection is ready: a lease lost
+// during a slow connect sends nothing (suspicion S1). Fails without invoke.CheckedDial in
+// newTransport.
+func TestHTTPNewConnectionAsksTheStartCheck(t *testing.T) {
+	f := newFakeEndpoint(t, reply(200, `{}`))
+	h := newHTTP(t, []string{f.srv.URL})
+	asked := 0
+	ctx := invoke.WithStartCheck(context.Background(), func() bool { asked++; return asked == 1 }) // lost after the first ask
+	_, err := h.Invoke(ctx, []byte(`{}`))
+	if !errors.Is(err, invoke.ErrNotStarted) || f.count() != 0 {
+		t.Fatalf("err %v after %d requests (the check asked %d times): want nothing sent", err, f.count(), asked)
+	}
+}
