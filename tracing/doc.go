@@ -18,10 +18,17 @@
 //	esm.batch.last_sequence_number      the last record's
 //	esm.outcome                         ok, partial, function_error, timeout, invalid_response,
 //	                                    bisected, sent_to_destination, dropped or not_invoked
+//	esm.invocation.attempt              1 for the batch's first invocation, then 2, 3…
+//	esm.batch.iterator_age_ms           the age of the batch's last record when it was sent
+//	error.type                          the outcome, for any but ok
 //
-// Any outcome but ok sets the span's status to error. The retries of a batch are children of
-// its first invocation's span, and the halves of a bisected batch children of the bisected
-// invocation's span, so that one trace holds a batch's whole story.
+// Any outcome but ok sets the span's status to error, described by the failure's message (the
+// function's error document, the invoke error). The retries of a batch are children of its first
+// invocation's span, and the halves of a bisected batch children of the bisected invocation's
+// span, so that one trace holds a batch's whole story; a batch retried without end goes on in a
+// new trace every poller.MaxTraceInvocations invocations, whose first span links to the previous
+// trace's first, so that no trace grows without limit. Export errors are logged with the logger
+// given to FromEnvironment.
 //
 // The function receives the span as Lambda passes a trace to it, an X-Ray trace header
 // (Root=1-<trace id>;Parent=<span id>;Sampled=<0|1>): as X-Amzn-Trace-Id over HTTP, as
