@@ -20,7 +20,8 @@ test:
 	$(GO) vet ./...; \
 	$(GO) test -race -count=1 -timeout 20m ./... && \
 	$(call FAKE_TEST,-race -timeout 10m) && \
-	$(DEPLOY_TEST)
+	$(MAKE) --no-print-directory image && \
+	$(call DEPLOY_TEST,-timeout 10m)
 
 # test-unit runs the short tests of the packages whose tests need no emulator (no node on PATH
 # needed, under a minute); the packages listed in EMULATOR_PKGS start kinesis-local or dynalite
@@ -29,7 +30,7 @@ EMULATOR_PKGS := /cmd/demo$$|/cmd/esm$$|/dlq$$|/e2e/rie$$|/esmapi$$|/handler$$|/
 test-unit:
 	$(GO) test -short -count=1 $$($(GO) list ./... | grep -vE '$(EMULATOR_PKGS)') && \
 	$(call FAKE_TEST,-short) && \
-	$(DEPLOY_TEST)
+	$(call DEPLOY_TEST,-short)
 
 # FAKE_TEST vets and tests the in-memory fakes, a module of their own (fake/: users import them
 # without esm's dependencies), which "go test ./..." of the main module does not reach; the
@@ -38,8 +39,10 @@ FAKE_TEST = (cd fake && $(GO) vet ./... && $(GO) test -count=1 $(1) ./...)
 
 # DEPLOY_TEST vets and tests the deployment module (deploy/: helm's and go-containerregistry's
 # dependencies stay out of esm's), which "go test ./..." of the main module does not reach: the
-# image builder, the Helm chart (lint, strict rendering), the manifest, the dashboard and alerts.
-DEPLOY_TEST = (cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...)
+# image builder, the Helm chart (lint, strict rendering, and its pod run from the image make image
+# built, as root: ESM_REQUIRE_POD=1 makes a run without root fail), the manifest, the dashboard
+# and the alerts; the caller passes more go test flags (-short skips the pod).
+DEPLOY_TEST = (cd deploy && $(GO) vet ./... && $(GO) test -count=1 $(1) ./...)
 
 # sim runs the deterministic simulation (internal/sim) over SEEDS seeds from FROM, or replays
 # one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.
