@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -61,7 +62,7 @@ func podFrom(t *testing.T, vals map[string]any, img v1.ImageIndex, dir string) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.uid, p.gid = user(t, c, cf.Config.User)
+	p.uid, p.gid = user(t, &pod, c, cf.Config.User)
 	p.dir = cf.Config.WorkingDir
 	p.env = append(append([]string(nil), cf.Config.Env...), containerEnv(t, c, p.podName)...)
 	p.argv = command(t, c, cf.Config, p.env)
@@ -81,17 +82,25 @@ func podFrom(t *testing.T, vals map[string]any, img v1.ImageIndex, dir string) *
 	return p
 }
 
-// user is the container's numeric user and group, which must be the image's.
-func user(t *testing.T, c *corev1.Container, imageUser string) (uint32, uint32) {
+// user is the container's numeric user and group (its security context's, else the pod's, as
+// the kubelet resolves them), which must be the image's, and must be non-root.
+func user(t *testing.T, pod *corev1.PodSpec, c *corev1.Container, imageUser string) (uint32, uint32) {
 	t.Helper()
-	sc := c.SecurityContext
-	if sc == nil || sc.RunAsUser == nil || sc.RunAsGroup == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
-		t.Fatalf("esm's container names no non-root user: %+v", sc)
+	var uid, gid *int64
+	var nonRoot *bool
+	if ps := pod.SecurityContext; ps != nil {
+		uid, gid, nonRoot = ps.RunAsUser, ps.RunAsGroup, ps.RunAsNonRoot
 	}
-	if want := fmt.Sprintf("%d:%d", *sc.RunAsUser, *sc.RunAsGroup); want != imageUser {
+	if sc := c.SecurityContext; sc != nil {
+		uid, gid, nonRoot = cmp.Or(sc.RunAsUser, uid), cmp.Or(sc.RunAsGroup, gid), cmp.Or(sc.RunAsNonRoot, nonRoot)
+	}
+	if uid == nil || gid == nil || nonRoot == nil || !*nonRoot || *uid == 0 {
+		t.Fatalf("esm's container names no non-root user: pod %+v, container %+v", pod.SecurityContext, c.SecurityContext)
+	}
+	if want := fmt.Sprintf("%d:%d", *uid, *gid); want != imageUser {
 		t.Fatalf("the container runs as %s, the image as %s", want, imageUser)
 	}
-	return uint32(*sc.RunAsUser), uint32(*sc.RunAsGroup)
+	return uint32(*uid), uint32(*gid)
 }
 
 // containerEnv resolves the container's env as the kubelet does, the downward API's pod name
@@ -214,13 +223,12 @@ func probeURL(t *testing.T, c *corev1.Container, p *corev1.Probe) string {
 	if p == nil || p.HTTPGet == nil {
 		t.Fatalf("esm's container has no HTTP probe: %+v", p)
 	}
-	port := p.HTTPGet.Port.IntValue()
-	if name := p.HTTPGet.Port.StrVal; name != "" {
-		port = 0
-		for _, cp := range c.Ports {
-			if cp.Name == name {
-				port = int(cp.ContainerPort)
-			}
+	// A port by name or number, but one the container declares: only those are the ports this
+	// test chose (another process of the machine may listen on any other).
+	port := 0
+	for _, cp := range c.Ports {
+		if cp.Name == p.HTTPGet.Port.StrVal || int(cp.ContainerPort) == p.HTTPGet.Port.IntValue() {
+			port = int(cp.ContainerPort)
 		}
 	}
 	if port == 0 {
@@ -228,6 +236,9 @@ func probeURL(t *testing.T, c *corev1.Container, p *corev1.Probe) string {
 	}
 	return fmt.Sprintf("http://127.0.0.1:%d%s", port, p.HTTPGet.Path)
 }
+
+// readyWithin bounds the wait for readiness: a worker on the emulators is ready in seconds.
+const readyWithin = time.Minute
 
 // pod is a running pod: esm's process and the sidecar.
 type pod struct {
@@ -292,6 +303,8 @@ func (p *pod) fail(t *testing.T, format string, args ...any) {
 // waitReady waits for the readiness probe to answer 200, and checks the liveness probe.
 func (p *pod) waitReady(ctx context.Context, t *testing.T) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, readyWithin)
+	defer cancel()
 	for {
 		if code, _ := get(ctx, p.spec.ready); code == 200 {
 			break
