@@ -13,4 +13,13 @@
 // (Record.Revision), so one revision has one content; a change made from a revision another
 // worker replaced or deleted fails with ErrConflict, and is answered, once the catalog has been
 // read again, as Lambda answers a conflicting change.
+//
+// A catalog holds at most one mapping of an event source (a stream, or an enhanced fan-out
+// consumer) to a function, whichever workers write it: Put refuses a record that would give a
+// mapping the source and function of another (PairTakenError), and the API answers that as Lambda
+// does, 409 ResourceConflictException naming the other mapping's UUID, on Create and on an Update
+// that changes the function. A DynamoCatalog keeps the rule with a guard item per pair and
+// single-item conditional writes only (see pairs.go for the protocol and its crash cases).
+// EnsureMapping, a template's start, adopts the mapping another worker made first, so N workers
+// started with one template run one mapping.
 package esmapi
