@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,14 +32,7 @@ type loadBarrier struct {
 
 func newLoadBarrier(t *testing.T, dynamoEndpoint, table string, n int) *httptest.Server {
 	t.Helper()
-	forward := func(target string) *httputil.ReverseProxy {
-		u, err := url.Parse(target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }}
-	}
-	b := &loadBarrier{kinesis: forward(kinesisEndpoint), dynamo: forward(dynamoEndpoint), match: `"TableName":"` + table + `"`,
+	b := &loadBarrier{kinesis: reverseProxy(t, kinesisEndpoint), dynamo: reverseProxy(t, dynamoEndpoint), match: `"TableName":"` + table + `"`,
 		n: n, all: make(chan struct{})}
 	srv := httptest.NewServer(b)
 	t.Cleanup(srv.Close)

@@ -34,13 +34,7 @@ type holdProxy struct {
 
 func newHoldProxy(t *testing.T, dynamoEndpoint string, hold, fail []string) *holdProxy {
 	t.Helper()
-	forward := func(target string) *httputil.ReverseProxy {
-		u, err := url.Parse(target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }}
-	}
+	forward := func(target string) *httputil.ReverseProxy { return reverseProxy(t, target) }
 	p := &holdProxy{kinesis: forward(kinesisEndpoint), hold: map[string]bool{}, fail: map[string]bool{}, held: map[string]int{},
 		released: make(chan struct{})}
 	if dynamoEndpoint != "" {
@@ -80,6 +74,16 @@ func (p *holdProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		p.kinesis.ServeHTTP(w, r)
 	}
+}
+
+// reverseProxy forwards every request to target.
+func reverseProxy(t testing.TB, target string) *httputil.ReverseProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) }}
 }
 
 // heldCount is how many requests of op are being held, or were.
