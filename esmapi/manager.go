@@ -135,10 +135,26 @@ func Open(ctx context.Context, r *runner.Runner, catalog Catalog, progress Progr
 		}
 	}
 	m.log.Info("mappings loaded", "mappings", len(recs))
+	warnDuplicates(m.log, recs)
 	if o.syncInterval > 0 {
 		m.async(m.syncLoop)
 	}
 	return m, nil
+}
+
+// warnDuplicates names the mappings that share a source and function: a catalog written before
+// esm kept one mapping per pair may hold such, and every record is then invoked once per mapping.
+func warnDuplicates(log *slog.Logger, recs []Record) {
+	first := map[pair]string{}
+	for i := range recs {
+		p := pairOf(&recs[i])
+		if other, dup := first[p]; dup {
+			log.Warn("two mappings of one source and function (made before esm kept one per pair): delete one",
+				"mapping", recs[i].Mapping.UUID, "other", other, "source", p.source, "function", p.function)
+			continue
+		}
+		first[p] = recs[i].Mapping.UUID
+	}
 }
 
 // Close stops every poller gracefully (in-flight invocations finish and are checkpointed) and

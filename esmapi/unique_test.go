@@ -2,9 +2,13 @@ package esmapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +19,7 @@ import (
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
 	"github.com/kinesis-esm/esm/internal/local"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
 )
@@ -242,5 +247,33 @@ func TestUpdateAndDeleteKeepPairsUnique(t *testing.T) {
 		if ids := mappingsOf(t, cat, uniqueStream, fn); len(ids) != want {
 			t.Errorf("the catalog holds %v of %s → %s, want %d", ids, uniqueStream, fn, want)
 		}
+	}
+}
+
+// TestOpenWarnsOfDuplicates: a catalog written before esm kept one mapping per source and
+// function may hold two; Open names them.
+func TestOpenWarnsOfDuplicates(t *testing.T) {
+	dir := t.TempDir()
+	for _, id := range []string{"00000000-1111-4222-8333-000000000001", "00000000-1111-4222-8333-000000000002"} {
+		r := esmapi.Record{FunctionName: uniqueFunction}
+		r.Mapping.UUID, r.Mapping.EventSourceArn, r.Mapping.FunctionArn = id, uniqueStream, uniqueFnARN
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, id+".json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs testkit.SyncBuffer
+	progress := esmapi.ProgressFuncs{
+		StoreFunc:  func(context.Context, string) (poller.Store, error) { return poller.NewMemoryStore(), nil },
+		DeleteFunc: func(context.Context, string) error { return nil },
+	}
+	startEngine(t, stubRunner(t), esmapi.FileCatalog{Dir: dir}, progress, esmapi.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		esmapi.WithFunctions(esmapi.Function{Name: uniqueFunction, Invoker: inprocess.New((&recorder{}).handle)}), esmapi.WithRestartBackoff(time.Hour))
+	out := logs.String()
+	if !strings.Contains(out, "two mappings of one source and function") || !strings.Contains(out, "8333-000000000001") || !strings.Contains(out, "8333-000000000002") {
+		t.Fatalf("Open of a catalog with two mappings of one pair logged:\n%s", out)
 	}
 }
