@@ -46,3 +46,32 @@ func TestIteratorAgeAfterCatchingUp(t *testing.T) {
 		t.Fatalf("exit code %d", code)
 	}
 }
+
+// TestBlockedWhileOneInvocationHangs (issue 40) runs the binary with a function that takes 30 s
+// and --blocked-after 3s: the shard is reported blocked (esm_shard_blocked) within --blocked-after
+// + 1 s of its record being read, while that one invocation still runs. It was reported only when
+// the invocation ended.
+func TestBlockedWhileOneInvocationHangs(t *testing.T) {
+	const blockedAfter = 3 * time.Second
+	stream := newStream(t, 1)
+	putRecords(t, stream, "slow")
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	proc := startESM(t, []string{"EXAMPLE_DELAY=30s"}, "--template", writeTemplate(t, dir, stream), "--state-dir", filepath.Join(dir, "state"),
+		"--metrics-addr", addr, "--timeout", "60s", "--blocked-after", blockedAfter.String(), "--shutdown-grace", "1s")
+	testkit.WaitFor(t, "/healthz", 30*time.Second, func() bool { return httpStatus(addr, "/healthz") == http.StatusOK })
+	testkit.WaitFor(t, "the record read", 30*time.Second, func() bool { return scrape(t, addr)["PolledEventCount"] == 1 })
+	read := time.Now() // the invocation starts at once (scraped every 10 ms)
+	var m map[string]float64
+	testkit.WaitFor(t, "the shard reported blocked", blockedAfter+time.Second, func() bool {
+		m = scrape(t, addr)
+		return m["esm_shard_blocked"] == 1
+	})
+	if m["InvokedEventCount"] != 0 {
+		t.Fatalf("the invocation ended before the shard was reported blocked: %v", m)
+	}
+	t.Logf("blocked reported %s after the record was read (--blocked-after %s)", time.Since(read).Round(time.Millisecond), blockedAfter)
+	if code := proc.stop(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+}
