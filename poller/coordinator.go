@@ -118,6 +118,8 @@ func (c *coordinator) run(ctx context.Context) error {
 			c.resync()
 		case <-claimTick:
 			c.claim()
+		case <-p.until.kicked():
+			c.untilDone()
 		case <-c.runCtx.Done():
 			// Readers see runCtx too; wait for their results.
 			for c.g.readers() > 0 {
@@ -162,6 +164,7 @@ func (c *coordinator) handle(res readerResult) {
 		c.stopRun()
 	case resultFinished:
 		c.finished(res)
+		c.untilDone()
 	case resultLost:
 		p.log.Info("shard lease lost; reader stopped", "shard_id", res.shardID)
 	}

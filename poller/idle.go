@@ -280,7 +280,11 @@ func (e *idleEntry) answered(out *kinesis.GetRecordsOutput, finish func() (*kine
 	}
 	r.readDone(out, e.limit)
 	r.p.idle.taken.Add(1)
-	if st, wait := r.state(e.ctx); st == stateRead && r.pollsIdle() {
+	st, wait := r.state(e.ctx)
+	if st == stateRead {
+		r.noteCaughtUp()
+	}
+	if st == stateRead && r.pollsIdle() {
 		r.p.idle.schedule(e, time.Now().Add(wait))
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/fnv"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
@@ -28,6 +29,10 @@ type slots struct {
 	err   error         // first error of a slot (errLost, errStopped or fatal)
 	space chan struct{} // signalled when outstanding records drop
 	max   int           // most records dispatched and not yet finished
+	// tipAt, atTip: the reader was caught up by a read that started at tipAt with every record
+	// read dispatched (WithUntilCaughtUp, caughtup.go).
+	tipAt time.Time
+	atTip bool
 }
 
 type slotQueue struct {
@@ -279,5 +284,9 @@ func (r *reader) ack(ctx context.Context, recs []types.Record) error {
 	if last == "" {
 		return nil
 	}
-	return r.checkpoint(ctx, last)
+	if err := r.checkpoint(ctx, last); err != nil {
+		return err
+	}
+	r.slots.slotsIdle()
+	return nil
 }

@@ -77,6 +77,7 @@ type Poller struct {
 	tracer              Tracer        // nil: invocations are not traced (trace.go)
 	bound               time.Duration // B: how long an invocation may run once sent (send.go)
 	checked             *Checked      // given to NewChecked: New does not check the Config again
+	until               *caughtUp     // with WithUntilCaughtUp: which shards are caught up (caughtup.go)
 }
 
 // Option configures New.
@@ -261,6 +262,9 @@ func (p *Poller) Run(ctx context.Context) error {
 		}
 	}
 	c := &coordinator{p: p, g: newLineage(), progress: progress, results: make(chan readerResult)}
+	if p.until != nil {
+		p.until.started(p.now())
+	}
 	// With a coordinator a shard is read only once its lease is taken, seconds after the start
 	// was decided: LATEST then would skip what arrived meanwhile, so it opens AT_TIMESTAMP.
 	if fresh && p.cfg.StartingPosition == Latest && p.coord == nil {

@@ -79,6 +79,9 @@ type harness struct {
 	opts   []Option
 	cancel context.CancelFunc
 	done   chan error
+	// runUntilCaughtUp's handler takes slow, and fails the first two invocations with failSeq.
+	slow    time.Duration
+	failSeq string
 }
 
 func newHarness(t *testing.T, shards int) *harness {

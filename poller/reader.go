@@ -165,6 +165,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 				err = errStopped
 			}
 		case stateRead:
+			r.noteCaughtUp()
 			if r.pollsIdle() {
 				err = r.pollIdle(runCtx, wait)
 			} else {
@@ -278,6 +279,7 @@ func (r *reader) readDone(out *kinesis.GetRecordsOutput, limit int32) {
 		}
 		s.pending = append(s.pending, out.Records...)
 		r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
+		r.noteRecords()
 	}
 	behind := aws.ToInt64(out.MillisBehindLatest)
 	s.behind = behind > 0 || len(out.Records) >= int(limit)

@@ -112,6 +112,9 @@ type Hooks struct {
 	// OnUUID, when set, is told the mapping's UUID before the mapping starts (metrics created
 	// before the store was opened take it from here).
 	OnUUID func(string)
+	// UntilCaughtUp, when set, ends the run once every shard is caught up
+	// (poller.WithUntilCaughtUp): Run then returns nil.
+	UntilCaughtUp *poller.UntilCaughtUp
 }
 
 // pollerOptions are the options every poller of the mapping gets, whatever its store: logging,
@@ -133,6 +136,9 @@ func (h Hooks) pollerOptions() []poller.Option {
 	}
 	if h.Readiness != nil {
 		opts = append(opts, poller.WithReadiness(h.Readiness))
+	}
+	if h.UntilCaughtUp != nil {
+		opts = append(opts, poller.WithUntilCaughtUp(*h.UntilCaughtUp))
 	}
 	return opts
 }

@@ -5,8 +5,9 @@
 //
 // Commands: run, serve, validate, invoke, generate-event, status, redrive, version.
 //
-// Exit codes: 0 after a clean stop, 2 for invalid configuration or usage, 1 for a runtime failure.
-// Errors are one line on stderr.
+// Exit codes: 0 after a clean stop, 2 for invalid configuration or usage, 1 for a runtime failure;
+// esm run --until-caught-up adds 3 (records went to the on-failure destination), 4 (records were
+// dropped) and 5 (stopped by a signal before caught up). Errors are one line on stderr.
 package main
 
 import (
@@ -27,7 +28,8 @@ import (
 var version = "dev"
 
 type runCmd struct {
-	cli.RunFlags `embed:""`
+	cli.RunFlags      `embed:""`
+	cli.CaughtUpFlags `embed:""`
 }
 
 type versionCmd struct{}
@@ -98,5 +100,5 @@ func (r *runCmd) run(ctx context.Context, e env) error {
 		return err
 	}
 	c.Example = example.HandleTo(e.stdout) // --invoke example
-	return cli.Run(ctx, c, nil, e.stdout)
+	return cli.RunUntilCaughtUp(ctx, c, r.CaughtUpFlags, nil, e.stdout)
 }

@@ -132,15 +132,21 @@ type usageError struct{ err error }
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 
-// ExitCode is the process exit code for err: 0 for nil, 2 for invalid configuration or usage, 1
-// for anything else (a runtime failure).
+// ExitCode is the process exit code for err: 0 for nil, 2 for invalid configuration or usage, the
+// verdicts of --until-caught-up (ExitDelivered, ExitDropped, ExitNotCaughtUp), 1 for anything
+// else (a runtime failure).
 func ExitCode(err error) int {
-	var ue *usageError
+	var (
+		ue *usageError
+		ee *exitError
+	)
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ue), errors.Is(err, poller.ErrInvalidConfig):
 		return 2
+	case errors.As(err, &ee):
+		return ee.code
 	}
 	return 1
 }

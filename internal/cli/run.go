@@ -200,6 +200,9 @@ func chain(a, b func(string)) func(string) {
 // lines. The returned stop ends them (after the mapping stopped) and reports their errors.
 func (c *Config) observe(ctx context.Context, o *runner.Mapping, stdout io.Writer) (stop func() error, err error) {
 	var observers []poller.Observer
+	if o.Hooks.Observer != nil { // the caller's (the summary of --until-caught-up)
+		observers = append(observers, o.Hooks.Observer)
+	}
 	var runs []func(context.Context) error
 	if c.MetricsAddr != "" {
 		reg := prom.NewRegistry()
@@ -233,10 +236,14 @@ func (c *Config) observe(ctx context.Context, o *runner.Mapping, stdout io.Write
 		observers = append(observers, lines)
 		runs = append(runs, lines.Run)
 	}
-	if len(observers) == 0 {
+	if len(observers) > 1 {
+		o.Hooks.Observer = metrics.Tee(observers...)
+	} else if len(observers) == 1 {
+		o.Hooks.Observer = observers[0]
+	}
+	if len(runs) == 0 {
 		return func() error { return nil }, nil
 	}
-	o.Hooks.Observer = metrics.Tee(observers...)
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	errs := make(chan error, len(runs))
 	for _, run := range runs {
