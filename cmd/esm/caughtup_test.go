@@ -121,6 +121,7 @@ func TestUntilCaughtUpUsage(t *testing.T) {
 		{[]string{"--until-caught-up", "--idle-for", "soon"}, "--idle-for"},
 		{[]string{"--until-caught-up", "--no-enabled"}, "the mapping is disabled (Enabled: false or --no-enabled), so nothing would be read"},
 		{[]string{"--until-caught-up", "--idle-for", "5s", "--register-consumer", "c"}, "--idle-for: not supported when reading through an enhanced fan-out consumer"},
+		{[]string{"--until-caught-up", "--lease-table", "t"}, "--until-caught-up: not supported with --lease-table yet"},
 	} {
 		args := append([]string{"run", "--endpoint-url", kinesisEndpoint, "--template", tmpl, "--state-dir", filepath.Join(t.TempDir(), "state")}, c.args...)
 		code, _, stderr := runESMEnv(t, nil, "", args...)
