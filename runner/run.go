@@ -129,7 +129,7 @@ func (r *Runner) openStore(ctx context.Context, m Mapping, mc poller.Config) (*o
 		sh, _ := store.(SharedStore)
 		return &opened{store: store, shared: sh, close: func() {}}, nil
 	case s.LeaseTable != "":
-		return r.openLeases(ctx, m)
+		return r.openLeases(ctx, m, mc.StreamARN)
 	}
 	fs, err := checkpoint.OpenFile(s.StateDir)
 	if err != nil {
@@ -141,10 +141,14 @@ func (r *Runner) openStore(ctx context.Context, m Mapping, mc poller.Config) (*o
 }
 
 // openLeases opens the mapping's lease table: progress lives there, and the Dynamo coordinator
-// shares the shards with the table's other workers.
-func (r *Runner) openLeases(ctx context.Context, m Mapping) (*opened, error) {
+// shares the shards with the table's other workers. A table that holds another stream's leases
+// is refused (lease.ClaimTable).
+func (r *Runner) openLeases(ctx context.Context, m Mapping, streamARN string) (*opened, error) {
 	s := m.Store
 	if err := lease.EnsureTable(ctx, r.ddbStart, s.LeaseTable, s.CreateLeaseTable); err != nil {
+		return nil, err
+	}
+	if err := lease.ClaimTable(ctx, r.ddbStart, s.LeaseTable, streamARN); err != nil {
 		return nil, err
 	}
 	id := cmp.Or(s.WorkerID, DefaultWorkerID())
