@@ -82,8 +82,12 @@ func (r *reader) answered(millisBehind int64) {
 	r.reportAgeLocked(time.Time{})
 }
 
-// sent notes that records pending were sent (they are in flight, or handled).
+// sent notes that records pending were sent (they are in flight, or handled). With slots they
+// were only handed to them: they count until a slot sends the last of them (begin).
 func (r *reader) sent() {
+	if r.slots != nil {
+		return
+	}
 	s := &r.sig
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -154,6 +158,9 @@ func (r *reader) begin(st *stall, newest time.Time) {
 		}
 		st.flying, st.newest = true, newest
 		s.flying = append(s.flying, st)
+		if !newest.IsZero() && !newest.Before(s.waiting) { // the last record waiting is in flight now
+			s.waiting = time.Time{}
+		}
 		if len(s.flying) == 1 {
 			r.p.sigClock.add(r)
 		}
