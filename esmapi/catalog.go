@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -67,6 +68,16 @@ func conflictErr(uuid string, have, want int64) error {
 // meant to sit in the state directory, whose lock keeps other processes out.
 type FileCatalog struct{ Dir string }
 
+// fileWrites serializes the writes to one directory within this process (the state directory's
+// lock keeps other processes out), so that each write's checks and the write are one step.
+var fileWrites sync.Map // cleaned directory → *sync.Mutex
+
+func (c FileCatalog) lock() (unlock func()) {
+	mu, _ := fileWrites.LoadOrStore(filepath.Clean(c.Dir), new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
+}
+
 // Load implements Catalog.
 func (c FileCatalog) Load(context.Context) ([]Record, error) {
 	entries, err := os.ReadDir(c.Dir)
@@ -111,9 +122,10 @@ func (c FileCatalog) revision(uuid string) (int64, error) {
 }
 
 // Put implements Catalog: the file is written aside, synced and renamed into place. The
-// directory is this process's (the state directory's lock), so checking the revision and the
-// other records' pairs first is enough for its conditions.
+// directory is this process's (the state directory's lock) and its writes are serialized, so
+// checking the revision and the other records' pairs first is enough for its conditions.
 func (c FileCatalog) Put(ctx context.Context, r Record) error {
+	defer c.lock()()
 	recs, err := c.Load(ctx)
 	if err != nil {
 		return err
@@ -170,6 +182,7 @@ func (c FileCatalog) Put(ctx context.Context, r Record) error {
 
 // Delete implements Catalog.
 func (c FileCatalog) Delete(_ context.Context, uuid string, rev int64) error {
+	defer c.lock()()
 	if have, err := c.revision(uuid); err != nil {
 		return err
 	} else if have >= 0 && have != rev {

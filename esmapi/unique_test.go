@@ -277,3 +277,43 @@ func TestOpenWarnsOfDuplicates(t *testing.T) {
 		t.Fatalf("Open of a catalog with two mappings of one pair logged:\n%s", out)
 	}
 }
+
+// TestConcurrentCreatesOnOneWorker: concurrent Creates of one stream and function on one worker
+// with its own state directory (the catalog is written without the manager's lock): one 202, the
+// other Lambda's 409, round after round.
+func TestConcurrentCreatesOnOneWorker(t *testing.T) {
+	cat := esmapi.FileCatalog{Dir: t.TempDir()}
+	w := uniqueWorker(t, cat)
+	for i := range 30 {
+		source := fmt.Sprintf("arn:aws:kinesis:us-east-1:000000000000:stream/one-%d", i)
+		body := map[string]any{"FunctionName": uniqueFunction, "EventSourceArn": source, "StartingPosition": "TRIM_HORIZON"}
+		codes := make(chan int, 4)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				r, err := w.try("POST", mappings, body)
+				if err != nil {
+					t.Error(err)
+				}
+				codes <- r.status
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(codes)
+		count := map[int]int{}
+		for c := range codes {
+			count[c]++
+		}
+		if count[202] != 1 || count[409] != 3 {
+			t.Fatalf("round %d: four concurrent creates of one pair on one worker answered %v, want one 202 and three 409", i, count)
+		}
+		if ids := mappingsOf(t, cat, source, uniqueFnARN); len(ids) != 1 {
+			t.Fatalf("round %d: the catalog holds %v of %s", i, ids, source)
+		}
+	}
+}
