@@ -370,6 +370,7 @@ func (d *Dynamo) beatOnce(ctx context.Context) time.Duration {
 		if err != nil {
 			d.mu.Lock()
 			d.me.beatFailures++
+			d.roster.unhealthy = d.cfg.now()
 			d.mu.Unlock()
 		}
 	} else {

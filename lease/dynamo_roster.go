@@ -249,6 +249,7 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	if err != nil {
 		d.mu.Lock()
 		d.me.beatFailures++
+		d.roster.unhealthy = d.cfg.now()
 		d.mu.Unlock()
 		return fmt.Errorf("heartbeat: %w", err)
 	}
@@ -266,10 +267,13 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 // countBeatLocked counts a heartbeat (or join) sent at sent that returned at got as healthy
 // when it took at most L/10, the rule roster reads follow: during a stall of the whole table
 // (the roster is one item), the observer's own heartbeats stalled with everyone's and, returned
-// at its end, they prove nothing about the others' (DESIGN.md, "Epoch leases").
+// at its end, they prove nothing about the others'. A slow one (as a failed one) restarts the
+// standstill of every other heartbeat from its return (roster.dead; DESIGN.md, "Epoch leases").
 func (d *Dynamo) countBeatLocked(sent, got time.Time) {
 	if got.Sub(sent) <= d.cfg.leaseDuration/10 {
 		d.me.beats++
+	} else {
+		d.roster.unhealthy = got
 	}
 }
 
@@ -282,6 +286,7 @@ func (d *Dynamo) expel(why string) {
 		return
 	}
 	d.me.joined = false
+	d.roster.unhealthy = d.cfg.now() // its view of the others' heartbeats is from before
 	for id, s := range d.shards {
 		if s.held != nil {
 			d.loseLocked(id, s.held, why)

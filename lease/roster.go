@@ -44,6 +44,10 @@ type roster struct {
 	// leases are the lease durations members published longer than this worker's, by goneKey
 	// (learnt from their bound items when they first looked dead): their death is judged by it.
 	leases map[string]time.Duration
+	// unhealthy is when this worker's own last heartbeat that failed or was slow returned: the
+	// table may have been stalled for everyone until then, so no heartbeat's standstill counts
+	// from earlier (dead).
+	unhealthy time.Time
 	// fleetChanged is when a member last came or went, as this worker saw it.
 	fleetChanged time.Time
 	readAt       time.Time // when the roster was last read or returned
@@ -101,11 +105,16 @@ func (r *roster) observe(ms map[string]member, tombs map[string]time.Duration, a
 // dead are the members (but self) whose heartbeat this worker has seen stand still for a
 // whole lease duration, the longer of d (this worker's) and the member's own when it published
 // a longer one (learnLease), across at least two of this worker's own healthy heartbeats
-// (healthy is how many there have been).
+// (healthy is how many there have been), and counted from no earlier than the return of its own
+// last heartbeat that failed or was slow (unhealthy).
 func (r *roster) dead(self string, now time.Time, d time.Duration, healthy int64) []string {
 	var out []string
 	for id, o := range r.beats {
-		if id == self || now.Sub(o.since) < max(d, r.leases[goneKey(id, o.m.epoch)]) || healthy-o.healthyAt < 2 {
+		since := o.since
+		if r.unhealthy.After(since) {
+			since = r.unhealthy
+		}
+		if id == self || now.Sub(since) < max(d, r.leases[goneKey(id, o.m.epoch)]) || healthy-o.healthyAt < 2 {
 			continue
 		}
 		out = append(out, id)

@@ -170,3 +170,21 @@ func TestDeathJudgedByTheLongerLease(t *testing.T) {
 		t.Fatalf("a new epoch keeps the old one's lease: %v", r.leases)
 	}
 }
+
+// TestOwnOutageRestartsTheStandstill: a heartbeat of this worker that failed or was slow (the
+// table stalled for everyone, the roster being one item) restarts every other heartbeat's
+// standstill from its return: one healthy heartbeat before a stall and one after it do not make
+// a member dead whose heartbeat stalled with everyone's.
+func TestOwnOutageRestartsTheStandstill(t *testing.T) {
+	r := newRoster()
+	t0 := time.Unix(100, 0)
+	r.observe(map[string]member{"me": {epoch: 1, beat: 1}, "x": {epoch: 2, beat: 1}}, nil, t0, t0, 0)
+	const L = 3 * time.Second
+	r.unhealthy = t0.Add(2700 * time.Millisecond) // a 2.7 s stall of the whole table ended
+	if got := r.dead("me", t0.Add(3100*time.Millisecond), L, 2); len(got) > 0 {
+		t.Fatalf("0.4 s after this worker's own stall ended: dead %v, want none", got)
+	}
+	if got := r.dead("me", t0.Add(5700*time.Millisecond), L, 2); !slices.Equal(got, []string{"x"}) {
+		t.Fatalf("a lease after this worker's own stall ended: dead %v, want [x]", got)
+	}
+}
