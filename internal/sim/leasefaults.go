@@ -241,7 +241,8 @@ func (w *world) noteJoin(in *dynamodb.UpdateItemInput) func() {
 }
 
 // checkMembers: every worker up for a while at the end, no fault on, is in the roster (a worker
-// wedged by a call that never returns was declared dead and never joined again).
+// wedged by a call that never returns was declared dead and never joined again), and not
+// marked leaving (a worker once marked so by a lost lease stayed marked).
 func (d *driver) checkMembers() {
 	w := d.w
 	if w.db == nil {
@@ -271,9 +272,17 @@ func (d *driver) checkMembers() {
 		if inc == nil || w.now().Sub(w.lj.started[inc]) < 2*l {
 			continue
 		}
-		if _, ok := members.Value[inc.owner]; members == nil || !ok {
+		var entry *dtypes.AttributeValueMemberM
+		if members != nil {
+			entry, _ = members.Value[inc.owner].(*dtypes.AttributeValueMemberM)
+		}
+		if entry == nil {
 			w.violateLocked("liveness: worker %s has run for %s, %s after the last fault, but is not in the roster", inc.owner,
 				w.now().Sub(w.lj.started[inc]).Round(time.Millisecond), (3 * l).Round(time.Millisecond))
+			continue
+		}
+		if leaving, _ := entry.Value["l"].(*dtypes.AttributeValueMemberBOOL); leaving != nil && leaving.Value {
+			w.violateLocked("liveness: worker %s runs and claims, but its roster entry says it is leaving: the others leave it out of their placement", inc.owner)
 		}
 	}
 }
