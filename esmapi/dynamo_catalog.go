@@ -42,12 +42,12 @@ const (
 // Ensure makes sure the table exists, creating it (on demand capacity) when create is set, and
 // waits until it is active.
 func (c DynamoCatalog) Ensure(ctx context.Context, create bool) error {
-	_, err := c.API.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.Table)})
+	_, err := c.api().DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.Table)})
 	var nf *types.ResourceNotFoundException
 	switch {
 	case err == nil:
 	case errors.As(err, &nf) && create:
-		_, err = c.API.CreateTable(ctx, &dynamodb.CreateTableInput{
+		_, err = c.api().CreateTable(ctx, &dynamodb.CreateTableInput{
 			TableName:            aws.String(c.Table),
 			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(catalogKey), AttributeType: types.ScalarAttributeTypeS}},
 			KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(catalogKey), KeyType: types.KeyTypeHash}},
@@ -64,7 +64,7 @@ func (c DynamoCatalog) Ensure(ctx context.Context, create bool) error {
 	}
 	// A new table is active within a second or so: poll it at that pace, not the waiter's
 	// default of 20 s.
-	w := dynamodb.NewTableExistsWaiter(c.API, func(o *dynamodb.TableExistsWaiterOptions) {
+	w := dynamodb.NewTableExistsWaiter(c.api(), func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = 200*time.Millisecond, 5*time.Second
 	})
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.Table)}, 2*time.Minute); err != nil {
@@ -80,7 +80,7 @@ func (c DynamoCatalog) Load(ctx context.Context) ([]Record, error) {
 	guarded := map[pair]bool{}
 	in := &dynamodb.ScanInput{TableName: aws.String(c.Table), ConsistentRead: aws.Bool(true)}
 	for {
-		page, err := c.API.Scan(ctx, in)
+		page, err := c.api().Scan(ctx, in)
 		if err != nil {
 			return nil, fmt.Errorf("read mappings from %s: %w", c.Table, err)
 		}
@@ -161,7 +161,7 @@ func (c DynamoCatalog) putRecord(ctx context.Context, r Record) error {
 		in.ExpressionAttributeNames = map[string]string{"#r": catalogRevision}
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":read": &types.AttributeValueMemberN{Value: strconv.FormatInt(r.Revision-1, 10)}}
 	}
-	_, err = c.API.PutItem(ctx, in)
+	_, err = c.api().PutItem(ctx, in)
 	switch {
 	case isConditionFailed(err):
 		return fmt.Errorf("write mapping %s to %s: %w", r.Mapping.UUID, c.Table, ErrConflict)
@@ -183,7 +183,7 @@ func (c DynamoCatalog) Delete(ctx context.Context, uuid string, rev int64) error
 	case prev == nil:
 		return nil
 	}
-	_, err = c.API.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(c.Table),
+	_, err = c.api().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(c.Table),
 		Key:                       map[string]types.AttributeValue{catalogKey: &types.AttributeValueMemberS{Value: uuid}},
 		ConditionExpression:       aws.String("attribute_not_exists(#k) OR #r = :read"),
 		ExpressionAttributeNames:  map[string]string{"#k": catalogKey, "#r": catalogRevision},

@@ -145,7 +145,7 @@ func (c DynamoCatalog) judge(ctx context.Context, p pair, g guard) (rec *Record,
 // under its UUID, or its record written again one revision on.
 func (c DynamoCatalog) fence(ctx context.Context, owner string, rec *Record) error {
 	if rec == nil {
-		_, err := c.API.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.Table),
+		_, err := c.api().PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(c.Table),
 			Item: map[string]types.AttributeValue{
 				catalogKey: &types.AttributeValueMemberS{Value: owner},
 				tombstone:  &types.AttributeValueMemberBOOL{Value: true},
@@ -163,7 +163,7 @@ func (c DynamoCatalog) fence(ctx context.Context, owner string, rec *Record) err
 // release removes p's guard if id has held it since before revision before: the record of id
 // left p at that revision (math.MaxInt64: the record is gone).
 func (c DynamoCatalog) release(ctx context.Context, p pair, id string, before int64) error {
-	_, err := c.API.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(c.Table), Key: p.key(),
+	_, err := c.api().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(c.Table), Key: p.key(),
 		ConditionExpression:      aws.String("#o = :o AND #s < :s"),
 		ExpressionAttributeNames: map[string]string{"#o": guardOwner, "#s": guardSince},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
@@ -192,13 +192,13 @@ func (c DynamoCatalog) putGuard(ctx context.Context, p pair, g guard, old *guard
 			":o": &types.AttributeValueMemberS{Value: old.owner}, ":s": &types.AttributeValueMemberN{Value: strconv.FormatInt(old.since, 10)},
 		}
 	}
-	_, err := c.API.PutItem(ctx, in)
+	_, err := c.api().PutItem(ctx, in)
 	return err
 }
 
 // readGuard reads p's guard, nil when there is none.
 func (c DynamoCatalog) readGuard(ctx context.Context, p pair) (*guard, error) {
-	out, err := c.API.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.Table), Key: p.key(), ConsistentRead: aws.Bool(true)})
+	out, err := c.api().GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.Table), Key: p.key(), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("read the guard of %s → %s from %s: %w", p.source, p.function, c.Table, err)
 	}
@@ -224,7 +224,7 @@ func guardOf(item map[string]types.AttributeValue) (*guard, error) {
 // readRecord reads the mapping's record: nil when there is none, and then aborted when a
 // tombstone stands for it.
 func (c DynamoCatalog) readRecord(ctx context.Context, id string) (rec *Record, aborted bool, err error) {
-	out, err := c.API.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.Table), ConsistentRead: aws.Bool(true),
+	out, err := c.api().GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(c.Table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{catalogKey: &types.AttributeValueMemberS{Value: id}}})
 	if err != nil {
 		return nil, false, fmt.Errorf("read mapping %s from %s: %w", id, c.Table, err)
