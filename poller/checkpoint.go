@@ -42,8 +42,16 @@ func (r *reader) store(ctx context.Context, pr ShardProgress, wrap func(error) e
 	return nil
 }
 
-// saveAttempts bounds how often a failing progress write is tried before the mapping stops.
-const saveAttempts = 8
+// saveAttempts bounds how often a failing progress write is tried before the mapping stops. With a
+// Coordinator the write goes on being tried while the lease is held, for saveHeldFor at least:
+// the heartbeat shows the lease table reachable, and a lease item's writes failing for a while
+// (throttled on a hot partition, one slow connection) are no reason to stop the whole mapping
+// (exit 1) after 10 to 40 s; the lease's own expiry stops the reader (errLost) when the table is
+// really gone, and its next owner goes on from the last checkpoint.
+const (
+	saveAttempts = 8
+	saveHeldFor  = 2 * time.Minute
+)
 
 // save writes the shard's progress, retrying a store that fails for a while (a lease table that is
 // briefly unreachable) as long as this worker still holds the shard; a write fenced off by the
@@ -54,6 +62,7 @@ func (r *reader) save(ctx context.Context, pr ShardProgress) error {
 		last    error
 		attempt int
 	)
+	first := r.p.now()
 	err := retry(ctx, &bo, func(n int) (step, error) {
 		err := r.p.store.Save(ctx, map[string]ShardProgress{r.shardID: pr})
 		last, attempt = err, n
@@ -62,7 +71,7 @@ func (r *reader) save(ctx context.Context, pr ShardProgress) error {
 			return stepDone, nil
 		case errors.Is(err, ErrLeaseLost):
 			return stepDone, errLost
-		case n == saveAttempts || ctx.Err() != nil:
+		case ctx.Err() != nil, n >= saveAttempts && (r.p.coord == nil || r.p.now().Sub(first) >= saveHeldFor):
 			return stepDone, err
 		case !r.held():
 			return stepDone, errLost

@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -395,5 +396,52 @@ func TestChildHandedOverBeforeItsParentFinishedWaits(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// flakyWorker is a memWorker whose next fails progress writes fail (a lease item's writes
+// throttled while its heartbeats go through).
+type flakyWorker struct {
+	*memWorker
+	fails atomic.Int64
+}
+
+func (w *flakyWorker) Save(ctx context.Context, updates map[string]ShardProgress) error {
+	if w.fails.Add(-1) >= 0 {
+		return errors.New("lease table: ProvisionedThroughputExceededException")
+	}
+	return w.memWorker.Save(ctx, updates)
+}
+
+// TestHeldCheckpointOutlastsTheAttempts: with a Coordinator, a checkpoint that keeps failing
+// while the lease is held is tried past saveAttempts (for saveHeldFor), and the mapping goes on
+// once the writes go through: without one, those failures stop the mapping
+// (TestStoreErrorsRetriedThenFatal).
+func TestHeldCheckpointOutlastsTheAttempts(t *testing.T) {
+	f := fakekinesis.New()
+	arn := f.CreateStream("s", 1)
+	f.PutToShard("s", "shardId-000000000000", "k", []byte("r:0"))
+	table := newLeaseTable()
+	w := &flakyWorker{memWorker: &memWorker{t: table, id: "A"}}
+	w.fails.Store(3 * saveAttempts)
+	rec := &recorder{}
+	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
+		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
+	p, err := New(cfg, f, w, inprocess.New(rec.handle), WithCoordinator(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.retryBase, p.retryMax = time.Millisecond, 2*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	testkit.WaitFor(t, "the checkpoint once the writes go through", 10*time.Second, func() bool {
+		table.mu.Lock()
+		defer table.mu.Unlock()
+		return table.progress["shardId-000000000000"].Checkpoint != ""
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v after %d failed checkpoints of a held lease, want nil", err, 3*saveAttempts)
 	}
 }
