@@ -64,6 +64,14 @@ func TestScaleStaggered(t *testing.T) {
 	})
 }
 
+// TestScaleFleetView: what the fleet's view adds to the lease traffic (FleetView).
+func TestScaleFleetView(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulation")
+	}
+	synctest.Test(t, func(t *testing.T) { report(t, FleetView(size())) })
+}
+
 func TestScaleRolling(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulation")

@@ -97,6 +97,7 @@ type simWorker struct {
 	done      chan struct{}
 	started   time.Time
 	seenPeers bool
+	marks     *lease.BlockedMarks // its blocked shards' marks, as esm run wires them
 }
 
 // cutAPI fails every call once cut (a killed worker), or while its worker is partitioned from
@@ -496,11 +497,11 @@ func (w *world) start(id string) *simWorker {
 	api := &cutAPI{DynamoAPI: &checkingAPI{DB: w.db, w: w}, link: l}
 	d, err := lease.NewDynamo(api, w.table, id, lease.WithLeaseDuration(w.cfg.LeaseDuration),
 		lease.WithLogger(w.log.With("worker", id)), lease.WithShardSettle(2*w.cfg.ShardSync), lease.WithFunctionTimeout(w.functionTimeout()),
-		lease.WithRand(rand.New(rand.NewPCG(w.rnd.Uint64(), 1))))
+		lease.WithRand(rand.New(rand.NewPCG(w.rnd.Uint64(), 1))), lease.WithStatusAddr(id+".workers.example.internal:9090"))
 	if err != nil {
 		panic(err)
 	}
-	sw := &simWorker{id: id, d: d, api: api, link: l, done: make(chan struct{}), started: time.Now()}
+	sw := &simWorker{id: id, d: d, api: api, link: l, done: make(chan struct{}), started: time.Now(), marks: d.BlockedMarks()}
 	co := &observed{Dynamo: d, w: w, sw: sw}
 	cfg := poller.Config{StreamARN: w.arn, StartingPosition: poller.TrimHorizon, ClaimInterval: d.ClaimInterval(),
 		PollInterval: 5 * time.Second, ShardSyncInterval: w.cfg.ShardSync, ShutdownGrace: 5 * time.Second, BatchSize: 100}
@@ -521,15 +522,16 @@ func (w *world) start(id string) *simWorker {
 		return resp, err
 	})
 	p, err := poller.New(cfg, linkKinesis{Fake: w.kin, l: l}, co, inv, poller.WithCoordinator(co),
-		poller.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		poller.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), poller.WithObserver(sw.marks))
 	if err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sw.cancel = cancel
 	dctx, stopLeases := context.WithCancel(context.Background())
-	dDone := make(chan struct{})
+	dDone, mDone := make(chan struct{}), make(chan struct{})
 	go func() { _ = d.Run(dctx); close(dDone) }()
+	go func() { _ = sw.marks.Run(dctx); close(mDone) }()
 	go func() {
 		if err := p.Run(ctx); err != nil && !api.cut.Load() {
 			w.mu.Lock()
@@ -538,6 +540,7 @@ func (w *world) start(id string) *simWorker {
 		}
 		stopLeases()
 		<-dDone
+		<-mDone
 		close(sw.done)
 	}()
 	w.mu.Lock()
