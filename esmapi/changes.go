@@ -399,4 +399,7 @@ func (m *Manager) forget(id string) {
 	delete(m.maps, id)
 	m.deleted[id] = true
 	m.mu.Unlock()
+	if m.o.onDeleted != nil {
+		m.o.onDeleted(id)
+	}
 }

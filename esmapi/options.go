@@ -43,6 +43,7 @@ type options struct {
 	syncInterval   time.Duration
 	restartBackoff time.Duration
 	observe        func(EventSourceMapping) poller.Observer
+	onDeleted      func(uuid string)
 	trace          func(EventSourceMapping) poller.Tracer
 	results        Results
 	blockedAfter   time.Duration
@@ -92,6 +93,13 @@ func WithRestartBackoff(d time.Duration) Option {
 // mapping as the API shows it, and may return nil for none. Default: none.
 func WithObserver(observe func(EventSourceMapping) poller.Observer) Option {
 	return func(o *options) { o.observe = observe }
+}
+
+// WithOnDeleted calls deleted with a mapping's UUID once the mapping is deleted and stopped here
+// (deleted through this worker or, with a shared catalog, another): what WithObserver made for it
+// can go. Default: none.
+func WithOnDeleted(deleted func(uuid string)) Option {
+	return func(o *options) { o.onDeleted = deleted }
 }
 
 // WithTracer traces each mapping's invocations: trace is called each time a mapping's poller

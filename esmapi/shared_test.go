@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,8 +74,12 @@ func TestSharedMappingsAcrossWorkers(t *testing.T) {
 	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(dynamoEndpoint) })
 	table := fmt.Sprintf("esmapi-shared-%d-%d", os.Getpid(), streamSeq.Add(1))
 	fa, fb := &recorder{}, &recorder{}
-	a := sharedWorker(t, ddb, table, "worker-a", fa)
-	b := sharedWorker(t, ddb, table, "worker-b", fb)
+	var deleted sync.Map // worker → the mappings WithOnDeleted told it of
+	onDeleted := func(w string) esmapi.Option {
+		return esmapi.WithOnDeleted(func(id string) { deleted.Store(w+"/"+id, true) })
+	}
+	a := sharedWorker(t, ddb, table, "worker-a", fa, onDeleted("a"))
+	b := sharedWorker(t, ddb, table, "worker-b", fb, onDeleted("b"))
 
 	name := fmt.Sprintf("esmapi-%d-%d", os.Getpid(), streamSeq.Add(1))
 	arn, err := local.CreateStream(ctx, kin, name, 2)
@@ -143,5 +148,10 @@ func TestSharedMappingsAcrossWorkers(t *testing.T) {
 		_, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table + "-" + id)})
 		var nf *ddbtypes.ResourceNotFoundException
 		return errors.As(err, &nf)
+	})
+	testkit.WaitFor(t, "both workers told of the deletion (WithOnDeleted)", 20*time.Second, func() bool {
+		_, okA := deleted.Load("a/" + id)
+		_, okB := deleted.Load("b/" + id)
+		return okA && okB
 	})
 }

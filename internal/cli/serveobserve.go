@@ -93,7 +93,7 @@ func runUntilStopped(ctx context.Context, serve func(context.Context) error) (st
 func (o *serveObservers) options() []esmapi.Option {
 	var opts []esmapi.Option
 	if o.reg != nil || o.emfTo != nil {
-		opts = append(opts, esmapi.WithObserver(o.observe))
+		opts = append(opts, esmapi.WithObserver(o.observe), esmapi.WithOnDeleted(o.deleted))
 	}
 	if o.traces != nil {
 		opts = append(opts, esmapi.WithTracer(func(m esmapi.EventSourceMapping) poller.Tracer {
@@ -142,6 +142,17 @@ func (o *serveObservers) observe(m esmapi.EventSourceMapping) poller.Observer {
 		obs = append(obs, lines)
 	}
 	return metrics.Tee(obs...)
+}
+
+// deleted takes a deleted mapping off the live page.
+func (o *serveObservers) deleted(id string) {
+	o.mu.Lock()
+	page := o.pages[id]
+	delete(o.pages, id)
+	o.mu.Unlock()
+	if page != nil {
+		o.board.Remove(page)
+	}
 }
 
 // close stops the EMF writers (each writes what it has left), flushes the spans still buffered
