@@ -113,7 +113,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 		return fmt.Errorf("--api-addr %s: %w", addr, err)
 	}
 	defer ln.Close()
-	obs, serveMetrics, err := f.observers(ctx, stdout, logger)
+	obs, serveMetrics, err := f.observers(ctx, stdout, shared.DynamoDB(), logger)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (f *ServeFlags) Serve(ctx context.Context, stdout, stderr io.Writer, exampl
 			err = fmt.Errorf("--metrics-addr: %w", merr)
 		}
 	}()
-	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, longestTimeout(res, timeout, fns)+execenv.InitTimeout, logger)
+	catalog, progress, storeOpts, closeStores, err := f.stores(ctx, shared, longestTimeout(res, timeout, fns)+execenv.InitTimeout, obs.statusAddr, logger)
 	if err != nil {
 		return err
 	}
@@ -241,9 +241,9 @@ func apiListener(ln net.Listener, tlsConfig *tls.Config) net.Listener {
 // lease tables): the --lease-table tables (see
 // sharedStores), or the bbolt file of --state-dir with the mappings beside it. closeStores
 // releases what was opened.
-func (f *ServeFlags) stores(ctx context.Context, shared *runner.Runner, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
+func (f *ServeFlags) stores(ctx context.Context, shared *runner.Runner, bound time.Duration, statusAddr string, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, func(), error) {
 	if f.LeaseTable != "" {
-		catalog, progress, opts, err := f.sharedStores(ctx, shared, bound, logger)
+		catalog, progress, opts, err := f.sharedStores(ctx, shared, bound, statusAddr, logger)
 		return catalog, progress, opts, func() {}, err
 	}
 	store, err := checkpoint.OpenFile(f.StateDir)
@@ -317,7 +317,7 @@ func longestTimeout(res *Resolved, timeout time.Duration, fns []esmapi.Function)
 
 // sharedStores keeps the mappings in the --lease-table table and each mapping's progress in a
 // lease table of its own, <table>-<UUID>, through which the workers share its shards.
-func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bound time.Duration, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
+func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bound time.Duration, statusAddr string, logger *slog.Logger) (esmapi.Catalog, esmapi.Progress, []esmapi.Option, error) {
 	ddb := shared.DynamoDB() // the catalog's and the lease tables'
 
 	catalog := esmapi.DynamoCatalog{API: ddb, Table: f.LeaseTable}
@@ -332,7 +332,7 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bo
 				return nil, err
 			}
 			return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration),
-				lease.WithFunctionTimeout(bound))
+				lease.WithFunctionTimeout(bound), lease.WithStatusAddr(statusAddr))
 		},
 		DeleteFunc: func(ctx context.Context, id string) error { return deleteLeaseTable(ctx, ddb, table(id)) },
 	}

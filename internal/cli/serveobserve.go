@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/kinesis-esm/esm/esmapi"
+	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
 	"github.com/kinesis-esm/esm/metrics/health"
@@ -28,6 +30,8 @@ import (
 type serveObservers struct {
 	reg   *prometheus.Registry
 	board *live.Board // the live page (--metrics-addr); nil without it
+	// statusAddr is where the other workers reach the page, published in the lease tables.
+	statusAddr string
 	emfTo io.Writer   // nil: no EMF
 	// traces makes each mapping's invocation spans, when the OTEL_* variables ask for them.
 	traces *sdktrace.TracerProvider
@@ -45,7 +49,7 @@ type serveObservers struct {
 // observers sets up what the flags ask for. serve, when not nil, serves /metrics, /healthz and
 // /readyz until ctx ends; stop ends the EMF writers (after the mappings stopped) and reports the
 // first error of any.
-func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, logger *slog.Logger) (o *serveObservers, stopServing func() error, err error) {
+func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, ddb lease.DynamoAPI, logger *slog.Logger) (o *serveObservers, stopServing func() error, err error) {
 	o = &serveObservers{lines: map[string]*emf.Observer{}, pages: map[string]*live.Mapping{}}
 	o.ctx, o.stop = context.WithCancel(context.WithoutCancel(ctx))
 	var serve func(context.Context) error
@@ -54,7 +58,11 @@ func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, logger *sl
 	}
 	if addr := f.metricsAddr(); addr != "" {
 		o.reg = prom.NewRegistry()
-		o.board = live.New(liveBoardOptions(f.LeaseTable, f.WorkerID)...)
+		boardOpts := liveBoardOptions(f.LeaseTable, f.WorkerID)
+		if f.LeaseTable != "" { // every worker runs every mapping: any mapping's lease table lists them
+			boardOpts = append(boardOpts, live.WithPeers(o.peers(ddb, f.LeaseTable), peerClient))
+		}
+		o.board = live.New(boardOpts...)
 		srv := health.New(addr, health.WithGatherer(o.reg),
 			health.WithRoute("GET "+live.PathPage, o.board.Handler()), health.WithRoute("GET "+live.PathState, o.board.Handler()))
 		bound, err := srv.Listen() // a port in use fails before anything is polled
@@ -63,6 +71,7 @@ func (f *ServeFlags) observers(ctx context.Context, stdout io.Writer, logger *sl
 			return nil, nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
 		}
 		logger.Info("metrics served", "addr", bound)
+		o.statusAddr = advertised(bound)
 		serve = srv.Run
 	}
 	if o.traces, err = tracing.FromEnvironment(ctx, logger); err != nil {
@@ -142,6 +151,29 @@ func (o *serveObservers) observe(m esmapi.EventSourceMapping) poller.Observer {
 		obs = append(obs, lines)
 	}
 	return metrics.Tee(obs...)
+}
+
+// peers lists the workers through the lease table of the mapping with the smallest UUID on the
+// page (table-UUID): every worker of a shared catalog runs every mapping.
+func (o *serveObservers) peers(ddb lease.DynamoAPI, table string) live.PeerSource {
+	var mu sync.Mutex
+	sources := map[string]live.PeerSource{}
+	return func(ctx context.Context) ([]live.Peer, error) {
+		o.mu.Lock()
+		ids := slices.Sorted(maps.Keys(o.pages))
+		o.mu.Unlock()
+		if len(ids) == 0 {
+			return nil, nil
+		}
+		mu.Lock()
+		src := sources[ids[0]]
+		if src == nil {
+			src = leasePeers(ddb, table+"-"+ids[0])
+			sources[ids[0]] = src
+		}
+		mu.Unlock()
+		return src(ctx)
+	}
 }
 
 // deleted takes a deleted mapping off the live page.
