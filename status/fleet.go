@@ -73,18 +73,18 @@ func scrapeState(ctx context.Context, client *http.Client, addr string) (*live.S
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("read live state from %s: %w", addr, err)
+		return nil, fmt.Errorf("read the live view at %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
 		return nil, nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("read live state from %s: %s", addr, resp.Status)
+		return nil, fmt.Errorf("read the live view at %s: %s", addr, resp.Status)
 	}
 	var st live.State
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("read live state from %s: %w", addr, err)
+		return nil, fmt.Errorf("read the live view at %s: %w", addr, err)
 	}
 	return &st, nil
 }

@@ -162,15 +162,15 @@ func scrape(ctx context.Context, client *http.Client, addr string, now time.Time
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("read live state from --metrics-addr %s: %w", addr, err)
+		return nil, fmt.Errorf("read the live view at %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("read live state from --metrics-addr %s: %s", addr, resp.Status)
+		return nil, fmt.Errorf("read the live view at %s: %s", addr, resp.Status)
 	}
 	live, err := ParseMetrics(resp.Body, now)
 	if err != nil {
-		return nil, fmt.Errorf("read live state from --metrics-addr %s: %w", addr, err)
+		return nil, fmt.Errorf("read the live view at %s: %w", addr, err)
 	}
 	return live, nil
 }

@@ -201,3 +201,22 @@ func TestMappingPicksItsLiveMapping(t *testing.T) {
 		t.Fatalf("a mapping the metrics do not name: %+v, %v; want no live state", other, err)
 	}
 }
+
+// TestParseMetricsBlocked: a shard whose esm_shard_blocked gauge is 1 is blocked, not reading
+// (esm status printed it as reading).
+func TestParseMetricsBlocked(t *testing.T) {
+	text := `# TYPE esm_shard_state gauge
+esm_shard_state{function="f",shard="shardId-0",state="reading",stream="a"} 1
+esm_shard_state{function="f",shard="shardId-1",state="reading",stream="a"} 1
+# TYPE esm_shard_blocked gauge
+esm_shard_blocked{function="f",shard="shardId-0",stream="a"} 1
+esm_shard_blocked{function="f",shard="shardId-1",stream="a"} 0
+`
+	live, err := status.ParseMetrics(strings.NewReader(text), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := live[""].Shards; s["shardId-0"].State != "blocked" || s["shardId-1"].State != "reading" {
+		t.Errorf("states %q and %q, want blocked and reading", s["shardId-0"].State, s["shardId-1"].State)
+	}
+}
