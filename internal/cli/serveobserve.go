@@ -32,7 +32,7 @@ type serveObservers struct {
 	board *live.Board // the live page (--metrics-addr); nil without it
 	// statusAddr is where the other workers reach the page, published in the lease tables.
 	statusAddr string
-	emfTo io.Writer   // nil: no EMF
+	emfTo      io.Writer // nil: no EMF
 	// traces makes each mapping's invocation spans, when the OTEL_* variables ask for them.
 	traces *sdktrace.TracerProvider
 
