@@ -34,8 +34,9 @@ type signals struct {
 	reported bool          // age was reported
 }
 
-// stall is one batch (or one failure record's delivery) being handled. since and flying belong
-// to the owner of the batch; the rest is read and written under the shard's signals.mu.
+// stall is one batch (or one failure record's delivery) being handled. Once it is in flight its
+// fields are written under the shard's signals.mu, which the clock reads them under; the batch's
+// owner (the reader or a slot) also reads them without it.
 type stall struct {
 	since       time.Time // first sent; zero before
 	newest      time.Time // the arrival of the batch's last record; zero: not counted in the age
