@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"github.com/kinesis-esm/esm/deploy/image"
 	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testenv"
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 // The rendered pod runs: the chart's Deployment for an example values file is rendered and
@@ -134,17 +134,6 @@ func newWorld() (*podWorld, error) {
 	return w, testenv.BuildBootstrap(ctx, esmModule, w.bootstrap, bootstrapPackage, "")
 }
 
-// freePort returns a port of 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestRenderedPodRuns runs the pod of the sidecar and the exec: examples.
 func TestRenderedPodRuns(t *testing.T) {
 	if testing.Short() {
@@ -171,7 +160,7 @@ func runPodOf(t *testing.T, w *podWorld, name string) {
 	over := map[string]any{
 		"leaseTable": stream + "-leases",
 		"template":   podTemplate,
-		"metrics":    map[string]any{"port": freePort(t)},
+		"metrics":    map[string]any{"port": testkit.FreePort(t)},
 		"env": map[string]any{
 			"AWS_ENDPOINT_URL_KINESIS":  w.kinesisURL,
 			"AWS_ENDPOINT_URL_DYNAMODB": w.dynamoURL,
@@ -186,7 +175,7 @@ func runPodOf(t *testing.T, w *podWorld, name string) {
 	switch name {
 	case "sidecar":
 		dump = filepath.Join(dir, "sidecar-events.jsonl")
-		over["function"] = map[string]any{"sidecar": map[string]any{"port": freePort(t),
+		over["function"] = map[string]any{"sidecar": map[string]any{"port": testkit.FreePort(t),
 			"env": map[string]any{"EXAMPLE_EVENT_DUMP": dump}}}
 	case "exec":
 		var err error

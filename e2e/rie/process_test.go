@@ -79,7 +79,7 @@ func TestStartRIERejectsBadSettings(t *testing.T) {
 	}
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
-	_, err = local.StartRIE(ctx, local.RIEOptions{Binary: rieBin, Handler: []string{bootstrapBin}, RuntimeAPIPort: port, Port: freePort(t)})
+	_, err = local.StartRIE(ctx, local.RIEOptions{Binary: rieBin, Handler: []string{bootstrapBin}, RuntimeAPIPort: port, Port: testkit.FreePort(t)})
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(port)) {
 		t.Fatalf("err %v: want the taken port %d named", err, port)
 	}
@@ -88,15 +88,6 @@ func TestStartRIERejectsBadSettings(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // running reports whether pid is a live process (not gone, not a zombie).
 func running(pid int) bool {
