@@ -82,6 +82,9 @@ func (r *reader) send(inv invocation) sent {
 	if !r.held() {
 		return sent{err: errLost}
 	}
+	if inv.ctx.Err() != nil { // the shutdown grace is over: nothing is sent any more
+		return sent{err: errStopped}
+	}
 	ctx := inv.ctx
 	if inv.span != nil {
 		ctx = inv.span(ctx)
