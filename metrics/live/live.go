@@ -1,14 +1,16 @@
 // Package live keeps what an operator asks of the mappings running in this process and serves it
-// as a live page: for each mapping its lineage graph (parents above children, drawn as SVG on the
-// server), each shard's state (pending on its parents, reading, blocked, finished, or released
-// to another worker), its owner, its iterator age over the last minutes, its checkpoint, the
-// batch it is retrying with the last error, and the mapping's on-failure deliveries.
+// as a live page: for each mapping a summary (shards by state, iterator age), its blocked shards
+// first with their errors, the lineage (the open shards by generation, the finished ones folded),
+// and each shard's state (pending on its parents, reading, blocked, finished, or released to
+// another worker), owner, iterator age over the last minutes, checkpoint, the batch it is
+// retrying with the last error, and the mapping's on-failure deliveries.
 //
 // A [Board] holds the mappings; [Board.Add] returns a [Mapping], the poller.Observer (and
-// poller.DetailObserver) that feeds it. [Board.Handler] serves /live, a page that works as plain
-// HTML tables and graphs without JavaScript (and refreshes itself every few seconds) and, with
-// JavaScript, replaces its content every second with a small inline script: no front-end build;
-// and /live/state.json, the same state as JSON.
+// poller.DetailObserver) that feeds it. With [WithPeers] the board also shows the shards the other
+// workers of the lease table read, fetched from their own state. [Board.Handler] serves /live, a
+// page that works as plain HTML without JavaScript (and reloads itself every few seconds) and,
+// with JavaScript, patches its content in place every second with a small inline script: no
+// front-end build; and /live/state.json, the same state as JSON.
 package live
 
 import (
