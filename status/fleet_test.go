@@ -2,11 +2,8 @@ package status_test
 
 import (
 	"context"
-	"flag"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/metrics/prom"
@@ -21,7 +19,6 @@ import (
 	"github.com/kinesis-esm/esm/status"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
 
 // worker serves what a running "esm run --metrics-addr" serves, /metrics and /live/state.json,
 // from the observers esm gives its poller; feed drives them as the poller would.
@@ -40,22 +37,10 @@ func worker(t *testing.T, id string, at time.Time, feed func(o poller.Observer, 
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// golden compares got with testdata/name (rewritten with -update).
+// golden compares got with testdata/name (ESM_UPDATE_GOLDEN=1 rewrites it).
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("got\n%s\nwant (%s)\n%s", got, path, want)
-	}
+	testkit.Golden(t, name, []byte(got))
 }
 
 // TestBlockedAcrossTwoWorkers: esm status given both workers' --metrics-addr shows each shard as
