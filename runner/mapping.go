@@ -51,7 +51,11 @@ type Function struct {
 	Handler any
 	// Name names the function in its default ARN and the state key. Default "example".
 	Name string
-	// Timeout is the function's timeout. Default 3 s (invoke.DefaultTimeout).
+	// Timeout is the function's timeout. Default 3 s (invoke.DefaultTimeout). It bounds every
+	// invocation (with 10 s more out of process): the lease table's takers of a dead worker's
+	// shards, and the poller after an invocation whose answer was lost, wait for that bound. For
+	// an Invoker that reaches Lambda (invoke/lambdaapi) give the function's own Timeout on Lambda
+	// when it is longer (esm run and esm serve read it with GetFunctionConfiguration).
 	Timeout time.Duration
 	// Role is the execution role's ARN: the events' invokeIdentityArn (default: poller's).
 	Role string
