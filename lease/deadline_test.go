@@ -73,6 +73,8 @@ func TestEveryCallHasADeadline(t *testing.T) {
 	within("Release", 10*time.Second, func() { _ = d.Release(ctx, "shardId-000000000000") })
 	within("ListLeases", 20*time.Second, func() { _, _ = lease.ListLeases(ctx, hangAll{}, "leases") })
 	within("MappingUUID", 10*time.Second, func() { _, _ = lease.MappingUUID(ctx, hangAll{}, "leases") })
+	within("ReadFleet", 20*time.Second, func() { _, _ = lease.ReadFleet(ctx, hangAll{}, "leases") })
+	within("WorkerReader", 10*time.Second, func() { _, _ = lease.NewWorkerReader(hangAll{}, "leases").Workers(ctx) })
 	within("ClaimTable", 10*time.Second, func() {
 		_ = lease.ClaimTable(ctx, hangAll{}, "leases", "arn:aws:kinesis:us-east-1:000000000000:stream/s")
 	})

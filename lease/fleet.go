@@ -63,6 +63,7 @@ type Fleet struct {
 // blocked marks that still count.
 func ReadFleet(ctx context.Context, api DynamoAPI, table string) (Fleet, error) {
 	f := Fleet{Blocked: map[string]Blocked{}}
+	api = timed(api) // every call with its deadline (calls.go)
 	addrs := map[string]string{}
 	var roster map[string]member
 	in := &dynamodb.ScanInput{TableName: &table}
@@ -113,7 +114,7 @@ type WorkerReader struct {
 
 // NewWorkerReader returns a WorkerReader of table.
 func NewWorkerReader(api DynamoAPI, table string) *WorkerReader {
-	return &WorkerReader{api: api, table: table, addrs: map[string]string{}}
+	return &WorkerReader{api: timed(api), table: table, addrs: map[string]string{}}
 }
 
 // Workers reads the roster's members with their status addresses.
