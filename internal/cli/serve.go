@@ -23,6 +23,7 @@ import (
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
+	"github.com/kinesis-esm/esm/internal/ddbcall"
 	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
@@ -383,7 +384,9 @@ func ensureLeaseTable(ctx context.Context, ddb leaseTables, catalog liveness, id
 
 // deleteLeaseTable deletes a mapping's lease table; one already gone is fine.
 func deleteLeaseTable(ctx context.Context, ddb leaseTables, table string) error {
-	_, err := ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	_, err := ddbcall.Call(ctx, ddbcall.Table, 1, func(ctx context.Context) (*dynamodb.DeleteTableOutput, error) {
+		return ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
 	var nf *ddbtypes.ResourceNotFoundException
 	if err != nil && !errors.As(err, &nf) {
 		return fmt.Errorf("delete lease table %s: %w", table, err)
