@@ -32,7 +32,7 @@ func (silentCatalogAPI) DeleteItem(ctx context.Context, _ *dynamodb.DeleteItemIn
 func TestCatalogCallsHaveDeadlines(t *testing.T) {
 	c := DynamoCatalog{API: silentCatalogAPI{}, Table: "mappings"}
 	for name, call := range map[string]func() error{
-		"Load": func() error { _, err := c.Load(context.Background()); return err },
+		"Load":   func() error { _, err := c.Load(context.Background()); return err },
 		"Delete": func() error { return c.Delete(context.Background(), "0a360b63-0000-4000-8000-000000000000", 1) },
 	} {
 		done := make(chan error, 1)
