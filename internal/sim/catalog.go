@@ -470,8 +470,16 @@ func judgeCatalog(res *Result, cw *catalogWorld, catalog esmapi.DynamoCatalog, m
 			gone = gone || wr.deleted || wr.rec.Deleting
 		}
 	}
-	// Accepted changes: held at the end, or superseded by an accepted change of the same
-	// setting that did not precede them, or by an accepted Delete.
+	judgeSuperseded(res, cw, final, deleted)
+}
+
+// judgeSuperseded judges that every accepted Update is held at the end, or superseded by a change
+// of the same setting that did not precede it (accepted, or answered with a service error: its
+// write may have applied), or by a Delete; cw.mu is held.
+func judgeSuperseded(res *Result, cw *catalogWorld, final map[string]esmapi.Record, deleted map[string]*catalogOp) {
+	bad := func(format string, args ...any) {
+		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
+	}
 	value := func(r esmapi.Record, field string) int {
 		switch field {
 		case "BatchSize":
