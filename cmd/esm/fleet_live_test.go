@@ -91,8 +91,12 @@ func TestFleetLivePageShowsPeersBlockedShard(t *testing.T) {
 		t.Fatalf("w1's page never showed w3's blocked shard %s: %v", target, err)
 	}
 	shown := time.Since(put)
-	type first struct{ Blocked, FirstRow, Owner string }
+	type first struct {
+		Blocked, FirstRow, Owner string
+		LineageWidth, Window     float64
+	}
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[first](`({
+	  LineageWidth: document.querySelector('.lineage').scrollWidth, Window: window.innerWidth,
 	  Blocked: document.querySelector('table.blocked tbody tr').innerText,
 	  FirstRow: document.querySelector('table.shards tbody tr').dataset.shard,
 	  Owner: document.querySelector('table.shards tbody tr td:nth-child(4)').innerText})`))
@@ -107,6 +111,9 @@ func TestFleetLivePageShowsPeersBlockedShard(t *testing.T) {
 	}
 	if !strings.HasPrefix(got.Blocked, target) || !strings.Contains(got.Blocked, "w3") || !strings.Contains(got.Blocked, "failing as EXAMPLE_FAIL=error asks") {
 		t.Errorf("the first blocked row %q: want %s on w3 with the error", got.Blocked, target)
+	}
+	if got.LineageWidth > got.Window {
+		t.Errorf("the lineage of 1,000 shards is %v px wide in a %v px window", got.LineageWidth, got.Window)
 	}
 	if got.FirstRow != target || got.Owner != "w3" {
 		t.Errorf("the shard table starts with %s owned by %q, want the blocked %s of w3", got.FirstRow, got.Owner, target)

@@ -133,6 +133,18 @@ func TestLivePageInBrowser(t *testing.T) {
 	if !strings.HasPrefix(row, "blocked") {
 		t.Errorf("without JavaScript the child's state cell says %q, want blocked", row)
 	}
+
+	// The server goes away: the page says it is stale, with the error, instead of going quiet.
+	srv.CloseClientConnections()
+	srv.Close()
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#updated.stale`))); err != nil {
+		t.Fatalf("the page never said it was stale: %v", err)
+	}
+	bar, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#updated`)))
+	if err != nil || !strings.HasPrefix(bar, "Stale: ") || !strings.Contains(bar, "Last updated") {
+		t.Errorf("the stale warning reads %q (%v)", bar, err)
+	}
+	screenshot(t, ctx, "live-stale.png")
 }
 
 // selectionSurvives selects the summary's text and checks, after two updates of the page by its

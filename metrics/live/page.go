@@ -102,7 +102,7 @@ th, td { border: 1px solid #ccd3da; padding: .2em .5em; text-align: left; vertic
 th { background: #eef1f4; }
 caption { text-align: left; font-weight: bold; padding: .2em 0; }
 code { font-size: 12px; }
-td > code { white-space: nowrap; }
+td:first-child > code { white-space: nowrap; }
 .err { color: #a31515; min-width: 18em; max-width: 40em; word-break: break-word; }
 td code.seq { display: inline-block; max-width: 15em; word-break: break-all; }
 #updated { position: sticky; top: 0; background: #fff; padding: .3em 0; margin: 0; border-bottom: 1px solid #ccd3da; z-index: 1; }
