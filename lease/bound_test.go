@@ -18,6 +18,7 @@ func TestBoundOfEachEpochIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	first.GateInvocations() // as a poller does: it publishes what it invokes, nothing yet
 	if err := first.join(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -35,24 +36,25 @@ func TestBoundOfEachEpochIsKept(t *testing.T) {
 		epoch int64
 		want  time.Duration
 	}{{first.me.epoch, time.Second}, {restarted.me.epoch, 2 * time.Second}} {
-		got, err := restarted.readBound(ctx, "a", c.epoch)
+		got, horizons, err := restarted.readBound(ctx, "a", c.epoch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != c.want {
-			t.Errorf("the bound of epoch %d reads %s, want %s", c.epoch, got, c.want)
+		if got != c.want || !horizons {
+			t.Errorf("the bound of epoch %d reads %s (publishes horizons: %v), want %s and true", c.epoch, got, horizons, c.want)
 		}
 	}
 	tombs := tombstones(t, table)
-	if want := outlast(restarted.safe + time.Second); tombs[goneKey("a", first.me.epoch)] != want {
-		t.Errorf("the restart's tombstone of the first incarnation waits %s, want %s (its own bound)", tombs[goneKey("a", first.me.epoch)], want)
+	// The first incarnation invoked nothing: its last horizon was none.
+	if w, ok := tombs[goneKey("a", first.me.epoch)]; !ok || w != 0 {
+		t.Errorf("the restart's tombstone of the first incarnation waits %s (there: %v), want none (it published no horizon)", w, ok)
 	}
 	// Once the tombstone is gone, so is that epoch's bound.
 	restarted.dropBound(ctx, "a", first.me.epoch)
-	if got, err := restarted.readBound(ctx, "a", first.me.epoch); err != nil || got != MaxFunctionTimeout {
+	if got, _, err := restarted.readBound(ctx, "a", first.me.epoch); err != nil || got != MaxFunctionTimeout {
 		t.Errorf("a dropped bound reads %s (%v), want none (%s)", got, err, MaxFunctionTimeout)
 	}
-	if got, _ := restarted.readBound(ctx, "a", restarted.me.epoch); got != 2*time.Second {
+	if got, _, _ := restarted.readBound(ctx, "a", restarted.me.epoch); got != 2*time.Second {
 		t.Errorf("dropping the first epoch's bound changed the restart's: %s", got)
 	}
 }

@@ -121,6 +121,7 @@ type Dynamo struct {
 
 	// Roster state.
 	me         membership // this worker's own entry
+	fl         flight     // its invocations and the horizon its heartbeats publish (horizon.go)
 	roster     roster     // everyone's, as last read
 	stopReadAt time.Time  // last consistent roster read before a shutdown hand-over
 
@@ -275,10 +276,11 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 }
 
 var (
-	_ poller.Store       = (*Dynamo)(nil)
-	_ poller.Coordinator = (*Dynamo)(nil)
-	_ poller.Abandoner   = (*Dynamo)(nil)
-	_ poller.Stopper     = (*Dynamo)(nil)
+	_ poller.Store          = (*Dynamo)(nil)
+	_ poller.Coordinator    = (*Dynamo)(nil)
+	_ poller.Abandoner      = (*Dynamo)(nil)
+	_ poller.Stopper        = (*Dynamo)(nil)
+	_ poller.InvocationGate = (*Dynamo)(nil)
 )
 
 // WorkerID is this worker's id, the leaseOwner of the leases it holds.

@@ -27,6 +27,9 @@ const (
 	// attrBoundLease is the worker's lease duration (ms): the others judge its death by the
 	// longer of theirs and its own (DESIGN.md, "The lease duration is published").
 	attrBoundLease = "l"
+	// attrBoundHorizons marks a worker that publishes its invocation horizon with every heartbeat
+	// (horizon.go): its dead epochs are waited for until their last horizon, not for their bound.
+	attrBoundHorizons = "r"
 )
 
 func boundKey(id string, epoch int64) string {
@@ -43,7 +46,8 @@ func isBoundItem(it map[string]types.AttributeValue) bool {
 func (d *Dynamo) writeBound(ctx context.Context, epoch int64) error {
 	item := map[string]types.AttributeValue{
 		attrKey: str(boundKey(d.id, epoch)), attrBoundEpoch: num(epoch), attrBoundMillis: num(d.cfg.functionTimeout.Milliseconds()),
-		attrBoundLease: num(d.cfg.leaseDuration.Milliseconds()),
+		attrBoundLease:    num(d.cfg.leaseDuration.Milliseconds()),
+		attrBoundHorizons: &types.AttributeValueMemberBOOL{Value: true},
 	}
 	if d.cfg.statusAddr != "" {
 		item[attrBoundAddr] = str(d.cfg.statusAddr) // see fleet.go
@@ -67,6 +71,9 @@ func (d *Dynamo) readBound(ctx context.Context, id string, epoch int64) (time.Du
 type published struct {
 	bound time.Duration // its invocation bound (MaxFunctionTimeout when not published)
 	lease time.Duration // its lease duration (0 when not published: an earlier version)
+	// horizons: it publishes its invocation horizon with every heartbeat (false: an earlier
+	// version, waited for its bound).
+	horizons bool
 }
 
 // readPublished reads worker id's bound item of epoch (consistently).
@@ -85,6 +92,8 @@ func (d *Dynamo) readPublished(ctx context.Context, id string, epoch int64) (pub
 	if ms, ok := millis(out.Item[attrBoundLease]); ok && ms > 0 {
 		p.lease = ms
 	}
+	h, _ := out.Item[attrBoundHorizons].(*types.AttributeValueMemberBOOL)
+	p.horizons = h != nil && h.Value
 	return p, nil
 }
 

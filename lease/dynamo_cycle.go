@@ -106,8 +106,9 @@ func (d *Dynamo) declareDeadMembers(ctx context.Context) {
 		return
 	}
 	type victim struct {
-		id string
-		m  member
+		id  string
+		m   member
+		got time.Time
 	}
 	var todo []victim
 	dead := d.roster.dead(d.id, now, d.cfg.leaseDuration, d.me.beats)
@@ -120,12 +121,12 @@ func (d *Dynamo) declareDeadMembers(ctx context.Context) {
 	for _, id := range dead {
 		o := d.roster.beats[id]
 		if r := rank(id, live); len(r) > 0 && r[0] == d.id || d.plan.load[id] > 0 {
-			todo = append(todo, victim{id, o.m})
+			todo = append(todo, victim{id, o.m, o.got})
 		}
 	}
 	d.mu.Unlock()
 	for _, v := range todo {
-		if err := d.declareDead(ctx, v.id, v.m); err != nil && ctx.Err() == nil {
+		if err := d.declareDead(ctx, v.id, v.m, v.got); err != nil && ctx.Err() == nil {
 			d.log.Warn("declare dead failed; will retry", "dead_worker", v.id, "err", err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,9 @@ const (
 	memberLeave = "l"
 	memberKnown = "u" // how many shards the worker knows of
 	memberWaits = "w" // leases placed on the worker that another live worker owns and does not hand over
+	// memberHorizon is how long after the heartbeat's send the worker's invocations may still
+	// run, in milliseconds (whole seconds); absent when none can (see horizon.go).
+	memberHorizon = "r"
 	// attrGone holds the tombstones of workers declared dead or replaced by a new incarnation:
 	// goneKey(id, epoch) → {w: milliseconds}. Their leases stay unfree until an observer has
 	// seen the tombstone for that long (see DESIGN.md, "Invocations bounded by leases").
@@ -46,6 +50,21 @@ func goneKey(id string, epoch int64) string { return strconv.FormatInt(epoch, 10
 // d + d/8, the clock-rate ratio Held's margin allows (a worker stops at 0.8 L on its clock; the
 // others declare it dead after 0.9 L on theirs).
 func outlast(d time.Duration) time.Duration { return d + d/8 }
+
+// newEpoch is a random epoch of 10 digits that the roster (entries and tombstones) does not
+// show for worker id. An epoch must differ from the earlier epochs of the same id that may still
+// run or hold leases, and those are in the roster: an epoch whose tombstone is gone has nothing
+// left running, and a lease still stamped with it is free for anyone, the new incarnation too.
+// 19 digits took 5 bytes more per roster entry, which with the horizons of 100 busy workers took
+// every heartbeat past 3 KB (4 write units).
+func newEpoch(rnd *rand.Rand, id string, ms map[string]member, tombs map[string]time.Duration) int64 {
+	for {
+		e := 1e9 + rnd.Int64N(9e9)
+		if _, gone := tombs[goneKey(id, e)]; ms[id].epoch != e && !gone {
+			return e
+		}
+	}
+}
 
 func decodeRoster(item map[string]types.AttributeValue) (map[string]member, map[string]time.Duration, error) {
 	out := map[string]member{}
@@ -73,7 +92,8 @@ func decodeRoster(item map[string]types.AttributeValue) (map[string]member, map[
 			return nil, nil, fmt.Errorf("roster entry %s is not a map", id)
 		}
 		var mb member
-		for name, dst := range map[string]*int64{memberEpoch: &mb.epoch, memberBeat: &mb.beat, memberKnown: &mb.known} {
+		var horizon int64
+		for name, dst := range map[string]*int64{memberEpoch: &mb.epoch, memberBeat: &mb.beat, memberKnown: &mb.known, memberHorizon: &horizon} {
 			if n, ok := e.Value[name].(*types.AttributeValueMemberN); ok {
 				x, err := strconv.ParseInt(n.Value, 10, 64)
 				if err != nil {
@@ -82,6 +102,7 @@ func decodeRoster(item map[string]types.AttributeValue) (map[string]member, map[
 				*dst = x
 			}
 		}
+		mb.horizon = time.Duration(max(horizon, 0)) * time.Millisecond
 		if b, ok := e.Value[memberLeave].(*types.AttributeValueMemberBOOL); ok {
 			mb.leaving = b.Value
 		}
@@ -97,6 +118,9 @@ func entryValue(m member) types.AttributeValue {
 	v := map[string]types.AttributeValue{memberEpoch: num(m.epoch), memberBeat: num(m.beat), memberKnown: num(m.known)}
 	if m.leaving {
 		v[memberLeave] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if m.horizon > 0 {
+		v[memberHorizon] = num(m.horizon.Milliseconds())
 	}
 	return &types.AttributeValueMemberM{Value: v}
 }
@@ -120,6 +144,7 @@ func (d *Dynamo) join(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create roster: %w", err)
 	}
+	read := d.cfg.now() // the previous incarnation's last heartbeat was sent before
 	ms, tombs, err := decodeRoster(created.Attributes)
 	if err != nil {
 		return err
@@ -134,13 +159,17 @@ func (d *Dynamo) join(ctx context.Context) error {
 		bound = false
 	}
 	if !bound {
-		epoch = d.rnd.Int64()
+		epoch = newEpoch(d.rnd, d.id, ms, tombs)
 	}
 	known, leaving := int64(d.registered), d.stopping
+	var horizon time.Duration // a new epoch has invoked nothing; an ungated worker may at once
+	if !d.fl.gated {
+		horizon = d.safe + d.cfg.functionTimeout
+	}
 	d.mu.Unlock()
 	expr, cond := "SET #m.#me = :entry", "attribute_not_exists(#m.#me)"
 	names := map[string]string{"#m": attrMembers, "#me": d.id}
-	values := map[string]types.AttributeValue{":entry": entryValue(member{epoch: epoch, beat: 1, known: known, leaving: leaving})}
+	values := map[string]types.AttributeValue{":entry": entryValue(member{epoch: epoch, beat: 1, known: known, leaving: leaving, horizon: horizon})}
 	prev, replaced := ms[d.id]
 	if replaced && prev.epoch == epoch {
 		// The previous attempt's write landed though its answer was lost: write the entry
@@ -149,13 +178,14 @@ func (d *Dynamo) join(ctx context.Context) error {
 		names["#e"], values[":prev"] = memberEpoch, num(epoch)
 	}
 	var prevBound, prevSafe time.Duration
+	var prevHorizons bool
 	if replaced {
 		p, err := d.readPublished(ctx, d.id, prev.epoch)
 		if err != nil {
 			return err
 		}
 		// The previous incarnation's Held lasted 0.8 of its own lease duration.
-		prevBound, prevSafe = p.bound, max(d.safe, p.lease-p.lease/5)
+		prevBound, prevSafe, prevHorizons = p.bound, max(d.safe, p.lease-p.lease/5), p.horizons
 	}
 	// The bound first: a worker whose entry is there has its bound written (or counts as the
 	// longest, if it lacks one).
@@ -168,12 +198,18 @@ func (d *Dynamo) join(ctx context.Context) error {
 		d.mu.Unlock()
 	}
 	if replaced {
-		// Its last heartbeat was sent before this write: its Held ends within safe of now,
-		// and an invocation it started then ends within its bound after that.
+		// Conditional on the heartbeat read, so that the horizon read is its last: its
+		// invocations end within that horizon of the read's return. An incarnation that
+		// publishes none: its last heartbeat was sent before this write, its Held ends within
+		// safe of now, and an invocation it started then ends within its bound after that.
+		wait := outlast(prevSafe + prevBound)
+		if prevHorizons {
+			wait = horizonWait(prev.horizon, read, d.cfg.now())
+		}
 		expr += ", #g.#old = :tomb"
-		cond = "#m.#me.#e = :prev"
-		names["#g"], names["#old"], names["#e"] = attrGone, goneKey(d.id, prev.epoch), memberEpoch
-		values[":tomb"], values[":prev"] = tombstoneValue(outlast(prevSafe+prevBound)), num(prev.epoch)
+		cond = "#m.#me.#e = :prev AND #m.#me.#h = :ph"
+		names["#g"], names["#old"], names["#e"], names["#h"] = attrGone, goneKey(d.id, prev.epoch), memberEpoch, memberBeat
+		values[":tomb"], values[":prev"], values[":ph"] = tombstoneValue(wait), num(prev.epoch), num(prev.beat)
 	}
 	sent := d.cfg.now()
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -192,6 +228,7 @@ func (d *Dynamo) join(ctx context.Context) error {
 	d.me.epoch, d.me.beat, d.me.joined, d.me.joinedAt, d.me.leaving, d.me.publishedKnown = epoch, 1, true, sent, leaving, known
 	d.me.lastBeat, d.me.drawn = sent, 0
 	d.countBeatLocked(sent, got)
+	d.joinedLocked(sent)
 	d.log.Info("joined the lease table's workers", "epoch", epoch)
 	return d.observeRosterLocked(out.Attributes, sent, got)
 }
@@ -214,8 +251,10 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	if len(waits) > maxWaits {
 		waits = waits[:maxWaits]
 	}
-	d.mu.Unlock()
 	sent := d.cfg.now()
+	horizon := d.horizonLocked(sent)
+	attempt := d.composeBeatLocked(sent, horizon)
+	d.mu.Unlock()
 	expr := "SET #m.#me.#h = :h, #m.#me.#u = :u"
 	names := map[string]string{"#m": attrMembers, "#me": d.id, "#h": memberBeat, "#e": memberEpoch, "#u": memberKnown}
 	values := map[string]types.AttributeValue{":h": num(next), ":e": num(epoch), ":u": num(known)}
@@ -232,6 +271,13 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 		values[":w"] = &types.AttributeValueMemberSS{Value: waits}
 	} else {
 		remove = append(remove, "#m.#me.#w")
+	}
+	names["#r"] = memberHorizon
+	if horizon > 0 {
+		expr += ", #m.#me.#r = :r"
+		values[":r"] = num(horizon.Milliseconds())
+	} else {
+		remove = append(remove, "#m.#me.#r")
 	}
 	if len(remove) > 0 {
 		expr += " REMOVE " + strings.Join(remove, ", ")
@@ -259,6 +305,7 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	if d.me.epoch != epoch { // expelled and joined again meanwhile
 		return nil
 	}
+	d.beatWentThroughLocked(attempt, sent, horizon)
 	d.me.lastBeat, d.me.beatFailures, d.me.publishedKnown = sent, 0, known
 	d.countBeatLocked(sent, got)
 	return d.observeRosterLocked(out.Attributes, sent, got)
@@ -348,7 +395,7 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 // heartbeat and epoch seen: if it beat meanwhile, nothing happens. The member's leases are free
 // once this worker has seen the tombstone for the member's invocation bound (outlast), so that
 // no invocation it started before its Held ended is still running when another begins.
-func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
+func (d *Dynamo) declareDead(ctx context.Context, id string, m member, got time.Time) error {
 	p, err := d.readPublished(ctx, id, m.epoch)
 	if err != nil {
 		return fmt.Errorf("declare %s dead: %w", id, err)
@@ -365,6 +412,9 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
 		}
 	}
 	k, wait := goneKey(id, m.epoch), outlast(p.bound)
+	if p.horizons {
+		wait = horizonWait(m.horizon, got, d.cfg.now())
+	}
 	_, err = d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
 		UpdateExpression:         aws.String("REMOVE #m.#w SET #g.#k = :tomb"),
@@ -375,8 +425,14 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member) error {
 	})
 	switch {
 	case err == nil:
-		d.log.Warn("worker declared dead", "dead_worker", id, "heartbeat", m.beat, "leases_free_in", wait)
-	case isConditionFailed(err): // it beat, or another worker declared it first
+		d.log.Warn("worker declared dead", "dead_worker", id, "heartbeat", m.beat, "horizon", m.horizon, "leases_free_in", wait)
+	case isConditionFailed(err):
+		// It beat, or another worker declared it first: the next roster read shows which,
+		// and the entry holds its leases until then. Not buried here with this worker's own
+		// wait: the first declarer's tombstone may be gone already (its wait was short), and
+		// with it the bound item, which then read as the longest, 900 s, and held the leases
+		// back that long here.
+		return nil
 	default:
 		return fmt.Errorf("declare %s dead: %w", id, err)
 	}
@@ -423,6 +479,11 @@ func (d *Dynamo) leave(ctx context.Context) {
 	d.mu.Lock()
 	joined, epoch, drawn := d.me.joined, d.me.epoch, d.me.drawn
 	abandoned := slices.ContainsFunc(slices.Collect(maps.Values(d.heldShardsLocked())), func(h *heldLease) bool { return h.abandoned })
+	now := d.cfg.now()
+	var wait time.Duration
+	if end := d.inflightEndLocked(now); !end.IsZero() {
+		wait = outlastRate(end.Sub(now))
+	}
 	d.me.joined, d.me.drawn = false, 0
 	d.mu.Unlock()
 	if drawn != 0 { // a join that never went through: its bound item goes too
@@ -434,10 +495,9 @@ func (d *Dynamo) leave(ctx context.Context) {
 	expr := "REMOVE #m.#me"
 	names := map[string]string{"#m": attrMembers, "#me": d.id, "#e": memberEpoch}
 	values := map[string]types.AttributeValue{":e": num(epoch)}
-	if abandoned {
+	if abandoned && wait > 0 {
 		// An invocation cut off at shutdown may still run: the leases it kept are free only
-		// once it must have ended, as after a death.
-		wait := outlast(d.cfg.functionTimeout)
+		// once it must have ended (its deadline), as after a death.
 		expr += " SET #g.#k = :tomb"
 		names["#g"], names["#k"], values[":tomb"] = attrGone, goneKey(d.id, epoch), tombstoneValue(wait)
 		d.log.Warn("leaving with invocations cut off by the shutdown grace: their leases are free to others later", "leases_free_in", wait)

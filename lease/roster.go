@@ -12,6 +12,9 @@ type member struct {
 	beat    int64
 	known   int64
 	leaving bool
+	// horizon is how long after this heartbeat's send its invocations may still run (zero: none
+	// can); meaningful only for a worker that publishes horizons (see horizon.go).
+	horizon time.Duration
 	waits   []string
 }
 
@@ -27,6 +30,9 @@ type gone struct {
 type beatObs struct {
 	m     member
 	since time.Time
+	// got is the return of the read that first showed the value: the heartbeat was sent
+	// before it.
+	got time.Time
 	// healthyAt is how many of this worker's own heartbeats had succeeded when the value was
 	// first seen: a worker is judged dead only across heartbeats of this one that went through
 	// (the roster is one item, so a throttled table fails everyone's at once).
@@ -76,7 +82,7 @@ func (r *roster) observe(ms map[string]member, tombs map[string]time.Duration, a
 	}
 	for id, m := range ms {
 		if o, ok := r.beats[id]; !ok || o.m.epoch != m.epoch || o.m.beat != m.beat {
-			r.beats[id] = beatObs{m: m, since: at, healthyAt: healthy}
+			r.beats[id] = beatObs{m: m, since: at, got: got, healthyAt: healthy}
 		} else if m.leaving != o.m.leaving {
 			o.m.leaving = m.leaving
 			r.beats[id] = o

@@ -58,65 +58,69 @@ func tombstones(t *testing.T, table string) map[string]time.Duration {
 	return tombs
 }
 
-// TestDeadWorkersLeaseWaitsForItsTimeout: a worker cut off from DynamoDB is declared dead after a
-// lease duration, and its lease is taken only once the taker has seen its tombstone for the
-// function timeout the dead worker published, and an eighth more: an invocation it started
-// before its Held ended has ended by then.
+// TestDeadWorkersLeaseWaitsForItsTimeout: a worker cut off from DynamoDB just after it started an
+// invocation is declared dead after a lease duration, and its lease is taken only once that
+// invocation's deadline (its start plus the function timeout the dead worker published) has
+// passed: the horizon of its last heartbeat covered it.
 func TestDeadWorkersLeaseWaitsForItsTimeout(t *testing.T) {
 	const leaseDuration, timeout = 2 * time.Second, 3 * time.Second
 	table := newTable(t)
 	ids := shardIDs(1)
 	cut := &countingAPI{DynamoAPI: ddb}
 	logA, _ := testLogger(t)
-	_, stopA := startDriven(t, cut, table, "a", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout), WithLogger(logA))
-	testkit.WaitFor(t, "a to own the shard", 15*time.Second, func() bool { return leasesOf(t, table)[ids[0]].Owner == "a" })
+	a, stopA := startDriven(t, cut, table, "a", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout), WithLogger(logA))
+	testkit.WaitFor(t, "a to own the shard", 15*time.Second, func() bool { return leasesOf(t, table)[ids[0]].Owner == "a" && a.Held(ids[0]) })
 	logB, bufB := testLogger(t)
 	_, stopB := startDriven(t, ddb, table, "b", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(time.Second), WithLogger(logB))
 	defer stopB()
 	testkit.WaitFor(t, "b to see a", 15*time.Second, func() bool { _, ok := firstLog(bufB, "joined the lease table's workers"); return ok })
+	started := time.Now()
+	if _, ok := a.StartInvocation(context.Background(), ids[0]); !ok {
+		t.Fatal("a may not invoke the shard it holds")
+	}
 	cut.cut.Store(true)
 	defer stopA()
 	testkit.WaitFor(t, "b to take a's lease", 30*time.Second, func() bool { _, ok := firstLog(bufB, "lease taken", "shard_id", ids[0]); return ok })
-	declared, ok := firstLog(bufB, "worker declared dead", "dead_worker", "a")
-	if !ok {
+	if _, ok := firstLog(bufB, "worker declared dead", "dead_worker", "a"); !ok {
 		t.Fatal("b took the lease without declaring a dead")
 	}
 	taken, _ := firstLog(bufB, "lease taken", "shard_id", ids[0])
-	wait := outlast(timeout)
-	t.Logf("a declared dead; its lease taken %s later (wait %s)", taken.Sub(declared).Round(time.Millisecond), wait)
-	if taken.Sub(declared) < wait {
-		t.Fatalf("a's lease taken %s after a was declared dead: an invocation a started may still run for %s", taken.Sub(declared), wait)
+	t.Logf("a cut off just after an invocation started; its lease taken %s after that start (timeout %s)", taken.Sub(started).Round(time.Millisecond), timeout)
+	if taken.Sub(started) < timeout {
+		t.Fatalf("a's lease taken %s after a started an invocation that may run for %s", taken.Sub(started), timeout)
 	}
 	testkit.WaitFor(t, "the tombstone removed once its wait passed", 30*time.Second, func() bool { return len(tombstones(t, table)) == 0 })
 }
 
-// TestRestartedWorkerWaitsForItsPreviousIncarnation: a worker killed and started again under the
-// same id replaces its roster entry with a tombstone; the leases of its previous epoch are free
-// only once that incarnation can have neither read nor invoked (Held's window and its timeout,
-// and an eighth more), not at once as before.
+// TestRestartedWorkerWaitsForItsPreviousIncarnation: a worker killed just after it started an
+// invocation and started again under the same id replaces its roster entry with a tombstone;
+// the leases of its previous epoch are free only once that invocation's deadline passed (the
+// horizon of the previous incarnation's last heartbeat), not at once as before.
 func TestRestartedWorkerWaitsForItsPreviousIncarnation(t *testing.T) {
 	const leaseDuration, timeout = 2 * time.Second, 2 * time.Second
 	table := newTable(t)
 	ids := shardIDs(1)
 	cut := &countingAPI{DynamoAPI: ddb}
-	_, stop1 := startDriven(t, cut, table, "a", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout))
-	testkit.WaitFor(t, "a to own the shard", 15*time.Second, func() bool { return leasesOf(t, table)[ids[0]].Owner == "a" })
+	a1, stop1 := startDriven(t, cut, table, "a", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout))
+	testkit.WaitFor(t, "a to own the shard", 15*time.Second, func() bool { return leasesOf(t, table)[ids[0]].Owner == "a" && a1.Held(ids[0]) })
 	first := leasesOf(t, table)[ids[0]].OwnerEpoch
+	started := time.Now()
+	if _, ok := a1.StartInvocation(context.Background(), ids[0]); !ok {
+		t.Fatal("a may not invoke the shard it holds")
+	}
 	cut.cut.Store(true) // killed, as the table sees it
 	defer stop1()
 	log2, buf2 := testLogger(t)
-	a2, stop2 := startDriven(t, ddb, table, "a", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout), WithLogger(log2))
+	_, stop2 := startDriven(t, ddb, table, "a", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(timeout), WithLogger(log2))
 	defer stop2()
 	testkit.WaitFor(t, "the new incarnation to take the lease", 30*time.Second, func() bool { _, ok := firstLog(buf2, "lease taken", "shard_id", ids[0]); return ok })
 	if l := leasesOf(t, table)[ids[0]]; l.Owner != "a" || l.OwnerEpoch == first {
 		t.Fatalf("lease %+v after the new incarnation's take", l)
 	}
-	joined, _ := firstLog(buf2, "joined the lease table's workers")
 	taken, _ := firstLog(buf2, "lease taken", "shard_id", ids[0])
-	wait := outlast(a2.safe + timeout)
-	t.Logf("restarted; the previous incarnation's lease taken %s after the join (wait %s)", taken.Sub(joined).Round(time.Millisecond), wait)
-	if taken.Sub(joined) < wait {
-		t.Fatalf("the previous incarnation's lease taken %s after the join; it may have been invoking for %s", taken.Sub(joined), wait)
+	t.Logf("restarted; the previous incarnation's lease taken %s after its last invocation started (timeout %s)", taken.Sub(started).Round(time.Millisecond), timeout)
+	if taken.Sub(started) < timeout {
+		t.Fatalf("the previous incarnation's lease taken %s after it started an invocation that may run for %s", taken.Sub(started), timeout)
 	}
 }
 
@@ -158,17 +162,20 @@ func TestAbandonedLeaseWaitsForTheTimeout(t *testing.T) {
 	_, stopB := startDriven(t, ddb, table, "b", ids, WithLeaseDuration(leaseDuration), WithFunctionTimeout(time.Second), WithLogger(logB))
 	defer stopB()
 	testkit.WaitFor(t, "b to join", 15*time.Second, func() bool { _, ok := firstLog(bufB, "joined the lease table's workers"); return ok })
+	testkit.WaitFor(t, "a to hold the shard", 15*time.Second, func() bool { return a.Held(ids[0]) })
+	started := time.Now()
+	if _, ok := a.StartInvocation(context.Background(), ids[0]); !ok { // cut off: never ended
+		t.Fatal("a may not invoke the shard it holds")
+	}
 	a.Abandon(ids[0])
-	stopping := time.Now()
 	stopA()
 	if l := leasesOf(t, table)[ids[0]]; l.Owner != "a" || l.HandedOver {
 		t.Fatalf("after the stop: %+v; want the abandoned lease kept by a", l)
 	}
 	testkit.WaitFor(t, "b to take the lease", 30*time.Second, func() bool { _, ok := firstLog(bufB, "lease taken", "shard_id", ids[0]); return ok })
 	taken, _ := firstLog(bufB, "lease taken", "shard_id", ids[0])
-	wait := outlast(timeout)
-	t.Logf("abandoned lease taken %s after the stop began (wait %s)", taken.Sub(stopping).Round(time.Millisecond), wait)
-	if taken.Sub(stopping) < wait {
-		t.Fatalf("abandoned lease taken %s after the stop began; the invocation cut off may run for %s", taken.Sub(stopping), wait)
+	t.Logf("abandoned lease taken %s after its cut-off invocation started (timeout %s)", taken.Sub(started).Round(time.Millisecond), timeout)
+	if taken.Sub(started) < timeout {
+		t.Fatalf("abandoned lease taken %s after its cut-off invocation started; it may run for %s", taken.Sub(started), timeout)
 	}
 }

@@ -68,3 +68,27 @@ func WithCoordinator(c Coordinator) Option { return func(p *Poller) { p.coord = 
 
 // held reports whether the reader may go on reading and invoking.
 func (r *reader) held() bool { return r.p.coord == nil || r.p.coord.Held(r.shardID) }
+
+// InvocationGate is implemented by a Coordinator that must know of every invocation before it is
+// sent and after it returned: the lease package publishes how long this worker's invocations may
+// still run, so that a dead worker's shards wait for exactly that. The poller then asks it
+// instead of Held before each invocation.
+type InvocationGate interface {
+	// GateInvocations is called once by the poller before it invokes anything: from then on it
+	// sends no invocation StartInvocation did not admit. A gate that is never told so (a
+	// wrapper of the coordinator that does not pass it on) must assume invocations it does not
+	// see.
+	GateInvocations()
+	// StartInvocation reports whether an invocation of the shard may be sent now; it may first
+	// publish something and wait for it. The ticket is asked again just before the send
+	// (Recheck), and told with End whether the invocation has surely ended (a response came,
+	// or it was never sent) or may run on (an ambiguous failure, a call cut off).
+	StartInvocation(ctx context.Context, shardID string) (InvocationTicket, bool)
+}
+
+// InvocationTicket is one invocation admitted by an InvocationGate.
+type InvocationTicket interface {
+	Recheck() bool
+	End(ended bool)
+}
+

@@ -230,6 +230,9 @@ func (p *Poller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
+	if g, ok := p.coord.(InvocationGate); ok {
+		g.GateInvocations()
+	}
 	listing, err := atStart(ctx, p, "listing shards", func() ([]types.Shard, error) { return ListShards(ctx, p.kin, p.cfg.StreamARN) })
 	if errors.Is(err, errStopped) {
 		return nil

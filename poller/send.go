@@ -71,15 +71,23 @@ type sent struct {
 //  2. the lease check: Held before the call (errLost when not), and the start check
 //     (invoke.WithStartCheck) that every invoker asks again just before it sends, after whatever
 //     it waited for (a concurrency slot, an endpoint, an environment) and before each retry of its
-//     own. The check's last yes is the invocation's send time;
-//  3. the end: the outcome, and when it is ambiguous the lane's new until (send time + B).
+//     own. The check's last yes is the invocation's send time. A Coordinator that is an
+//     InvocationGate admits the invocation instead of Held, and its ticket is the start check;
+//  3. the end: the outcome, and when it is ambiguous the lane's new until (send time + B); an
+//     InvocationGate's ticket is told whether the invocation surely ended.
 //
 // An invocation is in flight from step 2's first yes (sending) to the call's return (ended).
 func (r *reader) send(inv invocation) sent {
 	if err := r.awaitLane(inv.run, inv.lane); err != nil {
 		return sent{err: err}
 	}
-	if !r.held() {
+	check, ticket := r.held, InvocationTicket(nil)
+	if g, ok := r.p.coord.(InvocationGate); ok {
+		if ticket, ok = g.StartInvocation(inv.ctx, r.shardID); !ok {
+			return sent{err: errLost}
+		}
+		check = ticket.Recheck
+	} else if !r.held() {
 		return sent{err: errLost}
 	}
 	if inv.ctx.Err() != nil { // the shutdown grace is over: nothing is sent any more
@@ -91,7 +99,7 @@ func (r *reader) send(inv invocation) sent {
 	}
 	var sentAt atomic.Int64 // UnixNano of the start check's last yes
 	ctx = invoke.WithStartCheck(ctx, func() bool {
-		if !r.held() {
+		if !check() {
 			return false
 		}
 		sentAt.Store(time.Now().UnixNano()) // sending: the request may leave from now on
@@ -108,6 +116,9 @@ func (r *reader) send(inv invocation) sent {
 		}
 		s.ambiguous = true
 		r.mayRunUntil(inv.lane, at.Add(r.p.bound))
+	}
+	if ticket != nil {
+		ticket.End(!s.ambiguous)
 	}
 	return s
 }

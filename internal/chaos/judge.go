@@ -41,10 +41,15 @@ type Input struct {
 	Resharded bool
 	// End is when the workers were stopped: a child never invoked waited until then.
 	End time.Time
-	// TakeoverBound is how long after a worker's death its shards may wait for a taker (the
-	// lease design's L + 4c + 9/8·B). A child during whose wait (or up to TakeoverBound before
-	// it) a worker was faulted may wait MaxChildWait plus that.
-	TakeoverBound time.Duration
+	// InFlight is how much longer than MaxChildWait a child may wait when a worker faulted
+	// during its wait (or up to InFlight before it) had an invocation in flight: what the
+	// horizon of a busy worker adds to the takeover bound of an idle one (see InFlightAllowance).
+	// A worker faulted while idle adds nothing.
+	InFlight time.Duration
+	// Recent is how long before a fault an invocation of the faulted worker may have ended and
+	// still count as in flight: its last heartbeat may have published a busy horizon for it
+	// (an invocation in flight at that heartbeat, or started since the one before).
+	Recent time.Duration
 }
 
 // maxShown is how many examples a failed verdict names.
@@ -250,7 +255,8 @@ func checkOverlap(invs []Invocation) Verdict {
 func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 	lineage, p, end := in.Lineage, in.Produced, in.End
 	shards := byShard(invs)
-	judged, faulted := 0, 0
+	judged, idle, busy := 0, 0, 0
+	var longestIdle, longestBusy time.Duration
 	var bad []string
 	for _, child := range sortedKeys(lineage) {
 		parents := lineage[child]
@@ -275,23 +281,43 @@ func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 		if wait > st.LongestChildWait {
 			st.LongestChildWait, st.LongestChild = wait, child
 		}
-		limit := in.MaxChildWait
-		// A fault delays a child until the takeover bound after it ended: the worker may have held
-		// a parent (paused or cut off, it is declared dead and its leases wait) or the child.
-		if slices.ContainsFunc(in.Events, func(e FaultEvent) bool {
-			return e.From.Before(first.Start) && e.To.Add(in.TakeoverBound).After(ready)
-		}) {
-			faulted++
-			limit += in.TakeoverBound
+		limit, why := in.MaxChildWait, ""
+		// A fault during the wait (or just before) on a worker with an invocation in flight
+		// delays the child until that worker's horizon has passed: it may have held a parent
+		// (paused, cut off or killed, it is declared dead and its leases wait for its
+		// invocations) or the child. A worker faulted while idle published no horizon.
+		for _, e := range in.Events {
+			if !e.From.Before(first.Start) || !e.To.Add(in.InFlight).After(ready) {
+				continue
+			}
+			if inv, ok := inFlightAt(invs, e.Worker, e.From, in.Recent); ok {
+				limit = in.MaxChildWait + in.InFlight
+				why = fmt.Sprintf("%s on %s at %s with %s's invocation started at %s in flight", e.Kind, e.Worker,
+					e.From.Format(timeFmt), inv.Shard, inv.Start.Format(timeFmt))
+				break
+			}
+		}
+		if why == "" {
+			idle++
+			longestIdle = max(longestIdle, wait)
+		} else {
+			busy++
+			longestBusy = max(longestBusy, wait)
 		}
 		if wait > limit {
-			bad = append(bad, fmt.Sprintf("%s waited %s (ready %s, first invoked on %s at %s)", child, wait.Round(time.Millisecond),
-				ready.Format(timeFmt), first.Worker, first.Start.Format(timeFmt)))
+			applied := "no invocation in flight at any fault near it: bound " + in.MaxChildWait.String()
+			if why != "" {
+				applied = fmt.Sprintf("%s: bound %s + %s", why, in.MaxChildWait, in.InFlight.Round(time.Millisecond))
+			}
+			bad = append(bad, fmt.Sprintf("%s waited %s (ready %s, first invoked on %s at %s; %s)", child, wait.Round(time.Millisecond),
+				ready.Format(timeFmt), first.Worker, first.Start.Format(timeFmt), applied))
 		}
 	}
 	v := Verdict{Name: fmt.Sprintf("no child waits more than %s once its parents are done", in.MaxChildWait), OK: len(bad) == 0,
-		Detail: fmt.Sprintf("%d children judged (%d with a worker faulted while they waited or just before: bound %s + the takeover bound %s), the longest wait %s",
-			judged, faulted, in.MaxChildWait, in.TakeoverBound.Round(time.Millisecond), st.LongestChildWait.Round(time.Millisecond))}
+		Detail: fmt.Sprintf("%d children judged: %d against %s (no faulted worker had an invocation in flight; the longest waited %s), "+
+			"%d against %s + %s (a worker faulted while they waited or just before had one in flight; the longest waited %s); the longest wait %s",
+			judged, idle, in.MaxChildWait, longestIdle.Round(time.Millisecond), busy, in.MaxChildWait, in.InFlight.Round(time.Millisecond),
+			longestBusy.Round(time.Millisecond), st.LongestChildWait.Round(time.Millisecond))}
 	if st.LongestChild != "" {
 		v.Detail += " (" + st.LongestChild + ")"
 	}
@@ -299,6 +325,17 @@ func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 		v.Detail += "; " + strings.Join(bad[:min(maxShown, len(bad))], "; ")
 	}
 	return v
+}
+
+// inFlightAt is an invocation of worker w that was running at t, or ended less than recent
+// before it.
+func inFlightAt(invs []Invocation, w string, t time.Time, recent time.Duration) (Invocation, bool) {
+	for _, inv := range invs {
+		if inv.Worker == w && inv.Start.Before(t) && inv.End.After(t.Add(-recent)) {
+			return inv, true
+		}
+	}
+	return Invocation{}, false
 }
 
 // checkExits: a SIGTERM ends a worker with exit 0, and no worker exits on its own.

@@ -74,11 +74,14 @@ func TestJudgePassesAGoodRun(t *testing.T) {
 	}
 }
 
-// TestJudgeChildWaitAllowsATakeover: a child whose wait a worker fault overlapped, or preceded
-// by less than the takeover bound, may wait the takeover bound longer; one with no fault may not.
-func TestJudgeChildWaitAllowsATakeover(t *testing.T) {
+// TestJudgeChildWaitAllowsAnInvocationInFlight: a child may wait the in-flight allowance longer
+// than 15 s only when a worker faulted during its wait (or just before) had an invocation in
+// flight, or one that ended just before; a fault on an idle worker allows nothing more (its
+// shards are taken within its lease, as when there is no fault). The verdict says which
+// applied.
+func TestJudgeChildWaitAllowsAnInvocationInFlight(t *testing.T) {
 	in := goodRun()
-	in.TakeoverBound = 20 * time.Second
+	in.InFlight, in.Recent = 20*time.Second, time.Second
 	in.Invocations = slices.Clone(in.Invocations)
 	in.Invocations[6].Start, in.Invocations[6].End = at(30), at(31) // m waits 25.5 s
 	in.End = at(40)
@@ -88,12 +91,22 @@ func TestJudgeChildWaitAllowsATakeover(t *testing.T) {
 		v := verdictsByName(vs)["no child"]
 		t.Fatalf("no fault during the wait: %+v, want a failed %q", v, name)
 	}
-	// A pause that ended before the parents did: the paused worker was declared dead, and its
-	// leases wait for the takeover bound after it.
-	in.Events = append(in.Events, FaultEvent{Kind: "sigstop", Worker: "w2", From: at(1), To: at(4)})
+	// w2 killed at 0.5 s: it had invoked nothing yet (its first invocation starts at 2 s).
+	in.Events = []FaultEvent{{Kind: "sigkill", Worker: "w2", From: at(0.5), To: at(0.5)}}
 	vs, _ := Judge(in)
-	if v := verdictsByName(vs)["no child"]; !v.OK || !strings.Contains(v.Detail, "3 with a worker faulted while they waited or just before") {
-		t.Fatalf("a pause before the wait: %+v, want it held within 15 s + 20 s", v)
+	if v := verdictsByName(vs)["no child"]; v.OK || !strings.Contains(v.Detail, "no invocation in flight at any fault near it: bound 15s") {
+		t.Fatalf("a kill of an idle worker: %+v, want m failed against 15 s", v)
+	}
+	// w1 killed at 1.5 s, in the middle of its invocation of p (1 s to 2 s).
+	in.Events = []FaultEvent{{Kind: "sigkill", Worker: "w1", From: at(1.5), To: at(1.5)}}
+	vs, _ = Judge(in)
+	if v := verdictsByName(vs)["no child"]; !v.OK || !strings.Contains(v.Detail, "3 against 15s + 20s") {
+		t.Fatalf("a kill with an invocation in flight: %+v, want every child held within 15 s + 20 s", v)
+	}
+	// w1 killed at 2.5 s, its invocation of p ended 0.5 s before: still within its last horizon.
+	in.Events = []FaultEvent{{Kind: "sigkill", Worker: "w1", From: at(2.5), To: at(2.5)}}
+	if v := verdictsByName(func() []Verdict { vs, _ := Judge(in); return vs }())["no child"]; !v.OK {
+		t.Fatalf("a kill just after an invocation ended: %+v, want it held within 15 s + 20 s", v)
 	}
 }
 
@@ -159,9 +172,9 @@ func TestJudgeCatches(t *testing.T) {
 			in.Produced.FirstPut["m"] = at(10)
 			in.Invocations[6].Start, in.Invocations[6].End = at(26.5), at(27)
 		}},
-		{"a child waits past the takeover bound after a fault", "no child", func(in *Input) {
-			in.TakeoverBound = 5 * time.Second
-			in.Events = append(in.Events, FaultEvent{Kind: "sigkill", Worker: "w1", From: at(4.6), To: at(4.6)})
+		{"a child waits past the in-flight allowance after a fault mid-invocation", "no child", func(in *Input) {
+			in.InFlight = 5 * time.Second
+			in.Events = append(in.Events, FaultEvent{Kind: "sigkill", Worker: "w1", From: at(1.5), To: at(1.5)})
 			for i := range in.Invocations {
 				if in.Invocations[i].Shard == "m" {
 					in.Invocations[i].Start, in.Invocations[i].End = at(25), at(26)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/ctxwait"
 	"github.com/kinesis-esm/esm/internal/local"
+	"github.com/kinesis-esm/esm/lease"
 )
 
 // Config is one chaos run.
@@ -229,16 +230,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Reshards = r.reshards
 	res.Verdicts, res.Stats = Judge(Input{Invocations: fn.Invocations(), Produced: r.produced, Lineage: lineage,
 		Events: r.events, Exits: exits, MaxChildWait: cfg.MaxChildWait, Resharded: len(r.reshards) > 0, End: end,
-		TakeoverBound: TakeoverBound(cfg.LeaseDuration, cfg.FunctionTimeout)})
+		InFlight: InFlightAllowance(cfg.LeaseDuration, cfg.FunctionTimeout), Recent: recentWindow(cfg.LeaseDuration)})
 	return res, nil
 }
 
-// TakeoverBound is how long a dead worker's shards may wait for a taker, as lease/DESIGN.md gives
-// it: L + 4c + 9/8·B, with the claim interval c = min(1 s, L/10) and the invocation bound B of
-// an invoker outside esm's process, the function timeout plus 10 s.
-func TakeoverBound(lease, timeout time.Duration) time.Duration {
-	c := min(time.Second, lease/10)
-	return lease + 4*c + (timeout+10*time.Second)*9/8
+// InFlightAllowance is what a worker faulted with an invocation in flight adds to the time its
+// shards may wait for a taker, as lease/DESIGN.md gives it: the takeover bound for the horizon
+// a busy worker publishes (a heartbeat period, a claim interval and B, the function timeout plus
+// 10 s out of process) less the bound for an idle one (L + 4 claim intervals).
+func InFlightAllowance(leaseDuration, timeout time.Duration) time.Duration {
+	busy := lease.BusyHorizon(leaseDuration, timeout+10*time.Second)
+	return lease.TakeoverBound(leaseDuration, busy) - lease.TakeoverBound(leaseDuration, 0)
+}
+
+// recentWindow is how long before a fault an invocation that ended may still have made the
+// faulted worker's last heartbeat publish a busy horizon: two heartbeat periods and a claim
+// interval.
+func recentWindow(leaseDuration time.Duration) time.Duration {
+	return 2*leaseDuration/3 + min(time.Second, leaseDuration/10)
 }
 
 // termWait is how long a worker may take to stop after SIGTERM: its --shutdown-grace and the

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/lease"
 )
 
 // Line is one measured figure against its target.
@@ -127,17 +127,15 @@ func Steady(cfg Config) []Line {
 
 	// SIGKILL.
 	victim := workerID(1)
+	horizon := w.horizon(victim) // none: nothing is invoked here
 	killed := w.kill(victim)
-	take, ok := waitFor(time.Minute, 50*time.Millisecond, func() bool { return w.balanced(S) })
-	_ = killed
-	// A dead worker's leases are taken once the takers have seen its tombstone for its
-	// invocation bound, the function timeout it published (the world's workers publish the
-	// default, invoke.DefaultTimeout), and an eighth more: L + 4 claim intervals + 9/8·T after
-	// its last heartbeat (lease/DESIGN.md, "Invocations bounded by leases").
-	wait := invoke.DefaultTimeout + invoke.DefaultTimeout/8
-	lines = append(lines, Line{Name: "SIGKILL: every shard of the dead worker read again after", Measured: secs(take, ok), Unit: "s",
-		Target: (L + 4*min(time.Second, L/10) + wait).Seconds(), AtMost: true,
-		Note: fmt.Sprintf("L + 4 claim intervals + 9/8 × the %s function timeout", invoke.DefaultTimeout)})
+	_, ok = waitFor(time.Minute, 50*time.Millisecond, func() bool { return w.balanced(S) })
+	// A dead worker's leases are taken once its last heartbeat's horizon has passed (none
+	// here: nothing is invoked) and it was declared dead: L + 4 claim intervals after its last
+	// heartbeat (lease/DESIGN.md, "The takeover bound").
+	lines = append(lines, Line{Name: "SIGKILL: every shard of the dead worker read again after", Measured: secs(time.Since(killed), ok), Unit: "s",
+		Target: lease.TakeoverBound(L, horizon).Seconds(), AtMost: true,
+		Note: fmt.Sprintf("lease.TakeoverBound: L + 4 claim intervals, its last horizon %s", horizon)})
 	markSeen()
 	lines = append(lines, Line{Name: "most shards on one worker ÷ ceil(1.1 × shards / workers), once it saw its peers", Measured: w.maxHeld, Unit: "",
 		Target: 1, AtMost: true, Note: fmt.Sprintf("bound %d at %d workers; worst: %s", ceilFrac(11*S, 10*W), W, w.maxNote)})

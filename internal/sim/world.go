@@ -707,6 +707,35 @@ func (s simCoord) Stopping(ctx context.Context) {
 	}
 }
 
+// GateInvocations and StartInvocation pass the poller's admissions on to the lease coordinator
+// (poller.InvocationGate), which publishes what they may still run.
+func (s simCoord) GateInvocations() {
+	if g, ok := s.c.(poller.InvocationGate); ok {
+		g.GateInvocations()
+	}
+}
+
+func (s simCoord) StartInvocation(ctx context.Context, id string) (poller.InvocationTicket, bool) {
+	if s.inc.isDead() {
+		return nil, false
+	}
+	if g, ok := s.c.(poller.InvocationGate); ok {
+		if t, ok := g.StartInvocation(ctx, id); ok {
+			return simTicket{inc: s.inc, t: t}, true
+		}
+	}
+	return nil, false
+}
+
+// simTicket is an admitted invocation of an incarnation: a dead one sends nothing more.
+type simTicket struct {
+	inc *incarnation
+	t   poller.InvocationTicket
+}
+
+func (t simTicket) Recheck() bool  { return !t.inc.isDead() && t.t.Recheck() }
+func (t simTicket) End(ended bool) { t.t.End(ended) }
+
 func (s simCoord) Release(ctx context.Context, id string) error {
 	if err := s.inc.gate(ctx); err != nil {
 		return err

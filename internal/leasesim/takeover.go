@@ -1,0 +1,115 @@
+package leasesim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kinesis-esm/esm/lease"
+)
+
+// TakeoverRun kills one worker of three (6 shards, L = 3 s, a function that runs 2 s: B = 3 s)
+// with nothing in flight, then, with records flowing, another one in the middle of its
+// invocations, and judges each takeover against lease/DESIGN.md's bound: every shard the dead
+// worker ran is run by another within lease.TakeoverBound of the kill, for the horizon its last
+// heartbeat published (none when idle). It returns a line per takeover (measured against that
+// bound) and the violations found: a takeover later than its bound, a kill meant to be busy that
+// found no horizon, and, as in FaultRun, two invocations of one shard at once.
+func TakeoverRun(seed uint64) (lines []Line, violations []string) {
+	cfg := Config{Shards: 6, Workers: 3, LeaseDuration: 3 * time.Second, Seed: seed, ShardSync: 5 * time.Second}
+	w := newWorld(cfg)
+	w.invokeTime = 2 * time.Second
+	for i := range cfg.Workers {
+		w.start(workerID(i))
+	}
+	produce := func() {
+		for i := range 12 {
+			w.kin.Put(w.stream, fmt.Sprintf("k%d-%d", i, w.rnd.IntN(1000)), []byte("x"))
+		}
+	}
+	if _, ok := waitFor(time.Minute, 100*time.Millisecond, func() bool { return w.balanced(cfg.Shards) }); !ok {
+		return nil, []string{"the workers never shared the shards"}
+	}
+	// Idle: records once, invoked, then nothing until the victim publishes no horizon.
+	produce()
+	idle := workerID(0)
+	if _, ok := waitFor(2*time.Minute, 100*time.Millisecond, func() bool { return w.invoked.Load() > 0 && w.horizon(idle) == 0 }); !ok {
+		violations = append(violations, idle+" still publishes a horizon two minutes after its last record")
+	}
+	line, v := w.judgeTakeover(idle, "idle", cfg.Shards)
+	lines, violations = append(lines, line), append(violations, v...)
+	// Busy: records into every shard all along; the victim is in the middle of its invocations.
+	busy := workerID(1)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			produce()
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	time.Sleep(10 * time.Second)
+	if w.horizon(busy) == 0 {
+		violations = append(violations, busy+" publishes no horizon in the middle of its invocations")
+	}
+	line, v = w.judgeTakeover(busy, "in the middle of an invocation", cfg.Shards)
+	lines, violations = append(lines, line), append(violations, v...)
+	close(stop)
+	<-done
+	time.Sleep(10 * time.Second)
+	w.stopAll()
+	bad, _ := w.overlaps()
+	violations = append(violations, bad...)
+	w.mu.Lock()
+	violations = append(violations, w.faults...)
+	w.mu.Unlock()
+	return lines, violations
+}
+
+// horizon is the horizon worker id publishes now (zero: none, or no entry).
+func (w *world) horizon(id string) time.Duration {
+	r, _, err := lease.PublishedHorizon(context.Background(), w.db, w.table, id)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// judgeTakeover kills victim and waits until every shard it ran runs elsewhere, against the
+// bound its last horizon gives.
+func (w *world) judgeTakeover(victim, doing string, open int) (Line, []string) {
+	r := w.horizon(victim) // its last heartbeat's: nothing more comes from it
+	w.mu.Lock()
+	var theirs []string
+	for shard, owner := range w.running {
+		if owner == victim {
+			theirs = append(theirs, shard)
+		}
+	}
+	w.mu.Unlock()
+	bound := lease.TakeoverBound(w.cfg.LeaseDuration, r)
+	killed := w.kill(victim) // returns once its readers stopped: measured from the cut
+	_, ok := waitFor(5*time.Minute, 50*time.Millisecond, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, s := range theirs {
+			if w.running[s] == "" {
+				return false
+			}
+		}
+		return true
+	})
+	took := time.Since(killed)
+	line := Line{Name: fmt.Sprintf("SIGKILL %s: its %d shards run again after", doing, len(theirs)), Measured: secs(took, ok), Unit: "s",
+		Target: bound.Seconds(), AtMost: true, Note: fmt.Sprintf("lease.TakeoverBound(L, its last horizon %s)", r)}
+	var v []string
+	if !line.OK() || len(theirs) == 0 {
+		v = append(v, fmt.Sprintf("%s (ran %d shards)", line, len(theirs)))
+	}
+	return line, v
+}
