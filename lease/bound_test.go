@@ -36,12 +36,12 @@ func TestBoundOfEachEpochIsKept(t *testing.T) {
 		epoch int64
 		want  time.Duration
 	}{{first.me.epoch, time.Second}, {restarted.me.epoch, 2 * time.Second}} {
-		got, horizons, err := restarted.readBound(ctx, "a", c.epoch)
+		p, err := restarted.readPublished(ctx, "a", c.epoch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != c.want || !horizons {
-			t.Errorf("the bound of epoch %d reads %s (publishes horizons: %v), want %s and true", c.epoch, got, horizons, c.want)
+		if p.bound != c.want || !p.horizons {
+			t.Errorf("the bound of epoch %d reads %s (publishes horizons: %v), want %s and true", c.epoch, p.bound, p.horizons, c.want)
 		}
 	}
 	tombs := tombstones(t, table)
@@ -51,10 +51,10 @@ func TestBoundOfEachEpochIsKept(t *testing.T) {
 	}
 	// Once the tombstone is gone, so is that epoch's bound.
 	restarted.dropBound(ctx, "a", first.me.epoch)
-	if got, _, err := restarted.readBound(ctx, "a", first.me.epoch); err != nil || got != MaxFunctionTimeout {
+	if got, err := restarted.readBound(ctx, "a", first.me.epoch); err != nil || got != MaxFunctionTimeout {
 		t.Errorf("a dropped bound reads %s (%v), want none (%s)", got, err, MaxFunctionTimeout)
 	}
-	if got, _, _ := restarted.readBound(ctx, "a", restarted.me.epoch); got != 2*time.Second {
+	if got, _ := restarted.readBound(ctx, "a", restarted.me.epoch); got != 2*time.Second {
 		t.Errorf("dropping the first epoch's bound changed the restart's: %s", got)
 	}
 }

@@ -155,9 +155,8 @@ func TestProcessCutOffWorkerDoesNotOverlap(t *testing.T) {
 		leaseDuration, timeout, delay, time.Duration(inFlight.start-cutAt.UnixNano()).Round(time.Millisecond),
 		time.Duration(inFlight.end-cutAt.UnixNano()).Round(time.Millisecond), takenAfter.Round(time.Millisecond),
 		time.Duration(first.start-cutAt.UnixNano()).Round(time.Millisecond), time.Duration(first.start-inFlight.end).Round(time.Millisecond))
-	wait := outlast(timeout + inprocess.DefaultOverrunWait)
-	t.Logf("takeover bound after the last heartbeat: L + 9/8·(Timeout + 2 s overrun wait) + 4 claim intervals = %s + %s + %s",
-		leaseDuration, wait, 4*min(time.Second, leaseDuration/10))
+	busy := BusyHorizon(leaseDuration, timeout+inprocess.DefaultOverrunWait)
+	t.Logf("takeover bound after the last heartbeat, for the horizon of a busy worker (%s): %s", busy, TakeoverBound(leaseDuration, busy))
 
 	// No two invocations of one shard overlap, whoever ran them.
 	last := map[string]span{}

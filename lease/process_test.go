@@ -25,8 +25,6 @@ import (
 	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/verify"
-	"github.com/kinesis-esm/esm/invoke"
-	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
 // These tests run esm processes ("esm run --lease-table") against kinesis-local and dynalite.
@@ -385,20 +383,19 @@ func TestProcessesShareStream(t *testing.T) {
 	testkit.WaitFor(t, "3,000 records written", time.Minute, func() bool { return written.Load() >= 3000 })
 	killed := time.Now()
 	procs[0].kill(t)
+	horizon := horizonOf(t, table, ids[0]) // its last heartbeat's
 	taken := takenFrom(t, table, ids[0])
 	inFlight := len(leasesOwnedBy(t, table, ids[0])) // at most one batch each may repeat
 	testkit.WaitFor(t, "the killed worker's shards taken over", 20*time.Second, taken)
 	takeover := time.Since(killed)
-	// The takers wait, after the death, for the invocation bound the dead worker published (the
-	// example's timeout, invoke.DefaultTimeout, and the in-process overrun wait) and an eighth
-	// more, and take a claim interval to see the tombstone and another to read the lease after
-	// the wait (DESIGN.md, "Invocations bounded by leases"): the limit this test always had
-	// (a lease duration and a renewal interval) plus those.
-	wait := outlast(invoke.DefaultTimeout + inprocess.DefaultOverrunWait)
-	t.Logf("SIGKILL: shards taken over %s after the kill (lease duration %s, renewal every %s, wait for invocations %s)",
-		takeover.Round(time.Millisecond), leaseDuration, leaseDuration/3, wait)
-	if limit := leaseDuration + leaseDuration/3 + 2*min(time.Second, leaseDuration/10) + wait; takeover > limit {
-		t.Errorf("takeover after SIGKILL took %s, more than lease duration + one renewal interval + 2 claim intervals + the wait for invocations (%s)", takeover, limit)
+	// The takers wait, after the death, until the horizon the dead worker's last heartbeat
+	// published (its invocations' deadlines) has passed (DESIGN.md, "The takeover bound"); its
+	// last heartbeat came before the kill.
+	limit := TakeoverBound(leaseDuration, horizon)
+	t.Logf("SIGKILL: shards taken over %s after the kill (lease duration %s, its last horizon %s: bound %s)",
+		takeover.Round(time.Millisecond), leaseDuration, horizon, limit)
+	if takeover > limit {
+		t.Errorf("takeover after SIGKILL took %s, more than the takeover bound for its last horizon (%s)", takeover, limit)
 	}
 
 	// SIGTERM: the worker releases its leases on the way out.
