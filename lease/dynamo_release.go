@@ -59,6 +59,15 @@ func (d *Dynamo) release(ctx context.Context, id string, h *heldLease, why strin
 	// heartbeat) it is kept, as while the heartbeat is late below.
 	asked := d.peekLocked(id).asked
 	keep := !gone && !fin && to == "" && !h.unwanted && (!alive || !stopping && asked)
+	if until := d.shardInflightLocked(id, now); !gone && !keep && !until.IsZero() {
+		// An invocation of it may still run (it failed after its request was sent): the lease
+		// goes to its next owner only once that invocation's deadline has passed. The claim
+		// cycle hands it over then (releaseIdle); a stop leaves it with a tombstone (leave).
+		h.announced = false
+		d.mu.Unlock()
+		d.log.Info("hand-over held back: an invocation of this shard may still run", "shard_id", id, "until", until.Sub(now).Round(time.Millisecond))
+		return nil
+	}
 	if !gone && !fin && to == "" && alive && stopping && !h.unwanted {
 		to = d.successorLocked(id)
 	}

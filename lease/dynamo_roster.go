@@ -235,7 +235,13 @@ func (d *Dynamo) join(ctx context.Context) error {
 
 // heartbeat renews this worker's entry (and with it every lease it holds), conditional on its
 // epoch: a worker declared dead finds out here, drops every lease and joins again.
-func (d *Dynamo) heartbeat(ctx context.Context) error {
+func (d *Dynamo) heartbeat(ctx context.Context) error { return d.beat(ctx, true) }
+
+// beat is heartbeat; a beat that does not count (an extra one for the horizon, publishHorizon)
+// is not one of this worker's healthy heartbeats: a few of them in a row, just after a stall of
+// the table, prove nothing of the others' heartbeats (the death rule wants two, spread by the
+// heartbeat period).
+func (d *Dynamo) beat(ctx context.Context, counts bool) error {
 	d.mu.Lock()
 	// Every attempt writes a new value: after a lost response the roster may hold the last
 	// attempt's, and rewriting it would look, to the others, like no heartbeat at all.
@@ -292,6 +298,15 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 		d.expel("declared dead by another worker (its heartbeat stalled for a lease duration)")
 		return nil
 	}
+	got := d.cfg.now()
+	if got.Sub(sent) >= d.cfg.leaseDuration/10 {
+		// This heartbeat was held up (a stall of the table, answered or not, or cut off by
+		// its deadline, L/10): the others' may have been held up as well, so their stillness
+		// counts from now.
+		d.mu.Lock()
+		d.roster.heldUp(got)
+		d.mu.Unlock()
+	}
 	if err != nil {
 		d.mu.Lock()
 		d.me.beatFailures++
@@ -299,7 +314,6 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 		d.mu.Unlock()
 		return fmt.Errorf("heartbeat: %w", err)
 	}
-	got := d.cfg.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.me.epoch != epoch { // expelled and joined again meanwhile
@@ -307,7 +321,9 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	}
 	d.beatWentThroughLocked(attempt, sent, horizon)
 	d.me.lastBeat, d.me.beatFailures, d.me.publishedKnown = sent, 0, known
-	d.countBeatLocked(sent, got)
+	if counts {
+		d.countBeatLocked(sent, got)
+	}
 	return d.observeRosterLocked(out.Attributes, sent, got)
 }
 
@@ -480,6 +496,7 @@ func (d *Dynamo) leave(ctx context.Context) {
 	joined, epoch, drawn := d.me.joined, d.me.epoch, d.me.drawn
 	abandoned := slices.ContainsFunc(slices.Collect(maps.Values(d.heldShardsLocked())), func(h *heldLease) bool { return h.abandoned })
 	now := d.cfg.now()
+	kept := len(d.heldShardsLocked()) > 0 // held back: an invocation of it may still run
 	var wait time.Duration
 	if end := d.inflightEndLocked(now); !end.IsZero() {
 		wait = outlastRate(end.Sub(now))
@@ -495,7 +512,7 @@ func (d *Dynamo) leave(ctx context.Context) {
 	expr := "REMOVE #m.#me"
 	names := map[string]string{"#m": attrMembers, "#me": d.id, "#e": memberEpoch}
 	values := map[string]types.AttributeValue{":e": num(epoch)}
-	if abandoned && wait > 0 {
+	if wait > 0 && (abandoned || kept) {
 		// An invocation cut off at shutdown may still run: the leases it kept are free only
 		// once it must have ended (its deadline), as after a death.
 		expr += " SET #g.#k = :tomb"

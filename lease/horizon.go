@@ -29,13 +29,19 @@ type flight struct {
 	// GateInvocations). Until then the heartbeats publish Held's window and the whole bound.
 	gated    bool
 	next     uint64
-	inflight map[uint64]time.Time // invocations that may still run, by ticket: their deadlines
+	inflight map[uint64]flying // invocations that may still run, by ticket
 	started  time.Time            // when an invocation was last admitted (or wanted)
 	// cover is how far the horizons the table may hold reach: the last successful heartbeat's,
 	// or less when an attempt sent since (written or not, nobody knows) published less.
 	cover    time.Time
 	attempts uint64 // heartbeat attempts composed under this epoch
 	lastSend time.Time
+}
+
+// flying is an invocation that may still run: its shard and its deadline.
+type flying struct {
+	shard string
+	until time.Time
 }
 
 // quantum is how long past a heartbeat's send the invocations it lets start may begin:
@@ -54,12 +60,12 @@ func (d *Dynamo) horizonLocked(now time.Time) time.Duration {
 		return d.safe + d.cfg.functionTimeout
 	}
 	var end time.Time
-	for k, dl := range d.fl.inflight {
-		if !dl.After(now) {
+	for k, f := range d.fl.inflight {
+		if !f.until.After(now) {
 			delete(d.fl.inflight, k)
 			continue
 		}
-		end = later(end, dl)
+		end = later(end, f.until)
 	}
 	if len(d.fl.inflight) > 0 || !d.fl.started.Before(d.fl.lastSend) {
 		end = later(end, now.Add(d.quantum()+d.cfg.functionTimeout))
@@ -150,9 +156,9 @@ func (t *ticket) Recheck() bool {
 		dl := now.Add(d.cfg.functionTimeout)
 		if !dl.After(d.fl.cover) {
 			if d.fl.inflight == nil {
-				d.fl.inflight = map[uint64]time.Time{}
+				d.fl.inflight = map[uint64]flying{}
 			}
-			d.fl.inflight[t.id] = later(d.fl.inflight[t.id], dl)
+			d.fl.inflight[t.id] = flying{shard: t.shard, until: later(d.fl.inflight[t.id].until, dl)}
 			d.mu.Unlock()
 			return true
 		}
@@ -189,7 +195,15 @@ func (d *Dynamo) publishHorizon(ctx context.Context, dl time.Time) bool {
 	if covered || !joined {
 		return true
 	}
-	if err := d.heartbeat(ctx); err != nil {
+	err := d.beat(ctx, false)
+	d.mu.Lock()
+	// The next regular heartbeat a period after this one returned, as if it had been this one:
+	// one that waited for this turn through a stall of the table would otherwise go out, and
+	// count, the instant the stall ended, and a member whose own heartbeat the stall held back
+	// be declared dead on two of this worker's heartbeats around the stall.
+	d.me.lastBeatTry = d.cfg.now()
+	d.mu.Unlock()
+	if err != nil {
 		d.log.Warn("publishing the invocation horizon failed; retrying while the lease is held", "err", err)
 		tm := time.NewTimer(beatRetry)
 		defer tm.Stop()
@@ -200,18 +214,21 @@ func (d *Dynamo) publishHorizon(ctx context.Context, dl time.Time) bool {
 		}
 		return true
 	}
-	d.mu.Lock()
-	d.me.lastBeatTry = d.me.lastBeat // the next regular heartbeat a period after this one
-	d.mu.Unlock()
 	return true
 }
 
 // inflightEndLocked is when the last invocation that may still run ends (zero: none).
 func (d *Dynamo) inflightEndLocked(now time.Time) time.Time {
+	return d.shardInflightLocked("", now)
+}
+
+// shardInflightLocked is when the last invocation of shard (any, for "") that may still run ends
+// (zero: none).
+func (d *Dynamo) shardInflightLocked(shard string, now time.Time) time.Time {
 	var end time.Time
-	for _, dl := range d.fl.inflight {
-		if dl.After(now) {
-			end = later(end, dl)
+	for _, f := range d.fl.inflight {
+		if f.until.After(now) && (shard == "" || f.shard == shard) {
+			end = later(end, f.until)
 		}
 	}
 	return end

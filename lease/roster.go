@@ -129,6 +129,17 @@ func (r *roster) dead(self string, now time.Time, d time.Duration, healthy int64
 	return out
 }
 
+// heldUp restarts at now the stillness of every member's heartbeat: this worker's own call to
+// the roster was held up, and theirs may have been too (a stall of the whole table).
+func (r *roster) heldUp(now time.Time) {
+	for id, o := range r.beats {
+		if o.since.Before(now) {
+			o.since = now
+			r.beats[id] = o
+		}
+	}
+}
+
 // learnLease records the lease duration l that member id published for epoch.
 func (r *roster) learnLease(id string, epoch int64, l time.Duration) {
 	if m, ok := r.members[id]; ok && m.epoch == epoch {
