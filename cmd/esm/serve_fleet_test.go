@@ -85,7 +85,8 @@ func listMappings(t *testing.T, endpoint string) []map[string]any {
 
 // TestServeFleetStartsOneTemplateMapping: two "esm serve --lease-table T --template" workers start
 // together (both read the empty catalog before either writes): they make one mapping, which both
-// list and both run, its shards shared, every record delivered once.
+// list and both run, its shards shared, every record delivered once. Then one Create of another
+// stream sent to both at once: one 202, one 409 with Lambda's message.
 func TestServeFleetStartsOneTemplateMapping(t *testing.T) {
 	ddb := dynalite(t)
 	stream := newStream(t, 2)
@@ -154,6 +155,50 @@ func TestServeFleetStartsOneTemplateMapping(t *testing.T) {
 	if !slices.Equal(got, data) {
 		t.Fatalf("deliveries %v, want each of the %d records once", got, len(data))
 	}
+
+	// CreateEventSourceMapping of another stream and the same function sent to both workers at
+	// once: one 202, the other Lambda's 409 naming the mapping made.
+	other := newStream(t, 1)
+	body := fmt.Sprintf(`{"FunctionName":"Fn","EventSourceArn":"arn:aws:kinesis:us-east-1:000000000000:stream/%s","StartingPosition":"TRIM_HORIZON"}`, other)
+	type answer struct {
+		status int
+		body   map[string]any
+	}
+	answers := make([]answer, len(ws))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			resp, err := http.Post(w.endpoint+"/2015-03-31/event-source-mappings/", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			answers[i].status = resp.StatusCode
+			_ = json.NewDecoder(resp.Body).Decode(&answers[i].body)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	won, lost := answers[0], answers[1]
+	if won.status != 202 {
+		won, lost = lost, won
+	}
+	id, _ := won.body["UUID"].(string)
+	want := fmt.Sprintf(`The event source arn (" arn:aws:kinesis:us-east-1:000000000000:stream/%s ") and function (" Fn ") provided mapping already exists. Please update or delete the existing mapping with UUID %s`, other, id)
+	if won.status != 202 || lost.status != 409 || lost.body["message"] != want {
+		t.Fatalf("concurrent creates on the two workers: %d %v and %d %v; want one 202 and one 409 saying %q", answers[0].status, answers[0].body, answers[1].status, answers[1].body, want)
+	}
+	for i, w := range ws {
+		if l := listMappings(t, w.endpoint); len(l) != 2 {
+			t.Errorf("worker %d lists %d mappings after the concurrent creates, want 2: %v", i+1, len(l), l)
+		}
+	}
+
 	for _, w := range ws {
 		if code := w.p.stop(t); code != 0 {
 			t.Errorf("exit %d\n%s", code, tail(w.p.stderr.String(), 20))
