@@ -162,10 +162,7 @@ func (d *Dynamo) join(ctx context.Context) error {
 		epoch = newEpoch(d.rnd, d.id, ms, tombs)
 	}
 	known, leaving := int64(d.registered), d.stopping
-	var horizon time.Duration // a new epoch has invoked nothing; an ungated worker may at once
-	if !d.fl.gated {
-		horizon = d.safe + d.cfg.functionTimeout
-	}
+	horizon := d.joinHorizonLocked()
 	d.mu.Unlock()
 	expr, cond := "SET #m.#me = :entry", "attribute_not_exists(#m.#me)"
 	names := map[string]string{"#m": attrMembers, "#me": d.id}
@@ -177,15 +174,11 @@ func (d *Dynamo) join(ctx context.Context) error {
 		replaced, cond = false, "#m.#me.#e = :prev"
 		names["#e"], values[":prev"] = memberEpoch, num(epoch)
 	}
-	var prevBound, prevSafe time.Duration
-	var prevHorizons bool
+	var prevWait time.Duration
 	if replaced {
-		p, err := d.readPublished(ctx, d.id, prev.epoch)
-		if err != nil {
+		if prevWait, err = d.previousWait(ctx, prev, read); err != nil {
 			return err
 		}
-		// The previous incarnation's Held lasted 0.8 of its own lease duration.
-		prevBound, prevSafe, prevHorizons = p.bound, max(d.safe, p.lease-p.lease/5), p.horizons
 	}
 	// The bound first: a worker whose entry is there has its bound written (or counts as the
 	// longest, if it lacks one).
@@ -198,18 +191,7 @@ func (d *Dynamo) join(ctx context.Context) error {
 		d.mu.Unlock()
 	}
 	if replaced {
-		// Conditional on the heartbeat read, so that the horizon read is its last: its
-		// invocations end within that horizon of the read's return. An incarnation that
-		// publishes none: its last heartbeat was sent before this write, its Held ends within
-		// safe of now, and an invocation it started then ends within its bound after that.
-		wait := outlast(prevSafe + prevBound)
-		if prevHorizons {
-			wait = horizonWait(prev.horizon, read, d.cfg.now())
-		}
-		expr += ", #g.#old = :tomb"
-		cond = "#m.#me.#e = :prev AND #m.#me.#h = :ph"
-		names["#g"], names["#old"], names["#e"], names["#h"] = attrGone, goneKey(d.id, prev.epoch), memberEpoch, memberBeat
-		values[":tomb"], values[":prev"], values[":ph"] = tombstoneValue(wait), num(prev.epoch), num(prev.beat)
+		expr, cond = d.replaceEntry(expr, prev, prevWait, names, values)
 	}
 	sent := d.cfg.now()
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -231,6 +213,33 @@ func (d *Dynamo) join(ctx context.Context) error {
 	d.joinedLocked(sent)
 	d.log.Info("joined the lease table's workers", "epoch", epoch)
 	return d.observeRosterLocked(out.Attributes, sent, got)
+}
+
+// previousWait is how long the leases of this worker's previous incarnation prev, seen on the
+// roster read that returned at read, stay unfree once its entry is replaced: until its last
+// horizon has passed (computed before the write, so longer rather than shorter). One that
+// publishes no horizon: its last heartbeat was sent before the write, its Held (0.8 of its own
+// lease duration) ends within that of now, and an invocation it started then ends within its
+// bound after that.
+func (d *Dynamo) previousWait(ctx context.Context, prev member, read time.Time) (time.Duration, error) {
+	p, err := d.readPublished(ctx, d.id, prev.epoch)
+	if err != nil {
+		return 0, err
+	}
+	if p.horizons {
+		return horizonWait(prev.horizon, read, d.cfg.now()), nil
+	}
+	return outlast(max(d.safe, p.lease-p.lease/5) + p.bound), nil
+}
+
+// replaceEntry adds to a join's update expression the tombstone of the previous incarnation
+// prev (waiting w), and returns it with the join's condition: prev's epoch and heartbeat counter
+// as read, so that the horizon read is its last (its invocations end within that horizon of the
+// read's return).
+func (d *Dynamo) replaceEntry(expr string, prev member, w time.Duration, names map[string]string, values map[string]types.AttributeValue) (string, string) {
+	names["#g"], names["#old"], names["#e"], names["#h"] = attrGone, goneKey(d.id, prev.epoch), memberEpoch, memberBeat
+	values[":tomb"], values[":prev"], values[":ph"] = tombstoneValue(w), num(prev.epoch), num(prev.beat)
+	return expr + ", #g.#old = :tomb", "#m.#me.#e = :prev AND #m.#me.#h = :ph"
 }
 
 // heartbeat renews this worker's entry (and with it every lease it holds), conditional on its
@@ -278,16 +287,7 @@ func (d *Dynamo) beat(ctx context.Context, counts bool) error {
 	} else {
 		remove = append(remove, "#m.#me.#w")
 	}
-	names["#r"] = memberHorizon
-	if horizon > 0 {
-		expr += ", #m.#me.#r = :r"
-		values[":r"] = num(horizon.Milliseconds())
-	} else {
-		remove = append(remove, "#m.#me.#r")
-	}
-	if len(remove) > 0 {
-		expr += " REMOVE " + strings.Join(remove, ", ")
-	}
+	expr = setHorizon(expr, remove, names, values, horizon)
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
 		UpdateExpression: aws.String(expr), ConditionExpression: aws.String("#m.#me.#e = :e"),
@@ -338,6 +338,19 @@ func (d *Dynamo) countBeatLocked(sent, got time.Time) {
 	} else {
 		d.roster.unhealthy = got
 	}
+}
+
+// setHorizon completes a heartbeat's update expression (its SET clause expr, the paths remove
+// removes) with the horizon r: set, or removed when nothing can run.
+func setHorizon(expr string, remove []string, names map[string]string, values map[string]types.AttributeValue, r time.Duration) string {
+	names["#r"] = memberHorizon
+	if r > 0 {
+		expr += ", #m.#me.#r = :r"
+		values[":r"] = num(r.Milliseconds())
+	} else {
+		remove = append(remove, "#m.#me.#r")
+	}
+	return expr + " REMOVE " + strings.Join(remove, ", ")
 }
 
 // expel forgets every lease: this worker's entry was removed or replaced. It joins again at the

@@ -30,7 +30,7 @@ type flight struct {
 	gated    bool
 	next     uint64
 	inflight map[uint64]flying // invocations that may still run, by ticket
-	started  time.Time            // when an invocation was last admitted (or wanted)
+	started  time.Time         // when an invocation was last admitted (or wanted)
 	// cover is how far the horizons the table may hold reach: the last successful heartbeat's,
 	// or less when an attempt sent since (written or not, nobody knows) published less.
 	cover    time.Time
@@ -103,6 +103,15 @@ func (d *Dynamo) beatWentThroughLocked(n uint64, sent time.Time, r time.Duration
 	if n == d.fl.attempts {
 		d.fl.cover = sent.Add(r)
 	}
+}
+
+// joinHorizonLocked is the horizon a join's entry publishes: none, a new epoch has invoked
+// nothing; an ungated worker's, Held's window and B, as it may invoke at once.
+func (d *Dynamo) joinHorizonLocked() time.Duration {
+	if d.fl.gated {
+		return 0
+	}
+	return d.safe + d.cfg.functionTimeout
 }
 
 // joinedLocked starts a new epoch's horizon: its entry publishes none (a gated worker's).
