@@ -123,4 +123,16 @@ func TestFleetLivePageShowsPeersBlockedShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("w1's state.json of the fleet: %d bytes", len(data))
+
+	// esm status from anywhere with the lease table: the summary and the blocked shard first,
+	// owners from the table, live views from the addresses the workers publish there.
+	code, out, stderr := runESMEnv(t, env, "", "status", "--stream", "fleet", "--lease-table", table)
+	head := strings.Join(strings.SplitN(out, "\n", 11)[:10], "\n")
+	t.Logf("esm status --lease-table, first lines:\n%s", head)
+	for _, want := range []string{"state     lease table " + table, "shards    1000: 1 blocked, 999 reading",
+		"blocked   " + target + " on w3 since ", "failing as EXAMPLE_FAIL=error asks", "workers   w1 at " + addrs[0]} {
+		if code != 0 || !strings.Contains(head, want) {
+			t.Errorf("esm status (exit %d) lacks %q in its first lines\n%s", code, want, stderr)
+		}
+	}
 }
