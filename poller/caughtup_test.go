@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
@@ -181,6 +182,88 @@ func TestUntilCaughtUpIdle(t *testing.T) {
 		// The second records are read within a poll interval of 2 s; then 3 s idle, then the next polls.
 		if took < 5*time.Second || took > 5*time.Second+2*h.cfg.PollInterval || reached != 1 {
 			t.Fatalf("took %v (reached %d), want 5 s after the start plus at most two poll intervals", took, reached)
+		}
+	})
+}
+
+// assigned is a Coordinator that holds a fixed set of shards: one worker's share of a lease table.
+type assigned map[string]bool
+
+func (assigned) Register(context.Context, []ShardInfo) error { return nil }
+func (a assigned) Claim(_ context.Context, candidates []string) ([]string, error) {
+	var held []string
+	for _, id := range candidates {
+		if a[id] {
+			held = append(held, id)
+		}
+	}
+	return held, nil
+}
+func (a assigned) Held(id string) bool                 { return a[id] }
+func (assigned) Release(context.Context, string) error { return nil }
+
+// TestUntilCaughtUpAcrossWorkers: two workers share a store, each reading one shard; the second
+// worker's function takes a second per batch of 10 (6 s for its 60 records). The first worker,
+// caught up on its own shard at once, ends only once the other shard's checkpoint reached that
+// shard's tip (its probes of the shard it does not read), and both end on their own.
+func TestUntilCaughtUpAcrossWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := fakekinesis.New()
+		arn := k.CreateStream("s", 2)
+		shards := k.OpenShards("s")
+		last := map[string]string{}
+		for i := range 60 {
+			for _, id := range shards {
+				last[id] = k.PutToShard("s", id, "k", []byte(strconv.Itoa(i)))
+			}
+		}
+		store := NewMemoryStore()
+		var invoked atomic.Int64
+		var slowDone atomic.Int64 // when the slow worker's last batch ended (UnixNano)
+		run := func(shard string, delay time.Duration, ended *time.Time) error {
+			inv := inprocess.New(func(ctx context.Context, e events.KinesisEvent) error {
+				time.Sleep(delay)
+				invoked.Add(int64(len(e.Records)))
+				slowDone.Store(time.Now().UnixNano())
+				return nil
+			})
+			cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 10, ClaimInterval: 200 * time.Millisecond, ShardSyncInterval: time.Hour}
+			p, err := New(cfg, k, store, inv, WithCoordinator(assigned{shard: true}), WithUntilCaughtUp(UntilCaughtUp{}))
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			err = p.Run(ctx)
+			*ended = time.Now()
+			if ctx.Err() != nil {
+				t.Errorf("worker of %s: never caught up", shard)
+			}
+			return err
+		}
+		var fastEnd, slowEnd time.Time
+		errs := make(chan error, 2)
+		go func() { errs <- run(shards[0], 0, &fastEnd) }()
+		go func() { errs <- run(shards[1], time.Second, &slowEnd) }()
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if invoked.Load() != 120 {
+			t.Fatalf("%d records invoked, want 120", invoked.Load())
+		}
+		got, _ := store.Load(context.Background())
+		for id, seq := range last {
+			if got[id].Checkpoint != seq {
+				t.Errorf("shard %s: checkpoint %q, want its tip %q", id, got[id].Checkpoint, seq)
+			}
+		}
+		if slow := time.Unix(0, slowDone.Load()); fastEnd.Before(slow) {
+			t.Fatalf("the fast worker ended at %v, before the other shard's last batch ended (%v)", fastEnd, slow)
+		}
+		if fastEnd.Sub(slowEnd) > time.Second || slowEnd.Sub(fastEnd) > time.Second {
+			t.Fatalf("the workers ended %v apart: want within a claim interval or so", fastEnd.Sub(slowEnd))
 		}
 	})
 }

@@ -321,4 +321,5 @@ func (c *coordinator) claim() {
 			c.g.stop(id)
 		}
 	}
+	c.probeOthers() // WithUntilCaughtUp: the shards other workers read
 }

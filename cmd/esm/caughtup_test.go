@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/local"
@@ -121,12 +123,65 @@ func TestUntilCaughtUpUsage(t *testing.T) {
 		{[]string{"--until-caught-up", "--idle-for", "soon"}, "--idle-for"},
 		{[]string{"--until-caught-up", "--no-enabled"}, "the mapping is disabled (Enabled: false or --no-enabled), so nothing would be read"},
 		{[]string{"--until-caught-up", "--idle-for", "5s", "--register-consumer", "c"}, "--idle-for: not supported when reading through an enhanced fan-out consumer"},
-		{[]string{"--until-caught-up", "--lease-table", "t"}, "--until-caught-up: not supported with --lease-table yet"},
 	} {
 		args := append([]string{"run", "--endpoint-url", kinesisEndpoint, "--template", tmpl, "--state-dir", filepath.Join(t.TempDir(), "state")}, c.args...)
 		code, _, stderr := runESMEnv(t, nil, "", args...)
 		if code != 2 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// TestUntilCaughtUpTwoWorkers: two workers share a 4-shard stream through a lease table, each
+// with --until-caught-up and a function that takes 100 ms per batch of 10: both exit 0 on their
+// own, every record was invoked, and neither exited before the last batch of any shard ended
+// (the rule: every shard of the mapping caught up, not only the worker's own).
+func TestUntilCaughtUpTwoWorkers(t *testing.T) {
+	stream := newStream(t, 4)
+	if _, err := produce(context.Background(), stream, 8, 200, func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "deliveries")
+	env := append(stopEnv(), "AWS_ENDPOINT_URL_KINESIS="+kinesisEndpoint, "AWS_ENDPOINT_URL_DYNAMODB="+dynalite(t),
+		"EXAMPLE_OUTPUT="+out, "EXAMPLE_DELAY=100ms")
+	table := fmt.Sprintf("caughtup-%d-%d", streamSeq.Add(1), time.Now().UnixNano()%1e6)
+	var procs []*esmProc
+	for _, id := range []string{"w1", "w2"} {
+		procs = append(procs, spawnESM(t, env, "run", "--invoke", "example", "--stream", stream, "--batch-size", "10",
+			"--lease-table", table, "--worker-id", id, "--lease-duration", "3s", "--until-caught-up", "--json"))
+	}
+	ended := make([]time.Time, len(procs))
+	records := 0
+	for i, p := range procs {
+		if code := p.wait(t); code != 0 {
+			t.Fatalf("worker %d: exit %d, want 0\n%s", i+1, code, tail(p.stderr.String(), 30))
+		}
+		ended[i] = time.Now()
+		var s caughtUpSummary
+		for _, l := range strings.Split(p.stderr.String(), "\n") {
+			if strings.HasPrefix(l, `{"caughtUp"`) {
+				if err := json.Unmarshal([]byte(l), &s); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if !s.CaughtUp || s.Delivered != 0 || s.Dropped != 0 {
+			t.Fatalf("worker %d: summary %+v", i+1, s)
+		}
+		records += s.Records
+	}
+	ds := readDeliveries(t, out)
+	if got := uniqueCount(ds); got != 200 || records < 200 {
+		t.Fatalf("%d distinct records invoked, %d read by the workers; want 200", got, records)
+	}
+	var lastDone int64
+	for _, d := range ds {
+		lastDone = max(lastDone, d.DoneAt)
+	}
+	for i, e := range ended {
+		if e.UnixNano() < lastDone {
+			t.Fatalf("worker %d exited %v before the last batch ended", i+1, time.Unix(0, lastDone).Sub(e))
 		}
 	}
 }

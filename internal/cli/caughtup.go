@@ -53,8 +53,6 @@ func (f CaughtUpFlags) Check(c *Config) error {
 		return Usage(fmt.Errorf("--idle-for %s: must be positive (e.g. 5s), or left out to end at the tips of the start", f.IdleFor))
 	case m.Config.Disabled:
 		return Usage(errors.New("--until-caught-up: the mapping is disabled (Enabled: false or --no-enabled), so nothing would be read: enable it, or drop --until-caught-up"))
-	case m.Store.LeaseTable != "":
-		return Usage(errors.New("--until-caught-up: not supported with --lease-table yet (a worker alone does not know whether the other workers' shards are caught up): run one worker without --lease-table"))
 	case f.IdleFor > 0 && readsThroughConsumer(m):
 		return Usage(errors.New("--idle-for: not supported when reading through an enhanced fan-out consumer (a caught-up subscription is not read again until records come); use --until-caught-up without --idle-for"))
 	}
