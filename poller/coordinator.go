@@ -147,7 +147,14 @@ func (c *coordinator) start(id string) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		c.results <- r.run(rctx, c.workCtx)
+		res := r.run(rctx, c.workCtx)
+		if res.kind != resultFailed && res.abandoned && c.runCtx.Err() == nil && r.awaitRunning(c.runCtx) {
+			// Stopped (trimmed, handed over, lost) while an invocation of it may still run
+			// (send.go), the mapping running on: the shard counts as read here until that has
+			// passed, so that no child of it starts meanwhile; then its lease goes cleanly.
+			res.abandoned = r.mayStillRun()
+		}
+		c.results <- res
 	}()
 }
 

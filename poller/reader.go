@@ -235,7 +235,7 @@ func (r *reader) finishShard(runCtx, workCtx context.Context) error {
 	}
 	// Its children start once it is finished: not while one of its invocations may still run
 	// (an ambiguous failure whose records were then discarded, send.go).
-	if wait := time.Until(time.Unix(0, r.runsUntil.Load())); wait > 0 && !ctxwait.Sleep(runCtx, wait) {
+	if !r.awaitRunning(runCtx) {
 		return errStopped
 	}
 	return r.finish(workCtx)

@@ -155,6 +155,13 @@ func (r *reader) mayRunUntil(l *lane, t time.Time) {
 	}
 }
 
+// awaitRunning waits until no invocation of the shard may still run (mayStillRun), or ctx ends
+// (false).
+func (r *reader) awaitRunning(ctx context.Context) bool {
+	wait := time.Until(time.Unix(0, r.runsUntil.Load()))
+	return wait <= 0 || ctxwait.Sleep(ctx, wait)
+}
+
 // mayStillRun reports whether an invocation of the shard may still run: one failed ambiguously, or
 // was cut off by the end of the shutdown grace, less than the invocation bound ago. Its lease must
 // then not be handed over as if the invocation had ended (Abandoner).

@@ -251,3 +251,71 @@ func TestAmbiguousFailureAtStopAbandonsTheLease(t *testing.T) {
 		}
 	})
 }
+
+// TestTrimmedShardWithAmbiguousInvocationHoldsItsChildren: a parent trimmed by retention while
+// an invocation of it may still run (its connection reset, the function running on) is not
+// counted as done: its children start once the invocation bound has passed since that send, not
+// when the trim stops its reader (the simulation's seed 247 with the reset fault: children
+// invoked while the parent's invocation ran). Fails without the coordinator's wait in start.
+func TestTrimmedShardWithAmbiguousInvocationHoldsItsChildren(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fk := fakekinesis.New()
+		arn := fk.CreateStream("s", 1)
+		fk.Put("s", "k", []byte(`{}`))
+		kids := fk.Split("s", "shardId-000000000000")
+		var mu sync.Mutex
+		starts := map[string][]time.Time{}
+		inv := invoke.InvokerFunc(func(ctx context.Context, payload []byte) (invoke.Response, error) {
+			if err := invoke.CheckStart(ctx); err != nil {
+				return invoke.Response{}, err
+			}
+			var ev struct {
+				Records []struct {
+					EventID string `json:"eventID"`
+				} `json:"Records"`
+			}
+			if err := json.Unmarshal(payload, &ev); err != nil {
+				t.Error(err)
+			}
+			shard, _, _ := strings.Cut(ev.Records[0].EventID, ":")
+			mu.Lock()
+			starts[shard] = append(starts[shard], time.Now())
+			first := shard == "shardId-000000000000" && len(starts[shard]) == 1
+			mu.Unlock()
+			if first { // reset after 300 ms; the function runs on for 4 s
+				time.Sleep(300 * time.Millisecond)
+				return invoke.Response{}, fmt.Errorf("%w: connection reset", invoke.ErrAmbiguous)
+			}
+			return invoke.Response{StatusCode: 200, Payload: []byte(`{}`)}, nil
+		})
+		cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 50 * time.Millisecond, ShardSyncInterval: 100 * time.Millisecond}
+		p, err := New(cfg, fk, NewMemoryStore(), inv, WithInvocationBound(5*time.Second), WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = p.Run(ctx); close(done) }()
+		time.Sleep(time.Second) // the parent's invocation failed ambiguously and waits for the bound
+		fk.Trim("s", "shardId-000000000000")
+		for _, kid := range kids {
+			fk.PutToShard("s", kid, "k", []byte(`{}`))
+		}
+		time.Sleep(10 * time.Second)
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		sent := starts["shardId-000000000000"]
+		if len(sent) == 0 {
+			t.Fatal("the parent was never invoked")
+		}
+		for _, kid := range kids {
+			if len(starts[kid]) == 0 {
+				t.Errorf("child %s never invoked", kid)
+			} else if gap := starts[kid][0].Sub(sent[0]); gap < 5*time.Second {
+				t.Errorf("child %s invoked %v after its parent's ambiguous invocation was sent, within the bound (5 s)", kid, gap)
+			}
+		}
+	})
+}
