@@ -151,7 +151,9 @@ func (b *Board) Fleet(ctx context.Context) State {
 	}
 	st.Scope = ScopeFleet
 	now := b.now()
-	peers, err := b.fleet.refresh(ctx, b.worker, now)
+	// The fetches outlive a request that goes away (each is bounded by PeerTimeout): their
+	// answers serve the next one.
+	peers, err := b.fleet.refresh(context.WithoutCancel(ctx), b.worker, now)
 	b.fleet.mu.Lock()
 	defer b.fleet.mu.Unlock()
 	if b.fleet.history == nil {
