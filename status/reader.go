@@ -124,6 +124,13 @@ func (r *Reader) Mapping(ctx context.Context, streamARN, functionARN string) (Re
 	if lm := liveOf(mappings, streamARN, functionARN); lm != nil {
 		rep.ApplyLive(lm.Shards)
 	}
+	silent := map[string]bool{}
+	for _, w := range rep.Workers {
+		silent[w.ID] = w.Error != ""
+	}
+	for i := range rep.Shards {
+		rep.Shards[i].OwnerSilent = rep.Shards[i].Owner != "" && silent[rep.Shards[i].Owner]
+	}
 	rep.Summary = rep.summarize()
 	return rep, nil
 }

@@ -210,6 +210,9 @@ func (s Shard) line(indent string) string {
 	}
 	if s.Owner != "" {
 		line += " owner " + s.Owner
+		if s.OwnerSilent {
+			line += " (not answering)"
+		}
 	}
 	if s.IteratorAgeMillis != nil {
 		line += " iterator age " + millis(*s.IteratorAgeMillis)

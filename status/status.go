@@ -65,8 +65,10 @@ type Shard struct {
 	Checkpoint string     `json:"checkpoint,omitempty"`
 	Start      string     `json:"start,omitempty"`
 	UpdatedAt  *time.Time `json:"updatedAt,omitempty"`
-	// Owner is the worker holding the shard's lease (with WithLeaseTable).
-	Owner string `json:"owner,omitempty"`
+	// Owner is the worker holding the shard's lease (with WithLeaseTable); OwnerSilent: its live
+	// view did not answer (what is shown is the table's).
+	Owner       string `json:"owner,omitempty"`
+	OwnerSilent bool   `json:"ownerSilent,omitempty"`
 	// IteratorAgeMillis is the live iterator age a running esm reports (with WithMetricsAddr).
 	IteratorAgeMillis *float64 `json:"iteratorAgeMillis,omitempty"`
 	// ReadBy is how a running esm reads the shard: polling or subscription (with
