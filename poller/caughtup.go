@@ -115,15 +115,24 @@ func (r *reader) noteRecords() {
 }
 
 // noteCaughtUp tells the tracker, if any, that the reader is caught up, when it is: it is about
-// to read again (its state is stateRead), the last read left nothing behind it, nothing read is
+// to read again (its state is stateRead), the last read left nothing behind it (with a
+// subscription: the last event taken said so, and nothing of it is left), nothing read is
 // pending, and with slots nothing dispatched is outstanding (else the slot that ends the last of
 // it tells, see slotsIdle).
 func (r *reader) noteCaughtUp() {
 	u := r.p.until
-	if u == nil || r.poll.behind || len(r.poll.pending) > 0 {
+	if u == nil || len(r.poll.pending) > 0 {
 		return
 	}
-	at := r.poll.caughtUpAt
+	behind, at := r.poll.behind, r.poll.caughtUpAt
+	if s := r.sub; s != nil && s.events != nil {
+		// A subscription reads as behind unless a probe showed otherwise (windowProbe): the
+		// last event taken, made after the run started, says whether the shard was caught up.
+		behind, at = s.received == 0 || s.has || s.behind > 0, r.p.now()
+	}
+	if behind {
+		return
+	}
 	if r.slots != nil {
 		r.slots.tip(at)
 		if r.slots.track.outstanding() > 0 {

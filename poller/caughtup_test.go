@@ -36,8 +36,8 @@ func runUntilCaughtUp(t *testing.T, h *harness, idle, limit time.Duration) (time
 			return h.rec.handle(ctx, e)
 		}
 	}
-	p, err := New(cfg, h.kin, h.store, inprocess.New(handle, inprocess.WithTimeout(10*time.Second)),
-		WithUntilCaughtUp(UntilCaughtUp{Idle: idle, Reached: func() { reached.Add(1) }}))
+	opts := append(h.opts[:len(h.opts):len(h.opts)], WithUntilCaughtUp(UntilCaughtUp{Idle: idle, Reached: func() { reached.Add(1) }}))
+	p, err := New(cfg, h.kin, h.store, inprocess.New(handle, inprocess.WithTimeout(10*time.Second)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +184,24 @@ func TestUntilCaughtUpIdle(t *testing.T) {
 			t.Fatalf("took %v (reached %d), want 5 s after the start plus at most two poll intervals", took, reached)
 		}
 	})
+}
+
+// TestUntilCaughtUpSubscribed: read through enhanced fan-out subscriptions, 200 records on two
+// shards end the run once invoked, sooner than one (5 s) poll interval: a caught-up subscribed
+// reader parks, and the end does not wait for it.
+func TestUntilCaughtUpSubscribed(t *testing.T) {
+	h, _ := newEFOHarness(t, 2)
+	h.cfg.PollInterval, h.cfg.BatchSize = 5*time.Second, 10
+	counters := map[string]int{}
+	h.put(20, 200, counters)
+	took, reached := runUntilCaughtUp(t, h, 0, 30*time.Second)
+	checkDelivered(t, h.rec.deliveries(), counters)
+	if took >= h.cfg.PollInterval || reached != 1 {
+		t.Fatalf("took %v (reached %d): want less than a poll interval (%v), once", took, reached, h.cfg.PollInterval)
+	}
+	if n := h.fake.Calls(fakekinesis.OpGetRecords); n != 0 {
+		t.Fatalf("%d GetRecords calls: the shards were to be read through their subscriptions", n)
+	}
 }
 
 // assigned is a Coordinator that holds a fixed set of shards: one worker's share of a lease table.

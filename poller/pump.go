@@ -39,6 +39,9 @@ type pump struct {
 	sent   int64 // events handed over
 	// behindBy tells the reader's signals how far behind an event kept from it says it is.
 	behindBy func(time.Duration)
+	// wakeIdle: every event is handed over, also to a parked reader (WithUntilCaughtUp: an
+	// event saying the shard is caught up is what ends the run).
+	wakeIdle bool
 }
 
 // run subscribes until the shard ends or ctx ends: it resubscribes at once after a subscription
@@ -183,7 +186,7 @@ func (m *pump) handOver(ctx context.Context, v *types.SubscribeToShardEvent) (ha
 		m.pos = &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: v.ContinuationSequenceNumber}
 	}
 	end = v.ContinuationSequenceNumber == nil || len(v.ChildShards) > 0
-	if len(recs) == 0 && !end && m.readerParked() {
+	if len(recs) == 0 && !end && !m.wakeIdle && m.readerParked() {
 		// A parked reader has no window open and nothing pending: what such an event says (how
 		// far behind it is) changes none of its decisions, and its next read overwrites it.
 		m.e.skipped.Add(1)

@@ -184,7 +184,7 @@ func (r *reader) subscribe(ctx context.Context) error {
 	r.sub = s
 	pm := &pump{e: r.p.efo, shardID: r.shardID, log: r.p.log.With("shard_id", r.shardID, "consumer", r.p.efo.consumer),
 		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.retry, now: r.p.now,
-		obs: r.p.subscriptionObserver(), parked: &s.parked, behindBy: r.behindBy}
+		obs: r.p.subscriptionObserver(), parked: &s.parked, behindBy: r.behindBy, wakeIdle: r.p.until != nil}
 	go func() {
 		defer close(s.done)
 		pm.run(pctx)
