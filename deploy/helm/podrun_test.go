@@ -66,6 +66,9 @@ func podFrom(t *testing.T, vals map[string]any, img v1.ImageIndex, dir string) *
 	p.dir = cf.Config.WorkingDir
 	p.env = append(append([]string(nil), cf.Config.Env...), containerEnv(t, c, p.podName)...)
 	p.argv = command(t, c, cf.Config, p.env)
+	if sc := c.SecurityContext; sc != nil && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
+		readOnly(t, p.rootfs)
+	}
 	volumes(t, p.rootfs, c, pod.Volumes, objs)
 	devices(t, p.rootfs)
 	p.ready, p.live = probeURL(t, c, c.ReadinessProbe), probeURL(t, c, c.LivenessProbe)
@@ -197,6 +200,22 @@ func volumes(t *testing.T, rootfs string, c *corev1.Container, vols []corev1.Vol
 		default:
 			t.Fatalf("volume %s: not a ConfigMap or an emptyDir", m.Name)
 		}
+	}
+}
+
+// readOnly makes the root file system one the container's user cannot write to (a stand-in for
+// a read-only mount): no write permission for anyone, the owners kept (the user's home stays
+// its to read). The volumes mounted afterwards are writable as they are in a pod.
+func readOnly(t *testing.T, rootfs string) {
+	t.Helper()
+	err := filepath.Walk(rootfs, func(path string, fi os.FileInfo, err error) error {
+		if err != nil || fi.Mode()&os.ModeSymlink != 0 {
+			return err
+		}
+		return os.Chmod(path, fi.Mode()&^0o222&(os.ModePerm|os.ModeSticky))
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
