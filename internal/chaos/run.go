@@ -240,6 +240,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // 10 s out of process) less the bound for an idle one (L + 4 claim intervals).
 func InFlightAllowance(leaseDuration, timeout time.Duration) time.Duration {
 	busy := lease.BusyHorizon(leaseDuration, timeout+10*time.Second)
+	busy = (busy + time.Second - 1).Truncate(time.Second) // published in whole seconds
 	return lease.TakeoverBound(leaseDuration, busy) - lease.TakeoverBound(leaseDuration, 0)
 }
 
