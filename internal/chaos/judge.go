@@ -281,7 +281,7 @@ func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 		if wait > st.LongestChildWait {
 			st.LongestChildWait, st.LongestChild = wait, child
 		}
-		limit, why := in.MaxChildWait, ""
+		limit, why := in.MaxChildWait+heldWhileCut(in.Events, ready, first.Start), ""
 		// A fault during the wait (or just before) on a worker with an invocation in flight
 		// delays the child until that worker's horizon has passed: it may have held a parent
 		// (paused, cut off or killed, it is declared dead and its leases wait for its
@@ -291,7 +291,7 @@ func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 				continue
 			}
 			if inv, ok := inFlightAt(invs, e.Worker, e.From, in.Recent); ok {
-				limit = in.MaxChildWait + in.InFlight
+				limit += in.InFlight
 				why = fmt.Sprintf("%s on %s at %s with %s's invocation started at %s in flight", e.Kind, e.Worker,
 					e.From.Format(timeFmt), inv.Shard, inv.Start.Format(timeFmt))
 				break
@@ -314,7 +314,7 @@ func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 		}
 	}
 	v := Verdict{Name: fmt.Sprintf("no child waits more than %s once its parents are done", in.MaxChildWait), OK: len(bad) == 0,
-		Detail: fmt.Sprintf("%d children judged: %d against %s (no faulted worker had an invocation in flight; the longest waited %s), "+
+		Detail: fmt.Sprintf("%d children judged: %d against %s (no faulted worker had an invocation in flight; plus the length of a partition from Kinesis or the function during the wait; the longest waited %s), "+
 			"%d against %s + %s (a worker faulted while they waited or just before had one in flight; the longest waited %s); the longest wait %s",
 			judged, idle, in.MaxChildWait, longestIdle.Round(time.Millisecond), busy, in.MaxChildWait, in.InFlight.Round(time.Millisecond),
 			longestBusy.Round(time.Millisecond), st.LongestChildWait.Round(time.Millisecond))}
@@ -325,6 +325,19 @@ func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 		v.Detail += "; " + strings.Join(bad[:min(maxShown, len(bad))], "; ")
 	}
 	return v
+}
+
+// heldWhileCut is the longest partition from Kinesis or from the function (not from DynamoDB:
+// that one's worker is declared dead) that overlapped a child's wait from ready to first: its
+// worker kept its leases, heartbeat going, and could not read or invoke until it healed.
+func heldWhileCut(events []FaultEvent, ready, first time.Time) time.Duration {
+	var held time.Duration
+	for _, e := range events {
+		if (e.Kind == "partition kinesis" || e.Kind == "partition function") && e.From.Before(first) && e.To.After(ready) {
+			held = max(held, e.To.Sub(e.From))
+		}
+	}
+	return held
 }
 
 // inFlightAt is an invocation of worker w that was running at t, or ended less than recent

@@ -97,6 +97,12 @@ func TestJudgeChildWaitAllowsAnInvocationInFlight(t *testing.T) {
 	if v := verdictsByName(vs)["no child"]; v.OK || !strings.Contains(v.Detail, "no invocation in flight at any fault near it: bound 15s") {
 		t.Fatalf("a kill of an idle worker: %+v, want m failed against 15 s", v)
 	}
+	// w2 cut off from Kinesis alone from 0.5 s to 12 s while idle: it kept its leases and read
+	// nothing; the child may wait that much longer.
+	in.Events = []FaultEvent{{Kind: "partition kinesis", Worker: "w2", From: at(0.5), To: at(12)}}
+	if v := verdictsByName(func() []Verdict { vs, _ := Judge(in); return vs }())["no child"]; !v.OK {
+		t.Fatalf("a Kinesis partition of an idle worker during the wait: %+v, want m held within 15 s + 11.5 s", v)
+	}
 	// w1 killed at 1.5 s, in the middle of its invocation of p (1 s to 2 s).
 	in.Events = []FaultEvent{{Kind: "sigkill", Worker: "w1", From: at(1.5), To: at(1.5)}}
 	vs, _ = Judge(in)
