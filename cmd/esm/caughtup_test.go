@@ -11,6 +11,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/local"
+	"github.com/kinesis-esm/esm/internal/testkit"
 )
 
 // These tests run "esm run --until-caught-up" as CI would: the built binary on kinesis-local with
@@ -183,5 +184,34 @@ func TestUntilCaughtUpTwoWorkers(t *testing.T) {
 		if e.UnixNano() < lastDone {
 			t.Fatalf("worker %d exited %v before the last batch ended", i+1, time.Unix(0, lastDone).Sub(e))
 		}
+	}
+}
+
+// TestUntilCaughtUpIdleFor: esm run --until-caught-up --idle-for 3s on an empty stream, with 40
+// records put once its shard is being read (a run to the tips of the start would end then):
+// it exits 0 with all 40 invoked, and not before 3 s after the last put.
+func TestUntilCaughtUpIdleFor(t *testing.T) {
+	stream := newStream(t, 1)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "deliveries")
+	p := startESM(t, []string{"EXAMPLE_OUTPUT=" + out}, "--template", writeTemplate(t, dir, stream),
+		"--state-dir", filepath.Join(dir, "state"), "--poll-interval", "200ms", "--until-caught-up", "--idle-for", "3s", "--json")
+	testkit.WaitFor(t, "the shard read", 30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "shard started") })
+	if _, err := produce(context.Background(), stream, 4, 40, func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+	lastPut := time.Now()
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit %d, want 0\n%s", code, tail(p.stderr.String(), 30))
+	}
+	ended := time.Now()
+	if got := uniqueCount(readDeliveries(t, out)); got != 40 {
+		t.Fatalf("%d distinct records invoked, want 40", got)
+	}
+	if idle := ended.Sub(lastPut); idle < 3*time.Second {
+		t.Fatalf("exited %v after the last put, want at least --idle-for 3s", idle)
+	}
+	if !strings.Contains(p.stderr.String(), `"records":40`) {
+		t.Fatalf("no summary with 40 records:\n%s", tail(p.stderr.String(), 5))
 	}
 }
