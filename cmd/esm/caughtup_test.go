@@ -215,3 +215,21 @@ func TestUntilCaughtUpIdleFor(t *testing.T) {
 		t.Fatalf("no summary with 40 records:\n%s", tail(p.stderr.String(), 5))
 	}
 }
+
+// TestUntilCaughtUpStopped: SIGTERM before the mapping is caught up (a function that takes 2 s
+// per batch of 1, 5 records) still stops cleanly, prints the summary, and exits 5.
+func TestUntilCaughtUpStopped(t *testing.T) {
+	stream := newStream(t, 1)
+	putSequenced(t, stream, "a", "b", "c", "d", "e")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "deliveries")
+	p := startESM(t, []string{"EXAMPLE_OUTPUT=" + out, "EXAMPLE_DELAY=2s"}, "--template", writeTemplate(t, dir, stream, "BatchSize: 1"),
+		"--state-dir", filepath.Join(dir, "state"), "--until-caught-up")
+	testkit.WaitFor(t, "the first invocation", 30*time.Second, func() bool { return len(readDeliveries(t, out)) > 0 })
+	if code := p.stop(t); code != cli.ExitNotCaughtUp {
+		t.Fatalf("exit %d, want %d\n%s", code, cli.ExitNotCaughtUp, tail(p.stderr.String(), 30))
+	}
+	if s := p.stderr.String(); !strings.Contains(s, "stopped before caught up: 1 shards") || !strings.Contains(s, "esm: stopped before every shard was caught up") {
+		t.Fatalf("no summary or verdict:\n%s", tail(s, 10))
+	}
+}
