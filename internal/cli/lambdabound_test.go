@@ -152,7 +152,13 @@ func TestLambdaTargetBoundFollowsFunctionTimeout(t *testing.T) {
 	fk := fakekinesis.New()
 	fk.CreateStream("orders", 1)
 	db := fakedynamo.New()
+	var dbsMu sync.Mutex // the function's handler reads dbs while a worker starts
 	dbs := map[string]*cutDB{}
+	cutOf := func(worker string) *cutDB {
+		dbsMu.Lock()
+		defer dbsMu.Unlock()
+		return dbs[worker]
+	}
 	var started atomic.Bool
 	fn := &lambdaFunction{
 		dur: func(n int) time.Duration {
@@ -164,14 +170,16 @@ func TestLambdaTargetBoundFollowsFunctionTimeout(t *testing.T) {
 		onRun: func(n int, worker string) {
 			if n == 1 {
 				started.Store(true)
-				dbs[worker].cut.Store(true)
+				cutOf(worker).cut.Store(true)
 			}
 		},
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	start := func(id string) (stop func()) {
 		d := &cutDB{DB: db}
+		dbsMu.Lock()
 		dbs[id] = d
+		dbsMu.Unlock()
 		srv := fn.endpoint(id)
 		awsCfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")}
 		c := &Config{Invoke: []string{"lambda:f"}, AWS: awsCfg, Logger: log.With("worker", id), Run: runner.Mapping{
@@ -213,7 +221,7 @@ func TestLambdaTargetBoundFollowsFunctionTimeout(t *testing.T) {
 	stopB := start("b")
 	time.Sleep(27 * time.Second)
 	o := fn.overlaps(t0)
-	dbs["a"].cut.Store(false)
+	cutOf("a").cut.Store(false)
 	stopB()
 	stopA()
 	if len(o) > 0 {
