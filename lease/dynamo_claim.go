@@ -129,22 +129,71 @@ func (d *Dynamo) announce(candidates []string, now time.Time) []string {
 // parent does not do: the lease may have been taken since (sim LEASES=1 seed 60). Nobody
 // reads a trimmed parent after such a read (its records are gone), and a finished lease stays
 // finished, so a child whose item exists has parents that are done.
+//
+// A parent done without having been read (no item: trimmed before anyone created it; or an
+// item nobody started) says nothing of its own parents, whose last batch may still run
+// elsewhere: their children never waited for it. The child then waits on those too, one
+// generation at a time, up to ancestors that were read (sim LEASES=1 seed 207: a child of a
+// trimmed, never-read shard invoked while its grandparent's last batch ran elsewhere).
 func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool {
+	out := make(map[string]bool, len(ids))
+	gen := map[string][]string{} // the ancestors to check next, each with the shards it gates
 	d.mu.Lock()
-	var ps []string
 	for _, id := range ids {
+		out[id] = true
 		for _, p := range d.parentsLocked(id) {
-			if pr := d.peekLocked(p); !pr.last.Finished() && pr.held == nil {
-				ps = append(ps, p)
-			}
+			gen[p] = append(gen[p], id)
 		}
 	}
 	d.mu.Unlock()
-	read := map[string]*Lease{}
-	if len(ps) > 0 {
-		slices.Sort(ps)
-		read = d.batchGetRetry(ctx, slices.Compact(ps), childRetries)
+	checked := map[string]bool{}
+	for len(gen) > 0 {
+		read, ok := d.readAncestors(ctx, gen)
+		if !ok {
+			return nil
+		}
+		now := d.cfg.now()
+		next := map[string][]string{}
+		d.mu.Lock()
+		for a, kids := range gen {
+			checked[a] = true
+			done, above := d.ancestorDoneLocked(a, read, now)
+			for _, id := range kids {
+				out[id] = out[id] && done
+			}
+			if !above {
+				continue
+			}
+			for _, p := range d.parentsLocked(a) {
+				if !checked[p] {
+					next[p] = append(next[p], kids...)
+				}
+			}
+		}
+		d.mu.Unlock()
+		gen = next
 	}
+	return out
+}
+
+// readAncestors reads consistently the ancestors of gen that this worker neither holds nor
+// knows finished, and when one names an owner its roster lacks, the roster too (consistently:
+// that owner may have joined since; see confirmFree). ok is false when that roster read failed.
+func (d *Dynamo) readAncestors(ctx context.Context, gen map[string][]string) (read map[string]*Lease, ok bool) {
+	d.mu.Lock()
+	var ps []string
+	for p := range gen {
+		if s := d.peekLocked(p); !s.last.Finished() && s.held == nil {
+			ps = append(ps, p)
+		}
+	}
+	d.mu.Unlock()
+	read = map[string]*Lease{}
+	if len(ps) == 0 {
+		return read, true
+	}
+	slices.Sort(ps)
+	read = d.batchGetRetry(ctx, ps, childRetries)
 	now := d.cfg.now()
 	d.mu.Lock()
 	gone := false
@@ -153,33 +202,38 @@ func (d *Dynamo) parentsDone(ctx context.Context, ids []string) map[string]bool 
 	}
 	d.mu.Unlock()
 	if gone {
-		// An owner this worker's (eventually consistent) roster lacks may have joined since:
-		// only a consistent read tells it is gone for good (see confirmFree).
 		if err := d.readRoster(ctx, true); err != nil {
 			if ctx.Err() == nil {
 				d.log.Warn("read roster failed; will retry", "err", err)
 			}
-			return nil
+			return nil, false
 		}
-		now = d.cfg.now()
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		ok := true
-		for _, p := range d.parentsLocked(id) {
-			if ps := d.peekLocked(p); ps.last.Finished() || ps.held != nil {
-				continue
-			}
-			l, got := read[p]
-			if !got || l != nil && d.parentBusyLocked(*l, now) { // not read (throttled), or busy
-				ok = false
-			}
-		}
-		out[id] = ok
+	return read, true
+}
+
+// ancestorDoneLocked judges ancestor a of a shard about to be read, from what readAncestors
+// read of it: done when it is held here (the poller waits for its reader), known finished, or
+// read unfinished and held by no other live worker. above says its own parents are to be
+// checked too: it was done without being read (no item, or an item nobody started).
+func (d *Dynamo) ancestorDoneLocked(a string, read map[string]*Lease, now time.Time) (done, above bool) {
+	s := d.peekLocked(a)
+	switch {
+	case s.held != nil:
+		return true, false
+	case s.last.Finished():
+		return true, s.itemless
 	}
-	return out
+	l, got := read[a]
+	switch {
+	case !got: // not read (throttled)
+		return false, false
+	case l == nil:
+		return true, true
+	case d.parentBusyLocked(*l, now):
+		return false, false
+	}
+	return true, !started(*l)
 }
 
 // parentBusyLocked: the parent's lease, as just read, is unfinished and held by another live

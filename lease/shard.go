@@ -28,6 +28,9 @@ type shard struct {
 	// deleted.
 	last  Lease
 	known bool
+	// itemless: last is finishedMarker, no item of the shard's own: deleted, or trimmed and
+	// never created. Nothing says its parents' last batches ended (see parentsDone).
+	itemless bool
 	// seen: this worker has read or written an item of the shard since it started. An item
 	// is deleted only once its shard is finished (see cleanUp), so one seen and then read
 	// absent is finished, whatever the listing says.
@@ -94,17 +97,17 @@ func (d *Dynamo) cachedLocked(id string) (Lease, bool) {
 
 // remember records an item read or written: the last one seen of its shard.
 func (s *shard) remember(l Lease) {
-	s.last, s.known, s.seen = l, true, true
+	s.last, s.known, s.seen, s.itemless = l, true, true, false
 }
 
 // forget drops the item seen of the shard (read absent since).
 func (s *shard) forget() {
-	s.last, s.known = Lease{}, false
+	s.last, s.known, s.itemless = Lease{}, false, false
 }
 
 // markFinished records the shard finished, its item deleted (finishedMarker).
 func (s *shard) markFinished(id string) {
-	s.last, s.known = finishedMarker(id), true
+	s.last, s.known, s.itemless = finishedMarker(id), true, true
 }
 
 // heldShardsLocked are the leases this worker holds, by shard id.
