@@ -76,6 +76,7 @@ type Poller struct {
 	warnedIgnored       atomic.Bool   // the ignored batchItemFailures were logged (blocked.go)
 	tracer              Tracer        // nil: invocations are not traced (trace.go)
 	bound               time.Duration // B: how long an invocation may run once sent (send.go)
+	jit                 *jitter       // the backoffs' random source (nil: the process's; see WithRand)
 	checked             *Checked      // given to NewChecked: New does not check the Config again
 	until               *caughtUp     // with WithUntilCaughtUp: which shards are caught up (caughtup.go)
 }
@@ -198,7 +199,7 @@ const startAttempts = 8
 
 // atStart runs one step of the start, retrying it as startAttempts says.
 func atStart[T any](ctx context.Context, p *Poller, what string, do func() (T, error)) (T, error) {
-	bo := backoff{base: p.retryBase / 10, max: p.retryMax}
+	bo := p.pace(p.retryBase/10, p.retryMax)
 	var (
 		v       T
 		attempt int

@@ -22,7 +22,7 @@ type pollState struct {
 }
 
 // newPollState is a reader's state before its first read: behind until a read says otherwise.
-func newPollState() pollState { return pollState{behind: true, retry: readPace} }
+func newPollState(retry backoff) pollState { return pollState{behind: true, retry: retry} }
 
 // invokeNow reports whether the pending records are invoked before the next read: when any are
 // pending and the shard ended, the last batch was cut by the payload limit, there is no batching

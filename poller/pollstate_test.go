@@ -69,7 +69,7 @@ func TestPollWait(t *testing.T) {
 		})
 	}
 	// A reader's first read (no read before, behind) is at once.
-	first := newPollState()
+	first := newPollState(backoff{})
 	if got, forWindow := first.pollWait(&cfg, t0, false); got > 0 || forWindow {
 		t.Fatalf("first read: pollWait = %v, %v; want at once", got, forWindow)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/ctxwait"
@@ -17,18 +18,44 @@ import (
 
 var errStopped = errors.New("stopped")
 
-// backoff is capped exponential backoff with full jitter over the upper half.
+// backoff is capped exponential backoff with full jitter over the upper half, drawn from src.
 type backoff struct {
 	base, max time.Duration
 	n         int
+	src       *jitter // nil: the process's random source
+}
+
+// jitter is the random source of a Poller's backoffs (see WithRand), shared by its goroutines.
+type jitter struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+// n draws from [0, d).
+func (j *jitter) n(d time.Duration) time.Duration {
+	if j == nil {
+		return rand.N(d)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return time.Duration(j.r.Int64N(int64(d)))
+}
+
+// WithRand sets the source of the jitter of every retry's pause (default: the process's random
+// source). A seeded one makes the pauses, and so a run in virtual time, replay exactly.
+func WithRand(r *rand.Rand) Option { return func(p *Poller) { p.jit = &jitter{r: r} } }
+
+// pace is a backoff from base capped at max, drawing its jitter from the Poller's source.
+func (p *Poller) pace(base, max time.Duration) backoff {
+	return backoff{base: base, max: max, src: p.jit}
 }
 
 // readPace paces failed GetShardIterator and GetRecords calls.
-var readPace = backoff{base: 100 * time.Millisecond, max: 5 * time.Second}
+func (p *Poller) readPace() backoff { return p.pace(100*time.Millisecond, 5*time.Second) }
 
 // retryPace paces the retries of a batch, a window's final invocation and a failure record's
 // delivery: exponential from retryBase, capped at retryMax.
-func (p *Poller) retryPace() backoff { return backoff{base: p.retryBase, max: p.retryMax} }
+func (p *Poller) retryPace() backoff { return p.pace(p.retryBase, p.retryMax) }
 
 func (b *backoff) next() time.Duration {
 	d := b.max
@@ -36,7 +63,7 @@ func (b *backoff) next() time.Duration {
 		d = min(b.base<<b.n, b.max)
 	}
 	b.n++
-	return d/2 + rand.N(d/2+1)
+	return d/2 + b.src.n(d/2+1)
 }
 
 func (b *backoff) reset() { b.n = 0 }

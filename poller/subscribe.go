@@ -76,6 +76,7 @@ func (p *Poller) useSubscriptions() error {
 	if p.efo == nil { // tests set their own timings
 		p.efo = &efo{renew: subscriptionRenewal, retry: backoff{base: subscribeRetryBase, max: subscribeRetryMax}}
 	}
+	p.efo.retry.src = p.jit
 	e := p.efo
 	e.api, e.consumer, e.closed = api, p.cfg.ConsumerARN, map[string]bool{}
 	e.opts = append([]func(*kinesis.Options){freshProtocol, initialResponseOptional}, p.subOpts...)

@@ -209,7 +209,8 @@ func (d *driver) start(sl *slot) {
 		cfg.FilterPatterns = []string{`{"data":{"tag":["a","poison"]}}`}
 	}
 	opts := []poller.Option{poller.WithDestination(simDest{inc}), poller.WithObserver(inc.obs),
-		poller.WithLogger(w.debugLogger(inc)), poller.WithInvocationBound(w.s.FunctionTimeout)}
+		poller.WithLogger(w.debugLogger(inc)), poller.WithInvocationBound(w.s.FunctionTimeout),
+		poller.WithRand(rand.New(rand.NewPCG(uint64(w.s.Seed), uint64(inc.id))))} // retries' jitter: the seed's
 	inc.base = w.base
 	var runLeases func(context.Context) error
 	if w.db != nil {
