@@ -472,20 +472,7 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 		return v.reset(c)
 	}
 	v.begin(c)
-	// The function runs for its time wherever the worker is: a paused worker's invocation goes on
-	// at the function, and so does a killed one's with leases (several workers: the function is
-	// remote). A single worker's function dies with it.
-	t := time.NewTimer(o.runFor)
-	select {
-	case <-t.C:
-	case <-inc.dead:
-		if w.s.Workers > 1 {
-			<-t.C
-		} else {
-			t.Stop()
-		}
-	}
-	v.finish(c)
+	v.run(c, o.runFor)
 	_ = inc.gate(context.Background()) // a paused worker reads the response when it resumes
 	return v.end(c, o, e.State)
 }
@@ -496,9 +483,27 @@ func (v simInvoker) Invoke(ctx context.Context, payload []byte) (invoke.Response
 func (v simInvoker) reset(c *call) (invoke.Response, error) {
 	runFor := v.inc.w.s.FunctionTimeout
 	v.begin(c)
-	time.AfterFunc(runFor, func() { v.finish(c) }) // at the function, whatever the worker does
+	go v.run(c, runFor) // at the function, whatever the worker does but die alone
 	time.Sleep(min(runFor/2, 200*time.Millisecond))
 	return invoke.Response{}, fmt.Errorf("%w: sim: connection reset after the request was sent", invoke.ErrAmbiguous)
+}
+
+// run is the function running c for d, then finished. It runs for its time wherever the worker
+// is: a paused worker's invocation goes on at the function, and so does a killed one's with
+// leases (several workers: the function is remote). A single worker's function dies with it,
+// whether the worker waits for its response or lost its connection (reset).
+func (v simInvoker) run(c *call, d time.Duration) {
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-v.inc.dead:
+		if v.inc.w.s.Workers > 1 {
+			<-t.C
+		} else {
+			t.Stop()
+		}
+	}
+	v.finish(c)
 }
 
 // outcome is what an invocation will do, decided before it runs.
