@@ -3,6 +3,8 @@ package poller
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -138,4 +140,24 @@ func TestRetry(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestWithRandReplaysPauses: the pauses of two Pollers given sources of one seed are the same,
+// drawn by every kind of backoff (reads, retries); the simulation replays a seed by them.
+func TestWithRandReplaysPauses(t *testing.T) {
+	pauses := func() []time.Duration {
+		p := &Poller{retryBase: time.Second, retryMax: 5 * time.Second}
+		WithRand(rand.New(rand.NewPCG(427, 1)))(p)
+		var out []time.Duration
+		for _, bo := range []backoff{p.readPace(), p.retryPace()} {
+			for range 8 {
+				out = append(out, bo.next())
+			}
+		}
+		return out
+	}
+	a, b := pauses(), pauses()
+	if !slices.Equal(a, b) {
+		t.Fatalf("pauses from one seed differ:\n%v\n%v", a, b)
+	}
 }
