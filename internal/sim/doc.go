@@ -15,7 +15,8 @@
 // cases each invariant judged, so that no check passes on schedules that never did the thing it
 // guards. RunCatalog plays a seed's catalog schedule: esm serve managers sharing one catalog.
 //
-// Virtual time is exact; the order of goroutines that run at the same virtual instant is the Go
-// scheduler's. A seed therefore replays the same schedule exactly, and almost always the same
+// Virtual time is exact, and every random choice, the poller's retry jitter included, is drawn
+// from the seed; the order of goroutines that run at the same virtual instant is the Go
+// scheduler's (so is the order in which they draw the jitter). A seed therefore replays the same schedule exactly, and almost always the same
 // interleaving.
 package sim
