@@ -26,7 +26,7 @@ func seedsToRun(t *testing.T) []int64 {
 	// The CI budget: about 60–90 s on 2 cores (make test runs with -race).
 	count, from := 75, int64(1)
 	if raceEnabled {
-		count = 25
+		count = 35
 	}
 	if testing.Short() {
 		count = 4
