@@ -57,7 +57,7 @@ const (
 // briefly unreachable) as long as this worker still holds the shard; a write fenced off by the
 // lease table is errLost at once.
 func (r *reader) save(ctx context.Context, pr ShardProgress) error {
-	bo := r.p.pace(r.p.retryBase/5, r.p.retryMax)
+	bo := r.p.pace(r.shardID+" save "+pr.Checkpoint, r.p.retryBase/5, r.p.retryMax)
 	var (
 		last    error
 		attempt int

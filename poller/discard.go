@@ -98,7 +98,7 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 // dropping the records instead.
 func (r *reader) deliverFailure(runCtx, workCtx context.Context, f FailureRecord, recs []types.Record, log *slog.Logger) (err error) {
 	f.Payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
-	bo := r.p.retryPace()
+	bo := r.p.retryPace(r.shardID + " failure record " + firstSeq(recs))
 	delivered := false
 	var s stall
 	defer func() { r.ended(&s, err == nil) }()

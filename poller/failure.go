@@ -120,7 +120,7 @@ func (r *reader) process(runCtx, workCtx context.Context, l *lane, recs []types.
 
 // processRun runs b through the failure rules.
 func (r *reader) processRun(b *batchRun) error {
-	b.pace = r.p.retryPace()
+	b.pace = r.p.retryPace(r.shardID + " batch " + firstSeq(b.recs))
 	err := retry(b.runCtx, &b.pace, b.attempt, nil)
 	r.ended(&b.stall, err == nil) // the shard stops counting as blocked on b once it is done
 	return err

@@ -199,7 +199,7 @@ const startAttempts = 8
 
 // atStart runs one step of the start, retrying it as startAttempts says.
 func atStart[T any](ctx context.Context, p *Poller, what string, do func() (T, error)) (T, error) {
-	bo := p.pace(p.retryBase/10, p.retryMax)
+	bo := p.pace("start "+what, p.retryBase/10, p.retryMax)
 	var (
 		v       T
 		attempt int

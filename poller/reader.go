@@ -132,7 +132,7 @@ func (r *reader) state(runCtx context.Context) (readerState, time.Duration) {
 // workCtx, so a batch in flight when runCtx ends still completes (within the shutdown grace).
 func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 	defer r.closeSubscription()
-	r.poll = newPollState(r.p.readPace())
+	r.poll = newPollState(r.p.readPace(r.shardID + " read"))
 	if err := r.open(runCtx); err != nil {
 		return r.result(err)
 	}
@@ -340,7 +340,7 @@ func (r *reader) open(ctx context.Context) error {
 		return r.subscribe(ctx)
 	}
 	r.reportReadBy(ReadByPolling)
-	bo := r.p.readPace()
+	bo := r.p.readPace(r.shardID + " open")
 	return retry(ctx, &bo, func(int) (step, error) {
 		pos, _ := r.openPosition()
 		out, err := r.p.kin.GetShardIterator(ctx, r.iteratorInput(pos))

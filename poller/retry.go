@@ -3,9 +3,11 @@ package poller
 import (
 	"context"
 	"errors"
+	"hash/fnv"
 	"math/rand/v2"
-	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/ctxwait"
 )
@@ -22,40 +24,50 @@ var errStopped = errors.New("stopped")
 type backoff struct {
 	base, max time.Duration
 	n         int
-	src       *jitter // nil: the process's random source
+	src       *rand.Rand // nil: the process's random source; else used by one goroutine at a time
 }
 
-// jitter is the random source of a Poller's backoffs (see WithRand), shared by its goroutines.
-type jitter struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
+// jitter is where a Poller's backoffs draw from when WithRand gave a source: each backoff has a
+// source of its own, named by what it paces, so that the pauses of a seed do not depend on which
+// goroutine drew first.
+type jitter struct{ seed uint64 }
 
-// n draws from [0, d).
-func (j *jitter) n(d time.Duration) time.Duration {
+// source is the source of the backoff named name (nil without WithRand).
+func (j *jitter) source(name string) *rand.Rand {
 	if j == nil {
-		return rand.N(d)
+		return nil
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return time.Duration(j.r.Int64N(int64(d)))
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return rand.New(rand.NewPCG(j.seed, h.Sum64()))
 }
 
-// WithRand sets the source of the jitter of every retry's pause (default: the process's random
-// source). A seeded one makes the pauses, and so a run in virtual time, replay exactly.
-func WithRand(r *rand.Rand) Option { return func(p *Poller) { p.jit = &jitter{r: r} } }
+// WithRand sets where the jitter of every retry's pause comes from (default: the process's random
+// source): one draw from r seeds a source per backoff. A seeded r makes the pauses, and so a run
+// in virtual time, replay exactly.
+func WithRand(r *rand.Rand) Option { return func(p *Poller) { p.jit = &jitter{seed: r.Uint64()} } }
 
-// pace is a backoff from base capped at max, drawing its jitter from the Poller's source.
-func (p *Poller) pace(base, max time.Duration) backoff {
-	return backoff{base: base, max: max, src: p.jit}
+// pace is a backoff from base capped at max, named by what it paces (see jitter).
+func (p *Poller) pace(name string, base, max time.Duration) backoff {
+	return backoff{base: base, max: max, src: p.jit.source(name)}
+}
+
+// firstSeq is the sequence number of the first of recs ("" for none), naming a batch's pacing.
+func firstSeq(recs []types.Record) string {
+	if len(recs) == 0 {
+		return ""
+	}
+	return deref(recs[0].SequenceNumber)
 }
 
 // readPace paces failed GetShardIterator and GetRecords calls.
-func (p *Poller) readPace() backoff { return p.pace(100*time.Millisecond, 5*time.Second) }
+func (p *Poller) readPace(name string) backoff {
+	return p.pace(name, 100*time.Millisecond, 5*time.Second)
+}
 
 // retryPace paces the retries of a batch, a window's final invocation and a failure record's
 // delivery: exponential from retryBase, capped at retryMax.
-func (p *Poller) retryPace() backoff { return p.pace(p.retryBase, p.retryMax) }
+func (p *Poller) retryPace(name string) backoff { return p.pace(name, p.retryBase, p.retryMax) }
 
 func (b *backoff) next() time.Duration {
 	d := b.max
@@ -63,7 +75,10 @@ func (b *backoff) next() time.Duration {
 		d = min(b.base<<b.n, b.max)
 	}
 	b.n++
-	return d/2 + b.src.n(d/2+1)
+	if b.src == nil {
+		return d/2 + rand.N(d/2+1)
+	}
+	return d/2 + time.Duration(b.src.Int64N(int64(d/2+1)))
 }
 
 func (b *backoff) reset() { b.n = 0 }

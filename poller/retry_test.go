@@ -142,22 +142,32 @@ func TestRetry(t *testing.T) {
 	})
 }
 
-// TestWithRandReplaysPauses: the pauses of two Pollers given sources of one seed are the same,
-// drawn by every kind of backoff (reads, retries); the simulation replays a seed by them.
+// TestWithRandReplaysPauses: Pollers given sources of one seed pause alike, each backoff by its
+// own source whatever the order in which the goroutines drew (the simulation replays a seed by
+// them); differently named backoffs draw differently.
 func TestWithRandReplaysPauses(t *testing.T) {
-	pauses := func() []time.Duration {
-		p := &Poller{retryBase: time.Second, retryMax: 5 * time.Second}
-		WithRand(rand.New(rand.NewPCG(427, 1)))(p)
+	draw := func(p *Poller, name string) []time.Duration {
 		var out []time.Duration
-		for _, bo := range []backoff{p.readPace(), p.retryPace()} {
+		for _, bo := range []backoff{p.readPace(name), p.retryPace(name)} {
 			for range 8 {
 				out = append(out, bo.next())
 			}
 		}
 		return out
 	}
-	a, b := pauses(), pauses()
-	if !slices.Equal(a, b) {
-		t.Fatalf("pauses from one seed differ:\n%v\n%v", a, b)
+	seeded := func() *Poller {
+		p := &Poller{retryBase: time.Second, retryMax: 5 * time.Second}
+		WithRand(rand.New(rand.NewPCG(427, 1)))(p)
+		return p
+	}
+	p1, p2 := seeded(), seeded()
+	a1 := draw(p1, "shard-1 batch 7")
+	draw(p2, "shard-2 batch 9") // another goroutine drew first
+	a2 := draw(p2, "shard-1 batch 7")
+	if !slices.Equal(a1, a2) {
+		t.Fatalf("pauses of one name under one seed differ with the order of the draws:\n%v\n%v", a1, a2)
+	}
+	if b := draw(p1, "shard-2 batch 9"); slices.Equal(a1, b) {
+		t.Fatalf("two backoffs drew the same pauses: %v", b)
 	}
 }

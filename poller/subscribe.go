@@ -65,6 +65,13 @@ type efo struct {
 	skipped atomic.Int64 // events not handed to a parked reader, for the tests
 }
 
+// paced is the retry pacing of one shard's pump, its jitter drawn from j (see WithRand).
+func (e *efo) paced(j *jitter, shardID string) backoff {
+	bo := e.retry
+	bo.src = j.source(shardID + " subscribe")
+	return bo
+}
+
 // useSubscriptions sets the poller up to read through Config.ConsumerARN. The Kinesis client must
 // implement SubscribeAPI.
 func (p *Poller) useSubscriptions() error {
@@ -76,7 +83,6 @@ func (p *Poller) useSubscriptions() error {
 	if p.efo == nil { // tests set their own timings
 		p.efo = &efo{renew: subscriptionRenewal, retry: backoff{base: subscribeRetryBase, max: subscribeRetryMax}}
 	}
-	p.efo.retry.src = p.jit
 	e := p.efo
 	e.api, e.consumer, e.closed = api, p.cfg.ConsumerARN, map[string]bool{}
 	e.opts = append([]func(*kinesis.Options){freshProtocol, initialResponseOptional}, p.subOpts...)
@@ -184,7 +190,7 @@ func (r *reader) subscribe(ctx context.Context) error {
 	s := &subscription{events: make(chan subEvent, 1), stop: stop, done: make(chan struct{})}
 	r.sub = s
 	pm := &pump{e: r.p.efo, shardID: r.shardID, log: r.p.log.With("shard_id", r.shardID, "consumer", r.p.efo.consumer),
-		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.retry, now: r.p.now,
+		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.paced(r.p.jit, r.shardID), now: r.p.now,
 		obs: r.p.subscriptionObserver(), parked: &s.parked, behindBy: r.behindBy, wakeIdle: r.p.until != nil}
 	go func() {
 		defer close(s.done)

@@ -119,7 +119,7 @@ func (r *reader) closeWindow(runCtx, workCtx context.Context, early bool) error 
 	w := r.progress.Window
 	payload := append([]byte(`{"Records":[]`), r.windowTail(true, early)...)
 	log := r.p.log.With("shard_id", r.shardID, "window_start", w.Start)
-	bo := r.p.retryPace()
+	bo := r.p.retryPace(r.shardID + " window " + w.Start.String())
 	err := retry(runCtx, &bo, func(int) (step, error) {
 		s := r.send(invocation{lane: &r.lane, run: runCtx, ctx: workCtx, call: func(ctx context.Context) (invoke.Response, error) {
 			return r.p.inv.Invoke(ctx, payload)
