@@ -17,6 +17,6 @@
 //
 // Virtual time is exact, and every random choice, the poller's retry jitter included, is drawn
 // from the seed; the order of goroutines that run at the same virtual instant is the Go
-// scheduler's (so is the order in which they draw the jitter). A seed therefore replays the same schedule exactly, and almost always the same
+// scheduler's. A seed therefore replays the same schedule exactly, and almost always the same
 // interleaving.
 package sim
