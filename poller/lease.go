@@ -91,4 +91,3 @@ type InvocationTicket interface {
 	Recheck() bool
 	End(ended bool)
 }
-
