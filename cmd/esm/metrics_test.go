@@ -16,6 +16,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/metrics/live"
 )
 
 // scrape reads the samples of /metrics: metric name → summed value over the given labels' series.
@@ -111,16 +112,7 @@ func TestMetricsAddUp(t *testing.T) {
 			m["FilteredOutEventCount"], m["FailedInvokeEventCount"], m["DroppedEventCount"], m["OnFailureDestinationDeliveredEventCount"])
 	}
 	// The live page: the shard, its checkpoint, and the poison record's batch as its last error.
-	var state struct {
-		Mappings []struct {
-			Function string `json:"function"`
-			UUID     string `json:"uuid"`
-			Dropped  int    `json:"dropped"`
-			Shards   []struct {
-				ShardID, State, Checkpoint, LastError string
-			} `json:"shards"`
-		} `json:"mappings"`
-	}
+	var state live.State // its shards are a table of columns and rows, which State reads
 	if err := getJSON(addr, "/live/state.json", &state); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/local"
 	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/internal/verify"
+	"github.com/kinesis-esm/esm/metrics/live"
 )
 
 // lambdaClient is aws-sdk-go-v2's Lambda client on an esm serve's API.
@@ -86,12 +87,7 @@ func TestServeMetricsAndStatus(t *testing.T) {
 	}
 
 	// The live page has both mappings, each with its UUID and its stream's shards.
-	var state struct {
-		Mappings []struct {
-			Function, Stream, UUID string
-			Shards                 []struct{ ShardID, State string }
-		}
-	}
+	var state live.State // its shards are a table of columns and rows, which State reads
 	if err := getJSON(metricsAddr, "/live/state.json", &state); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,8 @@
 // workers of the lease table read, fetched from their own state. [Board.Handler] serves /live, a
 // page that works as plain HTML without JavaScript (and reloads itself every few seconds) and,
 // with JavaScript, patches its content in place every second with a small inline script: no
-// front-end build; and /live/state.json, the same state as JSON.
+// front-end build; and /live/state.json, the same state as JSON ([State]; each mapping's shards
+// as a [ShardTable], their field names once rather than on every shard).
 package live
 
 import (

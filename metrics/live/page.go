@@ -254,7 +254,7 @@ func (b *Board) Handler() http.Handler {
 			_ = json.NewEncoder(w).Encode(st)
 			return
 		}
-		// 1,000 shards with their checkpoints are about 250 KB of JSON, under 50 KB compressed.
+		// 1,000 shards with their checkpoints are about 185 KB of JSON, 13 KB compressed.
 		w.Header().Set("Content-Encoding", "gzip")
 		zw := gzip.NewWriter(w)
 		_ = json.NewEncoder(zw).Encode(st)
