@@ -19,7 +19,6 @@ import (
 	"github.com/kinesis-esm/esm/status"
 )
 
-
 // worker serves what a running "esm run --metrics-addr" serves, /metrics and /live/state.json,
 // from the observers esm gives its poller; feed drives them as the poller would.
 func worker(t *testing.T, id string, at time.Time, feed func(o poller.Observer, d poller.DetailObserver)) string {
