@@ -88,7 +88,6 @@ func TestStartRIERejectsBadSettings(t *testing.T) {
 	}
 }
 
-
 // running reports whether pid is a live process (not gone, not a zombie).
 func running(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
