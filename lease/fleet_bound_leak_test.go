@@ -14,7 +14,8 @@ import (
 	"github.com/kinesis-esm/esm/lease"
 )
 
-// TestFailedJoinsLeaveBoundItems: a worker joins while the roster item is throttled (a fleet
+// TestFailedJoinsLeaveBoundItems guards the audit's defect 9; what follows is that defect as it was
+// before its fix, and the test fails if it comes back: a worker joins while the roster item is throttled (a fleet
 // starting at once on a fresh on-demand table, a hot roster). Each join attempt draws a new
 // epoch and writes that epoch's bound item ("!esm-bound:<id>:<epoch>") before the roster write;
 // when the roster write fails, the attempt is retried 250 ms later with another epoch, and the

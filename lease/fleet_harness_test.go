@@ -136,9 +136,14 @@ func newWorld(t *testing.T, shards int, L time.Duration) *world {
 	return w
 }
 
-// produce puts a record on every open shard every period until ctx ends.
-func (w *world) produce(ctx context.Context, period time.Duration) {
+// produce puts a record on every open shard every period until the test ends; its goroutine is
+// stopped and waited for then.
+func (w *world) produce(t *testing.T, period time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
 	go func() {
+		defer close(done)
 		i := 0
 		for ctx.Err() == nil {
 			for _, sh := range w.fk.OpenShards("s") {

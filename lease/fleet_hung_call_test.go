@@ -48,7 +48,8 @@ func (w *world) invokedSince(t time.Time) int {
 	return n
 }
 
-// TestOneHungHeartbeatWedgesTheWorker: one worker (esm run --lease-table, L = 3 s) on a
+// TestOneHungHeartbeatWedgesTheWorker guards the audit's defect 3; what follows is that defect as it was
+// before its fix, and the test fails if it comes back: one worker (esm run --lease-table, L = 3 s) on a
 // stream with records flowing. One heartbeat call hangs; DynamoDB answers every other call.
 // The heartbeat goroutine holds the heartbeat's turn (beatTurn) across the call, the claim
 // cycle waits for that turn under cycleMu (Load → cycle → beatOnce → lockBeats), and nothing
@@ -59,9 +60,7 @@ func (w *world) invokedSince(t time.Time) int {
 func TestOneHungHeartbeatWedgesTheWorker(t *testing.T) {
 	const L = 3 * time.Second
 	w := newWorld(t, 1, L)
-	ctx, stopProducing := context.WithCancel(context.Background())
-	defer stopProducing()
-	w.produce(ctx, 50*time.Millisecond)
+	w.produce(t, 50*time.Millisecond)
 	var h *hangOne
 	w.startWith("a", 5*time.Second, 3*time.Second, func(g *gatedAPI) lease.DynamoAPI {
 		h = &hangOne{gatedAPI: g, match: func(k string) bool { return k == "!esm-workers" }}
@@ -79,7 +78,8 @@ func TestOneHungHeartbeatWedgesTheWorker(t *testing.T) {
 	}
 }
 
-// TestOneHungCheckpointStallsTheShardForGood: two workers, two shards, one each. One of a's
+// TestOneHungCheckpointStallsTheShardForGood guards the audit's defect 3; what follows is that defect as it was
+// before its fix, and the test fails if it comes back: two workers, two shards, one each. One of a's
 // checkpoint writes hangs (the reader calls Store.Save with workCtx, which has no deadline, and
 // holds heldLease.mu across it). a's heartbeats go on, so a is alive to everyone and keeps the
 // lease; its reader never checks Held again; b never takes the shard. The shard (and its
@@ -87,9 +87,7 @@ func TestOneHungHeartbeatWedgesTheWorker(t *testing.T) {
 func TestOneHungCheckpointStallsTheShardForGood(t *testing.T) {
 	const L = 3 * time.Second
 	w := newWorld(t, 2, L)
-	ctx, stopProducing := context.WithCancel(context.Background())
-	defer stopProducing()
-	w.produce(ctx, 50*time.Millisecond)
+	w.produce(t, 50*time.Millisecond)
 	var h *hangOne
 	var hungShard atomic.Value
 	w.startWith("a", 5*time.Second, 3*time.Second, func(g *gatedAPI) lease.DynamoAPI {

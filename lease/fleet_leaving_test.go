@@ -64,7 +64,8 @@ func placedOn(state string) string {
 	return strings.Trim(v, `"`)
 }
 
-// TestStallLeavesWorkerMarkedLeavingForGood: worker a's heartbeats (writes to the roster item)
+// TestStallLeavesWorkerMarkedLeavingForGood guards the audit's defect 7; what follows is that defect as it was
+// before its fix, and the test fails if it comes back: worker a's heartbeats (writes to the roster item)
 // stall for 0.9 L (the roster is one hot item: the SDK's own retries of a throttled write, a
 // network stall; L = 3 s, so 2.7 s: shorter than the lease, and nobody else is there to declare
 // it dead). Held turns false after 0.8 L, the readers
@@ -76,9 +77,7 @@ func placedOn(state string) string {
 func TestStallLeavesWorkerMarkedLeavingForGood(t *testing.T) {
 	const L = 3 * time.Second
 	w := newWorld(t, 4, L)
-	ctx, stopProducing := context.WithCancel(context.Background())
-	defer stopProducing()
-	w.produce(ctx, 30*time.Millisecond)
+	w.produce(t, 30*time.Millisecond)
 	a := w.start("a", 5*time.Second, 3*time.Second)
 	w.waitFor("a to hold every lease", 30*time.Second, func() bool { return w.owners()["a"] == 4 })
 
@@ -108,7 +107,8 @@ func TestStallLeavesWorkerMarkedLeavingForGood(t *testing.T) {
 	}
 }
 
-// TestFleetStallShorterThanLeaseDeclaresDeath: every worker's DynamoDB calls stall for 0.9 L at
+// TestFleetStallShorterThanLeaseDeclaresDeath guards the audit's defect 8; what follows is that defect as it was
+// before its fix, and the test fails if it comes back: every worker's DynamoDB calls stall for 0.9 L at
 // once (the roster is one item: a throttle burst that the SDK retries, a brownout). The design
 // says a worker is declared dead only when its heartbeat stood still for L across two of the
 // observer's own successful heartbeats, so that a table-wide stall declares nobody. But the
@@ -120,9 +120,7 @@ func TestStallLeavesWorkerMarkedLeavingForGood(t *testing.T) {
 func TestFleetStallShorterThanLeaseDeclaresDeath(t *testing.T) {
 	const L = 3 * time.Second
 	w := newWorld(t, 4, L)
-	ctx, stopProducing := context.WithCancel(context.Background())
-	defer stopProducing()
-	w.produce(ctx, 30*time.Millisecond)
+	w.produce(t, 30*time.Millisecond)
 	a := w.start("a", 5*time.Second, 3*time.Second)
 	b := w.start("b", 5*time.Second, 3*time.Second)
 	w.waitFor("two leases each", 30*time.Second, func() bool { o := w.owners(); return o["a"] == 2 && o["b"] == 2 })

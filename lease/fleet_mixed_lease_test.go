@@ -1,7 +1,6 @@
 package lease_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +8,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// TestMixedLeaseDurationsOverlap: a rolling change of --lease-duration (here 60 s on worker a,
+// TestMixedLeaseDurationsOverlap guards the audit's defect 6; what follows is that defect as it was
+// before its fix, and the test fails if it comes back: a rolling change of --lease-duration (here 60 s on worker a,
 // the old 3 s on worker b; nothing publishes or checks it). b judges a's heartbeat, sent every
 // 20 s, by its own L: it declares a dead about 3 s after each heartbeat and takes a's shards
 // 9/8·B later, while a's Held, judged by a's L, stays true for 48 s and a goes on invoking until
@@ -21,9 +21,7 @@ func TestMixedLeaseDurationsOverlap(t *testing.T) {
 	}
 	w := newWorld(t, 2, 3*time.Second)
 	w.run = func(string, string, events.KinesisEvent) { time.Sleep(1500 * time.Millisecond) }
-	ctx, stopProducing := context.WithCancel(context.Background())
-	defer stopProducing()
-	w.produce(ctx, 50*time.Millisecond)
+	w.produce(t, 50*time.Millisecond)
 	w.startL("a", 60*time.Second, 5*time.Second, 3*time.Second, nil)
 	w.waitFor("a to hold both leases", 30*time.Second, func() bool { return w.owners()["a"] == 2 })
 	before, _ := w.roster()
