@@ -26,7 +26,7 @@ test:
 # test-unit runs the short tests of the packages whose tests need no emulator (no node on PATH
 # needed, under a minute); the packages listed in EMULATOR_PKGS start kinesis-local or dynalite
 # in their TestMain and run in "make test" only.
-EMULATOR_PKGS := /cmd/demo$$|/cmd/esm$$|/dlq$$|/e2e/rie$$|/esmapi$$|/handler$$|/handler/inproc$$|/internal/chaos$$|/internal/e2e$$|/lease$$|/internal/local$$
+EMULATOR_PKGS := /cmd/demo$$|/cmd/esm$$|/dlq$$|/e2e/rie$$|/esmapi$$|/handler$$|/handler/inproc$$|/internal/testbed/chaos$$|/internal/testbed/e2e$$|/lease$$|/internal/testbed/local$$
 test-unit:
 	$(GO) test -short -count=1 $$($(GO) list ./... | grep -vE '$(EMULATOR_PKGS)') && \
 	$(call FAKE_TEST,-short) && \
@@ -34,7 +34,7 @@ test-unit:
 
 # FAKE_TEST vets and tests the in-memory fakes, a module of their own (fake/: users import them
 # without esm's dependencies), which "go test ./..." of the main module does not reach; the
-# caller passes more go test flags. Their comparison with dynalite is internal/fakeparity's.
+# caller passes more go test flags. Their comparison with dynalite is internal/testbed/fakeparity's.
 FAKE_TEST = (cd fake && $(GO) vet ./... && $(GO) test -count=1 $(1) ./...)
 
 # DEPLOY_TEST vets and tests the deployment module (deploy/: helm's and go-containerregistry's
@@ -44,7 +44,7 @@ FAKE_TEST = (cd fake && $(GO) vet ./... && $(GO) test -count=1 $(1) ./...)
 # and the alerts; the caller passes more go test flags (-short skips the pod).
 DEPLOY_TEST = (cd deploy && $(GO) vet ./... && $(GO) test -count=1 $(1) ./...)
 
-# sim runs the deterministic simulation (internal/sim) over SEEDS seeds from FROM, or replays
+# sim runs the deterministic simulation (internal/testbed/sim) over SEEDS seeds from FROM, or replays
 # one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.
 # LEASES=1 adds schedules with several workers on lease.Dynamo over fake/fakedynamo.
 SEEDS ?= 300
@@ -53,7 +53,7 @@ SEED ?=
 LEASES ?=
 sim:
 	ESM_SIM_SEEDS=$(SEEDS) ESM_SIM_FROM=$(FROM) ESM_SIM_SEED=$(SEED) ESM_SIM_LEASES=$(LEASES) \
-		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/sim/ | grep -v '^=== RUN'
+		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/testbed/sim/ | grep -v '^=== RUN'
 
 # chaos runs esm workers as processes on kinesis-local and dynalite, each through its own fault
 # proxy (5xx, throttles, dropped connections, partitions from DynamoDB, Kinesis or its function),
@@ -68,7 +68,7 @@ LOGS ?=
 chaos: node_modules/.package-lock.json
 	ESM_CHAOS_SEEDS=$(if $(filter file,$(origin SEEDS)),10,$(SEEDS)) ESM_CHAOS_FROM=$(FROM) ESM_CHAOS_DURATION=$(DURATION) ESM_CHAOS_WORKERS=$(WORKERS) \
 		ESM_CHAOS_FLAGS='$(FLAGS)' ESM_CHAOS_LOGS='$(LOGS)' \
-		$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/chaos/ | grep -v -e '^=== RUN' -e '^\s*$$'
+		$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/testbed/chaos/ | grep -v -e '^=== RUN' -e '^\s*$$'
 
 # fuzz runs every fuzz target of the module (template parser, filters, event encoder, the API's
 # request decoding and SigV4 check, the on-failure message parser, ...: each "func FuzzX") for
@@ -163,7 +163,7 @@ bench: node_modules/.package-lock.json
 	$(GO) test -run '^$$' -bench 'Poller' -benchtime 200000x -cpu 1 ./poller/
 	$(MAKE) latency
 	$(GO) test -run '^$$' -bench 'InvokeOverhead' -benchtime 5000x ./e2e/rie/
-	$(GO) test -run '^$$' -bench 'ManyIdleShards' -benchtime 1x ./internal/leasesim/ -args -shards=$(BENCH_SHARDS)
+	$(GO) test -run '^$$' -bench 'ManyIdleShards' -benchtime 1x ./internal/testbed/leasesim/ -args -shards=$(BENCH_SHARDS)
 	$(GO) test -run '^$$' -bench 'ManyIdle' -benchtime 1x -timeout 30m ./cmd/esm/ -args -shards=$(BENCH_SHARDS)
 
 .PHONY: bench-idle
@@ -186,8 +186,8 @@ bench-idle:
 # prints one line per target of issue 15, then 300 seeds of it under faults. CI runs the same
 # tests at 1,000 shards / 10 workers as part of "make test".
 sim-scale:
-	$(GO) test -count=1 -timeout 60m -run 'TestScale' -v ./internal/leasesim/ -args -scale=full 2>&1 | grep -E 'target|^(--- |ok|FAIL)'
-	$(GO) test -count=1 -timeout 30m -run 'TestFaultSeeds' -v ./internal/leasesim/ -args -seeds=300 2>&1 | grep -E 'seeds,|violations|^(--- FAIL|ok|FAIL)'
+	$(GO) test -count=1 -timeout 60m -run 'TestScale' -v ./internal/testbed/leasesim/ -args -scale=full 2>&1 | grep -E 'target|^(--- |ok|FAIL)'
+	$(GO) test -count=1 -timeout 30m -run 'TestFaultSeeds' -v ./internal/testbed/leasesim/ -args -seeds=300 2>&1 | grep -E 'seeds,|violations|^(--- FAIL|ok|FAIL)'
 
 .PHONY: bootstrap rie
 

@@ -21,8 +21,8 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesis-esm/esm/esmapi"
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 func TestSigV4(t *testing.T) {

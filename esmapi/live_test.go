@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // TestUpdateFiltersLive: filters set by an update apply to the records read after it, without

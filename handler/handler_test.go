@@ -20,9 +20,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testenv"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testenv"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 const childEnv = "HANDLER_TEST_START_CHILD"

@@ -19,7 +19,7 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/httpinvoke"
 	"github.com/kinesis-esm/esm/invoke/lambdaapi"
 	"github.com/kinesis-esm/esm/poller"

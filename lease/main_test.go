@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"go.uber.org/goleak"
 
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testenv"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testenv"
 )
 
 // The Dynamo tests run against dynalite and kinesis-local: the endpoints "make test" exports, or

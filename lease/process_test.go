@@ -22,9 +22,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesis-esm/esm/example"
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/internal/verify"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/verify"
 )
 
 // These tests run esm processes ("esm run --lease-table") against kinesis-local and dynalite.

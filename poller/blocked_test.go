@@ -19,7 +19,7 @@ import (
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 

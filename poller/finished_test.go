@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // TestShardWithStartedChildIsNotRead: a shard whose child was read (the store holds a checkpoint

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 )
 

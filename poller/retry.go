@@ -16,7 +16,7 @@ import (
 // and reading a shard, saving progress, invoking a batch, closing a window, delivering a failure
 // record, subscribing) goes through retry, or for the reader's reads through backoff.pause: one
 // pacing rule, one way to stop. Every pause sleeps on a time.Timer, the one time source the
-// poller waits on, which testing/synctest runs in virtual time (internal/sim).
+// poller waits on, which testing/synctest runs in virtual time (internal/testbed/sim).
 
 var errStopped = errors.New("stopped")
 

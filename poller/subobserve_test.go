@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // subRecorder records what a SubscriptionObserver is told.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // goldenMessages is a file of every kind of message: a batch, a bisected record, a range trimmed

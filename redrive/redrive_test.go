@@ -17,7 +17,7 @@ import (
 
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/local"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 )

@@ -18,7 +18,7 @@ import (
 
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/poller"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/metrics/prom"

@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
 )

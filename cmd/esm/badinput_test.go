@@ -2,7 +2,7 @@ package main
 
 import (
 	"bytes"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"net"
 	"os"
 	"os/exec"

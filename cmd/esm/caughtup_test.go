@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/cli"
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // These tests run "esm run --until-caught-up" as CI would: the built binary on kinesis-local with

@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/browsertest"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/browsertest"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/metrics/live"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // TestLeaseTableOfAnotherStream: a lease table holds one stream's leases. esm run on a table

@@ -30,8 +30,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 var (
@@ -59,7 +59,7 @@ var (
 // load average is logged), so esm polls each of many shards far less than once a second here and
 // cpu-%core is below what the same shards cost on Kinesis. cpu-us/GetRecords is the figure that
 // carries over: at one poll per shard per second, N shards cost N × cpu-us/GetRecords µs of CPU
-// per second. internal/leasesim's BenchmarkManyIdleShards polls at the full rate on the fakes.
+// per second. internal/testbed/leasesim's BenchmarkManyIdleShards polls at the full rate on the fakes.
 func BenchmarkManyIdleShards(b *testing.B) {
 	testkit.ForEachCount(b, *manyShards, func(b *testing.B, n int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/metrics/live"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // envTemplate is a function run by the bash runtime of execenv's tests, answering with the

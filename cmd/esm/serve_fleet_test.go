@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // loadBarrier forwards Kinesis to kinesis-local and DynamoDB to dynalite, holding each Scan of

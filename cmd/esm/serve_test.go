@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/internal/verify"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/verify"
 )
 
 // These tests drive "esm serve" with the AWS CLI v2 (Debian's awscli package; .ci/run installs

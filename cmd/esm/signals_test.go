@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // TestIteratorAgeAfterCatchingUp (issue 40) runs the binary on a backlog 3 s old: once every

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/testenv"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testenv"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // holdProxy is the endpoint esm is given (--endpoint-url): Kinesis calls go to kinesis-local and

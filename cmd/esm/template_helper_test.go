@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kinesis-esm/esm/internal/local"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
 )
 
 // writeTemplate writes dir/template.yaml, one function Fn with one Kinesis event S on stream

@@ -22,8 +22,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kinesis-esm/esm/example"
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // otlpCollector keeps the spans of the OTLP/HTTP protobuf exports it receives.

@@ -19,7 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kinesis-esm/esm/deploy/image"
-	"github.com/kinesis-esm/esm/internal/local"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
 )
 
 // podSpec is what the test takes from the rendered pod: esm's container as a process in the

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/example"
-	"github.com/kinesis-esm/esm/internal/local"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/invoke/httpinvoke"

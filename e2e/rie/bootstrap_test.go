@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/testenv"
+	"github.com/kinesis-esm/esm/internal/testbed/testenv"
 )
 
 // TestBootstrapBuildsForProvidedAL2023: the example function builds as a Lambda custom-runtime

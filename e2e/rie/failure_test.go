@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testkit"
-	"github.com/kinesis-esm/esm/internal/verify"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/verify"
 	"github.com/kinesis-esm/esm/invoke"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/example"
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // TestThreeRIEInstancesServeSixShards: six shards read at once share a pool of three

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // TestCheckAPI: beyond loopback the API needs credentials and TLS, unless plaintext is accepted

@@ -14,9 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testenv"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testenv"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // kinesisLocalTLS is an SDK client of kinesis-local's HTTPS endpoint, where its TLS handshake

@@ -22,8 +22,8 @@ import (
 
 	"github.com/kinesis-esm/esm/example"
 	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
-	"github.com/kinesis-esm/esm/internal/testenv"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testenv"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // goBootstrap is the example function built as a Lambda bootstrap (plain lambda.Start).

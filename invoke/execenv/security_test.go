@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // TestEnvironmentIsLambdas: a function that prints the environment it was started with sees

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // fakeEndpoint is a Lambda-Invoke-compatible endpoint on 127.0.0.1 that records what it receives

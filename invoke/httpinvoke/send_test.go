@@ -8,7 +8,7 @@ import (
 	"time"
 
 	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // A connection reset after the endpoint read the request is ambiguous: not retried (on this

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

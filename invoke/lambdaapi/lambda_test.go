@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // invokeAPI is an httptest server that speaks Lambda's Invoke API: the function named in the

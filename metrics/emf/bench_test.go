@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // BenchmarkEMFHotCalls is the EMF observer's cost for the same calls (one lock each).

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // emfDoc is an EMF document as CloudWatch reads it.

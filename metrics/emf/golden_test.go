@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files of the EMF tests")

@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/browsertest"
+	"github.com/kinesis-esm/esm/internal/testbed/browsertest"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/poller"

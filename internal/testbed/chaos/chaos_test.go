@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/testenv"
+	"github.com/kinesis-esm/esm/internal/testbed/testenv"
 )
 
 var kinesisEndpoint, dynamoEndpoint string

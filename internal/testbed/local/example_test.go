@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/kinesis-esm/esm/internal/local"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
 )
 
 // An SQS emulator in this process, for an on-failure destination: create a queue, send to it as

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
@@ -30,7 +30,7 @@ var manyShards, idleWindow = testkit.IdleShardsFlags()
 // bound for the worker itself; cmd/esm's BenchmarkManyIdleShards measures the esm binary alone on
 // kinesis-local. -shards sets the shard counts (default 1000), e.g.
 //
-//	go test -run '^$' -bench ManyIdleShards -benchtime 1x ./internal/leasesim/ -args -shards=500,1000
+//	go test -run '^$' -bench ManyIdleShards -benchtime 1x ./internal/testbed/leasesim/ -args -shards=500,1000
 func BenchmarkManyIdleShards(b *testing.B) {
 	testkit.ForEachCount(b, *manyShards, measureIdleShards)
 }

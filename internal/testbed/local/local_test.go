@@ -55,7 +55,7 @@ func startKinesis(t *testing.T, opts KinesisOptions) *Process {
 }
 
 // kinesisEndpoint is the kinesis-local that "make test" exported in ESM_TEST_KINESIS_ENDPOINT,
-// else a private one the test stops at the end (internal/testenv gives other packages the same;
+// else a private one the test stops at the end (internal/testbed/testenv gives other packages the same;
 // it imports this package, so this package's tests cannot use it).
 func kinesisEndpoint(t *testing.T) string {
 	t.Helper()

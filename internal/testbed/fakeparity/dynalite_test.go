@@ -22,8 +22,8 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
-	"github.com/kinesis-esm/esm/internal/local"
-	"github.com/kinesis-esm/esm/internal/testenv"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testenv"
 )
 
 // The differential test runs the same calls on the fake and on dynalite and compares what they

@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/ctxwait"
-	"github.com/kinesis-esm/esm/internal/local"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/lease"
 )
 
