@@ -157,3 +157,13 @@ func (t tee) BatchFailing(shardID string, f poller.BatchFailure) {
 		}
 	}
 }
+
+var _ poller.SkipObserver = tee(nil)
+
+func (t tee) BatchSkipped(shardID string, s poller.Skipped) {
+	for _, o := range t {
+		if so, ok := o.(poller.SkipObserver); ok {
+			so.BatchSkipped(shardID, s)
+		}
+	}
+}

@@ -147,7 +147,9 @@ func (c *coordinator) start(id string) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		c.p.skips.reading(r)
 		res := r.run(rctx, c.workCtx)
+		c.p.skips.gone(r)
 		if res.kind != resultFailed && res.abandoned && c.runCtx.Err() == nil && r.awaitRunning(c.runCtx) {
 			// Stopped (trimmed, handed over, lost) while an invocation of it may still run
 			// (send.go), the mapping running on: the shard counts as read here until that has

@@ -121,7 +121,7 @@ func (r *reader) process(runCtx, workCtx context.Context, l *lane, recs []types.
 // processRun runs b through the failure rules.
 func (r *reader) processRun(b *batchRun) error {
 	b.pace = r.p.retryPace(r.shardID + " batch " + firstSeq(b.recs))
-	err := retry(b.runCtx, &b.pace, b.attempt, nil)
+	err := b.run()                // retry b.attempt, or skip the batch on an operator's order (skip.go)
 	r.ended(&b.stall, err == nil) // the shard stops counting as blocked on b once it is done
 	return err
 }

@@ -79,6 +79,7 @@ type Poller struct {
 	jit                 *jitter       // the backoffs' random source (nil: the process's; see WithRand)
 	checked             *Checked      // given to NewChecked: New does not check the Config again
 	until               *caughtUp     // with WithUntilCaughtUp: which shards are caught up (caughtup.go)
+	skips               *Skips        // where skips reach the batches (skip.go)
 }
 
 // Option configures New.
@@ -106,6 +107,9 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 		sigClock: newSignalClock()}
 	for _, o := range opts {
 		o(p)
+	}
+	if p.skips == nil {
+		p.skips = NewSkips()
 	}
 	checked, err := p.check(cfg)
 	if err != nil {
