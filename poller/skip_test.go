@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 
