@@ -1,6 +1,6 @@
 // Package dlq delivers on-failure records (DestinationConfig.OnFailure) to SQS, SNS or S3 in
-// the exact shape Lambda uses for a Kinesis event source mapping: metadata only for SQS and SNS,
-// metadata plus the invocation payload for S3.
+// the exact shape Lambda uses for a Kinesis or DynamoDB Streams event source mapping: metadata
+// only for SQS and SNS, metadata plus the invocation payload for S3.
 package dlq
 
 import (
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
 	"github.com/google/uuid"
 
 	"github.com/kinesis-esm/esm/poller"
@@ -16,11 +17,13 @@ import (
 
 // The message's fields in the order Lambda writes them.
 type message struct {
-	RequestContext   requestContext   `json:"requestContext"`
-	ResponseContext  *responseContext `json:"responseContext,omitempty"`
-	Version          string           `json:"version"`
-	Timestamp        string           `json:"timestamp"`
-	KinesisBatchInfo batchInfo        `json:"KinesisBatchInfo"`
+	RequestContext  requestContext   `json:"requestContext"`
+	ResponseContext *responseContext `json:"responseContext,omitempty"`
+	Version         string           `json:"version"`
+	Timestamp       string           `json:"timestamp"`
+	// One of the two is set: the batch info of a Kinesis stream, or of a DynamoDB stream.
+	KinesisBatchInfo   *batchInfo `json:"KinesisBatchInfo,omitempty"`
+	DDBStreamBatchInfo *batchInfo `json:"DDBStreamBatchInfo,omitempty"`
 	// Payload is set for S3 only: the invocation event as an escaped JSON string, as Lambda's
 	// documentation describes it.
 	Payload *string `json:"payload,omitempty"`
@@ -49,10 +52,23 @@ type batchInfo struct {
 	StreamARN                       string `json:"streamArn"`
 }
 
-// timeLayout is ISO 8601 in UTC with milliseconds, as in Lambda's Kinesis failure records.
+// timeLayout is ISO 8601 in UTC with milliseconds, as in Lambda's Kinesis failure records and
+// the top-level timestamp of every record.
 const timeLayout = "2006-01-02T15:04:05.000Z"
 
+// ddbArrivalLayout is the arrival times of DDBStreamBatchInfo: whole seconds, as AWS recorded
+// them ("2022-07-13T13:48:01Z"), while the message's timestamp keeps its milliseconds.
+const ddbArrivalLayout = "2006-01-02T15:04:05Z"
+
 func stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// fromDynamoDBStream reports whether streamARN is a DynamoDB stream's
+// (arn:aws:dynamodb:<region>:<account>:table/<table>/stream/<label>): its failure records carry
+// DDBStreamBatchInfo instead of KinesisBatchInfo.
+func fromDynamoDBStream(streamARN string) bool {
+	a, err := arn.Parse(streamARN)
+	return err == nil && a.Service == "dynamodb"
+}
 
 func build(f poller.FailureRecord) message {
 	m := message{
@@ -60,11 +76,18 @@ func build(f poller.FailureRecord) message {
 			ApproximateInvokeCount: max(f.ApproximateInvokeCount, 1)},
 		Version:   "1.0",
 		Timestamp: stamp(f.Timestamp),
-		KinesisBatchInfo: batchInfo{
-			ShardID: f.ShardID, StartSequenceNumber: f.StartSequenceNumber, EndSequenceNumber: f.EndSequenceNumber,
-			ApproximateArrivalOfFirstRecord: stamp(f.FirstArrival), ApproximateArrivalOfLastRecord: stamp(f.LastArrival),
-			BatchSize: f.BatchSize, StreamARN: f.StreamARN,
-		},
+	}
+	info := &batchInfo{
+		ShardID: f.ShardID, StartSequenceNumber: f.StartSequenceNumber, EndSequenceNumber: f.EndSequenceNumber,
+		ApproximateArrivalOfFirstRecord: stamp(f.FirstArrival), ApproximateArrivalOfLastRecord: stamp(f.LastArrival),
+		BatchSize: f.BatchSize, StreamARN: f.StreamARN,
+	}
+	if fromDynamoDBStream(f.StreamARN) {
+		info.ApproximateArrivalOfFirstRecord = f.FirstArrival.UTC().Format(ddbArrivalLayout)
+		info.ApproximateArrivalOfLastRecord = f.LastArrival.UTC().Format(ddbArrivalLayout)
+		m.DDBStreamBatchInfo = info
+	} else {
+		m.KinesisBatchInfo = info
 	}
 	if f.Response != nil {
 		rc := &responseContext{StatusCode: f.Response.StatusCode, ExecutedVersion: f.Response.ExecutedVersion}
@@ -92,8 +115,8 @@ func marshal(m message) []byte {
 func Message(f poller.FailureRecord) []byte { return marshal(build(f)) }
 
 // S3Object renders the S3 object of a failure record: the message plus the payload, an escaped
-// JSON string. AWS's recorded object has its keys in sorted order at every level (KinesisBatchInfo,
-// payload, requestContext, responseContext, timestamp, version), unlike the SQS and SNS message;
+// JSON string. AWS's recorded object has its keys in sorted order at every level (KinesisBatchInfo
+// or DDBStreamBatchInfo, payload, requestContext, responseContext, timestamp, version), unlike the SQS and SNS message;
 // encoding/json writes a map's keys sorted, so the message goes through one.
 func S3Object(f poller.FailureRecord) []byte {
 	m := build(f)

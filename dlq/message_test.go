@@ -124,3 +124,33 @@ func TestS3Key(t *testing.T) {
 		t.Fatalf("key %q does not follow aws/lambda/<uuid>/<shard>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<uuid> in UTC", key)
 	}
 }
+
+// TestDynamoDBMessageMatchesAWSRecording: a DynamoDB stream's failure record carries
+// DDBStreamBatchInfo, whose arrival times are whole seconds (the records' milliseconds dropped),
+// while the top-level timestamp keeps its milliseconds; byte for byte the recording, key order
+// included. The recording's placeholders are used as the values.
+func TestDynamoDBMessageMatchesAWSRecording(t *testing.T) {
+	raw, err := os.ReadFile("testdata/aws-recorded-ddb-failure.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrival := recordedTime.Add(734 * time.Millisecond) // dropped from the arrival times
+	f := poller.FailureRecord{
+		Condition: poller.ConditionRetryAttemptsExhausted, RequestID: "<uuid>", ApproximateInvokeCount: 2,
+		FunctionARN: "arn:aws:lambda:<region>:111111111111:function:<function>",
+		Response:    &poller.FailureResponse{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: "Unhandled"},
+		Timestamp:   recordedTime, StreamARN: "arn:aws:dynamodb:<region>:111111111111:table/<table>/stream/<label>",
+		ShardID: "<shard-id>", StartSequenceNumber: "<sequence-number>", EndSequenceNumber: "<sequence-number>",
+		FirstArrival: arrival, LastArrival: arrival, BatchSize: 1,
+	}
+	if got, want := compact(t, Message(f)), compact(t, raw); got != want {
+		t.Fatalf("message differs from AWS's recording\n got: %s\nwant: %s", got, want)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(S3Object(f), &obj); err != nil {
+		t.Fatal(err)
+	}
+	if obj["DDBStreamBatchInfo"] == nil || obj["KinesisBatchInfo"] != nil {
+		t.Fatalf("S3 object %s: want DDBStreamBatchInfo and no KinesisBatchInfo", S3Object(f))
+	}
+}
