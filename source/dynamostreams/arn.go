@@ -1,0 +1,56 @@
+// Package dynamostreams reads a DynamoDB stream for an event source mapping, as Lambda reads one:
+// the shards of DescribeStream and their single parent, GetShardIterator and GetRecords of the
+// SDK's service/dynamodbstreams, and the event Lambda sends (events.DynamoDBEvent).
+package dynamostreams
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// StreamARN is a parsed DynamoDB stream ARN,
+// arn:<partition>:dynamodb:<region>:<account>:table/<table>/stream/<label>.
+type StreamARN struct {
+	Partition, Region, Account, Table, Label string
+}
+
+func (a StreamARN) String() string {
+	return fmt.Sprintf("arn:%s:dynamodb:%s:%s:table/%s/stream/%s", a.Partition, a.Region, a.Account, a.Table, a.Label)
+}
+
+// IsStreamARN reports whether s names a DynamoDB stream (its service is dynamodb), whether or not
+// the rest of it is well formed: ParseStreamARN says that.
+func IsStreamARN(s string) bool {
+	a, err := arn.Parse(s)
+	return err == nil && a.Service == "dynamodb"
+}
+
+// ParseStreamARN parses a DynamoDB stream ARN. A table's ARN (without /stream/<label>) is refused
+// with a message that says what is missing: a mapping reads the table's stream, not its table.
+// Every error is a *poller.ValidationError of EventSourceArn.
+func ParseStreamARN(s string) (StreamARN, error) {
+	invalid := func(format string) error {
+		return &poller.ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(format, s)}
+	}
+	a, err := arn.Parse(s)
+	if err != nil || a.Service != "dynamodb" {
+		return StreamARN{}, invalid("EventSourceArn %q is not a DynamoDB stream ARN (arn:aws:dynamodb:<region>:<account>:table/<table>/stream/<label>)")
+	}
+	rest, isTable := strings.CutPrefix(a.Resource, "table/")
+	table, label, hasStream := strings.Cut(rest, "/stream/")
+	switch {
+	case !isTable || table == "" || strings.Contains(table, "/"):
+		return StreamARN{}, invalid("EventSourceArn %q is not a DynamoDB stream ARN (arn:aws:dynamodb:<region>:<account>:table/<table>/stream/<label>)")
+	case !hasStream:
+		return StreamARN{}, invalid("EventSourceArn %q is a table's ARN: give its stream's (the table's LatestStreamArn, …/stream/<label>)")
+	case label == "" || strings.Contains(label, "/"):
+		return StreamARN{}, invalid("EventSourceArn %q: the stream label is missing or malformed (…:table/<table>/stream/<label>)")
+	case a.Region == "":
+		return StreamARN{}, invalid("EventSourceArn %q has no region")
+	}
+	return StreamARN{Partition: a.Partition, Region: a.Region, Account: a.AccountID, Table: table, Label: label}, nil
+}

@@ -1,0 +1,37 @@
+package dynamostreams
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kinesis-esm/esm/poller"
+)
+
+func TestParseStreamARN(t *testing.T) {
+	a, err := ParseStreamARN(testStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := StreamARN{Partition: "aws", Region: "us-east-1", Account: "123456789012", Table: "orders", Label: "2026-12-07T00:00:00.000"}
+	if a != want || a.String() != testStream {
+		t.Fatalf("parsed %+v (%s), want %+v", a, a, want)
+	}
+	for bad, says := range map[string]string{
+		"arn:aws:kinesis:us-east-1:1:stream/s":               "not a DynamoDB stream ARN",
+		"arn:aws:dynamodb:us-east-1:1:table/orders":          "a table's ARN",
+		"arn:aws:dynamodb:us-east-1:1:table/orders/stream/":  "stream label",
+		"arn:aws:dynamodb:us-east-1:1:table/orders/index/ix": "not a DynamoDB stream ARN",
+		"arn:aws:dynamodb::1:table/orders/stream/x":          "no region",
+		"orders": "not a DynamoDB stream ARN",
+	} {
+		_, err := ParseStreamARN(bad)
+		var ve *poller.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "EventSourceArn" || !strings.Contains(err.Error(), says) || !errors.Is(err, poller.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want a validation error saying %q", bad, err, says)
+		}
+	}
+	if !IsStreamARN(testStream) || IsStreamARN("arn:aws:kinesis:us-east-1:1:stream/s") {
+		t.Fatal("IsStreamARN")
+	}
+}
