@@ -38,6 +38,14 @@
 // never matching, is a small change in field.matchTop). Any other top-level key is treated as absent from every
 // record, so only exists:false can satisfy it (UNCONFIRMED).
 //
+// A DynamoDB stream's record is matched with [Filters.MatchDocument], against its whole record
+// object in the Lambda event: the keys a pattern names are the event record's ("eventName",
+// "dynamodb" with its typed "Keys", "NewImage" and "OldImage", "awsRegion", …), attribute values
+// as the event types them ({"S": "x"}, {"N": "101"}: a number attribute is a string there, so
+// it is matched by exact or prefix rules, not numeric ones; UNCONFIRMED). Lambda's documentation
+// says DynamoDB mappings "only support filtering on the dynamodb key"; AWS's recorded tests also
+// filter on "eventName", and those filters work [AWS-REC], so both are accepted.
+//
 // If a pattern has a "data" rule and the record's data is not one valid JSON value, the data rule
 // fails, so the pattern does not match and the record is dropped [OLD DOC]. A pattern without a
 // "data" rule never looks at the data, so any payload passes it on its other keys [OLD DOC]. A "data" rule

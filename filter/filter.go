@@ -111,6 +111,25 @@ func (f *Filters) Match(rec Record) bool {
 	return false
 }
 
+// MatchDocument reports whether a record given as its event's JSON object passes f: the patterns'
+// top level is matched against that object, key by key (a DynamoDB stream's record: "eventName",
+// "dynamodb" with its typed Keys, NewImage and OldImage, and the other keys of the event's record).
+// A record that is not a JSON object matches only patterns that exists:false can satisfy. A nil or
+// empty f passes every record. Like Match, it never panics and is safe to call concurrently.
+func (f *Filters) MatchDocument(doc []byte) bool {
+	if f == nil || len(f.patterns) == 0 {
+		return true
+	}
+	v, _ := decodeData(doc)
+	m, _ := v.(map[string]any)
+	for _, p := range f.patterns {
+		if p.matchObj(m) {
+			return true
+		}
+	}
+	return false
+}
+
 func patternTooLong(p string) bool {
 	return len(p) > MaxPatternLength && utf8.RuneCountInString(p) > MaxPatternLength
 }

@@ -100,5 +100,10 @@ func FuzzMatch(f *testing.F) {
 		if both := or.Match(rec); both != got {
 			t.Fatalf("pattern %q gives %v, but $or of it with itself gives %v, on data %q", p, got, both, data)
 		}
+		// The data as a whole record (a DynamoDB stream's): the same laws.
+		doc := fs.MatchDocument(data)
+		if fs.MatchDocument(data) != doc || or.MatchDocument(data) != doc {
+			t.Fatalf("pattern %q on the document %q: MatchDocument is not deterministic, or differs from its $or with itself", p, data)
+		}
 	})
 }
