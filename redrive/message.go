@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source/dynamostreams"
 )
 
-// Message is one on-failure message of a Kinesis mapping, as Lambda (and esm) writes it to an SQS
-// queue, an SNS topic or an S3 bucket.
+// Message is one on-failure message of a Kinesis or DynamoDB Streams mapping, as Lambda (and esm)
+// writes it to an SQS queue, an SNS topic or an S3 bucket.
 type Message struct {
 	// Condition is RetryAttemptsExhausted or RecordAgeExceeded.
 	Condition   string
@@ -36,7 +37,7 @@ type Message struct {
 const maxSequenceDigits = 128
 
 // ErrInvalidMessage is wrapped by every ParseMessage error.
-var ErrInvalidMessage = errors.New("not a Kinesis on-failure message")
+var ErrInvalidMessage = errors.New("not an on-failure message of a stream")
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidMessage, fmt.Sprintf(format, args...))
@@ -57,36 +58,47 @@ type wireMessage struct {
 		FunctionError *string `json:"functionError"`
 	} `json:"responseContext"`
 	Timestamp string `json:"timestamp"`
-	Info      *struct {
-		ShardID   string `json:"shardId"`
-		Start     string `json:"startSequenceNumber"`
-		End       string `json:"endSequenceNumber"`
-		First     string `json:"approximateArrivalOfFirstRecord"`
-		Last      string `json:"approximateArrivalOfLastRecord"`
-		BatchSize int    `json:"batchSize"`
-		StreamARN string `json:"streamArn"`
-	} `json:"KinesisBatchInfo"`
+	// One of the two: a Kinesis stream's batch, or a DynamoDB stream's.
+	Info    *batchInfo      `json:"KinesisBatchInfo"`
+	DDBInfo *batchInfo      `json:"DDBStreamBatchInfo"`
 	Payload json.RawMessage `json:"payload"`
+}
+
+type batchInfo struct {
+	ShardID   string `json:"shardId"`
+	Start     string `json:"startSequenceNumber"`
+	End       string `json:"endSequenceNumber"`
+	First     string `json:"approximateArrivalOfFirstRecord"`
+	Last      string `json:"approximateArrivalOfLastRecord"`
+	BatchSize int    `json:"batchSize"`
+	StreamARN string `json:"streamArn"`
 }
 
 // ParseMessage reads an on-failure message: an SQS message body or SNS message, the same wrapped
 // in an SNS notification (an SNS topic's queue subscription without raw delivery), or an S3
 // object, whose payload is kept (as Lambda's escaped JSON string, or as an object). It checks
 // what a redrive depends on: the shard, a range of decimal sequence numbers in order, a batch size
-// of at least 1, a Kinesis stream ARN, and for a payload, a Records array that starts and ends at
+// of at least 1, the stream ARN of its batch info (a Kinesis stream in KinesisBatchInfo, a DynamoDB
+// stream in DDBStreamBatchInfo), and for a payload, a Records array that starts and ends at
 // the range's sequence numbers. Errors wrap ErrInvalidMessage.
 func ParseMessage(b []byte) (Message, error) {
 	var w wireMessage
 	if err := json.Unmarshal(b, &w); err != nil {
 		return Message{}, invalid("%v", err)
 	}
-	if w.Type == "Notification" && w.Message != nil && w.Info == nil {
+	if w.Type == "Notification" && w.Message != nil && w.Info == nil && w.DDBInfo == nil {
 		if err := json.Unmarshal([]byte(*w.Message), &w); err != nil {
 			return Message{}, invalid("SNS notification: %v", err)
 		}
 	}
-	if w.Info == nil {
-		return Message{}, invalid("no KinesisBatchInfo")
+	ddb := w.DDBInfo != nil
+	switch {
+	case w.Info == nil && w.DDBInfo == nil:
+		return Message{}, invalid("no KinesisBatchInfo or DDBStreamBatchInfo")
+	case w.Info != nil && ddb:
+		return Message{}, invalid("both KinesisBatchInfo and DDBStreamBatchInfo")
+	case ddb:
+		w.Info = w.DDBInfo
 	}
 	m := Message{
 		StreamARN: w.Info.StreamARN, ShardID: w.Info.ShardID,
@@ -113,7 +125,7 @@ func ParseMessage(b []byte) (Message, error) {
 	case m.BatchSize < 1 || m.BatchSize > poller.MaxBatchSize:
 		return Message{}, invalid("batchSize %d is outside 1-%d", m.BatchSize, poller.MaxBatchSize)
 	}
-	if _, err := poller.ParseStreamARN(m.StreamARN); err != nil {
+	if err := checkStreamARN(m.StreamARN, ddb); err != nil {
 		return Message{}, invalid("streamArn: %v", err)
 	}
 	if len(w.Payload) > 0 && !bytes.Equal(w.Payload, []byte("null")) {
@@ -157,7 +169,20 @@ type payloadRecord struct {
 	seq string
 }
 
-// payloadRecords lists the records of an event payload (a KinesisEvent or KinesisTimeWindowEvent).
+// checkStreamARN checks the batch info's streamArn: a DynamoDB stream's in DDBStreamBatchInfo, a
+// Kinesis stream's in KinesisBatchInfo.
+func checkStreamARN(s string, ddb bool) error {
+	if ddb {
+		_, err := dynamostreams.ParseStreamARN(s)
+		return err
+	}
+	_, err := poller.ParseStreamARN(s)
+	return err
+}
+
+// payloadRecords lists the records of an event payload (a KinesisEvent or KinesisTimeWindowEvent,
+// a DynamoDBEvent or DynamoDBTimeWindowEvent): a record's sequence number is its
+// kinesis.sequenceNumber or its dynamodb.SequenceNumber.
 func payloadRecords(payload []byte) ([]payloadRecord, error) {
 	var ev struct {
 		Records []json.RawMessage `json:"Records"`
@@ -171,20 +196,29 @@ func payloadRecords(payload []byte) ([]payloadRecord, error) {
 			Kinesis struct {
 				SequenceNumber string `json:"sequenceNumber"`
 			} `json:"kinesis"`
+			DynamoDB struct {
+				SequenceNumber string `json:"SequenceNumber"`
+			} `json:"dynamodb"`
 		}
-		if err := json.Unmarshal(raw, &r); err != nil || !isSequence(r.Kinesis.SequenceNumber) {
+		err := json.Unmarshal(raw, &r)
+		seq := r.Kinesis.SequenceNumber
+		if seq == "" {
+			seq = r.DynamoDB.SequenceNumber
+		}
+		if err != nil || !isSequence(seq) {
 			return nil, invalid("payload record %d has no sequence number", i)
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw); err != nil {
 			return nil, invalid("payload record %d: %v", i, err)
 		}
-		out = append(out, payloadRecord{raw: buf.Bytes(), seq: r.Kinesis.SequenceNumber})
+		out = append(out, payloadRecord{raw: buf.Bytes(), seq: seq})
 	}
 	return out, nil
 }
 
-// isSequence reports whether s is a Kinesis sequence number: 1 to 128 decimal digits.
+// isSequence reports whether s is a sequence number (Kinesis', DynamoDB Streams'): 1 to 128
+// decimal digits.
 func isSequence(s string) bool {
 	if s == "" || len(s) > maxSequenceDigits {
 		return false
