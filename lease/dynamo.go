@@ -457,7 +457,7 @@ func (d *Dynamo) DebugState(shardID string) string {
 	defer d.mu.Unlock()
 	now := d.cfg.now()
 	s := d.peekLocked(shardID)
-	l, known := s.last, s.known
+	l, known := s.last, s.known()
 	var hs string
 	if h := s.held; h != nil {
 		hs = fmt.Sprintf("fresh=%v finished=%v handTo=%q announced=%v", h.fresh, h.finished, h.handTo, h.announced)

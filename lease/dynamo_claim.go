@@ -29,7 +29,7 @@ func (d *Dynamo) Claim(ctx context.Context, candidates []string) ([]string, erro
 	done := d.parentsDone(ctx, append(slices.Clone(create), grab...))
 	create = slices.DeleteFunc(create, func(id string) bool { return !done[id] })
 	grab = slices.DeleteFunc(grab, func(id string) bool { return !done[id] })
-	parallel(create, func(id string) { d.create(ctx, id, true) })
+	parallel(create, func(id string) { d.create(ctx, id) })
 	parallel(grab, func(id string) { d.grab(ctx, id) })
 	d.releaseIdle(ctx, cand)
 	return d.announce(candidates, now), nil
@@ -222,7 +222,7 @@ func (d *Dynamo) ancestorDoneLocked(a string, read map[string]*Lease, now time.T
 	case s.held != nil:
 		return true, false
 	case s.last.Finished():
-		return true, s.itemless
+		return true, s.item == itemFinished
 	}
 	l, got := read[a]
 	switch {

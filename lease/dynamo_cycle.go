@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -46,7 +47,7 @@ func (d *Dynamo) cycle(ctx context.Context) error {
 	}
 	d.declareDeadMembers(ctx)
 	d.removeTombstones(ctx)
-	wanted, lineage := d.plan1()
+	wanted, lineage := d.toRead()
 	d.pollAndTake(ctx, wanted, lineage)
 	d.cleanUp(ctx)
 	return nil
@@ -140,7 +141,7 @@ func (d *Dynamo) placementMembersLocked(without string) []string {
 // replanLocked recomputes the placement when the members or the shards changed.
 func (d *Dynamo) replanLocked() {
 	ms := d.placementMembersLocked("")
-	k := strings.Join(ms, ",") + "|" + itoa(d.registered)
+	k := strings.Join(ms, ",") + "|" + strconv.Itoa(d.registered)
 	if k == d.planKey {
 		return
 	}
@@ -176,10 +177,10 @@ func (d *Dynamo) placeLocked(members []string) assignment {
 	return a
 }
 
-// plan1 updates the placement, marks held leases placed elsewhere for hand-over, and returns
+// toRead updates the placement, marks held leases placed elsewhere for hand-over, and returns
 // the leases to read: those placed here and not held (wanted), and the unfinished parents of
 // shards this worker is to read next (lineage). The decisions are place's.
-func (d *Dynamo) plan1() (wanted, lineage []string) {
+func (d *Dynamo) toRead() (wanted, lineage []string) {
 	now := d.cfg.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 const maxPollsPerCycle = 5 * batchGetMax
 
 // readOrder lists the leases a cycle reads, at most maxPollsPerCycle, most urgent first: the
-// parents a child waits on, then the wanted leases in the order plan1 gives them (placed here
+// parents a child waits on, then the wanted leases in the order toRead gives them (placed here
 // now, then watched). A cycle that cut a sorted list instead read the same watched leases at
 // every cycle and never reached the ones placed here (a staggered start: the first worker
 // watches every shard it was once given).
@@ -154,7 +155,7 @@ func (d *Dynamo) markDeletedLocked(items map[string]*Lease, wanted, lineage []st
 		// get items only once their parents are finished; see cleanUp).
 		if it, ok := items[p]; ok && it == nil && slices.ContainsFunc(d.peekLocked(p).children, func(c string) bool {
 			s := d.peekLocked(c)
-			return s.known || s.held != nil
+			return s.known() || s.held != nil
 		}) {
 			d.shardLocked(p).markFinished(p)
 		}
@@ -249,7 +250,7 @@ func (d *Dynamo) batchGetRetry(ctx context.Context, ids []string, retries int) m
 // noteFailure records what a failed conditional write returned, or logs another failure.
 func (d *Dynamo) noteFailure(id string, err error, what string) {
 	var ccf *types.ConditionalCheckFailedException
-	if ok := asCCF(err, &ccf); ok {
+	if errors.As(err, &ccf) {
 		d.mu.Lock()
 		if l, derr := decodeLease(ccf.Item); derr == nil && len(ccf.Item) > 0 {
 			d.rememberLocked(l)
@@ -270,10 +271,6 @@ func (d *Dynamo) noteFailure(id string, err error, what string) {
 	s.pending, s.poll = true, pollState{} // it may have gone through: read it again, at once
 	d.mu.Unlock()
 	d.log.Warn(what+" failed; will retry", "shard_id", id, "err", err)
-}
-
-func asCCF(err error, target **types.ConditionalCheckFailedException) bool {
-	return err != nil && errorsAs(err, target)
 }
 
 // backoffLocked schedules the next read of a lease another worker holds: every claim cycle

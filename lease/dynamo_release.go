@@ -2,10 +2,8 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -255,7 +253,3 @@ func (d *Dynamo) heldLeases() map[string]*heldLease {
 	defer d.mu.Unlock()
 	return d.heldShardsLocked()
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func errorsAs(err error, target any) bool { return errors.As(err, target) }

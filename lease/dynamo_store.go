@@ -165,7 +165,7 @@ func (d *Dynamo) Load(ctx context.Context) (map[string]poller.ShardProgress, err
 		out[id] = l.Progress
 	}
 	for id, s := range d.shards {
-		if s.known {
+		if s.known() {
 			out[id] = s.last.Progress
 		}
 		if s.held != nil {

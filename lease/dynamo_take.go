@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -99,7 +100,7 @@ func (d *Dynamo) hold(ctx context.Context, l Lease, epoch int64) bool {
 // saw an item of and then read absent (see pollAndTake): it is never created again. The
 // descendants are read again after the write: a check made before it may be stale by the
 // time it lands (see stillUnfinished).
-func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
+func (d *Dynamo) create(ctx context.Context, id string) {
 	d.mu.Lock()
 	s := d.peekLocked(id)
 	si, ok := s.info, s.registered
@@ -141,7 +142,7 @@ func (d *Dynamo) create(ctx context.Context, id string, _ bool) {
 		}
 	}
 	var ccf *types.ConditionalCheckFailedException
-	if asCCF(err, &ccf) {
+	if errors.As(err, &ccf) {
 		// The item exists: ours when an earlier attempt went through and its response was lost.
 		if l, derr := decodeLease(ccf.Item); derr == nil && l.Owner == d.id && l.OwnerEpoch == epoch && l.Counter == 1 && !l.HandedOver {
 			err = nil
@@ -275,7 +276,7 @@ func (d *Dynamo) grab(ctx context.Context, id string) {
 	l, known := d.cachedLocked(id)
 	d.mu.Unlock()
 	if !known {
-		d.create(ctx, id, false)
+		d.create(ctx, id)
 		return
 	}
 	if len(d.confirmFree(ctx, []Lease{l})) == 0 {

@@ -367,7 +367,7 @@ func TestLeaseCreatedElsewhereIsNotTakenForFinished(t *testing.T) {
 		}
 		return missing()
 	})
-	w.create(ctx, shard, true)
+	w.create(ctx, shard)
 	if l, ok := leasesOf(t, table)[shard]; !ok || l.Owner != "w" {
 		t.Fatalf("w did not create the lease: %+v", l)
 	}
@@ -377,7 +377,7 @@ func TestLeaseCreatedElsewhereIsNotTakenForFinished(t *testing.T) {
 	}
 	// c's next Claim creates it (placed on c, marked absent) once the fleet gate opens; the
 	// cycle's read of the lease may clear the mark first, so the create is called directly.
-	c.create(ctx, shard, true)
+	c.create(ctx, shard)
 	c.mu.Lock()
 	finished := c.peekLocked(shard).last.Finished() // what a child's parentsDone goes by
 	c.mu.Unlock()

@@ -23,9 +23,9 @@ func TestLostCreateWithoutItemReadsTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	const shard = "shardId-000000000009"
-	a.create(ctx, shard, true)
+	a.create(ctx, shard)
 	for range pollEager + 3 { // as many claims as it takes to reach the back-off
-		b.create(ctx, shard, true)
+		b.create(ctx, shard)
 		b.mu.Lock()
 		s := b.peekLocked(shard)
 		backedOff, pending := s.poll != (pollState{}), s.pending

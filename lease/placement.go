@@ -64,7 +64,7 @@ func place(in placementInput) placement {
 		}
 	}
 	for id, s := range in.shards {
-		if !s.registered || s.known && s.last.Finished() {
+		if !s.registered || s.known() && s.last.Finished() {
 			continue
 		}
 		mine, settled := in.owner[id] == in.self, in.settled(s)
@@ -83,7 +83,7 @@ func place(in placementInput) placement {
 		for _, p := range nonEmpty(s.info.Parents) {
 			// A parent the listing no longer shows (trimmed) is read too until the child is
 			// held: another worker may still be reading its last batch (see Claim).
-			if ps := in.shard(p); (!ps.known || !ps.last.Finished()) && ps.held == nil && (ps.info.ShardID != "" || s.held == nil) {
+			if ps := in.shard(p); (!ps.known() || !ps.last.Finished()) && ps.held == nil && (ps.info.ShardID != "" || s.held == nil) {
 				out.lineage = append(out.lineage, p)
 			}
 		}
@@ -153,18 +153,18 @@ func claims(in placementInput, candidates []string) (create, grab []string) {
 		if !in.ready || s.held != nil || s.last.Finished() {
 			continue
 		}
-		if !in.scanned && !s.known {
+		if !in.scanned && !s.known() {
 			continue // to create, or to take as grab does when it turns out present
 		}
 		hasParents := len(nonEmpty(s.info.Parents)) > 0
 		switch {
 		case !in.settled(&s):
-			if !s.known || in.free(s.last) || in.mine(s.last) {
+			if !s.known() || in.free(s.last) || in.mine(s.last) {
 				grab = append(grab, id)
 			}
 		case in.owner[id] == in.self && s.missing && (hasParents || in.fleetQuiet):
 			create = append(create, id)
-		case in.related(&s) && !(s.known && !s.missing):
+		case in.related(&s) && !(s.known() && !s.missing):
 			// A child of a shard this worker finished: created by it as well as by the
 			// worker it is placed on, which may have died meanwhile (the first one wins;
 			// the placement hands it over afterwards).

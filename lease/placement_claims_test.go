@@ -30,7 +30,7 @@ func TestPlacementClaims(t *testing.T) {
 	missing := func(s *shard) { s.missing = true }
 	item := func(owner string, epoch int64) func(*shard) {
 		return func(s *shard) {
-			s.last, s.known, s.seen = Lease{ShardID: s.info.ShardID, Owner: owner, OwnerEpoch: epoch}, true, true
+			s.last, s.item, s.seen = Lease{ShardID: s.info.ShardID, Owner: owner, OwnerEpoch: epoch}, itemRead, true
 		}
 	}
 	type in struct{ notReady, notScanned, busyFleet, disagree bool }
@@ -68,19 +68,19 @@ func TestPlacementClaims(t *testing.T) {
 		name: "a child is created while the fleet changes",
 		in:   in{busyFleet: true},
 		shards: map[string]*shard{
-			"p": listed("p", func(s *shard) { s.last, s.known = finishedMarker("p"), true }),
+			"p": listed("p", func(s *shard) { s.last, s.item = finishedMarker("p"), itemRead }),
 			"k": child("k", []string{"p"}, missing),
 		},
 		owner:  map[string]string{"p": "b", "k": "a"},
 		create: []string{"k"},
 	}, {
 		name:   "a held or finished lease is not claimed",
-		shards: map[string]*shard{"s1": listed("s1", missing, func(s *shard) { s.held = &heldLease{} }), "s2": listed("s2", func(s *shard) { s.last, s.known = finishedMarker("s2"), true })},
+		shards: map[string]*shard{"s1": listed("s1", missing, func(s *shard) { s.held = &heldLease{} }), "s2": listed("s2", func(s *shard) { s.last, s.item = finishedMarker("s2"), itemRead })},
 		owner:  map[string]string{"s1": "a", "s2": "a"},
 	}, {
 		name: "a child of a shard this worker finished is created wherever it is placed, unless it has an item",
 		shards: map[string]*shard{
-			"p":  listed("p", func(s *shard) { s.last, s.known, s.finishedHere = finishedMarker("p"), true, true }),
+			"p":  listed("p", func(s *shard) { s.last, s.item, s.finishedHere = finishedMarker("p"), itemRead, true }),
 			"k1": child("k1", []string{"p"}),
 			"k2": child("k2", []string{"p"}, item("b", 2)),
 			"k3": child("k3", []string{"p"}, item("b", 2), missing),

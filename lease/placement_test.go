@@ -20,7 +20,7 @@ func TestPlacement(t *testing.T) {
 	with := func(s *shard, f func(*shard)) *shard { f(s); return s }
 	held := func(s *shard) { s.held = &heldLease{counter: 1} }
 	finished := func(id string) func(*shard) {
-		return func(s *shard) { s.last, s.known = finishedMarker(id), true }
+		return func(s *shard) { s.last, s.item = finishedMarker(id), itemRead }
 	}
 	r := newRoster()
 	r.members = map[string]member{"a": {epoch: 1}, "b": {epoch: 2}, "c": {epoch: 3, leaving: true}}
@@ -154,7 +154,7 @@ func TestPlacement(t *testing.T) {
 	}, {
 		name: "the parents of a child of a lease this worker owns are read",
 		shards: map[string]*shard{
-			"p1": with(listed("p1"), func(s *shard) { s.last, s.known = Lease{ShardID: "p1", Owner: "a"}, true }),
+			"p1": with(listed("p1"), func(s *shard) { s.last, s.item = Lease{ShardID: "p1", Owner: "a"}, itemRead }),
 			"k":  {info: poller.ShardInfo{ShardID: "k", Parents: []string{"p1"}}, registered: true, firstSeen: now},
 		},
 		owner:   map[string]string{"p1": "b", "k": "b"},

@@ -6,14 +6,14 @@ import (
 	"github.com/kinesis-esm/esm/poller"
 )
 
-// shard is everything this worker knows of one shard: what the poller registered, the last
-// item it saw, the lease it holds, and the marks and back-offs of its claim cycles. Dynamo
-// keeps one per shard id it has come across (registered, read, a parent or a child named by
-// an item), in Dynamo.shards, guarded by Dynamo.mu; the entries are never removed (a seen
-// mark has to outlive the item).
+// shard is everything this worker knows of one shard, in four parts: what the poller registered,
+// what it knows of the shard's item (item, with last), the lease it holds, and the marks and
+// back-offs of its claim cycles. Dynamo keeps one per shard id it has come across (registered,
+// read, a parent or a child named by an item), in Dynamo.shards, guarded by Dynamo.mu; the
+// entries are never removed (a seen mark has to outlive the item).
 type shard struct {
-	// info is the shard as registered (the first registration, completed by later ones);
-	// registered says the poller registered it.
+	// Registration. info is the shard as registered (the first registration, completed by
+	// later ones); registered says the poller registered it.
 	info       poller.ShardInfo
 	registered bool
 	firstSeen  time.Time // when it was first registered
@@ -24,19 +24,16 @@ type shard struct {
 	// descendants a listing older than them may not know (see descendantHasItem).
 	itemChildren []string
 
-	// last is the last item seen of the shard (known), or finishedMarker once it was found
-	// deleted.
-	last  Lease
-	known bool
-	// itemless: last is finishedMarker, no item of the shard's own: deleted, or trimmed and
-	// never created. Nothing says its parents' last batches ended (see parentsDone).
-	itemless bool
+	// The item. item says what last is (set by remember, forget and markFinished only).
+	item itemState
+	last Lease
 	// seen: this worker has read or written an item of the shard since it started. An item
 	// is deleted only once its shard is finished (see cleanUp), so one seen and then read
 	// absent is finished, whatever the listing says.
 	seen    bool
 	missing bool // polled and found absent
 
+	// The tenure.
 	held *heldLease // the lease this worker holds, nil when none
 	// orphan: the lease was lost while the poller read the shard (returned by Claim). Its
 	// reader may still run, on the progress of that tenure, so the shard is not Held, claimed
@@ -44,7 +41,10 @@ type shard struct {
 	// reader stopped (a worker paused past its lease rejoins and may retake it at once, while
 	// its reader is still about to invoke a batch read before the pause).
 	orphan bool
+	// finishedHere: this worker finished the shard; it creates its children too.
+	finishedHere bool
 
+	// The claim cycles' marks.
 	poll   pollState    // when to read the lease again; zero: at the next cycle
 	legacy *observation // a lease of the previous protocol: its counter and since when
 	// cleanup: a finished parent to check for deletion.
@@ -52,14 +52,28 @@ type shard struct {
 	asked   bool // a candidate of the last Claim
 	// pending: placed here at some point and not seen owned by another since.
 	pending bool
-	// finishedHere: this worker finished the shard; it creates its children too.
-	finishedHere bool
-	waiting      bool // placed here, owned by another live worker that does not hand it over
+	waiting bool // placed here, owned by another live worker that does not hand it over
 	// unlisted: an item the read after a rejoin found that this worker's listing knows
 	// neither of nor of its parents: the listing is older than it is. Claim creates nothing
 	// until the listing knows it, or for at most the shard settle time.
 	unlisted bool
 }
+
+// itemState is what a shard's last holds.
+type itemState uint8
+
+const (
+	// itemUnknown: no item known (none read yet, or read absent since); last is the zero Lease.
+	itemUnknown itemState = iota
+	// itemRead: last is the item last read or written.
+	itemRead
+	// itemFinished: last is finishedMarker, no item of the shard's own: deleted, or trimmed and
+	// never created. Nothing says its parents' last batches ended (see parentsDone).
+	itemFinished
+)
+
+// known: last is an item read or written, or finishedMarker.
+func (s *shard) known() bool { return s.item != itemUnknown }
 
 // shardLocked is the entry of a shard, made when there is none.
 func (d *Dynamo) shardLocked(id string) *shard {
@@ -89,7 +103,7 @@ func (d *Dynamo) heldLocked(id string) *heldLease {
 
 // cachedLocked is the last item seen of a shard, and whether there is one.
 func (d *Dynamo) cachedLocked(id string) (Lease, bool) {
-	if s := d.shards[id]; s != nil && s.known {
+	if s := d.shards[id]; s != nil && s.known() {
 		return s.last, true
 	}
 	return Lease{}, false
@@ -97,17 +111,17 @@ func (d *Dynamo) cachedLocked(id string) (Lease, bool) {
 
 // remember records an item read or written: the last one seen of its shard.
 func (s *shard) remember(l Lease) {
-	s.last, s.known, s.seen, s.itemless = l, true, true, false
+	s.last, s.item, s.seen = l, itemRead, true
 }
 
 // forget drops the item seen of the shard (read absent since).
 func (s *shard) forget() {
-	s.last, s.known, s.itemless = Lease{}, false, false
+	s.last, s.item = Lease{}, itemUnknown
 }
 
 // markFinished records the shard finished, its item deleted (finishedMarker).
 func (s *shard) markFinished(id string) {
-	s.last, s.known, s.itemless = finishedMarker(id), true, true
+	s.last, s.item = finishedMarker(id), itemFinished
 }
 
 // heldShardsLocked are the leases this worker holds, by shard id.
