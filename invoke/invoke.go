@@ -22,36 +22,35 @@
 //   - invoke/execenv: unmodified function binaries run by esm itself in execution environments
 //     that speak the Lambda Runtime API, with Lambda's lifecycle.
 //
-// [Open] picks and builds one of them from a target, as "esm run --invoke" and "esm serve
+// invoke/target picks and builds one of them from a target, as "esm run --invoke" and "esm serve
 // --function" take it: exec:PATH [ARGS], http(s) URLs, lambda:NAME_OR_ARN, or a Go handler in
-// this process. [Limit] caps how many invocations run at once across shards, as reserved
-// concurrency does.
+// this process (target.Open). [Limit] caps how many invocations run at once across shards, as
+// reserved concurrency does.
 //
-// What the transports share (Response, the errors, the context values) is declared once in an
-// internal package that they import, and re-exported here under the same names: a Response of
-// invoke/execenv is an invoke.Response. Since Open builds every transport, a program that
-// imports invoke links them all.
+// This package declares what they share (Invoker, Response, the errors, the context values, the
+// defaults) and depends on the standard library only: the transports import it, and a package
+// that needs only these definitions (the poller) links no transport.
 package invoke
 
 import (
 	"context"
-	"net"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
-
-	"github.com/kinesis-esm/esm/internal/invokeapi"
 )
 
 // DefaultTimeout is the function timeout when none is configured: SAM's default of 3 s.
-const DefaultTimeout = invokeapi.DefaultTimeout
+const DefaultTimeout = 3 * time.Second
 
 // DefaultFunctionName is the function's name when none is configured: "function", the one name
 // aws-lambda-rie answers to.
-const DefaultFunctionName = invokeapi.DefaultFunctionName
+const DefaultFunctionName = "function"
 
 // DefaultFunctionARN is the InvokedFunctionArn a function sees when none is configured: function
 // "function" (the name aws-lambda-rie answers to) in the local emulators' region and account,
 // arn:aws:lambda:us-east-1:000000000000:function:function.
-const DefaultFunctionARN = invokeapi.DefaultFunctionARN
+const DefaultFunctionARN = "arn:aws:lambda:us-east-1:000000000000:function:function"
 
 // Invoker runs the function once with an event payload. It is the interface the poller consumes
 // (poller.Invoker has the same method set); every invoker in this package and its subpackages
@@ -63,25 +62,34 @@ const DefaultFunctionARN = invokeapi.DefaultFunctionARN
 // function error. A non-nil error means it was not reached, or may have been without an answer:
 // it wraps ErrThrottled, ErrUnavailable or ErrAmbiguous, or it is the caller's ctx error when ctx
 // ended first (then it may still run too).
-type Invoker = invokeapi.Invoker
+type Invoker interface {
+	Invoke(ctx context.Context, payload []byte) (Response, error)
+}
 
 // InvokerFunc adapts a function to Invoker: InvokerFunc(f).Invoke calls f.
-type InvokerFunc = invokeapi.InvokerFunc
+type InvokerFunc func(ctx context.Context, payload []byte) (Response, error)
+
+// Invoke calls f.
+func (f InvokerFunc) Invoke(ctx context.Context, payload []byte) (Response, error) {
+	return f(ctx, payload)
+}
+
+var _ Invoker = InvokerFunc(nil)
 
 // MaxPayloadBytes is Lambda's limit for a synchronous invocation's request and its response:
 // 6 MB (6,291,456 bytes).
-const MaxPayloadBytes = invokeapi.MaxPayloadBytes
+const MaxPayloadBytes = 6 * 1024 * 1024
 
 // ExecutedVersionLatest is the version Lambda reports for an unqualified invocation.
-const ExecutedVersionLatest = invokeapi.ExecutedVersionLatest
+const ExecutedVersionLatest = "$LATEST"
 
 // ErrThrottled is wrapped by Invoke errors when the function was not invoked because of a
 // concurrency limit (Lambda's 429 TooManyRequestsException). Retried, never counted.
-var ErrThrottled = invokeapi.ErrThrottled
+var ErrThrottled = errors.New("invoke throttled")
 
 // ErrUnavailable is wrapped by Invoke errors when the function could not be reached at all:
 // transport failures, 5xx from the invoke endpoint, missing function. Retried, never counted.
-var ErrUnavailable = invokeapi.ErrUnavailable
+var ErrUnavailable = errors.New("function unavailable")
 
 // ErrAmbiguous is wrapped by Invoke errors when the request was written (all of it) and then the
 // answer did not come: a connection reset, an EOF, a timeout waiting for the answer. The function
@@ -90,31 +98,11 @@ var ErrUnavailable = invokeapi.ErrUnavailable
 // the invocation bound has passed (the poller waits; the invokers never retry it themselves).
 // Errors before the request was written (a refused or failed dial, DNS, a TLS handshake) wrap
 // ErrUnavailable instead: the function was not reached. See ClassifyTransport.
-var ErrAmbiguous = invokeapi.ErrAmbiguous
-
-// SendTrace follows an invocation's HTTP attempts: whether each one's request was written, and
-// so whether its failure is ErrUnavailable (not written) or ErrAmbiguous (written). An invoker
-// that speaks HTTP through net/http makes its requests with TraceSend's context, calls Attempt
-// before each attempt and Failed on a failure that got no answer: invoke/lambdaapi (the SDK's
-// client keeps the request context) and invoke/httpinvoke do.
-type SendTrace = invokeapi.SendTrace
-
-// TraceSend returns ctx with a net/http client trace (httptrace.WroteRequest) that records in
-// the SendTrace when a request made with it was written in full.
-func TraceSend(ctx context.Context) (context.Context, *SendTrace) { return invokeapi.TraceSend(ctx) }
-
-// CheckedDial wraps a transport's dial (http.Transport's DialContext or DialTLSContext): once a
-// new connection is ready, the start check of the request that asked for it (the dial's context
-// carries the request's values) is asked again, and when it says no the connection is closed and
-// nothing is written (an error wrapping ErrNotStarted). A slow connect or TLS handshake then
-// cannot put a send past the point the check guards (the lease's horizon).
-func CheckedDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return invokeapi.CheckedDial(dial)
-}
+var ErrAmbiguous = errors.New("invocation outcome unknown: the request was sent and no answer came, so the function may have run and may still run")
 
 // FunctionErrorUnhandled is the value Lambda puts in X-Amz-Function-Error (and in the on-failure
 // record's responseContext.functionError) when the function threw, crashed or timed out.
-const FunctionErrorUnhandled = invokeapi.FunctionErrorUnhandled
+const FunctionErrorUnhandled = "Unhandled"
 
 // Response is the outcome of an invocation that reached the function:
 //
@@ -128,33 +116,76 @@ const FunctionErrorUnhandled = invokeapi.FunctionErrorUnhandled
 //     set;
 //   - RequestID is the invocation's request ID (the handler's lambdacontext AwsRequestID, the
 //     requestContext.requestId of an on-failure record); empty when the endpoint reported none.
-type Response = invokeapi.Response
+type Response struct {
+	// StatusCode is the HTTP status Lambda's Invoke API would have answered: 200 for anything the
+	// function itself returned, function errors included.
+	StatusCode int
+	// ExecutedVersion is the function version that ran ("$LATEST" unless an alias or version was
+	// invoked).
+	ExecutedVersion string
+	// FunctionError is "" on success and FunctionErrorUnhandled when the function failed.
+	FunctionError string
+	// Payload is the function's JSON response, or Lambda's error document when FunctionError is set.
+	Payload []byte
+	// RequestID is the invocation's request ID (the handler's lambdacontext AwsRequestID, the
+	// requestContext.requestId of an on-failure record). Empty when the endpoint reported none.
+	RequestID string
+}
+
+// Failed reports whether the function ran and failed.
+func (r Response) Failed() bool { return r.FunctionError != "" }
 
 // ErrorDocument is the JSON body Lambda returns for a function error of a Go function: what the
 // Go runtime (aws-lambda-go) posts when the handler returns an error or panics, or what Lambda
 // writes itself for a timeout ("Sandbox.Timedout"): errorMessage, errorType and, for a panic,
 // stackTrace. Other runtimes put other shapes in stackTrace (Python and Node.js: strings);
 // invokers hand such payloads on unchanged. Its Marshal renders it as Lambda does.
-type ErrorDocument = invokeapi.ErrorDocument
+type ErrorDocument struct {
+	ErrorMessage string       `json:"errorMessage"`
+	ErrorType    string       `json:"errorType"`
+	StackTrace   []StackFrame `json:"stackTrace,omitempty"`
+}
 
 // StackFrame is one frame of a Go panic's stack trace in an ErrorDocument, as aws-lambda-go
 // reports it: Path is the file relative to its module path, Label the function without its
 // package path.
-type StackFrame = invokeapi.StackFrame
+type StackFrame struct {
+	Path  string `json:"path"`
+	Line  int32  `json:"line"`
+	Label string `json:"label"`
+}
+
+// Marshal renders the document as Lambda does.
+func (d ErrorDocument) Marshal() []byte {
+	b, err := json.Marshal(d)
+	if err != nil { // only strings: cannot happen
+		return []byte(`{"errorMessage":"error document","errorType":"Runtime.MarshalError"}`)
+	}
+	return b
+}
 
 // TimedOut is Lambda's response to invocation reqID that passed the function timeout: a function
 // error with the Sandbox.Timedout document Lambda writes itself ("RequestId: <id> Error: Task
 // timed out after 3.00 seconds").
 func TimedOut(reqID string, timeout time.Duration) Response {
-	return invokeapi.TimedOut(reqID, timeout)
+	return TimedOutAfter(reqID, fmt.Sprintf("%.2f", timeout.Seconds()))
 }
 
 // TimedOutAfter is TimedOut with the seconds already rendered, as an endpoint reported them.
-func TimedOutAfter(reqID, seconds string) Response { return invokeapi.TimedOutAfter(reqID, seconds) }
+func TimedOutAfter(reqID, seconds string) Response {
+	doc := ErrorDocument{
+		ErrorType:    "Sandbox.Timedout",
+		ErrorMessage: fmt.Sprintf("RequestId: %s Error: Task timed out after %s seconds", reqID, seconds),
+	}
+	return Response{StatusCode: 200, ExecutedVersion: ExecutedVersionLatest, FunctionError: FunctionErrorUnhandled,
+		Payload: doc.Marshal(), RequestID: reqID}
+}
 
 // ErrNotStarted is wrapped (with ErrUnavailable) by Invoke errors when the invocation was not
 // sent because the context's start check (WithStartCheck) said no.
-var ErrNotStarted = invokeapi.ErrNotStarted
+var ErrNotStarted = errors.New("invocation not started: the caller may no longer start it")
+
+type startCheckKey struct{}
 
 // WithStartCheck returns a context under which an invocation may be sent only while ok says so.
 // An invoker asks it (through CheckStart) just before each send that may come later than the
@@ -162,29 +193,42 @@ var ErrNotStarted = invokeapi.ErrNotStarted
 // before a retry of its own. The poller gives the lease's Held: an invocation sent after the
 // worker's lease may have ended could outlast the wait of the worker that takes it over.
 func WithStartCheck(ctx context.Context, ok func() bool) context.Context {
-	return invokeapi.WithStartCheck(ctx, ok)
+	return context.WithValue(ctx, startCheckKey{}, ok)
 }
 
 // CheckStart returns nil when ctx has no start check or its check says yes, and otherwise an
 // error wrapping ErrUnavailable and ErrNotStarted: not invoked, retried without counting.
-func CheckStart(ctx context.Context) error { return invokeapi.CheckStart(ctx) }
+func CheckStart(ctx context.Context) error {
+	if ok, _ := ctx.Value(startCheckKey{}).(func() bool); ok != nil && !ok() {
+		return fmt.Errorf("%w: %w", ErrUnavailable, ErrNotStarted)
+	}
+	return nil
+}
 
 // HasStartCheck reports whether ctx carries a start check: an invoker whose client retries on
 // its own (the Lambda SDK's retryer) then leaves the retries to the caller.
-func HasStartCheck(ctx context.Context) bool { return invokeapi.HasStartCheck(ctx) }
+func HasStartCheck(ctx context.Context) bool {
+	ok, _ := ctx.Value(startCheckKey{}).(func() bool)
+	return ok != nil
+}
 
 // HeaderTraceID is the HTTP header in which Lambda's Invoke API takes the invocation's X-Ray
 // trace header (Root=1-…;Parent=…;Sampled=…); the Runtime API hands the same value to the
 // function as Lambda-Runtime-Trace-Id.
-const HeaderTraceID = invokeapi.HeaderTraceID
+const HeaderTraceID = "X-Amzn-Trace-Id"
+
+type traceHeaderKey struct{}
 
 // WithTraceHeader returns ctx carrying h, the X-Ray trace header (the X-Amzn-Trace-Id value) that
 // an invocation made with ctx passes to the function: the HTTP invoker sends it as X-Amzn-Trace-Id,
 // execution environments hand it over as Lambda-Runtime-Trace-Id, the in-process invoker puts it
 // where aws-lambda-go puts it. Without one each invoker makes its own, not sampled, as before.
 func WithTraceHeader(ctx context.Context, h string) context.Context {
-	return invokeapi.WithTraceHeader(ctx, h)
+	return context.WithValue(ctx, traceHeaderKey{}, h)
 }
 
 // TraceHeader is the trace header ctx carries (WithTraceHeader), or "".
-func TraceHeader(ctx context.Context) string { return invokeapi.TraceHeader(ctx) }
+func TraceHeader(ctx context.Context) string {
+	h, _ := ctx.Value(traceHeaderKey{}).(string)
+	return h
+}

@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // BatchEncoder renders records as the events a mapping's poller invokes its function with, for

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/filter"
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // KinesisAPI is the part of the Kinesis client the poller reads with.

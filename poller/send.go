@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/ctxwait"
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // DefaultInvocationBound is the invocation bound when none is given (WithInvocationBound): the

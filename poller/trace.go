@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"time"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // Outcomes of an invocation, as a Tracer is told them.

@@ -9,7 +9,7 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // IdleConnsPerHost is how many idle connections to one AWS endpoint the SDK clients keep for

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/target"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/sam"
 )
@@ -31,11 +31,11 @@ func SetEnvironment(env map[string]string) error {
 // function without a template) is invoked: with the ARN arn and the timeout, at most fn's
 // ReservedConcurrentExecutions at once. The close ends what it started.
 func InProcessInvoker(handler any, arn string, timeout time.Duration, fn *sam.Function, logger *slog.Logger) (poller.Invoker, func() error, error) {
-	opts := []invoke.Option{invoke.WithHandler(handler), invoke.WithFunction("", arn), invoke.WithTimeout(timeout), invoke.WithLogger(logger)}
+	opts := []target.Option{target.WithHandler(handler), target.WithFunction("", arn), target.WithTimeout(timeout), target.WithLogger(logger)}
 	if fn != nil && fn.ReservedConcurrentExecutions != nil {
-		opts = append(opts, invoke.WithReservedConcurrency(*fn.ReservedConcurrentExecutions))
+		opts = append(opts, target.WithReservedConcurrency(*fn.ReservedConcurrentExecutions))
 	}
-	return invoke.Open("", opts...)
+	return target.Open("", opts...)
 }
 
 // InProcess makes handler the mapping's function, run in this process as Lambda runs the

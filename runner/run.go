@@ -17,6 +17,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	"github.com/kinesis-esm/esm/invoke/target"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
@@ -239,13 +240,13 @@ func runLeased(ctx context.Context, p *poller.Poller, leases SharedStore, marks 
 }
 
 // invoker is the mapping's function: its Invoker, or its Handler in this process (opened by
-// invoke.Open, as every in-process function is).
+// target.Open, as every in-process function is).
 func (m Mapping) invoker(functionARN string) (poller.Invoker, error) {
 	if m.Function.Invoker != nil {
 		return m.Function.Invoker, nil
 	}
-	inv, _, err := invoke.Open("", invoke.WithHandler(m.Function.Handler), invoke.WithFunction("", functionARN),
-		invoke.WithTimeout(m.Function.Timeout))
+	inv, _, err := target.Open("", target.WithHandler(m.Function.Handler), target.WithFunction("", functionARN),
+		target.WithTimeout(m.Function.Timeout))
 	return inv, err
 }
 

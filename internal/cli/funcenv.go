@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/target"
 )
 
 // The values of --function-credentials.
@@ -26,19 +26,19 @@ type FunctionEnvFlags struct {
 	FunctionCredentials string   `name:"function-credentials" help:"The AWS credentials exec: functions get as their own (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN): esm (esm's own, as sam local passes the developer's), none, or profile:NAME (that profile of the shared AWS configuration)." default:"esm" env:"ESM_FUNCTION_CREDENTIALS" placeholder:"esm|none|profile:NAME"`
 }
 
-// openOptions are the options of an exec: target the flags give (invoke.WithPassEnv,
-// invoke.WithCredentials); esm is esm's own SDK configuration. A profile is loaded only here, for
+// openOptions are the options of an exec: target the flags give (target.WithPassEnv,
+// target.WithCredentials); esm is esm's own SDK configuration. A profile is loaded only here, for
 // an exec: target.
-func (f FunctionEnvFlags) openOptions(ctx context.Context, esm aws.Config) ([]invoke.Option, error) {
+func (f FunctionEnvFlags) openOptions(ctx context.Context, esm aws.Config) ([]target.Option, error) {
 	for _, name := range f.FunctionEnvPass {
 		if name == "" || strings.ContainsAny(name, "= \x00") {
 			return nil, Usage(fmt.Errorf("--function-env-pass %q: want the name of a variable", name))
 		}
 	}
-	opts := []invoke.Option{invoke.WithPassEnv(f.FunctionEnvPass...)}
+	opts := []target.Option{target.WithPassEnv(f.FunctionEnvPass...)}
 	switch mode := f.FunctionCredentials; {
 	case mode == "" || mode == credentialsESM:
-		opts = append(opts, invoke.WithCredentials(esm.Credentials))
+		opts = append(opts, target.WithCredentials(esm.Credentials))
 	case mode == credentialsNone:
 	case strings.HasPrefix(mode, credentialsProfile) && len(mode) > len(credentialsProfile):
 		profile := mode[len(credentialsProfile):]
@@ -46,7 +46,7 @@ func (f FunctionEnvFlags) openOptions(ctx context.Context, esm aws.Config) ([]in
 		if err != nil {
 			return nil, Usage(fmt.Errorf("--function-credentials %s: %w", mode, err))
 		}
-		opts = append(opts, invoke.WithCredentials(cfg.Credentials))
+		opts = append(opts, target.WithCredentials(cfg.Credentials))
 	default:
 		return nil, Usage(fmt.Errorf("--function-credentials %q: want esm, none or profile:NAME", mode))
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/target"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
 	"github.com/kinesis-esm/esm/metrics/health"
@@ -37,7 +37,7 @@ func (c *Config) Invoker() (poller.Invoker, func() error, error) {
 }
 
 // invoker is Invoker of the parsed targets.
-func (c *Config) invoker(targets []invoke.Target) (poller.Invoker, func() error, error) {
+func (c *Config) invoker(targets []target.Target) (poller.Invoker, func() error, error) {
 	nop := func() error { return nil }
 	if len(targets) == 0 || targets[0].Example {
 		return nil, nop, nil
@@ -57,7 +57,7 @@ func (c *Config) invoker(targets []invoke.Target) (poller.Invoker, func() error,
 
 // inProcess is the function to run in this process: fn when given (inproc.Run), the example
 // for --invoke example (the targets), else nil.
-func (c *Config) inProcess(fn any, targets []invoke.Target) any {
+func (c *Config) inProcess(fn any, targets []target.Target) any {
 	if fn != nil {
 		return fn
 	}

@@ -11,20 +11,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/target"
 	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/sam"
 )
 
-// ParseTargets parses --invoke values (invoke.ParseTargets); its errors are usage errors.
-func ParseTargets(values []string) ([]invoke.Target, error) {
-	targets, err := invoke.ParseTargets(values)
+// ParseTargets parses --invoke values (target.ParseTargets); its errors are usage errors.
+func ParseTargets(values []string) ([]target.Target, error) {
+	targets, err := target.ParseTargets(values)
 	return targets, targetUsage(err)
 }
 
 // targetUsage classifies the errors of invoke's targets once: an invalid target is a usage
 // error of --invoke (and of --function, which takes the same values).
 func targetUsage(err error) error {
-	if errors.Is(err, invoke.ErrInvalidTarget) {
+	if errors.Is(err, target.ErrInvalidTarget) {
 		return Usage(fmt.Errorf("--invoke %w", err))
 	}
 	return err
@@ -50,9 +51,9 @@ type InvokerOptions struct {
 	Handler any
 }
 
-// NewInvoker returns the invoker of targets (invoke.OpenTargets), limited to the function's
+// NewInvoker returns the invoker of targets (target.OpenTargets), limited to the function's
 // ReservedConcurrentExecutions, and a close that ends what it started (exec: environments).
-func NewInvoker(targets []invoke.Target, o InvokerOptions) (inv invoke.Invoker, closeFn func() error, err error) {
+func NewInvoker(targets []target.Target, o InvokerOptions) (inv invoke.Invoker, closeFn func() error, err error) {
 	if len(targets) == 0 {
 		return nil, func() error { return nil }, errors.New("no --invoke target")
 	}
@@ -61,16 +62,16 @@ func NewInvoker(targets []invoke.Target, o InvokerOptions) (inv invoke.Invoker, 
 		// a new connection (runner.InvokeHTTPClient). o.Timeout is the function's (lambdaTimeout).
 		o.AWS.HTTPClient = runner.InvokeHTTPClient(o.Timeout)
 	}
-	opts := []invoke.Option{
-		invoke.WithAWS(o.AWS), invoke.WithEndpoint(o.EndpointURL), invoke.WithTimeout(o.Timeout), invoke.WithRegion(o.Region),
-		invoke.WithFunction(o.FunctionName, o.FunctionARN), invoke.WithMaxEnvironments(o.MaxEnvironments),
-		invoke.WithOutput(o.Output), invoke.WithLogger(o.Logger), invoke.WithHandler(o.Handler),
+	opts := []target.Option{
+		target.WithAWS(o.AWS), target.WithEndpoint(o.EndpointURL), target.WithTimeout(o.Timeout), target.WithRegion(o.Region),
+		target.WithFunction(o.FunctionName, o.FunctionARN), target.WithMaxEnvironments(o.MaxEnvironments),
+		target.WithOutput(o.Output), target.WithLogger(o.Logger), target.WithHandler(o.Handler),
 	}
 	if f := o.Function; f != nil {
-		opts = append(opts, invoke.WithFunction(f.FunctionName, f.FunctionArn), invoke.WithMemorySize(f.MemorySize),
-			invoke.WithHandlerName(f.Handler), invoke.WithEnvironment(f.Environment))
+		opts = append(opts, target.WithFunction(f.FunctionName, f.FunctionArn), target.WithMemorySize(f.MemorySize),
+			target.WithHandlerName(f.Handler), target.WithEnvironment(f.Environment))
 		if n := f.ReservedConcurrentExecutions; n != nil {
-			opts = append(opts, invoke.WithReservedConcurrency(*n))
+			opts = append(opts, target.WithReservedConcurrency(*n))
 		}
 	}
 	if targets[0].Exec != nil { // what an exec: function gets of esm's environment
@@ -80,6 +81,6 @@ func NewInvoker(targets []invoke.Target, o InvokerOptions) (inv invoke.Invoker, 
 		}
 		opts = append(opts, env...)
 	}
-	inv, closeFn, err = invoke.OpenTargets(targets, opts...)
+	inv, closeFn, err = target.OpenTargets(targets, opts...)
 	return inv, closeFn, targetUsage(err)
 }

@@ -11,10 +11,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/target"
 	"github.com/kinesis-esm/esm/sam"
 )
 
-// TestParseTargets: the values of --invoke parse as invoke.ParseTargets parses them (its tests
+// TestParseTargets: the values of --invoke parse as target.ParseTargets parses them (its tests
 // hold the targets and the exact messages), and what it refuses is a usage error of --invoke,
 // with invoke's message after "--invoke ".
 func TestParseTargets(t *testing.T) {
@@ -25,7 +26,7 @@ func TestParseTargets(t *testing.T) {
 		{"lambda:fn", "lambda:g"}, {"lambda:"}, {"bootstrap"},
 	} {
 		got, err := ParseTargets(values)
-		want, werr := invoke.ParseTargets(values)
+		want, werr := target.ParseTargets(values)
 		switch {
 		case werr != nil:
 			refused++
@@ -41,22 +42,22 @@ func TestParseTargets(t *testing.T) {
 	}
 }
 
-// TestNewInvokerUsage: what invoke.OpenTargets refuses is a usage error of --invoke too: a
+// TestNewInvokerUsage: what target.OpenTargets refuses is a usage error of --invoke too: a
 // binary that cannot be found, the same endpoint twice; a --function-env-pass that names no
 // variable is one of its own flag.
 func TestNewInvokerUsage(t *testing.T) {
 	o := InvokerOptions{Logger: discardLogger()}
 	for _, tt := range []struct {
-		targets []invoke.Target
+		targets []target.Target
 		env     FunctionEnvFlags
 		prefix  string
 	}{
-		{targets: []invoke.Target{{Exec: []string{"./no-such-bootstrap"}}}, prefix: "--invoke exec:./no-such-bootstrap: exec: "},
-		{targets: []invoke.Target{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:1"}},
+		{targets: []target.Target{{Exec: []string{"./no-such-bootstrap"}}}, prefix: "--invoke exec:./no-such-bootstrap: exec: "},
+		{targets: []target.Target{{URL: "http://127.0.0.1:1"}, {URL: "http://127.0.0.1:1"}},
 			prefix: "--invoke http://127.0.0.1:1 http://127.0.0.1:1: invoke: endpoints"},
-		{targets: []invoke.Target{{Exec: []string{"./no-such-bootstrap"}}}, env: FunctionEnvFlags{FunctionEnvPass: []string{"A=B"}},
+		{targets: []target.Target{{Exec: []string{"./no-such-bootstrap"}}}, env: FunctionEnvFlags{FunctionEnvPass: []string{"A=B"}},
 			prefix: `--function-env-pass "A=B": want the name of a variable`},
-		{targets: []invoke.Target{{Exec: []string{"./no-such-bootstrap"}}}, env: FunctionEnvFlags{FunctionCredentials: "root"},
+		{targets: []target.Target{{Exec: []string{"./no-such-bootstrap"}}}, env: FunctionEnvFlags{FunctionCredentials: "root"},
 			prefix: `--function-credentials "root": want esm, none or profile:NAME`},
 	} {
 		o.FunctionEnv = tt.env
@@ -72,7 +73,7 @@ func TestNewInvokerUsage(t *testing.T) {
 func TestNewInvokerExample(t *testing.T) {
 	zero := 0
 	o := InvokerOptions{Handler: func() {}, Function: &sam.Function{FunctionName: "fn", ReservedConcurrentExecutions: &zero}}
-	inv, closeFn, err := NewInvoker([]invoke.Target{{Example: true}}, o)
+	inv, closeFn, err := NewInvoker([]target.Target{{Example: true}}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestRunWithoutAFunction(t *testing.T) {
 }
 
 // TestFunctionInvokerExample: --invoke example is the example handler in this process, through
-// invoke.Open: the in-process invoker itself (a Kinesis handler takes records without JSON), or,
+// target.Open: the in-process invoker itself (a Kinesis handler takes records without JSON), or,
 // with the template's ReservedConcurrentExecutions, that limit (0: throttled).
 func TestFunctionInvokerExample(t *testing.T) {
 	handler := func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error) {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/google/uuid"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // The Runtime API's paths (version 2018-06-01) and headers.

@@ -21,9 +21,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kinesis-esm/esm/example"
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 	"github.com/kinesis-esm/esm/internal/testbed/testenv"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // goBootstrap is the example function built as a Lambda bootstrap (plain lambda.Start).

@@ -32,7 +32,7 @@ import (
 	"sync"
 	"time"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // DefaultMaxEnvironments caps the environments of a pool when no maximum is given.

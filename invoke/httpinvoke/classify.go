@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // Headers of Lambda's Invoke API.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 func TestClassifyHTTP(t *testing.T) {

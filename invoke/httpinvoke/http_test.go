@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // fakeEndpoint is a Lambda-Invoke-compatible endpoint on 127.0.0.1 that records what it receives

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // A connection reset after the endpoint read the request is ambiguous: not retried (on this

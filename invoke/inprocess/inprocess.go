@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/google/uuid"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // DefaultOverrunWait is how long Invoke waits, after the function timeout, for a handler that is

@@ -17,8 +17,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"go.uber.org/goleak"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

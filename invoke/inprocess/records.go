@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // TakesRecords reports whether the handler has a Kinesis signature, so that InvokeRecords can

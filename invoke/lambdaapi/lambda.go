@@ -14,7 +14,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // Client is the part of the Lambda client (*lambda.Client of aws-sdk-go-v2's service/lambda)

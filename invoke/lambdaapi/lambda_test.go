@@ -17,8 +17,8 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
-	invoke "github.com/kinesis-esm/esm/internal/invokeapi"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // invokeAPI is an httptest server that speaks Lambda's Invoke API: the function named in the

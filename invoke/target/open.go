@@ -1,4 +1,4 @@
-package invoke
+package target
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/invoke/httpinvoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
@@ -171,7 +172,7 @@ func WithHandler(h any) Option {
 // closeFn, never nil, ends what Open started (execution environments, idle connections); call
 // it once the invoker is no longer used. Open itself starts no process and sends no request:
 // execution environments start with the first invocation. An error wraps ErrInvalidTarget.
-func Open(target string, opts ...Option) (inv Invoker, closeFn func() error, err error) {
+func Open(target string, opts ...Option) (inv invoke.Invoker, closeFn func() error, err error) {
 	targets, err := ParseTargets([]string{target})
 	if err != nil {
 		return nil, nop, err
@@ -182,7 +183,7 @@ func Open(target string, opts ...Option) (inv Invoker, closeFn func() error, err
 // OpenTargets is Open for targets already parsed (ParseTargets of several values, e.g. one
 // exec: value per binary of a pool). Several exec: targets share their invocations: each goes to
 // the target with the fewest in flight. No target means the WithHandler handler.
-func OpenTargets(targets []Target, opts ...Option) (inv Invoker, closeFn func() error, err error) {
+func OpenTargets(targets []Target, opts ...Option) (inv invoke.Invoker, closeFn func() error, err error) {
 	c := &openConfig{env: map[string]string{}, reserved: -1}
 	for _, o := range opts {
 		if o != nil {
@@ -206,7 +207,7 @@ func OpenTargets(targets []Target, opts ...Option) (inv Invoker, closeFn func() 
 	if err != nil {
 		return nil, closeFn, err
 	}
-	return Limit(inv, c.reserved), closeFn, nil
+	return invoke.Limit(inv, c.reserved), closeFn, nil
 }
 
 func nop() error { return nil }
@@ -225,7 +226,7 @@ func (c *openConfig) validate(targets []Target) error {
 }
 
 // openInProcess is the invoker of the WithHandler handler.
-func (c *openConfig) openInProcess(targets []Target) (Invoker, error) {
+func (c *openConfig) openInProcess(targets []Target) (invoke.Invoker, error) {
 	if c.handler == nil {
 		if len(targets) == 0 {
 			return nil, invalid(errors.New("no target, and no Go handler to run in process (WithHandler)"))
@@ -237,7 +238,7 @@ func (c *openConfig) openInProcess(targets []Target) (Invoker, error) {
 }
 
 // openLambda is the invoker of function through the Lambda API.
-func (c *openConfig) openLambda(function string) Invoker {
+func (c *openConfig) openLambda(function string) invoke.Invoker {
 	cfg := c.aws
 	if c.endpoint != "" {
 		cfg.BaseEndpoint = aws.String(c.endpoint)
@@ -246,7 +247,7 @@ func (c *openConfig) openLambda(function string) Invoker {
 }
 
 // openHTTP is the invoker of a pool of endpoints.
-func (c *openConfig) openHTTP(targets []Target) (Invoker, func() error, error) {
+func (c *openConfig) openHTTP(targets []Target) (invoke.Invoker, func() error, error) {
 	urls := make([]string, len(targets))
 	for i, t := range targets {
 		urls[i] = t.URL
@@ -260,7 +261,7 @@ func (c *openConfig) openHTTP(targets []Target) (Invoker, func() error, error) {
 
 // openExec is the invoker of function binaries run in execution environments: one pool per
 // target.
-func (c *openConfig) openExec(targets []Target) (Invoker, func() error, error) {
+func (c *openConfig) openExec(targets []Target) (invoke.Invoker, func() error, error) {
 	// The functions run as this process's user: keep them out of its environment and memory.
 	if err := execenv.ProtectHost(); err != nil && c.log != nil {
 		c.log.Warn("execution environments: esm's environment stays readable by its user's processes", "error", err)
@@ -283,7 +284,7 @@ func (c *openConfig) openExec(targets []Target) (Invoker, func() error, error) {
 	if len(pools) == 1 {
 		return pools[0], closeFn, nil
 	}
-	invokers := make([]Invoker, len(pools))
+	invokers := make([]invoke.Invoker, len(pools))
 	for i, p := range pools {
 		invokers[i] = p
 	}
@@ -313,15 +314,15 @@ func (c *openConfig) execOptions() []execenv.Option {
 // leastBusy spreads invocations over several invokers (exec: pools): each goes to the one with
 // the fewest invocations in flight, the first of them on a tie.
 type leastBusy struct {
-	pools    []Invoker
+	pools    []invoke.Invoker
 	inFlight []atomic.Int64
 }
 
-func newLeastBusy(pools []Invoker) *leastBusy {
+func newLeastBusy(pools []invoke.Invoker) *leastBusy {
 	return &leastBusy{pools: pools, inFlight: make([]atomic.Int64, len(pools))}
 }
 
-func (l *leastBusy) Invoke(ctx context.Context, payload []byte) (Response, error) {
+func (l *leastBusy) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
 	best := 0
 	for i := range l.pools {
 		if l.inFlight[i].Load() < l.inFlight[best].Load() {

@@ -1,8 +1,9 @@
-package invoke
+package target
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,10 +20,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/invoke"
 )
 
 // invokeOnce invokes inv with an empty event within 30 s.
-func invokeOnce(t *testing.T, inv Invoker) Response {
+func invokeOnce(t *testing.T, inv invoke.Invoker) invoke.Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -139,11 +141,11 @@ func TestOpenReservedConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inv.Invoke(context.Background(), []byte(`{}`)); !errors.Is(err, ErrThrottled) {
+	if _, err := inv.Invoke(context.Background(), []byte(`{}`)); !errors.Is(err, invoke.ErrThrottled) {
 		t.Fatalf("reserved concurrency 0: %v, want throttled", err)
 	}
 	inv, _, err = Open("example", WithHandler(func() {}), WithReservedConcurrency(1))
-	if _, ok := inv.(*limited); err != nil || !ok {
+	if err != nil || fmt.Sprintf("%T", inv) != "*invoke.limited" {
 		t.Fatalf("reserved concurrency 1: %T, %v", inv, err)
 	}
 }
@@ -152,7 +154,7 @@ func TestOpenReservedConcurrency(t *testing.T) {
 // function.handler answers with its environment when BASH_FAIL is env.
 func bashRuntime(t *testing.T) string {
 	t.Helper()
-	p, err := filepath.Abs("execenv/testdata/bash-runtime/bootstrap")
+	p, err := filepath.Abs("../execenv/testdata/bash-runtime/bootstrap")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,8 +216,8 @@ func TestLeastBusy(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var got []int
-	invoker := func(i int, block bool) Invoker {
-		return InvokerFunc(func(context.Context, []byte) (Response, error) {
+	invoker := func(i int, block bool) invoke.Invoker {
+		return invoke.InvokerFunc(func(context.Context, []byte) (invoke.Response, error) {
 			mu.Lock()
 			got = append(got, i)
 			mu.Unlock()
@@ -223,10 +225,10 @@ func TestLeastBusy(t *testing.T) {
 				entered <- struct{}{}
 				<-release
 			}
-			return Response{StatusCode: 200}, nil
+			return invoke.Response{StatusCode: 200}, nil
 		})
 	}
-	l := newLeastBusy([]Invoker{invoker(0, true), invoker(1, false)})
+	l := newLeastBusy([]invoke.Invoker{invoker(0, true), invoker(1, false)})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

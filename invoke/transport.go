@@ -1,4 +1,4 @@
-package invokeapi
+package invoke
 
 import (
 	"context"
@@ -55,7 +55,11 @@ func (t *SendTrace) Failed(err error) error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
-// CheckedDial is invoke.CheckedDial (documented there).
+// CheckedDial wraps a transport's dial (http.Transport's DialContext or DialTLSContext): once a
+// new connection is ready, the start check of the request that asked for it (the dial's context
+// carries the request's values) is asked again, and when it says no the connection is closed and
+// nothing is written (an error wrapping ErrNotStarted). A slow connect or TLS handshake then
+// cannot put a send past the point the check guards (the lease's horizon).
 func CheckedDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)

@@ -1,4 +1,11 @@
-package invoke
+// Package target turns a function target, as "esm run --invoke" and "esm serve --function" take
+// it, into an invoke.Invoker: exec:PATH [ARGS] (the binary run by esm under the Lambda Runtime
+// API, invoke/execenv), http(s) URLs (Lambda-Invoke-compatible endpoints such as aws-lambda-rie,
+// invoke/httpinvoke), lambda:NAME_OR_ARN (the Lambda Invoke API, invoke/lambdaapi), or a Go
+// handler in this process (invoke/inprocess). [Open] takes one value, [ParseTargets] and
+// [OpenTargets] several (a pool). It imports every transport, so a program that imports it links
+// them all; package invoke, which the transports import, links none.
+package target
 
 import (
 	"errors"
