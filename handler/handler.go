@@ -15,8 +15,10 @@
 // local emulators (go run . --endpoint-url ...), in a container, and on Lambda, unchanged.
 //
 // The esm command is found as ESM_BIN names it, else as "esm" on PATH, else it is built and run
-// with "go run github.com/kinesis-esm/esm/cmd/esm" in the current directory (inside the
-// function's module, which requires esm; see deps.go).
+// with "go run github.com/kinesis-esm/esm/cmd/esm" in the current directory. For that last one
+// the function's module has the command as a tool ("go get -tool
+// github.com/kinesis-esm/esm/cmd/esm"), so that its go.mod and go.sum cover the command's
+// dependencies; the Lambda binary links none of them.
 //
 // To embed esm with a handler in-process instead (a program or a test), use handler/inproc.
 package handler
