@@ -134,18 +134,7 @@ func tombstoneValue(wait time.Duration) types.AttributeValue {
 // the same write: that incarnation's heartbeats then fail, and leases stamped with its epoch are
 // free once it can have neither read nor invoked for them (see DESIGN.md).
 func (d *Dynamo) join(ctx context.Context) error {
-	created, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &d.table, Key: key(rosterKey),
-		UpdateExpression:          aws.String("SET #m = if_not_exists(#m, :empty), #g = if_not_exists(#g, :empty)"),
-		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#g": attrGone},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":empty": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}},
-		ReturnValues:              types.ReturnValueAllNew,
-	})
-	if err != nil {
-		return fmt.Errorf("create roster: %w", err)
-	}
-	read := d.cfg.now() // the previous incarnation's last heartbeat was sent before
-	ms, tombs, err := decodeRoster(created.Attributes)
+	ms, tombs, read, err := d.createRoster(ctx)
 	if err != nil {
 		return err
 	}
@@ -213,6 +202,24 @@ func (d *Dynamo) join(ctx context.Context) error {
 	d.joinedLocked(sent)
 	d.log.Info("joined the lease table's workers", "epoch", epoch)
 	return d.observeRosterLocked(out.Attributes, sent, got)
+}
+
+// createRoster creates the roster item unless it exists, and returns its members, its tombstones
+// and when it was read (the previous incarnation's last heartbeat was sent before).
+func (d *Dynamo) createRoster(ctx context.Context) (ms map[string]member, tombs map[string]time.Duration, read time.Time, err error) {
+	created, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &d.table, Key: key(rosterKey),
+		UpdateExpression:          aws.String("SET #m = if_not_exists(#m, :empty), #g = if_not_exists(#g, :empty)"),
+		ExpressionAttributeNames:  map[string]string{"#m": attrMembers, "#g": attrGone},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":empty": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return nil, nil, time.Time{}, fmt.Errorf("create roster: %w", err)
+	}
+	read = d.cfg.now()
+	ms, tombs, err = decodeRoster(created.Attributes)
+	return ms, tombs, read, err
 }
 
 // previousWait is how long the leases of this worker's previous incarnation prev, seen on the

@@ -335,15 +335,9 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 			return o.retry, nil
 		},
 	}
-	req, err := retryablehttp.NewRequestWithContext(tctx, http.MethodPost, ep.url, payload)
+	req, err := newRequest(tctx, ep, reqID, invoke.TraceHeader(ctx), payload)
 	if err != nil {
-		return invoke.Response{}, fmt.Errorf("%w: build request for %s: %w", invoke.ErrUnavailable, ep, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Amz-Invocation-Type", "RequestResponse")
-	req.Header.Set(headerRequestID, reqID) // aws-lambda-rie makes it the handler's AwsRequestID
-	if th := invoke.TraceHeader(ctx); th != "" {
-		req.Header.Set(invoke.HeaderTraceID, th) // as Lambda's Invoke API takes it
+		return invoke.Response{}, err
 	}
 	resp, doErr := rc.Do(req)
 	if resp != nil {
@@ -373,6 +367,21 @@ func (h *Pool) invokeAt(ctx context.Context, ep *endpoint, payload []byte) (invo
 	default:
 		return invoke.Response{}, fmt.Errorf("%w: %s: %w", invoke.ErrUnavailable, ep, doErr)
 	}
+}
+
+// newRequest is invocation reqID's request to ep, carrying trace header th when there is one.
+func newRequest(ctx context.Context, ep *endpoint, reqID, th string, payload []byte) (*retryablehttp.Request, error) {
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, ep.url, payload)
+	if err != nil {
+		return nil, fmt.Errorf("%w: build request for %s: %w", invoke.ErrUnavailable, ep, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Amz-Invocation-Type", "RequestResponse")
+	req.Header.Set(headerRequestID, reqID) // aws-lambda-rie makes it the handler's AwsRequestID
+	if th != "" {
+		req.Header.Set(invoke.HeaderTraceID, th) // as Lambda's Invoke API takes it
+	}
+	return req, nil
 }
 
 // attempt is what one HTTP attempt produced: a response (status, headers, body) or a transport
