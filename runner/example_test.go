@@ -34,6 +34,25 @@ func ordersStream() *fakekinesis.Fake {
 	return kin
 }
 
+// ordersRunner is a Runner on ordersStream, with opts, that logs nothing.
+func ordersRunner(opts ...runner.Option) *runner.Runner {
+	opts = append(opts, runner.WithKinesis(ordersStream()), runner.WithLogger(slog.New(slog.DiscardHandler)))
+	r, err := runner.New(aws.Config{Region: "us-east-1"}, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// stateDir is a new temporary directory, for a mapping's checkpoints.
+func stateDir() string {
+	dir, err := os.MkdirTemp("", "esm-example")
+	if err != nil {
+		panic(err)
+	}
+	return dir
+}
+
 // stopAfter returns a context that is cancelled once done has been called n times.
 func stopAfter(n int) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -106,18 +125,10 @@ func Example_httpTarget() {
 		panic(err)
 	}
 	defer closeFn()
-	r, err := runner.New(aws.Config{Region: "us-east-1"}, runner.WithKinesis(ordersStream()),
-		runner.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		panic(err)
-	}
-	dir, err := os.MkdirTemp("", "esm-example")
-	if err != nil {
-		panic(err)
-	}
+	dir := stateDir()
 	defer os.RemoveAll(dir)
 
-	err = r.Run(ctx, runner.Mapping{
+	err = ordersRunner().Run(ctx, runner.Mapping{
 		Source:   runner.Source{Stream: "orders"},
 		Function: runner.Function{Invoker: inv, Name: "function", Timeout: 10 * time.Second},
 		Config:   poller.Config{StartingPosition: poller.TrimHorizon},
@@ -144,13 +155,7 @@ func Example_leaseTable() {
 		return events.KinesisEventResponse{}, nil
 	}
 	ddb := fakedynamo.New()
-	r, err := runner.New(aws.Config{Region: "us-east-1"}, runner.WithKinesis(ordersStream()),
-		runner.WithDynamoDB(ddb), runner.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		panic(err)
-	}
-
-	err = r.Run(ctx, runner.Mapping{
+	err := ordersRunner(runner.WithDynamoDB(ddb)).Run(ctx, runner.Mapping{
 		Source:   runner.Source{Stream: "orders"},
 		Function: runner.Function{Handler: handle, Name: "orders"},
 		Config:   poller.Config{StartingPosition: poller.TrimHorizon},
