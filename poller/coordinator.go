@@ -267,6 +267,7 @@ func (c *coordinator) resync() {
 		return
 	}
 	c.g.sync(listing)
+	c.p.skips.listed(listing)
 	c.reportStates()
 	p.readRetention(c.runCtx)
 	if p.coord != nil {

@@ -283,6 +283,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	}
 	c.g.syncProgress(progress)
 	c.g.sync(listing)
+	p.skips.listed(listing)
 	c.reportStates()
 	p.log.Info("mapping started", "shards", len(listing), "starting_position", p.cfg.StartingPosition, "batch_size", p.cfg.BatchSize)
 	// The idle poller, the watch of parked subscriptions and the clock outlive the readers,

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
 // Skipping a blocked batch on an operator's word (esm skip): the batch a shard is retrying goes
@@ -28,6 +30,8 @@ const ConditionOperatorSkipped = "OperatorSkipped"
 
 // Why a skip is refused. Every error Skip returns wraps one of them.
 var (
+	// ErrSkipUnknownShard: the stream has no such shard (as the mapping last listed it).
+	ErrSkipUnknownShard = errors.New("unknown shard")
 	// ErrSkipNotHere: the shard is not read by this worker (another worker's, finished, or not
 	// started yet).
 	ErrSkipNotHere = errors.New("shard not read here")
@@ -74,13 +78,14 @@ type SkipObserver interface {
 // Skip. Safe for concurrent use; the zero value is not usable, call NewSkips.
 type Skips struct {
 	mu      sync.Mutex
+	known   map[string]bool         // the shards of the stream listed so far
 	readers map[string]*reader      // the shards being read, by id
 	runs    map[string][]*skippable // their batches being handled, in the order they began
 }
 
 // NewSkips returns a Skips to give to WithSkips.
 func NewSkips() *Skips {
-	return &Skips{readers: map[string]*reader{}, runs: map[string][]*skippable{}}
+	return &Skips{known: map[string]bool{}, readers: map[string]*reader{}, runs: map[string][]*skippable{}}
 }
 
 // WithSkips lets s's Skip reach the batches of the Poller (default: a Skips of its own, which
@@ -107,11 +112,21 @@ func (o *skipOrder) answer(res Skipped, err error) {
 	close(o.done)
 }
 
+// listed notes the shards of a listing.
+func (s *Skips) listed(shards []types.Shard) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sh := range shards {
+		s.known[deref(sh.ShardId)] = true
+	}
+}
+
 // reading notes that r reads its shard here (until gone).
 func (s *Skips) reading(r *reader) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.readers[r.shardID] = r
+	s.known[r.shardID] = true
 }
 
 // gone notes that r stopped reading its shard.
@@ -147,6 +162,9 @@ func (s *Skips) arm(req SkipRequest) (*skipOrder, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.readers[req.ShardID]
+	if r == nil && !s.known[req.ShardID] {
+		return nil, fmt.Errorf("%w: the stream has no shard %s (esm status lists them)", ErrSkipUnknownShard, req.ShardID)
+	}
 	if r == nil {
 		return nil, fmt.Errorf("%w: shard %s is not being read by this worker", ErrSkipNotHere, req.ShardID)
 	}

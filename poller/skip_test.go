@@ -68,7 +68,7 @@ func TestSkipBlockedBatch(t *testing.T) {
 		req  SkipRequest
 		want error
 	}{
-		{SkipRequest{ShardID: "shardId-000000000009"}, ErrSkipNotHere},
+		{SkipRequest{ShardID: "shardId-000000000009"}, ErrSkipUnknownShard},
 		{SkipRequest{ShardID: shard0, First: seqs[1]}, ErrSkipBatchChanged},
 		{SkipRequest{ShardID: shard0, First: seqs[0], Last: seqs[2]}, ErrSkipBatchChanged},
 	} {
