@@ -54,6 +54,18 @@ func (m *Manager) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			unknownOperation(w, reqID)
 		}
+	case strings.HasPrefix(path, mappingsPath+"/") && strings.HasSuffix(path, "/esm/"+SkipTool):
+		id := strings.TrimSuffix(path[len(mappingsPath)+1:], "/esm/"+SkipTool)
+		if r.Method != http.MethodPost || strings.Contains(id, "/") {
+			unknownOperation(w, reqID)
+			return
+		}
+		skips, e := m.skipsOf(id)
+		if e != nil {
+			writeError(w, reqID, e)
+			return
+		}
+		serveSkip(r.Context(), w, reqID, skips, body)
 	case strings.HasPrefix(path, mappingsPath+"/") && !strings.Contains(path[len(mappingsPath)+1:], "/"):
 		id := path[len(mappingsPath)+1:]
 		switch r.Method {

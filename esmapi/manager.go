@@ -67,6 +67,8 @@ type entry struct {
 	cfg *poller.Config
 	gen int                // which start of the poller is current
 	run *runner.Supervised // nil: no poller
+	// skips reach the mapping's pollers (esm's skip route); made with the entry's first poller.
+	skips *poller.Skips
 }
 
 // transitional states: the mapping is changing and refuses updates and deletes meanwhile.
@@ -220,6 +222,10 @@ func (m *Manager) mapping(e *entry, ready func()) (runner.Mapping, error) {
 		UUID:     id,
 		Hooks:    runner.Hooks{Logger: m.log.With("mapping", id), Observer: obs, Ready: ready, BlockedAfter: m.o.blockedAfter},
 	}
+	if e.skips == nil {
+		e.skips = poller.NewSkips()
+	}
+	rm.Hooks.Skips = e.skips
 	if m.o.trace != nil {
 		rm.Hooks.Tracer = m.o.trace(e.view())
 	}

@@ -119,6 +119,9 @@ type Hooks struct {
 	// UntilCaughtUp, when set, ends the run once every shard is caught up
 	// (poller.WithUntilCaughtUp): Run then returns nil.
 	UntilCaughtUp *poller.UntilCaughtUp
+	// Skips, when set, is where an operator's skips of blocked batches reach the mapping's
+	// poller (poller.WithSkips).
+	Skips *poller.Skips
 }
 
 // pollerOptions are the options every poller of the mapping gets, whatever its store: logging,
@@ -143,6 +146,9 @@ func (h Hooks) pollerOptions() []poller.Option {
 	}
 	if h.UntilCaughtUp != nil {
 		opts = append(opts, poller.WithUntilCaughtUp(*h.UntilCaughtUp))
+	}
+	if h.Skips != nil {
+		opts = append(opts, poller.WithSkips(h.Skips))
 	}
 	return opts
 }

@@ -3,7 +3,7 @@
 // mapping comes from the SAM template that deploys the function (template.yaml), flags and ESM_*
 // environment variables.
 //
-// Commands: run, serve, validate, invoke, generate-event, status, redrive, version.
+// Commands: run, serve, validate, invoke, generate-event, status, redrive, skip, version.
 //
 // Exit codes: 0 after a clean stop, 2 for invalid configuration or usage, 1 for a runtime failure;
 // esm run --until-caught-up adds 3 (records went to the on-failure destination), 4 (records were
@@ -42,6 +42,7 @@ type app struct {
 	GenerateEvent generateCmd `cmd:"" name:"generate-event" help:"Print a Kinesis event for the given records, as esm would send it."`
 	Status        statusCmd   `cmd:"" help:"Show the mapping's shards as a lineage tree, with their state and checkpoint."`
 	Redrive       redriveCmd  `cmd:"" help:"Bring the records the mapping gave up on back from its on-failure destination: invoke the function with them again, as Lambda would have."`
+	Skip          skipCmd     `cmd:"" help:"Send a blocked shard's batch to the on-failure destination now (dropped without one) and move the shard on, in a running esm (esm's operator tool)."`
 	Version       versionCmd  `cmd:"" help:"Print the version."`
 }
 
@@ -77,7 +78,7 @@ func run(args []string, e env) int {
 	defer stop()
 	commands := map[string]func(context.Context, env) error{
 		"run": a.Run.run, "serve": a.Serve.run, "validate": a.Validate.run, "invoke": a.Invoke.run,
-		"generate-event": a.GenerateEvent.run, "status": a.Status.run, "redrive": a.Redrive.run,
+		"generate-event": a.GenerateEvent.run, "status": a.Status.run, "redrive": a.Redrive.run, "skip": a.Skip.run,
 		"version": func(context.Context, env) error { _, err := fmt.Fprintln(e.stdout, "esm", version); return err },
 	}
 	switch name := kctx.Command(); {

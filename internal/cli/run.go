@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/invoke/target"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
@@ -217,8 +218,11 @@ func (c *Config) observe(ctx context.Context, o *runner.Mapping, stdout io.Write
 		o.Hooks.OnUUID = chain(o.Hooks.OnUUID, page.SetMappingUUID)
 		// Ready while the mapping runs and its store answers, with leases after a claim succeeded.
 		readiness := poller.NewReadiness()
+		skips := poller.NewSkips() // esm skip reaches the mapping here (loopback clients only)
+		o.Hooks.Skips = skips
 		srv := health.New(c.MetricsAddr, health.WithGatherer(reg), health.WithReadiness(readiness.Err),
-			health.WithRoute("GET "+live.PathPage, board.Handler()), health.WithRoute("GET "+live.PathState, board.Handler()))
+			health.WithRoute("GET "+live.PathPage, board.Handler()), health.WithRoute("GET "+live.PathState, board.Handler()),
+			health.WithRoute("POST "+esmapi.WorkerSkipPath, esmapi.WorkerSkipHandler(skips)))
 		bound, err := srv.Listen() // a port in use fails before anything is polled
 		if err != nil {
 			return nil, fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
