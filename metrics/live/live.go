@@ -94,11 +94,13 @@ type Mapping struct {
 	shards                               map[string]*shard
 	delivered, dropped, deliveryFailures int
 	lastDelivery                         time.Time
+	skipped                              int // batches skipped by an operator
 }
 
 var (
 	_ poller.Observer       = (*Mapping)(nil)
 	_ poller.DetailObserver = (*Mapping)(nil)
+	_ poller.SkipObserver   = (*Mapping)(nil)
 )
 
 type shard struct {
@@ -118,6 +120,7 @@ type shard struct {
 	lastError           string
 	lastErrorAt         time.Time
 	delivered, dropped  int
+	lastSkip            *SkipView // the last batch an operator skipped here
 }
 
 type sample struct {
@@ -240,4 +243,13 @@ func (m *Mapping) DestinationDeliveryFailed(string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.deliveryFailures++
+}
+
+// BatchSkipped records the batch an operator skipped (esm skip) as the shard's last skip.
+func (m *Mapping) BatchSkipped(id string, k poller.Skipped) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.skipped++
+	m.shard(id).lastSkip = &SkipView{First: k.First, Last: k.Last, Records: k.Records, Destination: k.Destination,
+		At: stamp(k.At, time.Millisecond)}
 }

@@ -182,7 +182,7 @@ form.filter { margin: .6em 0; } form.filter label { margin-right: .8em; }
 <h2>{{.Function}} ← {{.Stream}}</h2>
 <p class="summary">{{if .UUID}}Mapping <code>{{.UUID}}</code>. {{end}}<b>{{.Summary.Shards}} shards</b>: {{range .States}}<span class="count state-{{.State}}" data-state="{{.State}}">{{.N}} {{.State}}</span>{{end}}
 Iterator age: <b>{{ms .IteratorAgeMillis}}</b>.
-On-failure destination: {{.Delivered}} records delivered{{if .LastDelivery}} (last {{clock .LastDelivery}}){{end}}, {{.DeliveryFailures}} failed sends, {{.Dropped}} records dropped.</p>
+On-failure destination: {{.Delivered}} records delivered{{if .LastDelivery}} (last {{clock .LastDelivery}}){{end}}, {{.DeliveryFailures}} failed sends, {{.Dropped}} records dropped.{{if .Skipped}} <span class="skipped">Skipped by an operator: {{.Skipped}} batches.</span>{{end}}</p>
 {{if .Blocked}}<table class="blocked"><caption>{{len .Blocked}} blocked shard(s), longest first</caption>
 <thead><tr><th>shard</th><th>owner</th><th>blocked since</th><th>attempts</th><th>last error</th><th>error at</th></tr></thead><tbody>
 {{range .Blocked}}<tr data-shard="{{.ShardID}}"><td><code>{{.ShardID}}</code></td><td>{{.Owner}}</td><td>{{clock .BlockedSince}} ({{ago .BlockedSince $now}})</td><td>{{.Attempts}}</td><td class="err">{{.LastError}}</td><td>{{clock .LastErrorAt}}</td></tr>
@@ -213,7 +213,7 @@ On-failure destination: {{.Delivered}} records delivered{{if .LastDelivery}} (la
 <td>{{ms .IteratorAgeMillis}}</td>
 <td>{{if .Spark}}<svg width="{{sparkW}}" height="{{sparkH}}" viewBox="0 0 {{sparkW}} {{sparkH}}"><polyline class="spark" points="{{.Spark}}"/></svg>{{end}}</td>
 <td><code class="seq">{{.Checkpoint}}</code>{{if .CheckpointAt}} <span class="axis">{{clock .CheckpointAt}}</span>{{end}}</td>
-<td>{{if .RetryingFirst}}<code class="seq">{{.RetryingFirst}}</code>{{if ne .RetryingFirst .RetryingLast}} … <code class="seq">{{.RetryingLast}}</code>{{end}}{{if .Attempts}} ({{.Attempts}} attempts){{end}}{{end}}</td>
+<td>{{if .RetryingFirst}}<code class="seq">{{.RetryingFirst}}</code>{{if ne .RetryingFirst .RetryingLast}} … <code class="seq">{{.RetryingLast}}</code>{{end}}{{if .Attempts}} ({{.Attempts}} attempts){{end}}{{end}}{{with .LastSkip}} <span class="skipped" data-skipped-first="{{.First}}" data-skipped-last="{{.Last}}">skipped by an operator at {{clock .At}}: <code class="seq">{{.First}}</code>{{if ne .First .Last}} … <code class="seq">{{.Last}}</code>{{end}}, {{.Records}} records {{if .Destination}}sent to {{.Destination}}{{else}}dropped{{end}}</span>{{end}}</td>
 <td class="err">{{.LastError}}{{if .LastErrorAt}} <span class="axis">{{clock .LastErrorAt}}</span>{{end}}</td><td>{{if or .Delivered .Dropped}}{{.Delivered}}{{if .Dropped}} ({{.Dropped}} dropped){{end}}{{end}}</td>
 </tr>
 {{end}}</tbody>

@@ -37,6 +37,7 @@ var shardColumns = []struct {
 	{"delivered", func(s *ShardView) any { return &s.Delivered }},
 	{"dropped", func(s *ShardView) any { return &s.Dropped }},
 	{"unreachable", func(s *ShardView) any { return &s.Unreachable }},
+	{"lastSkip", func(s *ShardView) any { return &s.LastSkip }},
 }
 
 var null = json.RawMessage("null")

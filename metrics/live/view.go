@@ -37,6 +37,8 @@ type MappingView struct {
 	Dropped          int          `json:"dropped"`
 	DeliveryFailures int          `json:"deliveryFailures"`
 	LastDelivery     *time.Time   `json:"lastDelivery,omitempty"`
+	// Skipped counts the batches an operator skipped (esm skip) here.
+	Skipped int `json:"skipped,omitempty"`
 	// IteratorAgeMillis is the mapping's: the largest latest age of the shards being read.
 	IteratorAgeMillis *float64 `json:"iteratorAgeMillis,omitempty"`
 }
@@ -91,8 +93,20 @@ type ShardView struct {
 	// Unreachable: no worker that answered reads the shard while one did not answer: its owner
 	// has probably stopped answering.
 	Unreachable bool `json:"unreachable,omitempty"`
+	// LastSkip is the last batch of the shard an operator skipped (esm skip).
+	LastSkip *SkipView `json:"lastSkip,omitempty"`
 
 	ages []sample // the iterator-age history, for the sparkline
+}
+
+// SkipView is a batch an operator skipped: its sequence numbers and records, where its failure
+// record went ("" when the mapping has no destination: dropped), and when.
+type SkipView struct {
+	First       string     `json:"first"`
+	Last        string     `json:"last"`
+	Records     int        `json:"records"`
+	Destination string     `json:"destination,omitempty"`
+	At          *time.Time `json:"at"`
 }
 
 // Snapshot returns this worker's mappings as its own page shows them.
@@ -112,7 +126,7 @@ func (m *Mapping) view(worker string) MappingView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v := MappingView{Function: m.function, Stream: m.stream, UUID: m.uuid, Delivered: m.delivered, Dropped: m.dropped,
-		DeliveryFailures: m.deliveryFailures, LastDelivery: stamp(m.lastDelivery, time.Millisecond)}
+		DeliveryFailures: m.deliveryFailures, LastDelivery: stamp(m.lastDelivery, time.Millisecond), Skipped: m.skipped}
 	for id, s := range m.shards {
 		if s.state == "" && !s.listed { // only counted (a delivery before any state): not a shard to draw
 			continue
@@ -120,7 +134,7 @@ func (m *Mapping) view(worker string) MappingView {
 		sv := ShardView{ShardID: id, Parents: s.parents, State: s.state, Checkpoint: s.checkpoint,
 			CheckpointAt: stamp(s.checkpointAt, time.Second), RetryingFirst: s.failFirst, RetryingLast: s.failLast,
 			Attempts: s.attempts, LastError: s.lastError, LastErrorAt: stamp(s.lastErrorAt, time.Millisecond),
-			Delivered: s.delivered, Dropped: s.dropped, ages: slices.Clone(s.ages)}
+			Delivered: s.delivered, Dropped: s.dropped, LastSkip: s.lastSkip, ages: slices.Clone(s.ages)}
 		switch {
 		case s.state == "":
 			sv.State = StatePending // known from a listing, not yet told

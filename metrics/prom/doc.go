@@ -76,6 +76,11 @@
 //	esm_batch_item_failures_ignored_total{function,stream}    counter
 //	    Responses that listed batchItemFailures while the mapping lacks FunctionResponseTypes
 //	    ReportBatchItemFailures: ignored, as Lambda ignores them, the batch counted as handled.
+//	esm_batches_skipped_total{function,stream}                counter
+//	esm_records_skipped_total{function,stream}                counter
+//	    Blocked batches an operator skipped (esm skip), and their records: sent to the on-failure
+//	    destination with condition OperatorSkipped (also in the destination's counts), or dropped
+//	    without one (also in the dropped counts).
 //
 // The histograms have no shard label, to keep their series count independent of the number of
 // shards. Series of a shard stay while this worker has it, reading, pending or released

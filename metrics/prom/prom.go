@@ -28,6 +28,9 @@ const (
 	// largest over the shards read here.
 	NameMappingIteratorAge       = "esm_mapping_iterator_age_milliseconds"
 	NameBatchItemFailuresIgnored = "esm_batch_item_failures_ignored_total"
+	// Operator tools (esm skip).
+	NameBatchesSkipped = "esm_batches_skipped_total"
+	NameRecordsSkipped = "esm_records_skipped_total"
 	// Enhanced fan-out, per shard.
 	NameShardReadBy           = "esm_shard_read_by"
 	NameSubscriptionStarted   = "esm_subscription_started_timestamp_seconds"
@@ -71,6 +74,7 @@ type Observer struct {
 	duration, batchSize                                   prometheus.Observer
 	invocations, errors, throttles, destinationFailures   prometheus.Counter // by function and stream, as Lambda's
 	ignoredItemFailures                                   prometheus.Counter // by function and stream
+	batchesSkipped, recordsSkipped                        prometheus.Counter // by function and stream
 
 	labels []string      // the mapping's label values, in the registry's order (mappingAges)
 	grace  time.Duration // how long a finished shard's series stay (finished.go)
@@ -194,6 +198,9 @@ func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Lab
 			perShard...).MustCurryWith(curry),
 		ignoredItemFailures: perFunction(NameBatchItemFailuresIgnored,
 			"Responses that listed batchItemFailures while the mapping lacks FunctionResponseTypes ReportBatchItemFailures: ignored, as Lambda ignores them, and the batch counted as handled.").With(curry),
+		batchesSkipped: perFunction(NameBatchesSkipped,
+			"Blocked batches an operator skipped (esm skip): sent to the on-failure destination with condition OperatorSkipped, or dropped without one.").With(curry),
+		recordsSkipped: perFunction(NameRecordsSkipped, "The records of the batches an operator skipped (esm skip).").With(curry),
 	}
 	o.grace = DefaultFinishedGrace
 	for _, opt := range opts {
@@ -358,6 +365,13 @@ func (sm *shardMetrics) blockedGauge(p *Observer, shardID string) prometheus.Gau
 
 // BatchItemFailuresIgnored adds one to esm_batch_item_failures_ignored_total.
 func (p *Observer) BatchItemFailuresIgnored(string) { p.ignoredItemFailures.Inc() }
+
+// BatchSkipped adds one to esm_batches_skipped_total and the batch's records to
+// esm_records_skipped_total.
+func (p *Observer) BatchSkipped(_ string, k poller.Skipped) {
+	p.batchesSkipped.Inc()
+	p.recordsSkipped.Add(float64(k.Records))
+}
 
 // maxAge is the largest IteratorAge of the shards read here, in milliseconds; false when none has one.
 func (p *Observer) maxAge() (ms float64, ok bool) {

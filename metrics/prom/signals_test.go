@@ -124,3 +124,15 @@ func seriesOf(t *testing.T, g prometheus.Gatherer, shard string) int {
 	}
 	return n
 }
+
+func TestPrometheusBatchSkipped(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p := New(reg, "fn", "orders")
+	p.BatchSkipped("s", poller.Skipped{Records: 3})
+	p.BatchSkipped("s", poller.Skipped{Records: 2})
+	labels := map[string]string{LabelFunction: "fn", LabelStream: "orders"}
+	g := gather(t, reg)
+	if b, r := g.value(t, NameBatchesSkipped, labels), g.value(t, NameRecordsSkipped, labels); b != 2 || r != 5 {
+		t.Fatalf("%s = %v, %s = %v; want 2 and 5", NameBatchesSkipped, b, NameRecordsSkipped, r)
+	}
+}
