@@ -37,6 +37,10 @@ type LiveShard struct {
 	Attempts     int
 	LastError    string
 	LastErrorAt  *time.Time
+	// RetryingFirst and RetryingLast bound the batch being retried; LastSkip is the last batch an
+	// operator skipped (esm skip).
+	RetryingFirst, RetryingLast string
+	LastSkip                    *live.SkipView
 }
 
 // LiveMapping is what a running esm's metrics say of one mapping.

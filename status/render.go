@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kinesis-esm/esm/metrics/live"
 )
 
 // Render draws the report as text: a header (stream, function, where the progress came from),
@@ -138,6 +140,9 @@ func (s Shard) blockedText() string {
 	if s.Attempts > 0 {
 		line += fmt.Sprintf(" (%d attempts)", s.Attempts)
 	}
+	if s.RetryingFirst != "" {
+		line += " on batch " + s.RetryingFirst + ".." + s.RetryingLast
+	}
 	if s.LastError != "" {
 		line += ": " + clipLine(s.LastError, 200)
 		if s.LastErrorAt != nil {
@@ -145,6 +150,19 @@ func (s Shard) blockedText() string {
 		}
 	}
 	return line
+}
+
+// skipText says which batch an operator skipped last, where it went and when.
+func skipText(k *live.SkipView) string {
+	where := "dropped"
+	if k.Destination != "" {
+		where = "sent to " + k.Destination
+	}
+	at := ""
+	if k.At != nil {
+		at = " at " + k.At.UTC().Format(time.TimeOnly)
+	}
+	return fmt.Sprintf("(last skip%s: batch %s..%s, %d records %s)", at, k.First, k.Last, k.Records, where)
 }
 
 // clipLine is text on one line, cut to n bytes.
@@ -222,6 +240,9 @@ func (s Shard) line(indent string) string {
 	}
 	if s.ReadBy != "" {
 		line += " read by " + s.ReadBy
+	}
+	if k := s.LastSkip; k != nil {
+		line += " " + skipText(k)
 	}
 	if sub := s.Subscription; sub != nil {
 		line += " (" + sub.text() + ")"

@@ -83,6 +83,11 @@ type Shard struct {
 	Attempts     int        `json:"attempts,omitempty"`
 	LastError    string     `json:"lastError,omitempty"`
 	LastErrorAt  *time.Time `json:"lastErrorAt,omitempty"`
+	// RetryingFirst and RetryingLast bound the batch the shard retries (what esm skip --first
+	// and --last name); LastSkip is the last batch an operator skipped there.
+	RetryingFirst string         `json:"retryingFirst,omitempty"`
+	RetryingLast  string         `json:"retryingLast,omitempty"`
+	LastSkip      *live.SkipView `json:"lastSkip,omitempty"`
 }
 
 // Subscription is a shard's enhanced fan-out subscription, as a running esm's metrics say.
@@ -153,6 +158,7 @@ func (r *Report) ApplyLive(live map[string]LiveShard) {
 			if l.Owner != "" { // its worker's live page answered: what it says stands
 				sh.Owner = l.Owner
 				sh.BlockedSince, sh.Attempts, sh.LastError, sh.LastErrorAt = l.BlockedSince, l.Attempts, l.LastError, l.LastErrorAt
+				sh.RetryingFirst, sh.RetryingLast, sh.LastSkip = l.RetryingFirst, l.RetryingLast, l.LastSkip
 			}
 		}
 	}

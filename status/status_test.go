@@ -238,3 +238,4 @@ func TestShowWatches(t *testing.T) {
 		}
 	})
 }
+
