@@ -238,4 +238,3 @@ func TestShowWatches(t *testing.T) {
 		}
 	})
 }
-
