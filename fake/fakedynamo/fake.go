@@ -26,6 +26,10 @@ const (
 	OpDescribeTable = "DescribeTable" // a DescribeTable call
 	OpUpdateTable   = "UpdateTable"   // an UpdateTable call
 	OpDeleteTable   = "DeleteTable"   // a DeleteTable call
+	OpListTables    = "ListTables"    // a ListTables call
+
+	OpBatchWriteItem     = "BatchWriteItem"     // a BatchWriteItem call
+	OpTransactWriteItems = "TransactWriteItems" // a TransactWriteItems call
 )
 
 // Limits DynamoDB applies, used as defaults.
@@ -99,6 +103,14 @@ type DB struct {
 	tables    map[string]*table
 	stats     map[string]*TableStats
 	throttled map[string]time.Time // table → throttle every call until then
+	rotation  time.Duration        // stream shard rotation period
+	retention time.Duration        // stream record retention
+	iterTTL   time.Duration        // shard iterator lifetime
+	lanes     int                  // open shards per stream
+	readRate  float64              // GetRecords calls per shard per second; 0: no limit
+	region    string
+	account   string
+	streams   []*stream // every stream not yet gone, enabled or not, in creation order
 }
 
 // Option configures New.
@@ -142,6 +154,8 @@ func New(opts ...Option) *DB {
 		now: time.Now, tableRU: DefaultTableReadUnits, tableWU: DefaultTableWriteUnits,
 		partRU: DefaultPartitionReadUnits, partWU: DefaultPartitionWriteUnits, burst: time.Second, parts: 4,
 		tables: map[string]*table{}, stats: map[string]*TableStats{}, throttled: map[string]time.Time{},
+		rotation: DefaultShardRotation, retention: DefaultStreamRetention, iterTTL: DefaultIteratorTTL, lanes: 1,
+		region: "us-east-1", account: "000000000000",
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -183,6 +197,7 @@ type stored struct {
 
 type table struct {
 	name       string
+	arn        string
 	hashKey    string
 	hashType   string
 	rangeKey   string
@@ -196,6 +211,7 @@ type table struct {
 	write      bucket
 	parts      []*partition
 	deleted    bool
+	stream     *stream // the latest stream, enabled or not; nil if never enabled
 }
 
 // begin waits the call's latency, counts it and applies the fault injector.
@@ -335,6 +351,11 @@ func (t *table) partOf(item map[string]types.AttributeValue) (int, uint64) {
 	_, _ = h.Write([]byte(keyString(item[t.hashKey])))
 	sum := h.Sum64()
 	return int(sum % uint64(len(t.parts))), sum
+}
+
+// tableARN is a table's ARN in the DB's region and account.
+func (d *DB) tableARN(name string) string {
+	return "arn:aws:dynamodb:" + d.region + ":" + d.account + ":table/" + name
 }
 
 func (t *table) keyAttrs(item map[string]types.AttributeValue) map[string]types.AttributeValue {

@@ -35,7 +35,7 @@ func (d *DB) createTable(in *dynamodb.CreateTableInput) (*dynamodb.CreateTableOu
 	for _, a := range in.AttributeDefinitions {
 		defs[aws.ToString(a.AttributeName)] = string(a.AttributeType)
 	}
-	t := &table{name: name, items: map[string]*stored{}, created: d.now(), billing: in.BillingMode, throughput: in.ProvisionedThroughput}
+	t := &table{name: name, arn: d.tableARN(name), items: map[string]*stored{}, created: d.now(), billing: in.BillingMode, throughput: in.ProvisionedThroughput}
 	if t.billing == "" {
 		t.billing = types.BillingModeProvisioned
 	}
@@ -58,6 +58,9 @@ func (d *DB) createTable(in *dynamodb.CreateTableInput) (*dynamodb.CreateTableOu
 	if t.billing == types.BillingModeProvisioned && t.throughput == nil {
 		return nil, validation("One or more parameter values were invalid: ReadCapacityUnits and WriteCapacityUnits must both be specified when BillingMode is PROVISIONED")
 	}
+	if err := checkStreamSpec(in.StreamSpecification); err != nil {
+		return nil, err
+	}
 	now := d.now()
 	rr, wr := d.tableRU, d.tableWU
 	if t.billing == types.BillingModeProvisioned {
@@ -69,13 +72,16 @@ func (d *DB) createTable(in *dynamodb.CreateTableInput) (*dynamodb.CreateTableOu
 	}
 	d.tables[name] = t
 	d.statsOf(name)
+	if sp := in.StreamSpecification; sp != nil && aws.ToBool(sp.StreamEnabled) {
+		d.enableStream(t, sp.StreamViewType, now)
+	}
 	return &dynamodb.CreateTableOutput{TableDescription: t.describe(types.TableStatusActive)}, nil
 }
 
 func (t *table) describe(status types.TableStatus) *types.TableDescription {
 	td := &types.TableDescription{
 		TableName: aws.String(t.name), TableStatus: status, CreationDateTime: aws.Time(t.created),
-		TableArn:  aws.String("arn:aws:dynamodb:us-east-1:000000000000:table/" + t.name),
+		TableArn:  aws.String(t.arn),
 		ItemCount: aws.Int64(int64(len(t.items))),
 		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(t.hashKey), KeyType: types.KeyTypeHash}},
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -92,6 +98,12 @@ func (t *table) describe(status types.TableStatus) *types.TableDescription {
 		size += int64(it.size)
 	}
 	td.TableSizeBytes = aws.Int64(size)
+	if s := t.stream; s != nil {
+		td.LatestStreamArn, td.LatestStreamLabel = aws.String(s.arn), aws.String(s.label)
+		if s.enabled {
+			td.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: s.view}
+		}
+	}
 	if t.throughput != nil {
 		td.ProvisionedThroughput = &types.ProvisionedThroughputDescription{
 			ReadCapacityUnits: t.throughput.ReadCapacityUnits, WriteCapacityUnits: t.throughput.WriteCapacityUnits,
@@ -126,6 +138,9 @@ func (d *DB) UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, _ .
 		if len(in.GlobalSecondaryIndexUpdates) > 0 {
 			return nil, validation("fakedynamo: secondary indexes are not supported")
 		}
+		if err := d.updateStream(t, in.StreamSpecification); err != nil {
+			return nil, err
+		}
 		if in.BillingMode != "" {
 			t.billing = in.BillingMode
 		}
@@ -152,6 +167,77 @@ func (d *DB) DeleteTable(ctx context.Context, in *dynamodb.DeleteTableInput, _ .
 			return nil, err
 		}
 		delete(d.tables, t.name)
+		d.tick()
+		d.disableStream(t.stream, d.now())
 		return &dynamodb.DeleteTableOutput{TableDescription: t.describe(types.TableStatusDeleting)}, nil
+	})
+}
+
+// checkStreamSpec checks a StreamSpecification (nil: none).
+func checkStreamSpec(sp *types.StreamSpecification) error {
+	if sp == nil {
+		return nil
+	}
+	if sp.StreamEnabled == nil {
+		return validation("1 validation error detected: Value null at 'streamSpecification.streamEnabled' failed to satisfy constraint: Member must not be null")
+	}
+	if !*sp.StreamEnabled {
+		if sp.StreamViewType != "" {
+			return validation("One or more parameter values were invalid: Disabled stream cannot have a StreamViewType")
+		}
+		return nil
+	}
+	if !slices.Contains(types.StreamViewType("").Values(), sp.StreamViewType) {
+		return validation("One or more parameter values were invalid: Enabled stream must have a StreamViewType")
+	}
+	return nil
+}
+
+// updateStream enables or disables t's stream as UpdateTable's StreamSpecification asks (nil:
+// leave it); d.mu is held. Enabling gives a new stream (a new label); disabling closes the
+// open shards, which stay readable until trimmed.
+func (d *DB) updateStream(t *table, sp *types.StreamSpecification) error {
+	if sp == nil {
+		return nil
+	}
+	if err := checkStreamSpec(sp); err != nil {
+		return err
+	}
+	d.tick()
+	on := t.stream != nil && t.stream.enabled
+	switch {
+	case *sp.StreamEnabled && on:
+		return validation("Table already has an enabled stream: TableName: %s", t.name)
+	case !*sp.StreamEnabled && !on:
+		return validation("Table already has no enabled stream: TableName: %s", t.name)
+	case *sp.StreamEnabled:
+		d.enableStream(t, sp.StreamViewType, d.now())
+	default:
+		d.disableStream(t.stream, d.now())
+	}
+	return nil
+}
+
+// ListTables lists the tables in name order, paged by Limit (at most 100) and
+// ExclusiveStartTableName.
+func (d *DB) ListTables(ctx context.Context, in *dynamodb.ListTablesInput, _ ...func(*dynamodb.Options)) (*dynamodb.ListTablesOutput, error) {
+	return serve(ctx, d, OpListTables, "", in, func() (*dynamodb.ListTablesOutput, error) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		limit, err := limitOf(in.Limit, 100)
+		if err != nil {
+			return nil, err
+		}
+		names := slices.Sorted(maps.Keys(d.tables))
+		if start := aws.ToString(in.ExclusiveStartTableName); start != "" {
+			names = slices.DeleteFunc(names, func(n string) bool { return n <= start })
+		}
+		out := &dynamodb.ListTablesOutput{TableNames: []string{}}
+		if len(names) > limit {
+			names = names[:limit]
+			out.LastEvaluatedTableName = aws.String(names[limit-1])
+		}
+		out.TableNames = append(out.TableNames, names...)
+		return out, nil
 	})
 }

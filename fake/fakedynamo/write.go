@@ -15,6 +15,7 @@ const (
 	kindPut writeKind = iota
 	kindUpdate
 	kindDelete
+	kindCheck // a ConditionCheck of TransactWriteItems: a condition, no write
 )
 
 // writeReq is one PutItem, UpdateItem or DeleteItem as write sees it.
@@ -40,60 +41,101 @@ type written struct {
 	cc       *types.ConsumedCapacity
 }
 
-// write is the common path of PutItem, UpdateItem and DeleteItem; d.mu is held. Its errors
-// come in DynamoDB's order: the request (table, key, expressions), then admission, then the
-// condition, then the update's own failure and the item size.
+// pending is a write that passed its checks (request, admission, condition, update, size) and
+// has not been applied yet: commit applies it. TransactWriteItems prepares every write first.
+type pending struct {
+	t        *table
+	r        writeReq
+	k        string
+	key      map[string]types.AttributeValue
+	part     int
+	order    uint64
+	existing map[string]types.AttributeValue
+	next     map[string]types.AttributeValue
+	size     int
+	units    float64
+	touched  map[string]bool
+}
+
+// write is the common path of PutItem, UpdateItem and DeleteItem; d.mu is held.
 func (d *DB) write(r writeReq) (written, error) {
-	t, err := d.tableLocked(r.table)
+	p, err := d.prepare(r)
 	if err != nil {
 		return written{}, err
+	}
+	return d.commit(p), nil
+}
+
+// prepare checks a write without applying it; d.mu is held. Its errors come in DynamoDB's
+// order: the request (table, key, expressions), then admission, then the condition, then the
+// update's own failure and the item size. A ConditionCheck (kindCheck) stops after the
+// condition.
+func (d *DB) prepare(r writeReq) (*pending, error) {
+	t, err := d.tableLocked(r.table)
+	if err != nil {
+		return nil, err
 	}
 	k, key, err := t.writeKey(r)
 	if err != nil {
-		return written{}, err
+		return nil, err
 	}
 	c, u, err := t.parseWrite(r)
 	if err != nil {
-		return written{}, err
+		return nil, err
 	}
-	part, order := t.partOf(key)
-	if err := d.admit(t, part, true); err != nil {
-		return written{}, err
+	p := &pending{t: t, r: r, k: k, key: key}
+	p.part, p.order = t.partOf(key)
+	if err := d.admit(t, p.part, true); err != nil {
+		return nil, err
 	}
-	var existing map[string]types.AttributeValue
 	oldSize := 0
 	if it, ok := t.items[k]; ok {
-		existing, oldSize = it.attrs, it.size
+		p.existing, oldSize = it.attrs, it.size
 	}
 	// The item the write would leave. The condition is judged first: a write whose condition
 	// fails is a ConditionalCheckFailedException even when its update could not apply.
-	var next map[string]types.AttributeValue
-	var touched map[string]bool
 	var uerr error
 	switch r.kind {
 	case kindPut:
-		next = cloneItem(r.item)
+		p.next = cloneItem(r.item)
 	case kindUpdate:
-		base := existing
+		base := p.existing
 		if base == nil {
 			base = t.keyAttrs(key)
 		}
-		next, touched, uerr = u.apply(base)
+		p.next, p.touched, uerr = u.apply(base)
+	case kindCheck:
+		p.next = p.existing
 	}
-	newSize := ItemSize(next)
-	units := writeUnits(max(oldSize, newSize))
-	if err := d.judge(t, r, c, existing, part, units); err != nil {
-		return written{}, err
+	p.size = ItemSize(p.next)
+	p.units = writeUnits(max(oldSize, p.size))
+	if err := d.judge(t, r, c, p.existing, p.part, p.units); err != nil {
+		return nil, err
 	}
 	if uerr != nil {
-		return written{}, uerr
+		return nil, uerr
 	}
-	if newSize > maxItemSize {
-		return written{}, validation("Item size has exceeded the maximum allowed size")
+	if p.size > maxItemSize {
+		return nil, validation("Item size has exceeded the maximum allowed size")
 	}
-	d.charge(t, r.op, part, units, true)
-	t.store(r.kind, k, existing, &stored{attrs: next, size: newSize, part: part, order: order, key: k})
-	return written{old: existing, cur: next, touched: touched, cc: consumed(t.name, r.ccMode, units, true)}, nil
+	return p, nil
+}
+
+// commit applies a prepared write: charges it, stores it and writes its stream record (when
+// the table has a stream and the write changed the item); d.mu is held.
+func (d *DB) commit(p *pending) written {
+	t := p.t
+	d.charge(t, p.r.op, p.part, p.units, true)
+	if p.r.kind == kindCheck {
+		return written{}
+	}
+	t.store(p.r.kind, p.k, p.existing, &stored{attrs: p.next, size: p.size, part: p.part, order: p.order, key: p.k})
+	cur := p.next
+	if p.r.kind == kindDelete {
+		cur = nil
+	}
+	d.recordChange(t, p.part, p.key, p.existing, cur)
+	return written{old: p.existing, cur: cur, touched: p.touched, cc: consumed(t.name, p.r.ccMode, p.units, true)}
 }
 
 // writeKey is the key of the item r writes, as the table's index string and as attributes.
