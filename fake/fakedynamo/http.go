@@ -28,6 +28,10 @@ type call func(ctx context.Context, body []byte) (any, error)
 func op[I, O, P any](method func(context.Context, *I, ...P) (*O, error)) call {
 	return func(ctx context.Context, body []byte) (any, error) {
 		in, err := decodeWire[I](body)
+		var api smithy.APIError
+		if errors.As(err, &api) {
+			return nil, err // a value DynamoDB refuses (a ValidationException)
+		}
 		if err != nil {
 			return nil, &smithy.GenericAPIError{Code: "SerializationException", Message: err.Error(), Fault: smithy.FaultClient}
 		}

@@ -20,7 +20,8 @@ func expired() error {
 // GetShardIterator returns an iterator into a shard: TRIM_HORIZON (its oldest retained
 // record), LATEST (after its newest), AT_SEQUENCE_NUMBER and AFTER_SEQUENCE_NUMBER (at or
 // after a record of the shard; a trimmed one is a TrimmedDataAccessException) or AT_TIMESTAMP
-// (its first record created at or after Timestamp, which must not lie in the future).
+// (its first record created at or after Timestamp, which must not lie in the future). A
+// sequence number outside the shard is a ValidationException (AWS does not document which error).
 func (d *DB) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
 	return serveStreams(ctx, d, OpGetShardIterator, tableOfStream(aws.ToString(in.StreamArn)), in, func() (*dynamodbstreams.GetShardIteratorOutput, error) {
 		d.mu.Lock()
@@ -94,7 +95,7 @@ func (sh *shard) firstSeq() uint64 {
 // GetRecords reads from an iterator: at most Limit records (1,000 by default and at most),
 // and no more than 1 MB of them (SizeBytes), but at least one. NextShardIterator continues
 // after them; it is null once a closed shard has been read to its end. An iterator expires
-// DefaultIteratorTTL after it was issued (ExpiredIteratorException); one whose records were
+// WithIteratorTTL after it was issued (ExpiredIteratorException); one whose records were
 // trimmed since is a TrimmedDataAccessException.
 func (d *DB) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, _ ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
 	raw := aws.ToString(in.ShardIterator)

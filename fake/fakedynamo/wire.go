@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/aws/smithy-go"
 	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -207,7 +209,7 @@ func decodeAVMember(typ string, e any, depth int) (types.AttributeValue, error) 
 		if typ == "S" {
 			return &types.AttributeValueMemberS{Value: s}, nil
 		}
-		return &types.AttributeValueMemberN{Value: s}, nil
+		return &types.AttributeValueMemberN{Value: s}, checkNumber(s)
 	case "B":
 		var b []byte
 		err := decodeValue(e, reflect.ValueOf(&b).Elem(), depth+1)
@@ -223,10 +225,15 @@ func decodeAVMember(typ string, e any, depth int) (types.AttributeValue, error) 
 		return &types.AttributeValueMemberNULL{Value: b}, nil
 	case "SS", "NS":
 		ss, err := strs()
-		if typ == "SS" {
+		if typ == "SS" || err != nil {
 			return &types.AttributeValueMemberSS{Value: ss}, err
 		}
-		return &types.AttributeValueMemberNS{Value: ss}, err
+		for _, n := range ss {
+			if err := checkNumber(n); err != nil {
+				return nil, err
+			}
+		}
+		return &types.AttributeValueMemberNS{Value: ss}, nil
 	case "BS":
 		var bs [][]byte
 		err := decodeValue(e, reflect.ValueOf(&bs).Elem(), depth+1)
@@ -241,6 +248,40 @@ func decodeAVMember(typ string, e any, depth int) (types.AttributeValue, error) 
 		return &types.AttributeValueMemberM{Value: m}, err
 	}
 	return nil, fmt.Errorf("unknown AttributeValue type %q", typ)
+}
+
+// numberForm is a DynamoDB number: a decimal with an optional exponent.
+var numberForm = regexp.MustCompile(`^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]{1,9})?$`)
+
+// checkNumber refuses what DynamoDB refuses in a number: anything that is not a decimal, more
+// than 38 significant digits, a magnitude above 9.99…E+125 or below 1E-130 (zero aside). The
+// fake computes with numbers exactly, so an exponent of a billion would stall it.
+func checkNumber(s string) error {
+	m := numberForm.FindStringSubmatch(s)
+	if m == nil {
+		return &smithy.GenericAPIError{Code: "ValidationException", Message: "The parameter cannot be converted to a numeric value: " + s, Fault: smithy.FaultClient}
+	}
+	exp := 0
+	if m[2] != "" {
+		exp, _ = strconv.Atoi(m[2][1:])
+	}
+	intPart, frac, _ := strings.Cut(m[1], ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if digits == "" {
+		return nil // zero
+	}
+	// The value is 0.digits × 10^mag.
+	mag := exp + len(intPart) - (len(intPart+frac) - len(digits))
+	digits = strings.TrimRight(digits, "0")
+	switch {
+	case len(digits) > 38:
+		return &smithy.GenericAPIError{Code: "ValidationException", Message: "Attempting to store more than 38 significant digits in a Number", Fault: smithy.FaultClient}
+	case mag > 126:
+		return &smithy.GenericAPIError{Code: "ValidationException", Message: "Number overflow. Attempting to store a number with magnitude larger than supported range", Fault: smithy.FaultClient}
+	case mag < -129:
+		return &smithy.GenericAPIError{Code: "ValidationException", Message: "Number underflow. Attempting to store a number with magnitude smaller than supported range", Fault: smithy.FaultClient}
+	}
+	return nil
 }
 
 // encodeWire renders v (an output or error struct, or a pointer to one) as the protocol's JSON
