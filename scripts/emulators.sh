@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # emulators.sh: start, stop or inspect the local AWS emulators used by the tests.
 #
-#   scripts/emulators.sh start    install (npm ci) if needed, start kinesis-local
-#                                 and dynalite on 127.0.0.1, wait for their ports
-#                                 and write .emulators/env
+#   scripts/emulators.sh start    install (npm ci) if needed, build ddb-local, start
+#                                 kinesis-local, dynalite and ddb-local on 127.0.0.1,
+#                                 wait for their ports and write .emulators/env
 #   scripts/emulators.sh stop     stop whatever start started (safe to repeat)
-#   scripts/emulators.sh status   show what is running; exit 0 only if both are
+#   scripts/emulators.sh status   show what is running; exit 0 only if all three are
 #
 # Ports (environment overrides):
 #   ESM_KINESIS_PORT      kinesis-local plain HTTP   (default 14568)
 #   ESM_KINESIS_TLS_PORT  kinesis-local HTTPS / h2   (default 14567)
 #   ESM_DYNAMODB_PORT     dynalite                   (default 14570)
+#   ESM_DDBSTREAMS_PORT   ddb-local                  (default 14571)
+#
+# ddb-local (fake/cmd/ddb-local) is esm's own DynamoDB with DynamoDB Streams
+# (no emulator that can be installed here serves the Streams API); it is built
+# with go into .emulators/bin. ESM_DDB_ROTATE sets how long its stream shards
+# stay open (default 4h, as on AWS).
 #
 # Runtime files live in .emulators/: <name>.pid, <name>.log and env, which
 # holds "export ESM_TEST_KINESIS_ENDPOINT=..." lines that both make and a
@@ -25,6 +31,9 @@ preload="$repo/.ci/force-loopback.js"
 kinesis_port="${ESM_KINESIS_PORT:-14568}"
 kinesis_tls_port="${ESM_KINESIS_TLS_PORT:-14567}"
 dynamodb_port="${ESM_DYNAMODB_PORT:-14570}"
+ddb_port="${ESM_DDBSTREAMS_PORT:-14571}"
+ddb_rotate="${ESM_DDB_ROTATE:-4h}"
+ddb_bin="$run_dir/bin/ddb-local"
 
 ready_timeout_s=20
 stop_grace_s=3
@@ -43,15 +52,15 @@ port_open() {
 	timeout 1 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
 }
 
-# running_pid NAME prints the PID recorded for NAME and succeeds if that
-# process is alive and is still one of our emulators (guards against PID reuse).
+# running_pid NAME PATH prints the PID recorded for NAME and succeeds if that
+# process is alive and its command line still names PATH (guards against PID reuse).
 running_pid() {
 	local pid_file="$run_dir/$1.pid" pid
 	[[ -f "$pid_file" ]] || return 1
 	pid="$(<"$pid_file")"
 	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
 	kill -0 "$pid" 2>/dev/null || return 1
-	ps -p "$pid" -o args= 2>/dev/null | grep -q "node_modules/$2/" || return 1
+	ps -p "$pid" -o args= 2>/dev/null | grep -qF -- "$2" || return 1
 	printf '%s\n' "$pid"
 }
 
@@ -66,7 +75,7 @@ ensure_installed() {
 	fi
 }
 
-# check_free NAME MODULE_DIR PORT... fails with a clear message if NAME is not
+# check_free NAME PATH PORT... fails with a clear message if NAME is not
 # already running from a previous start and one of its ports is taken.
 check_free() {
 	local name="$1" module="$2" port
@@ -81,7 +90,7 @@ check_free() {
 	done
 }
 
-# launch NAME MODULE_DIR PORT -- COMMAND... starts COMMAND in its own session
+# launch NAME PATH PORT -- COMMAND... starts COMMAND in its own session
 # with its output in NAME.log, and waits until PORT accepts connections.
 # It does nothing if NAME is already running from a previous start.
 #
@@ -127,11 +136,16 @@ start() {
 	mkdir -p "$run_dir"
 	ensure_installed
 	[[ -f "$preload" ]] || die "missing $preload"
-	check_free kinesis-local kinesis-local "$kinesis_port" "$kinesis_tls_port"
-	check_free dynalite dynalite "$dynamodb_port"
+	command -v go >/dev/null || die "go not found in PATH (ddb-local is built with it)"
+	check_free kinesis-local node_modules/kinesis-local/ "$kinesis_port" "$kinesis_tls_port"
+	check_free dynalite node_modules/dynalite/ "$dynamodb_port"
+	check_free ddb-local "$ddb_bin" "$ddb_port"
+	log "building ddb-local"
+	mkdir -p "$run_dir/bin"
+	(cd "$repo/fake" && go build -o "$ddb_bin" ./cmd/ddb-local) || die "building ddb-local failed"
 
 	local ok=1
-	launch kinesis-local kinesis-local "$kinesis_port" -- \
+	launch kinesis-local node_modules/kinesis-local/ "$kinesis_port" -- \
 		env \
 		KINESIS_MOCK_PLAIN_PORT="$kinesis_port" \
 		KINESIS_MOCK_TLS_PORT="$kinesis_tls_port" \
@@ -153,11 +167,16 @@ start() {
 		node "$repo/node_modules/kinesis-local/main.js" || ok=0
 
 	if ((ok)); then
-		launch dynalite dynalite "$dynamodb_port" -- \
+		launch dynalite node_modules/dynalite/ "$dynamodb_port" -- \
 			env NODE_OPTIONS="--require \"$preload\"" \
 			node "$repo/node_modules/dynalite/cli.js" \
 			--host 127.0.0.1 --port "$dynamodb_port" \
 			--createTableMs 50 --deleteTableMs 50 --updateTableMs 50 || ok=0
+	fi
+	if ((ok)); then
+		launch ddb-local "$ddb_bin" "$ddb_port" -- \
+			"$ddb_bin" -host 127.0.0.1 -port "$ddb_port" -rotate "$ddb_rotate" \
+			-region us-east-1 -account 000000000000 || ok=0
 	fi
 
 	if ((!ok)); then
@@ -169,6 +188,7 @@ start() {
 export ESM_TEST_KINESIS_ENDPOINT=http://127.0.0.1:$kinesis_port
 export ESM_TEST_KINESIS_TLS_ENDPOINT=https://127.0.0.1:$kinesis_tls_port
 export ESM_TEST_DYNAMODB_ENDPOINT=http://127.0.0.1:$dynamodb_port
+export ESM_TEST_DDBSTREAMS_ENDPOINT=http://127.0.0.1:$ddb_port
 EOF
 	mv "$env_file.tmp" "$env_file"
 	log "wrote $env_file"
@@ -179,10 +199,10 @@ EOF
 # Emulator state is in memory only, so KILL loses nothing worth keeping.
 stop() {
 	[[ -d "$run_dir" ]] || return 0
-	local pids=() names=() pid name module i
-	for name in kinesis-local dynalite; do
-		module="$name"
-		if pid="$(running_pid "$name" "$module")"; then
+	local pids=() names=() pid name i
+	local -A path=([kinesis-local]=node_modules/kinesis-local/ [dynalite]=node_modules/dynalite/ [ddb-local]="$ddb_bin")
+	for name in kinesis-local dynalite ddb-local; do
+		if pid="$(running_pid "$name" "${path[$name]}")"; then
 			# setsid made each emulator a session and group leader: signal the group.
 			kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
 			pids+=("$pid")
@@ -212,21 +232,27 @@ stop() {
 			log "${names[$i]} stopped (pid $pid)"
 		fi
 	done
-	rm -f "$run_dir/kinesis-local.pid" "$run_dir/dynalite.pid" "$env_file"
+	rm -f "$run_dir/kinesis-local.pid" "$run_dir/dynalite.pid" "$run_dir/ddb-local.pid" "$env_file"
 }
 
 status() {
 	local rc=0 pid
-	if pid="$(running_pid kinesis-local kinesis-local)"; then
+	if pid="$(running_pid kinesis-local node_modules/kinesis-local/)"; then
 		echo "kinesis-local running (pid $pid) on 127.0.0.1:$kinesis_port"
 	else
 		echo "kinesis-local not running"
 		rc=3
 	fi
-	if pid="$(running_pid dynalite dynalite)"; then
+	if pid="$(running_pid dynalite node_modules/dynalite/)"; then
 		echo "dynalite running (pid $pid) on 127.0.0.1:$dynamodb_port"
 	else
 		echo "dynalite not running"
+		rc=3
+	fi
+	if pid="$(running_pid ddb-local "$ddb_bin")"; then
+		echo "ddb-local running (pid $pid) on 127.0.0.1:$ddb_port"
+	else
+		echo "ddb-local not running"
 		rc=3
 	fi
 	return "$rc"

@@ -59,3 +59,15 @@ func BuildESM(ctx context.Context, dir, moduleDir string) (string, error) {
 	}
 	return out, nil
 }
+
+// DDBLocalPackage is ddb-local, the local DynamoDB with DynamoDB Streams of the fake module.
+const DDBLocalPackage = "github.com/kinesis-esm/esm/fake/cmd/ddb-local"
+
+// BuildDDBLocal builds ddb-local into dir and returns its path. moduleDir is as for [BuildRIE].
+func BuildDDBLocal(ctx context.Context, dir, moduleDir string) (string, error) {
+	out := filepath.Join(dir, "ddb-local")
+	if err := goBuild(ctx, moduleDir, out, DDBLocalPackage, nil); err != nil {
+		return "", err
+	}
+	return out, nil
+}

@@ -24,6 +24,9 @@ const (
 	EnvKinesisTLSEndpoint = "ESM_TEST_KINESIS_TLS_ENDPOINT"
 	// EnvDynamoDBEndpoint holds a dynalite base URL.
 	EnvDynamoDBEndpoint = "ESM_TEST_DYNAMODB_ENDPOINT"
+	// EnvDDBStreamsEndpoint holds the base URL of a ddb-local (DynamoDB and DynamoDB Streams
+	// on one endpoint), whose shards rotate every four hours.
+	EnvDDBStreamsEndpoint = "ESM_TEST_DDBSTREAMS_ENDPOINT"
 )
 
 // KinesisEndpoint returns a Kinesis endpoint for tests: the value of
@@ -83,6 +86,31 @@ func DynamoEndpoint(ctx context.Context) (endpoint string, stop func(), err erro
 		return "", nil, err
 	}
 	return p.Endpoint(), func() { _ = p.Stop() }, nil
+}
+
+// DDBStreamsEndpoint is [KinesisEndpoint] for DynamoDB with DynamoDB Streams: the value of
+// $ESM_TEST_DDBSTREAMS_ENDPOINT when set and opts is the zero value, or else a private
+// ddb-local built from this module (moduleDir as for [BuildRIE]) and started with
+// [local.StartDDBLocal] and opts (Binary is filled in). Tests that need shards to rotate in
+// seconds pass opts.Rotate and get their own. Use unique table names.
+func DDBStreamsEndpoint(ctx context.Context, moduleDir string, opts local.DDBLocalOptions) (endpoint string, stop func(), err error) {
+	if v := os.Getenv(EnvDDBStreamsEndpoint); v != "" && opts == (local.DDBLocalOptions{}) {
+		return v, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "ddb-local-")
+	if err != nil {
+		return "", nil, err
+	}
+	if opts.Binary, err = BuildDDBLocal(ctx, dir, moduleDir); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	p, err := local.StartDDBLocal(ctx, opts)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return p.Endpoint(), func() { _ = p.Stop(); _ = os.RemoveAll(dir) }, nil
 }
 
 // Kinesis is KinesisEndpoint with a Kinesis client for that endpoint (local credentials,
