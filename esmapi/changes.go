@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // Create implements CreateEventSourceMapping.
@@ -72,23 +73,22 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 		return EventSourceMapping{}, aerr
 	}
 	mc := checked.Config()
-	if _, err := m.runner.ResolveStream(ctx, mc.StreamARN); err != nil {
-		if errors.Is(err, poller.ErrStreamNotFound) {
-			return EventSourceMapping{}, invalidParameter("Stream not found: %s", mc.StreamARN)
-		}
+	// Found once: the mapping's first start reads from the source found here.
+	found, err := m.runner.Resolve(ctx, runner.Mapping{Source: runner.Source{Stream: mc.StreamARN, Consumer: mc.ConsumerARN}, Config: mc})
+	switch {
+	case errors.Is(err, poller.ErrStreamNotFound):
+		return EventSourceMapping{}, invalidParameter("Stream not found: %s", mc.StreamARN)
+	case err != nil && mc.ConsumerARN != "" && (errors.Is(err, runner.ErrConsumerNotFound) || errors.Is(err, poller.ErrInvalidConfig)):
+		return EventSourceMapping{}, invalidParameter("Stream consumer not found: %s (%s)", mc.ConsumerARN, oneLine(err))
+	case err != nil:
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
-	}
-	if mc.ConsumerARN != "" {
-		if _, err := m.runner.ResolveConsumer(ctx, mc.StreamARN, mc.ConsumerARN, false); err != nil {
-			return EventSourceMapping{}, invalidParameter("Stream consumer not found: %s (%s)", mc.ConsumerARN, oneLine(err))
-		}
 	}
 	rec := Record{FunctionName: *req.FunctionName, Tags: req.Tags}
 	if req.KMSKeyArn != nil {
 		rec.Mapping.KMSKeyArn = *req.KMSKeyArn
 	}
 	rec.Mapping.MetricsConfig = req.MetricsConfig
-	v, err := m.add(ctx, rec, checked)
+	v, err := m.add(ctx, rec, checked, found.Source())
 	if err != nil {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -116,10 +116,11 @@ func conflict(source, functionName, other string) *APIError {
 		source, functionName, other)}
 }
 
-// add stores a new mapping with the settings checked has and starts it. It returns the catalog's
-// refusal: a *PairTakenError when another mapping has the source and function. m.mu is not held:
-// the catalog may wait for another worker's write to the pair (see DynamoCatalog).
-func (m *Manager) add(ctx context.Context, rec Record, checked poller.Checked) (EventSourceMapping, error) {
+// add stores a new mapping with the settings checked has and starts it, reading from src (as
+// found). It returns the catalog's refusal: a *PairTakenError when another mapping has the source
+// and function. m.mu is not held: the catalog may wait for another worker's write to the pair
+// (see DynamoCatalog).
+func (m *Manager) add(ctx context.Context, rec Record, checked poller.Checked, src runner.Source) (EventSourceMapping, error) {
 	mc, stream := checked.Config(), checked.Stream()
 	now := time.Now()
 	rec.Enabled, rec.Created = !mc.Disabled, now
@@ -145,7 +146,7 @@ func (m *Manager) add(ctx context.Context, rec Record, checked poller.Checked) (
 	if e, ok := m.maps[id]; ok { // a sync of this worker read it first, and runs it
 		return e.view(), nil
 	}
-	e := &entry{rec: rec, known: time.Now(), state: StateCreating, cfg: &mc}
+	e := &entry{rec: rec, known: time.Now(), state: StateCreating, cfg: &mc, src: &src}
 	e.result.Store(new(ResultNone))
 	m.maps[id] = e
 	view := e.view()
@@ -164,21 +165,23 @@ func (m *Manager) add(ctx context.Context, rec Record, checked poller.Checked) (
 	return view, nil
 }
 
-// EnsureMapping creates the mapping mc describes (a template's), invoking the registered
-// function functionName, unless the stream already has a mapping to that function. It reports
-// whether it created one.
-func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc poller.Config) (EventSourceMapping, bool, error) {
+// EnsureMapping creates the mapping of src with the settings mc (a template's), invoking the
+// registered function functionName, unless the stream already has a mapping to that function. It
+// reports whether it created one.
+func (m *Manager) EnsureMapping(ctx context.Context, functionName string, src runner.Source, mc poller.Config) (EventSourceMapping, bool, error) {
 	if _, ok := m.funcs[functionName]; !ok {
 		return EventSourceMapping{}, false, fmt.Errorf("function %s is not registered", functionName)
 	}
+	found, err := m.runner.Resolve(ctx, runner.Mapping{Source: src, Config: mc})
+	if err != nil {
+		return EventSourceMapping{}, false, err
+	}
+	mc.StreamARN, mc.ConsumerARN = found.StreamARN, found.ConsumerARN
 	checked, err := mc.Check()
 	if err != nil {
 		return EventSourceMapping{}, false, err
 	}
 	mc = checked.Config()
-	if _, err := m.runner.ResolveStream(ctx, mc.StreamARN); err != nil {
-		return EventSourceMapping{}, false, err
-	}
 	m.mu.Lock()
 	if e := m.sameLocked(sourceOf(mc), mc.FunctionARN); e != nil {
 		v := e.view()
@@ -186,7 +189,7 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, mc pol
 		return v, false, nil
 	}
 	m.mu.Unlock()
-	v, err := m.add(ctx, Record{FunctionName: functionName}, checked)
+	v, err := m.add(ctx, Record{FunctionName: functionName}, checked, found.Source())
 	var taken *PairTakenError
 	if !errors.As(err, &taken) {
 		return v, err == nil, err

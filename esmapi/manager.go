@@ -65,6 +65,9 @@ type entry struct {
 	// cfg is the mapping's configuration as the API checked it (Create, Update); nil: its record's
 	// settings, which the runner checks when it starts the mapping (a catalog read).
 	cfg *poller.Config
+	// src is the mapping's source as Create found it; nil: its record's, which the runner finds
+	// when it starts the mapping.
+	src *runner.Source
 	gen int                // which start of the poller is current
 	run *runner.Supervised // nil: no poller
 	// skips reach the mapping's pollers (esm's skip route); made with the entry's first poller.
@@ -214,8 +217,12 @@ func (m *Manager) mapping(e *entry, ready func()) (runner.Mapping, error) {
 			obs = metrics.Tee(obs, more)
 		}
 	}
+	src := runner.Source{Stream: e.rec.Mapping.EventSourceArn}
+	if e.src != nil {
+		src = *e.src
+	}
 	rm := runner.Mapping{
-		Source:   runner.Source{Stream: e.rec.Mapping.EventSourceArn},
+		Source:   src,
 		Function: runner.Function{Invoker: fn.Invoker, Name: e.rec.FunctionName, Role: fn.Role, Timeout: fn.Timeout},
 		Config:   mc,
 		Store:    runner.Store{Open: func(ctx context.Context) (poller.Store, error) { return m.progress.Store(ctx, id) }},

@@ -22,6 +22,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // These tests hold the catalog to Lambda's rule that an event source has at most one mapping to a
@@ -100,12 +101,12 @@ func TestTemplateStartOnTwoWorkersMakesOneMapping(t *testing.T) {
 	ctx := context.Background()
 	cat := fakeCatalog(t)
 	a, b := uniqueWorker(t, cat), uniqueWorker(t, cat) // both opened before either ensured
-	mc := poller.Config{StreamARN: uniqueStream, FunctionARN: uniqueFnARN, StartingPosition: poller.TrimHorizon, BatchSize: 100}
-	va, ca, err := a.m.EnsureMapping(ctx, uniqueFunction, mc)
+	src, mc := runner.Source{Stream: uniqueStream}, poller.Config{FunctionARN: uniqueFnARN, StartingPosition: poller.TrimHorizon, BatchSize: 100}
+	va, ca, err := a.m.EnsureMapping(ctx, uniqueFunction, src, mc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vb, cb, err := b.m.EnsureMapping(ctx, uniqueFunction, mc)
+	vb, cb, err := b.m.EnsureMapping(ctx, uniqueFunction, src, mc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,3 +232,23 @@ func TraceHeader(ctx context.Context) string {
 	h, _ := ctx.Value(traceHeaderKey{}).(string)
 	return h
 }
+
+type functionARNKey struct{}
+
+// WithFunctionARN returns ctx carrying arn, the ARN the function is invoked as: its
+// InvokedFunctionArn. An in-process handler finds it in its lambdacontext, an exec: function in
+// Lambda-Runtime-Invoked-Function-Arn, each instead of the ARN the invoker was opened with
+// (target.WithFunction). The poller gives every invocation its mapping's function ARN, so that
+// what a mapping reports as its FunctionArn is what its function is invoked as. An HTTP endpoint
+// and a lambda: function know their own.
+func WithFunctionARN(ctx context.Context, arn string) context.Context {
+	return context.WithValue(ctx, functionARNKey{}, arn)
+}
+
+// FunctionARN is the function ARN ctx carries (WithFunctionARN), or fallback.
+func FunctionARN(ctx context.Context, fallback string) string {
+	if arn, _ := ctx.Value(functionARNKey{}).(string); arn != "" {
+		return arn
+	}
+	return fallback
+}

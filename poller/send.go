@@ -94,6 +94,9 @@ func (r *reader) send(inv invocation) sent {
 		return sent{err: errStopped}
 	}
 	ctx := inv.ctx
+	if arn := r.p.cfg.FunctionARN; arn != "" {
+		ctx = invoke.WithFunctionARN(ctx, arn) // what the mapping reports is what its function is invoked as
+	}
 	if inv.span != nil {
 		ctx = inv.span(ctx)
 	}

@@ -109,17 +109,3 @@ func registerConsumer(ctx context.Context, c consumerAPI, streamARN, name string
 	}
 	return nil
 }
-
-// ResolveStream returns the ARN of the stream given by name or ARN, or an error wrapping
-// poller.ErrStreamNotFound. Its calls are attempted as often as every call after a start-up (an
-// API request waits for it).
-func (r *Runner) ResolveStream(ctx context.Context, stream string) (string, error) {
-	return poller.ResolveStreamARN(ctx, r.kin, stream)
-}
-
-// ResolveConsumer returns the ARN of an ACTIVE enhanced fan-out consumer of the stream, given by
-// ARN or name, waiting while it is being created; with register, a name not registered yet is
-// registered.
-func (r *Runner) ResolveConsumer(ctx context.Context, streamARN, consumer string, register bool) (string, error) {
-	return resolveConsumer(ctx, r.kin, streamARN, consumer, register, r.log)
-}

@@ -39,6 +39,8 @@ type Source struct {
 	// RegisterConsumer registers Consumer (a name) when it does not exist, and waits until it is
 	// ACTIVE.
 	RegisterConsumer bool
+	// found: Stream and Consumer are the ARNs Runner.Resolve found (Resolved.Source).
+	found bool
 }
 
 // Function is the function a mapping invokes: an Invoker (an HTTP endpoint, execution
@@ -59,6 +61,10 @@ type Function struct {
 	Timeout time.Duration
 	// Role is the execution role's ARN: the events' invokeIdentityArn (default: poller's).
 	Role string
+	// ReservedConcurrency, when set, caps the invocations of Handler at once (a template's
+	// ReservedConcurrentExecutions; 0 throttles every one). An Invoker's own limit is its
+	// opener's: one invoker may serve several mappings.
+	ReservedConcurrency *int
 }
 
 // Store says where a mapping's progress lives: a state directory (the default), a DynamoDB lease

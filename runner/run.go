@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,21 +68,16 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if err != nil {
 		return err
 	}
-	if mc.StreamARN, mc.ConsumerARN, err = r.resolveSource(ctx, m); err != nil {
+	found, err := r.resolve(ctx, r.kinStart, m, m.Source.RegisterConsumer)
+	if err != nil {
 		return err
 	}
-	if mc.FunctionARN == "" {
-		stream, err := poller.ParseStreamARN(mc.StreamARN)
-		if err != nil {
-			return err
-		}
-		mc.FunctionARN = stream.FunctionARN(m.Function.Name)
-	}
+	mc.StreamARN, mc.ConsumerARN, mc.FunctionARN = found.StreamARN, found.ConsumerARN, found.FunctionARN
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
 	if _, err := poller.ListShards(ctx, r.kinStart, mc.StreamARN); err != nil {
 		return err
 	}
-	st, err := r.openStore(ctx, m, mc)
+	st, err := r.openStore(ctx, m, found)
 	if err != nil {
 		return err
 	}
@@ -89,20 +85,72 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	return r.runOn(ctx, m, mc, st)
 }
 
-// resolveSource finds the mapping's stream and, when it reads through one, its consumer.
-func (r *Runner) resolveSource(ctx context.Context, m Mapping) (stream, consumer string, err error) {
-	s, c, err := splitSource(m.Source.Stream, m.Source.Consumer)
-	if err != nil {
-		return "", "", err
+// Resolved is a mapping as its stream knows it: the ARNs that name it, key its progress and go
+// with every invocation.
+type Resolved struct {
+	// StreamARN is the stream's ARN (a consumer's stream when the mapping reads through one).
+	StreamARN string
+	// ConsumerARN is the enhanced fan-out consumer the mapping reads through, or "".
+	ConsumerARN string
+	// FunctionARN is the function's ARN: Config.FunctionARN, else Function.Name when it is an
+	// ARN, else the ARN of Function.Name in the stream's partition, region and account. It is
+	// what the poller invokes the function as (its InvokedFunctionArn) and what keys the
+	// mapping's checkpoints.
+	FunctionARN string
+}
+
+// Key is the mapping's key in a state directory (checkpoint.MappingKey).
+func (f Resolved) Key() string { return checkpoint.MappingKey(f.StreamARN, f.FunctionARN) }
+
+// Source is the mapping's source as found: Run, given a Mapping with it, does not look the stream
+// and the consumer up again.
+func (f Resolved) Source() Source {
+	return Source{Stream: f.StreamARN, Consumer: f.ConsumerARN, found: true}
+}
+
+// Resolve finds the mapping's stream (it must exist) and, when it reads through one, its consumer
+// (which must be ACTIVE, or becoming so: it is not registered here), and names its function, as
+// Run does. It writes nothing. Its error wraps poller.ErrStreamNotFound when the stream does not
+// exist, ErrConsumerNotFound when the consumer does not.
+func (r *Runner) Resolve(ctx context.Context, m Mapping) (Resolved, error) {
+	return r.resolve(ctx, r.kin, m, false) // a request may wait for it: attempted as any call
+}
+
+// resolve is Resolve, with kin's calls; with register, a consumer name not registered yet is
+// registered.
+func (r *Runner) resolve(ctx context.Context, kin KinesisAPI, m Mapping, register bool) (Resolved, error) {
+	m = r.withDefaults(m)
+	var f Resolved
+	if m.Source.found {
+		f.StreamARN, f.ConsumerARN = m.Source.Stream, m.Source.Consumer
+	} else {
+		s, c, err := splitSource(m.Source.Stream, m.Source.Consumer)
+		if err != nil {
+			return f, err
+		}
+		if f.StreamARN, err = poller.ResolveStreamARN(ctx, kin, s); err != nil {
+			return f, err
+		}
+		f.ConsumerARN = m.Config.ConsumerARN
+		if c != "" {
+			if f.ConsumerARN, err = resolveConsumer(ctx, kin, f.StreamARN, c, register, m.Hooks.Logger); err != nil {
+				return f, err
+			}
+		}
 	}
-	if stream, err = poller.ResolveStreamARN(ctx, r.kinStart, s); err != nil {
-		return "", "", err
+	switch {
+	case m.Config.FunctionARN != "":
+		f.FunctionARN = m.Config.FunctionARN
+	case strings.HasPrefix(m.Function.Name, "arn:"):
+		f.FunctionARN = m.Function.Name
+	default:
+		stream, err := poller.ParseStreamARN(f.StreamARN)
+		if err != nil {
+			return f, err
+		}
+		f.FunctionARN = stream.FunctionARN(m.Function.Name)
 	}
-	if c == "" {
-		return stream, m.Config.ConsumerARN, nil
-	}
-	consumer, err = resolveConsumer(ctx, r.kinStart, stream, c, m.Source.RegisterConsumer, m.Hooks.Logger)
-	return stream, consumer, err
+	return f, nil
 }
 
 // opened is a mapping's store, open.
@@ -118,8 +166,8 @@ type opened struct {
 	where []any
 }
 
-// openStore opens where the progress of the mapping of mc lives.
-func (r *Runner) openStore(ctx context.Context, m Mapping, mc poller.Config) (*opened, error) {
+// openStore opens where the progress of the mapping found lives.
+func (r *Runner) openStore(ctx context.Context, m Mapping, found Resolved) (*opened, error) {
 	s := m.Store
 	switch {
 	case s.Open != nil:
@@ -130,14 +178,14 @@ func (r *Runner) openStore(ctx context.Context, m Mapping, mc poller.Config) (*o
 		sh, _ := store.(SharedStore)
 		return &opened{store: store, shared: sh, close: func() {}}, nil
 	case s.LeaseTable != "":
-		return r.openLeases(ctx, m, mc.StreamARN)
+		return r.openLeases(ctx, m, found.StreamARN)
 	}
 	fs, err := checkpoint.OpenFile(s.StateDir)
 	if err != nil {
 		return nil, err
 	}
 	abs, _ := filepath.Abs(s.StateDir)
-	ms := fs.Mapping(checkpoint.MappingKey(mc.StreamARN, mc.FunctionARN))
+	ms := fs.Mapping(found.Key())
 	return &opened{store: ms, uuid: ms.MappingUUID, close: func() { _ = fs.Close() }, where: []any{"state_dir", abs}}, nil
 }
 
@@ -192,7 +240,7 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, mc poller.Config, st *ope
 		st.marks = d.BlockedMarks()
 		popts = append(popts, poller.WithObserver(metrics.Tee(m.Hooks.Observer, st.marks))) // replaces the Hooks' alone
 	}
-	inv, err := m.invoker(mc.FunctionARN)
+	inv, err := m.Function.Open(m.Hooks.Logger)
 	if err != nil {
 		return err
 	}
@@ -239,14 +287,22 @@ func runLeased(ctx context.Context, p *poller.Poller, leases SharedStore, marks 
 	return err
 }
 
-// invoker is the mapping's function: its Invoker, or its Handler in this process (opened by
-// target.Open, as every in-process function is).
-func (m Mapping) invoker(functionARN string) (poller.Invoker, error) {
-	if m.Function.Invoker != nil {
-		return m.Function.Invoker, nil
+// Open returns the function's invoker: its Invoker, or its Handler run in this process
+// (target.Open) with its Timeout and at most its ReservedConcurrency invocations at once. Run
+// opens it so; a tool that invokes the function outside a run (esm redrive) too. The ARN the
+// function is invoked as is its mapping's (invoke.WithFunctionARN: the poller gives it).
+func (f Function) Open(logger *slog.Logger) (poller.Invoker, error) {
+	if f.Invoker != nil {
+		return f.Invoker, nil
 	}
-	inv, _, err := target.Open("", target.WithHandler(m.Function.Handler), target.WithFunction("", functionARN),
-		target.WithTimeout(m.Function.Timeout))
+	if f.Handler == nil {
+		return nil, fmt.Errorf("function %s: %w", f.Name, ErrNoFunction)
+	}
+	opts := []target.Option{target.WithHandler(f.Handler), target.WithFunction(f.Name, ""), target.WithTimeout(f.Timeout), target.WithLogger(logger)}
+	if f.ReservedConcurrency != nil {
+		opts = append(opts, target.WithReservedConcurrency(*f.ReservedConcurrency))
+	}
+	inv, _, err := target.Open("", opts...) // in process: nothing to close
 	return inv, err
 }
 

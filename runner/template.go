@@ -107,8 +107,10 @@ type TemplateMapping struct {
 	// Lambda's settings in Config. Its function's Invoker or Handler, its Store and its Hooks are
 	// the caller's to fill.
 	Mapping Mapping
-	// Template is the template's mapping (its function's environment, reserved concurrency and
-	// metrics configuration); nil without a template.
+	// Template is the template's mapping (its function's environment and its metrics
+	// configuration); nil without a template. A Go handler run in this process reads its
+	// environment from the process's: the program sets the function's Environment there, this
+	// package does not.
 	Template *sam.Mapping
 	// Warnings are the template's: mappings esm skipped.
 	Warnings []string
@@ -142,6 +144,7 @@ func (t Template) Mapping(ctx context.Context, cfg aws.Config) (*TemplateMapping
 		m.Source = TemplateSource(tm)
 		m.Function.Name = tm.Function.FunctionName
 		m.Function.Timeout = time.Duration(tm.Function.Timeout) * time.Second
+		m.Function.ReservedConcurrency = tm.Function.ReservedConcurrentExecutions
 	case t.Stream == nil:
 		return nil, &poller.ValidationError{Field: "Template", Message: fmt.Sprintf("%s does not exist: give a template, or a stream to run without one", cmp.Or(t.Path, DefaultTemplate)), Err: ErrNoTemplate}
 	case t.Function != "":

@@ -112,45 +112,61 @@ func TestTemplateMapping(t *testing.T) {
 	}
 }
 
-// TestTemplateMappingInProcess: a handler run in-process as the template's function gets the
-// template's environment variables this process does not set already, and is invoked through an
-// invoker that holds it to the template's ReservedConcurrentExecutions; without a template it is
-// only the mapping's handler.
-func TestTemplateMappingInProcess(t *testing.T) {
+// TestTemplateMappingFunction: the template's function gives the mapping its reserved
+// concurrency, which holds a handler run in this process to it (two invocations at once, the
+// third waits), and the template's environment is left for the program to set: a library writes
+// no process environment.
+func TestTemplateMappingFunction(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "orders.yaml")
 	if err := os.WriteFile(path, []byte(ordersTemplate), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("RUNNER_TEST_SET_ALREADY", "from the process")
 	t.Setenv("RUNNER_TEST_FROM_TEMPLATE", "")
 	os.Unsetenv("RUNNER_TEST_FROM_TEMPLATE") // t.Setenv restores it (unset) after the test
-	handler := func(context.Context, any) error { return nil }
-
 	tm, err := Template{Path: path, EndpointURL: "http://127.0.0.1:1"}.Mapping(context.Background(), aws.Config{Region: "us-east-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tm.InProcess(handler, nil); err != nil {
+	if _, set := os.LookupEnv("RUNNER_TEST_FROM_TEMPLATE"); set {
+		t.Error("Template.Mapping set the process's environment")
+	}
+	if got := tm.Template.Function.Environment["RUNNER_TEST_FROM_TEMPLATE"]; got != "from the template" {
+		t.Errorf("the template's environment has RUNNER_TEST_FROM_TEMPLATE=%q", got)
+	}
+	f := tm.Mapping.Function
+	if f.ReservedConcurrency == nil || *f.ReservedConcurrency != 2 {
+		t.Fatalf("ReservedConcurrency %v, want the template's 2", f.ReservedConcurrency)
+	}
+	release, running := make(chan struct{}), make(chan struct{}, 3)
+	f.Handler = func(context.Context, any) error {
+		running <- struct{}{}
+		<-release
+		return nil
+	}
+	f.Timeout = time.Minute
+	inv, err := f.Open(nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := os.Getenv("RUNNER_TEST_FROM_TEMPLATE"); got != "from the template" {
-		t.Errorf("RUNNER_TEST_FROM_TEMPLATE=%q, want the template's", got)
+	done := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := inv.Invoke(context.Background(), []byte(`{}`))
+			done <- err
+		}()
 	}
-	if got := os.Getenv("RUNNER_TEST_SET_ALREADY"); got != "from the process" {
-		t.Errorf("RUNNER_TEST_SET_ALREADY=%q: the template overrode the process's environment", got)
+	<-running
+	<-running
+	select {
+	case <-running:
+		t.Fatal("a third invocation ran beside two, with a reserved concurrency of 2")
+	case <-time.After(100 * time.Millisecond):
 	}
-	if tm.Mapping.Function.Handler == nil || tm.Mapping.Function.Invoker == nil {
-		t.Fatalf("a template reserving concurrency: function %+v, want the handler behind an invoker", tm.Mapping.Function)
-	}
-
-	stream := "s"
-	bare, err := Template{Stream: &stream, Path: filepath.Join(dir, "absent-but-default")}.Mapping(context.Background(), aws.Config{})
-	if err == nil {
-		t.Fatalf("a named template that does not exist: %+v", bare)
-	}
-	bare = &TemplateMapping{Mapping: Mapping{Source: Source{Stream: stream}}}
-	if err := bare.InProcess(handler, nil); err != nil || bare.Mapping.Function.Handler == nil || bare.Mapping.Function.Invoker != nil {
-		t.Fatalf("without a template: %+v, %v; want the handler alone", bare.Mapping.Function, err)
+	close(release)
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -232,23 +232,6 @@ func (r *Reader) All(ctx context.Context) (Mappings, error) {
 	return out, nil
 }
 
-// Resolve returns the ARNs of a stream given by name or ARN (checking that it exists) and of a
-// function given by name or ARN: a name is completed with the stream's partition, region and
-// account, as Lambda resolves a mapping's function.
-func (r *Reader) Resolve(ctx context.Context, stream, function string) (streamARN, functionARN string, err error) {
-	if streamARN, err = poller.ResolveStreamARN(ctx, r.kin, stream); err != nil {
-		return "", "", err
-	}
-	if strings.HasPrefix(function, "arn:") {
-		return streamARN, function, nil
-	}
-	sa, err := poller.ParseStreamARN(streamARN)
-	if err != nil {
-		return "", "", err
-	}
-	return streamARN, sa.FunctionARN(function), nil
-}
-
 // readTable reads the lease table, or returns what it read less than TableRefresh ago.
 func (r *Reader) readTable(ctx context.Context) (*leaseFleet, error) {
 	r.tableMu.Lock()

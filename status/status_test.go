@@ -187,24 +187,6 @@ func TestWriteAndRedraw(t *testing.T) {
 	}
 }
 
-func TestResolve(t *testing.T) {
-	const arn = "arn:aws-cn:kinesis:cn-north-1:111122223333:stream/orders"
-	kin := fakeKinesis{arns: map[string]string{"orders": arn, arn: arn}}
-	r := status.New(kin)
-	for _, c := range []struct{ stream, function, fn string }{
-		{"orders", "ship", "arn:aws-cn:lambda:cn-north-1:111122223333:function:ship"},
-		{arn, "arn:aws:lambda:us-east-1:1:function:other", "arn:aws:lambda:us-east-1:1:function:other"},
-	} {
-		s, fn, err := r.Resolve(context.Background(), c.stream, c.function)
-		if err != nil || s != arn || fn != c.fn {
-			t.Errorf("Resolve(%s, %s) = %s, %s, %v; want %s, %s", c.stream, c.function, s, fn, err, arn, c.fn)
-		}
-	}
-	if _, _, err := r.Resolve(context.Background(), "gone", "f"); !errors.Is(err, poller.ErrStreamNotFound) || err.Error() != poller.ErrStreamNotFound.Error()+": gone" {
-		t.Errorf("a stream that does not exist: %v", err)
-	}
-}
-
 // TestShowWatches: with an interval, Show redraws every interval until the context ends, and a
 // read interrupted by the end is no error.
 func TestShowWatches(t *testing.T) {

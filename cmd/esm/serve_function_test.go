@@ -79,3 +79,59 @@ func TestServeExecFunctionKnowsItsName(t *testing.T) {
 		t.Fatalf("event %s lacks the default %s", ev, want)
 	}
 }
+
+// TestServeInvokesAsItReports: the function of a mapping is invoked as the FunctionArn the API
+// reports for the mapping, whatever names it: a qualified name (orders:live), and an esm serve
+// given its endpoint through AWS_ENDPOINT_URL rather than --endpoint-url (as LocalStack's suite
+// runs it), whose functions were invoked as sam local's account 123456789012 while the API
+// reported the stream's 000000000000.
+func TestServeInvokesAsItReports(t *testing.T) {
+	for _, c := range []struct {
+		name, function string
+		env            func(trace string) []string
+		args           []string
+	}{
+		{"qualified name", "orders:live", func(trace string) []string { return []string{"EXAMPLE_TRACE=" + trace} }, []string{"--endpoint-url", kinesisEndpoint}},
+		{"endpoint from the environment", "orders", func(trace string) []string {
+			return []string{"EXAMPLE_TRACE=" + trace, "AWS_ENDPOINT_URL=" + kinesisEndpoint, "AWS_ACCESS_KEY_ID=AKIDLOCAL", "AWS_SECRET_ACCESS_KEY=local", "AWS_REGION=" + local.DefaultRegion}
+		}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stream := newStream(t, 1)
+			dir := t.TempDir()
+			trace := filepath.Join(dir, "trace.jsonl")
+			addr := freeAddr(t)
+			p := spawnESM(t, c.env(trace), append([]string{"serve", "--api-addr", addr, "--poll-interval", "100ms",
+				"--state-dir", filepath.Join(dir, "state"), "--function", "orders=example"}, c.args...)...)
+			testkit.WaitFor(t, "esm serve to listen", 20*time.Second, func() bool {
+				select {
+				case err := <-p.done:
+					t.Fatalf("esm serve exited: %v\n%s", err, p.stderr.String())
+				default:
+				}
+				return strings.Contains(p.stderr.String(), "esm serve:")
+			})
+			out, err := lambdaClient("http://"+addr).CreateEventSourceMapping(context.Background(), &lambda.CreateEventSourceMappingInput{
+				FunctionName: aws.String(c.function), StartingPosition: types.EventSourcePositionTrimHorizon,
+				EventSourceArn: aws.String(fmt.Sprintf("arn:aws:kinesis:%s:000000000000:stream/%s", local.DefaultRegion, stream))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			putRecords(t, stream, "r1")
+			testkit.WaitFor(t, "an invocation", 30*time.Second, func() bool { return testkit.LineCount(t, trace) > 0 })
+			raw, err := os.ReadFile(trace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tr struct {
+				FunctionARN string `json:"functionArn"`
+			}
+			if err := json.Unmarshal([]byte(strings.SplitN(string(raw), "\n", 2)[0]), &tr); err != nil {
+				t.Fatal(err)
+			}
+			if reported := aws.ToString(out.FunctionArn); tr.FunctionARN != reported {
+				t.Fatalf("the function is invoked as %q; the API reports the mapping's FunctionArn %q", tr.FunctionARN, reported)
+			}
+		})
+	}
+}

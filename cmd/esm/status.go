@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,11 +64,17 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 	if s.LeaseTable != "" {
 		opts = append(opts, status.WithLeaseTable(dynamodb.NewFromConfig(cfg), s.LeaseTable))
 	}
-	r := status.New(kinesis.NewFromConfig(cfg), opts...)
-	arn, fn, err := r.Resolve(ctx, c.Run.Source.Stream, cmp.Or(c.Run.Config.FunctionARN, c.Run.Function.Name))
+	kin := kinesis.NewFromConfig(cfg)
+	run, err := runner.New(cfg, runner.WithKinesis(kin))
 	if err != nil {
 		return err
 	}
+	found, err := run.Resolve(ctx, c.Run) // the mapping's ARNs, as esm run names them
+	if err != nil {
+		return err
+	}
+	r := status.New(kin, opts...)
+	arn, fn := found.StreamARN, found.FunctionARN
 	return status.Show(ctx, e.stdout, s.JSON, every, func(ctx context.Context) (status.View, error) {
 		rep, err := r.Mapping(ctx, arn, fn)
 		if errors.Is(err, checkpoint.ErrLocked) {

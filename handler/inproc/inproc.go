@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesis-esm/esm/internal/logdedup"
+	"github.com/kinesis-esm/esm/internal/procenv"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/sam"
@@ -224,9 +225,12 @@ func Run(ctx context.Context, fn any, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	if err := tm.InProcess(fn, logger); err != nil {
-		return err
+	if tm.Template != nil { // fn is this program's function: the template's environment is its
+		if err := procenv.Set(tm.Template.Function.Environment); err != nil {
+			return err
+		}
 	}
+	tm.Mapping.Function.Handler = fn
 	if err := o.provisionStream(ctx, cfg, tm, logger); err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
-	"github.com/kinesis-esm/esm/sam"
 )
 
 // MappingFlags name the mapping's stream and function and say how to reach the function and the
@@ -51,9 +50,9 @@ func (f TemplateFlags) LoadMapping(ctx context.Context, m MappingFlags, log LogF
 }
 
 // FunctionInvoker returns the invoker of the --invoke targets and a close that ends what it
-// started, or, for --invoke example, c.Example in this process with the template's environment,
-// function ARN and timeout (limited to its ReservedConcurrentExecutions). With no target it is the
-// usage error esm run gives.
+// started, or, for --invoke example, c.Example in this process with the template's environment
+// and timeout (limited to its ReservedConcurrentExecutions). With no target it is the usage error
+// esm run gives.
 func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 	targets, err := ParseTargets(c.Invoke)
 	if err != nil {
@@ -66,43 +65,32 @@ func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 	if err != nil || inv != nil {
 		return inv, closeFn, err
 	}
-	handler := c.inProcess(nil, targets)
-	if handler == nil {
+	fn := c.Run.Function
+	if fn.Handler = c.inProcess(nil, targets); fn.Handler == nil {
 		return nil, closeFn, Usage(errNoFunction)
 	}
 	if err := c.ApplyEnvironment(); err != nil {
 		return nil, closeFn, err
 	}
-	inv, _, err = runner.InProcessInvoker(handler, c.Run.Config.FunctionARN, c.Run.Function.Timeout, c.templateFunction(), c.Logger)
+	inv, err = fn.Open(c.Logger)
 	return inv, closeFn, err
 }
 
 // ResolveMapping finds the mapping's stream (it must exist) and returns a Kinesis client for the
-// endpoint and the mapping's configuration with its StreamARN, and its FunctionARN derived from
-// the function name when the mapping names none: what keys the mapping's progress and its
-// on-failure messages. It writes nothing.
+// endpoint and the mapping's configuration with its stream's and its function's ARNs, as
+// runner.Resolve names them: what keys the mapping's progress and its on-failure messages. It
+// writes nothing.
 func (c *Config) ResolveMapping(ctx context.Context) (*kinesis.Client, poller.Config, error) {
 	kin := kinesis.NewFromConfig(c.AWS) // its BaseEndpoint is the endpoint URL
 	mc := c.Run.Config
-	arn, err := poller.ResolveStreamARN(ctx, kin, c.Run.Source.Stream)
+	r, err := runner.New(c.AWS, runner.WithLogger(c.Logger), runner.WithKinesis(kin))
 	if err != nil {
 		return nil, mc, err
 	}
-	sa, err := poller.ParseStreamARN(arn)
+	found, err := r.Resolve(ctx, c.Run)
 	if err != nil {
 		return nil, mc, err
 	}
-	mc.StreamARN = arn
-	if mc.FunctionARN == "" {
-		mc.FunctionARN = sa.FunctionARN(c.Run.Function.Name)
-	}
+	mc.StreamARN, mc.FunctionARN = found.StreamARN, found.FunctionARN
 	return kin, mc, nil
-}
-
-// templateFunction is the template's function, nil without a template.
-func (c *Config) templateFunction() *sam.Function {
-	if c.Mapping == nil {
-		return nil
-	}
-	return &c.Mapping.Function
 }

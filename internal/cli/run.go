@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/kinesis-esm/esm/esmapi"
+	"github.com/kinesis-esm/esm/internal/procenv"
 	"github.com/kinesis-esm/esm/invoke/target"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/metrics/emf"
@@ -45,7 +46,7 @@ func (c *Config) invoker(targets []target.Target) (poller.Invoker, func() error,
 	}
 	o := InvokerOptions{AWS: c.AWS, EndpointURL: c.EndpointURL, Timeout: c.Run.Function.Timeout,
 		Region: c.AWS.Region, FunctionName: c.Run.Function.Name, MaxEnvironments: c.MaxEnvironments, Logger: c.Logger,
-		FunctionEnv: c.FunctionEnv, FunctionARN: defaultFunctionARN(c.AWS.Region, c.EndpointURL, c.Run.Function.Name)}
+		FunctionEnv: c.FunctionEnv}
 	if c.Mapping != nil {
 		o.Function = &c.Mapping.Function
 	}
@@ -74,7 +75,7 @@ func (c *Config) ApplyEnvironment() error {
 	if c.Mapping == nil {
 		return nil
 	}
-	return runner.SetEnvironment(c.Mapping.Function.Environment)
+	return procenv.Set(c.Mapping.Function.Environment)
 }
 
 // Run runs the configured mapping until ctx ends, invoking the --invoke targets or, without any,
@@ -127,8 +128,8 @@ func Run(ctx context.Context, c *Config, fn any, stdout io.Writer) error {
 }
 
 // mapping is the mapping to run with its function: the --invoke targets' invoker, or fn (or the
-// example) in this process with the template's environment, limited to the template's
-// ReservedConcurrentExecutions. The close ends what the invoker started.
+// example) in this process with the template's environment (the runner holds it to the
+// template's ReservedConcurrentExecutions). The close ends what the invoker started.
 func (c *Config) mapping(fn any) (runner.Mapping, func() error, error) {
 	m := c.Run
 	nop := func() error { return nil }
@@ -147,11 +148,10 @@ func (c *Config) mapping(fn any) (runner.Mapping, func() error, error) {
 	case handler == nil:
 		return m, closeInvoker, Usage(errNoFunction)
 	default:
-		tm := runner.TemplateMapping{Mapping: m, Template: c.Mapping}
-		if err := tm.InProcess(handler, c.Logger); err != nil {
+		if err := c.ApplyEnvironment(); err != nil {
 			return m, closeInvoker, err
 		}
-		m = tm.Mapping
+		m.Function.Handler = handler
 	}
 	return m, closeInvoker, nil
 }

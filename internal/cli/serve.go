@@ -24,6 +24,8 @@ import (
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/internal/ddbcall"
+	"github.com/kinesis-esm/esm/internal/procenv"
+	"github.com/kinesis-esm/esm/invoke/target"
 	"github.com/kinesis-esm/esm/invoke/execenv"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
@@ -266,12 +268,9 @@ func ensureTemplateMappings(ctx context.Context, m *esmapi.Manager, tpl *sam.Tem
 	}
 	for i := range tpl.Mappings {
 		tm := &tpl.Mappings[i]
-		mc := tm.PollerConfig()
-		var err error
-		if mc.StreamARN, err = shared.ResolveStream(ctx, runner.TemplateSource(tm).Stream); err != nil {
-			return fmt.Errorf("template mapping %s: %w", tm.ID, err)
-		}
-		v, created, err := m.EnsureMapping(ctx, tm.Function.FunctionName, mc)
+		// The template's stream (as esm run finds it); its consumer is not read through.
+		src := runner.Source{Stream: runner.TemplateSource(tm).Stream}
+		v, created, err := m.EnsureMapping(ctx, tm.Function.FunctionName, src, tm.PollerConfig())
 		if err != nil {
 			return fmt.Errorf("template mapping %s: %w", tm.ID, err)
 		}
@@ -438,8 +437,7 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *runne
 			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 		}
 		o := InvokerOptions{AWS: shared.AWS(), EndpointURL: f.EndpointURL, Timeout: timeout, Region: shared.AWS().Region,
-			FunctionName: name, FunctionARN: defaultFunctionARN(shared.AWS().Region, f.EndpointURL, name), Function: templateFn[name], Logger: logger,
-			FunctionEnv: f.FunctionEnvFlags}
+			FunctionName: name, Function: templateFn[name], Logger: logger, FunctionEnv: f.FunctionEnvFlags}
 		fn := esmapi.Function{Name: name}
 		if tf := templateFn[name]; tf != nil {
 			fn.Role = tf.Role
@@ -455,15 +453,7 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *runne
 			o.Timeout = lambdaTimeout(cfg, o.Timeout, f.Timeout > 0 || templateFn[name] != nil && templateFn[name].Timeout > 0, lf, logger)
 		}
 		fn.Timeout = o.Timeout
-		if targets[0].Example && o.Function != nil {
-			// In-process, as with esm run: the template's Environment, where esm's own
-			// environment does not set a variable (the process has one environment for all).
-			if err := runner.SetEnvironment(o.Function.Environment); err != nil {
-				return nil, closeAll, err
-			}
-		}
-		o.Handler = example
-		inv, closeInv, err := NewInvoker(targets, o)
+		inv, closeInv, err := f.invoker(targets, o, example)
 		if err != nil {
 			return nil, closeAll, fmt.Errorf("--function %s: %w", name, err)
 		}
@@ -475,14 +465,21 @@ func (f *ServeFlags) functions(ctx context.Context, res *Resolved, shared *runne
 	return fns, closeAll, nil
 }
 
-// defaultFunctionARN is the ARN a function without a template is known by in its context
-// (Lambda-Runtime-Invoked-Function-Arn, the in-process context): its name in the region, and the
-// emulators' account with an endpoint URL, else sam local's 123456789012 (no STS call is made for
-// it).
-func defaultFunctionARN(region, endpointURL, name string) string {
-	account := sam.DefaultAccountID
-	if endpointURL != "" {
-		account = runner.EmulatorAccountID
+// invoker is the invoker of a --function's targets, or for the example target, example run in
+// this process as esm run runs it: with the template's Environment where esm's own environment
+// does not set a variable (the process has one environment for all), and held to the template's
+// ReservedConcurrentExecutions.
+func (f *ServeFlags) invoker(targets []target.Target, o InvokerOptions, example any) (poller.Invoker, func() error, error) {
+	if !targets[0].Example {
+		return NewInvoker(targets, o)
 	}
-	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s", region, account, name)
+	fn := runner.Function{Handler: example, Name: o.FunctionName, Timeout: o.Timeout}
+	if o.Function != nil {
+		if err := procenv.Set(o.Function.Environment); err != nil {
+			return nil, nil, err
+		}
+		fn.ReservedConcurrency = o.Function.ReservedConcurrentExecutions
+	}
+	inv, err := fn.Open(o.Logger)
+	return inv, func() error { return nil }, err
 }

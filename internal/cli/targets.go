@@ -39,16 +39,13 @@ type InvokerOptions struct {
 	Region      string
 	// Function is the template's function (its name, ARN, memory, handler, environment), or nil.
 	Function *sam.Function
-	// FunctionName names the function when there is no template; FunctionARN, when set, is its
-	// ARN then.
+	// FunctionName names the function when there is no template. The ARN it is invoked as is
+	// its mapping's (invoke.WithFunctionARN).
 	FunctionName    string
-	FunctionARN     string
 	MaxEnvironments int              // exec: the most execution environments; 0 for the default
 	FunctionEnv     FunctionEnvFlags // exec: what the function gets of esm's environment
 	Output          io.Writer        // exec: the function's log; nil for stderr
 	Logger          *slog.Logger
-	// Handler is the function the example target runs in this process.
-	Handler any
 }
 
 // NewInvoker returns the invoker of targets (target.OpenTargets), limited to the function's
@@ -64,11 +61,11 @@ func NewInvoker(targets []target.Target, o InvokerOptions) (inv invoke.Invoker, 
 	}
 	opts := []target.Option{
 		target.WithAWS(o.AWS), target.WithEndpoint(o.EndpointURL), target.WithTimeout(o.Timeout), target.WithRegion(o.Region),
-		target.WithFunction(o.FunctionName, o.FunctionARN), target.WithMaxEnvironments(o.MaxEnvironments),
-		target.WithOutput(o.Output), target.WithLogger(o.Logger), target.WithHandler(o.Handler),
+		target.WithFunction(o.FunctionName, ""), target.WithMaxEnvironments(o.MaxEnvironments),
+		target.WithOutput(o.Output), target.WithLogger(o.Logger),
 	}
 	if f := o.Function; f != nil {
-		opts = append(opts, target.WithFunction(f.FunctionName, f.FunctionArn), target.WithMemorySize(f.MemorySize),
+		opts = append(opts, target.WithFunction(f.FunctionName, ""), target.WithMemorySize(f.MemorySize),
 			target.WithHandlerName(f.Handler), target.WithEnvironment(f.Environment))
 		if n := f.ReservedConcurrentExecutions; n != nil {
 			opts = append(opts, target.WithReservedConcurrency(*n))

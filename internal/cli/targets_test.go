@@ -68,12 +68,12 @@ func TestNewInvokerUsage(t *testing.T) {
 	}
 }
 
-// TestNewInvokerExample: the example target runs the handler the options give, in this process,
-// limited to the template's ReservedConcurrentExecutions.
-func TestNewInvokerExample(t *testing.T) {
+// TestServeInvokerExample: esm serve's example target runs the example in this process, limited
+// to the template's ReservedConcurrentExecutions.
+func TestServeInvokerExample(t *testing.T) {
 	zero := 0
-	o := InvokerOptions{Handler: func() {}, Function: &sam.Function{FunctionName: "fn", ReservedConcurrentExecutions: &zero}}
-	inv, closeFn, err := NewInvoker([]target.Target{{Example: true}}, o)
+	o := InvokerOptions{Function: &sam.Function{FunctionName: "fn", ReservedConcurrentExecutions: &zero}}
+	inv, closeFn, err := (&ServeFlags{}).invoker([]target.Target{{Example: true}}, o, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,8 @@ func TestRunWithoutAFunction(t *testing.T) {
 
 // TestFunctionInvokerExample: --invoke example is the example handler in this process, through
 // target.Open: the in-process invoker itself (a Kinesis handler takes records without JSON), or,
-// with the template's ReservedConcurrentExecutions, that limit (0: throttled).
+// with the template's ReservedConcurrentExecutions (which Template.Mapping gives the mapping's
+// function), that limit (0: throttled).
 func TestFunctionInvokerExample(t *testing.T) {
 	handler := func(context.Context, events.KinesisEvent) (events.KinesisEventResponse, error) {
 		return events.KinesisEventResponse{}, nil
@@ -110,7 +111,7 @@ func TestFunctionInvokerExample(t *testing.T) {
 		t.Fatalf("invoker %T does not take records", inv)
 	}
 	zero := 0
-	c.Mapping.Function.ReservedConcurrentExecutions = &zero
+	c.Run.Function.ReservedConcurrency = &zero
 	if inv, _, err = c.FunctionInvoker(); err != nil {
 		t.Fatal(err)
 	}

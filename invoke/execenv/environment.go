@@ -80,6 +80,7 @@ type invocation struct {
 	payload  []byte
 	deadline time.Time
 	traceID  string
+	arn      string      // the ARN the function is invoked as (Lambda-Runtime-Invoked-Function-Arn)
 	result   chan posted // buffered: the runtime's answer
 }
 
@@ -219,7 +220,7 @@ func (e *environment) handleNext(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set(headerRequestID, inv.id)
 	h.Set(headerDeadline, strconv.FormatInt(inv.deadline.UnixMilli(), 10))
-	h.Set(headerARN, e.cfg.functionARN)
+	h.Set(headerARN, inv.arn)
 	h.Set(headerTraceID, inv.traceID)
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -278,7 +279,8 @@ func (e *environment) invoke(ctx context.Context, payload []byte) (resp invoke.R
 	if th == "" {
 		th = traceID(e.cfg.now())
 	}
-	inv := &invocation{id: uuid.NewString(), payload: payload, traceID: th, result: make(chan posted, 1)}
+	inv := &invocation{id: uuid.NewString(), payload: payload, traceID: th, arn: invoke.FunctionARN(ctx, e.cfg.functionARN),
+		result: make(chan posted, 1)}
 	cold := !e.used
 	e.used = true
 	if cold {

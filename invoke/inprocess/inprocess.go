@@ -152,7 +152,7 @@ func (p *Invoker) run(ctx context.Context, call func(context.Context) ([]byte, e
 	defer cancel()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{
 		AwsRequestID:       reqID,
-		InvokedFunctionArn: p.functionARN,
+		InvokedFunctionArn: invoke.FunctionARN(parent, p.functionARN),
 	})
 	if th := invoke.TraceHeader(ctx); th != "" {
 		// Where aws-lambda-go's runtime loop puts Lambda-Runtime-Trace-Id (a string key, its own).

@@ -363,7 +363,7 @@ func (p *catalogPlay) do(op *catalogOp) {
 	case OpCatalogCreate:
 		v, e = m.Create(ctx, fmt.Appendf(nil, `{"FunctionName":%q,"EventSourceArn":%q,"StartingPosition":"TRIM_HORIZON"}`, op.fn, op.stream))
 	case OpCatalogEnsure:
-		v, op.created, err = m.EnsureMapping(ctx, op.fn, poller.Config{StreamARN: op.stream, FunctionARN: functionARN(op.stream, op.fn),
+		v, op.created, err = m.EnsureMapping(ctx, op.fn, runner.Source{Stream: op.stream}, poller.Config{FunctionARN: functionARN(op.stream, op.fn),
 			StartingPosition: poller.TrimHorizon})
 	case OpCatalogMove:
 		v, e = m.Update(ctx, op.uuid, fmt.Appendf(nil, `{"FunctionName":%q}`, op.fn))
