@@ -17,8 +17,9 @@
 //
 // Template.Mapping turns a SAM or CloudFormation template's mapping (or, without a template, a
 // bare stream) into a Mapping as esm run does: the template's stream, consumer, function name,
-// timeout and settings, its parameters and the emulators' account; TemplateMapping.InProcess then
-// runs a Go handler as the template's function (its environment, its reserved concurrency).
+// timeout, reserved concurrency and settings, its parameters and the emulators' account. A Go
+// handler run in this process as the template's function reads the template's environment from
+// the process's, which its program sets (this package writes no process environment).
 //
 // Run finds the stream (and the enhanced fan-out consumer), checks the mapping once, opens its
 // store (a state directory, a lease table, or one Store.Open opens) and runs its poller; with a
@@ -35,10 +36,10 @@
 //     Template.Mapping → Template.Load (sam.Load) → sam.Template.Select →
 //     sam.Mapping.PollerConfig, TemplateSource: a Mapping (Source, Function, Config, Store, Hooks);
 //  2. MappingFlags.apply, RunFlags.overrideMapping → Settings.Apply (the flags given);
-//  3. cli.Run → Config.mapping (the invoker, or TemplateMapping.InProcess) → New →
+//  3. cli.Run → Config.mapping (the invoker, or the handler) → New →
 //     Config.trace, Config.observe (Hooks) → Runner.Run;
 //  4. Runner.Run → poller.Config.CheckSettings (Lambda's settings, before any call) →
-//     resolveSource (poller.ResolveStreamARN, ResolveConsumer) → poller.ListShards → openStore →
+//     resolve (poller.ResolveStreamARN, resolveConsumer, the function's ARN) → poller.ListShards → openStore →
 //     runOn → poller.New, which checks the stream's ARNs and not the settings again.
 //
 // CreateEventSourceMapping (esm serve):
@@ -46,7 +47,7 @@
 //  1. esmapi.Manager.Create → parseCreate → Manager.create → Manager.checkCreate
 //     (createRequest.checkModel, checkKinesis, settings → Settings.Apply) →
 //     poller.Config.Check: the one check, which the value keeps;
-//  2. Runner.ResolveStream, Runner.ResolveConsumer → Manager.addLocked (the catalog) →
+//  2. Runner.Resolve (the source, found once) → Manager.add (the catalog) →
 //     Manager.startLocked → Manager.mapping (the checked value) → Supervisor.Start →
 //     Runner.Run → CheckSettings and poller.New, which find the value checked and check nothing
 //     again.
