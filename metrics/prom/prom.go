@@ -124,6 +124,13 @@ func NewMapping(reg prometheus.Registerer, uuid, function, stream string, opts .
 		prometheus.Labels{LabelUUID: uuid, LabelFunction: function, LabelStream: stream}, opts)
 }
 
+// The help texts' prefixes. The six event counts are Lambda's opt-in event source mapping metrics
+// (MetricsConfig EventCount); esm always exposes them here, and honours MetricsConfig in EMF.
+const (
+	optIn  = "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]}); always exposed here: "
+	always = "Lambda function metric, always on in Lambda: "
+)
+
 // newObserver registers the metrics with the mapping's labels (names, in order) and curries them
 // with their values.
 func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Labels, opts []Option) *Observer {
@@ -141,13 +148,9 @@ func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Lab
 	perFunction := func(name, help string) *prometheus.CounterVec {
 		return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, names))
 	}
-	// The six event counts are Lambda's opt-in event source mapping metrics (MetricsConfig
-	// EventCount); esm always exposes them here, and honours MetricsConfig in EMF.
-	const optIn = "Lambda ESM metric, opt-in in Lambda (MetricsConfig: {Metrics: [EventCount]}); always exposed here: "
-	const always = "Lambda function metric, always on in Lambda: "
-
 	o := &Observer{
 		labels: labelValues(names, curry),
+		grace:  DefaultFinishedGrace,
 		polled: counter(metrics.NamePolledEventCount,
 			optIn+"records read successfully from the shard (an empty poll adds 0).").MustCurryWith(curry),
 		filtered: counter(metrics.NameFilteredOutEventCount,
@@ -202,7 +205,6 @@ func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Lab
 			"Blocked batches an operator skipped (esm skip): sent to the on-failure destination with condition OperatorSkipped, or dropped without one.").With(curry),
 		recordsSkipped: perFunction(NameRecordsSkipped, "The records of the batches an operator skipped (esm skip).").With(curry),
 	}
-	o.grace = DefaultFinishedGrace
 	for _, opt := range opts {
 		opt(o)
 	}
