@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http/httptest"
 	"testing"
+	"time"
+
+	"github.com/aws/smithy-go"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -161,5 +164,24 @@ func TestServedStreamsWithSDK(t *testing.T) {
 	var rnf *streamtypes.ResourceNotFoundException
 	if !errors.As(err, &rnf) {
 		t.Fatalf("unknown stream: %v", err)
+	}
+}
+
+// TestServedRefusesNumbersDynamoDBRefuses: a number beyond DynamoDB's range is a
+// ValidationException, as DynamoDB answers (the fake computes numbers exactly, with big.Rat: an
+// exponent of a billion would be a number of billions of bits when compared or added).
+func TestServedRefusesNumbersDynamoDBRefuses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ddb, _, _ := served(t, New())
+	streamTable(t, ddb, "nums", types.StreamViewTypeNewAndOldImages)
+	for _, n := range []string{"1e999999999", "1e999999998"} {
+		_, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("nums"), Item: map[string]types.AttributeValue{
+			"k": &types.AttributeValueMemberS{Value: "a"}, "n": &types.AttributeValueMemberN{Value: n},
+		}})
+		var api smithy.APIError
+		if !errors.As(err, &api) || api.ErrorCode() != "ValidationException" {
+			t.Fatalf("PutItem of N %s: %v", n, err)
+		}
 	}
 }
