@@ -66,6 +66,7 @@ type stream struct {
 	disabledAt time.Time
 	seq        uint64   // the last sequence number handed out
 	made       int      // shards made so far
+	idMs       int64    // the time part of the newest shard id
 	shards     []*shard // every shard not yet trimmed, in creation (and id) order
 	open       []*shard // the open shard of each lane; nil entries once disabled
 }
@@ -141,11 +142,13 @@ func (d *DB) disableStream(s *stream, now time.Time) {
 }
 
 func (d *DB) newShard(s *stream, parent string, at time.Time) *shard {
+	// Ids sort in creation order (DescribeStream pages by them): the time part never goes
+	// back, and the counter orders shards made at one instant.
 	s.made++
-	sum := md5.Sum([]byte(s.arn + "/" + strconv.Itoa(s.made)))
+	s.idMs = max(s.idMs, at.UnixMilli())
 	s.seq++
 	sh := &shard{
-		id:     fmt.Sprintf("shardId-%020d-%s", at.UnixMilli(), hex.EncodeToString(sum[:4])),
+		id:     fmt.Sprintf("shardId-%020d-%08x", s.idMs, s.made),
 		parent: parent, opened: at, start: s.seq, last: s.seq, reads: newBucket(d.readRate, time.Second, at),
 	}
 	s.shards = append(s.shards, sh)

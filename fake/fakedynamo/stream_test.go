@@ -3,6 +3,7 @@ package fakedynamo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -40,7 +41,10 @@ func shardsOf(t *testing.T, db *DB, arn string) []streamtypes.Shard {
 	t.Helper()
 	var all []streamtypes.Shard
 	var start *string
-	for {
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			t.Fatalf("DescribeStream paging does not end: %d shards after %d pages", len(all), pages)
+		}
 		out, err := db.DescribeStream(context.Background(), &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn), Limit: aws.Int32(2), ExclusiveStartShardId: start})
 		if err != nil {
 			t.Fatal(err)
@@ -229,6 +233,66 @@ func TestStreamDisableAndViews(t *testing.T) {
 		list, err := db.ListStreams(ctx, &dynamodbstreams.ListStreamsInput{TableName: aws.String("tab")})
 		if err != nil || len(list.Streams) != 2 {
 			t.Fatalf("ListStreams: %+v %v", list, err)
+		}
+	})
+}
+
+// TestStreamPagingWithSeveralShards: with three shards open at once and several rotations,
+// DescribeStream paged two at a time lists every shard once, in creation order, each child
+// after its parent; each key's changes are all in the shards of its lane, in order.
+func TestStreamPagingWithSeveralShards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := New(WithShardRotation(time.Minute), WithStreamShards(3))
+		arn := newStreamTable(t, db, "tab", types.StreamViewTypeNewImage)
+		for round := range 4 {
+			for k := range 12 {
+				put(t, db, "tab", "k", fmt.Sprint("key", k), "v", fmt.Sprint(round))
+			}
+			time.Sleep(time.Minute)
+		}
+		shards := shardsOf(t, db, arn)
+		if len(shards) != 15 { // 3 roots and 3 children for each of 4 rotations
+			t.Fatalf("%d shards, want 15", len(shards))
+		}
+		seen := map[string]int{}
+		for i, sh := range shards {
+			if _, dup := seen[*sh.ShardId]; dup {
+				t.Fatalf("shard %s listed twice", *sh.ShardId)
+			}
+			seen[*sh.ShardId] = i
+			if sh.ParentShardId != nil {
+				if p, ok := seen[*sh.ParentShardId]; !ok || p >= i {
+					t.Fatalf("shard %d listed before its parent", i)
+				}
+			}
+		}
+		last := map[string]int{} // key → last round seen
+		for _, sh := range shards {
+			it, err := iter(t, db, arn, *sh.ShardId, streamtypes.ShardIteratorTypeTrimHorizon, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := db.GetRecords(context.Background(), &dynamodbstreams.GetRecordsInput{ShardIterator: it})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range out.Records {
+				k := r.Dynamodb.Keys["k"].(*streamtypes.AttributeValueMemberS).Value
+				var round int
+				fmt.Sscan(r.Dynamodb.NewImage["v"].(*streamtypes.AttributeValueMemberS).Value, &round)
+				if prev, ok := last[k]; (ok && round != prev+1) || (!ok && round != 0) {
+					t.Fatalf("%s: round %d after %d", k, round, prev)
+				}
+				last[k] = round
+			}
+		}
+		if len(last) != 12 {
+			t.Fatalf("%d keys seen, want 12", len(last))
+		}
+		for k, r := range last {
+			if r != 3 {
+				t.Fatalf("%s: last round %d, want 3", k, r)
+			}
 		}
 	})
 }
