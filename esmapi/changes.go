@@ -50,14 +50,9 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Checked, *APIError) {
 	if e := req.checkKinesis(); e != nil {
 		return poller.Checked{}, e
 	}
-	s := req.settings()
-	s.StartingPosition = req.StartingPosition
-	if req.StartingPositionTimestamp != nil {
-		s.StartingPositionTimestamp = &req.StartingPositionTimestamp.Time
-	}
 	mc := m.o.base
 	mc.StreamARN, mc.FunctionARN = *req.EventSourceArn, ref.arn(stream) // a consumer ARN moves to ConsumerARN
-	if err := s.Apply(&mc); err != nil {
+	if err := req.apply(&mc); err != nil {
 		return poller.Checked{}, fromConfig(err)
 	}
 	checked, err := mc.Check()
@@ -261,10 +256,8 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	}
 	mc := m.o.base
 	mc.StreamARN, mc.FunctionARN = rec.Mapping.EventSourceArn, rec.Mapping.FunctionArn
-	if err := settingsOf(&rec.Mapping, rec.Enabled).Apply(&mc); err != nil {
-		return EventSourceMapping{}, fromConfig(err)
-	}
-	if err := req.settings().Apply(&mc); err != nil {
+	rec.Mapping.settings(rec.Enabled, &mc)
+	if err := req.apply(&mc); err != nil {
 		return EventSourceMapping{}, fromConfig(err)
 	}
 	checked, err := mc.Check()

@@ -193,8 +193,8 @@ func (m *Manager) Functions() []string {
 func (m *Manager) config(e *entry) (poller.Config, error) {
 	mc := m.o.base
 	mc.StreamARN, mc.FunctionARN = e.rec.Mapping.EventSourceArn, e.rec.Mapping.FunctionArn
-	err := settingsOf(&e.rec.Mapping, e.rec.Enabled).Apply(&mc)
-	return mc, err
+	e.rec.Mapping.settings(e.rec.Enabled, &mc)
+	return mc, nil
 }
 
 // mapping is how the mapping runs: its settings on the base, its function, its progress, and the

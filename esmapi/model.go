@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 
 	"github.com/kinesis-esm/esm/poller"
-	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/sam"
 )
 
@@ -248,61 +248,97 @@ func (s *settingsIn) checkKinesis() *APIError {
 	return nil
 }
 
-// settings are the request's mapping settings in service terms.
-func (s *settingsIn) settings() runner.Settings {
-	out := runner.Settings{
-		BatchSize:                      s.BatchSize,
-		MaximumBatchingWindowInSeconds: s.MaximumBatchingWindowInSeconds,
-		Enabled:                        s.Enabled,
-		ParallelizationFactor:          s.ParallelizationFactor,
-		BisectBatchOnFunctionError:     s.BisectBatchOnFunctionError,
-		MaximumRetryAttempts:           s.MaximumRetryAttempts,
-		MaximumRecordAgeInSeconds:      s.MaximumRecordAgeInSeconds,
-		TumblingWindowInSeconds:        s.TumblingWindowInSeconds,
-		FunctionResponseTypes:          s.FunctionResponseTypes,
+// reportBatchItemFailures is the one FunctionResponseTypes value Lambda accepts.
+const reportBatchItemFailures = "ReportBatchItemFailures"
+
+// apply sets on mc the settings the request gives, in Lambda's terms: an explicit 0 where 0 is
+// out of range (BatchSize, ParallelizationFactor) is refused, not taken for the default, and
+// FunctionResponseTypes takes ReportBatchItemFailures alone; every value is then mc.Validate's to
+// check.
+func (s *settingsIn) apply(mc *poller.Config) error {
+	if s.BatchSize != nil {
+		if *s.BatchSize == 0 {
+			return poller.RangeError("batchSize", 0, 1, poller.MaxBatchSize)
+		}
+		mc.BatchSize = *s.BatchSize
+	}
+	if s.ParallelizationFactor != nil {
+		if *s.ParallelizationFactor == 0 {
+			return poller.RangeError("parallelizationFactor", 0, 1, 10)
+		}
+		mc.ParallelizationFactor = *s.ParallelizationFactor
+	}
+	if t := s.FunctionResponseTypes; t != nil {
+		for _, v := range *t {
+			if v != reportBatchItemFailures {
+				return &poller.ValidationError{Field: "FunctionResponseTypes", Message: "1 validation error detected: Value '[" + v +
+					"]' at 'functionResponseTypes' failed to satisfy constraint: Member must satisfy constraint: [Member must satisfy enum value set: [ReportBatchItemFailures]]"}
+			}
+		}
+		mc.ReportBatchItemFailures = len(*t) > 0
+	}
+	setIf(&mc.MaximumBatchingWindow, s.MaximumBatchingWindowInSeconds, seconds)
+	setIf(&mc.TumblingWindow, s.TumblingWindowInSeconds, seconds)
+	setIf(&mc.BisectBatchOnFunctionError, s.BisectBatchOnFunctionError, same)
+	setIf(&mc.MaximumRetryAttempts, s.MaximumRetryAttempts, ptr)
+	setIf(&mc.MaximumRecordAgeInSeconds, s.MaximumRecordAgeInSeconds, ptr)
+	if s.Enabled != nil {
+		mc.Disabled = !*s.Enabled
 	}
 	if d := s.DestinationConfig; d != nil && d.OnFailure != nil {
-		dest := ""
-		if d.OnFailure.Destination != nil {
-			dest = *d.OnFailure.Destination
-		}
-		out.OnFailureDestination = &dest
+		mc.OnFailureDestination = "" // {"OnFailure": {}} removes it
+		setIf(&mc.OnFailureDestination, d.OnFailure.Destination, same)
 	}
-	if f := s.FilterCriteria; f != nil {
-		patterns := []string{}
+	if f := s.FilterCriteria; f != nil { // an empty list removes the filters
+		mc.FilterPatterns = nil
 		for _, p := range f.Filters {
-			patterns = append(patterns, p.Pattern)
+			mc.FilterPatterns = append(mc.FilterPatterns, p.Pattern)
 		}
-		out.FilterPatterns = &patterns
 	}
-	return out
+	return nil
 }
 
-// settingsOf are every setting of a stored mapping, to rebuild its poller.Config.
-func settingsOf(m *EventSourceMapping, enabled bool) runner.Settings {
-	s := runner.Settings{
-		BatchSize:                      new(m.BatchSize),
-		MaximumBatchingWindowInSeconds: new(m.MaximumBatchingWindowInSeconds),
-		StartingPosition:               new(m.StartingPosition),
-		Enabled:                        new(enabled),
-		ParallelizationFactor:          new(m.ParallelizationFactor),
-		BisectBatchOnFunctionError:     new(m.BisectBatchOnFunctionError),
-		MaximumRetryAttempts:           new(m.MaximumRetryAttempts),
-		MaximumRecordAgeInSeconds:      new(m.MaximumRecordAgeInSeconds),
-		TumblingWindowInSeconds:        new(m.TumblingWindowInSeconds),
-		FunctionResponseTypes:          new(m.FunctionResponseTypes),
-		OnFailureDestination:           new(m.DestinationConfig.OnFailure.Destination),
-		FilterPatterns:                 new([]string{}),
+// setIf sets *dst to conv(*v) when the request gives v.
+func setIf[T, V any](dst *T, v *V, conv func(V) T) {
+	if v != nil {
+		*dst = conv(*v)
 	}
+}
+
+func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
+func same[T any](v T) T           { return v }
+func ptr(n int) *int              { return &n }
+
+// apply sets on mc the settings a create request gives: those an update may give too, and where
+// the mapping starts.
+func (r *createRequest) apply(mc *poller.Config) error {
+	if r.StartingPosition != nil {
+		mc.StartingPosition, mc.StartingPositionTimestamp = *r.StartingPosition, time.Time{}
+	}
+	if r.StartingPositionTimestamp != nil {
+		mc.StartingPositionTimestamp = r.StartingPositionTimestamp.Time
+	}
+	return r.settingsIn.apply(mc)
+}
+
+// settings sets on mc every setting of the stored mapping, which was checked when it was stored.
+func (m *EventSourceMapping) settings(enabled bool, mc *poller.Config) {
+	mc.BatchSize, mc.MaximumBatchingWindow = m.BatchSize, seconds(m.MaximumBatchingWindowInSeconds)
+	mc.StartingPosition, mc.StartingPositionTimestamp = m.StartingPosition, time.Time{}
 	if m.StartingPositionTimestamp != nil {
-		s.StartingPositionTimestamp = new(m.StartingPositionTimestamp.Time)
+		mc.StartingPositionTimestamp = m.StartingPositionTimestamp.Time
 	}
+	mc.Disabled, mc.ParallelizationFactor, mc.BisectBatchOnFunctionError = !enabled, m.ParallelizationFactor, m.BisectBatchOnFunctionError
+	mc.MaximumRetryAttempts, mc.MaximumRecordAgeInSeconds = ptr(m.MaximumRetryAttempts), ptr(m.MaximumRecordAgeInSeconds)
+	mc.TumblingWindow = seconds(m.TumblingWindowInSeconds)
+	mc.ReportBatchItemFailures = slices.Contains(m.FunctionResponseTypes, reportBatchItemFailures)
+	mc.OnFailureDestination = m.DestinationConfig.OnFailure.Destination
+	mc.FilterPatterns = nil
 	if m.FilterCriteria != nil {
 		for _, f := range m.FilterCriteria.Filters {
-			*s.FilterPatterns = append(*s.FilterPatterns, f.Pattern)
+			mc.FilterPatterns = append(mc.FilterPatterns, f.Pattern)
 		}
 	}
-	return s
 }
 
 // describe fills the mapping's settings from mc, which has its defaults applied: the one place
@@ -319,7 +355,7 @@ func (m *EventSourceMapping) describe(mc poller.Config) {
 	m.TumblingWindowInSeconds = int(mc.TumblingWindow / time.Second)
 	m.FunctionResponseTypes = []string{}
 	if mc.ReportBatchItemFailures {
-		m.FunctionResponseTypes = []string{runner.ReportBatchItemFailures}
+		m.FunctionResponseTypes = []string{reportBatchItemFailures}
 	}
 	m.DestinationConfig = DestinationConfig{OnFailure: OnFailure{Destination: mc.OnFailureDestination}}
 	m.FilterCriteria = nil

@@ -38,8 +38,9 @@ type options struct {
 	template         runner.Template
 	region, endpoint string
 	timeout          *time.Duration
-	settings         []runner.Settings // applied in order over the template's
-	poll             poller.Config     // PollInterval, PollGrid, ShardSyncInterval, ShutdownGrace, OnDestinationFailure
+	err              error                  // an option given a value Lambda refuses
+	settings         []func(*poller.Config) // applied in order over the template's
+	poll             poller.Config          // PollInterval, PollGrid, ShardSyncInterval, ShutdownGrace, OnDestinationFailure
 	store            runner.Store
 	consumer         *string
 	hooks            runner.Hooks
@@ -117,33 +118,42 @@ func WithLeaseDuration(d time.Duration) Option {
 // table that must exist already.
 func WithStore(s runner.Store) Option { return func(o *options) { o.store = s } }
 
-// WithSettings applies Lambda's settings of the mapping, in the API's terms, over the
-// template's: the fields set, in the order given with the options below.
-func WithSettings(s runner.Settings) Option {
-	return func(o *options) { o.settings = append(o.settings, s) }
+// setting sets one of Lambda's settings over the template's, in the order of the options.
+func setting(set func(*poller.Config)) Option {
+	return func(o *options) { o.settings = append(o.settings, set) }
 }
 
 // WithStartingPosition sets the starting position: TRIM_HORIZON, LATEST or AT_TIMESTAMP.
 func WithStartingPosition(p string) Option {
-	return WithSettings(runner.Settings{StartingPosition: &p})
+	return setting(func(c *poller.Config) { c.StartingPosition, c.StartingPositionTimestamp = p, time.Time{} })
 }
 
 // WithStartingPositionTimestamp sets the time AT_TIMESTAMP starts from.
 func WithStartingPositionTimestamp(t time.Time) Option {
-	return WithSettings(runner.Settings{StartingPositionTimestamp: &t})
+	return setting(func(c *poller.Config) { c.StartingPositionTimestamp = t })
 }
 
-// WithBatchSize sets the most records in one invocation, 1–10000.
-func WithBatchSize(n int) Option { return WithSettings(runner.Settings{BatchSize: &n}) }
+// WithBatchSize sets the most records in one invocation, 1–10000 (0 is refused, as Lambda
+// refuses it).
+func WithBatchSize(n int) Option {
+	return func(o *options) {
+		if n == 0 {
+			o.err = poller.RangeError("batchSize", 0, 1, poller.MaxBatchSize)
+		}
+		o.settings = append(o.settings, func(c *poller.Config) { c.BatchSize = n })
+	}
+}
 
 // WithMaximumBatchingWindow sets how many seconds records are gathered before an invocation,
 // 0–300.
 func WithMaximumBatchingWindow(seconds int) Option {
-	return WithSettings(runner.Settings{MaximumBatchingWindowInSeconds: &seconds})
+	return setting(func(c *poller.Config) { c.MaximumBatchingWindow = time.Duration(seconds) * time.Second })
 }
 
 // WithEnabled polls the stream, or, false, pauses the mapping (default: the template's Enabled).
-func WithEnabled(enabled bool) Option { return WithSettings(runner.Settings{Enabled: &enabled}) }
+func WithEnabled(enabled bool) Option {
+	return setting(func(c *poller.Config) { c.Disabled = !enabled })
+}
 
 // WithPollInterval sets the pause between polls of a caught-up shard (default 1s).
 func WithPollInterval(d time.Duration) Option { return func(o *options) { o.poll.PollInterval = d } }
@@ -266,10 +276,11 @@ func (o *options) mapping(ctx context.Context, cfg aws.Config, logger *slog.Logg
 	if o.timeout != nil {
 		m.Function.Timeout = *o.timeout
 	}
-	for _, s := range o.settings {
-		if err := s.Apply(&m.Config); err != nil {
-			return nil, err
-		}
+	if o.err != nil {
+		return nil, o.err
+	}
+	for _, set := range o.settings {
+		set(&m.Config)
 	}
 	m.Config.PollInterval, m.Config.PollGrid, m.Config.ShardSyncInterval, m.Config.ShutdownGrace = o.poll.PollInterval, o.poll.PollGrid, o.poll.ShardSyncInterval, o.poll.ShutdownGrace
 	m.Config.OnDestinationFailure = o.poll.OnDestinationFailure

@@ -316,23 +316,32 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 	return c, nil
 }
 
-// overrideMapping applies the mapping flags that were given, through the same runner.Settings
-// as the ESM API's requests.
+// overrideMapping sets the mapping flags that were given over the template's settings. An
+// explicit --batch-size 0 is refused, not taken for the default.
 func (f *RunFlags) overrideMapping(mc *poller.Config) error {
-	s := runner.Settings{
-		BatchSize:                      f.BatchSize,
-		MaximumBatchingWindowInSeconds: f.MaximumBatchingWindow,
-		StartingPosition:               f.StartingPosition,
-		Enabled:                        f.Enabled,
+	if f.BatchSize != nil {
+		if *f.BatchSize == 0 {
+			return poller.RangeError("batchSize", 0, 1, poller.MaxBatchSize)
+		}
+		mc.BatchSize = *f.BatchSize
+	}
+	if f.MaximumBatchingWindow != nil {
+		mc.MaximumBatchingWindow = time.Duration(*f.MaximumBatchingWindow) * time.Second
+	}
+	if f.StartingPosition != nil {
+		mc.StartingPosition, mc.StartingPositionTimestamp = *f.StartingPosition, time.Time{}
 	}
 	if f.StartingPositionTimestamp != nil {
 		ts, err := ParseTimestamp(*f.StartingPositionTimestamp)
 		if err != nil {
 			return Usage(err)
 		}
-		s.StartingPositionTimestamp = &ts
+		mc.StartingPositionTimestamp = ts
 	}
-	return s.Apply(mc)
+	if f.Enabled != nil {
+		mc.Disabled = !*f.Enabled
+	}
+	return nil
 }
 
 // ParseTimestamp reads an RFC 3339 time or Unix seconds (possibly fractional).
