@@ -64,11 +64,12 @@ type stream struct {
 	created    time.Time
 	enabled    bool
 	disabledAt time.Time
-	seq        uint64   // the last sequence number handed out
-	made       int      // shards made so far
-	idMs       int64    // the time part of the newest shard id
-	shards     []*shard // every shard not yet trimmed, in creation (and id) order
-	open       []*shard // the open shard of each lane; nil entries once disabled
+	seq        uint64          // the last sequence number handed out
+	made       int             // shards made so far
+	idMs       int64           // the time part of the newest shard id
+	shards     []*shard        // every shard not yet trimmed, in creation (and id) order
+	open       []*shard        // the open shard of each lane; nil entries once disabled
+	trimmed    map[string]bool // ids of the shards trimmed away
 }
 
 // shard is one stream shard. Its records keep their absolute positions: base counts the
@@ -120,7 +121,7 @@ func (d *DB) enableStream(t *table, v types.StreamViewType, now time.Time) {
 	}
 	s := &stream{
 		arn: d.tableARN(t.name) + "/stream/" + label, label: label, table: t.name, view: v,
-		keySchema: t.describe(types.TableStatusActive).KeySchema, created: now, enabled: true,
+		keySchema: t.describe(types.TableStatusActive).KeySchema, created: now, enabled: true, trimmed: map[string]bool{},
 	}
 	for range d.lanes {
 		s.open = append(s.open, d.newShard(s, "", now))
@@ -170,16 +171,68 @@ func (d *DB) tick() {
 		if s.enabled {
 			d.rotate(s, now)
 		}
-		for _, sh := range s.shards {
-			n := 0
-			for n < len(sh.records) && sh.records[n].at.Before(cutoff) {
-				n++
-			}
-			sh.records, sh.base = sh.records[n:], sh.base+n
-		}
-		s.shards = slices.DeleteFunc(s.shards, func(sh *shard) bool { return sh.closed && sh.closedAt.Before(cutoff) })
+		s.trim(cutoff)
 		return !s.enabled && s.disabledAt.Before(cutoff)
 	})
+}
+
+// trim drops the records created before cutoff and the shards closed before it.
+func (s *stream) trim(cutoff time.Time) {
+	for _, sh := range s.shards {
+		n := 0
+		for n < len(sh.records) && sh.records[n].at.Before(cutoff) {
+			n++
+		}
+		sh.records, sh.base = sh.records[n:], sh.base+n
+	}
+	s.shards = slices.DeleteFunc(s.shards, func(sh *shard) bool {
+		gone := sh.closed && sh.closedAt.Before(cutoff)
+		if gone {
+			s.trimmed[sh.id] = true
+		}
+		return gone
+	})
+}
+
+// RotateStream closes the open shards of a table's stream now and opens their children, as
+// the rotation period does (for schedules that rotate at chosen times). A table without an
+// enabled stream is a ResourceNotFoundException.
+func (d *DB) RotateStream(tableName string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.tick()
+	s, err := d.enabledStream(tableName)
+	if err != nil {
+		return err
+	}
+	now := d.now()
+	for i, sh := range s.open {
+		s.closeShard(sh, now)
+		s.open[i] = d.newShard(s, sh.id, now)
+	}
+	return nil
+}
+
+// TrimStream trims a table's stream now as the retention does later: the records created
+// before cutoff and the shards closed before it go (for schedules that trim at chosen times).
+func (d *DB) TrimStream(tableName string, cutoff time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.tick()
+	s, err := d.enabledStream(tableName)
+	if err != nil {
+		return err
+	}
+	s.trim(cutoff)
+	return nil
+}
+
+func (d *DB) enabledStream(tableName string) (*stream, error) {
+	t, ok := d.tables[tableName]
+	if !ok || t.stream == nil || !t.stream.enabled {
+		return nil, streamNotFound("Table: " + tableName + " has no enabled stream")
+	}
+	return t.stream, nil
 }
 
 // rotate closes each open shard of s that has been open a whole period and opens its child.

@@ -296,3 +296,47 @@ func TestStreamPagingWithSeveralShards(t *testing.T) {
 		}
 	})
 }
+
+// TestRotateAndTrimOnDemand: RotateStream closes the open shard now and opens its child,
+// TrimStream drops what the retention would; both refuse a table without a stream.
+func TestRotateAndTrimOnDemand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := New(WithShardRotation(0))
+		arn := newStreamTable(t, db, "tab", types.StreamViewTypeKeysOnly)
+		put(t, db, "tab", "k", "a")
+		first := *shardsOf(t, db, arn)[0].ShardId
+		it, _ := iter(t, db, arn, first, streamtypes.ShardIteratorTypeTrimHorizon, "")
+		if err := db.RotateStream("tab"); err != nil {
+			t.Fatal(err)
+		}
+		put(t, db, "tab", "k", "b")
+		shards := shardsOf(t, db, arn)
+		if len(shards) != 2 || shards[0].SequenceNumberRange.EndingSequenceNumber == nil || aws.ToString(shards[1].ParentShardId) != first {
+			t.Fatalf("after RotateStream: %+v", shards)
+		}
+		time.Sleep(time.Second)
+		if err := db.TrimStream("tab", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		shards = shardsOf(t, db, arn)
+		if len(shards) != 1 || aws.ToString(shards[0].ParentShardId) != first {
+			t.Fatalf("after TrimStream: %+v", shards)
+		}
+		var trim *streamtypes.TrimmedDataAccessException
+		if _, err := db.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it}); !errors.As(err, &trim) {
+			t.Fatalf("an iterator of the trimmed shard: %v", err)
+		}
+		if _, err := iter(t, db, arn, first, streamtypes.ShardIteratorTypeTrimHorizon, ""); !errors.As(err, &trim) {
+			t.Fatalf("GetShardIterator of the trimmed shard: %v", err)
+		}
+		it, _ = iter(t, db, arn, *shards[0].ShardId, streamtypes.ShardIteratorTypeTrimHorizon, "")
+		out, err := db.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
+		if err != nil || len(out.Records) != 0 || out.NextShardIterator == nil {
+			t.Fatalf("the child after the trim: %+v %v", out, err)
+		}
+		if db.RotateStream("nope") == nil || db.TrimStream("nope", time.Now()) == nil {
+			t.Fatal("a table without a stream was rotated or trimmed")
+		}
+	})
+}

@@ -35,9 +35,9 @@ func (d *DB) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardI
 		if err != nil {
 			return nil, err
 		}
-		sh := s.shardByID(id)
-		if sh == nil {
-			return nil, streamNotFound("Shard does not exist")
+		sh, err := s.shardLocked(id)
+		if err != nil {
+			return nil, err
 		}
 		pos, err := d.position(sh, in)
 		if err != nil {
@@ -119,9 +119,9 @@ func (d *DB) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput
 		if err != nil {
 			return nil, err
 		}
-		sh := s.shardByID(it.shard)
-		if sh == nil {
-			return nil, streamNotFound("Shard does not exist")
+		sh, err := s.shardLocked(it.shard)
+		if err != nil {
+			return nil, err
 		}
 		if d.readRate > 0 {
 			if !sh.reads.ok(now) {
@@ -155,4 +155,17 @@ func (d *DB) readShard(s *stream, sh *shard, it iterator, limit int) *dynamodbst
 	next := iterator{arn: s.arn, shard: sh.id, pos: pos, issued: d.now()}
 	out.NextShardIterator = aws.String(next.encode())
 	return out
+}
+
+// shardLocked finds a shard of s: one trimmed away is a TrimmedDataAccessException (its
+// records are past the retention; AWS does not document this case), one never made a
+// ResourceNotFoundException; d.mu is held.
+func (s *stream) shardLocked(id string) (*shard, error) {
+	if sh := s.shardByID(id); sh != nil {
+		return sh, nil
+	}
+	if s.trimmed[id] {
+		return nil, trimmed()
+	}
+	return nil, streamNotFound("Shard does not exist")
 }
