@@ -35,7 +35,7 @@
 //  1. cli.RunFlags.Load → TemplateFlags.LoadMapping → TemplateFlags.Target → AWSConfig →
 //     Template.Mapping → Template.Load (sam.Load) → sam.Template.Select →
 //     sam.Mapping.PollerConfig, TemplateSource: a Mapping (Source, Function, Config, Store, Hooks);
-//  2. MappingFlags.apply, RunFlags.overrideMapping → Settings.Apply (the flags given);
+//  2. MappingFlags.apply, RunFlags.overrideMapping (the flags given, on the Config);
 //  3. cli.Run → Config.mapping (the invoker, or the handler) → New →
 //     Config.trace, Config.observe (Hooks) → Runner.Run;
 //  4. Runner.Run → poller.Config.CheckSettings (Lambda's settings, before any call) →
@@ -45,7 +45,7 @@
 // CreateEventSourceMapping (esm serve):
 //
 //  1. esmapi.Manager.Create → parseCreate → Manager.create → Manager.checkCreate
-//     (createRequest.checkModel, checkKinesis, settings → Settings.Apply) →
+//     (createRequest.checkModel, checkKinesis, createRequest.apply on the Config) →
 //     poller.Config.Check: the one check, which the value keeps;
 //  2. Runner.Resolve (the source, found once) → Manager.add (the catalog) →
 //     Manager.startLocked → Manager.mapping (the checked value) → Supervisor.Start →
