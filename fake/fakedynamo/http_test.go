@@ -32,23 +32,6 @@ func served(t *testing.T, db *DB) (*dynamodb.Client, *dynamodbstreams.Client, st
 	return ddb, st, srv.URL
 }
 
-func streamTable(t *testing.T, ddb *dynamodb.Client, name string, view types.StreamViewType) string {
-	t.Helper()
-	out, err := ddb.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: types.KeyTypeHash}},
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: types.ScalarAttributeTypeS}},
-		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: view},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.TableDescription.LatestStreamArn == nil {
-		t.Fatal("CreateTable with a stream: no LatestStreamArn")
-	}
-	return *out.TableDescription.LatestStreamArn
-}
-
 // readAll reads a shard from TRIM_HORIZON until a read returns nothing or the shard ends.
 func readAll(t *testing.T, st *dynamodbstreams.Client, arn, shard string) ([]streamtypes.Record, bool) {
 	t.Helper()
@@ -87,7 +70,7 @@ func item(kv ...string) map[string]types.AttributeValue {
 func TestServedStreamsWithSDK(t *testing.T) {
 	ctx := context.Background()
 	ddb, st, _ := served(t, New())
-	arn := streamTable(t, ddb, "orders", types.StreamViewTypeNewAndOldImages)
+	arn := newStreamTable(t, ddb, "orders", types.StreamViewTypeNewAndOldImages)
 	must := func(_ any, err error) {
 		t.Helper()
 		if err != nil {
@@ -174,7 +157,7 @@ func TestServedRefusesNumbersDynamoDBRefuses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ddb, _, _ := served(t, New())
-	streamTable(t, ddb, "nums", types.StreamViewTypeNewAndOldImages)
+	newStreamTable(t, ddb, "nums", types.StreamViewTypeNewAndOldImages)
 	for _, n := range []string{"1e999999999", "1e999999998"} {
 		_, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("nums"), Item: map[string]types.AttributeValue{
 			"k": &types.AttributeValueMemberS{Value: "a"}, "n": &types.AttributeValueMemberN{Value: n},

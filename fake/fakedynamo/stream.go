@@ -198,41 +198,31 @@ func (s *stream) trim(cutoff time.Time) {
 // the rotation period does (for schedules that rotate at chosen times). A table without an
 // enabled stream is a ResourceNotFoundException.
 func (d *DB) RotateStream(tableName string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.tick()
-	s, err := d.enabledStream(tableName)
-	if err != nil {
-		return err
-	}
-	now := d.now()
-	for i, sh := range s.open {
-		s.closeShard(sh, now)
-		s.open[i] = d.newShard(s, sh.id, now)
-	}
-	return nil
+	return d.onStream(tableName, func(s *stream, now time.Time) {
+		for i, sh := range s.open {
+			s.closeShard(sh, now)
+			s.open[i] = d.newShard(s, sh.id, now)
+		}
+	})
 }
 
 // TrimStream trims a table's stream now as the retention does later: the records created
 // before cutoff and the shards closed before it go (for schedules that trim at chosen times).
 func (d *DB) TrimStream(tableName string, cutoff time.Time) error {
+	return d.onStream(tableName, func(s *stream, _ time.Time) { s.trim(cutoff) })
+}
+
+// onStream runs do on a table's enabled stream, brought to now, under d.mu.
+func (d *DB) onStream(tableName string, do func(s *stream, now time.Time)) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.tick()
-	s, err := d.enabledStream(tableName)
-	if err != nil {
-		return err
-	}
-	s.trim(cutoff)
-	return nil
-}
-
-func (d *DB) enabledStream(tableName string) (*stream, error) {
 	t, ok := d.tables[tableName]
 	if !ok || t.stream == nil || !t.stream.enabled {
-		return nil, streamNotFound("Table: " + tableName + " has no enabled stream")
+		return streamNotFound("Table: " + tableName + " has no enabled stream")
 	}
-	return t.stream, nil
+	do(t.stream, d.now())
+	return nil
 }
 
 // rotate closes each open shard of s that has been open a whole period and opens its child.

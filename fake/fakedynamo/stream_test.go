@@ -16,7 +16,14 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 )
 
-func newStreamTable(t *testing.T, db *DB, name string, view types.StreamViewType) string {
+// tableCreator is a *DB or the SDK's client of a served one.
+type tableCreator interface {
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+}
+
+// newStreamTable creates a table with hash key k (S) and a stream of view type view and returns
+// the stream's ARN.
+func newStreamTable(t *testing.T, db tableCreator, name string, view types.StreamViewType) string {
 	t.Helper()
 	out, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
 		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
@@ -27,7 +34,10 @@ func newStreamTable(t *testing.T, db *DB, name string, view types.StreamViewType
 	if err != nil {
 		t.Fatal(err)
 	}
-	return aws.ToString(out.TableDescription.LatestStreamArn)
+	if out.TableDescription.LatestStreamArn == nil {
+		t.Fatal("CreateTable with a stream: no LatestStreamArn")
+	}
+	return *out.TableDescription.LatestStreamArn
 }
 
 func put(t *testing.T, db *DB, table string, kv ...string) {

@@ -53,22 +53,11 @@ func StartDDBLocal(ctx context.Context, opts DDBLocalOptions) (*Process, error) 
 	if opts.Shards != 0 {
 		flags = append(flags, "-shards", strconv.Itoa(opts.Shards))
 	}
-	for attempt := 1; ; attempt++ {
-		port := opts.Port
-		if port == 0 {
-			free, err := freePorts(1)
-			if err != nil {
-				return nil, err
-			}
-			port = free[0]
-		}
-		p, err := launch(ctx, launchSpec{
+	return onePort(opts.Port, func(port int) (*Process, error) {
+		return launch(ctx, launchSpec{
 			name: "ddb-local", node: opts.Binary, dir: dir,
 			args: append([]string{"-host", "127.0.0.1", "-port", strconv.Itoa(port), "-region", DefaultRegion, "-account", DefaultAccountID}, flags...),
 			port: port, log: opts.LogWriter,
 		})
-		if err == nil || !retryable(err, attempt, opts.Port == 0) {
-			return p, err
-		}
-	}
+	})
 }

@@ -175,16 +175,8 @@ func StartDynalite(ctx context.Context, opts DynaliteOptions) (*Process, error) 
 		return nil, err
 	}
 
-	for attempt := 1; ; attempt++ {
-		port := opts.Port
-		if port == 0 {
-			free, err := freePorts(1)
-			if err != nil {
-				return nil, err
-			}
-			port = free[0]
-		}
-		p, err := launch(ctx, launchSpec{
+	return onePort(opts.Port, func(port int) (*Process, error) {
+		return launch(ctx, launchSpec{
 			name: "dynalite",
 			node: node,
 			dir:  inst.root,
@@ -201,10 +193,7 @@ func StartDynalite(ctx context.Context, opts DynaliteOptions) (*Process, error) 
 			port: port,
 			log:  opts.LogWriter,
 		})
-		if err == nil || !retryable(err, attempt, opts.Port == 0) {
-			return p, err
-		}
-	}
+	})
 }
 
 // retryable reports whether a failed start is worth another attempt: only
@@ -217,4 +206,23 @@ func retryable(err error, attempt int, autoPort bool) bool {
 		inUse  *portInUseError
 	)
 	return autoPort && attempt < freePortAttempts && (errors.As(err, &exited) || errors.As(err, &inUse))
+}
+
+// onePort starts an emulator that listens on one port: fixed, or else a free one, with a start
+// that loses the race for it retried on another (see [retryable]).
+func onePort(fixed int, start func(port int) (*Process, error)) (*Process, error) {
+	for attempt := 1; ; attempt++ {
+		port := fixed
+		if port == 0 {
+			free, err := freePorts(1)
+			if err != nil {
+				return nil, err
+			}
+			port = free[0]
+		}
+		p, err := start(port)
+		if err == nil || !retryable(err, attempt, fixed == 0) {
+			return p, err
+		}
+	}
 }
