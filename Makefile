@@ -79,7 +79,7 @@ FUZZTIME ?= 30s
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz.sh
 
-# emulators-up starts kinesis-local and dynalite in the background and writes
+# emulators-up starts kinesis-local, dynalite and ddb-local (built from fake/) in the background and writes
 # their endpoints to .emulators/env; "source .emulators/env" in a shell to use
 # them from go test.
 emulators-up:

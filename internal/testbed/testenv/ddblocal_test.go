@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -17,11 +18,12 @@ import (
 // TestDDBLocalBinary builds and runs ddb-local with shards rotating every second and drives it
 // with the SDK's dynamodb and dynamodbstreams clients: writes before and after a rotation are
 // found along the chain of shards (ParentShardId, CHILD_SHARDS), closed shards end with a null
-// NextShardIterator, and the newest stays open.
+// NextShardIterator, and the newest stays open; an iterator older than -iterator-ttl is an
+// ExpiredIteratorException.
 func TestDDBLocalBinary(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	endpoint, stop, err := DDBStreamsEndpoint(ctx, ".", local.DDBLocalOptions{Rotate: time.Second})
+	endpoint, stop, err := DDBStreamsEndpoint(ctx, ".", local.DDBLocalOptions{Rotate: time.Second, IteratorTTL: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +94,29 @@ func TestDDBLocalBinary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (out.NextShardIterator == nil) != !last {
-			t.Fatalf("shard %d of %d: next iterator %v", i, len(shards), out.NextShardIterator)
+		switch {
+		case !last && out.NextShardIterator != nil:
+			t.Fatalf("closed shard %d of %d: a next iterator after its last record", i, len(shards))
+		case last && out.NextShardIterator == nil:
+			// It may have rotated since DescribeStream: then it is closed now.
+			d, err := st.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: arn, ExclusiveStartShardId: shards[i-1].ShardId, Limit: aws.Int32(1)})
+			if err != nil || d.StreamDescription.Shards[0].SequenceNumberRange.EndingSequenceNumber == nil {
+				t.Fatalf("open shard %d of %d ended: %+v %v", i, len(shards), d, err)
+			}
 		}
 		all = append(all, out.Records...)
 	}
 	if len(all) != 2 || all[0].EventName != streamtypes.OperationTypeInsert || all[1].EventName != streamtypes.OperationTypeModify {
 		t.Fatalf("records: %+v", all)
+	}
+	it, err := st.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: arn, ShardId: shards[len(shards)-1].ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeLatest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // past the iterator's 2 s
+	var expired *streamtypes.ExpiredIteratorException
+	if _, err := st.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator}); !errors.As(err, &expired) {
+		t.Fatalf("an iterator past -iterator-ttl: %v", err)
 	}
 	old := all[1].Dynamodb.OldImage["v"].(*streamtypes.AttributeValueMemberS).Value
 	cur := all[1].Dynamodb.NewImage["v"].(*streamtypes.AttributeValueMemberS).Value
