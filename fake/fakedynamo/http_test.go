@@ -17,7 +17,7 @@ import (
 )
 
 // served starts db's Handler on 127.0.0.1 and returns the SDK's two clients pointed at it.
-func served(t *testing.T, db *DB) (*dynamodb.Client, *dynamodbstreams.Client, string) {
+func served(t testing.TB, db *DB) (*dynamodb.Client, *dynamodbstreams.Client, string) {
 	t.Helper()
 	srv := httptest.NewServer(db.Handler())
 	t.Cleanup(srv.Close)

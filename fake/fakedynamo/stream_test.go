@@ -23,7 +23,7 @@ type tableCreator interface {
 
 // newStreamTable creates a table with hash key k (S) and a stream of view type view and returns
 // the stream's ARN.
-func newStreamTable(t *testing.T, db tableCreator, name string, view types.StreamViewType) string {
+func newStreamTable(t testing.TB, db tableCreator, name string, view types.StreamViewType) string {
 	t.Helper()
 	out, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
 		TableName: aws.String(name), BillingMode: types.BillingModePayPerRequest,
