@@ -31,13 +31,8 @@ func (d *DB) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInpu
 		defer d.mu.Unlock()
 		n := 0
 		for name, reqs := range in.RequestItems {
-			if _, err := d.tableLocked(aws.String(name)); err != nil {
+			if err := d.checkBatch(name, reqs); err != nil {
 				return nil, err
-			}
-			for _, wr := range reqs {
-				if (wr.PutRequest == nil) == (wr.DeleteRequest == nil) {
-					return nil, validation("A WriteRequest must have exactly one of PutRequest and DeleteRequest")
-				}
 			}
 			n += len(reqs)
 		}
@@ -64,6 +59,35 @@ func (d *DB) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInpu
 		}
 		return out, nil
 	})
+}
+
+// checkBatch checks one table's requests of a BatchWriteItem: each a put or a delete, each on
+// another item; d.mu is held.
+func (d *DB) checkBatch(name string, reqs []types.WriteRequest) error {
+	t, err := d.tableLocked(aws.String(name))
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, wr := range reqs {
+		if (wr.PutRequest == nil) == (wr.DeleteRequest == nil) {
+			return validation("A WriteRequest must have exactly one of PutRequest and DeleteRequest")
+		}
+		var k string
+		if wr.PutRequest != nil {
+			k, err = t.keyOf(wr.PutRequest.Item, false)
+		} else {
+			k, err = t.keyOf(wr.DeleteRequest.Key, true)
+		}
+		if err != nil {
+			return err
+		}
+		if seen[k] {
+			return validation("Provided list of item keys contains duplicates")
+		}
+		seen[k] = true
+	}
+	return nil
 }
 
 func isThrottle(err error) bool {

@@ -350,3 +350,23 @@ func TestRotateAndTrimOnDemand(t *testing.T) {
 		}
 	})
 }
+
+// TestBatchWriteRefusesDuplicates: two requests of one BatchWriteItem on one item are a
+// ValidationException, and nothing is written (no record either).
+func TestBatchWriteRefusesDuplicates(t *testing.T) {
+	ctx := context.Background()
+	db := New()
+	arn := newStreamTable(t, db, "tab", types.StreamViewTypeKeysOnly)
+	_, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"tab": {
+		{PutRequest: &types.PutRequest{Item: item("k", "a")}},
+		{DeleteRequest: &types.DeleteRequest{Key: item("k", "a")}},
+	}}})
+	if err == nil || !strings.Contains(err.Error(), "duplicates") {
+		t.Fatalf("duplicate keys: %v", err)
+	}
+	it, _ := iter(t, db, arn, *shardsOf(t, db, arn)[0].ShardId, streamtypes.ShardIteratorTypeTrimHorizon, "")
+	out, err := db.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
+	if err != nil || len(out.Records) != 0 || len(db.Items("tab")) != 0 {
+		t.Fatalf("a refused batch wrote: %d records, %d items, %v", len(out.Records), len(db.Items("tab")), err)
+	}
+}
