@@ -24,7 +24,7 @@ func (r *reader) checkpoint(ctx context.Context, seq string) error {
 
 func (r *reader) finish(ctx context.Context) error {
 	pr := r.progress
-	pr.Finished = true
+	pr.Finished, pr.Rewind = true, nil
 	return r.store(ctx, pr, func(err error) error { return fmt.Errorf("record shard %s finished: %w", r.shardID, err) })
 }
 
@@ -32,6 +32,7 @@ func (r *reader) finish(ctx context.Context) error {
 // wrapped by wrap (called only then: nothing is formatted on the hot path); a lost lease is errLost.
 func (r *reader) store(ctx context.Context, pr ShardProgress, wrap func(error) error) error {
 	pr.UpdatedAt = r.p.now()
+	pr = endReplay(pr)
 	if err := r.save(ctx, pr); err != nil {
 		if errors.Is(err, errLost) {
 			return err

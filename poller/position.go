@@ -22,6 +22,12 @@ func resumePosition(lastRead string, pr ShardProgress, ts time.Time) position {
 		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: lastRead}
 	case pr.Checkpoint != "":
 		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: pr.Checkpoint}
+	case pr.Rewind != nil && pr.Rewind.Sequence != "":
+		return position{kind: types.ShardIteratorTypeAtSequenceNumber, seq: pr.Rewind.Sequence}
+	case pr.Rewind != nil && !pr.Rewind.Timestamp.IsZero():
+		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: pr.Rewind.Timestamp}
+	case pr.Rewind != nil:
+		return position{kind: types.ShardIteratorTypeTrimHorizon}
 	case pr.Start == Latest && !pr.StartTimestamp.IsZero():
 		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: pr.StartTimestamp}
 	case pr.Start == Latest:
@@ -63,6 +69,8 @@ func (r *reader) describePosition() string {
 	switch pos.kind {
 	case types.ShardIteratorTypeAfterSequenceNumber:
 		return "after " + pos.seq
+	case types.ShardIteratorTypeAtSequenceNumber:
+		return "at " + pos.seq
 	case types.ShardIteratorTypeAtTimestamp:
 		return "at " + pos.timestamp.UTC().Format(time.RFC3339Nano)
 	}

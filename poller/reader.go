@@ -25,6 +25,8 @@ type reader struct {
 	// Where the shard is read from.
 	iter     *string
 	lastRead string // sequence number of the last record read from the shard
+	// windowPast, replayOver: how far the replay of a rewind's window got (rewind.go).
+	windowPast, replayOver bool
 	// atTip: the first open is at LATEST itself (this run decided the LATEST start); later
 	// opens before a record was read resume AT_TIMESTAMP at the recorded start.
 	atTip bool
@@ -274,11 +276,13 @@ func (r *reader) readDone(out *kinesis.GetRecordsOutput, limit int32) {
 	s.retry.reset()
 	r.p.obs.RecordsPolled(r.shardID, len(out.Records))
 	if len(out.Records) > 0 {
+		r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
+	}
+	if recs := r.replayCut(out.Records); len(recs) > 0 {
 		if len(s.pending) == 0 {
 			s.pendingSince = r.p.now()
 		}
-		s.pending = append(s.pending, out.Records...)
-		r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
+		s.pending = append(s.pending, recs...)
 		r.noteRecords()
 	}
 	behind := aws.ToInt64(out.MillisBehindLatest)

@@ -25,6 +25,9 @@ type ShardProgress struct {
 	StartTimestamp time.Time `json:"startTimestamp,omitzero"`
 	// Window is the open tumbling window and its state (TumblingWindowInSeconds > 0).
 	Window *WindowState `json:"window,omitempty"`
+	// Rewind is what an operator's rewind wrote (rewind.go): where the shard opens until its
+	// next checkpoint, and the replay window it is in. Nil when none applies.
+	Rewind *Rewind `json:"rewind,omitempty"`
 	// UpdatedAt is when the progress was last written.
 	UpdatedAt time.Time `json:"updatedAt"`
 }
