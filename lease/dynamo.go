@@ -118,6 +118,10 @@ type Dynamo struct {
 	// stopping: the mapping stops (the poller said so, or Run's context ended); only then does
 	// this worker say it is leaving.
 	stopping bool
+	// rewindDue: a rewind newer than cfg.rewindRev was requested (rewind.go); rewindCh is
+	// closed then.
+	rewindDue bool
+	rewindCh  chan struct{}
 
 	// Roster state.
 	me         membership // this worker's own entry
@@ -186,6 +190,7 @@ type dynamoConfig struct {
 	// functionTimeout bounds how long an invocation this worker starts may run.
 	functionTimeout time.Duration
 	statusAddr      string // published in the bound item (WithStatusAddr)
+	rewindRev       int64  // the rewind revision this worker started under (WithRewindRevision)
 	log             *slog.Logger
 	now             func() time.Time
 	rnd             *rand.Rand
@@ -271,7 +276,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		safe:     cfg.leaseDuration - cfg.leaseDuration/5,
 		rnd:      cfg.rnd,
 		roster:   newRoster(),
-		beatTurn: make(chan struct{}, 1), shards: map[string]*shard{},
+		beatTurn: make(chan struct{}, 1), shards: map[string]*shard{}, rewindCh: make(chan struct{}),
 	}, nil
 }
 
@@ -424,7 +429,7 @@ func (d *Dynamo) Held(shardID string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := d.peekLocked(shardID)
-	return s.held != nil && !s.orphan && d.aliveLocked(d.cfg.now())
+	return s.held != nil && !s.orphan && d.aliveLocked(d.cfg.now()) && !d.rewindDueLocked()
 }
 
 func (d *Dynamo) aliveLocked(now time.Time) bool {

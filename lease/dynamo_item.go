@@ -53,6 +53,8 @@ const (
 	// attrWindow is ShardProgress.Window, the open tumbling window and its state, as JSON. A
 	// DynamoDB item holds at most 400 KB, less than the 1 MB of state Lambda allows a window.
 	attrWindow = "windowState" // S
+	// attrRewind is ShardProgress.Rewind, an operator's rewind of the shard (rewind.go), as JSON.
+	attrRewind = "esmRewind" // S
 )
 
 // Checkpoint sentinels, as KCL writes them.
@@ -168,6 +170,15 @@ func newProgressUpdate(pr poller.ShardProgress) (progressUpdate, error) {
 	} else {
 		u.remove = append(u.remove, "#win")
 	}
+	if pr.Rewind != nil {
+		b, err := json.Marshal(pr.Rewind)
+		if err != nil {
+			return u, fmt.Errorf("encode rewind: %w", err)
+		}
+		u.setS("#rw", ":rw", string(b))
+	} else {
+		u.remove = append(u.remove, "#rw")
+	}
 	return u, nil
 }
 
@@ -180,7 +191,7 @@ func (u *progressUpdate) setS(name, value, s string) {
 var progressNames = map[string]string{
 	"#cp": attrCheckpoint, "#sub": attrSubSequence, "#sw": attrOwnerSwitches,
 	"#last": attrLastCheckpoint, "#start": attrStart, "#upd": attrUpdatedAt, "#win": attrWindow,
-	"#startts": attrStartTimestamp,
+	"#startts": attrStartTimestamp, "#rw": attrRewind,
 }
 
 // newItem is a new, unowned lease for a shard.
@@ -220,6 +231,13 @@ func newItem(si poller.ShardInfo) (map[string]types.AttributeValue, error) {
 			return nil, fmt.Errorf("encode window state of %s: %w", si.ShardID, err)
 		}
 		it[attrWindow] = str(string(w))
+	}
+	if pr.Rewind != nil {
+		b, err := json.Marshal(pr.Rewind)
+		if err != nil {
+			return nil, fmt.Errorf("encode rewind of %s: %w", si.ShardID, err)
+		}
+		it[attrRewind] = str(string(b))
 	}
 	return it, nil
 }
@@ -286,6 +304,12 @@ func decodeLease(it map[string]types.AttributeValue) (Lease, error) {
 		l.Progress.Window = &poller.WindowState{}
 		if err = json.Unmarshal([]byte(w), l.Progress.Window); err != nil {
 			err = fmt.Errorf("attribute %s: %w", attrWindow, err)
+		}
+	}
+	if rw := getS(attrRewind); rw != "" && err == nil {
+		l.Progress.Rewind = &poller.Rewind{}
+		if err = json.Unmarshal([]byte(rw), l.Progress.Rewind); err != nil {
+			err = fmt.Errorf("attribute %s: %w", attrRewind, err)
 		}
 	}
 	if err != nil {

@@ -400,6 +400,7 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 	if err != nil {
 		return err
 	}
+	d.noteRewindLocked(item)
 	at := sent
 	if got.Sub(sent) > d.cfg.leaseDuration/10 {
 		at = got

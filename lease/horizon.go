@@ -157,7 +157,7 @@ func (t *ticket) Recheck() bool {
 		d.mu.Lock()
 		now := d.cfg.now()
 		s := d.peekLocked(t.shard)
-		if s.held == nil || s.orphan || !d.aliveLocked(now) {
+		if s.held == nil || s.orphan || !d.aliveLocked(now) || d.rewindDueLocked() {
 			d.mu.Unlock()
 			return false
 		}

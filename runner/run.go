@@ -77,6 +77,9 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if _, err := poller.ListShards(ctx, r.kinStart, mc.StreamARN); err != nil {
 		return err
 	}
+	if m.Store.Open == nil && m.Store.LeaseTable != "" {
+		return r.runLeaseTable(ctx, m, mc) // rewind.go: started again after each rewind
+	}
 	st, err := r.openStore(ctx, m, found)
 	if err != nil {
 		return err
@@ -192,7 +195,7 @@ func (r *Runner) openStore(ctx context.Context, m Mapping, found Resolved) (*ope
 // openLeases opens the mapping's lease table: progress lives there, and the Dynamo coordinator
 // shares the shards with the table's other workers. A table that holds another stream's leases
 // is refused (lease.ClaimTable).
-func (r *Runner) openLeases(ctx context.Context, m Mapping, streamARN string) (*opened, error) {
+func (r *Runner) openLeases(ctx context.Context, m Mapping, streamARN string, extra ...lease.Option) (*opened, error) {
 	s := m.Store
 	if err := lease.EnsureTable(ctx, r.ddbStart, s.LeaseTable, s.CreateLeaseTable); err != nil {
 		return nil, err
@@ -201,7 +204,7 @@ func (r *Runner) openLeases(ctx context.Context, m Mapping, streamARN string) (*
 		return nil, err
 	}
 	id := cmp.Or(s.WorkerID, DefaultWorkerID())
-	opts := []lease.Option{lease.WithLogger(m.Hooks.Logger), lease.WithFunctionTimeout(invocationBound(m.Function))}
+	opts := append([]lease.Option{lease.WithLogger(m.Hooks.Logger), lease.WithFunctionTimeout(invocationBound(m.Function))}, extra...)
 	if s.LeaseDuration > 0 {
 		opts = append(opts, lease.WithLeaseDuration(s.LeaseDuration))
 	}

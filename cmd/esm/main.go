@@ -43,6 +43,7 @@ type app struct {
 	Status        statusCmd   `cmd:"" help:"Show the mapping's shards as a lineage tree, with their state and checkpoint."`
 	Redrive       redriveCmd  `cmd:"" help:"Bring the records the mapping gave up on back from its on-failure destination: invoke the function with them again, as Lambda would have."`
 	Skip          skipCmd     `cmd:"" help:"Send a blocked shard's batch to the on-failure destination now (dropped without one) and move the shard on, in a running esm (esm's operator tool)."`
+	Rewind        rewindCmd   `cmd:"" help:"Move the mapping's position back, to a time or a sequence number, or replay a window of records, while its workers run on a lease table (esm's operator tool)."`
 	Version       versionCmd  `cmd:"" help:"Print the version."`
 }
 
@@ -79,6 +80,7 @@ func run(args []string, e env) int {
 	commands := map[string]func(context.Context, env) error{
 		"run": a.Run.run, "serve": a.Serve.run, "validate": a.Validate.run, "invoke": a.Invoke.run,
 		"generate-event": a.GenerateEvent.run, "status": a.Status.run, "redrive": a.Redrive.run, "skip": a.Skip.run,
+		"rewind": a.Rewind.run,
 		"version": func(context.Context, env) error { _, err := fmt.Fprintln(e.stdout, "esm", version); return err },
 	}
 	switch name := kctx.Command(); {

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/internal/cli"
+	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
+)
+
+type rewindCmd struct {
+	cli.AWSFlags  `embed:""`
+	Stream        string        `help:"Kinesis stream name or ARN of the mapping." env:"ESM_STREAM" required:""`
+	LeaseTable    string        `help:"The mapping's DynamoDB lease table: its workers stop, the leases are moved, the workers go on from there." env:"ESM_LEASE_TABLE" required:""`
+	Shard         []string      `help:"A shard to rewind (repeatable); default every shard. Its descendants (children of a split or merge) wait for it again." placeholder:"SHARD-ID"`
+	ToTimestamp   string        `name:"to-timestamp" help:"Move to the first record that arrived at or after this time: RFC 3339, or a duration meaning that long ago (1h)." placeholder:"TIME"`
+	From          string        `help:"Replay the window [--from, --until): its records are invoked again, then the mapping goes on from where it was. RFC 3339 or a duration ago." placeholder:"TIME"`
+	Until         string        `help:"The window's end (exclusive); see --from." placeholder:"TIME"`
+	Sequence      []string      `help:"Move SHARD to its record SEQ (AT_SEQUENCE_NUMBER), repeatable." placeholder:"SHARD=SEQ"`
+	Wait          time.Duration `help:"How long to wait for the workers to stop before the rewind is refused (nothing changed)." default:"2m"`
+	LeaseDuration time.Duration `help:"The workers' --lease-duration: a worker whose heartbeat stood still this long counts as stopped." default:"10s"`
+	JSON          bool          `help:"Print the result as JSON."`
+}
+
+// request is the rewind the flags ask for; a usage error says which flag to fix.
+func (c *rewindCmd) request(now time.Time) (poller.RewindRequest, error) {
+	q := poller.RewindRequest{Shards: c.Shard}
+	at := func(flag, s string) (time.Time, error) {
+		if d, err := time.ParseDuration(s); err == nil {
+			if d < 0 {
+				return time.Time{}, cli.Usage(fmt.Errorf("--%s %s: a duration means that long ago; give it without a sign", flag, s))
+			}
+			return now.Add(-d), nil
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return time.Time{}, cli.Usage(fmt.Errorf("--%s %q: give an RFC 3339 time (2026-12-07T19:00:00Z) or a duration ago (1h)", flag, s))
+		}
+		return t, nil
+	}
+	var err error
+	switch {
+	case c.ToTimestamp != "" && (c.From != "" || c.Until != ""):
+		return q, cli.Usage(errors.New("--to-timestamp moves the position; --from/--until replay a window: give one of them"))
+	case c.From != "" && c.Until == "", c.From == "" && c.Until != "":
+		return q, cli.Usage(errors.New("a window needs both --from and --until"))
+	case c.ToTimestamp != "":
+		q.Timestamp, err = at("to-timestamp", c.ToTimestamp)
+	case c.From != "":
+		if q.Timestamp, err = at("from", c.From); err == nil {
+			q.Until, err = at("until", c.Until)
+		}
+	}
+	if err != nil {
+		return q, err
+	}
+	if len(c.Sequence) > 0 {
+		if len(c.Shard) > 0 {
+			return q, cli.Usage(errors.New("--sequence names its shard (SHARD=SEQ): leave --shard out"))
+		}
+		q.Sequences = map[string]string{}
+		for _, s := range c.Sequence {
+			id, seq, ok := strings.Cut(s, "=")
+			if !ok || id == "" || seq == "" {
+				return q, cli.Usage(fmt.Errorf("--sequence %q: give SHARD=SEQ", s))
+			}
+			if _, dup := q.Sequences[id]; dup {
+				return q, cli.Usage(fmt.Errorf("--sequence names shard %s twice", id))
+			}
+			q.Sequences[id] = seq
+		}
+	}
+	return q, nil
+}
+
+func (c *rewindCmd) run(ctx context.Context, e env) error {
+	now := time.Now()
+	q, err := c.request(now)
+	if err != nil {
+		return err
+	}
+	cfg, err := runner.AWSConfig(ctx, c.Region, c.EndpointURL)
+	if err != nil {
+		return err
+	}
+	kin := kinesis.NewFromConfig(cfg)
+	arn, err := poller.ResolveStreamARN(ctx, kin, c.Stream)
+	if err != nil {
+		return err
+	}
+	shards, err := poller.ListShards(ctx, kin, arn)
+	if err != nil {
+		return err
+	}
+	if err := q.Validate(shards, now); err != nil {
+		return err
+	}
+	if err := checkSequences(ctx, kin, arn, q); err != nil {
+		return err
+	}
+	trimmed := trimmedBefore(ctx, kin, arn, q, now)
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	if trimmed != "" {
+		log.Warn(trimmed)
+	}
+	res, err := lease.Rewind(ctx, dynamodb.NewFromConfig(cfg), c.LeaseTable, shards, q, lease.RewindOptions{
+		By: asker(), Wait: c.Wait, LeaseDuration: c.LeaseDuration, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return json.NewEncoder(e.stdout).Encode(map[string]any{"revision": res.Revision, "rewound": res.Rewound, "reset": res.Reset,
+			"stoppedAfter": res.Stopped.String(), "trimmed": trimmed})
+	}
+	_, err = fmt.Fprintf(e.stdout, "rewind %d applied after the workers stopped (%s): rewound %s; waiting for them again: %s\n",
+		res.Revision, res.Stopped.Round(time.Millisecond), strings.Join(res.Rewound, " "), cmpOr(strings.Join(res.Reset, " "), "none"))
+	return err
+}
+
+func cmpOr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// checkSequences asks Kinesis for each sequence number's record in its shard (an iterator at
+// it, one record): a number of another shard, or of a record trimmed, is refused with what to
+// fix.
+func checkSequences(ctx context.Context, kin *kinesis.Client, arn string, q poller.RewindRequest) error {
+	for id, seq := range q.Sequences {
+		bad := &poller.ValidationError{Field: "Sequences", Message: fmt.Sprintf(
+			"shard %s has no record with sequence number %s (a number of another shard, or a record trimmed by retention): give one of that shard's records", id, seq)}
+		it, err := kin.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamARN: aws.String(arn), ShardId: aws.String(id),
+			ShardIteratorType: kintypes.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(seq)})
+		var inv *kintypes.InvalidArgumentException
+		if errors.As(err, &inv) {
+			return bad
+		}
+		if err != nil {
+			return fmt.Errorf("check sequence number %s of shard %s: %w", seq, id, err)
+		}
+		out, err := kin.GetRecords(ctx, &kinesis.GetRecordsInput{StreamARN: aws.String(arn), ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
+		if err != nil {
+			return fmt.Errorf("check sequence number %s of shard %s: %w", seq, id, err)
+		}
+		if len(out.Records) == 0 || aws.ToString(out.Records[0].SequenceNumber) != seq {
+			return bad
+		}
+	}
+	return nil
+}
+
+// trimmedBefore says, when the rewind's time is older than the stream's retention, which
+// records are gone: the rewind starts at the oldest one left, and the operator is told.
+func trimmedBefore(ctx context.Context, kin *kinesis.Client, arn string, q poller.RewindRequest, now time.Time) string {
+	if q.Timestamp.IsZero() {
+		return ""
+	}
+	out, err := kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamARN: aws.String(arn)})
+	if err != nil || out.StreamDescriptionSummary == nil || out.StreamDescriptionSummary.RetentionPeriodHours == nil {
+		return ""
+	}
+	horizon := now.Add(-time.Duration(*out.StreamDescriptionSummary.RetentionPeriodHours) * time.Hour)
+	if !q.Timestamp.Before(horizon) {
+		return ""
+	}
+	return fmt.Sprintf("records that arrived before %s are trimmed (retention %d h): the rewind starts at the oldest record left, the %s before it are not replayed",
+		horizon.UTC().Format(time.RFC3339), *out.StreamDescriptionSummary.RetentionPeriodHours, horizon.Sub(q.Timestamp).Round(time.Second))
+}
+
+// asker names who asked for a rewind, for the request and the workers' logs.
+func asker() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}

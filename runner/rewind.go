@@ -1,0 +1,51 @@
+package runner
+
+import (
+	"context"
+
+	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/poller"
+)
+
+// runLeaseTable runs the mapping of mc on its lease table, and again after each rewind: a
+// worker that sees a rewind requested stops (invoking nothing more, its leases released, its
+// roster entry left), waits until the rewind is applied or refused, and joins again as a new
+// worker that reads the rewound items (lease/DESIGN.md, "Rewinds").
+func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, mc poller.Config) error {
+	if err := lease.EnsureTable(ctx, r.ddbStart, m.Store.LeaseTable, m.Store.CreateLeaseTable); err != nil {
+		return err
+	}
+	for {
+		rev, err := lease.AwaitRewinds(ctx, r.ddb, m.Store.LeaseTable, m.Hooks.Logger)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		st, err := r.openLeases(ctx, m, mc.StreamARN, lease.WithRewindRevision(rev))
+		if err != nil {
+			return err
+		}
+		d, _ := st.store.(*lease.Dynamo)
+		rctx, stop := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() { // owned: ends with rctx, waited for below
+			defer close(watched)
+			select {
+			case <-d.RewindRequested():
+				m.Hooks.Logger.Info("stopping for a rewind; starting again once it is applied")
+				stop()
+			case <-rctx.Done():
+			}
+		}()
+		err = r.runOn(rctx, m, mc, st)
+		rewound := ctx.Err() == nil && rctx.Err() != nil
+		stop()
+		<-watched
+		st.close()
+		if err != nil || !rewound {
+			return err
+		}
+	}
+}
