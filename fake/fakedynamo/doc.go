@@ -70,8 +70,9 @@
 // rotation period (WithShardRotation, DefaultShardRotation: four hours; 0 never) the open shard
 // closes and a child opens with it as ParentShardId; disabling the stream or deleting the table
 // closes the open shards. Records are trimmed after WithStreamRetention (24 h), and closed
-// shards and disabled streams go with their last records (reading a shard trimmed away is a
-// TrimmedDataAccessException). RotateStream and TrimStream do the same at a time of the
+// shards and disabled streams go with their last records (GetRecords from an iterator of a
+// shard trimmed away since is a TrimmedDataAccessException, GetShardIterator of it a
+// ResourceNotFoundException). RotateStream and TrimStream do the same at a time of the
 // caller's choosing, for schedules. All of this happens on the DB's clock
 // when a call looks (no goroutine), so it runs on virtual time inside a synctest bubble.
 //

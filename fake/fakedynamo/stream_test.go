@@ -337,7 +337,8 @@ func TestRotateAndTrimOnDemand(t *testing.T) {
 		if _, err := db.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it}); !errors.As(err, &trim) {
 			t.Fatalf("an iterator of the trimmed shard: %v", err)
 		}
-		if _, err := iter(t, db, arn, first, streamtypes.ShardIteratorTypeTrimHorizon, ""); !errors.As(err, &trim) {
+		var rnf *streamtypes.ResourceNotFoundException
+		if _, err := iter(t, db, arn, first, streamtypes.ShardIteratorTypeTrimHorizon, ""); !errors.As(err, &rnf) {
 			t.Fatalf("GetShardIterator of the trimmed shard: %v", err)
 		}
 		it, _ = iter(t, db, arn, *shards[0].ShardId, streamtypes.ShardIteratorTypeTrimHorizon, "")

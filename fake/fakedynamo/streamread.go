@@ -35,9 +35,9 @@ func (d *DB) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardI
 		if err != nil {
 			return nil, err
 		}
-		sh, err := s.shardLocked(id)
-		if err != nil {
-			return nil, err
+		sh := s.shardByID(id)
+		if sh == nil {
+			return nil, streamNotFound("Shard does not exist") // never made, or trimmed away
 		}
 		pos, err := d.position(sh, in)
 		if err != nil {
@@ -157,9 +157,11 @@ func (d *DB) readShard(s *stream, sh *shard, it iterator, limit int) *dynamodbst
 	return out
 }
 
-// shardLocked finds a shard of s: one trimmed away is a TrimmedDataAccessException (its
-// records are past the retention; AWS does not document this case), one never made a
-// ResourceNotFoundException; d.mu is held.
+// shardLocked finds the shard of an iterator: one trimmed away since is a
+// TrimmedDataAccessException (the iterator reads records that no longer exist, as AWS documents
+// for a record trimmed after its iterator was made), one never made a
+// ResourceNotFoundException. GetShardIterator on a shard trimmed away is a
+// ResourceNotFoundException: the shard no longer exists. d.mu is held.
 func (s *stream) shardLocked(id string) (*shard, error) {
 	if sh := s.shardByID(id); sh != nil {
 		return sh, nil
