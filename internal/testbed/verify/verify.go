@@ -1,6 +1,8 @@
 // Package verify judges a run of the example function from the deliveries it recorded: every
 // record delivered, in put order per partition key, and no child shard invoked before its
-// parents were drained.
+// parents were drained. For DynamoDB Streams, DDBProducer writes a table's changes (every kind
+// of write) and remembers them, and DDBRecords judges the event records delivered: every change,
+// in order per key, with the images AWS sends.
 package verify
 
 import (
