@@ -68,11 +68,43 @@ func key(offender string) string {
 	return f[0] + " " + f[1]
 }
 
-// oversized walks root's shipped Go files: "path N lines" for a file over the limit, "path Func N
+// oversized reads root's shipped Go files: "path N lines" for a file over the limit, "path Func N
 // lines" for a function.
 func oversized(root string) ([]string, error) {
+	files, err := shippedFiles(root)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
 	fset := token.NewFileSet()
+	for _, rel := range files {
+		src, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			return nil, err
+		}
+		if n := strings.Count(string(src), "\n"); n > maxFileLines {
+			out = append(out, fmt.Sprintf("%s %d lines", rel, n))
+		}
+		f, err := parser.ParseFile(fset, rel, src, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok {
+				continue
+			}
+			if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
+				out = append(out, fmt.Sprintf("%s %s %d lines", rel, funcName(fn), n))
+			}
+		}
+	}
+	return out, nil
+}
+
+// shippedFiles are root's shipped Go files (not tests), slash-separated from root.
+func shippedFiles(root string) ([]string, error) {
+	var out []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -85,28 +117,8 @@ func oversized(root string) ([]string, error) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if n := strings.Count(string(src), "\n"); n > maxFileLines {
-			out = append(out, fmt.Sprintf("%s %d lines", rel, n))
-		}
-		f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		for _, decl := range f.Decls {
-			fn, ok := decl.(*ast.FuncDecl)
-			if !ok {
-				continue
-			}
-			if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
-				out = append(out, fmt.Sprintf("%s %s %d lines", rel, funcName(fn), n))
-			}
+		if strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, "_test.go") {
+			out = append(out, rel)
 		}
 		return nil
 	})
