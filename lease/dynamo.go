@@ -191,6 +191,7 @@ type dynamoConfig struct {
 	functionTimeout time.Duration
 	statusAddr      string // published in the bound item (WithStatusAddr)
 	rewindRev       int64  // the rewind revision this worker started under (WithRewindRevision)
+	rewinds         bool   // WithRewindRevision was given: this worker stops for a rewind
 	log             *slog.Logger
 	now             func() time.Time
 	rnd             *rand.Rand

@@ -167,9 +167,11 @@ func AwaitRewinds(ctx context.Context, api DynamoAPI, table string, log *slog.Lo
 
 // WithRewindRevision is the rewind revision a worker starts under (AwaitRewinds): once its
 // roster reads show a newer one, it invokes nothing more (Held and the invocation gate say no)
-// and RewindRequested is closed; its runner then stops the poller.
+// and RewindRequested is closed; its runner then stops the poller and starts it again once
+// the rewind is done. A Dynamo made without it ignores rewinds: it goes on heartbeating, and
+// a rewind asked of its table is refused once the asker's wait is over (nothing changed).
 func WithRewindRevision(rev int64) Option {
-	return func(c *dynamoConfig) { c.rewindRev = rev }
+	return func(c *dynamoConfig) { c.rewindRev, c.rewinds = rev, true }
 }
 
 // noteRewindLocked records the rewind revision a roster read shows.
@@ -179,7 +181,7 @@ func (d *Dynamo) noteRewindLocked(item map[string]types.AttributeValue) {
 		return
 	}
 	n, err := strconv.ParseInt(v.Value, 10, 64)
-	if err != nil || n <= d.cfg.rewindRev || d.rewindDue {
+	if err != nil || !d.cfg.rewinds || n <= d.cfg.rewindRev || d.rewindDue {
 		return
 	}
 	d.rewindDue = true
