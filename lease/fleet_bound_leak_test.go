@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
+	"github.com/kinesis-esm/esm/internal/testkit"
 	"github.com/kinesis-esm/esm/lease"
 )
 
@@ -45,11 +46,18 @@ func TestFailedJoinsLeaveBoundItems(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = d.Run(rctx); close(done) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for failures.Load() <= 20 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	// The successful join: its roster entry (written after its bound item, and only once the 20
+	// refused attempts are behind it).
+	testkit.WaitFor(t, "w1's roster entry", 20*time.Second, func() bool {
+		_, joined, err := lease.PublishedHorizon(ctx, db, "leases", "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return joined
+	})
+	if n := failures.Load(); n <= 20 {
+		t.Fatalf("w1 joined after %d roster writes of joins, want the 20 refused ones first", n)
 	}
-	time.Sleep(time.Second) // the successful join
 	bounds := 0
 	for _, it := range db.Items("leases") {
 		if k, ok := it["leaseKey"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(k.Value, "!esm-bound:") {
