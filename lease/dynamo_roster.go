@@ -38,6 +38,10 @@ const (
 	// seen the tombstone for that long (see DESIGN.md, "Invocations bounded by leases").
 	attrGone = "gone"
 	goneWait = "w"
+	// goneBeat is the heartbeat counter a declaration of death was conditional on, in the
+	// tombstone of a worker that published horizons: an observer that saw that heartbeat counts
+	// the wait from its own sight of it (roster.ownWaits).
+	goneBeat = "h"
 )
 
 // maxWaits bounds the leases one roster entry asks about.
@@ -51,15 +55,16 @@ func goneKey(id string, epoch int64) string { return strconv.FormatInt(epoch, 10
 // others declare it dead after 0.9 L on theirs).
 func outlast(d time.Duration) time.Duration { return d + d/8 }
 
-// newEpoch is a random epoch of 10 digits that the roster (entries and tombstones) does not
+// newEpoch is a random epoch of 8 digits that the roster (entries and tombstones) does not
 // show for worker id. An epoch must differ from the earlier epochs of the same id that may still
 // run or hold leases, and those are in the roster: an epoch whose tombstone is gone has nothing
 // left running, and a lease still stamped with it is free for anyone, the new incarnation too.
 // 19 digits took 5 bytes more per roster entry, which with the horizons of 100 busy workers took
-// every heartbeat past 3 KB (4 write units).
+// every heartbeat past 3 KB (4 write units); 8 digits (4 bytes, 10 took 5) pay for horizons in
+// tenths of a second.
 func newEpoch(rnd *rand.Rand, id string, ms map[string]member, tombs map[string]time.Duration) int64 {
 	for {
-		e := 1e9 + rnd.Int64N(9e9)
+		e := 1e7 + rnd.Int64N(9e7)
 		if _, gone := tombs[goneKey(id, e)]; ms[id].epoch != e && !gone {
 			return e
 		}
@@ -127,6 +132,25 @@ func entryValue(m member) types.AttributeValue {
 
 func tombstoneValue(wait time.Duration) types.AttributeValue {
 	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{goneWait: num(wait.Milliseconds())}}
+}
+
+// tombstoneBeats are the heartbeat counters the roster item's tombstones name, by goneKey.
+func tombstoneBeats(item map[string]types.AttributeValue) map[string]int64 {
+	out := map[string]int64{}
+	g, _ := item[attrGone].(*types.AttributeValueMemberM)
+	if g == nil {
+		return out
+	}
+	for k, v := range g.Value {
+		if e, ok := v.(*types.AttributeValueMemberM); ok {
+			if n, ok := e.Value[goneBeat].(*types.AttributeValueMemberN); ok {
+				if h, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+					out[k] = h
+				}
+			}
+		}
+	}
+	return out
 }
 
 // join makes sure the roster item exists and writes this worker's entry with a new epoch. An
@@ -326,7 +350,7 @@ func (d *Dynamo) beat(ctx context.Context, counts bool) error {
 	if d.me.epoch != epoch { // expelled and joined again meanwhile
 		return nil
 	}
-	d.beatWentThroughLocked(attempt, sent, horizon)
+	d.beatWentThroughLocked(attempt, sent, got, horizon)
 	d.me.lastBeat, d.me.beatFailures, d.me.publishedKnown = sent, 0, known
 	if counts {
 		d.countBeatLocked(sent, got)
@@ -422,6 +446,7 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 			}
 		}
 	}
+	d.roster.ownWaits(tombstoneBeats(item), tombs, got)
 	if d.roster.observe(ms, tombs, at, got, d.me.beats) {
 		d.log.Debug("roster changed", "members", len(ms))
 	}
@@ -448,9 +473,11 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member, got time.
 			return nil
 		}
 	}
-	k, wait := goneKey(id, m.epoch), outlast(p.bound)
+	k, wait, tomb := goneKey(id, m.epoch), outlast(p.bound), tombstoneValue(outlast(p.bound))
 	if p.horizons {
 		wait = horizonWait(m.horizon, got, d.cfg.now())
+		tomb = tombstoneValue(wait)
+		tomb.(*types.AttributeValueMemberM).Value[goneBeat] = num(m.beat)
 	}
 	_, err = d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
@@ -458,17 +485,21 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member, got time.
 		ConditionExpression:      aws.String("#m.#w.#e = :e AND #m.#w.#h = :h"),
 		ExpressionAttributeNames: map[string]string{"#m": attrMembers, "#w": id, "#e": memberEpoch, "#h": memberBeat, "#g": attrGone, "#k": k},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(m.epoch), ":h": num(m.beat),
-			":tomb": tombstoneValue(wait)},
+			":tomb": tomb},
 	})
 	switch {
 	case err == nil:
 		d.log.Warn("worker declared dead", "dead_worker", id, "heartbeat", m.beat, "horizon", m.horizon, "leases_free_in", wait)
 	case isConditionFailed(err):
-		// It beat, or another worker declared it first: the next roster read shows which,
-		// and the entry holds its leases until then. Not buried here with this worker's own
-		// wait: the first declarer's tombstone may be gone already (its wait was short), and
-		// with it the bound item, which then read as the longest, 900 s, and held the leases
-		// back that long here.
+		// It beat, or another worker declared it first: a consistent read shows which at
+		// once, so that this claim cycle takes what the placement now gives this worker
+		// (DESIGN.md, "The takeover bound"); until then the entry holds its leases. Not
+		// buried here with this worker's own wait: the first declarer's tombstone may be gone
+		// already (its wait was short), and with it the bound item, which then read as the
+		// longest, 900 s, and held the leases back that long here.
+		if err := d.readRoster(ctx, true); err != nil {
+			return fmt.Errorf("declare %s dead: %w", id, err)
+		}
 		return nil
 	default:
 		return fmt.Errorf("declare %s dead: %w", id, err)

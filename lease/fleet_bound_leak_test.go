@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
-	"github.com/kinesis-esm/esm/internal/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/lease"
 )
 
