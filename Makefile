@@ -8,7 +8,7 @@ GO ?= go
 EMULATORS := scripts/emulators.sh
 EMULATORS_ENV := .emulators/env
 
-.PHONY: test test-unit emulators-up emulators-down build demo demo-efo bench latency sim fuzz chaos
+.PHONY: test test-unit emulators-up emulators-down ddb-local build demo demo-efo bench latency sim fuzz chaos
 
 # test starts the emulators, runs vet and the full test suite against them,
 # and always stops the emulators again (on failure and on Ctrl-C too). It
@@ -87,6 +87,14 @@ emulators-up:
 
 emulators-down:
 	@bash $(EMULATORS) stop
+
+# ddb-local runs esm's own DynamoDB with DynamoDB Streams (fake/cmd/ddb-local) in the foreground
+# on 127.0.0.1:DDB_PORT, its stream shards rotating every ROTATE (4h, as on AWS; seconds to watch
+# children appear), for trying esm on a table's stream by hand. Ctrl-C stops it; state is in memory.
+DDB_PORT ?= 14571
+ROTATE ?= 4h
+ddb-local:
+	cd fake && $(GO) run ./cmd/ddb-local -port $(DDB_PORT) -rotate $(ROTATE)
 
 # VERSION is what "esm version" prints and the image's tag: git describe of the checkout
 # (-dirty when it has uncommitted changes); REVISION its commit; SOURCE_DATE_EPOCH the commit's
