@@ -26,6 +26,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 var (
@@ -175,7 +176,7 @@ type mappingRun struct {
 
 // runMapping runs a poller on kinesis-local with an in-process handler that fails whenever a
 // batch holds a record whose data is "poison".
-func runMapping(t *testing.T, cfg poller.Config, dest poller.Destination, opts ...poller.Option) *mappingRun {
+func runMapping(t *testing.T, streamARN string, cfg poller.Config, dest poller.Destination, opts ...poller.Option) *mappingRun {
 	t.Helper()
 	run := &mappingRun{store: poller.NewMemoryStore(), calls: make(chan []string, 1000)}
 	handler := func(_ context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
@@ -194,7 +195,7 @@ func runMapping(t *testing.T, cfg poller.Config, dest poller.Destination, opts .
 	cfg.StartingPosition = poller.TrimHorizon
 	cfg.PollInterval = 100 * time.Millisecond
 	cfg.FunctionARN = "arn:aws:lambda:us-east-1:000000000000:function:f"
-	p, err := poller.New(cfg, kin, run.store, inprocess.New(handler), append([]poller.Option{poller.WithDestination(dest)}, opts...)...)
+	p, err := poller.New(kinesissrc.MustNew(kin, streamARN), cfg, run.store, inprocess.New(handler), append([]poller.Option{poller.WithDestination(dest)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestPoisonRecordReachesQueue(t *testing.T) {
 			records[61] = "poison"
 			streamARN, seqs := newStream(t, records)
 			queueURL, queueARN, dest := goawsQueue(t, "failures")
-			run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 100, MaximumRetryAttempts: ptr(2),
+			run := runMapping(t, streamARN, poller.Config{BatchSize: 100, MaximumRetryAttempts: ptr(2),
 				BisectBatchOnFunctionError: bisect, OnFailureDestination: queueARN}, dest)
 			testkit.WaitFor(t, "the shard to move past the batch", 30*time.Second, func() bool { return checkpointOf(run) == seqs[99] })
 			if err := run.stop(); err != nil {
@@ -343,7 +344,7 @@ func TestDestinationOutage(t *testing.T) {
 	streamARN, seqs := newStream(t, []string{"a", "poison", "c", "d"})
 	queueURL, queueARN, dest := goawsQueue(t, "outage")
 	queueDown(t)
-	run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 1, MaximumRetryAttempts: ptr(0), OnFailureDestination: queueARN}, dest)
+	run := runMapping(t, streamARN, poller.Config{BatchSize: 1, MaximumRetryAttempts: ptr(0), OnFailureDestination: queueARN}, dest)
 	// "a" succeeds, "poison" fails once and is discarded, but its failure record cannot be sent.
 	testkit.WaitFor(t, "the poison record's attempt", 30*time.Second, func() bool { return len(run.calls) >= 2 })
 	deadline := time.Now().Add(3 * time.Second) // several delivery retries' worth of outage
@@ -397,7 +398,7 @@ func TestDestinationOutageDropMode(t *testing.T) {
 	queueURL, queueARN, dest := goawsQueue(t, "outage-drop")
 	queueDown(t)
 	counts := &failureCounts{}
-	run := runMapping(t, poller.Config{StreamARN: streamARN, BatchSize: 1, MaximumRetryAttempts: ptr(0), OnFailureDestination: queueARN,
+	run := runMapping(t, streamARN, poller.Config{BatchSize: 1, MaximumRetryAttempts: ptr(0), OnFailureDestination: queueARN,
 		OnDestinationFailure: poller.DestinationFailureDrop}, dest, poller.WithObserver(counts))
 	testkit.WaitFor(t, "the shard to move past the poison record", 30*time.Second, func() bool { return checkpointOf(run) == seqs[3] })
 	if err := run.stop(); err != nil {

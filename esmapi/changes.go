@@ -1,6 +1,7 @@
 package esmapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // Create implements CreateEventSourceMapping.
@@ -22,8 +24,32 @@ func (m *Manager) Create(ctx context.Context, body []byte) (EventSourceMapping, 
 }
 
 // checkCreate checks a create request in Lambda's order (the model's constraints, the source,
-// the function, then the settings) and returns the mapping's configuration, defaults applied.
-func (m *Manager) checkCreate(req *createRequest) (poller.Checked, *APIError) {
+// the function, then the settings) and returns the mapping's configuration, defaults applied, and
+// its source (not looked up yet).
+func (m *Manager) checkCreate(req *createRequest) (poller.Checked, runner.Source, *APIError) {
+	c, aerr := m.checkCreateSettings(req)
+	if aerr != nil {
+		return c, runner.Source{}, aerr
+	}
+	src, err := checkSource(*req.EventSourceArn)
+	if err != nil {
+		return poller.Checked{}, runner.Source{}, fromConfig(err)
+	}
+	return c, src, nil
+}
+
+// checkSource checks an EventSourceArn as a mapping's source: a stream's ARN, or an enhanced
+// fan-out consumer's (then its stream is the consumer's).
+func checkSource(eventSourceARN string) (runner.Source, error) {
+	stream, consumer, err := kinesissrc.ParseSource(eventSourceARN, "")
+	return runner.Source{Stream: stream.String(), Consumer: consumer}, err
+}
+
+// sourceARN is the EventSourceArn of a mapping of src: its consumer's ARN, or its stream's.
+func sourceARN(src runner.Source) string { return cmp.Or(src.Consumer, src.Stream) }
+
+// checkCreateSettings is checkCreate but for the source's ARNs.
+func (m *Manager) checkCreateSettings(req *createRequest) (poller.Checked, *APIError) {
 	if req.FunctionName == nil {
 		return poller.Checked{}, nullError("functionName")
 	}
@@ -51,7 +77,7 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Checked, *APIError) {
 		return poller.Checked{}, e
 	}
 	mc := m.o.base
-	mc.StreamARN, mc.FunctionARN = *req.EventSourceArn, ref.arn(stream) // a consumer ARN moves to ConsumerARN
+	mc.FunctionARN = ref.arn(stream)
 	if err := req.apply(&mc); err != nil {
 		return poller.Checked{}, fromConfig(err)
 	}
@@ -63,18 +89,18 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Checked, *APIError) {
 }
 
 func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMapping, *APIError) {
-	checked, aerr := m.checkCreate(req)
+	checked, src, aerr := m.checkCreate(req)
 	if aerr != nil {
 		return EventSourceMapping{}, aerr
 	}
 	mc := checked.Config()
 	// Found once: the mapping's first start reads from the source found here.
-	found, err := m.runner.Resolve(ctx, runner.Mapping{Source: runner.Source{Stream: mc.StreamARN, Consumer: mc.ConsumerARN}, Config: mc})
+	found, err := m.runner.Resolve(ctx, runner.Mapping{Source: src, Config: mc})
 	switch {
 	case errors.Is(err, poller.ErrStreamNotFound):
-		return EventSourceMapping{}, invalidParameter("Stream not found: %s", mc.StreamARN)
-	case err != nil && mc.ConsumerARN != "" && (errors.Is(err, runner.ErrConsumerNotFound) || errors.Is(err, poller.ErrInvalidConfig)):
-		return EventSourceMapping{}, invalidParameter("Stream consumer not found: %s (%s)", mc.ConsumerARN, oneLine(err))
+		return EventSourceMapping{}, invalidParameter("Stream not found: %s", src.Stream)
+	case err != nil && src.Consumer != "" && (errors.Is(err, runner.ErrConsumerNotFound) || errors.Is(err, poller.ErrInvalidConfig)):
+		return EventSourceMapping{}, invalidParameter("Stream consumer not found: %s (%s)", src.Consumer, oneLine(err))
 	case err != nil:
 		return EventSourceMapping{}, &APIError{Status: 500, Type: ServiceError, Message: oneLine(err)}
 	}
@@ -116,12 +142,15 @@ func conflict(source, functionName, other string) *APIError {
 // and function. m.mu is not held: the catalog may wait for another worker's write to the pair
 // (see DynamoCatalog).
 func (m *Manager) add(ctx context.Context, rec Record, checked poller.Checked, src runner.Source) (EventSourceMapping, error) {
-	mc, stream := checked.Config(), checked.Stream()
+	mc := checked.Config()
+	stream, err := kinesissrc.ParseStreamARN(src.Stream)
+	if err != nil {
+		return EventSourceMapping{}, err
+	}
 	now := time.Now()
 	rec.Enabled, rec.Created = !mc.Disabled, now
-	rec.Mapping.describe(mc)
+	rec.Mapping.describe(sourceARN(src), mc)
 	rec.Mapping.LastModified = Timestamp{now}
-	var err error
 	// A new record is refused as a conflict when another worker took its pair over meanwhile,
 	// fencing this write off (see DynamoCatalog): it is written again under a new UUID, and
 	// then meets that worker's claim.
@@ -171,14 +200,13 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, src ru
 	if err != nil {
 		return EventSourceMapping{}, false, err
 	}
-	mc.StreamARN, mc.ConsumerARN = found.StreamARN, found.ConsumerARN
 	checked, err := mc.Check()
 	if err != nil {
 		return EventSourceMapping{}, false, err
 	}
 	mc = checked.Config()
 	m.mu.Lock()
-	if e := m.sameLocked(sourceOf(mc), mc.FunctionARN); e != nil {
+	if e := m.sameLocked(sourceARN(found.Source()), mc.FunctionARN); e != nil {
 		v := e.view()
 		m.mu.Unlock()
 		return v, false, nil
@@ -255,7 +283,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 		return EventSourceMapping{}, e
 	}
 	mc := m.o.base
-	mc.StreamARN, mc.FunctionARN = rec.Mapping.EventSourceArn, rec.Mapping.FunctionArn
+	mc.FunctionARN = rec.Mapping.FunctionArn
 	rec.Mapping.settings(rec.Enabled, &mc)
 	if err := req.apply(&mc); err != nil {
 		return EventSourceMapping{}, fromConfig(err)
@@ -265,7 +293,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 		return EventSourceMapping{}, fromConfig(err)
 	}
 	mc = checked.Config()
-	rec.Mapping.describe(mc)
+	rec.Mapping.describe(rec.Mapping.EventSourceArn, mc)
 	rec.Enabled = !mc.Disabled
 	rec.Mapping.LastModified = Timestamp{time.Now()}
 	rec.Revision++

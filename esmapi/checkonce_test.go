@@ -14,6 +14,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // TestAPIStartChecksOnce: the configuration a Create checked is what the mapping's start runs,
@@ -58,14 +59,14 @@ func TestAPIStartChecksOnce(t *testing.T) {
 		t.Fatalf("the start runs another configuration than the one Create checked:\n%+v\n%+v", started.Config, *checked)
 	}
 	earlier := poller.WithClock(func() time.Time { return ts.Add(-time.Hour) })
-	if _, err := poller.New(started.Config, kin, poller.NewMemoryStore(), inv, earlier); err != nil {
+	if _, err := poller.New(kinesissrc.MustNew(kin, started.Source.Stream), started.Config, poller.NewMemoryStore(), inv, earlier); err != nil {
 		t.Fatalf("the start's configuration is checked again: %v", err)
 	}
 	read, err := m.config(e) // as a catalog read gives it
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := poller.New(read, kin, poller.NewMemoryStore(), inv, earlier); err == nil {
+	if _, err := poller.New(kinesissrc.MustNew(kin, started.Source.Stream), read, poller.NewMemoryStore(), inv, earlier); err == nil {
 		t.Fatal("a configuration read back from the catalog was not checked")
 	}
 }

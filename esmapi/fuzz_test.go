@@ -42,7 +42,7 @@ func FuzzCreateRequest(f *testing.F) {
 		req, aerr := parseCreate(body)
 		if aerr == nil {
 			var checked poller.Checked
-			checked, aerr = m.checkCreate(req)
+			checked, _, aerr = m.checkCreate(req)
 			if aerr == nil {
 				if err := fresh(checked.Config()).Validate(); err != nil {
 					t.Fatalf("accepted a configuration that does not validate: %v", err)
@@ -61,10 +61,10 @@ func FuzzCreateRequest(f *testing.F) {
 // settings, as a restart does.
 func checkRoundTrip(t *testing.T, m *Manager, req *createRequest) {
 	t.Helper()
-	checked, _ := m.checkCreate(req)
+	checked, src, _ := m.checkCreate(req)
 	mc := checked.Config()
 	var esm EventSourceMapping
-	esm.describe(mc)
+	esm.describe(sourceARN(src), mc)
 	b, err := json.Marshal(Record{Mapping: esm, FunctionName: *req.FunctionName, Enabled: !mc.Disabled})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,6 @@ func checkRoundTrip(t *testing.T, m *Manager, req *createRequest) {
 		t.Fatalf("stored settings do not rebuild: %v", err)
 	}
 	again := rebuilt.Config()
-	again.InvokeIdentityARN = mc.InvokeIdentityARN
 	if !reflect.DeepEqual(normal(again), normal(mc)) {
 		t.Fatalf("round trip changed the configuration:\n%+v\n%+v", again, mc)
 	}

@@ -192,7 +192,7 @@ func (m *Manager) Functions() []string {
 // runner checks it (and applies the defaults) when it starts the mapping.
 func (m *Manager) config(e *entry) (poller.Config, error) {
 	mc := m.o.base
-	mc.StreamARN, mc.FunctionARN = e.rec.Mapping.EventSourceArn, e.rec.Mapping.FunctionArn
+	mc.FunctionARN = e.rec.Mapping.FunctionArn
 	e.rec.Mapping.settings(e.rec.Enabled, &mc)
 	return mc, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/sam"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // States of a mapping, as Lambda names them.
@@ -341,10 +342,11 @@ func (m *EventSourceMapping) settings(enabled bool, mc *poller.Config) {
 	}
 }
 
-// describe fills the mapping's settings from mc, which has its defaults applied: the one place
-// where the API learns Lambda's defaults is poller.Config.Check.
-func (m *EventSourceMapping) describe(mc poller.Config) {
-	m.EventSourceArn = sourceOf(mc)
+// describe fills the mapping's source and settings from the EventSourceArn source and mc, which
+// has its defaults applied: the one place where the API learns Lambda's defaults is
+// poller.Config.Check.
+func (m *EventSourceMapping) describe(source string, mc poller.Config) {
+	m.EventSourceArn = source
 	m.FunctionArn = mc.FunctionARN
 	m.BatchSize = mc.BatchSize
 	m.MaximumBatchingWindowInSeconds = int(mc.MaximumBatchingWindow / time.Second)
@@ -372,22 +374,14 @@ func (m *EventSourceMapping) describe(mc poller.Config) {
 	}
 }
 
-// sourceOf is the mapping's EventSourceArn: its enhanced fan-out consumer's ARN, or its stream's.
-func sourceOf(mc poller.Config) string {
-	if mc.ConsumerARN != "" {
-		return mc.ConsumerARN
-	}
-	return mc.StreamARN
-}
-
 // sourceStream is the stream of an EventSourceArn: a stream ARN, or an enhanced fan-out
 // consumer's ARN.
-func sourceStream(arn string) (poller.StreamARN, error) {
-	if poller.IsConsumerARN(arn) {
-		ca, err := poller.ParseConsumerARN(arn)
+func sourceStream(arn string) (kinesissrc.StreamARN, error) {
+	if kinesissrc.IsConsumerARN(arn) {
+		ca, err := kinesissrc.ParseConsumerARN(arn)
 		return ca.Stream, err
 	}
-	return poller.ParseStreamARN(arn)
+	return kinesissrc.ParseStreamARN(arn)
 }
 
 // functionRef is a FunctionName parsed: a name, function ARN, qualified ARN or partial ARN.
@@ -422,7 +416,7 @@ func parseFunctionName(s string) functionRef {
 
 // arn is the function's ARN, qualified when a qualifier was given, in the stream's partition,
 // region and account where the name did not say.
-func (r functionRef) arn(stream poller.StreamARN) string {
+func (r functionRef) arn(stream kinesissrc.StreamARN) string {
 	p, reg, acct := stream.Partition, stream.Region, stream.Account
 	if r.partition != "" {
 		p = r.partition
@@ -441,6 +435,6 @@ func (r functionRef) arn(stream poller.StreamARN) string {
 }
 
 // mappingARN is the EventSourceMappingArn of the mapping uuid on stream.
-func mappingARN(stream poller.StreamARN, uuid string) string {
+func mappingARN(stream kinesissrc.StreamARN, uuid string) string {
 	return fmt.Sprintf("arn:%s:lambda:%s:%s:event-source-mapping:%s", stream.Partition, stream.Region, stream.Account, uuid)
 }

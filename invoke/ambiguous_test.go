@@ -23,6 +23,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke/httpinvoke"
 	"github.com/kinesis-esm/esm/invoke/lambdaapi"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // remoteFunction plays Lambda (or aws-lambda-rie behind a proxy): every invocation it receives
@@ -92,14 +93,14 @@ func runOneShard(t *testing.T, inv poller.Invoker, d time.Duration, leased bool)
 	for i := range 5 {
 		fk.Put("s", fmt.Sprintf("k%d", i), []byte(fmt.Sprintf(`{"n":%d}`, i)))
 	}
-	cfg := poller.Config{StreamARN: arn, FunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:f", BatchSize: 2,
+	cfg := poller.Config{FunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:f", BatchSize: 2,
 		StartingPosition: poller.TrimHorizon, PollInterval: 50 * time.Millisecond, ShutdownGrace: 10 * time.Second}
 	opts := []poller.Option{poller.WithLogger(slog.New(slog.DiscardHandler)), poller.WithInvocationBound(5 * time.Second)}
 	if leased {
 		cfg.ClaimInterval = 100 * time.Millisecond
 		opts = append(opts, poller.WithCoordinator(holdAll{}))
 	}
-	p, err := poller.New(cfg, fk, poller.NewMemoryStore(), inv, opts...)
+	p, err := poller.New(kinesissrc.MustNew(fk, arn), cfg, poller.NewMemoryStore(), inv, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func BenchmarkLeases100Shards(b *testing.B) {
 		table := newTable(b)
 		log, _ := testLogger(b)
 		probe, _ := NewDynamo(ddb, table, "probe")
-		cfg := poller.Config{StreamARN: arn, StartingPosition: poller.TrimHorizon, ClaimInterval: probe.ClaimInterval()}
+		cfg := poller.Config{StartingPosition: poller.TrimHorizon, ClaimInterval: probe.ClaimInterval()}
 		inv := invoke.InvokerFunc(func(context.Context, []byte) (invoke.Response, error) {
 			return invoke.Response{StatusCode: 200, Payload: []byte("null")}, nil
 		})
@@ -100,7 +100,7 @@ func BenchmarkLeases100Shards(b *testing.B) {
 			api := &countingAPI{DynamoAPI: ddb}
 			id := fmt.Sprintf("w%d", i)
 			apis, ids = append(apis, api), append(ids, id)
-			ws = append(ws, startWorker(b, cfg, fake, api, table, id, inv, log))
+			ws = append(ws, startWorker(b, cfg, fake, arn, api, table, id, inv, log))
 		}
 		isBalanced := func(ids []string) func() bool {
 			return func() bool { o, n := openOwners(b, table); return n == shards && balanced(o, n, ids) }

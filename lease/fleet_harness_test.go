@@ -23,6 +23,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // gatedAPI is one worker's path to DynamoDB. While stalled, a call waits until the stall ends
@@ -208,11 +209,11 @@ func (w *world) startL(id string, L, bound, timeout time.Duration, wrap func(*ga
 		w.mu.Unlock()
 		return events.KinesisEventResponse{}, nil
 	}
-	cfg := poller.Config{StreamARN: w.arn, FunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:f", BatchSize: 5,
+	cfg := poller.Config{FunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:f", BatchSize: 5,
 		StartingPosition: poller.TrimHorizon, PollInterval: 50 * time.Millisecond, ClaimInterval: d.ClaimInterval(),
 		ShardSyncInterval: time.Second, ShutdownGrace: 5 * time.Second}
 	var inv invoke.Invoker = inprocess.New(handler, inprocess.WithTimeout(timeout))
-	p, err := poller.New(cfg, w.fk, d, inv, poller.WithCoordinator(d), poller.WithLogger(w.log.With("worker", id)))
+	p, err := poller.New(kinesissrc.MustNew(w.fk, w.arn), cfg, d, inv, poller.WithCoordinator(d), poller.WithLogger(w.log.With("worker", id)))
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testbed/verify"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // recorder is the function of every worker of a test: it notes each record with the worker that
@@ -98,14 +99,14 @@ type worker struct {
 
 // startWorker runs a poller and its Dynamo until stop; the Dynamo renews until the poller has
 // returned, as the service wires them.
-func startWorker(t testing.TB, cfg poller.Config, kin poller.KinesisAPI, api DynamoAPI, table, id string, inv poller.Invoker, log *slog.Logger, opts ...Option) *worker {
+func startWorker(t testing.TB, cfg poller.Config, kin kinesissrc.API, arn string, api DynamoAPI, table, id string, inv poller.Invoker, log *slog.Logger, opts ...Option) *worker {
 	t.Helper()
 	log = log.With("worker", id)
 	d, err := NewDynamo(api, table, id, append([]Option{WithLogger(log)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := poller.New(cfg, kin, d, inv, poller.WithCoordinator(d), poller.WithLogger(log))
+	p, err := poller.New(kinesissrc.MustNew(kin, arn), cfg, d, inv, poller.WithCoordinator(d), poller.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestWorkersShareStream(t *testing.T) {
 	table := newTable(t)
 	log, _ := testLogger(t)
 	rec := newRecorder(5 * time.Millisecond)
-	cfg := poller.Config{StreamARN: arn, StartingPosition: poller.TrimHorizon, BatchSize: 10,
+	cfg := poller.Config{StartingPosition: poller.TrimHorizon, BatchSize: 10,
 		PollInterval: 200 * time.Millisecond, ShardSyncInterval: 5 * time.Second, ClaimInterval: 250 * time.Millisecond,
 		ShutdownGrace: 5 * time.Second}
 	var ids []string
@@ -223,7 +224,7 @@ func TestWorkersShareStream(t *testing.T) {
 	for i := range nWorkers {
 		id := fmt.Sprintf("worker-%d", i)
 		ids = append(ids, id)
-		ws = append(ws, startWorker(t, cfg, kin, ddb, table, id, inprocess.New(rec.handler(id)), log))
+		ws = append(ws, startWorker(t, cfg, kin, arn, ddb, table, id, inprocess.New(rec.handler(id)), log))
 	}
 	testkit.WaitFor(t, "balance at cold start", 30*time.Second, func() bool { o, n := openOwners(t, table); return n == 8 && balanced(o, n, ids) })
 	t.Logf("cold start: 4 workers own 2 of 8 shards each after %s", time.Since(start).Round(time.Millisecond))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,12 +44,14 @@ func BenchmarkPollerOverhead(b *testing.B) {
 func BenchmarkPollerOverheadEFO(b *testing.B) {
 	benchPoller(b, func(target int64, done chan struct{}) Invoker {
 		return &countingInvoker{target: target, done: done}
-	}, func(f *fakekinesis.Fake, c *Config) { c.ConsumerARN = f.RegisterConsumer("bench", "esm") })
+	}, func(f *fakekinesis.Fake) kinesissrc.Option {
+		return kinesissrc.WithConsumer(f.RegisterConsumer("bench", "esm"))
+	})
 }
 
 // benchPoller runs a mapping over b.N 1 KiB records of one shard, with the invoker newInvoker
 // makes (it closes done once it has seen target records), at BatchSize 100 and 10,000.
-func benchPoller(b *testing.B, newInvoker func(target int64, done chan struct{}) Invoker, tune ...func(*fakekinesis.Fake, *Config)) {
+func benchPoller(b *testing.B, newInvoker func(target int64, done chan struct{}) Invoker, tune ...func(*fakekinesis.Fake) kinesissrc.Option) {
 	for _, batch := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			f := fakekinesis.New()
@@ -63,12 +66,13 @@ func benchPoller(b *testing.B, newInvoker func(target int64, done chan struct{})
 				f.PutMany("bench", entries)
 			}
 			done := make(chan struct{})
-			cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: batch, MinPollSpacing: time.Nanosecond,
+			cfg := Config{StartingPosition: TrimHorizon, BatchSize: batch, MinPollSpacing: time.Nanosecond,
 				PollInterval: time.Millisecond, ShardSyncInterval: time.Hour}
+			var opts []kinesissrc.Option
 			for _, fn := range tune {
-				fn(f, &cfg)
+				opts = append(opts, fn(f))
 			}
-			p, err := New(cfg, f, NewMemoryStore(), newInvoker(int64(b.N), done))
+			p, err := New(kinesisSource(f, arn, opts...), cfg, NewMemoryStore(), newInvoker(int64(b.N), done))
 			if err != nil {
 				b.Fatal(err)
 			}

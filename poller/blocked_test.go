@@ -269,7 +269,7 @@ func TestBlockedWhileOneInvocationHangs(t *testing.T) {
 		obs := &details{counting: counting{states: map[string]string{}}, parents: map[string][]string{}, checkpoints: map[string]string{}}
 		var logs testkit.SyncBuffer
 		store := NewMemoryStore()
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, f, store, inv,
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, store, inv,
 			WithObserver(obs), WithBlockedAfter(after), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		if err != nil {
 			t.Fatal(err)
@@ -318,7 +318,7 @@ func TestBlockedShardStoppedIsNoRecovery(t *testing.T) {
 		f.Put("s", "k", []byte("poison"))
 		obs := &counting{states: map[string]string{}}
 		var logs testkit.SyncBuffer
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, f, NewMemoryStore(),
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, NewMemoryStore(),
 			inprocess.New(func() error { return errors.New("poison") }),
 			WithObserver(obs), WithBlockedAfter(5*time.Second), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		if err != nil {

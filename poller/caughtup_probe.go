@@ -67,7 +67,7 @@ func (c *coordinator) probe(id string, pr ShardProgress) {
 	ctx, cancel := context.WithTimeout(c.runCtx, probeTimeout)
 	defer cancel()
 	start := c.p.now()
-	in := &kinesis.GetShardIteratorInput{StreamARN: &c.p.cfg.StreamARN, ShardId: aws.String(id)}
+	in := &kinesis.GetShardIteratorInput{StreamARN: &c.p.id.ARN, ShardId: aws.String(id)}
 	if pr.Checkpoint != "" {
 		in.ShardIteratorType, in.StartingSequenceNumber = types.ShardIteratorTypeAtSequenceNumber, aws.String(pr.Checkpoint)
 	} else {

@@ -22,7 +22,6 @@ func runUntilCaughtUp(t *testing.T, h *harness, idle, limit time.Duration) (time
 	t.Helper()
 	var reached atomic.Int64
 	cfg := h.cfg
-	cfg.StreamARN = h.arn
 	handle := h.rec.handle
 	if h.slow > 0 { // each invocation takes h.slow (virtual time); the first two with seq h.failSeq fail
 		var failed atomic.Int64
@@ -37,7 +36,7 @@ func runUntilCaughtUp(t *testing.T, h *harness, idle, limit time.Duration) (time
 		}
 	}
 	opts := append(h.opts[:len(h.opts):len(h.opts)], WithUntilCaughtUp(UntilCaughtUp{Idle: idle, Reached: func() { reached.Add(1) }}))
-	p, err := New(cfg, h.kin, h.store, inprocess.New(handle, inprocess.WithTimeout(10*time.Second)), opts...)
+	p, err := New(kinesisSource(h.kin, h.arn, h.srcOpts...), cfg, h.store, inprocess.New(handle, inprocess.WithTimeout(10*time.Second)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +244,8 @@ func TestUntilCaughtUpAcrossWorkers(t *testing.T) {
 				slowDone.Store(time.Now().UnixNano())
 				return nil
 			})
-			cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 10, ClaimInterval: 200 * time.Millisecond, ShardSyncInterval: time.Hour}
-			p, err := New(cfg, k, store, inv, WithCoordinator(assigned{shard: true}), WithUntilCaughtUp(UntilCaughtUp{}))
+			cfg := Config{StartingPosition: TrimHorizon, BatchSize: 10, ClaimInterval: 200 * time.Millisecond, ShardSyncInterval: time.Hour}
+			p, err := New(kinesisSource(k, arn), cfg, store, inv, WithCoordinator(assigned{shard: true}), WithUntilCaughtUp(UntilCaughtUp{}))
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 
 	"github.com/kinesis-esm/esm/filter"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // Starting positions, as Lambda names them.
@@ -43,20 +44,9 @@ const (
 
 // Config is one event source mapping. A zero field means its default, given in its comment.
 type Config struct {
-	// StreamARN is the stream's ARN, arn:aws:kinesis:<region>:<account>:stream/<name>. Required.
-	// An enhanced fan-out consumer ARN given here (as Lambda's EventSourceArn may be) moves to
-	// ConsumerARN, and StreamARN becomes its stream's.
-	StreamARN string
-	// ConsumerARN, when set, is the stream's enhanced fan-out consumer the mapping reads through
-	// (SubscribeToShard; see SubscribeAPI):
-	// arn:aws:kinesis:<region>:<account>:stream/<name>/consumer/<consumer>:<creation epoch seconds>.
-	ConsumerARN string
 	// FunctionARN is the mapped function's ARN (used in the on-failure record and the handler's
 	// context). Optional.
 	FunctionARN string
-	// InvokeIdentityARN is the event's invokeIdentityArn: the function's execution role.
-	// Default: arn:aws:iam::<stream account>:role/esm.
-	InvokeIdentityARN string
 	// BatchSize is the most records in one invocation, 1–10000. Default 100.
 	BatchSize int
 	// MaximumBatchingWindow is how long to gather records before invoking, 0–300 s. Default 0:
@@ -126,28 +116,13 @@ type Config struct {
 	checked *checkedMark
 }
 
-// ValidationError is a configuration field outside what Lambda accepts. Its message names the
-// field, the value and what is allowed, in Lambda's own words where AWS recorded them.
-type ValidationError struct {
-	Field   string
-	Message string
-	// Err is the error the message was made from, when there is one: a filter pattern's
-	// *filter.PatternError, the on-failure destination's error.
-	Err error
-}
-
-func (e *ValidationError) Error() string { return e.Message }
+// ValidationError is a configuration field outside what Lambda accepts (source.ValidationError):
+// its message names the field, the value and what is allowed, in Lambda's own words where AWS
+// recorded them.
+type ValidationError = source.ValidationError
 
 // ErrInvalidConfig is wrapped by every configuration error.
-var ErrInvalidConfig = errors.New("invalid configuration")
-
-// Unwrap returns ErrInvalidConfig and, when there is one, the error behind the message.
-func (e *ValidationError) Unwrap() []error {
-	if e.Err != nil {
-		return []error{ErrInvalidConfig, e.Err}
-	}
-	return []error{ErrInvalidConfig}
-}
+var ErrInvalidConfig = source.ErrInvalidConfig
 
 // RangeError is the error for a number outside [min, max], worded as Lambda's API words it.
 func RangeError(field string, value, min, max int64) *ValidationError {
@@ -160,43 +135,15 @@ func RangeError(field string, value, min, max int64) *ValidationError {
 		value, field, bound)}
 }
 
-// StreamARN is a parsed Kinesis stream ARN.
-type StreamARN struct {
-	Partition, Region, Account, Name string
-}
-
-// ParseStreamARN parses arn:<partition>:kinesis:<region>:<account>:stream/<name>.
-func ParseStreamARN(s string) (StreamARN, error) {
-	a, err := arn.Parse(s)
-	name, isStream := strings.CutPrefix(a.Resource, "stream/")
-	if err != nil || !isStream || a.Service != "kinesis" {
-		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
-			"EventSourceArn %q is not a Kinesis stream ARN (arn:aws:kinesis:<region>:<account>:stream/<name>)", s)}
-	}
-	if name == "" || strings.Contains(name, "/") {
-		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
-			"EventSourceArn %q: stream name missing, or not a stream ARN (a consumer ARN is ConsumerARN's)", s)}
-	}
-	if a.Region == "" {
-		return StreamARN{}, &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf("EventSourceArn %q has no region", s)}
-	}
-	return StreamARN{Partition: a.Partition, Region: a.Region, Account: a.AccountID, Name: name}, nil
-}
-
-func (a StreamARN) String() string {
-	return fmt.Sprintf("arn:%s:kinesis:%s:%s:stream/%s", a.Partition, a.Region, a.Account, a.Name)
-}
-
-// Validation. A Config is checked in two parts, each once: Lambda's settings with the poller's
-// runtime knobs (every field but the ARNs), and the stream's ARNs, which a caller that resolves a
-// stream name knows only afterwards. Check and CheckSettings record in the value what they
-// accepted; a later check of the value (New's) checks only a part that changed since.
+// Validation. A Config holds Lambda's settings and the poller's runtime knobs; the stream's ARNs
+// are its Source's, checked where the source is made (source/kinesis.New). Check and
+// CheckSettings record in the value what they accepted; a later check of the value (New's)
+// checks only the settings that changed since.
 
 // Checked is a configuration that passed Check, as the poller runs it: every zero field set to
-// its default, with the stream's parsed ARN and the compiled filters.
+// its default, with the compiled filters.
 type Checked struct {
 	cfg     Config
-	stream  StreamARN
 	filters *filter.Filters // nil without FilterPatterns: every record is invoked
 }
 
@@ -204,28 +151,22 @@ type Checked struct {
 // check it again unless its fields were changed.
 func (c Checked) Config() Config { return c.cfg }
 
-// Stream is the parsed StreamARN (a consumer's stream when the mapping reads through one).
-func (c Checked) Stream() StreamARN { return c.stream }
-
 // Filters are the compiled FilterPatterns; nil when there are none.
 func (c Checked) Filters() *filter.Filters { return c.filters }
 
 // Validate checks every field against Lambda's ranges and returns the first problem, in the order
-// Lambda reports them (the stream's first); every error wraps ErrInvalidConfig.
+// Lambda reports them; every error wraps ErrInvalidConfig.
 func (c Config) Validate() error {
 	_, err := c.Check()
 	return err
 }
 
 // Check checks every field, as Validate does, and returns the configuration as the poller runs it.
-func (c Config) Check() (Checked, error) { return c.check(time.Now(), true) }
+func (c Config) Check() (Checked, error) { return c.check(time.Now()) }
 
-// CheckSettings checks Lambda's settings and the runtime knobs, and the stream's ARNs when they
-// are set (they need not be yet), and returns c with the defaults applied. A later check of the
-// value (New's, once the ARNs are set) checks only the ARNs that are new, and the settings that
-// changed meanwhile.
+// CheckSettings is Check's configuration alone: c with the defaults applied.
 func (c Config) CheckSettings() (Config, error) {
-	checked, err := c.check(time.Now(), false)
+	checked, err := c.check(time.Now())
 	return checked.cfg, err
 }
 
@@ -233,23 +174,16 @@ func (c Config) CheckSettings() (Config, error) {
 type checkedMark struct {
 	settings Config          // the settings as accepted, defaults applied (settingsOf)
 	filters  *filter.Filters // compiled from settings.FilterPatterns
-	source   *sourceMark     // nil: the ARNs were not checked
 	// defaultGrid: settings.PollGrid is the default (PollGrid was zero), which depends on
 	// PollInterval: a check after PollInterval changed chooses it again (unless PollGrid changed
 	// too: then it is the caller's).
 	defaultGrid bool
 }
 
-// sourceMark is a stream (and consumer) ARN a check accepted.
-type sourceMark struct {
-	streamARN, consumerARN string
-	stream                 StreamARN
-}
-
-// settingsOf is c's settings alone: without the ARNs (the function's and the identity's have no
-// constraint) and the mark, its pointers and slices copied.
+// settingsOf is c's settings alone: without the function's ARN (it has no constraint) and the
+// mark, its pointers and slices copied.
 func settingsOf(c Config) Config {
-	c.StreamARN, c.ConsumerARN, c.FunctionARN, c.InvokeIdentityARN, c.checked = "", "", "", "", nil
+	c.FunctionARN, c.checked = "", nil
 	if c.MaximumRetryAttempts != nil {
 		c.MaximumRetryAttempts = new(*c.MaximumRetryAttempts)
 	}
@@ -260,24 +194,10 @@ func settingsOf(c Config) Config {
 	return c
 }
 
-// check checks what c's mark does not cover, the stream's ARNs first (required when needSource),
-// and returns c marked.
-func (c Config) check(now time.Time, needSource bool) (Checked, error) {
+// check checks what c's mark does not cover and returns c marked.
+func (c Config) check(now time.Time) (Checked, error) {
 	var mark checkedMark
 	old := c.checked
-	if old != nil {
-		mark.source = old.source
-	}
-	if c.StreamARN == "" && needSource {
-		return Checked{}, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
-	}
-	if c.StreamARN != "" && (mark.source == nil || mark.source.streamARN != c.StreamARN || mark.source.consumerARN != c.ConsumerARN) {
-		stream, err := c.checkStream()
-		if err != nil {
-			return Checked{}, err
-		}
-		mark.source = &sourceMark{streamARN: c.StreamARN, consumerARN: c.ConsumerARN, stream: stream}
-	}
 	if old != nil && reflect.DeepEqual(settingsOf(c), old.settings) {
 		mark.settings, mark.filters, mark.defaultGrid = old.settings, old.filters, old.defaultGrid
 	} else {
@@ -292,30 +212,14 @@ func (c Config) check(now time.Time, needSource bool) (Checked, error) {
 		}
 		mark.settings, mark.filters, mark.defaultGrid = settingsOf(c), st.filters, st.defaultGrid
 	}
-	var stream StreamARN
-	if c.StreamARN != "" {
-		stream = mark.source.stream
-		if c.InvokeIdentityARN == "" {
-			c.InvokeIdentityARN = fmt.Sprintf("arn:%s:iam::%s:role/esm", stream.Partition, stream.Account)
-		}
-	}
 	c.checked = &mark
-	return Checked{cfg: c, stream: stream, filters: mark.filters}, nil
-}
-
-// checkStream checks StreamARN and ConsumerARN (a consumer ARN given as the stream moves to
-// ConsumerARN).
-func (c *Config) checkStream() (StreamARN, error) {
-	if err := c.splitConsumerARN(); err != nil {
-		return StreamARN{}, err
-	}
-	return ParseStreamARN(c.StreamARN)
+	return Checked{cfg: c, filters: mark.filters}, nil
 }
 
 // check is New's check of cfg: Check with the poller's clock, and the Coordinator's pace as the
 // default ClaimInterval.
 func (p *Poller) check(cfg Config) (Checked, error) {
-	c, err := cfg.check(p.now(), true)
+	c, err := cfg.check(p.now())
 	if err != nil || c.cfg.ClaimInterval != 0 {
 		return c, err
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // The coordinator: Run's goroutine, which owns the shard graph, starts a reader per ready shard
@@ -37,8 +37,8 @@ func resultKindOf(err error) resultKind {
 type readerResult struct {
 	shardID  string
 	kind     resultKind
-	children []types.ChildShard // resultFinished: the ChildShards of the shard's end
-	err      error              // resultFailed
+	children []source.Shard // resultFinished: the ChildShards of the shard's end
+	err      error          // resultFailed
 	// abandoned: an invocation may still run (cut off by the end of the shutdown grace, or failed
 	// after its request was sent less than the invocation bound ago): the lease is abandoned.
 	abandoned bool
@@ -219,11 +219,7 @@ func (c *coordinator) finished(res readerResult) {
 	if p.coord != nil && len(res.children) > 0 {
 		var infos []ShardInfo
 		for _, ch := range res.children {
-			si := ShardInfo{ShardID: deref(ch.ShardId), Parents: ch.ParentShards}
-			if ch.HashKeyRange != nil {
-				si.StartingHashKey, si.EndingHashKey = deref(ch.HashKeyRange.StartingHashKey), deref(ch.HashKeyRange.EndingHashKey)
-			}
-			infos = append(infos, si)
+			infos = append(infos, ShardInfo{ShardID: ch.ID, Parents: ch.Parents, StartingHashKey: ch.StartingHashKey, EndingHashKey: ch.EndingHashKey})
 		}
 		if err := p.coord.Register(c.workCtx, infos); err != nil {
 			p.log.Warn("register child shards failed; the periodic sync will retry", "err", err)
@@ -234,11 +230,11 @@ func (c *coordinator) finished(res readerResult) {
 	}
 	for _, ch := range res.children {
 		if p.detail != nil {
-			p.detail.ShardLineage(deref(ch.ShardId), ch.ParentShards)
+			p.detail.ShardLineage(ch.ID, ch.Parents)
 		}
-		if w := c.g.waitingOn(deref(ch.ShardId)); len(w) > 0 {
-			p.log.Info("shard pending on parents", "shard_id", deref(ch.ShardId), "parents", w)
-			p.obs.ShardState(deref(ch.ShardId), StatePending)
+		if w := c.g.waitingOn(ch.ID); len(w) > 0 {
+			p.log.Info("shard pending on parents", "shard_id", ch.ID, "parents", w)
+			p.obs.ShardState(ch.ID, StatePending)
 		}
 	}
 }
@@ -259,7 +255,7 @@ func (c *coordinator) reportStates() {
 // resync lists the shards again: new shards join the graph, trimmed ones count as finished.
 func (c *coordinator) resync() {
 	p := c.p
-	listing, err := ListShards(c.runCtx, p.kin, p.cfg.StreamARN)
+	listing, err := c.p.listShards(c.runCtx)
 	if err != nil {
 		if c.runCtx.Err() == nil {
 			p.log.Warn("shard sync failed; will retry", "err", err)

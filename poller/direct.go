@@ -71,7 +71,7 @@ func (r *reader) invokeBatch(ctx context.Context, recs []types.Record, payload [
 // leaves it out. TestDirectEventMatchesJSON and FuzzDirectEvent check it is deep-equal.
 func (r *reader) kinesisEvent(recs []types.Record) *events.KinesisEvent {
 	recs = r.p.enc.expand(recs)
-	region, source, identity := jsonText(r.p.arn.Region), jsonText(r.p.cfg.StreamARN), jsonText(r.p.cfg.InvokeIdentityARN)
+	region, source, identity := jsonText(r.p.id.Region), jsonText(r.p.id.ARN), jsonText(r.p.id.InvokeIdentityARN)
 	shard := jsonText(r.shardID)
 	dataLen, idLen := 0, 0
 	for i := range recs {

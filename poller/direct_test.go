@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"reflect"
 	"strings"
 	"sync"
@@ -42,9 +43,8 @@ func viaJSON(t testing.TB, payload []byte) events.KinesisEvent {
 // handler in process, so that its batches take the direct path.
 func directReader(t testing.TB, shardID string) *reader {
 	t.Helper()
-	cfg := Config{StreamARN: "arn:aws:kinesis:eu-west-3:123456789012:stream/s-é", StartingPosition: TrimHorizon,
-		InvokeIdentityARN: "arn:aws:iam::123456789012:role/r<&>"}
-	p, err := New(cfg, fakekinesis.New(), NewMemoryStore(), inprocess.New(func(context.Context, events.KinesisEvent) error { return nil }))
+	cfg := Config{StartingPosition: TrimHorizon}
+	p, err := New(kinesisSource(fakekinesis.New(), "arn:aws:kinesis:eu-west-3:123456789012:stream/s-é", kinesissrc.WithInvokeIdentity("arn:aws:iam::123456789012:role/r<&>")), cfg, NewMemoryStore(), inprocess.New(func(context.Context, events.KinesisEvent) error { return nil }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,8 +288,8 @@ func TestDirectPathThroughThePoller(t *testing.T) {
 				return raw.Invoke(ctx, payload)
 			})
 		}
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 6, ReportBatchItemFailures: true,
-			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, NewMemoryStore(), target)
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 6, ReportBatchItemFailures: true,
+			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, NewMemoryStore(), target)
 		if err != nil {
 			t.Fatal(err)
 		}

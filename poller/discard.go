@@ -72,7 +72,7 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 	f := FailureRecord{
 		Condition: condition, RequestID: requestID, FunctionARN: r.p.cfg.FunctionARN,
 		ApproximateInvokeCount: invokes, Response: resp, Timestamp: r.p.now().UTC(),
-		StreamARN: r.p.cfg.StreamARN, ShardID: r.shardID,
+		StreamARN: r.p.id.ARN, ShardID: r.shardID,
 		StartSequenceNumber: deref(recs[0].SequenceNumber), EndSequenceNumber: deref(recs[len(recs)-1].SequenceNumber),
 		BatchSize: len(recs),
 	}

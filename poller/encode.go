@@ -17,17 +17,23 @@ type BatchEncoder struct {
 	slots     int // ParallelizationFactor
 }
 
-// NewBatchEncoder returns the encoder of the mapping cfg: its StreamARN, region and
-// InvokeIdentityARN in every record, and its BatchSize as the batch limit, each defaulted as New
-// defaults them. The starting position is not needed and defaults to TRIM_HORIZON here.
-func NewBatchEncoder(cfg Config) (*BatchEncoder, error) {
+// NewBatchEncoder returns the encoder of the mapping that reads src with cfg's settings: src's
+// ARN, region and invokeIdentityArn in every record, and cfg's BatchSize as the batch limit, each
+// defaulted as New defaults them. The starting position is not needed and defaults to
+// TRIM_HORIZON here.
+func NewBatchEncoder(src Source, cfg Config) (*BatchEncoder, error) {
 	cfg.StartingPosition = cmp.Or(cfg.StartingPosition, TrimHorizon)
 	checked, err := cfg.Check()
 	if err != nil {
 		return nil, err
 	}
-	c := checked.cfg
-	return &BatchEncoder{enc: newEventEncoder(c.StreamARN, checked.stream.Region, c.InvokeIdentityARN, c.ConsumerARN != "", checked.filters), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
+	if src == nil {
+		return nil, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
+	}
+	c, id := checked.cfg, src.Identity()
+	k, _ := src.(kinesisReads)
+	deaggregate := k != nil && k.ConsumerARN() != ""
+	return &BatchEncoder{enc: newEventEncoder(id.ARN, id.Region, id.InvokeIdentityARN, deaggregate, checked.filters), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
 }
 
 // Next renders the batch the poller would invoke first for recs (records of one shard, in

@@ -16,13 +16,14 @@ import (
 // TestBatchEncoderIsThePollersEncoder: the exported encoder renders the same bytes as the
 // encoder New builds for the same mapping, defaults included, and cuts at BatchSize.
 func TestBatchEncoderIsThePollersEncoder(t *testing.T) {
-	cfg := Config{StreamARN: "arn:aws:kinesis:eu-west-1:111111111111:stream/s", BatchSize: 3, StartingPosition: Latest}
-	p, err := New(cfg, fakekinesis.New(), NewMemoryStore(), inprocess.New(func() error { return nil }))
+	cfg := Config{BatchSize: 3, StartingPosition: Latest}
+	src := kinesisSource(fakekinesis.New(), "arn:aws:kinesis:eu-west-1:111111111111:stream/s")
+	p, err := New(src, cfg, NewMemoryStore(), inprocess.New(func() error { return nil }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.StartingPosition = "" // not needed to encode
-	e, err := NewBatchEncoder(cfg)
+	e, err := NewBatchEncoder(src, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +48,11 @@ func TestBatchEncoderIsThePollersEncoder(t *testing.T) {
 		t.Fatal("one slot without ParallelizationFactor")
 	}
 	cfg.ParallelizationFactor = 7
-	if e, _ = NewBatchEncoder(cfg); e.Slot("k3") != slotOf("k3", 7) {
+	if e, _ = NewBatchEncoder(src, cfg); e.Slot("k3") != slotOf("k3", 7) {
 		t.Fatal("Slot is not the poller's routing")
 	}
-	if _, err := NewBatchEncoder(Config{StreamARN: "not-an-arn"}); err == nil {
-		t.Fatal("a bad stream ARN was accepted")
+	if _, err := NewBatchEncoder(nil, cfg); err == nil {
+		t.Fatal("no source was accepted")
 	}
 }
 

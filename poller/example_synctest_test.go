@@ -19,6 +19,7 @@ import (
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // This file is an example of testing a Kinesis handler with the fakes of module
@@ -110,7 +111,11 @@ func TestStoreOrdersUnderSynctest(t *testing.T) {
 			return resp, err
 		}
 		store := poller.NewMemoryStore()
-		p, err := poller.New(poller.Config{StreamARN: arn, StartingPosition: poller.TrimHorizon, BatchSize: 10}, kin, store, inprocess.New(handler))
+		stream, err := kinesissrc.New(kin, arn)
+		if err != nil {
+			panic(err)
+		}
+		p, err := poller.New(stream, poller.Config{StartingPosition: poller.TrimHorizon, BatchSize: 10}, store, inprocess.New(handler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // A mapping of a one-shard stream to a Go handler, on the in-memory Kinesis fake: the handler
@@ -36,9 +37,14 @@ func ExampleNew() {
 		return events.KinesisEventResponse{}, nil
 	}
 
+	stream, err := kinesissrc.New(kin, arn) // the Kinesis source: the stream, read with kin
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	store := poller.NewMemoryStore()
-	cfg := poller.Config{StreamARN: arn, StartingPosition: poller.TrimHorizon, BatchSize: 10}
-	p, err := poller.New(cfg, kin, store, inprocess.New(handler))
+	cfg := poller.Config{StartingPosition: poller.TrimHorizon, BatchSize: 10}
+	p, err := poller.New(stream, cfg, store, inprocess.New(handler))
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -145,7 +145,6 @@ type failureHarness struct {
 func startFailureHarness(t *testing.T, cfg Config, f *fakekinesis.Fake, arn string, h *scripted, opts ...Option) *failureHarness {
 	t.Helper()
 	fh := &failureHarness{fake: f, store: NewMemoryStore(), dest: &memDest{}, h: h}
-	cfg.StreamARN = arn
 	if cfg.StartingPosition == "" {
 		cfg.StartingPosition = TrimHorizon
 	}
@@ -153,7 +152,7 @@ func startFailureHarness(t *testing.T, cfg Config, f *fakekinesis.Fake, arn stri
 	if cfg.ShardSyncInterval == 0 {
 		cfg.ShardSyncInterval = time.Hour
 	}
-	p, err := New(cfg, f, fh.store, inprocess.New(h.handle, inprocess.WithTimeout(10*time.Second)), append([]Option{WithDestination(fh.dest)}, opts...)...)
+	p, err := New(kinesisSource(f, arn), cfg, fh.store, inprocess.New(h.handle, inprocess.WithTimeout(10*time.Second)), append([]Option{WithDestination(fh.dest)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,8 +496,8 @@ func TestThrottlesDoNotCountAsRetries(t *testing.T) {
 	th := &throttler{Invoker: inprocess.New(h.handle)}
 	th.n.Store(5)
 	store, dest := NewMemoryStore(), &memDest{}
-	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, MaximumRetryAttempts: intp(0), PollInterval: 10 * time.Millisecond,
-		MinPollSpacing: time.Millisecond}, f, store, th, WithDestination(dest))
+	p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, MaximumRetryAttempts: intp(0), PollInterval: 10 * time.Millisecond,
+		MinPollSpacing: time.Millisecond}, store, th, WithDestination(dest))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,8 +48,8 @@ func TestFilterCriteria(t *testing.T) {
 }
 
 func TestInvalidFilterPatternRejected(t *testing.T) {
-	_, err := New(Config{StreamARN: "arn:aws:kinesis:us-east-1:1:stream/s", StartingPosition: TrimHorizon,
-		FilterPatterns: []string{`{"data":{"type":"buy"}}`}}, fakekinesis.New(), NewMemoryStore(), nil)
+	_, err := New(kinesisSource(fakekinesis.New(), "arn:aws:kinesis:us-east-1:1:stream/s"), Config{StartingPosition: TrimHorizon,
+		FilterPatterns: []string{`{"data":{"type":"buy"}}`}}, NewMemoryStore(), nil)
 	var ve *ValidationError
 	if !asValidation(err, &ve) || ve.Field != "FilterCriteria" || ve.Message[:len("Invalid filter pattern definition.")] != "Invalid filter pattern definition." {
 		t.Fatalf("err = %v", err)

@@ -74,7 +74,7 @@ func TestIdlePollsWakeNoReader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := newStartingKinesis(3)
 		var invoked atomic.Int64
-		p, err := New(Config{StreamARN: k.arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, k, NewMemoryStore(),
+		p, err := New(kinesisSource(k, k.arn), Config{StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, NewMemoryStore(),
 			inprocess.New(func() error { invoked.Add(1); return nil }))
 		if err != nil {
 			t.Fatal(err)
@@ -108,7 +108,7 @@ func TestIdlePollStoppedInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := newStartingKinesis(2)
 		k.hold.Store(true)
-		p, err := New(Config{StreamARN: k.arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, k, NewMemoryStore(),
+		p, err := New(kinesisSource(k, k.arn), Config{StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, NewMemoryStore(),
 			inprocess.New(func() error { return nil }))
 		if err != nil {
 			t.Fatal(err)
@@ -158,7 +158,7 @@ func TestIdlePollLeaseLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := newStartingKinesis(1)
 		coord := &heldUntil{}
-		p, err := New(Config{StreamARN: k.arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, k, NewMemoryStore(),
+		p, err := New(kinesisSource(k, k.arn), Config{StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, NewMemoryStore(),
 			inprocess.New(func() error { return nil }), WithCoordinator(coord))
 		if err != nil {
 			t.Fatal(err)
@@ -229,7 +229,7 @@ func TestIdlePollsBatched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const shards = 2*idleBatch + 2
 		k := &batchingKinesis{startingKinesis: newStartingKinesis(shards)}
-		p, err := New(Config{StreamARN: k.arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, k, NewMemoryStore(),
+		p, err := New(kinesisSource(k, k.arn), Config{StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, NewMemoryStore(),
 			inprocess.New(func() error { return nil }))
 		if err != nil {
 			t.Fatal(err)
@@ -271,7 +271,7 @@ func TestIdlePollCallers(t *testing.T) {
 		arn := f.CreateStream("s", 3)
 		var polls atomic.Int64
 		kin := &countingKinesis{Fake: f, polls: &polls}
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, kin, NewMemoryStore(),
+		p, err := New(kinesisSource(kin, arn), Config{StartingPosition: TrimHorizon, ShardSyncInterval: time.Hour}, NewMemoryStore(),
 			inprocess.New(func() error { return nil }))
 		if err != nil {
 			t.Fatal(err)

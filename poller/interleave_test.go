@@ -108,8 +108,8 @@ func TestParallelStoreFailureEndsRun(t *testing.T) {
 					f.Put("s", "key", []byte("x"))
 				}
 				store := &brokenStore{MemoryStore: NewMemoryStore()}
-				p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 1, ParallelizationFactor: 4,
-					PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, &timedInvoker{d: time.Millisecond})
+				p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 1, ParallelizationFactor: 4,
+					PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, store, &timedInvoker{d: time.Millisecond})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -163,8 +163,8 @@ func TestParallelIteratorExpiryNoRace(t *testing.T) {
 			return nil
 		})
 		inv := &timedInvoker{d: time.Millisecond}
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 5, ParallelizationFactor: 4,
-			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, NewMemoryStore(), inv)
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 5, ParallelizationFactor: 4,
+			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, NewMemoryStore(), inv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,8 +221,8 @@ func TestTrimmedParentInFlightBlocksChildren(t *testing.T) {
 			childStarts = append(childStarts, time.Now())
 			mu.Unlock()
 		}}
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond,
-			MinPollSpacing: time.Millisecond, ShardSyncInterval: 100 * time.Millisecond}, f, NewMemoryStore(), inv)
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond,
+			MinPollSpacing: time.Millisecond, ShardSyncInterval: 100 * time.Millisecond}, NewMemoryStore(), inv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,10 +286,10 @@ func TestLatestRestartResumesWhereItStarted(t *testing.T) {
 		f.Put("s", "key", []byte("before"))
 		time.Sleep(time.Second)
 		store := NewMemoryStore() // what a file store keeps across the restart
-		cfg := Config{StreamARN: arn, StartingPosition: Latest, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}
+		cfg := Config{StartingPosition: Latest, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}
 		inv := &timedInvoker{}
 		run := func() (context.CancelFunc, chan error) {
-			p, err := New(cfg, f, store, inv)
+			p, err := New(kinesisSource(f, arn), cfg, store, inv)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -393,8 +393,8 @@ func TestWindowNotClosedOnStaleCatchUp(t *testing.T) {
 		arn := f.CreateStream("s", 1)
 		f.Put("s", "key", []byte(`{}`)) // at 0 s: window 00:00:00–00:00:10
 		fn := &windowCounter{firstTook: 12 * time.Second}
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, TumblingWindow: 10 * time.Second,
-			PollInterval: time.Second, MinPollSpacing: 200 * time.Millisecond}, f, NewMemoryStore(), fn)
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, TumblingWindow: 10 * time.Second,
+			PollInterval: time.Second, MinPollSpacing: 200 * time.Millisecond}, NewMemoryStore(), fn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -433,7 +433,7 @@ func TestStopWhileStartingIsGraceful(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := fakekinesis.New()
 		arn := f.CreateStream("s", 1)
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon}, f, downStore{}, &timedInvoker{})
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon}, downStore{}, &timedInvoker{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"strconv"
 	"testing"
 	"time"
@@ -28,9 +29,11 @@ func BenchmarkPutToInvokeLatency(b *testing.B) {
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			f := fakekinesis.New()
-			cfg := Config{StreamARN: f.CreateStream("lat", 1), StartingPosition: Latest, PollInterval: tt.interval, ShardSyncInterval: time.Hour}
+			cfg := Config{StartingPosition: Latest, PollInterval: tt.interval, ShardSyncInterval: time.Hour}
+			var opts []kinesissrc.Option
+			arn := f.CreateStream("lat", 1)
 			if tt.efo {
-				cfg.ConsumerARN = f.RegisterConsumer("lat", "esm")
+				opts = append(opts, kinesissrc.WithConsumer(f.RegisterConsumer("lat", "esm")))
 			}
 			received := make(chan time.Time, 1)
 			inv := inprocess.New(func(_ context.Context, e events.KinesisEvent) (events.KinesisEventResponse, error) {
@@ -40,7 +43,7 @@ func BenchmarkPutToInvokeLatency(b *testing.B) {
 				}
 				return events.KinesisEventResponse{}, nil
 			})
-			p, err := New(cfg, f, NewMemoryStore(), inv)
+			p, err := New(kinesisSource(f, arn, opts...), cfg, NewMemoryStore(), inv)
 			if err != nil {
 				b.Fatal(err)
 			}

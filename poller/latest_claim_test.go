@@ -34,10 +34,10 @@ func TestLatestWithCoordinatorReadsFromTheStart(t *testing.T) {
 		f.Put("s", "key", []byte("before"))
 		time.Sleep(time.Second)
 		w := &lateCoord{memWorker: &memWorker{t: newLeaseTable(), id: "w"}, grantAt: time.Now().Add(3 * time.Second)}
-		cfg := Config{StreamARN: arn, StartingPosition: Latest, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
+		cfg := Config{StartingPosition: Latest, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
 			ShardSyncInterval: time.Hour, ClaimInterval: 100 * time.Millisecond}
 		inv := &timedInvoker{}
-		p, err := New(cfg, f, w, inv, WithCoordinator(w))
+		p, err := New(kinesisSource(f, arn), cfg, w, inv, WithCoordinator(w))
 		if err != nil {
 			t.Fatal(err)
 		}

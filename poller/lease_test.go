@@ -160,12 +160,12 @@ func startWorkerInvoking(t *testing.T, f *fakekinesis.Fake, arn string, w *memWo
 // startWorkerWith is startWorkerInvoking with the options opts, its Coordinator among them.
 func startWorkerWith(t *testing.T, f *fakekinesis.Fake, arn string, w *memWorker, inv Invoker, opts []Option, tune ...func(*Config)) func() error {
 	t.Helper()
-	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
+	cfg := Config{StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
 		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
 	for _, fn := range tune {
 		fn(&cfg)
 	}
-	p, err := New(cfg, f, w, inv, opts...)
+	p, err := New(kinesisSource(f, arn), cfg, w, inv, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,9 +425,9 @@ func TestHeldCheckpointOutlastsTheAttempts(t *testing.T) {
 	w := &flakyWorker{memWorker: &memWorker{t: table, id: "A"}}
 	w.fails.Store(3 * saveAttempts)
 	rec := &recorder{}
-	cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
+	cfg := Config{StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
 		ShardSyncInterval: time.Hour, ClaimInterval: 20 * time.Millisecond}
-	p, err := New(cfg, f, w, inprocess.New(rec.handle), WithCoordinator(w))
+	p, err := New(kinesisSource(f, arn), cfg, w, inprocess.New(rec.handle), WithCoordinator(w))
 	if err != nil {
 		t.Fatal(err)
 	}

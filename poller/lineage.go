@@ -5,7 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // lineage is the shard graph of a stream and the one record of each shard's state here: which
@@ -44,30 +44,20 @@ func newLineage() *lineage {
 		running: map[string]context.CancelFunc{}, askedChildren: map[string]bool{}}
 }
 
-func parentsOf(parent, adjacent *string) []string {
-	var ps []string
-	for _, p := range []*string{parent, adjacent} {
-		if p != nil && *p != "" {
-			ps = append(ps, *p)
-		}
-	}
-	return ps
-}
-
 // sync merges a complete ListShards result. Shards that were listed before but are no longer, and
 // parents of listed shards that are not listed themselves, were trimmed by retention: they count as
 // finished.
-func (g *lineage) sync(listed []types.Shard) {
+func (g *lineage) sync(listed []source.Shard) {
 	seen := make(map[string]bool, len(listed))
 	for _, s := range listed {
-		id := deref(s.ShardId)
+		id := s.ID
 		seen[id] = true
 		n := g.shards[id]
 		if n == nil {
 			n = &shardNode{id: id}
 			g.shards[id] = n
 		}
-		n.parents = parentsOf(s.ParentShardId, s.AdjacentParentShardId)
+		n.parents = slices.Clone(s.Parents)
 		n.listed = true
 	}
 	for id, n := range g.shards {
@@ -90,13 +80,13 @@ func (g *lineage) sync(listed []types.Shard) {
 
 // addChildren records shards announced by ChildShards. It reports whether a child names a parent
 // the graph has never seen, in which case a listing is needed before that child may start.
-func (g *lineage) addChildren(children []types.ChildShard) (unknownParent bool) {
+func (g *lineage) addChildren(children []source.Shard) (unknownParent bool) {
 	for _, c := range children {
-		id := deref(c.ShardId)
+		id := c.ID
 		if g.shards[id] == nil {
-			g.shards[id] = &shardNode{id: id, parents: slices.Clone(c.ParentShards)}
+			g.shards[id] = &shardNode{id: id, parents: slices.Clone(c.Parents)}
 		}
-		for _, p := range c.ParentShards {
+		for _, p := range c.Parents {
 			if g.shards[p] == nil && !g.finished[p] {
 				unknownParent = true
 			}

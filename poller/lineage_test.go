@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"maps"
 	"slices"
 	"testing"
@@ -21,7 +22,9 @@ type graphRun struct {
 // graphStep is one transition of the graph, or a check of what it says after the steps before.
 type graphStep func(r *graphRun)
 
-func listed(shards ...types.Shard) graphStep { return func(r *graphRun) { r.g.sync(shards) } }
+func listed(shards ...types.Shard) graphStep {
+	return func(r *graphRun) { r.g.sync(kinesissrc.ShardsOf(shards)) }
+}
 
 func stored(progress map[string]ShardProgress) graphStep {
 	return func(r *graphRun) { r.g.syncProgress(progress) }
@@ -31,7 +34,7 @@ func stored(progress map[string]ShardProgress) graphStep {
 func childShards(wantUnknown bool, id string, parents ...string) graphStep {
 	return func(r *graphRun) {
 		r.t.Helper()
-		if got := r.g.addChildren([]types.ChildShard{{ShardId: aws.String(id), ParentShards: parents}}); got != wantUnknown {
+		if got := r.g.addChildren(kinesissrc.Children([]types.ChildShard{{ShardId: aws.String(id), ParentShards: parents}})); got != wantUnknown {
 			r.t.Fatalf("addChildren(%s of %v) reported an unknown parent %v, want %v", id, parents, got, wantUnknown)
 		}
 	}
@@ -271,14 +274,14 @@ func TestLineageReadiness(t *testing.T) {
 
 func TestLineageTrimmedParentCountsAsFinished(t *testing.T) {
 	g := newLineage()
-	g.sync([]types.Shard{shard("5", "1", "2")}) // parents trimmed by retention
+	g.sync(kinesissrc.ShardsOf([]types.Shard{shard("5", "1", "2")})) // parents trimmed by retention
 	if got := g.ready(); !slices.Equal(got, []string{"5"}) {
 		t.Fatalf("ready = %v, want [5]", got)
 	}
 	// A shard that was listed and disappears was trimmed while unread.
 	g2 := newLineage()
-	g2.sync([]types.Shard{shard("0"), shard("1", "0")})
-	g2.sync([]types.Shard{shard("1", "0")})
+	g2.sync(kinesissrc.ShardsOf([]types.Shard{shard("0"), shard("1", "0")}))
+	g2.sync(kinesissrc.ShardsOf([]types.Shard{shard("1", "0")}))
 	if !g2.isFinished("0") {
 		t.Fatal("shard 0 vanished from the listing but is not counted finished")
 	}
@@ -286,13 +289,13 @@ func TestLineageTrimmedParentCountsAsFinished(t *testing.T) {
 
 func TestLineageChildWithUnknownParentWaitsForListing(t *testing.T) {
 	g := newLineage()
-	g.sync([]types.Shard{closed(shard("0"))})
+	g.sync(kinesissrc.ShardsOf([]types.Shard{closed(shard("0"))}))
 	if !g.start("0", func() {}) {
 		t.Fatal("shard 0 did not start")
 	}
 	g.ended("0", true)
 	// 0 ended; its child 7 was merged from 0 and 6, which this worker has never seen.
-	unknown := g.addChildren([]types.ChildShard{{ShardId: aws.String("7"), ParentShards: []string{"0", "6"}}})
+	unknown := g.addChildren(kinesissrc.Children([]types.ChildShard{{ShardId: aws.String("7"), ParentShards: []string{"0", "6"}}}))
 	if !unknown {
 		t.Fatal("addChildren did not report the unknown parent")
 	}
@@ -300,7 +303,7 @@ func TestLineageChildWithUnknownParentWaitsForListing(t *testing.T) {
 		t.Fatalf("child with an unknown parent started: %v", got)
 	}
 	// A listing that does not show the just-created child yet must not count it trimmed.
-	g.sync([]types.Shard{closed(shard("0")), shard("6")})
+	g.sync(kinesissrc.ShardsOf([]types.Shard{closed(shard("0")), shard("6")}))
 	if g.isFinished("7") {
 		t.Fatal("an unlisted child learnt from ChildShards was taken as trimmed")
 	}
@@ -316,13 +319,13 @@ func TestLineageChildWithUnknownParentWaitsForListing(t *testing.T) {
 func TestLineageTrimmedParentWaitsForItsParents(t *testing.T) {
 	g := newLineage()
 	// 0 and 1 merged into 2, which split into 3 and 4; 1 is still being read.
-	g.sync([]types.Shard{closed(shard("0")), closed(shard("1")), closed(shard("2", "0", "1")), shard("3", "2"), shard("4", "2")})
+	g.sync(kinesissrc.ShardsOf([]types.Shard{closed(shard("0")), closed(shard("1")), closed(shard("2", "0", "1")), shard("3", "2"), shard("4", "2")}))
 	if !g.start("0", func() {}) || !g.start("1", func() {}) {
 		t.Fatal("the roots did not start")
 	}
 	g.ended("0", true)
 	// Retention trims 0, 1 and 2: the listing shows only 3 and 4.
-	g.sync([]types.Shard{shard("3", "2"), shard("4", "2")})
+	g.sync(kinesissrc.ShardsOf([]types.Shard{shard("3", "2"), shard("4", "2")}))
 	if !g.isFinished("1") || !g.isFinished("2") {
 		t.Fatalf("trimmed shards not counted finished: %v", g.finished)
 	}

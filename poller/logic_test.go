@@ -3,6 +3,7 @@ package poller
 import (
 	"context"
 	"errors"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"strings"
 	"testing"
 	"time"
@@ -58,14 +59,14 @@ func TestInitialProgress(t *testing.T) {
 	shards := []types.Shard{closed(shard("0")), shard("1", "0"), shard("2")}
 	now := time.Unix(1, 0)
 	for _, pos := range []string{TrimHorizon, AtTimestamp} {
-		got := initialProgress(shards, pos, now)
+		got := initialProgress(kinesissrc.ShardsOf(shards), pos, now)
 		for _, id := range []string{"0", "1", "2"} {
 			if got[id].Start != pos || got[id].Finished {
 				t.Fatalf("%s: shard %s = %+v", pos, id, got[id])
 			}
 		}
 	}
-	got := initialProgress(shards, Latest, now)
+	got := initialProgress(kinesissrc.ShardsOf(shards), Latest, now)
 	if !got["0"].Finished {
 		t.Fatal("LATEST: a closed shard has nothing newer than now and must count finished")
 	}
@@ -75,7 +76,7 @@ func TestInitialProgress(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	base := Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/s", StartingPosition: TrimHorizon}
+	base := Config{StartingPosition: TrimHorizon}
 	now := time.Now()
 	tests := []struct {
 		name  string
@@ -91,8 +92,6 @@ func TestConfigValidation(t *testing.T) {
 		{"timestamp without AT_TIMESTAMP", func(c *Config) { c.StartingPositionTimestamp = now }, "StartingPositionTimestamp", "only allowed with StartingPosition AT_TIMESTAMP"},
 		{"AT_TIMESTAMP without timestamp", func(c *Config) { c.StartingPosition = AtTimestamp }, "StartingPositionTimestamp", "Need to specify a timestamp"},
 		{"future timestamp", func(c *Config) { c.StartingPosition = AtTimestamp; c.StartingPositionTimestamp = now.Add(time.Hour) }, "StartingPositionTimestamp", "in the future"},
-		{"no stream", func(c *Config) { c.StreamARN = "" }, "EventSourceArn", "Unrecognized event source."},
-		{"not a stream ARN", func(c *Config) { c.StreamARN = "arn:aws:sqs:us-east-1:1:q" }, "EventSourceArn", "not a Kinesis stream ARN"},
 		{"retries too many", func(c *Config) { v := 10001; c.MaximumRetryAttempts = &v }, "maximumRetryAttempts", "less than or equal to 10000"},
 		{"retries below -1", func(c *Config) { v := -2; c.MaximumRetryAttempts = &v }, "maximumRetryAttempts", "greater than or equal to -1"},
 		{"record age 59", func(c *Config) { v := 59; c.MaximumRecordAgeInSeconds = &v }, "MaximumRecordAgeInSeconds", "must be either -1 (forever) or between 60 and 604800 (inclusive)"},
@@ -132,44 +131,47 @@ func TestConfigValidation(t *testing.T) {
 	if c.OnDestinationFailure != DestinationFailureBlock {
 		t.Fatalf("OnDestinationFailure default %q, want block", c.OnDestinationFailure)
 	}
-	if c.BatchSize != 100 || c.PollInterval != time.Second || c.PollGrid != 50*time.Millisecond || c.ShardSyncInterval != time.Minute || c.InvokeIdentityARN != "arn:aws:iam::123456789012:role/esm" {
+	if c.BatchSize != 100 || c.PollInterval != time.Second || c.PollGrid != 50*time.Millisecond || c.ShardSyncInterval != time.Minute {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 }
 
-// TestNewErrorsAreConfigErrors: every error of New, a nil dependency and a consumer without a
-// client that subscribes included, is a *ValidationError naming what is wrong and wraps
+// TestNewErrorsAreConfigErrors: every error of New, a missing source or dependency and a source
+// without a client included, is a *ValidationError naming what is wrong and wraps
 // ErrInvalidConfig, as New's doc says.
 func TestNewErrorsAreConfigErrors(t *testing.T) {
-	cfg := Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/s", StartingPosition: TrimHorizon}
+	cfg := Config{StartingPosition: TrimHorizon}
+	const arn = "arn:aws:kinesis:us-east-1:123456789012:stream/s"
 	kin, store, inv := KinesisAPI(fakeKinesisWithoutSubscribe{}), Store(NewMemoryStore()), Invoker(nopInvoker{})
-	consumer := cfg
-	consumer.ConsumerARN = cfg.StreamARN + "/consumer/c:1700000000"
+	src, noClient := kinesisSource(kin, arn), kinesisSource(nil, arn)
 	tests := []struct {
 		name  string
+		src   Source
 		cfg   Config
-		kin   KinesisAPI
 		store Store
 		inv   Invoker
 		field string
 	}{
-		{"no Kinesis client", cfg, nil, store, inv, "KinesisAPI"},
-		{"no store", cfg, kin, nil, inv, "Store"},
-		{"no invoker", cfg, kin, store, nil, "Invoker"},
-		{"nothing", cfg, nil, nil, nil, "KinesisAPI"},
-		{"a consumer, and a client that cannot subscribe", consumer, kin, store, inv, "ConsumerARN"},
-		{"a bad field", Config{StartingPosition: TrimHorizon}, kin, store, inv, "EventSourceArn"},
+		{"no source", nil, cfg, store, inv, "EventSourceArn"},
+		{"no Kinesis client", noClient, cfg, store, inv, "KinesisAPI"},
+		{"no store", src, cfg, nil, inv, "Store"},
+		{"no invoker", src, cfg, store, nil, "Invoker"},
+		{"nothing", nil, cfg, nil, nil, "EventSourceArn"},
+		{"a bad field", src, Config{}, store, inv, "StartingPosition"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := New(tt.cfg, tt.kin, tt.store, tt.inv)
+			p, err := New(tt.src, tt.cfg, tt.store, tt.inv)
 			var ve *ValidationError
 			if p != nil || !errors.Is(err, ErrInvalidConfig) || !errors.As(err, &ve) || ve.Field != tt.field {
 				t.Fatalf("New = %v, %v; want a ValidationError of field %s wrapping ErrInvalidConfig", p, err, tt.field)
 			}
 		})
 	}
-	if _, err := New(cfg, kin, store, inv); err != nil {
+	if _, err := kinesissrc.New(kin, arn, kinesissrc.WithConsumer(arn+"/consumer/c:1")); err == nil {
+		t.Fatal("a consumer, and a client that cannot subscribe: accepted")
+	}
+	if _, err := New(src, cfg, store, inv); err != nil {
 		t.Fatalf("New with every dependency: %v", err)
 	}
 }

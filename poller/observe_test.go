@@ -91,9 +91,9 @@ func TestObserverCountsAddUp(t *testing.T) {
 		return nil, nil
 	}
 	store, dest := NewMemoryStore(), &memDest{}
-	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 2, MaximumRetryAttempts: intp(1),
+	p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 2, MaximumRetryAttempts: intp(1),
 		FilterPatterns: []string{`{"data":{"ok":[{"exists":true}]}}`, `{"data":{"poison":[{"exists":true}]}}`},
-		PollInterval:   10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(h), WithDestination(dest), WithObserver(obs))
+		PollInterval:   10 * time.Millisecond, MinPollSpacing: time.Millisecond}, store, inprocess.New(h), WithDestination(dest), WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +145,8 @@ func TestFunctionMetricsCounted(t *testing.T) {
 	th.n.Store(2)
 	obs := &counting{states: map[string]string{}}
 	store := NewMemoryStore()
-	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 2, ReportBatchItemFailures: true,
-		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, th, WithObserver(obs))
+	p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 2, ReportBatchItemFailures: true,
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, store, th, WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}

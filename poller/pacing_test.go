@@ -25,8 +25,8 @@ func replayRecordAge(t *testing.T, cfg Config) (count, invoked int) {
 		f.Put("s", "k", []byte("doomed"))
 		h := &scripted{decide: func(int, events.KinesisEvent) (json.RawMessage, error) { return nil, errors.New("always fails") }}
 		dest := &memDest{}
-		cfg.StreamARN, cfg.StartingPosition, cfg.MaximumRecordAgeInSeconds = arn, TrimHorizon, intp(60)
-		p, err := New(cfg, f, NewMemoryStore(), inprocess.New(h.handle, inprocess.WithTimeout(10*time.Second)), WithDestination(dest))
+		cfg.StartingPosition, cfg.MaximumRecordAgeInSeconds = TrimHorizon, intp(60)
+		p, err := New(kinesisSource(f, arn), cfg, NewMemoryStore(), inprocess.New(h.handle, inprocess.WithTimeout(10*time.Second)), WithDestination(dest))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,8 +76,7 @@ func TestShortPausesAfterPartialResponses(t *testing.T) {
 			return json.RawMessage(`{"batchItemFailures":[{"itemIdentifier":"` + seq + `"}]}`), nil
 		}}
 		dest := &memDest{}
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, MaximumRecordAgeInSeconds: intp(60), ReportBatchItemFailures: true},
-			f, NewMemoryStore(), inprocess.New(h.handle, inprocess.WithTimeout(10*time.Second)), WithDestination(dest))
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, MaximumRecordAgeInSeconds: intp(60), ReportBatchItemFailures: true}, NewMemoryStore(), inprocess.New(h.handle, inprocess.WithTimeout(10*time.Second)), WithDestination(dest))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,8 +85,8 @@ func TestParallelizationFactorTenInFlight(t *testing.T) {
 		return events.KinesisEventResponse{}, nil
 	}
 	store := NewMemoryStore()
-	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 10, ParallelizationFactor: 10,
-		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(handler))
+	p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 10, ParallelizationFactor: 10,
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, store, inprocess.New(handler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +169,8 @@ func TestParallelCrashLosesNothing(t *testing.T) {
 		return events.KinesisEventResponse{}, nil
 	}
 	run := func() func() {
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 10, ParallelizationFactor: 10,
-			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(handler))
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 10, ParallelizationFactor: 10,
+			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, store, inprocess.New(handler))
 		if err != nil {
 			t.Fatal(err)
 		}

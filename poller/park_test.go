@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -28,8 +29,8 @@ type parkRun struct {
 
 func startParkRun(t *testing.T, f *fakekinesis.Fake, store Store, coord Coordinator, tune func(*Config)) *parkRun {
 	t.Helper()
-	cfg := Config{StreamARN: f.CreateStream("s", 1), StartingPosition: TrimHorizon, PollInterval: time.Second,
-		ShardSyncInterval: time.Hour, ClaimInterval: time.Second, ConsumerARN: f.RegisterConsumer("s", "esm")}
+	cfg := Config{StartingPosition: TrimHorizon, PollInterval: time.Second,
+		ShardSyncInterval: time.Hour, ClaimInterval: time.Second}
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -41,7 +42,7 @@ func startParkRun(t *testing.T, f *fakekinesis.Fake, store Store, coord Coordina
 	if coord != nil {
 		opts = append(opts, WithCoordinator(coord))
 	}
-	p, err := New(cfg, f, store, inprocess.New(pr.rec.handle), opts...)
+	p, err := New(kinesisSource(f, f.CreateStream("s", 1), kinesissrc.WithConsumer(f.RegisterConsumer("s", "esm"))), cfg, store, inprocess.New(pr.rec.handle), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,11 @@
-// Package poller is the engine of esm: it reads every shard of a Kinesis stream in lineage order
-// (parents drained before children), batches records as Lambda's event source mapping does,
-// invokes the function and keeps durable checkpoints.
+// Package poller is the engine of esm: it reads every shard of a stream (a Source: a Kinesis
+// stream, package source/kinesis) in lineage order (parents drained before children), batches
+// records as Lambda's event source mapping does, invokes the function and keeps durable
+// checkpoints.
 //
 // One coordinator goroutine owns the shard graph. It starts one reader goroutine per shard whose
-// parents are finished, learns of new shards from the ChildShards a reader sees at the end of its
-// shard and from a periodic ListShards, and stops every reader on shutdown. See DESIGN.md.
+// parents are finished, learns of new shards from the children a reader sees at the end of its
+// shard and from a periodic listing, and stops every reader on shutdown. See DESIGN.md.
 package poller
 
 import (
@@ -18,13 +19,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/source"
 )
 
-// KinesisAPI is the part of the Kinesis client the poller reads with.
+// KinesisAPI is the part of the Kinesis client the poller reads a Kinesis source with
+// (source/kinesis.API).
 type KinesisAPI interface {
 	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
 	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
@@ -42,14 +44,12 @@ type Invoker interface {
 	Invoke(ctx context.Context, payload []byte) (invoke.Response, error)
 }
 
-// ErrStreamNotFound is returned by Run when the stream does not exist.
-var ErrStreamNotFound = errors.New("stream not found")
-
 // Poller runs one event source mapping. Create it with New and call Run once.
 type Poller struct {
 	cfg     Config
-	arn     StreamARN
-	kin     KinesisAPI
+	src     Source
+	id      source.Identity // src's
+	kin     KinesisAPI      // a Kinesis source's client: its shards are read with it
 	store   Store
 	inv     Invoker
 	log     *slog.Logger
@@ -63,12 +63,11 @@ type Poller struct {
 	ready   func()         // called once the mapping is running (see WithReady)
 	// readiness, when set, follows the store's health (see WithReadiness).
 	readiness *Readiness
-	efo       *efo              // with Config.ConsumerARN: enhanced fan-out (subscribe.go)
+	efo       *efo              // with a consumer: enhanced fan-out (subscribe.go)
 	starter   getRecordsStarter // kin, when it starts GetRecords without waiting (idle.go); else nil
 	idle      *idlePolls        // while Run runs: the polls of caught-up shards (idle.go)
 	watch     *subWatch         // while Run runs with enhanced fan-out: the parked readers (park.go)
 	sigClock  *signalClock      // the shards with batches in flight, judged on the clock (signals.go)
-	subOpts   []func(*kinesis.Options)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 	retention           atomic.Int64  // the stream's retention period (a time.Duration); 0 until read
@@ -99,10 +98,11 @@ func WithDestination(d Destination) Option { return func(p *Poller) { p.dest = d
 // WithClock sets the clock used for batching windows and timestamps (default time.Now).
 func WithClock(now func() time.Time) Option { return func(p *Poller) { p.now = now } }
 
-// New checks cfg and returns a Poller. Every configuration error wraps ErrInvalidConfig and is a
+// New checks cfg and returns the Poller of the mapping that reads src with cfg's settings, keeps
+// its progress in store and invokes inv. Every configuration error wraps ErrInvalidConfig and is a
 // *ValidationError naming the field.
-func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (*Poller, error) {
-	p := &Poller{kin: kin, store: store, inv: inv, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now,
+func New(src Source, cfg Config, store Store, inv Invoker, opts ...Option) (*Poller, error) {
+	p := &Poller{src: src, store: store, inv: inv, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now,
 		retryBase: time.Second, retryMax: 5 * time.Second, obs: NopObserver{}, blockedAfter: DefaultBlockedAfter, bound: DefaultInvocationBound,
 		sigClock: newSignalClock()}
 	for _, o := range opts {
@@ -111,25 +111,25 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 	if p.skips == nil {
 		p.skips = NewSkips()
 	}
+	if src == nil {
+		return nil, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
+	}
 	checked, err := p.check(cfg)
 	if err != nil {
 		return nil, err
 	}
-	p.cfg, p.arn, p.filters = checked.cfg, checked.stream, checked.filters
-	if field := missingDependency(kin, store, inv); field != "" {
-		return nil, &ValidationError{Field: field, Message: "poller: Kinesis client, store and invoker are required"}
+	p.cfg, p.filters, p.id = checked.cfg, checked.filters, src.Identity()
+	if field := missingDependency(store, inv); field != "" {
+		return nil, &ValidationError{Field: field, Message: "poller: a store and an invoker are required"}
+	}
+	if err := p.useSource(); err != nil {
+		return nil, err
 	}
 	if p.readiness != nil {
 		p.store = trackedStore{Store: store, r: p.readiness}
 	}
-	p.starter, _ = kin.(getRecordsStarter) // before the wrapping of useSubscriptions hides it
-	if p.cfg.ConsumerARN != "" {
-		if err := p.useSubscriptions(); err != nil {
-			return nil, err
-		}
-	}
-	p.enc = newEventEncoder(p.cfg.StreamARN, p.arn.Region, p.cfg.InvokeIdentityARN, p.cfg.ConsumerARN != "", p.filters)
-	p.log = p.log.With("stream", p.arn.Name)
+	p.enc = newEventEncoder(p.id.ARN, p.id.Region, p.id.InvokeIdentityARN, p.efo != nil, p.filters)
+	p.log = p.log.With("stream", p.id.Name)
 	if p.cfg.TumblingWindow > 0 && p.cfg.ParallelizationFactor > 1 {
 		// AWS documents no rejection of this combination, so a template that deploys runs. A
 		// window's state goes from one invocation of the shard to the next, so its batches run
@@ -142,10 +142,8 @@ func New(cfg Config, kin KinesisAPI, store Store, inv Invoker, opts ...Option) (
 }
 
 // missingDependency names the first of New's dependencies that is nil, or is "".
-func missingDependency(kin KinesisAPI, store Store, inv Invoker) string {
+func missingDependency(store Store, inv Invoker) string {
 	switch {
-	case kin == nil:
-		return "KinesisAPI"
 	case store == nil:
 		return "Store"
 	case inv == nil:
@@ -154,36 +152,14 @@ func missingDependency(kin KinesisAPI, store Store, inv Invoker) string {
 	return ""
 }
 
-// ListShards returns every shard of the stream (open and closed), following pages. It is what Run
-// does first; callers use it to check that a stream exists before they create any state.
-func ListShards(ctx context.Context, kin KinesisAPI, streamARN string) ([]types.Shard, error) {
-	var all []types.Shard
-	in := &kinesis.ListShardsInput{StreamARN: &streamARN}
-	for {
-		out, err := kin.ListShards(ctx, in)
-		if err != nil {
-			var nf *types.ResourceNotFoundException
-			if errors.As(err, &nf) {
-				return nil, fmt.Errorf("%w: %s: %w", ErrStreamNotFound, streamARN, err)
-			}
-			return nil, fmt.Errorf("list shards of %s: %w", streamARN, err)
-		}
-		all = append(all, out.Shards...)
-		if out.NextToken == nil || *out.NextToken == "" {
-			return all, nil
-		}
-		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
-	}
-}
-
 // initialProgress decides where each shard present when the mapping first runs starts from.
 // TRIM_HORIZON and AT_TIMESTAMP keep lineage order from the oldest shards. LATEST starts every open
 // shard at its tip, recording when (see ShardProgress.StartTimestamp), and treats closed shards as
 // finished, since nothing in them is newer than now.
-func initialProgress(shards []types.Shard, position string, now time.Time) map[string]ShardProgress {
+func initialProgress(shards []source.Shard, position string, now time.Time) map[string]ShardProgress {
 	out := make(map[string]ShardProgress, len(shards))
 	for _, s := range shards {
-		closed := s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
+		closed := s.Closed
 		pr := ShardProgress{Start: position, UpdatedAt: now}
 		switch {
 		case position == Latest && closed:
@@ -191,7 +167,7 @@ func initialProgress(shards []types.Shard, position string, now time.Time) map[s
 		case position == Latest:
 			pr.StartTimestamp = now.Truncate(time.Millisecond).UTC()
 		}
-		out[deref(s.ShardId)] = pr
+		out[s.ID] = pr
 	}
 	return out
 }
@@ -238,7 +214,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	if g, ok := p.coord.(InvocationGate); ok {
 		g.GateInvocations()
 	}
-	listing, err := atStart(ctx, p, "listing shards", func() ([]types.Shard, error) { return ListShards(ctx, p.kin, p.cfg.StreamARN) })
+	listing, err := atStart(ctx, p, "listing shards", func() ([]source.Shard, error) { return p.listShards(ctx) })
 	if errors.Is(err, errStopped) {
 		return nil
 	}
@@ -307,14 +283,10 @@ func (p *Poller) Run(ctx context.Context) error {
 	return c.run(ctx)
 }
 
-func shardInfos(listing []types.Shard, progress map[string]ShardProgress) []ShardInfo {
+func shardInfos(listing []source.Shard, progress map[string]ShardProgress) []ShardInfo {
 	out := make([]ShardInfo, 0, len(listing))
 	for _, s := range listing {
-		si := ShardInfo{ShardID: deref(s.ShardId), Parents: parentsOf(s.ParentShardId, s.AdjacentParentShardId), Initial: progress[deref(s.ShardId)]}
-		if s.HashKeyRange != nil {
-			si.StartingHashKey, si.EndingHashKey = deref(s.HashKeyRange.StartingHashKey), deref(s.HashKeyRange.EndingHashKey)
-		}
-		out = append(out, si)
+		out = append(out, ShardInfo{ShardID: s.ID, Parents: s.Parents, Initial: progress[s.ID], StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey})
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"slices"
 	"strings"
 	"sync"
@@ -69,16 +70,18 @@ func (r *recorder) deliveries() []delivery {
 }
 
 type harness struct {
-	t      *testing.T
-	fake   *fakekinesis.Fake
-	kin    KinesisAPI
-	arn    string
-	store  *MemoryStore
-	rec    *recorder
-	cfg    Config
-	opts   []Option
-	cancel context.CancelFunc
-	done   chan error
+	t     *testing.T
+	fake  *fakekinesis.Fake
+	kin   KinesisAPI
+	arn   string
+	store *MemoryStore
+	rec   *recorder
+	cfg   Config
+	opts  []Option
+	// srcOpts are the Kinesis source's options (its consumer).
+	srcOpts []kinesissrc.Option
+	cancel  context.CancelFunc
+	done    chan error
 	// runUntilCaughtUp's handler takes slow, and fails the first two invocations with failSeq.
 	slow    time.Duration
 	failSeq string
@@ -101,8 +104,7 @@ func (h *harness) start() {
 func (h *harness) startInvoking(inv Invoker, extra ...Option) {
 	h.t.Helper()
 	cfg := h.cfg
-	cfg.StreamARN = h.arn
-	p, err := New(cfg, h.kin, h.store, inv, append(h.opts[:len(h.opts):len(h.opts)], extra...)...)
+	p, err := New(kinesisSource(h.kin, h.arn, h.srcOpts...), cfg, h.store, inv, append(h.opts[:len(h.opts):len(h.opts)], extra...)...)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -284,8 +286,7 @@ func TestStartFailsOnListingError(t *testing.T) {
 		return nil
 	})
 	cfg := h.cfg
-	cfg.StreamARN = h.arn
-	p, err := New(cfg, h.kin, h.store, inprocess.New(h.rec.handle))
+	p, err := New(kinesisSource(h.kin, h.arn, h.srcOpts...), cfg, h.store, inprocess.New(h.rec.handle))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,9 +297,8 @@ func TestStartFailsOnListingError(t *testing.T) {
 	if prog, _ := h.store.Load(context.Background()); len(prog) != 0 {
 		t.Fatalf("progress written although the start failed: %v", prog)
 	}
-	cfg.StreamARN = "arn:aws:kinesis:us-east-1:000000000000:stream/missing"
 	h.fake.Inject(nil)
-	p, _ = New(cfg, h.kin, h.store, inprocess.New(h.rec.handle))
+	p, _ = New(kinesisSource(h.kin, "arn:aws:kinesis:us-east-1:000000000000:stream/missing"), cfg, h.store, inprocess.New(h.rec.handle))
 	if err := p.Run(context.Background()); !errors.Is(err, ErrStreamNotFound) {
 		t.Fatalf("missing stream: err = %v, want ErrStreamNotFound", err)
 	}
@@ -450,8 +450,7 @@ func TestReadyAfterStart(t *testing.T) {
 	h := newHarness(t, 1)
 	ready := make(chan struct{})
 	cfg := h.cfg
-	cfg.StreamARN = h.arn
-	p, err := New(cfg, h.kin, h.store, inprocess.New(h.rec.handle), WithReady(func() { close(ready) }))
+	p, err := New(kinesisSource(h.kin, h.arn, h.srcOpts...), cfg, h.store, inprocess.New(h.rec.handle), WithReady(func() { close(ready) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,14 +574,13 @@ func TestStoreErrorsRetriedThenFatal(t *testing.T) {
 			h.put(2, 4, counters)
 			store := &flakyStore{MemoryStore: NewMemoryStore()}
 			cfg := h.cfg
-			cfg.StreamARN = h.arn
-			p, err := New(cfg, h.kin, store, inprocess.New(h.rec.handle))
+			p, err := New(kinesisSource(h.kin, h.arn, h.srcOpts...), cfg, store, inprocess.New(h.rec.handle))
 			if err != nil {
 				t.Fatal(err)
 			}
 			p.retryBase, p.retryMax = time.Millisecond, 2*time.Millisecond
 			// The initial positions are saved before any reader runs; the failures start after.
-			if err := store.MemoryStore.Save(context.Background(), initialProgress(mustList(t, h), TrimHorizon, time.Now())); err != nil {
+			if err := store.MemoryStore.Save(context.Background(), initialProgress(kinesissrc.ShardsOf(mustList(t, h)), TrimHorizon, time.Now())); err != nil {
 				t.Fatal(err)
 			}
 			store.n = tc.fails
@@ -615,7 +613,7 @@ func TestStoreErrorsRetriedThenFatal(t *testing.T) {
 
 func mustList(t *testing.T, h *harness) []types.Shard {
 	t.Helper()
-	shards, err := ListShards(context.Background(), h.kin, h.arn)
+	shards, err := kinesissrc.ListShards(context.Background(), h.kin, h.arn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // short PollInterval alone is accepted), at most PollInterval when set, and never negative. A
 // default grid is chosen again when PollInterval changes after a check; a grid that was set is not.
 func TestPollGridDefaults(t *testing.T) {
-	base := Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/s", StartingPosition: TrimHorizon}
+	base := Config{StartingPosition: TrimHorizon}
 	for _, tt := range []struct {
 		name             string
 		interval, grid   time.Duration
@@ -68,7 +68,7 @@ func TestPollGridDefaults(t *testing.T) {
 			t.Fatalf("checked again with PollInterval %s: PollGrid %s, %v; want %s", step.interval, checked.PollGrid, err, step.wantGrid)
 		}
 	}
-	if _, err := New(checked, fakekinesis.New(), NewMemoryStore(), inprocess.New(func() error { return nil })); err != nil {
+	if _, err := New(kinesisSource(fakekinesis.New(), testStreamARN), checked, NewMemoryStore(), inprocess.New(func() error { return nil })); err != nil {
 		t.Fatalf("New of the value checked again: %v", err)
 	}
 	set := base
@@ -208,8 +208,8 @@ func (lateWake) Release(context.Context, string) error { return nil }
 // runGridPoller runs a poller of cfg on k's stream s for d of virtual time, then stops it.
 func runGridPoller(t *testing.T, k *gridKinesis, cfg Config, d time.Duration, opts ...Option) {
 	t.Helper()
-	cfg.StreamARN, cfg.StartingPosition, cfg.ShardSyncInterval = k.arn, TrimHorizon, time.Hour
-	p, err := New(cfg, k, NewMemoryStore(), inprocess.New(func() error { return nil }), opts...)
+	cfg.StartingPosition, cfg.ShardSyncInterval = TrimHorizon, time.Hour
+	p, err := New(kinesisSource(k, k.arn), cfg, NewMemoryStore(), inprocess.New(func() error { return nil }), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/source"
 )
 
 // pollState is the part of a reader's state its loop decides on: what was read and not yet
@@ -17,7 +19,7 @@ type pollState struct {
 	behind       bool           // the last read said the shard has more (MillisBehindLatest, a full read)
 	caughtUpAt   time.Time      // when the last read that left the reader caught up started
 	ended        bool           // the shard's last records were read: children follow
-	children     []types.ChildShard
+	children     []source.Shard
 	retry        backoff // the pacing of failed reads
 }
 

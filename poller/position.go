@@ -54,7 +54,7 @@ func (r *reader) openPosition() (first, pos position) {
 
 // iteratorInput is the GetShardIterator request for pos.
 func (r *reader) iteratorInput(pos position) *kinesis.GetShardIteratorInput {
-	in := &kinesis.GetShardIteratorInput{StreamARN: &r.p.cfg.StreamARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
+	in := &kinesis.GetShardIteratorInput{StreamARN: &r.p.id.ARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
 	if pos.seq != "" {
 		in.StartingSequenceNumber = aws.String(pos.seq)
 	}

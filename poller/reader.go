@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/ctxwait"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // reader reads one shard from its position to its end (or until stopped), one batch in flight at
@@ -295,7 +296,7 @@ func (r *reader) readDone(out *kinesis.GetRecordsOutput, limit int32) {
 		s.caughtUpAt = r.caughtUpTime(s.lastPoll)
 	}
 	if out.NextShardIterator == nil {
-		s.ended, s.children = true, out.ChildShards
+		s.ended, s.children = true, kinesissrc.Children(out.ChildShards)
 	} else {
 		r.iter = out.NextShardIterator
 	}

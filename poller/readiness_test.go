@@ -19,8 +19,7 @@ func TestReadinessFollowsTheStore(t *testing.T) {
 		arn := f.CreateStream("s", 1)
 		store := &brokenStore{MemoryStore: NewMemoryStore()}
 		r := NewReadiness()
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 100 * time.Millisecond},
-			f, store, &timedInvoker{}, WithReadiness(r))
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, PollInterval: 100 * time.Millisecond}, store, &timedInvoker{}, WithReadiness(r))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,8 +71,7 @@ func TestReadyAfterAFirstClaimThatSucceeded(t *testing.T) {
 		gate.open.Store(true)
 		r := NewReadiness()
 		running := make(chan struct{})
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, ClaimInterval: time.Hour},
-			f, NewMemoryStore(), &timedInvoker{}, WithCoordinator(gate), WithReadiness(r), WithReady(func() { close(running) }))
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, ClaimInterval: time.Hour}, NewMemoryStore(), &timedInvoker{}, WithCoordinator(gate), WithReadiness(r), WithReady(func() { close(running) }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,8 +91,7 @@ func TestReadinessWaitsForAClaim(t *testing.T) {
 		arn := f.CreateStream("s", 1)
 		gate := &claimGate{}
 		r := NewReadiness()
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, ClaimInterval: time.Second},
-			f, NewMemoryStore(), &timedInvoker{}, WithCoordinator(gate), WithReadiness(r))
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, ClaimInterval: time.Second}, NewMemoryStore(), &timedInvoker{}, WithCoordinator(gate), WithReadiness(r))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,9 +3,6 @@ package poller
 import (
 	"context"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 )
 
 // readRetention reads the stream's retention period (DescribeStreamSummary's
@@ -14,20 +11,18 @@ import (
 // ShardSyncInterval. A failed read keeps the last known value (none at start: records are then
 // never discarded for retention) and is logged; it never stops the mapping.
 func (p *Poller) readRetention(ctx context.Context) {
-	out, err := p.kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamARN: aws.String(p.cfg.StreamARN)})
+	d, err := p.src.Retention(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			p.log.Warn("reading the stream's retention period failed; will retry at the next shard sync", "err", err)
 		}
 		return
 	}
-	h := aws.ToInt32(out.StreamDescriptionSummary.RetentionPeriodHours)
-	if h <= 0 {
+	if d <= 0 {
 		return
 	}
-	d := time.Duration(h) * time.Hour
 	if old := time.Duration(p.retention.Swap(int64(d))); old != d {
-		p.log.Info("stream retention period", "hours", h)
+		p.log.Info("stream retention period", "hours", d.Hours())
 	}
 }
 

@@ -129,8 +129,7 @@ func TestRetentionWithoutDestination(t *testing.T) {
 		return nil, errors.New("poison")
 	}}
 	obs := &counting{states: map[string]string{}}
-	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond},
-		f, NewMemoryStore(), inprocess.New(h.handle), WithClock(c.now), WithObserver(obs))
+	p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, NewMemoryStore(), inprocess.New(h.handle), WithClock(c.now), WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}

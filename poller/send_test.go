@@ -104,9 +104,9 @@ func TestFinalWindowInvocationAsksTheLease(t *testing.T) {
 			}
 			return invoke.Response{StatusCode: 200, Payload: []byte(`{"state":{"n":"1"}}`)}, nil
 		})
-		cfg := Config{StreamARN: arn, BatchSize: 10, StartingPosition: TrimHorizon, PollInterval: 50 * time.Millisecond,
+		cfg := Config{BatchSize: 10, StartingPosition: TrimHorizon, PollInterval: 50 * time.Millisecond,
 			ClaimInterval: 100 * time.Millisecond, TumblingWindow: time.Second, ShutdownGrace: 2 * time.Second}
-		p, err := New(cfg, fk, NewMemoryStore(), invoke.Limit(rec, 1), WithCoordinator(coord), WithLogger(slog.New(slog.DiscardHandler)))
+		p, err := New(kinesisSource(fk, arn), cfg, NewMemoryStore(), invoke.Limit(rec, 1), WithCoordinator(coord), WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,8 +194,8 @@ func TestAmbiguousFailureHoldsTheShard(t *testing.T) {
 				arn := fk.CreateStream("s", 1)
 				fk.Put("s", "k", []byte(`{}`))
 				fn := &ambiguousFunction{runFor: 4 * time.Second}
-				cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 50 * time.Millisecond, ParallelizationFactor: pf}
-				p, err := New(cfg, fk, NewMemoryStore(), fn, WithInvocationBound(5*time.Second), WithLogger(slog.New(slog.DiscardHandler)))
+				cfg := Config{StartingPosition: TrimHorizon, PollInterval: 50 * time.Millisecond, ParallelizationFactor: pf}
+				p, err := New(kinesisSource(fk, arn), cfg, NewMemoryStore(), fn, WithInvocationBound(5*time.Second), WithLogger(slog.New(slog.DiscardHandler)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -230,8 +230,8 @@ func TestAmbiguousFailureAtStopAbandonsTheLease(t *testing.T) {
 		fk.Put("s", "k", []byte(`{}`))
 		fn := &ambiguousFunction{runFor: 4 * time.Second}
 		coord := &heldCoord{lost: map[string]bool{}}
-		cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 50 * time.Millisecond, ClaimInterval: 100 * time.Millisecond}
-		p, err := New(cfg, fk, NewMemoryStore(), fn, WithCoordinator(coord), WithInvocationBound(30*time.Second),
+		cfg := Config{StartingPosition: TrimHorizon, PollInterval: 50 * time.Millisecond, ClaimInterval: 100 * time.Millisecond}
+		p, err := New(kinesisSource(fk, arn), cfg, NewMemoryStore(), fn, WithCoordinator(coord), WithInvocationBound(30*time.Second),
 			WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
@@ -288,8 +288,8 @@ func TestTrimmedShardWithAmbiguousInvocationHoldsItsChildren(t *testing.T) {
 			}
 			return invoke.Response{StatusCode: 200, Payload: []byte(`{}`)}, nil
 		})
-		cfg := Config{StreamARN: arn, StartingPosition: TrimHorizon, PollInterval: 50 * time.Millisecond, ShardSyncInterval: 100 * time.Millisecond}
-		p, err := New(cfg, fk, NewMemoryStore(), inv, WithInvocationBound(5*time.Second), WithLogger(slog.New(slog.DiscardHandler)))
+		cfg := Config{StartingPosition: TrimHorizon, PollInterval: 50 * time.Millisecond, ShardSyncInterval: 100 * time.Millisecond}
+		p, err := New(kinesisSource(fk, arn), cfg, NewMemoryStore(), inv, WithInvocationBound(5*time.Second), WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}

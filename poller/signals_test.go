@@ -38,8 +38,8 @@ func TestIteratorAgeWhileSlotsWork(t *testing.T) {
 				}
 				time.Sleep(30 * time.Second)
 				obs := &ages{}
-				p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 5, ParallelizationFactor: pf,
-					PollInterval: time.Second, ShardSyncInterval: time.Hour}, f, NewMemoryStore(), &timedInvoker{d: 100 * time.Millisecond}, WithObserver(obs))
+				p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 5, ParallelizationFactor: pf,
+					PollInterval: time.Second, ShardSyncInterval: time.Hour}, NewMemoryStore(), &timedInvoker{d: 100 * time.Millisecond}, WithObserver(obs))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // Skipping a blocked batch on an operator's word (esm skip): the batch a shard is retrying goes
@@ -113,11 +113,11 @@ func (o *skipOrder) answer(res Skipped, err error) {
 }
 
 // listed notes the shards of a listing.
-func (s *Skips) listed(shards []types.Shard) {
+func (s *Skips) listed(shards []source.Shard) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sh := range shards {
-		s.known[deref(sh.ShardId)] = true
+		s.known[sh.ID] = true
 	}
 }
 

@@ -119,8 +119,8 @@ func TestSkipWithoutDestination(t *testing.T) {
 	obs := &skipSeen{}
 	sk := NewSkips()
 	store := NewMemoryStore()
-	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 1, PollInterval: 10 * time.Millisecond,
-		MinPollSpacing: time.Millisecond, ShardSyncInterval: time.Hour}, f, store, inprocess.New(h.handle), WithObserver(obs), WithSkips(sk))
+	p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 1, PollInterval: 10 * time.Millisecond,
+		MinPollSpacing: time.Millisecond, ShardSyncInterval: time.Hour}, store, inprocess.New(h.handle), WithObserver(obs), WithSkips(sk))
 	if err != nil {
 		t.Fatal(err)
 	}

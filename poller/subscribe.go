@@ -13,9 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 	"github.com/kinesis-esm/esm/internal/ctxwait"
+	"github.com/kinesis-esm/esm/source"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
-// Enhanced fan-out. With Config.ConsumerARN, a reader gets its shard's records from one
+// Enhanced fan-out. With a consumer (source/kinesis.WithConsumer), a reader gets its shard's records from one
 // SubscribeToShard subscription instead of GetRecords; everything after the records arrive
 // (batching, failure rules, slots, filters, windows, checkpoints, leases, metrics) is the same.
 //
@@ -32,17 +34,6 @@ import (
 // closed, the reader reads the rest with GetRecords from its last record, to the end and its
 // ChildShards, as a polling reader does. That holds on Kinesis too.
 
-// SubscribeAPI is the part of the Kinesis client an enhanced fan-out mapping reads with, besides
-// KinesisAPI. *kinesis.Client has it.
-type SubscribeAPI interface {
-	SubscribeToShard(ctx context.Context, in *kinesis.SubscribeToShardInput, optFns ...func(*kinesis.Options)) (*kinesis.SubscribeToShardOutput, error)
-}
-
-// WithSubscribeOptions adds client options to every SubscribeToShard call (after esm's own).
-func WithSubscribeOptions(fns ...func(*kinesis.Options)) Option {
-	return func(p *Poller) { p.subOpts = append(p.subOpts, fns...) }
-}
-
 // Subscription timings.
 const (
 	// subscriptionRenewal is when a subscription is renewed: before Kinesis ends it at 5 minutes.
@@ -53,7 +44,7 @@ const (
 
 // efo is a mapping's enhanced fan-out state.
 type efo struct {
-	api      SubscribeAPI
+	api      kinesissrc.SubscribeAPI
 	consumer string
 	opts     []func(*kinesis.Options)
 	renew    time.Duration // subscriptionRenewal; shorter in tests
@@ -72,22 +63,16 @@ func (e *efo) paced(j *jitter, shardID string) backoff {
 	return bo
 }
 
-// useSubscriptions sets the poller up to read through Config.ConsumerARN. The Kinesis client must
-// implement SubscribeAPI.
-func (p *Poller) useSubscriptions() error {
-	api, ok := p.kin.(SubscribeAPI)
-	if !ok {
-		return &ValidationError{Field: "ConsumerARN", Message: fmt.Sprintf(
-			"poller: ConsumerARN %s needs a Kinesis client with SubscribeToShard (SubscribeAPI)", p.cfg.ConsumerARN)}
-	}
+// useSubscriptions sets the poller up to read through the enhanced fan-out consumer consumerARN,
+// with the client options opts after esm's own. The Kinesis client implements SubscribeAPI
+// (source/kinesis.New checks it).
+func (p *Poller) useSubscriptions(consumerARN string, opts []func(*kinesis.Options)) {
 	if p.efo == nil { // tests set their own timings
 		p.efo = &efo{renew: subscriptionRenewal, retry: backoff{base: subscribeRetryBase, max: subscribeRetryMax}}
 	}
 	e := p.efo
-	e.api, e.consumer, e.closed = api, p.cfg.ConsumerARN, map[string]bool{}
-	e.opts = append([]func(*kinesis.Options){freshProtocol, initialResponseOptional}, p.subOpts...)
-	p.kin = listingTap{KinesisAPI: p.kin, efo: p.efo}
-	return nil
+	e.api, e.consumer, e.closed = p.kin.(kinesissrc.SubscribeAPI), consumerARN, map[string]bool{}
+	e.opts = append([]func(*kinesis.Options){freshProtocol, initialResponseOptional}, opts...)
 }
 
 // freshProtocol gives each subscription its own copy of the client's default protocol:
@@ -99,24 +84,15 @@ func freshProtocol(o *kinesis.Options) {
 	}
 }
 
-// listingTap notes the shards each ListShards shows closed.
-type listingTap struct {
-	KinesisAPI
-	efo *efo
-}
-
-func (t listingTap) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	out, err := t.KinesisAPI.ListShards(ctx, in, optFns...)
-	if err == nil {
-		t.efo.mu.Lock()
-		for _, s := range out.Shards {
-			if s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil {
-				t.efo.closed[deref(s.ShardId)] = true
-			}
+// noteClosed notes the shards a listing shows closed.
+func (e *efo) noteClosed(shards []source.Shard) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range shards {
+		if s.Closed {
+			e.closed[s.ID] = true
 		}
-		t.efo.mu.Unlock()
 	}
-	return out, err
 }
 
 func (e *efo) isClosed(shardID string) bool {

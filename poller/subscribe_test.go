@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"io"
 	"net/http"
 	"strconv"
@@ -57,7 +58,8 @@ func newEFOHarness(t *testing.T, shards int, fakeOpts ...fakekinesis.Option) (*h
 	subs := &subscriptions{Fake: f}
 	h := &harness{t: t, fake: f, kin: subs, arn: f.CreateStream("s", shards), store: NewMemoryStore(), rec: &recorder{}}
 	h.cfg = Config{StartingPosition: TrimHorizon, PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond,
-		ShardSyncInterval: time.Hour, ConsumerARN: f.RegisterConsumer("s", "esm")}
+		ShardSyncInterval: time.Hour}
+	h.srcOpts = []kinesissrc.Option{kinesissrc.WithConsumer(f.RegisterConsumer("s", "esm"))}
 	h.opts = []Option{withEFOTimings(subscriptionRenewal, 5*time.Millisecond)}
 	return h, subs
 }
@@ -142,7 +144,8 @@ func TestSubscriptionRenewals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, subs := newEFOHarness(t, 2, fakekinesis.WithSubscriptionTiming(tt.lifetime, time.Millisecond))
 			ans := &answers{http1: tt.sdk}
-			h.opts = []Option{withEFOTimings(tt.renew, 5*time.Millisecond), WithSubscribeOptions(ans.option)}
+			h.opts = []Option{withEFOTimings(tt.renew, 5*time.Millisecond)}
+			h.srcOpts = append(h.srcOpts, kinesissrc.WithSubscribeOptions(ans.option))
 			h.cfg.BatchSize = 3
 			counters := map[string]int{}
 			h.start()
@@ -309,13 +312,12 @@ func TestConsumerARNNeedsSubscribeAPI(t *testing.T) {
 	consumer := f.RegisterConsumer("s", "c")
 	var polling struct{ KinesisAPI }
 	polling.KinesisAPI = f
-	_, err := New(Config{StreamARN: consumer, StartingPosition: Latest}, polling, NewMemoryStore(), &countingInvoker{})
-	if err == nil {
+	if _, err := kinesissrc.New(polling, consumer); err == nil {
 		t.Fatal("a client without SubscribeToShard was accepted for a consumer ARN")
 	}
-	p, err := New(Config{StreamARN: consumer, StartingPosition: Latest}, f, NewMemoryStore(), &countingInvoker{})
-	if err != nil || p.cfg.StreamARN != arn || p.cfg.ConsumerARN != consumer {
-		t.Fatalf("consumer ARN as the source: %v %q %q", err, p.cfg.StreamARN, p.cfg.ConsumerARN)
+	p, err := New(kinesisSource(f, consumer), Config{StartingPosition: Latest}, NewMemoryStore(), &countingInvoker{})
+	if err != nil || p.id.ARN != arn || p.efo == nil || p.efo.consumer != consumer {
+		t.Fatalf("consumer ARN as the source: %v %+v", err, p)
 	}
 }
 
@@ -354,7 +356,8 @@ func TestSubscriptionsHandedOverBetweenWorkers(t *testing.T) {
 	f := fakekinesis.New(fakekinesis.WithSubscriptionTiming(0, 300*time.Millisecond))
 	arn := f.CreateStream("s", 4)
 	consumer := f.RegisterConsumer("s", "esm")
-	workersShare(t, f, arn, func(c *Config) { c.ConsumerARN = consumer })
+	_ = arn
+	workersShare(t, f, consumer) // the consumer's ARN as the source's: read through it
 	if n := f.Calls(fakekinesis.OpGetRecords); n != 0 {
 		t.Fatalf("%d GetRecords calls", n)
 	}
@@ -438,7 +441,7 @@ func TestConcurrentSubscriptionsOfOneClient(t *testing.T) {
 // invocations as polling), and the record that exhausts its retries goes to the destination.
 func TestSubscriptionFailureRules(t *testing.T) {
 	f := fakekinesis.New()
-	arn := f.CreateStream("s", 1)
+	f.CreateStream("s", 1)
 	seqs := putN(f, 6, func(i int) string { return strconv.Itoa(i + 1) })
 	h := &scripted{decide: func(_ int, e events.KinesisEvent) (json.RawMessage, error) {
 		for _, r := range e.Records {
@@ -448,8 +451,8 @@ func TestSubscriptionFailureRules(t *testing.T) {
 		}
 		return nil, nil
 	}}
-	cfg := Config{BatchSize: 3, MaximumRetryAttempts: intp(3), ReportBatchItemFailures: true, ConsumerARN: f.RegisterConsumer("s", "esm")}
-	fh := startFailureHarness(t, cfg, f, arn, h)
+	cfg := Config{BatchSize: 3, MaximumRetryAttempts: intp(3), ReportBatchItemFailures: true}
+	fh := startFailureHarness(t, cfg, f, f.RegisterConsumer("s", "esm"), h) // the consumer's ARN as the source's
 	testkit.WaitFor(t, "checkpoint past record 6", 5*time.Second, func() bool {
 		p, _ := fh.store.Load(context.Background())
 		return p["shardId-000000000000"].Checkpoint == seqs[5]

@@ -74,7 +74,7 @@ func (b *batchRun) startSpan(ctx context.Context) context.Context {
 		return ctx
 	}
 	b.tries++
-	inv := Invocation{StreamName: b.r.p.arn.Name, Region: b.r.p.arn.Region, ShardID: b.r.shardID, BatchSize: len(b.recs),
+	inv := Invocation{StreamName: b.r.p.id.Name, Region: b.r.p.id.Region, ShardID: b.r.shardID, BatchSize: len(b.recs),
 		FirstSequenceNumber: deref(b.recs[0].SequenceNumber), LastSequenceNumber: deref(b.recs[len(b.recs)-1].SequenceNumber),
 		Attempt: b.tries, NewTrace: b.chained == MaxTraceInvocations}
 	if at := b.recs[len(b.recs)-1].ApproximateArrivalTimestamp; at != nil {

@@ -13,7 +13,7 @@ import (
 // TestValidationErrorKeepsItsCause: a filter pattern's *filter.PatternError is behind the
 // ValidationError, next to ErrInvalidConfig.
 func TestValidationErrorKeepsItsCause(t *testing.T) {
-	err := Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/s", StartingPosition: Latest,
+	err := Config{StartingPosition: Latest,
 		FilterPatterns: []string{`{"data": {"a": ["x"]}}`, `{"data": 1}`}}.Validate()
 	var ve *ValidationError
 	var pe *filter.PatternError
@@ -30,59 +30,45 @@ func TestValidationErrorKeepsItsCause(t *testing.T) {
 
 // withDefaults is the configuration as the poller runs it (Check with the clock now).
 func (c Config) withDefaults(now time.Time) (Config, error) {
-	checked, err := c.check(now, true)
+	checked, err := c.check(now)
 	return checked.cfg, err
 }
 
-// TestCheckedCarriesWhatNewNeeds: Check gives the configuration with its defaults, the parsed
-// stream ARN and the compiled filters.
+// TestCheckedCarriesWhatNewNeeds: Check gives the configuration with its defaults and the
+// compiled filters.
 func TestCheckedCarriesWhatNewNeeds(t *testing.T) {
-	c, err := Config{StreamARN: "arn:aws:kinesis:us-east-1:111111111111:stream/s", StartingPosition: Latest,
+	c, err := Config{StartingPosition: Latest,
 		FilterPatterns: []string{`{"data": {"a": ["x"]}}`}}.Check()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Stream() != (StreamARN{Partition: "aws", Region: "us-east-1", Account: "111111111111", Name: "s"}) ||
-		c.Filters() == nil || c.Config().BatchSize != DefaultBatchSize || c.Config().InvokeIdentityARN != "arn:aws:iam::111111111111:role/esm" {
+	if c.Filters() == nil || c.Config().BatchSize != DefaultBatchSize {
 		t.Fatalf("checked %+v", c)
 	}
-	none, err := Config{StreamARN: "arn:aws:kinesis:us-east-1:111111111111:stream/s", StartingPosition: Latest}.Check()
+	none, err := Config{StartingPosition: Latest}.Check()
 	if err != nil || none.Filters() != nil {
 		t.Fatalf("without patterns: filters %v, %v", none.Filters(), err)
 	}
-	if _, err := (Config{StartingPosition: Latest}).Check(); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("Check without a stream: %v", err)
-	}
 }
 
-// TestCheckSettingsBeforeTheStream: the settings are checked without a stream (no stand-in ARN),
-// with their defaults applied; the stream set afterwards is checked when the value is checked
-// again, and gives the defaults that come from it, while the settings are not checked again.
-func TestCheckSettingsBeforeTheStream(t *testing.T) {
+// TestCheckSettingsOnce: the settings a check accepted are not checked again while unchanged, and
+// are once changed.
+func TestCheckSettingsOnce(t *testing.T) {
 	if _, err := (Config{StartingPosition: Latest, BatchSize: 10001}).CheckSettings(); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("CheckSettings accepted BatchSize 10001: %v", err)
 	}
 	ts := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	s, err := Config{StartingPosition: AtTimestamp, StartingPositionTimestamp: ts, FilterPatterns: []string{`{"data": {"a": ["x"]}}`}}.CheckSettings()
-	if err != nil || s.BatchSize != DefaultBatchSize || s.InvokeIdentityARN != "" {
+	if err != nil || s.BatchSize != DefaultBatchSize {
 		t.Fatalf("settings %+v, %v", s, err)
 	}
-	s.StreamARN = "arn:aws:kinesis:eu-west-1:222222222222:stream/real"
 	before := ts.Add(-time.Hour) // the timestamp is in this clock's future: a check of the settings would refuse it
-	c, err := s.check(before, true)
-	if err != nil {
+	c, err := s.check(before)
+	if err != nil || c.Filters() == nil {
 		t.Fatalf("the settings were checked again: %v", err)
 	}
-	if c.Stream().Name != "real" || c.Config().InvokeIdentityARN != "arn:aws:iam::222222222222:role/esm" || c.Filters() == nil {
-		t.Fatalf("the stream's defaults: %+v", c)
-	}
-	s.StreamARN = "arn:aws:kinesis:eu-west-1:222222222222:stream/real/consumer/c:x"
-	if _, err := s.check(before, true); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("a bad consumer ARN set after the settings' check was accepted: %v", err)
-	}
-	s.StreamARN = "arn:aws:kinesis:eu-west-1:222222222222:stream/real"
 	s.BatchSize = 0 // changed: checked (and defaulted) again
-	if c, err := s.check(before, true); !errors.Is(err, ErrInvalidConfig) {
+	if c, err := s.check(before); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("a changed setting was not checked again: %+v %v", c.Config(), err)
 	}
 }
@@ -92,22 +78,22 @@ func TestCheckSettingsBeforeTheStream(t *testing.T) {
 // checked), and checks a value changed since.
 func TestNewDoesNotCheckAgain(t *testing.T) {
 	ts := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
-	cfg := Config{StreamARN: "arn:aws:kinesis:us-east-1:111111111111:stream/s", StartingPosition: AtTimestamp, StartingPositionTimestamp: ts}
+	cfg := Config{StartingPosition: AtTimestamp, StartingPositionTimestamp: ts}
 	before := WithClock(func() time.Time { return ts.Add(-time.Hour) })
 	inv := inprocess.New(func() error { return nil })
-	if _, err := New(cfg, fakekinesis.New(), NewMemoryStore(), inv, before); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := New(kinesisSource(fakekinesis.New(), "arn:aws:kinesis:us-east-1:111111111111:stream/s"), cfg, NewMemoryStore(), inv, before); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("New accepted a timestamp in its clock's future: %v", err)
 	}
 	checked, err := cfg.Check()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(checked.Config(), fakekinesis.New(), NewMemoryStore(), inv, before); err != nil {
+	if _, err := New(kinesisSource(fakekinesis.New(), testStreamARN), checked.Config(), NewMemoryStore(), inv, before); err != nil {
 		t.Fatalf("New checked the configuration again: %v", err)
 	}
 	changed := checked.Config()
 	changed.StartingPositionTimestamp = ts.Add(time.Second)
-	if _, err := New(changed, fakekinesis.New(), NewMemoryStore(), inv, before); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := New(kinesisSource(fakekinesis.New(), testStreamARN), changed, NewMemoryStore(), inv, before); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("New did not check a configuration changed after its check: %v", err)
 	}
 }
@@ -124,7 +110,7 @@ func (p pacedStore) ClaimInterval() time.Duration { return p.pace }
 // TestClaimIntervalFromTheCoordinator: a mapping that sets no ClaimInterval claims at its
 // Coordinator's pace (lease.Dynamo's ClaimInterval), else every second; one it sets wins.
 func TestClaimIntervalFromTheCoordinator(t *testing.T) {
-	cfg := Config{StreamARN: "arn:aws:kinesis:us-east-1:111111111111:stream/s", StartingPosition: Latest}
+	cfg := Config{StartingPosition: Latest}
 	inv := inprocess.New(func() error { return nil })
 	paced := pacedStore{Store: NewMemoryStore(), pace: 300 * time.Millisecond}
 	for _, tt := range []struct {
@@ -138,7 +124,7 @@ func TestClaimIntervalFromTheCoordinator(t *testing.T) {
 	} {
 		c := cfg
 		c.ClaimInterval = tt.given
-		p, err := New(c, fakekinesis.New(), paced, inv, tt.opts...)
+		p, err := New(kinesisSource(fakekinesis.New(), testStreamARN), c, paced, inv, tt.opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,7 @@ func (r *reader) windowTail(final, early bool) []byte {
 	b = append(b, `,"shardId":`...)
 	b = appendJSONString(b, r.shardID)
 	b = append(b, `,"eventSourceARN":`...)
-	b = appendJSONString(b, r.p.cfg.StreamARN)
+	b = appendJSONString(b, r.p.id.ARN)
 	b = fmt.Appendf(b, `,"isFinalInvokeForWindow":%t,"isWindowTerminatedEarly":%t}`, final, early)
 	return b
 }

@@ -24,8 +24,8 @@ import (
 // TestWindowEventShape renders a windowed event and decodes it into aws-lambda-go's
 // KinesisTimeWindowEvent: every property lands where the Go type expects it.
 func TestWindowEventShape(t *testing.T) {
-	p, err := New(Config{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/lambda-stream", StartingPosition: TrimHorizon,
-		TumblingWindow: 2 * time.Minute}, fakekinesis.New(), NewMemoryStore(), inprocess.New(func() {}))
+	p, err := New(kinesisSource(fakekinesis.New(), "arn:aws:kinesis:us-east-1:123456789012:stream/lambda-stream"), Config{StartingPosition: TrimHorizon,
+		TumblingWindow: 2 * time.Minute}, NewMemoryStore(), inprocess.New(func() {}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,8 +118,8 @@ func TestTumblingWindowSumsAcrossRestart(t *testing.T) {
 	store := NewMemoryStore()
 	h := &windowSums{totals: map[string]map[string]int{}}
 	run := func() func() {
-		p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 7, TumblingWindow: time.Minute,
-			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(h.handle), WithClock(c.now))
+		p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 7, TumblingWindow: time.Minute,
+			PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, store, inprocess.New(h.handle), WithClock(c.now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,8 +160,8 @@ func TestWindowResponseWithoutStateFails(t *testing.T) {
 	// The handler returns {"state":null,...}: a windowed mapping needs a state object.
 	h := &windowSums{totals: map[string]map[string]int{}, omit: true}
 	store, dest := NewMemoryStore(), &memDest{}
-	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, TumblingWindow: time.Minute, MaximumRetryAttempts: intp(1),
-		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, store, inprocess.New(h.handle), WithDestination(dest))
+	p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, TumblingWindow: time.Minute, MaximumRetryAttempts: intp(1),
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, store, inprocess.New(h.handle), WithDestination(dest))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,8 +207,8 @@ func TestWindowWithParallelizationFactor(t *testing.T) {
 	}
 	var logs testkit.SyncBuffer
 	obs := &counting{states: map[string]string{}}
-	p, err := New(Config{StreamARN: arn, StartingPosition: TrimHorizon, BatchSize: 5, ParallelizationFactor: 4, TumblingWindow: time.Minute,
-		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, f, NewMemoryStore(), inprocess.New(handler),
+	p, err := New(kinesisSource(f, arn), Config{StartingPosition: TrimHorizon, BatchSize: 5, ParallelizationFactor: 4, TumblingWindow: time.Minute,
+		PollInterval: 10 * time.Millisecond, MinPollSpacing: time.Millisecond}, NewMemoryStore(), inprocess.New(handler),
 		WithClock(c.now), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithObserver(obs))
 	if err != nil {
 		t.Fatalf("a windowed mapping with ParallelizationFactor 4 was refused: %v", err)

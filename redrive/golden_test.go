@@ -40,7 +40,7 @@ func TestDryRunGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv := &fn{}
-	sum, out := run(t, mapping(arn), f, src, WithInvoker(inv), WithDryRun())
+	sum, out := run(t, arn, mapping(arn), f, src, WithInvoker(inv), WithDryRun())
 	if sum.WouldRedrive != 2 || sum.Expired != 1 || sum.Skipped != 1 || sum.Invalid != 1 || len(inv.calls()) != 0 {
 		t.Fatalf("summary %+v, %d invocations", sum, len(inv.calls()))
 	}
@@ -58,7 +58,7 @@ func TestExportGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	var records bytes.Buffer
-	sum, out := run(t, mapping(arn), f, src, WithExport(&records))
+	sum, out := run(t, arn, mapping(arn), f, src, WithExport(&records))
 	if sum.Exported != 2 {
 		t.Fatalf("summary %+v", sum)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/source/dynamostreams"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // Message is one on-failure message of a Kinesis or DynamoDB Streams mapping, as Lambda (and esm)
@@ -176,7 +177,7 @@ func checkStreamARN(s string, ddb bool) error {
 		_, err := dynamostreams.ParseStreamARN(s)
 		return err
 	}
-	_, err := poller.ParseStreamARN(s)
+	_, err := kinesissrc.ParseStreamARN(s)
 	return err
 }
 

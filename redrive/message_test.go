@@ -14,6 +14,7 @@ import (
 
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 const testStream = "arn:aws:kinesis:us-east-1:111111111111:stream/orders"
@@ -161,7 +162,7 @@ func FuzzParseMessage(f *testing.F) {
 			compareSeq(m.StartSequenceNumber, m.EndSequenceNumber) > 0 || m.BatchSize < 1 || m.BatchSize > poller.MaxBatchSize {
 			t.Fatalf("accepted %+v", m)
 		}
-		if _, err := poller.ParseStreamARN(m.StreamARN); err != nil {
+		if _, err := kinesissrc.ParseStreamARN(m.StreamARN); err != nil {
 			t.Fatalf("accepted stream %q: %v", m.StreamARN, err)
 		}
 		if m.Payload != nil {

@@ -122,6 +122,7 @@ func (s Summary) String() string {
 // Redriver redrives one mapping's failed records. Create it with New.
 type Redriver struct {
 	cfg       poller.Config
+	streamARN string // the mapping's stream
 	batchSize int
 	kin       KinesisAPI
 	enc       *poller.BatchEncoder
@@ -165,18 +166,22 @@ func WithReporter(rep Reporter) Option {
 	}
 }
 
-// New returns the redriver of the mapping cfg (its StreamARN and FunctionARN name the messages it
-// takes; its BatchSize, FilterCriteria, InvokeIdentityARN and ReportBatchItemFailures shape and
-// judge the batches, as the poller's do). It needs an invoker, an export or a dry run.
-func New(cfg poller.Config, kin KinesisAPI, opts ...Option) (*Redriver, error) {
+// New returns the redriver of the mapping that reads stream with cfg's settings (the stream's ARN
+// and cfg's FunctionARN name the messages it takes; cfg's BatchSize, FilterCriteria and
+// ReportBatchItemFailures, and the stream's invokeIdentityArn, shape and judge the batches, as
+// the poller's do). It needs an invoker, an export or a dry run.
+func New(stream poller.Source, cfg poller.Config, kin KinesisAPI, opts ...Option) (*Redriver, error) {
 	r := &Redriver{cfg: cfg, kin: kin, log: slog.New(slog.DiscardHandler), rep: nopReporter{}}
+	if stream != nil {
+		r.streamARN = stream.Identity().ARN
+	}
 	for _, o := range opts {
 		if o != nil {
 			o(r)
 		}
 	}
 	var err error
-	if r.enc, err = poller.NewBatchEncoder(cfg); err != nil {
+	if r.enc, err = poller.NewBatchEncoder(stream, cfg); err != nil {
 		return nil, err
 	}
 	if len(cfg.FilterPatterns) > 0 {
@@ -252,8 +257,8 @@ func (r *Redriver) one(ctx context.Context, src Source, it *Item) Result {
 	}
 	res.Message = m
 	switch {
-	case m.StreamARN != r.cfg.StreamARN:
-		res.Outcome, res.Detail = Skipped, fmt.Sprintf("for stream %s, not this mapping's %s", m.StreamARN, r.cfg.StreamARN)
+	case m.StreamARN != r.streamARN:
+		res.Outcome, res.Detail = Skipped, fmt.Sprintf("for stream %s, not this mapping's %s", m.StreamARN, r.streamARN)
 		return res
 	case m.FunctionARN != "" && r.cfg.FunctionARN != "" && m.FunctionARN != r.cfg.FunctionARN:
 		res.Outcome, res.Detail = Skipped, fmt.Sprintf("for function %s, not this mapping's %s", m.FunctionARN, r.cfg.FunctionARN)

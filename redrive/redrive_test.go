@@ -20,6 +20,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 const (
@@ -79,13 +80,13 @@ func newStream(t *testing.T, data ...string) (*fakekinesis.Fake, string, []strin
 }
 
 func mapping(arn string) poller.Config {
-	return poller.Config{StreamARN: arn, FunctionARN: functionARN, StartingPosition: poller.TrimHorizon}
+	return poller.Config{FunctionARN: functionARN, StartingPosition: poller.TrimHorizon}
 }
 
 // failOnce runs the real poller over the stream with a function that fails on the poison record,
 // no retries, and returns the failure record it sends to the on-failure destination and the
 // payload of the last invocation that failed: what Lambda invoked the function with.
-func failOnce(t *testing.T, f *fakekinesis.Fake, cfg poller.Config) (poller.FailureRecord, []byte) {
+func failOnce(t *testing.T, f *fakekinesis.Fake, arn string, cfg poller.Config) (poller.FailureRecord, []byte) {
 	t.Helper()
 	cfg.MaximumRetryAttempts = new(int)
 	cfg.PollInterval = 10 * time.Millisecond
@@ -94,7 +95,7 @@ func failOnce(t *testing.T, f *fakekinesis.Fake, cfg poller.Config) (poller.Fail
 	dest := make(capture, 10)
 	// The poller's clock is the fake's, a second on: the records are fresh, whatever the date, for
 	// the record-age and retention rules.
-	p, err := poller.New(cfg, f, poller.NewMemoryStore(), inv, poller.WithDestination(dest),
+	p, err := poller.New(kinesissrc.MustNew(f, arn), cfg, poller.NewMemoryStore(), inv, poller.WithDestination(dest),
 		poller.WithClock(func() time.Time { return fixedClock().Add(time.Second) }))
 	if err != nil {
 		t.Fatal(err)
@@ -133,10 +134,10 @@ func writeMessages(t *testing.T, bodies ...[]byte) string {
 	return path
 }
 
-func run(t *testing.T, cfg poller.Config, kin KinesisAPI, src Source, opts ...Option) (Summary, string) {
+func run(t *testing.T, arn string, cfg poller.Config, kin KinesisAPI, src Source, opts ...Option) (Summary, string) {
 	t.Helper()
 	var out bytes.Buffer
-	r, err := New(cfg, kin, append(opts, WithReporter(NewLineReporter(&out)))...)
+	r, err := New(kinesissrc.MustNew(nil, arn), cfg, kin, append(opts, WithReporter(NewLineReporter(&out)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestRedriveIsTheFailedBatch(t *testing.T) {
 			f, arn, seqs := newStream(t, "a", "b", "poison", "d", "e", "f")
 			cfg := mapping(arn)
 			cfg.BatchSize, cfg.BisectBatchOnFunctionError = 6, bisect
-			fr, failed := failOnce(t, f, cfg)
+			fr, failed := failOnce(t, f, arn, cfg)
 			wantRecords := 6
 			if bisect {
 				wantRecords = 1
@@ -173,7 +174,7 @@ func TestRedriveIsTheFailedBatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sum, out := run(t, cfg, f, src, WithInvoker(fixed))
+			sum, out := run(t, arn, cfg, f, src, WithInvoker(fixed))
 			if sum.Redriven != 1 || !sum.OK() {
 				t.Fatalf("summary %+v\n%s", sum, out)
 			}
@@ -191,7 +192,7 @@ func TestRedriveIsTheFailedBatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sum, _ := run(t, cfg, f, src, WithInvoker(fixed)); sum.Messages != 0 || len(fixed.calls()) != 1 {
+			if sum, _ := run(t, arn, cfg, f, src, WithInvoker(fixed)); sum.Messages != 0 || len(fixed.calls()) != 1 {
 				t.Fatalf("second redrive: %+v, %d invocations in all", sum, len(fixed.calls()))
 			}
 		})
@@ -204,7 +205,7 @@ func TestRedriveFromS3Payload(t *testing.T) {
 	f, arn, seqs := newStream(t, "a", "poison", "c")
 	cfg := mapping(arn)
 	cfg.BatchSize = 3
-	fr, failed := failOnce(t, f, cfg)
+	fr, failed := failOnce(t, f, arn, cfg)
 	obj := dlq.S3Object(fr)
 	f.TrimBefore("orders", shard0, "9"+strings.Repeat("0", len(seqs[2]))) // every record gone
 	fixed := &fn{}
@@ -212,7 +213,7 @@ func TestRedriveFromS3Payload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, out := run(t, cfg, f, src, WithInvoker(fixed))
+	sum, out := run(t, arn, cfg, f, src, WithInvoker(fixed))
 	if sum.Redriven != 1 {
 		t.Fatalf("summary %+v\n%s", sum, out)
 	}
@@ -240,7 +241,7 @@ func TestTrimmedRangeIsKept(t *testing.T) {
 		send(t, url, dlq.Message(fr))
 	}
 	inv := &fn{}
-	sum, out := run(t, mapping(arn), f, NewQueue(sqsC, url, time.Minute), WithInvoker(inv))
+	sum, out := run(t, arn, mapping(arn), f, NewQueue(sqsC, url, time.Minute), WithInvoker(inv))
 	if sum.Expired != 2 || sum.OK() || len(inv.calls()) != 0 {
 		t.Fatalf("summary %+v, %d invocations\n%s", sum, len(inv.calls()), out)
 	}
@@ -269,7 +270,7 @@ func TestFailingRedriveKeepsMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, out := run(t, mapping(arn), f, src, WithInvoker(&fn{fail: poisoned}))
+	sum, out := run(t, arn, mapping(arn), f, src, WithInvoker(&fn{fail: poisoned}))
 	if sum.Failing != 1 || sum.OK() || !strings.Contains(out, `messages.jsonl:1  shardId-000000000000 `+seqs[0]+`-`+seqs[1]+`: function error (Unhandled): {"errorMessage":"poison record"`) {
 		t.Fatalf("summary %+v\n%s", sum, out)
 	}
@@ -277,7 +278,7 @@ func TestFailingRedriveKeepsMessage(t *testing.T) {
 		t.Fatalf("file after a failing redrive: %q", left)
 	}
 	src, _ = ReadFile(path)
-	if sum, out := run(t, mapping(arn), f, src, WithInvoker(&fn{})); sum.Redriven != 1 || !sum.OK() {
+	if sum, out := run(t, arn, mapping(arn), f, src, WithInvoker(&fn{})); sum.Redriven != 1 || !sum.OK() {
 		t.Fatalf("after the fix: %+v\n%s", sum, out)
 	}
 }
@@ -290,7 +291,7 @@ func TestPartialBatchResponseFails(t *testing.T) {
 	cfg.ReportBatchItemFailures = true
 	src, _ := ReadMessages(bytes.NewReader(dlq.Message(failureRecord(arn, seqs[0], seqs[2], 3))), "m")
 	inv := &fn{response: []byte(`{"batchItemFailures":[{"itemIdentifier":"` + seqs[1] + `"}]}`)}
-	sum, out := run(t, cfg, f, src, WithInvoker(inv))
+	sum, out := run(t, arn, cfg, f, src, WithInvoker(inv))
 	if sum.Failing != 1 || !strings.Contains(out, "partial batch response: 1 of 3 records handled, from "+seqs[1]+" on they failed") {
 		t.Fatalf("summary %+v\n%s", sum, out)
 	}
@@ -305,12 +306,12 @@ func TestFiltersAndBatchLimits(t *testing.T) {
 	cfg.BatchSize = 2
 	src, _ := ReadMessages(bytes.NewReader(dlq.Message(failureRecord(arn, seqs[0], seqs[4], 3))), "m")
 	inv := &fn{}
-	sum, out := run(t, cfg, f, src, WithInvoker(inv))
+	sum, out := run(t, arn, cfg, f, src, WithInvoker(inv))
 	if sum.Redriven != 1 || !strings.Contains(out, "3 records in 2 invocations") {
 		t.Fatalf("summary %+v\n%s", sum, out)
 	}
 	calls := inv.calls()
-	enc, _ := poller.NewBatchEncoder(cfg)
+	enc, _ := poller.NewBatchEncoder(kinesissrc.MustNew(nil, arn), cfg)
 	recs := fetched(t, f, arn, seqs[0], seqs[4])
 	want1, _ := enc.Next(shard0, []types.Record{recs[0], recs[2]})
 	want2, _ := enc.Next(shard0, []types.Record{recs[4]})
@@ -319,7 +320,7 @@ func TestFiltersAndBatchLimits(t *testing.T) {
 	}
 	// A message whose count does not match the range (another filter, another stream) is refused.
 	src, _ = ReadMessages(bytes.NewReader(dlq.Message(failureRecord(arn, seqs[0], seqs[4], 5))), "m")
-	if sum, out := run(t, cfg, f, src, WithInvoker(inv)); sum.Failing != 1 || !strings.Contains(out, "holds 3 records the mapping would invoke, the message names 5") {
+	if sum, out := run(t, arn, cfg, f, src, WithInvoker(inv)); sum.Failing != 1 || !strings.Contains(out, "holds 3 records the mapping would invoke, the message names 5") {
 		t.Fatalf("count mismatch: %+v\n%s", sum, out)
 	}
 }
@@ -333,7 +334,7 @@ func TestOtherMappingsSkipped(t *testing.T) {
 	path := writeMessages(t, dlq.Message(other), dlq.Message(otherFn))
 	src, _ := ReadFile(path)
 	inv := &fn{}
-	sum, out := run(t, mapping(arn), f, src, WithInvoker(inv))
+	sum, out := run(t, arn, mapping(arn), f, src, WithInvoker(inv))
 	if sum.Skipped != 2 || !sum.OK() || len(inv.calls()) != 0 {
 		t.Fatalf("summary %+v\n%s", sum, out)
 	}
@@ -341,15 +342,15 @@ func TestOtherMappingsSkipped(t *testing.T) {
 
 func TestNewNeedsSomethingToDo(t *testing.T) {
 	_, arn, _ := newStream(t)
-	if _, err := New(mapping(arn), fakekinesis.New()); err == nil {
+	if _, err := New(kinesissrc.MustNew(nil, arn), mapping(arn), fakekinesis.New()); err == nil {
 		t.Fatal("a redriver with no invoker, export or dry run")
 	}
 	cfg := mapping(arn)
 	cfg.TumblingWindow = time.Minute
-	if _, err := New(cfg, fakekinesis.New(), WithInvoker(&fn{})); err == nil || !strings.Contains(err.Error(), "tumbling windows") {
+	if _, err := New(kinesissrc.MustNew(nil, arn), cfg, fakekinesis.New(), WithInvoker(&fn{})); err == nil || !strings.Contains(err.Error(), "tumbling windows") {
 		t.Fatalf("windowed mapping: %v", err)
 	}
-	if _, err := New(cfg, fakekinesis.New(), WithInvoker(&fn{}), WithDryRun()); err != nil {
+	if _, err := New(kinesissrc.MustNew(nil, arn), cfg, fakekinesis.New(), WithInvoker(&fn{}), WithDryRun()); err != nil {
 		t.Fatalf("a windowed mapping's dry run: %v", err)
 	}
 }
@@ -419,7 +420,7 @@ func TestRedriveParallelizedBatch(t *testing.T) {
 	arn := f.CreateStream("orders", 1)
 	cfg := mapping(arn)
 	cfg.ParallelizationFactor, cfg.BatchSize = 3, 10
-	enc, err := poller.NewBatchEncoder(cfg)
+	enc, err := poller.NewBatchEncoder(kinesissrc.MustNew(nil, arn), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,13 +437,13 @@ func TestRedriveParallelizedBatch(t *testing.T) {
 	}
 	entries[1].Data = []byte("poison")
 	f.PutMany("orders", entries)
-	fr, failed := failOnce(t, f, cfg)
+	fr, failed := failOnce(t, f, arn, cfg)
 	if fr.BatchSize != slots[poisonSlot] {
 		t.Fatalf("the failed batch held %d records, the poison record's slot %d", fr.BatchSize, slots[poisonSlot])
 	}
 	src, _ := ReadMessages(bytes.NewReader(dlq.Message(fr)), "m")
 	inv := &fn{}
-	sum, out := run(t, cfg, f, src, WithInvoker(inv))
+	sum, out := run(t, arn, cfg, f, src, WithInvoker(inv))
 	if calls := inv.calls(); sum.Redriven != 1 || len(calls) != 1 || !bytes.Equal(calls[0], failed) {
 		t.Fatalf("summary %+v\n%s\ninvoked %s\nwant %s", sum, out, calls, failed)
 	}

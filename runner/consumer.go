@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // ErrConsumerNotFound is returned by Run when the enhanced fan-out consumer does not exist and was
@@ -30,10 +31,10 @@ type consumerAPI interface {
 // splitSource separates a consumer ARN given as the stream (Lambda's EventSourceArn may be one):
 // it returns the stream ARN to look up and the consumer.
 func splitSource(stream, consumer string) (string, string, error) {
-	if !poller.IsConsumerARN(stream) {
+	if !kinesissrc.IsConsumerARN(stream) {
 		return stream, consumer, nil
 	}
-	ca, err := poller.ParseConsumerARN(stream)
+	ca, err := kinesissrc.ParseConsumerARN(stream)
 	if err != nil {
 		return "", "", err
 	}
@@ -53,8 +54,8 @@ func splitSource(stream, consumer string) (string, string, error) {
 // and waited for until ACTIVE; a consumer being created is waited for in any case.
 func resolveConsumer(ctx context.Context, c consumerAPI, streamARN, consumer string, register bool, log *slog.Logger) (string, error) {
 	in := &kinesis.DescribeStreamConsumerInput{StreamARN: aws.String(streamARN), ConsumerName: aws.String(consumer)}
-	if poller.IsConsumerARN(consumer) {
-		ca, err := poller.ParseConsumerARN(consumer)
+	if kinesissrc.IsConsumerARN(consumer) {
+		ca, err := kinesissrc.ParseConsumerARN(consumer)
 		if err != nil {
 			return "", err
 		}

@@ -39,7 +39,7 @@
 //  3. cli.Run → Config.mapping (the invoker, or the handler) → New →
 //     Config.trace, Config.observe (Hooks) → Runner.Run;
 //  4. Runner.Run → poller.Config.CheckSettings (Lambda's settings, before any call) →
-//     resolve (poller.ResolveStreamARN, resolveConsumer, the function's ARN) → poller.ListShards → openStore →
+//     resolve (kinesissrc.ResolveStreamARN, resolveConsumer, the function's ARN) → kinesissrc.ListShards → openStore →
 //     runOn → poller.New, which checks the stream's ARNs and not the settings again.
 //
 // CreateEventSourceMapping (esm serve):

@@ -13,11 +13,9 @@ import (
 type Mapping struct {
 	Source   Source
 	Function Function
-	// Config holds Lambda's settings of the mapping and the poller's runtime knobs. Its StreamARN
-	// is ignored: Run fills it from Source once it found the stream, and ConsumerARN too when
-	// Source names a consumer. Its
+	// Config holds Lambda's settings of the mapping and the poller's runtime knobs. Its
 	// FunctionARN, when empty, is the ARN of Function.Name in the stream's partition, region and
-	// account; its InvokeIdentityARN is Function.Role when that is set.
+	// account.
 	Config poller.Config
 	Store  Store
 	// UUID is the mapping's UUID (Lambda's EventSourceMappingUUID: the EMF dimension, the S3

@@ -22,6 +22,7 @@ import (
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/metrics"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // ErrNoFunction is returned by Run for a mapping with neither an Invoker nor a Handler.
@@ -38,9 +39,6 @@ func (r *Runner) withDefaults(m Mapping) Mapping {
 	m.Hooks.Logger = cmp.Or(m.Hooks.Logger, r.log)
 	m.Store.StateDir = cmp.Or(m.Store.StateDir, DefaultStateDir)
 	m.Function.Name = cmp.Or(m.Function.Name, DefaultFunctionName)
-	if m.Function.Role != "" {
-		m.Config.InvokeIdentityARN = m.Function.Role // no constraint: not a change a check must see
-	}
 	return m
 }
 
@@ -59,22 +57,26 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	}
 	// Lambda's settings are checked before any network call (and the stream's ARN, when it is
 	// given as one); the stream's ARNs that the calls find are checked then.
-	mc := m.Config
-	mc.StreamARN = ""
-	if strings.HasPrefix(m.Source.Stream, "arn:") {
-		mc.StreamARN = m.Source.Stream
-	}
-	mc, err := mc.CheckSettings()
+	mc, err := m.Config.CheckSettings()
 	if err != nil {
 		return err
+	}
+	if strings.HasPrefix(m.Source.Stream, "arn:") {
+		if _, err := r.stream(m, Resolved{StreamARN: m.Source.Stream}); err != nil {
+			return err
+		}
 	}
 	found, err := r.resolve(ctx, r.kinStart, m, m.Source.RegisterConsumer)
 	if err != nil {
 		return err
 	}
-	mc.StreamARN, mc.ConsumerARN, mc.FunctionARN = found.StreamARN, found.ConsumerARN, found.FunctionARN
+	src, err := r.stream(m, found)
+	if err != nil {
+		return err
+	}
+	mc.FunctionARN = found.FunctionARN
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
-	if _, err := poller.ListShards(ctx, r.kinStart, mc.StreamARN); err != nil {
+	if _, err := kinesissrc.ListShards(ctx, r.kinStart, found.StreamARN); err != nil {
 		return err
 	}
 	if m.Store.Open == nil && m.Store.LeaseTable != "" {
@@ -85,7 +87,13 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 		return err
 	}
 	defer st.close()
-	return r.runOn(ctx, m, mc, st)
+	return r.runOn(ctx, m, src, mc, st)
+}
+
+// stream is the Kinesis source of the mapping found: its stream, read through its consumer when
+// it has one, its events' invokeIdentityArn the function's role.
+func (r *Runner) stream(m Mapping, found Resolved) (*kinesissrc.Stream, error) {
+	return kinesissrc.New(r.kin, found.StreamARN, kinesissrc.WithConsumer(found.ConsumerARN), kinesissrc.WithInvokeIdentity(m.Function.Role))
 }
 
 // Resolved is a mapping as its stream knows it: the ARNs that name it, key its progress and go
@@ -131,10 +139,9 @@ func (r *Runner) resolve(ctx context.Context, kin KinesisAPI, m Mapping, registe
 		if err != nil {
 			return f, err
 		}
-		if f.StreamARN, err = poller.ResolveStreamARN(ctx, kin, s); err != nil {
+		if f.StreamARN, err = kinesissrc.ResolveStreamARN(ctx, kin, s); err != nil {
 			return f, err
 		}
-		f.ConsumerARN = m.Config.ConsumerARN
 		if c != "" {
 			if f.ConsumerARN, err = resolveConsumer(ctx, kin, f.StreamARN, c, register, m.Hooks.Logger); err != nil {
 				return f, err
@@ -147,7 +154,7 @@ func (r *Runner) resolve(ctx context.Context, kin KinesisAPI, m Mapping, registe
 	case strings.HasPrefix(m.Function.Name, "arn:"):
 		f.FunctionARN = m.Function.Name
 	default:
-		stream, err := poller.ParseStreamARN(f.StreamARN)
+		stream, err := kinesissrc.ParseStreamARN(f.StreamARN)
 		if err != nil {
 			return f, err
 		}
@@ -220,8 +227,8 @@ func (r *Runner) openLeases(ctx context.Context, m Mapping, streamARN string, ex
 		where: []any{"lease_table", s.LeaseTable, "worker_id", id, "lease_duration", d.LeaseDuration()}}, nil
 }
 
-// runOn runs the mapping of mc (its settings checked) on its open store.
-func (r *Runner) runOn(ctx context.Context, m Mapping, mc poller.Config, st *opened) error {
+// runOn runs the mapping of src and mc (its settings checked) on its open store.
+func (r *Runner) runOn(ctx context.Context, m Mapping, src *kinesissrc.Stream, mc poller.Config, st *opened) error {
 	id, err := r.mappingUUID(ctx, m, st)
 	if err != nil {
 		return err
@@ -247,16 +254,16 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, mc poller.Config, st *ope
 	if err != nil {
 		return err
 	}
-	p, err := poller.New(mc, r.kin, st.store, inv, popts...) // checks the stream's ARNs
+	p, err := poller.New(src, mc, st.store, inv, popts...)
 	if err != nil {
 		return err
 	}
 	if st.where != nil {
-		attrs := append([]any{"stream", mc.StreamARN, "function", mc.FunctionARN}, st.where...)
+		attrs := append([]any{"stream", src.Identity().ARN, "function", mc.FunctionARN}, st.where...)
 		if st.shared != nil {
 			attrs = append(attrs, "claim_interval", p.ClaimInterval(), "pid", os.Getpid())
 		} else {
-			attrs = append(attrs, "pid", os.Getpid(), "consumer", mc.ConsumerARN)
+			attrs = append(attrs, "pid", os.Getpid(), "consumer", src.ConsumerARN())
 		}
 		m.Hooks.Logger.Info("esm running", attrs...)
 	}

@@ -15,14 +15,14 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/getrecords"
 	"github.com/kinesis-esm/esm/lease"
-	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // KinesisAPI is the part of the Kinesis client a Runner uses: the poller's reads, and finding
 // and registering enhanced fan-out consumers. *kinesis.Client satisfies it, and so does a fake;
-// a mapping that reads through a consumer needs SubscribeToShard too (poller.SubscribeAPI).
+// a mapping that reads through a consumer needs SubscribeToShard too (kinesissrc.SubscribeAPI).
 type KinesisAPI interface {
-	poller.KinesisAPI
+	kinesissrc.API
 	consumerAPI
 }
 

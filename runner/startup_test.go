@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // TestStartupOutlivesABriefOutage: a worker started while Kinesis answers 5xx (or drops its
@@ -37,7 +37,7 @@ func TestStartupOutlivesABriefOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	arn, err := poller.ResolveStreamARN(context.Background(), r.kinStart, "s")
+	arn, err := kinesissrc.ResolveStreamARN(context.Background(), r.kinStart, "s")
 	if err != nil {
 		t.Fatalf("start-up through 3 failed calls: %v", err)
 	}

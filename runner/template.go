@@ -142,6 +142,7 @@ func (t Template) Mapping(ctx context.Context, cfg aws.Config) (*TemplateMapping
 		res.Template, res.Warnings = tm, tpl.Warnings
 		m.Config = tm.PollerConfig()
 		m.Source = TemplateSource(tm)
+		m.Function.Role = tm.Function.Role
 		m.Function.Name = tm.Function.FunctionName
 		m.Function.Timeout = time.Duration(tm.Function.Timeout) * time.Second
 		m.Function.ReservedConcurrency = tm.Function.ReservedConcurrentExecutions
@@ -152,7 +153,6 @@ func (t Template) Mapping(ctx context.Context, cfg aws.Config) (*TemplateMapping
 	}
 	if t.Stream != nil {
 		m.Source.Stream, m.Source.Consumer = *t.Stream, ""
-		m.Config.StreamARN = ""
 	}
 	if t.FunctionName != nil {
 		m.Function.Name = *t.FunctionName

@@ -66,7 +66,7 @@ func TestTemplateMapping(t *testing.T) {
 	if tm.Template == nil || tm.Template.Function.LogicalID != "Fn" || m.Source.Stream != "orders" || m.Source.Consumer != "" ||
 		m.Function.Name != tm.Template.Function.FunctionName || m.Function.Timeout != 7*time.Second ||
 		m.Config.BatchSize != 2 || m.Config.StartingPosition != poller.Latest ||
-		m.Config.StreamARN != "arn:aws:kinesis:eu-west-1:"+EmulatorAccountID+":stream/orders" {
+		tm.Template.EventSourceArn != "arn:aws:kinesis:eu-west-1:"+EmulatorAccountID+":stream/orders" {
 		t.Fatalf("the template's mapping: %+v (template %+v)", m, tm.Template)
 	}
 
@@ -75,7 +75,7 @@ func TestTemplateMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := tm.Mapping; m.Source.Stream != "other" || m.Config.StreamARN != "" || m.Function.Name != "renamed" || m.Config.FunctionARN != "" || m.Config.BatchSize != 2 {
+	if m := tm.Mapping; m.Source.Stream != "other" || m.Function.Name != "renamed" || m.Config.FunctionARN != "" || m.Config.BatchSize != 2 {
 		t.Fatalf("with the stream and the function name given: %+v", m)
 	}
 

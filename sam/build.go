@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // builder turns resources into mappings.
@@ -138,7 +138,7 @@ func (b *builder) eventSourceMapping(id string) (*Mapping, string, error) {
 }
 
 // stream describes the mapping's stream, linking it to the template's stream resource, if any.
-func (b *builder) stream(sa poller.StreamARN) Stream {
+func (b *builder) stream(sa kinesissrc.StreamARN) Stream {
 	r := b.r
 	s := Stream{Name: sa.Name, Arn: sa.String()}
 	if sa.Account != r.opts.accountID {

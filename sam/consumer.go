@@ -1,6 +1,6 @@
 package sam
 
-import "github.com/kinesis-esm/esm/poller"
+import kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 
 // StreamConsumer is the enhanced fan-out consumer a mapping reads through.
 type StreamConsumer struct {
@@ -14,14 +14,14 @@ type StreamConsumer struct {
 
 // source parses the mapping's EventSourceArn: a stream ARN, or a consumer ARN (the ConsumerARN of
 // an AWS::Kinesis::StreamConsumer, through !GetAtt or !Ref) and its stream.
-func (b *builder) source(src string) (poller.StreamARN, *StreamConsumer, error) {
-	if !poller.IsConsumerARN(src) {
-		sa, err := poller.ParseStreamARN(src)
+func (b *builder) source(src string) (kinesissrc.StreamARN, *StreamConsumer, error) {
+	if !kinesissrc.IsConsumerARN(src) {
+		sa, err := kinesissrc.ParseStreamARN(src)
 		return sa, nil, err
 	}
-	ca, err := poller.ParseConsumerARN(src)
+	ca, err := kinesissrc.ParseConsumerARN(src)
 	if err != nil {
-		return poller.StreamARN{}, nil, err
+		return kinesissrc.StreamARN{}, nil, err
 	}
 	c := &StreamConsumer{Name: ca.Name, Arn: src}
 	r := b.r

@@ -3,7 +3,7 @@ package sam
 import (
 	"testing"
 
-	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // TestStreamConsumerSource: a mapping whose Stream is !GetAtt of an AWS::Kinesis::StreamConsumer's
@@ -39,7 +39,7 @@ func TestStreamConsumerSource(t *testing.T) {
 	if m.Consumer == nil || m.Consumer.LogicalID != "" || m.Consumer.Name != "c" || m.Stream.Arn != stream {
 		t.Fatalf("literal consumer ARN: consumer %+v, stream %+v", m.Consumer, m.Stream)
 	}
-	if _, err := poller.ParseConsumerARN(m.EventSourceArn); err != nil {
+	if _, err := kinesissrc.ParseConsumerARN(m.EventSourceArn); err != nil {
 		t.Fatal(err)
 	}
 }

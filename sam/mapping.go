@@ -115,9 +115,7 @@ type MetricsConfig struct {
 func (m *Mapping) PollerConfig() poller.Config {
 	retries, age := m.MaximumRetryAttempts, m.MaximumRecordAgeInSeconds
 	c := poller.Config{
-		StreamARN:                  m.EventSourceArn,
 		FunctionARN:                m.Function.FunctionArn,
-		InvokeIdentityARN:          m.Function.Role,
 		BatchSize:                  m.BatchSize,
 		MaximumBatchingWindow:      time.Duration(m.MaximumBatchingWindowInSeconds) * time.Second,
 		StartingPosition:           m.StartingPosition,

@@ -246,7 +246,7 @@ func TestValidationMessages(t *testing.T) {
 // template's FilterCriteria must get too (the filter rules are the poller's).
 func pollerMessage(t *testing.T, patterns ...string) string {
 	t.Helper()
-	err := poller.Config{StreamARN: stream, StartingPosition: poller.Latest, FilterPatterns: patterns}.Validate()
+	err := poller.Config{StartingPosition: poller.Latest, FilterPatterns: patterns}.Validate()
 	if err == nil {
 		t.Fatalf("poller.Config accepts the patterns %q", patterns)
 	}
@@ -358,10 +358,10 @@ func TestPollerConfig(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.StreamARN != m.EventSourceArn || c.BatchSize != 50 || c.MaximumBatchingWindow.Seconds() != 1 ||
+	if c.BatchSize != 50 || c.MaximumBatchingWindow.Seconds() != 1 ||
 		*c.MaximumRetryAttempts != 2 || *c.MaximumRecordAgeInSeconds != 3600 || !c.BisectBatchOnFunctionError ||
 		!c.ReportBatchItemFailures || c.OnFailureDestination != m.DestinationConfig.OnFailure.Destination ||
-		len(c.FilterPatterns) != 2 || c.InvokeIdentityARN != m.Function.Role || c.Disabled {
+		len(c.FilterPatterns) != 2 || c.Disabled {
 		t.Fatalf("poller.Config does not carry the mapping: %+v", c)
 	}
 }

@@ -18,12 +18,13 @@ import (
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // Reader reads mappings' status. It keeps nothing between calls but its last read of a lease
 // table (for TableRefresh), and is safe for concurrent use.
 type Reader struct {
-	kin         poller.KinesisAPI
+	kin         kinesissrc.API
 	stateDir    string
 	ddb         lease.DynamoAPI
 	table       string
@@ -78,7 +79,7 @@ const DefaultStateDir = ".esm"
 
 // New returns a Reader that lists shards with kin (it calls ListShards, and DescribeStreamSummary
 // in All).
-func New(kin poller.KinesisAPI, opts ...Option) *Reader {
+func New(kin kinesissrc.API, opts ...Option) *Reader {
 	r := &Reader{kin: kin, stateDir: DefaultStateDir, client: http.DefaultClient, now: time.Now}
 	for _, o := range opts {
 		if o != nil {
@@ -100,7 +101,7 @@ func (r *Reader) Mapping(ctx context.Context, streamARN, functionARN string) (Re
 	if err != nil {
 		return rep, err
 	}
-	shards, err := poller.ListShards(ctx, r.kin, streamARN)
+	shards, err := kinesissrc.ListShards(ctx, r.kin, streamARN)
 	if err != nil {
 		return rep, err
 	}
@@ -215,11 +216,11 @@ func (r *Reader) All(ctx context.Context) (Mappings, error) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(mappings)) {
 		lm := mappings[id]
-		arn, err := poller.ResolveStreamARN(ctx, r.kin, lm.Stream)
+		arn, err := kinesissrc.ResolveStreamARN(ctx, r.kin, lm.Stream)
 		if err != nil {
 			return out, fmt.Errorf("mapping %s: %w", id, err)
 		}
-		shards, err := poller.ListShards(ctx, r.kin, arn)
+		shards, err := kinesissrc.ListShards(ctx, r.kin, arn)
 		if err != nil {
 			return out, fmt.Errorf("mapping %s: %w", id, err)
 		}

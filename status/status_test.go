@@ -16,6 +16,7 @@ import (
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"github.com/kinesis-esm/esm/status"
 )
 
@@ -91,7 +92,7 @@ func TestShardStates(t *testing.T) {
 // fakeKinesis answers ListShards with shards and DescribeStreamSummary with arns (by name or
 // ARN); any other call panics (the nil embedded interface).
 type fakeKinesis struct {
-	poller.KinesisAPI
+	kinesissrc.API
 	shards map[string][]types.Shard // by stream ARN
 	arns   map[string]string        // stream name or ARN → ARN
 }

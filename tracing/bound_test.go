@@ -22,6 +22,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // TestRetryChainTraceBounded (issue 40): a batch retried for ever does not grow one trace without
@@ -35,8 +36,7 @@ func TestRetryChainTraceBounded(t *testing.T) {
 		f := fakekinesis.New()
 		arn := f.CreateStream("orders", 1)
 		f.PutToShard("orders", shard, "k", []byte("poison"))
-		p, err := poller.New(poller.Config{StreamARN: arn, StartingPosition: poller.TrimHorizon, ShardSyncInterval: time.Hour},
-			f, poller.NewMemoryStore(), inprocess.New(func() error { return errors.New("poison") }), poller.WithTracer(NewTracer(tp, Mapping{FunctionName: "fn"})))
+		p, err := poller.New(kinesissrc.MustNew(f, arn), poller.Config{StartingPosition: poller.TrimHorizon, ShardSyncInterval: time.Hour}, poller.NewMemoryStore(), inprocess.New(func() error { return errors.New("poison") }), poller.WithTracer(NewTracer(tp, Mapping{FunctionName: "fn"})))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 const shard = "shardId-000000000000"
@@ -82,9 +83,9 @@ func bisectScenario(t *testing.T, inv poller.Invoker, tr poller.Tracer) {
 	}
 	one := 1
 	store, dest := poller.NewMemoryStore(), &memDest{}
-	p, err := poller.New(poller.Config{StreamARN: arn, StartingPosition: poller.TrimHorizon, BatchSize: 4,
+	p, err := poller.New(kinesissrc.MustNew(f, arn), poller.Config{StartingPosition: poller.TrimHorizon, BatchSize: 4,
 		BisectBatchOnFunctionError: true, MaximumRetryAttempts: &one, PollInterval: 10 * time.Millisecond,
-		MinPollSpacing: time.Millisecond}, f, store, inv, poller.WithDestination(dest), poller.WithTracer(tr))
+		MinPollSpacing: time.Millisecond}, store, inv, poller.WithDestination(dest), poller.WithTracer(tr))
 	if err != nil {
 		t.Fatal(err)
 	}

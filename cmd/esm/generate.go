@@ -12,6 +12,7 @@ import (
 
 	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 type generateCmd struct {
@@ -32,9 +33,10 @@ func (g *generateCmd) run(ctx context.Context, e env) error {
 	if len(g.PartitionKey) > 1 && len(g.PartitionKey) != len(g.Data) {
 		return cli.Usage(fmt.Errorf("--partition-key given %d times for %d records: give one for all, or one per --data", len(g.PartitionKey), len(g.Data)))
 	}
-	cfg := poller.Config{StreamARN: g.StreamARN, BatchSize: max(len(g.Data), 1)}
-	if cfg.StreamARN == "" {
-		cfg.StreamARN = "arn:aws:kinesis:us-east-1:123456789012:stream/example"
+	cfg := poller.Config{BatchSize: max(len(g.Data), 1)}
+	streamARN, role := g.StreamARN, ""
+	if streamARN == "" {
+		streamARN = "arn:aws:kinesis:us-east-1:123456789012:stream/example"
 		res, err := g.Resolve(ctx, false)
 		if err != nil {
 			return err
@@ -44,10 +46,14 @@ func (g *generateCmd) run(ctx context.Context, e env) error {
 			if err != nil {
 				return err
 			}
-			cfg.StreamARN, cfg.InvokeIdentityARN = m.EventSourceArn, m.Function.Role // "": the poller's default
+			streamARN, role = m.EventSourceArn, m.Function.Role // "": the source's default
 		}
 	}
-	if _, err := poller.ParseStreamARN(cfg.StreamARN); err != nil {
+	if _, err := kinesissrc.ParseStreamARN(streamARN); err != nil {
+		return cli.Usage(fmt.Errorf("--stream-arn: %w", err))
+	}
+	stream, err := kinesissrc.New(nil, streamARN, kinesissrc.WithInvokeIdentity(role))
+	if err != nil {
 		return cli.Usage(fmt.Errorf("--stream-arn: %w", err))
 	}
 	arrival := time.Now()
@@ -73,7 +79,7 @@ func (g *generateCmd) run(ctx context.Context, e env) error {
 		recs = append(recs, types.Record{Data: data, PartitionKey: aws.String(key),
 			SequenceNumber: aws.String(fmt.Sprintf("%s%04d", firstSequence, i)), ApproximateArrivalTimestamp: aws.Time(arrival)})
 	}
-	enc, err := poller.NewBatchEncoder(cfg)
+	enc, err := poller.NewBatchEncoder(stream, cfg)
 	if err != nil {
 		return cli.Usage(fmt.Errorf("--data: %w", err))
 	}

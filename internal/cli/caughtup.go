@@ -61,7 +61,7 @@ func (f CaughtUpFlags) Check(c *Config) error {
 
 // readsThroughConsumer reports whether the mapping reads through an enhanced fan-out consumer.
 func readsThroughConsumer(m *runner.Mapping) bool {
-	return m.Source.Consumer != "" || m.Config.ConsumerARN != "" || strings.Contains(m.Source.Stream, "/consumer/")
+	return m.Source.Consumer != "" || strings.Contains(m.Source.Stream, "/consumer/")
 }
 
 // Summary counts what a run did, as the mapping's Observer: in total and per shard.

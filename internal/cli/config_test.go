@@ -91,7 +91,7 @@ func TestLoadPrecedence(t *testing.T) {
 	}
 
 	c, err = load(t, append(base, "--stream", "arn:aws:kinesis:us-east-1:000000000000:stream/x")...)
-	if err != nil || c.Run.Source.Stream != "arn:aws:kinesis:us-east-1:000000000000:stream/x" || c.Run.Config.StreamARN != "" {
+	if err != nil || c.Run.Source.Stream != "arn:aws:kinesis:us-east-1:000000000000:stream/x" {
 		t.Fatalf("--stream does not override the template: %v %+v", err, c)
 	}
 }

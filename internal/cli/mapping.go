@@ -8,6 +8,7 @@ import (
 
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // MappingFlags name the mapping's stream and function and say how to reach the function and the
@@ -77,20 +78,24 @@ func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 }
 
 // ResolveMapping finds the mapping's stream (it must exist) and returns a Kinesis client for the
-// endpoint and the mapping's configuration with its stream's and its function's ARNs, as
+// endpoint, the stream, and the mapping's configuration with its function's ARN, as
 // runner.Resolve names them: what keys the mapping's progress and its on-failure messages. It
 // writes nothing.
-func (c *Config) ResolveMapping(ctx context.Context) (*kinesis.Client, poller.Config, error) {
+func (c *Config) ResolveMapping(ctx context.Context) (*kinesis.Client, *kinesissrc.Stream, poller.Config, error) {
 	kin := kinesis.NewFromConfig(c.AWS) // its BaseEndpoint is the endpoint URL
 	mc := c.Run.Config
 	r, err := runner.New(c.AWS, runner.WithLogger(c.Logger), runner.WithKinesis(kin))
 	if err != nil {
-		return nil, mc, err
+		return nil, nil, mc, err
 	}
 	found, err := r.Resolve(ctx, c.Run)
 	if err != nil {
-		return nil, mc, err
+		return nil, nil, mc, err
 	}
-	mc.StreamARN, mc.FunctionARN = found.StreamARN, found.FunctionARN
-	return kin, mc, nil
+	stream, err := kinesissrc.New(kin, found.StreamARN, kinesissrc.WithInvokeIdentity(c.Run.Function.Role))
+	if err != nil {
+		return nil, nil, mc, err
+	}
+	mc.FunctionARN = found.FunctionARN
+	return kin, stream, mc, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // TestNoAnswerIsNotRetriedOnAnotherEndpoint is the audit's suspicion S2: an invocation with no
@@ -45,8 +46,8 @@ func TestNoAnswerIsNotRetriedOnAnotherEndpoint(t *testing.T) {
 	fk := fakekinesis.New()
 	arn := fk.CreateStream("s", 1)
 	fk.Put("s", "k", []byte(`{}`))
-	cfg := poller.Config{StreamARN: arn, StartingPosition: poller.TrimHorizon, PollInterval: 50 * time.Millisecond}
-	p, err := poller.New(cfg, fk, poller.NewMemoryStore(), pool, poller.WithInvocationBound(2*time.Second),
+	cfg := poller.Config{StartingPosition: poller.TrimHorizon, PollInterval: 50 * time.Millisecond}
+	p, err := poller.New(kinesissrc.MustNew(fk, arn), cfg, poller.NewMemoryStore(), pool, poller.WithInvocationBound(2*time.Second),
 		poller.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 func browser(t *testing.T) (context.Context, context.CancelFunc) {
@@ -49,8 +50,8 @@ func TestLivePageInBrowser(t *testing.T) {
 		}
 		return nil, nil
 	})
-	p, err := poller.New(poller.Config{StreamARN: arn, StartingPosition: poller.TrimHorizon, PollInterval: 20 * time.Millisecond,
-		MinPollSpacing: time.Millisecond}, f, poller.NewMemoryStore(), inv, poller.WithObserver(m), poller.WithBlockedAfter(time.Millisecond))
+	p, err := poller.New(kinesissrc.MustNew(f, arn), poller.Config{StartingPosition: poller.TrimHorizon, PollInterval: 20 * time.Millisecond,
+		MinPollSpacing: time.Millisecond}, poller.NewMemoryStore(), inv, poller.WithObserver(m), poller.WithBlockedAfter(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // TestIteratorAgeAfterCatchingUp (issue 40): a mapping that starts 30 s behind shows about 30 s
@@ -31,10 +32,12 @@ func TestIteratorAgeAfterCatchingUp(t *testing.T) {
 func ageAfterCatchingUp(t *testing.T, efo bool) {
 	const shards, records, backlog = 2, 40, 30 * time.Second
 	f := fakekinesis.New(fakekinesis.WithSubscriptionHeartbeat(5 * time.Second))
-	cfg := poller.Config{StreamARN: f.CreateStream("s", shards), StartingPosition: poller.TrimHorizon, BatchSize: 5,
+	cfg := poller.Config{StartingPosition: poller.TrimHorizon, BatchSize: 5,
 		PollInterval: time.Second, ShardSyncInterval: time.Hour}
+	arn := f.CreateStream("s", shards)
+	var opts []kinesissrc.Option
 	if efo {
-		cfg.ConsumerARN = f.RegisterConsumer("s", "esm")
+		opts = append(opts, kinesissrc.WithConsumer(f.RegisterConsumer("s", "esm")))
 	}
 	last := map[string]string{} // each shard's last record
 	for i := range records {
@@ -44,7 +47,7 @@ func ageAfterCatchingUp(t *testing.T, efo bool) {
 	time.Sleep(backlog)
 	reg := prometheus.NewRegistry()
 	store := poller.NewMemoryStore()
-	p, err := poller.New(cfg, f, store, inprocess.New(func() error { time.Sleep(100 * time.Millisecond); return nil }),
+	p, err := poller.New(kinesissrc.MustNew(f, arn, opts...), cfg, store, inprocess.New(func() error { time.Sleep(100 * time.Millisecond); return nil }),
 		poller.WithObserver(New(reg, "fn", "orders")))
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // failureSink keeps on-failure records.
@@ -69,8 +70,7 @@ func TestRetentionOnKinesisLocal(t *testing.T) {
 	}
 	streamARN := aws.ToString(desc.StreamDescriptionSummary.StreamARN)
 	sink, store := &failureSink{}, poller.NewMemoryStore()
-	p, err := poller.New(poller.Config{StreamARN: streamARN, StartingPosition: poller.TrimHorizon, BatchSize: 1, PollInterval: 100 * time.Millisecond},
-		kin, store, inprocess.New(handler), poller.WithDestination(sink), poller.WithClock(now),
+	p, err := poller.New(kinesissrc.MustNew(kin, streamARN), poller.Config{StartingPosition: poller.TrimHorizon, BatchSize: 1, PollInterval: 100 * time.Millisecond}, store, inprocess.New(handler), poller.WithDestination(sink), poller.WithClock(now),
 		poller.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

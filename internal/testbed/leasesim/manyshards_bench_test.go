@@ -17,6 +17,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 var manyShards, idleWindow = testkit.IdleShardsFlags()
@@ -49,10 +50,9 @@ func measureIdleShards(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	reads := testkit.NewShardReads()
-	p, err := poller.New(poller.Config{StreamARN: arn, StartingPosition: poller.TrimHorizon, ClaimInterval: d.ClaimInterval()},
-		readsKinesis{kin, reads}, d, invoke.InvokerFunc(func(context.Context, []byte) (invoke.Response, error) {
-			return invoke.Response{StatusCode: 200, Payload: []byte("null")}, nil
-		}), poller.WithCoordinator(d), poller.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	p, err := poller.New(kinesissrc.MustNew(readsKinesis{kin, reads}, arn), poller.Config{StartingPosition: poller.TrimHorizon, ClaimInterval: d.ClaimInterval()}, d, invoke.InvokerFunc(func(context.Context, []byte) (invoke.Response, error) {
+		return invoke.Response{StatusCode: 200, Payload: []byte("null")}, nil
+	}), poller.WithCoordinator(d), poller.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // Config sizes a world.
@@ -504,7 +505,7 @@ func (w *world) start(id string) *simWorker {
 	}
 	sw := &simWorker{id: id, d: d, api: api, link: l, done: make(chan struct{}), started: time.Now(), marks: d.BlockedMarks()}
 	co := &observed{Dynamo: d, w: w, sw: sw}
-	cfg := poller.Config{StreamARN: w.arn, StartingPosition: poller.TrimHorizon, ClaimInterval: d.ClaimInterval(),
+	cfg := poller.Config{StartingPosition: poller.TrimHorizon, ClaimInterval: d.ClaimInterval(),
 		PollInterval: 5 * time.Second, ShardSyncInterval: w.cfg.ShardSync, ShutdownGrace: 5 * time.Second, BatchSize: 100}
 	inv := invoke.InvokerFunc(func(ctx context.Context, payload []byte) (invoke.Response, error) {
 		// A request made while paused goes out on resume, unless its context ended meanwhile;
@@ -522,7 +523,11 @@ func (w *world) start(id string) *simWorker {
 		_ = l.gate(context.Background()) // a paused worker reads the response when it resumes
 		return resp, err
 	})
-	p, err := poller.New(cfg, linkKinesis{Fake: w.kin, l: l}, co, inv, poller.WithCoordinator(co),
+	src, err := kinesissrc.New(linkKinesis{Fake: w.kin, l: l}, w.arn)
+	if err != nil {
+		panic(err)
+	}
+	p, err := poller.New(src, cfg, co, inv, poller.WithCoordinator(co),
 		poller.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), poller.WithObserver(sw.marks))
 	if err != nil {
 		panic(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // The catalog schedule: two or three `esm serve` managers (esmapi.Manager) share one catalog
@@ -392,7 +393,7 @@ func (p *catalogPlay) do(op *catalogOp) {
 
 // functionARN is the ARN of function fn in the stream's region and account, as the API makes it.
 func functionARN(stream, fn string) string {
-	a, err := poller.ParseStreamARN(stream)
+	a, err := kinesissrc.ParseStreamARN(stream)
 	if err != nil {
 		panic(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // Result is what one run did and found.
@@ -199,8 +200,8 @@ func (d *driver) start(sl *slot) {
 	}
 	cfg := poller.Config{
 		MaximumBatchingWindow: w.s.BatchWindow,
-		StreamARN:             w.arn, FunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:sim",
-		StartingPosition: start, BatchSize: w.s.BatchSize, ParallelizationFactor: w.s.PF,
+		FunctionARN:           "arn:aws:lambda:us-east-1:000000000000:function:sim",
+		StartingPosition:      start, BatchSize: w.s.BatchSize, ParallelizationFactor: w.s.PF,
 		BisectBatchOnFunctionError: w.s.Bisect, ReportBatchItemFailures: w.s.Partial, MaximumRetryAttempts: &retries,
 		OnFailureDestination: "arn:aws:sqs:us-east-1:000000000000:sim-dlq", TumblingWindow: w.s.Window,
 		PollInterval: w.s.PollInterval, MinPollSpacing: 200 * time.Millisecond, ShardSyncInterval: w.s.ShardSync,
@@ -224,8 +225,12 @@ func (d *driver) start(sl *slot) {
 		cfg.ClaimInterval = dyn.ClaimInterval()
 		opts = append(opts, poller.WithCoordinator(simCoord{inc: inc, c: dyn}))
 	}
-	cfg.ConsumerARN = w.consumer // with EFO
-	p, err := poller.New(cfg, simKinesis{inc}, simStore{inc}, simInvoker{inc}, opts...)
+	src, err := kinesissrc.New(simKinesis{inc}, w.arn, kinesissrc.WithConsumer(w.consumer)) // with EFO
+	if err != nil {
+		w.violate("kinesis source: %v", err)
+		return
+	}
+	p, err := poller.New(src, cfg, simStore{inc}, simInvoker{inc}, opts...)
 	if err != nil {
 		w.violate("poller.New: %v", err)
 		return

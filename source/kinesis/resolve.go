@@ -1,4 +1,4 @@
-package poller
+package kinesis
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/source"
 )
 
 // DescribeStreamAPI is the part of the Kinesis client that describes a stream.
@@ -17,7 +19,7 @@ type DescribeStreamAPI interface {
 }
 
 // ResolveStreamARN returns the ARN of a stream given by name or ARN, checking that it exists; a
-// stream that does not is an error wrapping ErrStreamNotFound.
+// stream that does not is an error wrapping source.ErrNotFound.
 func ResolveStreamARN(ctx context.Context, c DescribeStreamAPI, stream string) (string, error) {
 	in := &kinesis.DescribeStreamSummaryInput{}
 	if strings.HasPrefix(stream, "arn:") {
@@ -29,15 +31,9 @@ func ResolveStreamARN(ctx context.Context, c DescribeStreamAPI, stream string) (
 	if err != nil {
 		var nf *types.ResourceNotFoundException
 		if errors.As(err, &nf) {
-			return "", fmt.Errorf("%w: %s", ErrStreamNotFound, stream)
+			return "", fmt.Errorf("%w: %s", source.ErrNotFound, stream)
 		}
 		return "", fmt.Errorf("describe stream %s: %w", stream, err)
 	}
 	return aws.ToString(out.StreamDescriptionSummary.StreamARN), nil
-}
-
-// FunctionARN is the ARN of a function named name in the stream's partition, region and
-// account: the function of a mapping that names no ARN, which keys its checkpoints.
-func (a StreamARN) FunctionARN(name string) string {
-	return fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", a.Partition, a.Region, a.Account, name)
 }
