@@ -5,13 +5,14 @@ import (
 
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
-// runLeaseTable runs the mapping of mc on its lease table, and again after each rewind: a
+// runLeaseTable runs the mapping of src and mc on its lease table, and again after each rewind: a
 // worker that sees a rewind requested stops (invoking nothing more, its leases released, its
 // roster entry left), waits until the rewind is applied or refused, and joins again as a new
 // worker that reads the rewound items (lease/DESIGN.md, "Rewinds").
-func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, mc poller.Config) error {
+func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, src *kinesissrc.Stream, mc poller.Config) error {
 	if err := lease.EnsureTable(ctx, r.ddbStart, m.Store.LeaseTable, m.Store.CreateLeaseTable); err != nil {
 		return err
 	}
@@ -23,7 +24,7 @@ func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, mc poller.Config)
 			}
 			return err
 		}
-		st, err := r.openLeases(ctx, m, mc.StreamARN, lease.WithRewindRevision(rev))
+		st, err := r.openLeases(ctx, m, src.Identity().ARN, lease.WithRewindRevision(rev))
 		if err != nil {
 			return err
 		}
@@ -39,7 +40,7 @@ func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, mc poller.Config)
 			case <-rctx.Done():
 			}
 		}()
-		err = r.runOn(rctx, m, mc, st)
+		err = r.runOn(rctx, m, src, mc, st)
 		rewound := ctx.Err() == nil && rctx.Err() != nil
 		stop()
 		<-watched

@@ -80,7 +80,7 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 		return err
 	}
 	if m.Store.Open == nil && m.Store.LeaseTable != "" {
-		return r.runLeaseTable(ctx, m, mc) // rewind.go: started again after each rewind
+		return r.runLeaseTable(ctx, m, src, mc) // rewind.go: started again after each rewind
 	}
 	st, err := r.openStore(ctx, m, found)
 	if err != nil {

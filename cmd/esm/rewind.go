@@ -20,6 +20,7 @@ import (
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 type rewindCmd struct {
@@ -98,11 +99,11 @@ func (c *rewindCmd) run(ctx context.Context, e env) error {
 		return err
 	}
 	kin := kinesis.NewFromConfig(cfg)
-	arn, err := poller.ResolveStreamARN(ctx, kin, c.Stream)
+	arn, err := kinesissrc.ResolveStreamARN(ctx, kin, c.Stream)
 	if err != nil {
 		return err
 	}
-	shards, err := poller.ListShards(ctx, kin, arn)
+	shards, err := kinesissrc.ListShards(ctx, kin, arn)
 	if err != nil {
 		return err
 	}
