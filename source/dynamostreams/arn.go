@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/arn"
 
-	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // StreamARN is a parsed DynamoDB stream ARN,
@@ -31,10 +31,10 @@ func IsStreamARN(s string) bool {
 
 // ParseStreamARN parses a DynamoDB stream ARN. A table's ARN (without /stream/<label>) is refused
 // with a message that says what is missing: a mapping reads the table's stream, not its table.
-// Every error is a *poller.ValidationError of EventSourceArn.
+// Every error is a *source.ValidationError of EventSourceArn.
 func ParseStreamARN(s string) (StreamARN, error) {
 	invalid := func(format string) error {
-		return &poller.ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(format, s)}
+		return &source.ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(format, s)}
 	}
 	a, err := arn.Parse(s)
 	if err != nil || a.Service != "dynamodb" {

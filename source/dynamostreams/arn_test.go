@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source"
 )
 
 func TestParseStreamARN(t *testing.T) {
@@ -26,8 +26,8 @@ func TestParseStreamARN(t *testing.T) {
 		"orders": "not a DynamoDB stream ARN",
 	} {
 		_, err := ParseStreamARN(bad)
-		var ve *poller.ValidationError
-		if !errors.As(err, &ve) || ve.Field != "EventSourceArn" || !strings.Contains(err.Error(), says) || !errors.Is(err, poller.ErrInvalidConfig) {
+		var ve *source.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "EventSourceArn" || !strings.Contains(err.Error(), says) || !errors.Is(err, source.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want a validation error saying %q", bad, err, says)
 		}
 	}
