@@ -19,8 +19,10 @@ var (
 	kmsKeyARN      = regexp.MustCompile(`^(?:` + kmsKeyARNPattern + `)$`)
 )
 
-// isKinesisARN reports whether s is the ARN of a Kinesis resource (a stream or a consumer).
-func isKinesisARN(s string) bool {
+// isStreamARN reports whether s is the ARN of a stream esm reads: a Kinesis resource (a stream or a
+// consumer) or a DynamoDB resource (a table's stream; anything else of DynamoDB is refused with a
+// message that says so).
+func isStreamARN(s string) bool {
 	a, err := arn.Parse(s)
-	return err == nil && a.Service == "kinesis"
+	return err == nil && (a.Service == "kinesis" || a.Service == "dynamodb")
 }

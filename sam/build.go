@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
+	"github.com/kinesis-esm/esm/source/dynamostreams"
 )
 
 // builder turns resources into mappings.
@@ -47,7 +48,7 @@ func (b *builder) template() (*Template, error) {
 	return t, nil
 }
 
-// serverlessEvents builds the mappings of the Kinesis events of SAM function fnID.
+// serverlessEvents builds the mappings of the Kinesis and DynamoDB events of SAM function fnID.
 func (b *builder) serverlessEvents(fnID string) ([]Mapping, error) {
 	r := b.r
 	ok, err := r.exists(fnID)
@@ -70,7 +71,7 @@ func (b *builder) serverlessEvents(fnID string) ([]Mapping, error) {
 		if ev.kind != kindMap || t == nil || t.kind != kindScalar {
 			return nil, r.errAt(ev, evPath, "an event needs a Type (e.g. Kinesis) and Properties")
 		}
-		if t.str != "Kinesis" {
+		if t.str != "Kinesis" && t.str != "DynamoDB" {
 			continue
 		}
 		fn, err := b.function(fnID)
@@ -79,11 +80,11 @@ func (b *builder) serverlessEvents(fnID string) ([]Mapping, error) {
 		}
 		props := ev.get("Properties")
 		if props == nil || props.kind != kindMap {
-			return nil, r.errAt(ev, evPath+".Properties", "Missing required property 'Properties': a Kinesis event needs at least Stream and StartingPosition")
+			return nil, r.errAt(ev, evPath+".Properties", "Missing required property 'Properties': a %s event needs at least Stream and StartingPosition", t.str)
 		}
 		for _, k := range props.keys {
 			if !slices.Contains(kinesisEventProperties, k) {
-				return nil, r.errAt(props.get(k), evPath+".Properties."+k, "property %s not defined for resource of type Kinesis; the properties are %s", k, strings.Join(kinesisEventProperties, ", "))
+				return nil, r.errAt(props.get(k), evPath+".Properties."+k, "property %s not defined for resource of type %s; the properties are %s", k, t.str, strings.Join(kinesisEventProperties, ", "))
 			}
 		}
 		m := &Mapping{ID: fnID + "/" + name, Source: samEvent.source, Function: *fn, event: name, line: events.keyLines[i], path: evPath}
@@ -114,14 +115,19 @@ func (b *builder) eventSourceMapping(id string) (*Mapping, string, error) {
 	if err != nil {
 		return nil, fmt.Sprintf("%s: skipped: its EventSourceArn cannot be resolved (%v)", id, err), nil
 	}
-	if s, _ := str(v); !isKinesisARN(s) {
-		return nil, "", nil // an SQS, DynamoDB, Kafka or MQ mapping: not esm's
+	s, _ := str(v)
+	if !isStreamARN(s) {
+		return nil, "", nil // an SQS, Kafka, MQ or DocumentDB mapping: not esm's
+	}
+	kind := "Kinesis"
+	if dynamostreams.IsStreamARN(s) {
+		kind = "DynamoDB"
 	}
 	for _, k := range props.keys {
 		switch {
 		case slices.Contains(esmKinesisProperties, k):
 		case slices.Contains(esmOtherProperties, k):
-			return nil, "", r.errAt(props.get(k), path+"."+k, "%s does not apply to a Kinesis event source (it is for SQS, Kafka, MQ or DocumentDB sources)", k)
+			return nil, "", r.errAt(props.get(k), path+"."+k, "%s does not apply to a %s event source (it is for SQS, Kafka, MQ or DocumentDB sources)", k, kind)
 		default:
 			return nil, "", r.errAt(props.get(k), path+"."+k, "Encountered unsupported property %s", k)
 		}
@@ -144,28 +150,36 @@ func (b *builder) stream(sa kinesissrc.StreamARN) Stream {
 	if sa.Account != r.opts.accountID {
 		return s
 	}
-	for _, id := range r.logicalIDs(typeKinesisStream) {
+	id := r.declared(typeKinesisStream, sa.Name)
+	if id == "" {
+		return s
+	}
+	s.LogicalID = id
+	if n := r.property(id, "ShardCount"); n != nil {
+		if v, err := r.resolve(n, ""); err == nil {
+			if c, ok := str(v); ok {
+				s.ShardCount, _ = strconv.Atoi(c)
+			}
+		}
+	}
+	if n := r.property(id, "StreamModeDetails").get("StreamMode"); n != nil {
+		if v, err := r.resolve(n, ""); err == nil {
+			s.StreamMode, _ = str(v)
+		}
+	}
+	return s
+}
+
+// declared is the logical ID of the template's resource of type typ (one created) whose
+// physical name is name; "" when there is none.
+func (r *resolver) declared(typ, name string) string {
+	for _, id := range r.logicalIDs(typ) {
 		if ok, _ := r.exists(id); !ok {
 			continue
 		}
-		name, err := r.physicalName(nil, "", id)
-		if err != nil || name != sa.Name {
-			continue
+		if n, err := r.physicalName(nil, "", id); err == nil && n == name {
+			return id
 		}
-		s.LogicalID = id
-		if n := r.property(id, "ShardCount"); n != nil {
-			if v, err := r.resolve(n, ""); err == nil {
-				if c, ok := str(v); ok {
-					s.ShardCount, _ = strconv.Atoi(c)
-				}
-			}
-		}
-		if n := r.property(id, "StreamModeDetails").get("StreamMode"); n != nil {
-			if v, err := r.resolve(n, ""); err == nil {
-				s.StreamMode, _ = str(v)
-			}
-		}
-		break
 	}
-	return s
+	return ""
 }

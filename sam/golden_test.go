@@ -24,6 +24,7 @@ func TestGolden(t *testing.T) {
 		opts      []Option
 	}{
 		{name: "minimal", template: "minimal.yaml"},
+		{name: "dynamodb", template: "dynamodb.yaml", opts: []Option{WithAccountID("111122223333")}},
 		{name: "orders", template: "orders.yaml"},
 		{
 			name: "orders-prod", template: "orders.yaml",

@@ -36,7 +36,8 @@ var (
 	}
 )
 
-// Properties of a SAM Kinesis event (spec §1.5), in SAM's documentation order.
+// Properties of a SAM Kinesis event (spec §1.5), in SAM's documentation order; a SAM DynamoDB
+// event has the same.
 var kinesisEventProperties = []string{
 	"Stream", "StartingPosition", "StartingPositionTimestamp", "BatchSize", "BisectBatchOnFunctionError",
 	"DestinationConfig", "Enabled", "FilterCriteria", "FunctionResponseTypes", "KmsKeyArn",
@@ -44,7 +45,7 @@ var kinesisEventProperties = []string{
 	"MetricsConfig", "ParallelizationFactor", "TumblingWindowInSeconds",
 }
 
-// Properties of AWS::Lambda::EventSourceMapping that apply to a Kinesis source.
+// Properties of AWS::Lambda::EventSourceMapping that apply to a Kinesis or DynamoDB source.
 var esmKinesisProperties = []string{
 	"EventSourceArn", "FunctionName", "StartingPosition", "StartingPositionTimestamp", "BatchSize",
 	"BisectBatchOnFunctionError", "DestinationConfig", "Enabled", "FilterCriteria", "FunctionResponseTypes",

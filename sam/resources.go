@@ -15,6 +15,7 @@ const (
 	typeEventSourceMapping = "AWS::Lambda::EventSourceMapping"
 	typeKinesisStream      = "AWS::Kinesis::Stream"
 	typeStreamConsumer     = "AWS::Kinesis::StreamConsumer"
+	typeDynamoDBTable      = "AWS::DynamoDB::Table"
 	typeSQSQueue           = "AWS::SQS::Queue"
 	typeSNSTopic           = "AWS::SNS::Topic"
 	typeS3Bucket           = "AWS::S3::Bucket"
@@ -29,6 +30,7 @@ var nameProperty = map[string]string{
 	typeLambdaFunction:     "FunctionName",
 	typeKinesisStream:      "Name",
 	typeStreamConsumer:     "ConsumerName",
+	typeDynamoDBTable:      "TableName",
 	typeSQSQueue:           "QueueName",
 	typeSNSTopic:           "TopicName",
 	typeS3Bucket:           "BucketName",
@@ -141,6 +143,7 @@ var attributes = map[string][]string{
 	typeLambdaFunction:     {"Arn"},
 	typeKinesisStream:      {"Arn"},
 	typeStreamConsumer:     {"ConsumerARN", "ConsumerName", "StreamARN"},
+	typeDynamoDBTable:      {"Arn", "StreamArn"},
 	typeSQSQueue:           {"Arn", "QueueName", "QueueUrl"},
 	typeSNSTopic:           {"TopicArn", "TopicName"},
 	typeS3Bucket:           {"Arn", "DomainName"},
@@ -181,6 +184,8 @@ func (r *resolver) getAtt(at *node, path, id, attr string) (any, error) {
 		}
 		n, err := name()
 		return stream + "/consumer/" + n + ":0", err
+	case typeDynamoDBTable + ".Arn", typeDynamoDBTable + ".StreamArn":
+		return r.tableARN(at, path, id, attr)
 	case typeSQSQueue + ".Arn":
 		n, err := name()
 		return r.arn("sqs", r.opts.region, n), err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source/dynamostreams"
 )
 
 const reportBatchItemFailures = "ReportBatchItemFailures"
@@ -26,6 +27,9 @@ func (b *builder) settings(m *Mapping, props *node, path string, kind mappingKin
 	}
 	if m.StartingPositionTimestamp, err = p.unixTime("StartingPositionTimestamp"); err != nil {
 		return err
+	}
+	if err := dynamostreams.CheckStartingPosition(m.EventSourceArn, m.StartingPosition); err != nil {
+		return p.fail("StartingPosition", err, "")
 	}
 	for _, s := range []struct {
 		dst          *int
@@ -92,14 +96,24 @@ func (b *builder) eventSource(m *Mapping, p propReader, kind mappingKind) error 
 	if !eventSourceARN.MatchString(src) {
 		return p.fail(key, nil, "1 validation error detected: Value '%s' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", src, eventSourceARNPattern)
 	}
-	sa, consumer, err := b.source(src)
-	if err != nil {
-		return p.fail(key, err, "")
+	region := ""
+	if dynamostreams.IsStreamARN(src) {
+		sa, err := dynamostreams.ParseStreamARN(src)
+		if err != nil {
+			return p.fail(key, err, "")
+		}
+		region, m.Stream = sa.Region, b.tableStream(sa)
+	} else {
+		sa, consumer, err := b.source(src)
+		if err != nil {
+			return p.fail(key, err, "")
+		}
+		region, m.Consumer, m.Stream = sa.Region, consumer, b.stream(sa)
 	}
-	if sa.Region != r.opts.region {
-		return p.fail(key, nil, "stream %s is in %s but the function runs in %s (AWS::Region, %s): Lambda reads streams of its own region only", src, sa.Region, r.opts.region, r.opts.name(InputRegion))
+	if region != r.opts.region {
+		return p.fail(key, nil, "stream %s is in %s but the function runs in %s (AWS::Region, %s): Lambda reads streams of its own region only", src, region, r.opts.region, r.opts.name(InputRegion))
 	}
-	m.Consumer, m.EventSourceArn, m.Stream = consumer, src, b.stream(sa)
+	m.EventSourceArn = src
 	return nil
 }
 

@@ -47,6 +47,8 @@ func ParseStreamARN(s string) (StreamARN, error) {
 		return StreamARN{}, invalid("EventSourceArn %q is not a DynamoDB stream ARN (arn:aws:dynamodb:<region>:<account>:table/<table>/stream/<label>)")
 	case !hasStream:
 		return StreamARN{}, invalid("EventSourceArn %q is a table's ARN: give its stream's (the table's LatestStreamArn, …/stream/<label>)")
+	case strings.Contains(label, "/consumer/"):
+		return StreamARN{}, invalid("EventSourceArn %q names an enhanced fan-out consumer: DynamoDB Streams has none; give the stream's ARN (…:table/<table>/stream/<label>)")
 	case label == "" || strings.Contains(label, "/"):
 		return StreamARN{}, invalid("EventSourceArn %q: the stream label is missing or malformed (…:table/<table>/stream/<label>)")
 	case a.Region == "":
@@ -54,3 +56,8 @@ func ParseStreamARN(s string) (StreamARN, error) {
 	}
 	return StreamARN{Partition: a.Partition, Region: a.Region, Account: a.AccountID, Table: table, Label: label}, nil
 }
+
+// TemplateStreamLabel is the label a template gives the stream of a table it declares
+// (Fn::GetAtt Table.StreamArn): the real label is the time DynamoDB enabled the stream, known only
+// once the table exists. A stream ARN with it stands for its table's latest stream (Resolve).
+const TemplateStreamLabel = "1970-01-01T00:00:00.000"

@@ -24,6 +24,7 @@ func TestParseStreamARN(t *testing.T) {
 		"arn:aws:dynamodb:us-east-1:1:table/orders/index/ix": "not a DynamoDB stream ARN",
 		"arn:aws:dynamodb::1:table/orders/stream/x":          "no region",
 		"orders": "not a DynamoDB stream ARN",
+		"arn:aws:dynamodb:us-east-1:1:table/orders/stream/2026/consumer/c:1": "DynamoDB Streams has none",
 	} {
 		_, err := ParseStreamARN(bad)
 		var ve *source.ValidationError
@@ -33,5 +34,23 @@ func TestParseStreamARN(t *testing.T) {
 	}
 	if !IsStreamARN(testStream) || IsStreamARN("arn:aws:kinesis:us-east-1:1:stream/s") {
 		t.Fatal("IsStreamARN")
+	}
+}
+
+// TestRules: Lambda's DynamoDB rules and messages: AT_TIMESTAMP refused with the recorded
+// message (a Kinesis stream's passes), a consumer refused.
+func TestRules(t *testing.T) {
+	err := CheckStartingPosition(testStream, "AT_TIMESTAMP")
+	var ve *source.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "StartingPosition" || err.Error() != "Unsupported starting position for arn type: "+testStream {
+		t.Fatalf("AT_TIMESTAMP: %v", err)
+	}
+	for _, ok := range []struct{ arn, pos string }{{testStream, "TRIM_HORIZON"}, {testStream, "LATEST"}, {"arn:aws:kinesis:us-east-1:1:stream/s", "AT_TIMESTAMP"}} {
+		if err := CheckStartingPosition(ok.arn, ok.pos); err != nil {
+			t.Fatalf("%s at %s: %v", ok.arn, ok.pos, err)
+		}
+	}
+	if err := RefuseConsumer(testStream, "c"); !errors.Is(err, source.ErrInvalidConfig) || !strings.Contains(err.Error(), "no enhanced fan-out consumers") {
+		t.Fatalf("consumer: %v", err)
 	}
 }

@@ -194,8 +194,10 @@ func TestClassify(t *testing.T) {
 		{errors.New("connection reset"), nil, nil},
 	} {
 		api := &stubAPI{
-			iterator: func(*dynamodbstreams.GetShardIteratorInput) (*dynamodbstreams.GetShardIteratorOutput, error) { return nil, c.err },
-			records:  func(*dynamodbstreams.GetRecordsInput) (*dynamodbstreams.GetRecordsOutput, error) { return nil, c.err },
+			iterator: func(*dynamodbstreams.GetShardIteratorInput) (*dynamodbstreams.GetShardIteratorOutput, error) {
+				return nil, c.err
+			},
+			records: func(*dynamodbstreams.GetRecordsInput) (*dynamodbstreams.GetRecordsOutput, error) { return nil, c.err },
 		}
 		s := newStream(t, api)
 		_, openErr := s.Open(context.Background(), "s", source.Position{Type: source.TrimHorizon})
