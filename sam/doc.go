@@ -1,14 +1,19 @@
 // Package sam reads the SAM / CloudFormation template that deploys a function to Lambda and
-// resolves the Kinesis event source mappings it declares, so that esm runs exactly what the same
-// template deploys:
+// resolves the Kinesis and DynamoDB Streams event source mappings it declares, so that esm runs
+// exactly what the same template deploys:
 //
-//   - AWS::Serverless::Function events of Type: Kinesis, with every property SAM passes to
+//   - AWS::Serverless::Function events of Type: Kinesis or Type: DynamoDB, with every property SAM passes to
 //     AWS::Lambda::EventSourceMapping (Stream, StartingPosition, StartingPositionTimestamp, BatchSize,
 //     BisectBatchOnFunctionError, DestinationConfig, Enabled, FilterCriteria, FunctionResponseTypes,
 //     KmsKeyArn, MaximumBatchingWindowInSeconds, MaximumRecordAgeInSeconds, MaximumRetryAttempts,
 //     MetricsConfig, ParallelizationFactor, TumblingWindowInSeconds) and Globals.Function;
-//   - AWS::Lambda::EventSourceMapping resources whose EventSourceArn is a Kinesis stream, with
-//     FunctionName a name, an ARN, or !Ref / !GetAtt of a function in the template;
+//   - AWS::Lambda::EventSourceMapping resources whose EventSourceArn is a Kinesis stream or a
+//     DynamoDB stream, with FunctionName a name, an ARN, or !Ref / !GetAtt of a function in the
+//     template;
+//   - AWS::DynamoDB::Table resources: !GetAtt Table.StreamArn of a table with a StreamSpecification
+//     is its stream's ARN with the label TemplateStreamLabel (the real label is known only once the
+//     table exists: the runner reads the table's LatestStreamArn), and a DynamoDB mapping refuses
+//     AT_TIMESTAMP with Lambda's message;
 //   - Parameters (defaults, AllowedValues, patterns, lengths, ranges) and overrides in SAM's
 //     --parameter-overrides syntax, Conditions and Mappings;
 //   - the intrinsic functions, in long (Fn::Sub) and short (!Sub) form: Ref (parameters, pseudo
