@@ -1,6 +1,3 @@
-// Package dynamostreams reads a DynamoDB stream for an event source mapping, as Lambda reads one:
-// the shards of DescribeStream and their single parent, GetShardIterator and GetRecords of the
-// SDK's service/dynamodbstreams, and the event Lambda sends (events.DynamoDBEvent).
 package dynamostreams
 
 import (
