@@ -74,7 +74,8 @@ func (s *Stream) Retention(context.Context) (time.Duration, error) { return Rete
 
 // Open returns an iterator of the shard at at. A position behind the 24-hour trim point
 // (TrimmedDataAccessException) opens at TRIM_HORIZON, with a warning: the records between are
-// gone, as they are for Lambda.
+// gone, as they are for Lambda. A closed shard trimmed away whole (TRIM_HORIZON itself trimmed)
+// opens at its end: the first Read ends it, with its children.
 func (s *Stream) Open(ctx context.Context, shardID string, at source.Position) (string, error) {
 	shardReaders.touch(s.log, s, s.id.ARN, shardID, s.now())
 	it, err := s.open(ctx, shardID, at)
@@ -83,8 +84,16 @@ func (s *Stream) Open(ctx context.Context, shardID string, at source.Position) (
 			"shard_id", shardID, "position", describePosition(at), "error", err)
 		it, err = s.open(ctx, shardID, source.Position{Type: source.TrimHorizon})
 	}
+	if errors.Is(err, errTrimmed) {
+		s.log.Info("shard trimmed away whole: it ends here", "shard_id", shardID)
+		return trimmedAway, nil
+	}
 	return it, err
 }
+
+// trimmedAway is the iterator of a shard that has no record left: Read ends the shard at once.
+// DynamoDB Streams' iterators are opaque ARN-prefixed tokens; none is this text.
+const trimmedAway = "esm:trimmed-away"
 
 func (s *Stream) open(ctx context.Context, shardID string, at source.Position) (string, error) {
 	out, err := s.api.GetShardIterator(ctx, iteratorInput(s.id.ARN, shardID, at))
@@ -101,6 +110,9 @@ func (s *Stream) open(ctx context.Context, shardID string, at source.Position) (
 // trimmed meanwhile are both source.ErrExpired: the engine opens the shard again.
 func (s *Stream) Read(ctx context.Context, shardID, iterator string, limit int) (source.Page, error) {
 	shardReaders.touch(s.log, s, s.id.ARN, shardID, s.now())
+	if iterator == trimmedAway {
+		return s.end(ctx, shardID, source.Page{})
+	}
 	limit = min(max(limit, 1), MaxRecordsPerRead)
 	out, err := s.api.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(iterator), Limit: aws.Int32(int32(limit))})
 	if err != nil {
@@ -119,12 +131,22 @@ func (s *Stream) Read(ctx context.Context, shardID, iterator string, limit int) 
 		page.Records = append(page.Records, rec)
 	}
 	if out.NextShardIterator == nil {
-		shardReaders.done(s, s.id.ARN, shardID)
-		if page.Children, err = Children(ctx, s.api, s.id.ARN, shardID); err != nil {
-			page.Children = nil // the engine lists the shards and finds them
-			s.log.Debug("listing a closed shard's children failed; the next listing finds them", "shard_id", shardID, "error", err)
-		}
+		return s.end(ctx, shardID, page)
 	}
+	return page, nil
+}
+
+// end is page as the last of the shard: no next iterator, and the shard's children, listed with
+// CHILD_SHARDS (none when that fails: the engine's next listing finds them).
+func (s *Stream) end(ctx context.Context, shardID string, page source.Page) (source.Page, error) {
+	shardReaders.done(s, s.id.ARN, shardID)
+	page.Next = ""
+	children, err := Children(ctx, s.api, s.id.ARN, shardID)
+	if err != nil {
+		s.log.Debug("listing a closed shard's children failed; the next listing finds them", "shard_id", shardID, "error", err)
+		return page, nil
+	}
+	page.Children = children
 	return page, nil
 }
 

@@ -199,3 +199,29 @@ func TestFakeTrimAndExpiry(t *testing.T) {
 		t.Fatalf("after the trim: %+v, %v; want b's record alone", p, err)
 	}
 }
+
+// TestFakeShardTrimmedAway: a closed shard whose every record is trimmed opens (TRIM_HORIZON is
+// trimmed too) and its first read ends it with its children, so its children need not wait for a
+// listing.
+func TestFakeShardTrimmedAway(t *testing.T) {
+	c := &clock{t: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
+	db, s := fakeTable(t, c, fakedynamo.WithShardRotation(10*time.Second), fakedynamo.WithStreamRetention(time.Minute))
+	putVersion(t, db, "a", 0)
+	shards, err := s.Shards(context.Background())
+	if err != nil || len(shards) != 1 {
+		t.Fatalf("shards %v, %v", shards, err)
+	}
+	first := shards[0].ID
+	c.add(15 * time.Second) // the first shard closes
+	putVersion(t, db, "a", 1)
+	c.add(50 * time.Second) // its record is 65 s old, trimmed (its child's, 50 s, is kept)
+	putVersion(t, db, "a", 2)
+	it, err := s.Open(context.Background(), first, source.Position{Type: source.TrimHorizon})
+	if err != nil {
+		t.Fatalf("open a shard trimmed away: %v", err)
+	}
+	p, err := s.Read(context.Background(), first, it, 10)
+	if err != nil || p.Next != "" || len(p.Records) != 0 || len(p.Children) != 1 || p.Children[0].Parents[0] != first {
+		t.Fatalf("read of a shard trimmed away: %+v, %v; want its end with its child", p, err)
+	}
+}
