@@ -74,8 +74,9 @@ func (s *Stream) Retention(context.Context) (time.Duration, error) { return Rete
 
 // Open returns an iterator of the shard at at. A position behind the 24-hour trim point
 // (TrimmedDataAccessException) opens at TRIM_HORIZON, with a warning: the records between are
-// gone, as they are for Lambda. A closed shard trimmed away whole (TRIM_HORIZON itself trimmed)
-// opens at its end: the first Read ends it, with its children.
+// gone, as they are for Lambda. A closed shard trimmed away whole (the stream no longer has it:
+// ResourceNotFoundException, or TRIM_HORIZON itself trimmed) opens at its end: the first Read
+// ends it, with its children.
 func (s *Stream) Open(ctx context.Context, shardID string, at source.Position) (string, error) {
 	shardReaders.touch(s.log, s, s.id.ARN, shardID, s.now())
 	it, err := s.open(ctx, shardID, at)
@@ -84,8 +85,9 @@ func (s *Stream) Open(ctx context.Context, shardID string, at source.Position) (
 			"shard_id", shardID, "position", describePosition(at), "error", err)
 		it, err = s.open(ctx, shardID, source.Position{Type: source.TrimHorizon})
 	}
-	if errors.Is(err, errTrimmed) {
-		s.log.Info("shard trimmed away whole: it ends here", "shard_id", shardID)
+	var gone *types.ResourceNotFoundException
+	if errors.Is(err, errTrimmed) || errors.As(err, &gone) {
+		s.log.Info("shard trimmed away whole: it ends here", "shard_id", shardID, "error", err)
 		return trimmedAway, nil
 	}
 	return it, err

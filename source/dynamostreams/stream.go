@@ -126,8 +126,7 @@ var errTrimmed = errors.New("position trimmed from the stream")
 // (LimitExceededException), source.ErrExpired (ExpiredIteratorException), errTrimmed
 // (TrimmedDataAccessException), source.ErrInvalidPosition (ValidationException: a sequence number
 // of another shard or stream). Any other error comes back as it is: transient (InternalServerError,
-// a 5xx, the network; ResourceNotFoundException of a shard trimmed away, which the next listing
-// finds gone).
+// a 5xx, the network; ResourceNotFoundException, which Open takes as a shard trimmed away).
 func classify(err error) error {
 	var (
 		throttled *types.LimitExceededException
