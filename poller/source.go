@@ -29,12 +29,14 @@ type Source interface {
 	// Retention is how long the stream keeps a record (0: unknown). A record retried past it has
 	// left the stream and is discarded.
 	Retention(ctx context.Context) (time.Duration, error)
-	// Open returns an iterator of the shard at a position; Read reads up to limit records at an
-	// iterator, and the iterator of the next read, or the shard's end with its children. Their
-	// errors wrap the class source defines they are of (source.ErrThrottled, ErrExpired,
-	// ErrInvalidPosition); any other error is transient.
+	// Open returns an iterator of the shard at a position; Read reads up to limit records of the
+	// shard at an iterator, and the iterator of the next read, or the shard's end with its
+	// children (Read is given the shard's id: a source whose reads do not name a shard's children,
+	// DynamoDB Streams, lists them at the end by it). Their errors wrap the class source defines
+	// they are of (source.ErrThrottled, ErrExpired, ErrInvalidPosition); any other error is
+	// transient.
 	Open(ctx context.Context, shardID string, at source.Position) (iterator string, err error)
-	Read(ctx context.Context, iterator string, limit int) (source.Page, error)
+	Read(ctx context.Context, shardID, iterator string, limit int) (source.Page, error)
 }
 
 // ErrStreamNotFound is returned by Run when the stream does not exist: source.ErrNotFound.

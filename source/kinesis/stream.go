@@ -261,8 +261,9 @@ func IteratorInput(streamARN, shardID string, pos source.Position) *kinesis.GetS
 	return in
 }
 
-// Read reads up to limit records at iterator (GetRecords).
-func (s *Stream) Read(ctx context.Context, iterator string, limit int) (source.Page, error) {
+// Read reads up to limit records of the shard shardID at iterator (GetRecords; Kinesis needs only
+// the iterator: the end of a shard carries its ChildShards).
+func (s *Stream) Read(ctx context.Context, shardID, iterator string, limit int) (source.Page, error) {
 	out, err := s.api.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: &iterator, Limit: aws.Int32(int32(limit))})
 	if err != nil {
 		return source.Page{}, Classify(err)
