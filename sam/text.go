@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/kinesis-esm/esm/source/dynamostreams"
 )
 
 // WriteText writes the template's mappings for a reader (what esm validate prints): the file and
@@ -12,7 +14,7 @@ import (
 func (t *Template) WriteText(w io.Writer) error {
 	var b strings.Builder
 	n := len(t.Mappings)
-	fmt.Fprintf(&b, "%s: valid, %d Kinesis mapping%s\n", t.File, n, map[bool]string{true: "", false: "s"}[n == 1])
+	fmt.Fprintf(&b, "%s: valid, %d %s mapping%s\n", t.File, n, t.kinds(), map[bool]string{true: "", false: "s"}[n == 1])
 	for i := range t.Mappings {
 		t.Mappings[i].writeText(&b)
 	}
@@ -23,6 +25,23 @@ func (t *Template) WriteText(w io.Writer) error {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil
+}
+
+// kinds names the kind of stream the mappings read: Kinesis, DynamoDB, or stream when both.
+func (t *Template) kinds() string {
+	ddb := 0
+	for i := range t.Mappings {
+		if dynamostreams.IsStreamARN(t.Mappings[i].EventSourceArn) {
+			ddb++
+		}
+	}
+	switch ddb {
+	case 0:
+		return "Kinesis"
+	case len(t.Mappings):
+		return "DynamoDB"
+	}
+	return "stream"
 }
 
 func (m *Mapping) writeText(b *strings.Builder) {
