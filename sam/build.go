@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"github.com/kinesis-esm/esm/source/dynamostreams"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // builder turns resources into mappings.

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/source"
 )
 
@@ -339,3 +340,5 @@ func TestThirdReaderWarned(t *testing.T) {
 		t.Fatalf("counts left: %v", r.last)
 	}
 }
+
+var _ poller.Source = (*Stream)(nil)
