@@ -11,6 +11,7 @@ import (
 
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
+	"github.com/kinesis-esm/esm/source/dynamostreams"
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
@@ -39,8 +40,14 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Checked, runner.Source
 }
 
 // checkSource checks an EventSourceArn as a mapping's source: a stream's ARN, or an enhanced
-// fan-out consumer's (then its stream is the consumer's).
+// fan-out consumer's (then its stream is the consumer's). A DynamoDB stream's is refused once its
+// settings passed: the engine reads shards with Kinesis' client until its reads go through the
+// source (poller.Source's Open and Read), so such a mapping could not run.
 func checkSource(eventSourceARN string) (runner.Source, error) {
+	if dynamostreams.IsStreamARN(eventSourceARN) {
+		return runner.Source{}, &poller.ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
+			"%s esm does not read DynamoDB streams yet: %s is valid, but this build's engine reads Kinesis streams only.", msgUnrecognizedSource, eventSourceARN)}
+	}
 	stream, consumer, err := kinesissrc.ParseSource(eventSourceARN, "")
 	return runner.Source{Stream: stream.String(), Consumer: consumer}, err
 }
@@ -70,8 +77,16 @@ func (m *Manager) checkCreateSettings(req *createRequest) (poller.Checked, *APIE
 		return poller.Checked{}, invalidParameter(msgFunctionNotFound)
 	}
 	stream, err := sourceStream(*req.EventSourceArn)
-	if err != nil {
-		return poller.Checked{}, invalidParameter("%s esm serves Kinesis mappings: arn:aws:kinesis:<region>:<account>:stream/<name>, or a consumer of one.", msgUnrecognizedSource)
+	switch {
+	case err != nil && dynamostreams.IsStreamARN(*req.EventSourceArn):
+		return poller.Checked{}, invalidParameter("%s %s", msgUnrecognizedSource, oneLine(err))
+	case err != nil:
+		return poller.Checked{}, invalidParameter("%s esm serves Kinesis and DynamoDB Streams mappings: arn:aws:kinesis:<region>:<account>:stream/<name>, a consumer of one, or arn:aws:dynamodb:<region>:<account>:table/<table>/stream/<label>.", msgUnrecognizedSource)
+	}
+	if req.StartingPosition != nil {
+		if err := dynamostreams.CheckStartingPosition(*req.EventSourceArn, *req.StartingPosition); err != nil {
+			return poller.Checked{}, invalidParameter("%s", err.Error())
+		}
 	}
 	if e := req.checkKinesis(); e != nil {
 		return poller.Checked{}, e

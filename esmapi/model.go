@@ -15,6 +15,7 @@ import (
 
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/sam"
+	"github.com/kinesis-esm/esm/source/dynamostreams"
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
@@ -374,14 +375,23 @@ func (m *EventSourceMapping) describe(source string, mc poller.Config) {
 	}
 }
 
-// sourceStream is the stream of an EventSourceArn: a stream ARN, or an enhanced fan-out
-// consumer's ARN.
-func sourceStream(arn string) (kinesissrc.StreamARN, error) {
-	if kinesissrc.IsConsumerARN(arn) {
+// sourceWhere is where an EventSourceArn's stream is: the partition, region and account of a
+// function its mapping names without them.
+type sourceWhere struct{ Partition, Region, Account string }
+
+// sourceStream is where the stream of an EventSourceArn is: a Kinesis stream's ARN or an
+// enhanced fan-out consumer's, or a DynamoDB stream's.
+func sourceStream(arn string) (sourceWhere, error) {
+	switch {
+	case dynamostreams.IsStreamARN(arn):
+		a, err := dynamostreams.ParseStreamARN(arn)
+		return sourceWhere{a.Partition, a.Region, a.Account}, err
+	case kinesissrc.IsConsumerARN(arn):
 		ca, err := kinesissrc.ParseConsumerARN(arn)
-		return ca.Stream, err
+		return sourceWhere{ca.Stream.Partition, ca.Stream.Region, ca.Stream.Account}, err
 	}
-	return kinesissrc.ParseStreamARN(arn)
+	a, err := kinesissrc.ParseStreamARN(arn)
+	return sourceWhere{a.Partition, a.Region, a.Account}, err
 }
 
 // functionRef is a FunctionName parsed: a name, function ARN, qualified ARN or partial ARN.
@@ -416,7 +426,7 @@ func parseFunctionName(s string) functionRef {
 
 // arn is the function's ARN, qualified when a qualifier was given, in the stream's partition,
 // region and account where the name did not say.
-func (r functionRef) arn(stream kinesissrc.StreamARN) string {
+func (r functionRef) arn(stream sourceWhere) string {
 	p, reg, acct := stream.Partition, stream.Region, stream.Account
 	if r.partition != "" {
 		p = r.partition
