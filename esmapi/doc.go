@@ -22,4 +22,10 @@
 // single-item conditional writes only (see pairs.go for the protocol and its crash cases).
 // EnsureMapping, a template's start, adopts the mapping another worker made first, so N workers
 // started with one template run one mapping.
+//
+// esm's own operator routes extend the API (skip.go): under a mapping,
+// POST /2015-03-31/event-source-mappings/{UUID}/esm/{tool}, signed and authorised as the rest;
+// on a worker's --metrics-addr, POST /esm/{tool} for loopback clients. The first is skip: the
+// blocked batch of a shard goes to the on-failure destination (condition OperatorSkipped) and
+// the shard moves on.
 package esmapi

@@ -3,6 +3,7 @@ package esmapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -90,6 +91,7 @@ type recorder struct {
 	mu      sync.Mutex
 	batches [][]string
 	block   func() // when set, called at the start of every invocation
+	fail    string // when set, a batch holding a record with this data fails (after it was recorded)
 }
 
 func (r *recorder) handle(_ context.Context, e events.KinesisEvent) error {
@@ -103,6 +105,9 @@ func (r *recorder) handle(_ context.Context, e events.KinesisEvent) error {
 	r.mu.Lock()
 	r.batches = append(r.batches, b)
 	r.mu.Unlock()
+	if r.fail != "" && slices.Contains(b, r.fail) {
+		return errors.New("cannot handle " + r.fail)
+	}
 	return nil
 }
 
