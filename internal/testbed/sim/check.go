@@ -27,7 +27,7 @@ const (
 )
 
 // Invariants lists them in report order.
-var Invariants = []string{InvLost, InvOrder, InvLineage, InvOverlap, InvCheckpoint, InvWindow, InvObserver, InvFilter, InvRetries, InvExpiry, InvGoroutines}
+var Invariants = []string{InvLost, InvOrder, InvLineage, InvOverlap, InvCheckpoint, InvWindow, InvObserver, InvFilter, InvRetries, InvSkip, InvExpiry, InvGoroutines}
 
 // check judges a run's history; returned is how many of incs had their Run return.
 func (w *world) check(res *Result, incs []*incarnation, returned int) {
@@ -50,6 +50,7 @@ func (w *world) check(res *Result, incs []*incarnation, returned int) {
 		w.checkFilterLocked(j, calls, incs)
 	}
 	w.checkRetriesLocked(j, calls)
+	w.checkSkipsLocked(j, incs)
 	res.Checked[InvGoroutines] += returned
 	if returned != len(incs) {
 		j.bad("goroutines: %d of %d workers' Run returned", returned, len(incs))

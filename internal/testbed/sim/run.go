@@ -78,7 +78,7 @@ func RunSchedule(s Schedule, dir string) Result {
 		recs: map[string]*rec{}, byShard: map[string][]*rec{}, keyCount: map[string]int{},
 		parents: map[string][]string{}, trimmed: map[string]bool{}, handled: map[string]bool{}, sent: map[string]bool{},
 		excused: map[string]bool{}, filteredSeen: map[string]bool{}, tenure: map[string]int64{}, beats: map[string]time.Time{}, errKinds: map[string]int{}, live: map[int]*incarnation{}, faults: map[string]time.Time{}, injected: map[string]int{}, attempt: map[string]int{},
-		lj: newLeaseJudge(),
+		lj: newLeaseJudge(), skipsNotDone: map[int]int{},
 	}
 	w.fake = fakekinesis.New(fakekinesis.WithIteratorTTL(s.IteratorTTL), fakekinesis.WithListShardsPageSize(s.ListPageSize), s.subscriptionTiming())
 	w.arn = w.fake.CreateStream("sim", s.Shards)
@@ -127,6 +127,9 @@ func RunSchedule(s Schedule, dir string) Result {
 	// and after 3 hours at most.
 	deadline, limit, done := time.Now().Add(30*time.Minute), time.Now().Add(3*time.Hour), w.doneCount()
 	for d.until(time.Now().Add(time.Second)); !w.settled() && time.Now().Before(deadline) && time.Now().Before(limit); {
+		if s.Skips { // the operator goes on skipping what is blocked
+			d.skipAll(0)
+		}
 		d.until(time.Now().Add(time.Second))
 		if n := w.doneCount(); n > done {
 			done, deadline = n, time.Now().Add(30*time.Minute)
@@ -158,7 +161,8 @@ func RunSchedule(s Schedule, dir string) Result {
 		d.stop(sl, true)
 	}
 	d.crashed.Wait() // killed workers' Run returns once their functions end
-	w.late.Wait()    // lease-table writes still in the network land
+	d.skipping.Wait()
+	w.late.Wait() // lease-table writes still in the network land
 	w.checkBounds(stopped)
 	w.logf("run ended")
 	w.injected["records-excused-by-a-trim"] = len(w.excused) // the only ones not judged for loss
@@ -180,6 +184,7 @@ type driver struct {
 	// returned (every goroutine of theirs stopped), guarded by w.mu.
 	crashed  sync.WaitGroup
 	returned int
+	skipping sync.WaitGroup // the operator's skips in progress (skip.go)
 }
 
 // slot is one worker (a container): its current incarnation, or when it comes back.
@@ -191,7 +196,7 @@ type slot struct {
 
 func (d *driver) start(sl *slot) {
 	w := d.w
-	inc := &incarnation{id: len(d.incs) + 1, slot: sl.n, w: w, dead: make(chan struct{}), obs: &counts{}, done: make(chan error, 1)}
+	inc := &incarnation{id: len(d.incs) + 1, slot: sl.n, w: w, dead: make(chan struct{}), obs: &counts{}, done: make(chan error, 1), skips: poller.NewSkips()}
 	inc.owner = fmt.Sprintf("worker-%d-%d", sl.n, inc.id)
 	retries := w.s.Retries
 	start := poller.TrimHorizon
@@ -211,7 +216,8 @@ func (d *driver) start(sl *slot) {
 	}
 	opts := []poller.Option{poller.WithDestination(simDest{inc}), poller.WithObserver(inc.obs),
 		poller.WithLogger(w.debugLogger(inc)), poller.WithInvocationBound(w.s.FunctionTimeout),
-		poller.WithRand(rand.New(rand.NewPCG(uint64(w.s.Seed), uint64(inc.id))))} // retries' jitter: the seed's
+		poller.WithRand(rand.New(rand.NewPCG(uint64(w.s.Seed), uint64(inc.id)))), // retries' jitter: the seed's
+		poller.WithSkips(inc.skips)}
 	inc.base = w.base
 	var runLeases func(context.Context) error
 	if w.db != nil {
@@ -435,6 +441,8 @@ func (d *driver) apply(e Event) {
 		}
 		d.stop(sl, true)
 		sl.restart = time.Now().Add(e.D)
+	case EvSkip:
+		d.skipAll(e.N)
 	}
 	w.mu.Lock()
 	w.injected[string(e.Kind)]++

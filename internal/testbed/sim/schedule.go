@@ -41,6 +41,10 @@ type Schedule struct {
 	EFO         bool
 	SubLifetime time.Duration
 
+	// Skips: an operator skips blocked batches (EvSkip, and after the last event until the
+	// mapping is done; skip.go).
+	Skips bool
+
 	Events []Event
 	Length time.Duration // time of the last event
 }
@@ -254,6 +258,7 @@ func generate(seed int64, leaseSchedules bool) Schedule {
 	s.withSubscriptions()
 	s.withUnkindFaults()
 	s.withLeaseFaults()
+	s.withSkips()
 	slices.SortStableFunc(s.Events, func(a, b Event) int { return int(a.At - b.At) })
 	return s
 }
@@ -266,6 +271,9 @@ func (s Schedule) String() string {
 	fmt.Fprintf(&b, "  function timeout %s, batching window %s\n", s.FunctionTimeout, s.BatchWindow)
 	if s.EFO {
 		fmt.Fprintf(&b, "  read through a consumer; subscriptions last %s\n", s.SubLifetime)
+	}
+	if s.Skips {
+		b.WriteString("  an operator skips blocked batches, and keeps skipping after the last event\n")
 	}
 	b.WriteString(s.leasesString())
 	puts, n := 0, 0

@@ -155,7 +155,7 @@ func TestSimulation(t *testing.T) {
 			kinds = append(append(kinds, FLateWrite), CatalogKinds...)
 		}
 		for _, k := range append(append(kinds, subscriptionFaults...), string(EvCrash), string(EvFreeze), string(EvStop),
-			string(EvSplit), string(EvMerge), string(EvTrim), "poison-record", PartialResponses) {
+			string(EvSplit), string(EvMerge), string(EvTrim), "poison-record", PartialResponses, SkipDone) {
 			if injected[k] == 0 {
 				t.Errorf("no run injected %s", k)
 			}

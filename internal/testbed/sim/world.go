@@ -75,14 +75,18 @@ type world struct {
 	handled  map[string]bool // the function succeeded for it (or reported it handled)
 	sent     map[string]bool // delivered to the on-failure destination
 	calls    []*call
-	discards []discard            // failure records delivered
-	faults   map[string]time.Time // fault kind (or kind@slot for one worker's) → until when
-	injected map[string]int       // fault kind → times it took effect
-	attempt  map[string]int       // batch (first seq) → invocations so far, for deterministic choices
-	errs     []string
-	errKinds map[string]int
-	trace    []string
-	saves    int
+	discards []discard // failure records delivered
+	// skips: the operator's skips that succeeded; skipsNotDone: by worker, those that were taken
+	// but ended before their checkpoint (skip.go).
+	skips        []skipped
+	skipsNotDone map[int]int
+	faults       map[string]time.Time // fault kind (or kind@slot for one worker's) → until when
+	injected     map[string]int       // fault kind → times it took effect
+	attempt      map[string]int       // batch (first seq) → invocations so far, for deterministic choices
+	errs         []string
+	errKinds     map[string]int
+	trace        []string
+	saves        int
 	// cpJudged counts the judgments of the checkpoint invariant: records a written checkpoint
 	// covered, and checkpoints judged against the lease holder at DynamoDB.
 	cpJudged int
@@ -184,6 +188,7 @@ type incarnation struct {
 	cancel context.CancelFunc
 	done   chan error
 	obs    *counts
+	skips  *poller.Skips // where the operator's skips reach it
 	// what the wrappers saw, for the observer check
 	polled, invokedRecs, failedInvokes, delivered, filtered, throttles int
 	// pushed: records its subscriptions were sent (with EFO).
@@ -658,6 +663,28 @@ type counts struct {
 	poller.NopObserver
 	mu                                                               sync.Mutex
 	polled, filtered, invoked, failed, dropped, delivered, throttled int
+	skipped                                                          int
+	failing                                                          map[string]poller.BatchFailure // by shard: the last told
+}
+
+func (c *counts) BatchSkipped(string, poller.Skipped) { c.mu.Lock(); c.skipped++; c.mu.Unlock() }
+
+// The DetailObserver's part the operator reads (skip.go): the batch each shard fails on.
+func (c *counts) ShardLineage(string, []string) {}
+func (c *counts) Checkpointed(string, string)   {}
+func (c *counts) BatchFailing(id string, f poller.BatchFailure) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failing == nil {
+		c.failing = map[string]poller.BatchFailure{}
+	}
+	c.failing[id] = f
+}
+
+func (c *counts) failingOf(id string) poller.BatchFailure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failing[id]
 }
 
 func (c *counts) Throttled(string) { c.mu.Lock(); c.throttled++; c.mu.Unlock() }
