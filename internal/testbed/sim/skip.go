@@ -47,7 +47,11 @@ func (s *Schedule) withSkips() {
 		s.PoisonPct = 0.5 + 2*rng.Float64()
 	}
 	for range 1 + rng.IntN(5) {
-		s.Events = append(s.Events, Event{At: time.Second + time.Duration(rng.Int64N(int64(s.Length))), Kind: EvSkip, N: rng.IntN(3)})
+		at := time.Second + time.Duration(rng.Int64N(int64(s.Length)))
+		s.Events = append(s.Events, Event{At: at, Kind: EvSkip, N: rng.IntN(3)})
+		if rng.Float64() < 0.3 { // the destination is down when the skip sends the batch: it waits
+			s.Events = append(s.Events, Event{At: max(0, at-time.Second), Kind: EvFault, Fault: FDestDown, D: time.Duration(1+rng.IntN(5)) * time.Second})
+		}
 	}
 }
 
