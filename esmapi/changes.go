@@ -45,8 +45,8 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Checked, runner.Source
 // source (poller.Source's Open and Read), so such a mapping could not run.
 func checkSource(eventSourceARN string) (runner.Source, error) {
 	if dynamostreams.IsStreamARN(eventSourceARN) {
-		return runner.Source{}, &poller.ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
-			"%s esm does not read DynamoDB streams yet: %s is valid, but this build's engine reads Kinesis streams only.", msgUnrecognizedSource, eventSourceARN)}
+		return runner.Source{}, &poller.ValidationError{Field: "EventSourceArn",
+			Message: msgUnrecognizedSource + " " + dynamostreams.NotReadYet(eventSourceARN).Error()}
 	}
 	stream, consumer, err := kinesissrc.ParseSource(eventSourceARN, "")
 	return runner.Source{Stream: stream.String(), Consumer: consumer}, err

@@ -61,6 +61,9 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if err != nil {
 		return err
 	}
+	if ddb, err := checkDynamoDB(m); ddb {
+		return err
+	}
 	if strings.HasPrefix(m.Source.Stream, "arn:") {
 		if _, err := r.stream(m, Resolved{StreamARN: m.Source.Stream}); err != nil {
 			return err
@@ -135,6 +138,9 @@ func (r *Runner) resolve(ctx context.Context, kin KinesisAPI, m Mapping, registe
 	if m.Source.found {
 		f.StreamARN, f.ConsumerARN = m.Source.Stream, m.Source.Consumer
 	} else {
+		if ddb, err := checkDynamoDB(m); ddb {
+			return f, err
+		}
 		s, c, err := splitSource(m.Source.Stream, m.Source.Consumer)
 		if err != nil {
 			return f, err

@@ -33,6 +33,9 @@ func runESM(t *testing.T, args ...string) (int, string) {
 	return cmd.ProcessState.ExitCode(), stderr.String()
 }
 
+// ddbStreamARN is a DynamoDB stream's ARN in the emulators' account.
+const ddbStreamARN = "arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/2026-12-07T20:00:00.000"
+
 func TestBadInputFailsClearlyAndWritesNothing(t *testing.T) {
 	// A port nobody listens on: bind one, note it, close it.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -61,6 +64,16 @@ func TestBadInputFailsClearlyAndWritesNothing(t *testing.T) {
 		{"timestamp without AT_TIMESTAMP", []string{"run", "--endpoint-url", kinesisEndpoint, "--stream", "any", "--starting-position-timestamp", "1700000000"}, 2,
 			[]string{"StartingPositionTimestamp", "AT_TIMESTAMP"}},
 		{"unknown flag", []string{"run", "--stream", "any", "--bogus"}, 2, []string{"--bogus"}},
+		// A DynamoDB stream: Lambda's rules for it, then a refusal until the engine reads it.
+		{"DynamoDB stream at a timestamp", []string{"run", "--endpoint-url", kinesisEndpoint, "--stream", ddbStreamARN,
+			"--starting-position", "AT_TIMESTAMP", "--starting-position-timestamp", "1700000000"}, 2,
+			[]string{"Unsupported starting position for arn type: " + ddbStreamARN}},
+		{"DynamoDB stream with a consumer", []string{"run", "--endpoint-url", kinesisEndpoint, "--stream", ddbStreamARN, "--register-consumer", "c"}, 2,
+			[]string{"DynamoDB Streams has no enhanced fan-out consumers", ddbStreamARN}},
+		{"DynamoDB table", []string{"run", "--endpoint-url", kinesisEndpoint, "--stream", "arn:aws:dynamodb:us-east-1:000000000000:table/orders"}, 2,
+			[]string{"is a table's ARN", "LatestStreamArn"}},
+		{"DynamoDB stream", []string{"run", "--endpoint-url", kinesisEndpoint, "--stream", ddbStreamARN}, 2,
+			[]string{"esm does not read DynamoDB streams yet", ddbStreamARN}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

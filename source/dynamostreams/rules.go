@@ -26,3 +26,11 @@ func RefuseConsumer(streamARN, consumer string) error {
 	return &source.ValidationError{Field: "ConsumerARN", Message: fmt.Sprintf(
 		"DynamoDB Streams has no enhanced fan-out consumers: %s cannot be read through consumer %q; remove it (a DynamoDB stream is polled, four times a second per shard)", streamARN, consumer)}
 }
+
+// NotReadYet is the refusal of a valid DynamoDB stream's mapping by a build whose engine reads
+// shards with Kinesis' client (poller.Source's Open and Read are not used by its reader yet): the
+// mapping is checked, then refused, rather than started to fail.
+func NotReadYet(streamARN string) error {
+	return &source.ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf(
+		"esm does not read DynamoDB streams yet: %s is valid, but this build's engine reads Kinesis streams only.", streamARN)}
+}
