@@ -160,6 +160,14 @@ func (t tee) BatchFailing(shardID string, f poller.BatchFailure) {
 
 var _ poller.SkipObserver = tee(nil)
 
+func (t tee) SkipPending(shardID, first, last string, pending bool) {
+	for _, o := range t {
+		if so, ok := o.(poller.SkipObserver); ok {
+			so.SkipPending(shardID, first, last, pending)
+		}
+	}
+}
+
 func (t tee) BatchSkipped(shardID string, s poller.Skipped) {
 	for _, o := range t {
 		if so, ok := o.(poller.SkipObserver); ok {

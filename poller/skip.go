@@ -68,9 +68,13 @@ type Skipped struct {
 }
 
 // SkipObserver is what an Observer may also implement to be told of skips (the live page, the
-// metrics); the poller finds it by type assertion. Its method must be cheap and safe for
+// metrics); the poller finds it by type assertion. Its methods must be cheap and safe for
 // concurrent use.
 type SkipObserver interface {
+	// SkipPending: a skip of the shard's batch first..last was ordered (pending true), or was
+	// answered: done (BatchSkipped came first), refused or withdrawn (pending false).
+	SkipPending(shardID, first, last string, pending bool)
+	// BatchSkipped: the batch was skipped.
 	BatchSkipped(shardID string, s Skipped)
 }
 
@@ -141,9 +145,13 @@ func (s *Skips) gone(r *reader) {
 // Skip orders the skip of req's batch and waits until it was done or refused, or ctx ended (the
 // order is then withdrawn if the batch had not taken it yet).
 func (s *Skips) Skip(ctx context.Context, req SkipRequest) (Skipped, error) {
-	o, err := s.arm(req)
+	o, so, err := s.arm(req)
 	if err != nil {
 		return Skipped{}, err
+	}
+	if so != nil {
+		so.SkipPending(req.ShardID, o.first, o.last, true)
+		defer so.SkipPending(req.ShardID, o.first, o.last, false)
 	}
 	select {
 	case <-o.done:
@@ -157,33 +165,34 @@ func (s *Skips) Skip(ctx context.Context, req SkipRequest) (Skipped, error) {
 	return o.res, o.err
 }
 
-// arm finds the batch req names and hands it the order.
-func (s *Skips) arm(req SkipRequest) (*skipOrder, error) {
+// arm finds the batch req names and hands it the order; so is the poller's SkipObserver, if any.
+func (s *Skips) arm(req SkipRequest) (o *skipOrder, so SkipObserver, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.readers[req.ShardID]
 	if r == nil && !s.known[req.ShardID] {
-		return nil, fmt.Errorf("%w: the stream has no shard %s (esm status lists them)", ErrSkipUnknownShard, req.ShardID)
+		return nil, nil, fmt.Errorf("%w: the stream has no shard %s (esm status lists them)", ErrSkipUnknownShard, req.ShardID)
 	}
 	if r == nil {
-		return nil, fmt.Errorf("%w: shard %s is not being read by this worker", ErrSkipNotHere, req.ShardID)
+		return nil, nil, fmt.Errorf("%w: shard %s is not being read by this worker", ErrSkipNotHere, req.ShardID)
 	}
 	if !r.held() {
-		return nil, fmt.Errorf("%w: shard %s: this worker no longer holds its lease", ErrSkipNotHere, req.ShardID)
+		return nil, nil, fmt.Errorf("%w: shard %s: this worker no longer holds its lease", ErrSkipNotHere, req.ShardID)
 	}
 	k, err := pick(r, s.runs[req.ShardID], req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if k.order != nil {
-		return nil, fmt.Errorf("%w: shard %s: a skip of batch %s..%s is already under way", ErrSkipNotDone, req.ShardID, k.order.first, k.order.last)
+		return nil, nil, fmt.Errorf("%w: shard %s: a skip of batch %s..%s is already under way", ErrSkipNotDone, req.ShardID, k.order.first, k.order.last)
 	}
 	r.sig.mu.Lock()
 	first, last := k.b.stall.first, k.b.stall.last
 	r.sig.mu.Unlock()
 	k.order = &skipOrder{first: first, last: last, done: make(chan struct{})}
 	k.cancel()
-	return k.order, nil
+	so, _ = r.p.obs.(SkipObserver)
+	return k.order, so, nil
 }
 
 // pick is the batch of runs req names: among the batches failing (each lane's innermost: a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ type skipSeen struct {
 	NopObserver
 	mu      sync.Mutex
 	skipped []Skipped
+	pending []string // "first..last pending", in order
 	dropped atomic.Int64
 }
 
@@ -29,6 +32,12 @@ func (s *skipSeen) BatchSkipped(_ string, k Skipped) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.skipped = append(s.skipped, k)
+}
+
+func (s *skipSeen) SkipPending(_, first, last string, pending bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = append(s.pending, fmt.Sprint(first, "..", last, " ", pending))
 }
 
 func (s *skipSeen) RecordsDropped(_ string, n int) { s.dropped.Add(int64(n)) }
@@ -97,6 +106,12 @@ func TestSkipBlockedBatch(t *testing.T) {
 	}
 	if s := obs.all(); len(s) != 1 || s[0] != got {
 		t.Fatalf("observer told %+v, want %+v", s, got)
+	}
+	obs.mu.Lock()
+	pending := obs.pending
+	obs.mu.Unlock()
+	if want := []string{seqs[0] + ".." + seqs[1] + " true", seqs[0] + ".." + seqs[1] + " false"}; !slices.Equal(pending, want) {
+		t.Fatalf("SkipPending calls %q, want %q", pending, want)
 	}
 	if _, err := sk.Skip(ctx, SkipRequest{ShardID: shard0}); !errors.Is(err, ErrSkipNotBlocked) {
 		t.Fatalf("second skip: %v, want ErrSkipNotBlocked", err)

@@ -55,7 +55,7 @@ func readLive(ctx context.Context, client *http.Client, addr string, now time.Ti
 			}
 			l := lm.Shards[s.ShardID]
 			l.Owner, l.BlockedSince, l.Attempts, l.LastError, l.LastErrorAt = s.Owner, s.BlockedSince, s.Attempts, s.LastError, s.LastErrorAt
-			l.RetryingFirst, l.RetryingLast, l.LastSkip = s.RetryingFirst, s.RetryingLast, s.LastSkip
+			l.RetryingFirst, l.RetryingLast, l.LastSkip, l.SkipPending = s.RetryingFirst, s.RetryingLast, s.LastSkip, s.SkipPending
 			if s.State == live.StateBlocked {
 				l.State, l.Blocked = live.StateBlocked, true
 			}

@@ -41,6 +41,7 @@ type LiveShard struct {
 	// operator skipped (esm skip).
 	RetryingFirst, RetryingLast string
 	LastSkip                    *live.SkipView
+	SkipPending                 string
 }
 
 // LiveMapping is what a running esm's metrics say of one mapping.

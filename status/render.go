@@ -241,6 +241,9 @@ func (s Shard) line(indent string) string {
 	if s.ReadBy != "" {
 		line += " read by " + s.ReadBy
 	}
+	if s.SkipPending != "" {
+		line += " (skip of batch " + s.SkipPending + " under way)"
+	}
 	if k := s.LastSkip; k != nil {
 		line += " " + skipText(k)
 	}

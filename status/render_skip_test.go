@@ -20,4 +20,8 @@ func TestShardLineShowsLastSkip(t *testing.T) {
 	if got, want := s.line(""), "3 records sent to arn:aws:sqs:us-east-1:000000000000:q)"; !strings.Contains(got, want) {
 		t.Fatalf("line %q lacks %q", got, want)
 	}
+	s.SkipPending = "10..12"
+	if got, want := s.line(""), "(skip of batch 10..12 under way)"; !strings.Contains(got, want) {
+		t.Fatalf("line %q lacks %q", got, want)
+	}
 }

@@ -88,6 +88,7 @@ type Shard struct {
 	RetryingFirst string         `json:"retryingFirst,omitempty"`
 	RetryingLast  string         `json:"retryingLast,omitempty"`
 	LastSkip      *live.SkipView `json:"lastSkip,omitempty"`
+	SkipPending   string         `json:"skipPending,omitempty"` // the batch of a skip under way
 }
 
 // Subscription is a shard's enhanced fan-out subscription, as a running esm's metrics say.
@@ -158,7 +159,7 @@ func (r *Report) ApplyLive(live map[string]LiveShard) {
 			if l.Owner != "" { // its worker's live page answered: what it says stands
 				sh.Owner = l.Owner
 				sh.BlockedSince, sh.Attempts, sh.LastError, sh.LastErrorAt = l.BlockedSince, l.Attempts, l.LastError, l.LastErrorAt
-				sh.RetryingFirst, sh.RetryingLast, sh.LastSkip = l.RetryingFirst, l.RetryingLast, l.LastSkip
+				sh.RetryingFirst, sh.RetryingLast, sh.LastSkip, sh.SkipPending = l.RetryingFirst, l.RetryingLast, l.LastSkip, l.SkipPending
 			}
 		}
 	}

@@ -80,7 +80,7 @@ func run(args []string, e env) int {
 	commands := map[string]func(context.Context, env) error{
 		"run": a.Run.run, "serve": a.Serve.run, "validate": a.Validate.run, "invoke": a.Invoke.run,
 		"generate-event": a.GenerateEvent.run, "status": a.Status.run, "redrive": a.Redrive.run, "skip": a.Skip.run,
-		"rewind": a.Rewind.run,
+		"rewind":  a.Rewind.run,
 		"version": func(context.Context, env) error { _, err := fmt.Fprintln(e.stdout, "esm", version); return err },
 	}
 	switch name := kctx.Command(); {

@@ -121,6 +121,7 @@ type shard struct {
 	lastErrorAt         time.Time
 	delivered, dropped  int
 	lastSkip            *SkipView // the last batch an operator skipped here
+	skipPending         string    // "first..last" of a skip ordered and not yet answered
 }
 
 type sample struct {
@@ -243,6 +244,16 @@ func (m *Mapping) DestinationDeliveryFailed(string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.deliveryFailures++
+}
+
+// SkipPending records a skip under way (esm skip), until it was answered.
+func (m *Mapping) SkipPending(id, first, last string, pending bool) {
+	m.update(id, func(s *shard) {
+		s.skipPending = ""
+		if pending {
+			s.skipPending = first + ".." + last
+		}
+	})
 }
 
 // BatchSkipped records the batch an operator skipped (esm skip) as the shard's last skip.

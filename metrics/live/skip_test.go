@@ -18,11 +18,19 @@ func TestPageShowsSkip(t *testing.T) {
 	b := live.New()
 	m := b.Add("fn", "orders")
 	m.ShardState("shardId-000000000000", poller.StateReading)
-	m.BatchSkipped("shardId-000000000000", poller.Skipped{ShardID: "shardId-000000000000", First: "41", Last: "42", Records: 2,
-		Destination: "arn:aws:sqs:us-east-1:000000000000:failures", At: at})
+	m.SkipPending("shardId-000000000000", "41", "42", true)
 	srv := httptest.NewServer(b.Handler())
 	defer srv.Close()
+	if page := get(t, srv, live.PathPage); !strings.Contains(page, `data-skip-pending="41..42"`) {
+		t.Fatalf("the page does not show the skip under way")
+	}
+	m.SkipPending("shardId-000000000000", "41", "42", false)
+	m.BatchSkipped("shardId-000000000000", poller.Skipped{ShardID: "shardId-000000000000", First: "41", Last: "42", Records: 2,
+		Destination: "arn:aws:sqs:us-east-1:000000000000:failures", At: at})
 	page := get(t, srv, live.PathPage)
+	if strings.Contains(page, "data-skip-pending") {
+		t.Errorf("the page still shows the skip under way once answered")
+	}
 	for _, want := range []string{`Skipped by an operator: 1 batches.`, `data-skipped-first="41" data-skipped-last="42"`,
 		`skipped by an operator at 03:04:05`, `2 records sent to arn:aws:sqs:us-east-1:000000000000:failures`} {
 		if !strings.Contains(page, want) {

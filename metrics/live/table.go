@@ -38,6 +38,7 @@ var shardColumns = []struct {
 	{"dropped", func(s *ShardView) any { return &s.Dropped }},
 	{"unreachable", func(s *ShardView) any { return &s.Unreachable }},
 	{"lastSkip", func(s *ShardView) any { return &s.LastSkip }},
+	{"skipPending", func(s *ShardView) any { return &s.SkipPending }},
 }
 
 var null = json.RawMessage("null")

@@ -93,8 +93,10 @@ type ShardView struct {
 	// Unreachable: no worker that answered reads the shard while one did not answer: its owner
 	// has probably stopped answering.
 	Unreachable bool `json:"unreachable,omitempty"`
-	// LastSkip is the last batch of the shard an operator skipped (esm skip).
-	LastSkip *SkipView `json:"lastSkip,omitempty"`
+	// LastSkip is the last batch of the shard an operator skipped (esm skip); SkipPending the
+	// batch ("first..last") of a skip under way.
+	LastSkip    *SkipView `json:"lastSkip,omitempty"`
+	SkipPending string    `json:"skipPending,omitempty"`
 
 	ages []sample // the iterator-age history, for the sparkline
 }
@@ -134,7 +136,7 @@ func (m *Mapping) view(worker string) MappingView {
 		sv := ShardView{ShardID: id, Parents: s.parents, State: s.state, Checkpoint: s.checkpoint,
 			CheckpointAt: stamp(s.checkpointAt, time.Second), RetryingFirst: s.failFirst, RetryingLast: s.failLast,
 			Attempts: s.attempts, LastError: s.lastError, LastErrorAt: stamp(s.lastErrorAt, time.Millisecond),
-			Delivered: s.delivered, Dropped: s.dropped, LastSkip: s.lastSkip, ages: slices.Clone(s.ages)}
+			Delivered: s.delivered, Dropped: s.dropped, LastSkip: s.lastSkip, SkipPending: s.skipPending, ages: slices.Clone(s.ages)}
 		switch {
 		case s.state == "":
 			sv.State = StatePending // known from a listing, not yet told

@@ -368,6 +368,9 @@ func (sm *shardMetrics) blockedGauge(p *Observer, shardID string) prometheus.Gau
 // BatchItemFailuresIgnored adds one to esm_batch_item_failures_ignored_total.
 func (p *Observer) BatchItemFailuresIgnored(string) { p.ignoredItemFailures.Inc() }
 
+// SkipPending is not measured (the live page shows it).
+func (p *Observer) SkipPending(string, string, string, bool) {}
+
 // BatchSkipped adds one to esm_batches_skipped_total and the batch's records to
 // esm_records_skipped_total.
 func (p *Observer) BatchSkipped(_ string, k poller.Skipped) {

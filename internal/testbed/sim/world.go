@@ -667,7 +667,8 @@ type counts struct {
 	failing                                                          map[string]poller.BatchFailure // by shard: the last told
 }
 
-func (c *counts) BatchSkipped(string, poller.Skipped) { c.mu.Lock(); c.skipped++; c.mu.Unlock() }
+func (c *counts) BatchSkipped(string, poller.Skipped)      { c.mu.Lock(); c.skipped++; c.mu.Unlock() }
+func (c *counts) SkipPending(string, string, string, bool) {}
 
 // The DetailObserver's part the operator reads (skip.go): the batch each shard fails on.
 func (c *counts) ShardLineage(string, []string) {}
