@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,28 +173,42 @@ func (c Config) Handle(ctx context.Context, e events.KinesisEvent) (resp events.
 			return resp, err
 		}
 	}
-	if err := c.fail(ctx, e); err != nil {
+	texts := make([]string, len(e.Records))
+	for i, r := range e.Records {
+		texts[i] = string(r.Kinesis.Data)
+	}
+	if err := c.failOn(ctx, texts); err != nil {
 		return resp, err
 	}
-	if c.Delay > 0 {
-		select {
-		case <-time.After(c.Delay):
-		case <-ctx.Done():
-			return resp, ctx.Err()
-		}
+	if err := c.delay(ctx); err != nil {
+		return resp, err
 	}
 	return resp, c.record(tr.RequestID, start, e)
 }
 
-// fail fails the invocation the way c.Fail says, if this batch is one to fail.
-func (c Config) fail(ctx context.Context, e events.KinesisEvent) error {
+// delay spends c.Delay, or less if ctx ends first.
+func (c Config) delay(ctx context.Context) error {
+	if c.Delay <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(c.Delay):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// failOn fails the invocation the way c.Fail says, if this batch is one to fail: texts are its
+// records as EXAMPLE_FAIL_MATCH is looked for in them.
+func (c Config) failOn(ctx context.Context, texts []string) error {
 	if c.Fail == "" {
 		return nil
 	}
 	if c.Fail != FailError && c.Fail != FailPanic && c.Fail != FailTimeout {
 		return fmt.Errorf("example: EXAMPLE_FAIL=%q: want %q, %q or %q", c.Fail, FailError, FailPanic, FailTimeout)
 	}
-	if c.FailMatch != "" && !matches(e, c.FailMatch) {
+	if c.FailMatch != "" && !slices.ContainsFunc(texts, func(t string) bool { return strings.Contains(t, c.FailMatch) }) {
 		return nil
 	}
 	if c.FailTimes > 0 {
@@ -221,16 +236,6 @@ func (c Config) fail(ctx context.Context, e events.KinesisEvent) error {
 	default:
 		return errors.New("example: failing as EXAMPLE_FAIL=error asks")
 	}
-}
-
-// matches reports whether a record's data contains text.
-func matches(e events.KinesisEvent, text string) bool {
-	for _, r := range e.Records {
-		if strings.Contains(string(r.Kinesis.Data), text) {
-			return true
-		}
-	}
-	return false
 }
 
 // count adds one to the counter file and returns the new count.

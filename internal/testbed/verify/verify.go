@@ -21,6 +21,16 @@ import (
 // without its newline is still being written (a reader polling the file can see part of an
 // append) and is left for the next read.
 func ReadDeliveries(path string) ([]example.Delivery, error) {
+	return readLines[example.Delivery](path)
+}
+
+// ReadDDBDeliveries is ReadDeliveries for the example's DynamoDB handler.
+func ReadDDBDeliveries(path string) ([]example.DDBDelivery, error) {
+	return readLines[example.DDBDelivery](path)
+}
+
+// readLines reads the complete JSON lines of path, one T each.
+func readLines[T any](path string) ([]T, error) {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -29,10 +39,10 @@ func ReadDeliveries(path string) ([]example.Delivery, error) {
 		return nil, err
 	}
 	b = b[:bytes.LastIndexByte(b, '\n')+1] // complete lines only
-	var out []example.Delivery
+	var out []T
 	for line := range bytes.Lines(b) {
 		line = bytes.TrimSuffix(line, []byte("\n"))
-		var d example.Delivery
+		var d T
 		if err := json.Unmarshal(line, &d); err != nil {
 			return nil, fmt.Errorf("%s: bad line %q: %w", path, line, err)
 		}
