@@ -25,6 +25,7 @@ const (
 // Invocation describes one invocation to a Tracer.
 type Invocation struct {
 	StreamName, Region                      string // the stream's, from its ARN
+	EventSource                             string // the source's events' eventSource: aws:kinesis, aws:dynamodb
 	ShardID                                 string
 	BatchSize                               int
 	FirstSequenceNumber, LastSequenceNumber string
@@ -74,7 +75,7 @@ func (b *batchRun) startSpan(ctx context.Context) context.Context {
 		return ctx
 	}
 	b.tries++
-	inv := Invocation{StreamName: b.r.p.id.Name, Region: b.r.p.id.Region, ShardID: b.r.shardID, BatchSize: len(b.recs),
+	inv := Invocation{StreamName: b.r.p.id.Name, Region: b.r.p.id.Region, EventSource: b.r.p.id.EventSource, ShardID: b.r.shardID, BatchSize: len(b.recs),
 		FirstSequenceNumber: deref(b.recs[0].SequenceNumber), LastSequenceNumber: deref(b.recs[len(b.recs)-1].SequenceNumber),
 		Attempt: b.tries, NewTrace: b.chained == MaxTraceInvocations}
 	if at := b.recs[len(b.recs)-1].ApproximateArrivalTimestamp; at != nil {

@@ -9,7 +9,7 @@
 //	faas.invoked_name                   the function's name
 //	faas.invoked_provider               aws
 //	faas.invoked_region                 the stream's region, when known
-//	messaging.system                    aws_kinesis
+//	messaging.system                    aws_kinesis, or aws_dynamodb_streams for a DynamoDB stream
 //	messaging.operation.type            process
 //	messaging.destination.name          the stream's name
 //	messaging.destination.partition.id  the shard ID

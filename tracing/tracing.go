@@ -65,13 +65,21 @@ func NewTracer(tp trace.TracerProvider, m Mapping) *Tracer {
 		KeyTrigger.String("pubsub"),
 		KeyInvokedName.String(m.FunctionName),
 		KeyInvokedProvider.String("aws"),
-		KeySystem.String("aws_kinesis"),
 		KeyOperationType.String("process"),
 	}}
 	if m.UUID != "" {
 		t.SetMappingUUID(m.UUID)
 	}
 	return t
+}
+
+// messagingSystem is messaging.system of a source's eventSource: aws_kinesis (also when unknown),
+// aws_dynamodb_streams.
+func messagingSystem(eventSource string) string {
+	if eventSource == "aws:dynamodb" {
+		return "aws_dynamodb_streams"
+	}
+	return "aws_kinesis"
 }
 
 // SetMappingUUID sets the mapping's UUID, which spans started from then on carry.
@@ -88,6 +96,7 @@ func (t *Tracer) StartInvocation(ctx context.Context, after poller.InvocationSpa
 	if inv.Region != "" {
 		attrs = append(attrs, KeyInvokedRegion.String(inv.Region))
 	}
+	attrs = append(attrs, KeySystem.String(messagingSystem(inv.EventSource)))
 	attrs = append(attrs, KeyDestinationName.String(inv.StreamName))
 	attrs = append(attrs, KeyPartitionID.String(inv.ShardID), KeyBatchCount.Int(inv.BatchSize),
 		KeyFirstSequence.String(inv.FirstSequenceNumber), KeyLastSequence.String(inv.LastSequenceNumber),
