@@ -161,17 +161,23 @@ func TestReadsTheFakeAcrossRotations(t *testing.T) {
 	}
 }
 
-// TestFakeTrimAndExpiry: an iterator older than the fake's TTL is source.ErrExpired; a checkpoint
-// trimmed away opens at TRIM_HORIZON.
-func TestFakeTrimAndExpiry(t *testing.T) {
-	c := &clock{t: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
-	db, s := fakeTable(t, c, fakedynamo.WithIteratorTTL(15*time.Minute), fakedynamo.WithStreamRetention(time.Hour))
+// oneShard is a fake table (its clock c) with one change, "a" version 0, in its stream's one shard.
+func oneShard(t *testing.T, opts ...fakedynamo.Option) (c *clock, db *fakedynamo.DB, s *Stream, shardID string) {
+	t.Helper()
+	c = &clock{t: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
+	db, s = fakeTable(t, c, opts...)
 	putVersion(t, db, "a", 0)
 	shards, err := s.Shards(context.Background())
 	if err != nil || len(shards) != 1 {
 		t.Fatalf("shards %v, %v", shards, err)
 	}
-	id := shards[0].ID
+	return c, db, s, shards[0].ID
+}
+
+// TestFakeTrimAndExpiry: an iterator older than the fake's TTL is source.ErrExpired; a checkpoint
+// trimmed away opens at TRIM_HORIZON.
+func TestFakeTrimAndExpiry(t *testing.T) {
+	c, db, s, id := oneShard(t, fakedynamo.WithIteratorTTL(15*time.Minute), fakedynamo.WithStreamRetention(time.Hour))
 	it, err := s.Open(context.Background(), id, source.Position{Type: source.TrimHorizon})
 	if err != nil {
 		t.Fatal(err)
@@ -204,14 +210,7 @@ func TestFakeTrimAndExpiry(t *testing.T) {
 // trimmed too) and its first read ends it with its children, so its children need not wait for a
 // listing.
 func TestFakeShardTrimmedAway(t *testing.T) {
-	c := &clock{t: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
-	db, s := fakeTable(t, c, fakedynamo.WithShardRotation(10*time.Second), fakedynamo.WithStreamRetention(time.Minute))
-	putVersion(t, db, "a", 0)
-	shards, err := s.Shards(context.Background())
-	if err != nil || len(shards) != 1 {
-		t.Fatalf("shards %v, %v", shards, err)
-	}
-	first := shards[0].ID
+	c, db, s, first := oneShard(t, fakedynamo.WithShardRotation(10*time.Second), fakedynamo.WithStreamRetention(time.Minute))
 	c.add(15 * time.Second) // the first shard closes
 	putVersion(t, db, "a", 1)
 	c.add(50 * time.Second) // its record is 65 s old, trimmed (its child's, 50 s, is kept)
