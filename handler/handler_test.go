@@ -135,7 +135,7 @@ func TestSlimHandlerSize(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go tool nm: %v\n%s", err, nm)
 	}
-	forbidden := regexp.MustCompile(`aws-sdk-go-v2/service/|kinesis-esm/esm/(poller|internal/cli|runner|lease|invoke)`)
+	forbidden := regexp.MustCompile(`aws-sdk-go-v2/service/|kinesis-esm/esm/(poller|cmd/esm/internal/cli|runner|lease|invoke)`)
 	sc := bufio.NewScanner(bytes.NewReader(nm))
 	symbols := 0
 	for sc.Scan() {

@@ -42,7 +42,7 @@ func functionTemplate(props string) string {
 
 const ev = "t.yaml:15: Resources.Fn.Properties.Events.K.Properties."
 
-// flagNames are the esm command's names for the inputs messages name (internal/cli gives them
+// flagNames are the esm command's names for the inputs messages name (cmd/esm/internal/cli gives them
 // to Load): with them, a message reads as the command prints it.
 var flagNames = map[Input]string{
 	InputParameterOverrides: "--parameter-overrides",

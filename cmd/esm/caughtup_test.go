@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kinesis-esm/esm/internal/cli"
+	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesis-esm/esm/internal/cli"
+	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/poller"
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )

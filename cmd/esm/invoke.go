@@ -7,8 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/example"
-	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"

@@ -20,8 +20,8 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/example"
-	"github.com/kinesis-esm/esm/internal/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/example"
-	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/redrive"
 )
 

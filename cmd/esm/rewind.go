@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
-	"github.com/kinesis-esm/esm/internal/cli"
+	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"

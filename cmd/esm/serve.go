@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 
+	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/example"
-	"github.com/kinesis-esm/esm/internal/cli"
 )
 
 type serveCmd struct {

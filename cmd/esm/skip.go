@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/uuid"
 
+	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/esmapi"
-	"github.com/kinesis-esm/esm/internal/cli"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/runner"
 )

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/checkpoint"
-	"github.com/kinesis-esm/esm/internal/cli"
+	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/runner"
 	"github.com/kinesis-esm/esm/status"
 )

@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/kinesis-esm/esm/internal/cli"
+	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 )
 
 type validateCmd struct {
