@@ -26,8 +26,11 @@ type reader struct {
 	// Where the shard is read from.
 	iter     *string
 	lastRead string // sequence number of the last record read from the shard
-	// windowPast, replayOver: how far the replay of a rewind's window got (rewind.go).
+	// windowPast, replayOver: how far the replay of a rewind's window got (rewind.go); replay is
+	// the shard's rewind as the reader began (a later write only forgets it), read without the
+	// slots' progress lock.
 	windowPast, replayOver bool
+	replay                 *Rewind
 	// atTip: the first open is at LATEST itself (this run decided the LATEST start); later
 	// opens before a record was read resume AT_TIMESTAMP at the recorded start.
 	atTip bool
@@ -136,6 +139,7 @@ func (r *reader) state(runCtx context.Context) (readerState, time.Duration) {
 func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 	defer r.closeSubscription()
 	r.poll = newPollState(r.p.readPace(r.shardID + " read"))
+	r.replay = r.progress.Rewind // before any slot writes the progress
 	if err := r.open(runCtx); err != nil {
 		return r.result(err)
 	}

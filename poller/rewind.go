@@ -218,8 +218,13 @@ func seqLess(a, b string) bool {
 // before the window's end pass; from the first at or after it, those the mapping had handled
 // before the rewind are dropped (not invoked again); the first one after them ends the replay
 // (the reader's progress forgets it at its next write). It returns the records to deliver.
+//
+// It reads the rewind the reader began with, not the progress: a read is taken under the idle
+// poller's entry lock, which must not wait for the slots' progress lock (held through a save's
+// retries). Once a write forgot the rewind, no record at or before its Skip is read any more, so
+// the replay ends at the next record, as it would have.
 func (r *reader) replayCut(recs []types.Record) []types.Record {
-	rw := r.currentProgress().Rewind
+	rw := r.replay
 	if rw == nil || rw.Until.IsZero() || r.replayOver {
 		return recs
 	}

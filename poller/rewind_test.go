@@ -130,7 +130,7 @@ func TestReplayCut(t *testing.T) {
 		}
 		return out
 	}
-	r := &reader{p: &Poller{log: slog.New(slog.DiscardHandler)}, progress: ShardProgress{Rewind: &Rewind{Until: until, Skip: "13"}}}
+	r := &reader{p: &Poller{log: slog.New(slog.DiscardHandler)}, replay: &Rewind{Until: until, Skip: "13"}} // as run sets it from the progress
 	// In the window: everything, the handled ones too.
 	if got := seqs(r.replayCut([]types.Record{rec("10", before), rec("11", before)})); !reflect.DeepEqual(got, []string{"10", "11"}) {
 		t.Fatalf("window: %v", got)
@@ -143,7 +143,7 @@ func TestReplayCut(t *testing.T) {
 		t.Fatalf("after the replay: %v, want everything", got)
 	}
 	// A finished shard's replay skips to its end.
-	f := &reader{p: r.p, progress: ShardProgress{Rewind: &Rewind{Until: until, SkipAll: true}}}
+	f := &reader{p: r.p, replay: &Rewind{Until: until, SkipAll: true}}
 	if got := f.replayCut([]types.Record{rec("1", before), rec("2", after), rec("3", after)}); len(got) != 1 {
 		t.Fatalf("finished shard: %v, want only the window's record", seqs(got))
 	}
