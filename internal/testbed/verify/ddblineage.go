@@ -1,11 +1,14 @@
 package verify
 
 import (
+	"context"
 	"fmt"
 	"math/big"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/kinesis-esm/esm/example"
 )
@@ -24,22 +27,9 @@ type DDBShard struct {
 // It also returns how many parent→child pairs were judged.
 func DDBLineage(got []example.DDBDelivery, shards []DDBShard) (Check, int) {
 	c := Check{Name: "parents drained before children", OK: true}
-	type span struct{ lo, hi *big.Int }
-	ranges := make([]span, len(shards))
-	for i, s := range shards {
-		ranges[i].lo, _ = new(big.Int).SetString(s.Start, 10)
-		ranges[i].hi, _ = new(big.Int).SetString(s.End, 10)
-	}
 	first, last := map[string]int64{}, map[string]int64{}
 	for _, d := range got {
-		seq, ok := new(big.Int).SetString(d.Record.Change.SequenceNumber, 10)
-		shard := ""
-		for i, r := range ranges {
-			if ok && r.lo != nil && seq.Cmp(r.lo) >= 0 && (r.hi == nil || seq.Cmp(r.hi) <= 0) {
-				shard = shards[i].ID
-				break
-			}
-		}
+		shard := DDBShardOf(shards, d.Record.Change.SequenceNumber)
 		switch {
 		case shard == "":
 			return Check{Name: c.Name, Detail: fmt.Sprintf("record %q is in no shard's sequence number range", d.Record.Change.SequenceNumber)}, 0
@@ -75,6 +65,51 @@ func DDBLineage(got []example.DDBDelivery, shards []DDBShard) (Check, int) {
 		c.Detail = fmt.Sprintf("%d parent→child pairs checked on invocation start and end times", pairs)
 	}
 	return c, pairs
+}
+
+// DDBShardOf is the id of the shard whose sequence number range holds seq ("" when none does).
+func DDBShardOf(shards []DDBShard, seq string) string {
+	n, ok := new(big.Int).SetString(seq, 10)
+	if !ok {
+		return ""
+	}
+	for _, s := range shards {
+		lo, ok := new(big.Int).SetString(s.Start, 10)
+		if !ok || n.Cmp(lo) < 0 {
+			continue
+		}
+		if hi, ok := new(big.Int).SetString(s.End, 10); !ok || n.Cmp(hi) <= 0 {
+			return s.ID
+		}
+	}
+	return ""
+}
+
+// DDBDescriber is what ListDDBShards needs: a DynamoDB Streams client.
+type DDBDescriber interface {
+	DescribeStream(context.Context, *dynamodbstreams.DescribeStreamInput, ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+}
+
+// ListDDBShards lists every shard of a stream (DescribeStream, paged), in the order listed.
+func ListDDBShards(ctx context.Context, st DDBDescriber, arn string) ([]DDBShard, error) {
+	var out []DDBShard
+	in := &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)}
+	for {
+		d, err := st.DescribeStream(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range d.StreamDescription.Shards {
+			sh := DDBShard{ID: aws.ToString(s.ShardId), Parent: aws.ToString(s.ParentShardId)}
+			if r := s.SequenceNumberRange; r != nil {
+				sh.Start, sh.End = aws.ToString(r.StartingSequenceNumber), aws.ToString(r.EndingSequenceNumber)
+			}
+			out = append(out, sh)
+		}
+		if in.ExclusiveStartShardId = d.StreamDescription.LastEvaluatedShardId; in.ExclusiveStartShardId == nil {
+			return out, nil
+		}
+	}
 }
 
 // DDBEventRecords are the records of deliveries, in delivery order, for DDBRecords.

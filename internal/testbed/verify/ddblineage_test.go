@@ -1,11 +1,17 @@
 package verify
 
 import (
+	"context"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/kinesis-esm/esm/example"
+	"github.com/kinesis-esm/esm/fake/fakedynamo"
 )
 
 func ddbDelivery(seq string, invoked, done int64) example.DDBDelivery {
@@ -28,12 +34,60 @@ func TestDDBLineage(t *testing.T) {
 	}
 	for name, got := range map[string][]example.DDBDelivery{
 		"child before its parent's last invocation ended": {ddbDelivery("950", 10, 20), ddbDelivery("999", 30, 40), ddbDelivery("1500", 35, 50)},
-		"record in no shard":          {ddbDelivery("950", 10, 20), ddbDelivery("899", 30, 40), ddbDelivery("1500", 41, 50)},
-		"delivery without times":      {ddbDelivery("950", 10, 20), ddbDelivery("1500", 0, 0)},
-		"no parent→child pair judged": {ddbDelivery("950", 10, 20), ddbDelivery("2500", 50, 60)},
+		"record in no shard":                              {ddbDelivery("950", 10, 20), ddbDelivery("899", 30, 40), ddbDelivery("1500", 41, 50)},
+		"delivery without times":                          {ddbDelivery("950", 10, 20), ddbDelivery("1500", 0, 0)},
+		"no parent→child pair judged":                     {ddbDelivery("950", 10, 20), ddbDelivery("2500", 50, 60)},
 	} {
 		if c, _ := DDBLineage(got, shards); c.OK {
 			t.Errorf("%s passed: %s", name, c.Detail)
 		}
+	}
+}
+
+// TestListDDBShards: the shards of a stream rotated twice on the in-memory DynamoDB, with their
+// parents, and a record written after the second rotation placed in the last of them.
+func TestListDDBShards(t *testing.T) {
+	ctx := context.Background()
+	db := fakedynamo.New()
+	tab, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String("tab"), BillingMode: types.BillingModePayPerRequest,
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: types.ScalarAttributeTypeS}},
+		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arn := aws.ToString(tab.TableDescription.LatestStreamArn)
+	p := NewDDBProducer("tab", 3, 1)
+	for range 2 {
+		if err := p.Write(ctx, db, 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RotateStream("tab"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Write(ctx, db, 1); err != nil {
+		t.Fatal(err)
+	}
+	shards, err := ListDDBShards(ctx, db, arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shards) != 3 || shards[0].Parent != "" || shards[1].Parent != shards[0].ID || shards[2].Parent != shards[1].ID ||
+		shards[0].End == "" || shards[2].End != "" {
+		t.Fatalf("shards %+v", shards)
+	}
+	it, err := db.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn), ShardId: aws.String(shards[2].ID), ShardIteratorType: "TRIM_HORIZON"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := db.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator})
+	if err != nil || len(recs.Records) != 1 {
+		t.Fatalf("%v, %d records", err, len(recs.Records))
+	}
+	if got := DDBShardOf(shards, aws.ToString(recs.Records[0].Dynamodb.SequenceNumber)); got != shards[2].ID {
+		t.Fatalf("the record is placed in %q, want %s", got, shards[2].ID)
 	}
 }
