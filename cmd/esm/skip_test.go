@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
@@ -157,5 +159,32 @@ func checkSkippedMessage(t *testing.T, sqsC *sqs.Client, url, shard, seq string)
 	}
 	if m.ResponseContext == nil || m.ResponseContext.StatusCode != http.StatusOK || m.ResponseContext.FunctionError == nil || *m.ResponseContext.FunctionError != "Unhandled" {
 		t.Fatalf("responseContext of %s: want the last invocation's (200, Unhandled)", bodies[0])
+	}
+}
+
+// TestSkipViaSignedAPI: esm skip --api-url signs its request with the environment's AWS
+// credentials as esm serve's API requires (SigV4, service lambda): accepted with the right
+// secret and answered; refused with a wrong one (exit 2, the API's message).
+func TestSkipViaSignedAPI(t *testing.T) {
+	const id = "5b6e7e32-3c39-4cd7-9a1e-0d4c7f3c2b11"
+	var got esmapi.SkipInput
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != esmapi.SkipPath(id) || json.NewDecoder(r.Body).Decode(&got) != nil {
+			http.Error(w, "unexpected request "+r.Method+" "+r.URL.Path, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(esmapi.SkipOutput{ShardId: got.ShardId, FirstSequenceNumber: "7", LastSequenceNumber: "9", Records: 3, FailedAttempts: 4, SkippedAt: "2026-12-07T20:00:00.000Z"})
+	})
+	srv := httptest.NewServer(esmapi.RequireSigV4(h, esmapi.Credentials{AccessKeyID: "AKIDSKIP", SecretAccessKey: "skip-secret"}, "us-east-1", time.Now))
+	defer srv.Close()
+	args := []string{"skip", "--api-url", srv.URL, "--uuid", id, "--shard", "shardId-000000000002", "--region", "us-east-1"}
+	code, stdout, stderr := runESMEnv(t, []string{"AWS_ACCESS_KEY_ID=AKIDSKIP", "AWS_SECRET_ACCESS_KEY=skip-secret"}, "", args...)
+	if code != 0 || got.ShardId != "shardId-000000000002" || !strings.Contains(stdout, "skipped shard shardId-000000000002 batch 7..9 (3 records, 4 failed attempts): dropped") {
+		t.Fatalf("signed skip: exit %d, request %+v\n%s%s", code, got, stdout, stderr)
+	}
+	code, _, stderr = runESMEnv(t, []string{"AWS_ACCESS_KEY_ID=AKIDSKIP", "AWS_SECRET_ACCESS_KEY=wrong"}, "", args...)
+	if code != 2 || !strings.Contains(stderr, "skip refused by "+srv.URL) || !strings.Contains(stderr, "InvalidSignatureException") {
+		t.Fatalf("a wrong secret: exit %d, want 2 and the API's refusal\n%s", code, stderr)
 	}
 }
