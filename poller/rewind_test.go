@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -158,4 +159,35 @@ func TestReplayCut(t *testing.T) {
 	if move := (ShardProgress{Checkpoint: "5", Rewind: &Rewind{Timestamp: until}}); endReplay(move).Rewind != nil {
 		t.Error("a move kept after its first checkpoint")
 	}
+}
+
+// The read path cuts a replay window without the slots' progress lock: a checkpoint holds that
+// lock through its write's retries (a lease table down for a while), and a read waiting for it
+// there held the idle poller's entry lock and stopped every idle shard's polls.
+func TestReplayCutWhileACheckpointRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		until := time.Date(2026, 12, 7, 19, 0, 0, 0, time.UTC)
+		r := &reader{p: &Poller{log: slog.New(slog.DiscardHandler)}, slots: &slots{ck: make(chan struct{}, 1)}}
+		r.progress = ShardProgress{Rewind: &Rewind{Until: until, Skip: "13"}}
+		r.replay = r.progress.Rewind // as run sets it from the progress
+		r.slots.lockProgress()       // a checkpoint write retrying
+		var got []types.Record
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			got = r.replayCut([]types.Record{{SequenceNumber: aws.String("10"), ApproximateArrivalTimestamp: aws.Time(until.Add(-time.Second))}})
+		}()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			r.slots.unlockProgress()
+			<-done
+			t.Fatal("the read waited for the checkpoint's lock")
+		}
+		r.slots.unlockProgress()
+		if len(got) != 1 {
+			t.Fatalf("cut %d records, want the window's one", len(got))
+		}
+	})
 }
