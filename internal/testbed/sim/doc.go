@@ -9,7 +9,7 @@
 // lost, store kept), restarts, freezes and graceful stops; with several workers, faults that hit
 // one worker while the others see everything (partitions from DynamoDB, Kinesis, both or the
 // function, lease-table writes that land late), pauses mid-invocation and across reshards, and
-// functions as slow as the lease. Run plays the schedule and then checks every invariant of the
+// functions as slow as the lease, and an operator who skips blocked batches (skip.go). Run plays the schedule and then checks every invariant of the
 // architecture (check); every invocation is judged by its start and end at the function, with no
 // exemption for a paused or killed worker's. Result counts what a run injected and how many
 // cases each invariant judged, so that no check passes on schedules that never did the thing it
