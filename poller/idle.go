@@ -28,7 +28,7 @@ import (
 // answer). Lock order: an entry's, then the idle poller's.
 
 // getRecordsStarter is a Kinesis client that starts a GetRecords call without a goroutine waiting
-// for its answer where it can (the lean path's, internal/getrecords): done gets the output, or
+// for its answer where it can (the lean path's, source/kinesis/internal/getrecords): done gets the output, or
 // finish to run on a goroutine of the caller's for the output or the error. Reporting false, it
 // did nothing: the call is to be made (GetRecords) on a goroutine.
 type getRecordsStarter interface {

@@ -13,7 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/kinesis-esm/esm/internal/getrecords"
+
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // The pump: the goroutine that holds a reader's enhanced fan-out subscription (subscribe.go).
@@ -62,12 +63,12 @@ func (m *pump) run(ctx context.Context) {
 // goes to run's log line), but one at the position itself is fatal, handed to the reader.
 //
 // With an SDK client the pump reads the subscription's events from the response body itself
-// (getrecords.Take): the SDK makes the call, and its reader gets nothing but the initial response.
+// (kinesissrc.TakeBody): the SDK makes the call, and its reader gets nothing but the initial response.
 func (m *pump) subscribe(ctx context.Context) (step, error) {
 	in := &kinesis.SubscribeToShardInput{ConsumerARN: &m.e.consumer, ShardId: &m.shardID, StartingPosition: m.pos}
 	sctx, cancel := context.WithCancel(ctx) // the subscription's: cancelled to renew it
 	defer cancel()
-	take := &getrecords.Take{}
+	take := &kinesissrc.TakeBody{}
 	out, err := m.e.api.SubscribeToShard(sctx, in, append(m.e.opts[:len(m.e.opts):len(m.e.opts)], take.Option)...)
 	if m.fallback != nil {
 		m.pos, m.fallback = m.fallback, nil // a continuation, once one comes, replaces it
@@ -137,7 +138,7 @@ func (m *pump) consume(ctx context.Context, es *kinesis.SubscribeToShardEventStr
 // (of ctx): renewal cancels it, and its end, by renewal or by ctx's, closes the body, which ends
 // the read that waits. An event is handed over under ctx: one on its way to a busy reader when
 // the renewal comes still gets there (its continuation is where the renewal starts).
-func (m *pump) consumeBody(ctx, sctx context.Context, renew context.CancelFunc, st *getrecords.EventStream) (got, ended bool, err error) {
+func (m *pump) consumeBody(ctx, sctx context.Context, renew context.CancelFunc, st *kinesissrc.EventStream) (got, ended bool, err error) {
 	defer st.Close()
 	t := time.AfterFunc(m.e.renew, renew)
 	defer t.Stop()

@@ -22,7 +22,7 @@ import (
 // (90 s) without use. Over HTTPS the SDK's transport offers HTTP/2, and with a server that takes
 // it (the benchmark with -tls) the shards' calls share connections (200 to 700 of them at 500 to
 // 2,000 shards, opened by the first burst of calls); over plain HTTP (local emulators) each call in
-// flight has its own. Measured again with the lean GetRecords path (internal/getrecords): no
+// flight has its own. Measured again with the lean GetRecords path (source/kinesis/internal/getrecords): no
 // connection opened during the benchmark's window at 500 to 2,000 idle shards either way, and
 // about the same CPU per call over TLS with HTTP/2 as over plain HTTP/1.1 (README, Benchmarks).
 const IdleConnsPerHost = 10000
@@ -39,7 +39,7 @@ const (
 	// a second or two (GetRecords included); an enhanced fan-out subscription receives an event
 	// every few seconds, so this is well above what any of them waits for. It is a rolling
 	// timeout rather than a response-header timeout because the lean GetRecords path
-	// (internal/getrecords) honours the one and not the other.
+	// (source/kinesis/internal/getrecords) honours the one and not the other.
 	ReadTimeout = 30 * time.Second
 	// CallHeaderTimeout is how long a DynamoDB call (the lease table, the catalog) waits for its
 	// answer's headers: DynamoDB answers in milliseconds.

@@ -96,7 +96,15 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 // stream is the Kinesis source of the mapping found: its stream, read through its consumer when
 // it has one, its events' invokeIdentityArn the function's role.
 func (r *Runner) stream(m Mapping, found Resolved) (*kinesissrc.Stream, error) {
-	return kinesissrc.New(r.kin, found.StreamARN, kinesissrc.WithConsumer(found.ConsumerARN), kinesissrc.WithInvokeIdentity(m.Function.Role))
+	opts := []kinesissrc.Option{kinesissrc.WithConsumer(found.ConsumerARN), kinesissrc.WithInvokeIdentity(m.Function.Role)}
+	var kin kinesissrc.API = r.kin
+	switch {
+	case r.sdkReads:
+		opts = append(opts, kinesissrc.WithSDKGetRecords())
+	case r.lean != nil:
+		kin = r.lean
+	}
+	return kinesissrc.New(kin, found.StreamARN, opts...)
 }
 
 // Resolved is a mapping as its stream knows it: the ARNs that name it, key its progress and go
@@ -270,6 +278,9 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, src *kinesissrc.Stream, m
 			attrs = append(attrs, "claim_interval", p.ClaimInterval(), "pid", os.Getpid())
 		} else {
 			attrs = append(attrs, "pid", os.Getpid(), "consumer", src.ConsumerARN())
+		}
+		if r.sdkReads {
+			attrs = append(attrs, "getrecords", "sdk") // --sdk-getrecords: not the lean path
 		}
 		m.Hooks.Logger.Info("esm running", attrs...)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/kinesis-esm/esm/internal/getrecords"
 	"github.com/kinesis-esm/esm/lease"
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
@@ -38,13 +37,18 @@ type DynamoDBAPI interface {
 type Runner struct {
 	aws aws.Config
 	log *slog.Logger
-	// kin serves the poller's reads (GetRecords on the lean path when it is the SDK's client);
+	// kin serves the poller's reads (GetRecords on the lean path when it is the SDK's client and
+	// not sdkReads);
 	// kinStart serves the start-up calls, with StartupAttempts.
 	kin, kinStart KinesisAPI
 	// ddb and ddbStart are the lease tables' clients (nil until a mapping needs one, unless
 	// WithDynamoDB gave one).
 	ddb, ddbStart DynamoDBAPI
 	sqsProtocol   string
+	sdkReads      bool // WithSDKGetRecords
+	// lean is kin on the lean GetRecords path, shared by the mappings' sources (nil: kin is not
+	// the SDK's client, or sdkReads).
+	lean kinesissrc.API
 }
 
 // Option configures New. A nil Option is ignored.
@@ -62,6 +66,11 @@ func WithLogger(l *slog.Logger) Option {
 // WithSQSProtocol sets the protocol of the SQS client of an on-failure queue: "json" (the
 // default, the SDK's) or "query" (for emulators that speak only that, such as goaws).
 func WithSQSProtocol(p string) Option { return func(r *Runner) { r.sqsProtocol = p } }
+
+// WithSDKGetRecords reads every mapping's stream with the SDK client's own GetRecords instead of
+// the lean path (source/kinesis.WithSDKGetRecords): for an operator who wants to rule the lean
+// path out.
+func WithSDKGetRecords(on bool) Option { return func(r *Runner) { r.sdkReads = on } }
 
 // WithKinesis makes every Kinesis call go to k (an in-memory fake in tests and the simulation),
 // the start-up calls included (default: clients built from the aws.Config).
@@ -93,8 +102,13 @@ func New(cfg aws.Config, opts ...Option) (*Runner, error) {
 		}
 	}
 	if r.kin == nil {
-		// GetRecords, an idle shard's once-a-second call, on the lean path.
-		r.kin = getrecords.Wrap(kinesis.NewFromConfig(cfg))
+		// The sources read with it: GetRecords, an idle shard's once-a-second call, on the lean
+		// path unless WithSDKGetRecords (source/kinesis).
+		c := kinesis.NewFromConfig(cfg)
+		r.kin = c
+		if !r.sdkReads {
+			r.lean = kinesissrc.Lean(c) // one lean path (its connections) for every mapping
+		}
 		r.kinStart = kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.RetryMaxAttempts = StartupAttempts })
 	}
 	if r.ddb == nil {

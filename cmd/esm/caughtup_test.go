@@ -75,6 +75,28 @@ func TestUntilCaughtUpExample(t *testing.T) {
 	}
 }
 
+// TestSDKGetRecordsFlag: esm run --sdk-getrecords reads with the SDK's own GetRecords (its start
+// says so) and delivers every record, as the lean path does.
+func TestSDKGetRecordsFlag(t *testing.T) {
+	stream := newStream(t, 2)
+	if _, err := produce(context.Background(), stream, 6, 60, func(int) {}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "deliveries")
+	code, stdout, stderr := runESMEnv(t, []string{"EXAMPLE_OUTPUT=" + out}, "", "run", "--endpoint-url", kinesisEndpoint,
+		"--template", writeTemplate(t, dir, stream), "--state-dir", filepath.Join(dir, "state"), "--until-caught-up", "--json", "--sdk-getrecords")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\n%s\n%s", code, stdout, tail(stderr, 30))
+	}
+	if got := uniqueCount(readDeliveries(t, out)); got != 60 {
+		t.Fatalf("%d distinct records invoked, want 60", got)
+	}
+	if !strings.Contains(stderr, "getrecords=sdk") {
+		t.Fatalf("the start does not say it reads with the SDK's GetRecords:\n%s", tail(stderr, 30))
+	}
+}
+
 // TestUntilCaughtUpPoison: a poison record fails its batch (no retries), which goes to the
 // on-failure queue (goaws): esm run --until-caught-up exits 3 with the summary counting it and
 // the message on the queue. Without a destination the batch is dropped: exit 4.

@@ -134,10 +134,10 @@ func baseBinaries() []string {
 	return strings.Split(*baseESM, ",")
 }
 
-// sdkOverlay replaces the one file of internal/getrecords that the rest of esm uses (Wrap and its
+// sdkOverlay replaces the one file of source/kinesis/internal/getrecords that the rest of esm uses (Wrap and its
 // Kinesis) with one whose GetRecords is the SDK client's: the esm of before the lean path, with
 // everything else as built now. Only this benchmark builds it, so the product has no switch.
-var sdkOverlay = map[string]string{"../../internal/getrecords/kinesis.go": `package getrecords
+var sdkOverlay = map[string]string{"../../source/kinesis/internal/getrecords/kinesis.go": `package getrecords
 
 import (
 	"context"

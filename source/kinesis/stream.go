@@ -47,6 +47,8 @@ const EventSource = "aws:kinesis"
 // Stream is a Kinesis stream as a mapping reads it: a poller.Source. Create it with New.
 type Stream struct {
 	api      API
+	reads    API  // api, or api on the lean GetRecords path (client.go)
+	sdkReads bool // WithSDKGetRecords
 	arn      StreamARN
 	id       source.Identity
 	consumer string // the enhanced fan-out consumer's ARN; "" when polling
@@ -91,6 +93,9 @@ func New(api API, streamARN string, opts ...Option) (*Stream, error) {
 			"kinesis: ConsumerARN %s needs a Kinesis client with SubscribeToShard (SubscribeAPI)", consumer)}
 	}
 	s.arn, s.consumer = stream, consumer
+	if api != nil {
+		s.reads = s.reader()
+	}
 	s.id.ARN, s.id.Name, s.id.EventSource = stream.String(), stream.Name, EventSource
 	s.id.Partition, s.id.Region, s.id.Account = stream.Partition, stream.Region, stream.Account
 	if s.id.InvokeIdentityARN == "" {
@@ -114,8 +119,9 @@ func (s *Stream) ARN() StreamARN { return s.arn }
 // ConsumerARN is the enhanced fan-out consumer the stream is read through; "" when polled.
 func (s *Stream) ConsumerARN() string { return s.consumer }
 
-// Client is the Kinesis client the stream is read with.
-func (s *Stream) Client() API { return s.api }
+// Client is the Kinesis client the stream's shards are read with: the client New was given, on
+// the lean GetRecords path when it is the SDK's own (see WithSDKGetRecords).
+func (s *Stream) Client() API { return s.reads }
 
 // SubscribeOptions are the client options given to every SubscribeToShard (WithSubscribeOptions).
 func (s *Stream) SubscribeOptions() []func(*kinesis.Options) { return s.subOpts }
@@ -264,7 +270,7 @@ func IteratorInput(streamARN, shardID string, pos source.Position) *kinesis.GetS
 // Read reads up to limit records of the shard shardID at iterator (GetRecords; Kinesis needs only
 // the iterator: the end of a shard carries its ChildShards).
 func (s *Stream) Read(ctx context.Context, shardID, iterator string, limit int) (source.Page, error) {
-	out, err := s.api.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: &iterator, Limit: aws.Int32(int32(limit))})
+	out, err := s.reads.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: &iterator, Limit: aws.Int32(int32(limit))})
 	if err != nil {
 		return source.Page{}, Classify(err)
 	}

@@ -226,6 +226,8 @@ type Config struct {
 	EndpointURL string
 	// SQSProtocol is the protocol of the SQS client of an on-failure queue.
 	SQSProtocol string
+	// SDKGetRecords is --sdk-getrecords: shards are read with the SDK's own GetRecords.
+	SDKGetRecords bool
 	// Mapping is the template's mapping; nil in flag-only mode.
 	Mapping *sam.Mapping
 	// Warnings are the template's (mappings esm skipped).
@@ -267,7 +269,7 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 		return nil, Usage(fmt.Errorf("--max-environments %d: must be 0 or more", f.MaxEnvironments))
 	}
 	c.Provision, c.MaxEnvironments = f.Provision, f.MaxEnvironments
-	c.MetricsAddr, c.EMF = f.metricsAddr(), f.EMF
+	c.MetricsAddr, c.EMF, c.SDKGetRecords = f.metricsAddr(), f.EMF, f.SDKGetRecords
 	m := &c.Run
 	m.Store.StateDir = f.StateDir
 	if err := f.overrideMapping(&m.Config); err != nil {

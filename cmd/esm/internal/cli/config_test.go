@@ -107,6 +107,12 @@ func TestLoadWithoutTemplate(t *testing.T) {
 		c.Run.Config.StartingPosition != poller.TrimHorizon || c.Run.Function.Name != "example" {
 		t.Fatalf("flag-only mode: %v %+v", err, c)
 	}
+	if c.SDKGetRecords {
+		t.Fatal("the SDK's GetRecords without --sdk-getrecords")
+	}
+	if c, err := load(t, "--stream", "s", "--sdk-getrecords"); err != nil || !c.SDKGetRecords {
+		t.Fatalf("--sdk-getrecords: %v %+v", err, c)
+	}
 	_, err = load(t, "--stream", "s", "--batch-size", "0")
 	if !errors.Is(err, poller.ErrInvalidConfig) || ExitCode(err) != 2 {
 		t.Fatalf("--batch-size 0: %v", err)

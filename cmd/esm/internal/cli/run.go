@@ -104,7 +104,7 @@ func Run(ctx context.Context, c *Config, fn any, stdout io.Writer) error {
 	if c.Mapping != nil {
 		c.Logger.Info("mapping from template", "mapping", c.Mapping.ID, "function", m.Function.Name, "stream", m.Source.Stream)
 	}
-	r, err := runner.New(c.AWS, runner.WithLogger(c.Logger), runner.WithSQSProtocol(c.SQSProtocol))
+	r, err := runner.New(c.AWS, runner.WithLogger(c.Logger), runner.WithSQSProtocol(c.SQSProtocol), runner.WithSDKGetRecords(c.SDKGetRecords))
 	if err != nil {
 		return err
 	}

@@ -157,7 +157,7 @@ func (f *ServeFlags) runner(ctx context.Context, logger *slog.Logger) (*runner.R
 	if err != nil {
 		return nil, err
 	}
-	return runner.New(cfg, runner.WithLogger(logger), runner.WithSQSProtocol(f.SQSProtocol))
+	return runner.New(cfg, runner.WithLogger(logger), runner.WithSQSProtocol(f.SQSProtocol), runner.WithSDKGetRecords(f.SDKGetRecords))
 }
 
 // handler is the API's handler, requiring SigV4 signatures with creds (when set), and logs where

@@ -22,6 +22,8 @@ type PollFlags struct {
 	PollGrid          time.Duration `help:"Polls of caught-up shards start on multiples of this, so that the process wakes once for many shards (default 50ms, or --poll-interval when shorter; at most --poll-interval)." env:"ESM_POLL_GRID"`
 	ShardSyncInterval time.Duration `help:"How often to list shards to find new ones." default:"60s" env:"ESM_SHARD_SYNC_INTERVAL"`
 	ShutdownGrace     time.Duration `help:"How long a stop (with esm serve, also an update) waits for in-flight invocations." default:"30s" env:"ESM_SHUTDOWN_GRACE"`
+	// SDKGetRecords reads with the SDK's own GetRecords (source/kinesis.WithSDKGetRecords).
+	SDKGetRecords bool `name:"sdk-getrecords" help:"Read shards with the AWS SDK's own GetRecords instead of esm's lean path (rules the lean path out when in doubt; costs CPU with many idle shards)." env:"ESM_SDK_GETRECORDS"`
 }
 
 // base is the poller configuration the flags set.
