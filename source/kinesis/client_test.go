@@ -60,7 +60,7 @@ func TestSDKGetRecordsSwitch(t *testing.T) {
 				t.Fatalf("client %T: lean %v, want %v", s.Client(), lean, tt.leanClient)
 			}
 			for range reads {
-				page, err := s.Read(context.Background(), "it", 10)
+				page, err := s.Read(context.Background(), "shardId-000000000000", "it", 10)
 				if err != nil || page.Next != "next" {
 					t.Fatalf("read: %+v, %v", page, err)
 				}
