@@ -36,14 +36,8 @@ func HandleDynamoDB(ctx context.Context, e events.DynamoDBEvent) (events.DynamoD
 // fail.
 func (c Config) HandleDynamoDB(ctx context.Context, e events.DynamoDBEvent) (resp events.DynamoDBEventResponse, err error) {
 	start := time.Now()
-	if c.EventDump != "" {
-		line, err := json.Marshal(e)
-		if err != nil {
-			return resp, err
-		}
-		if err := appendFile(c.EventDump, append(line, '\n')); err != nil {
-			return resp, err
-		}
+	if err := c.dump(e); err != nil {
+		return resp, err
 	}
 	texts := make([]string, len(e.Records))
 	for i, r := range e.Records {

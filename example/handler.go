@@ -164,14 +164,8 @@ func (c Config) Handle(ctx context.Context, e events.KinesisEvent) (resp events.
 		}()
 	}
 
-	if c.EventDump != "" {
-		line, err := json.Marshal(e)
-		if err != nil {
-			return resp, err
-		}
-		if err := appendFile(c.EventDump, append(line, '\n')); err != nil {
-			return resp, err
-		}
+	if err := c.dump(e); err != nil {
+		return resp, err
 	}
 	texts := make([]string, len(e.Records))
 	for i, r := range e.Records {
@@ -282,6 +276,18 @@ func (c Config) record(reqID string, start time.Time, e events.KinesisEvent) err
 		buf = append(append(buf, line...), '\n')
 	}
 	return appendFile(c.Output, buf)
+}
+
+// dump appends the event as the handler decoded it to c.EventDump, if set.
+func (c Config) dump(e any) error {
+	if c.EventDump == "" {
+		return nil
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return appendFile(c.EventDump, append(line, '\n'))
 }
 
 // appendFile appends data to path in one write.

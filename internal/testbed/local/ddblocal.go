@@ -3,10 +3,16 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 )
 
 // DDBLocalOptions configures [StartDDBLocal]. Only Binary is required.
@@ -60,4 +66,30 @@ func StartDDBLocal(ctx context.Context, opts DDBLocalOptions) (*Process, error) 
 			port: port, log: opts.LogWriter,
 		})
 	})
+}
+
+// DDBClients are a DynamoDB and a DynamoDB Streams client of one endpoint (ddb-local serves both).
+func DDBClients(cfg aws.Config, endpoint string) (*dynamodb.Client, *dynamodbstreams.Client) {
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }),
+		dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(endpoint) })
+}
+
+// TableCreator is what CreateStreamTable needs: a DynamoDB client (or the in-memory DynamoDB).
+type TableCreator interface {
+	CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+}
+
+// CreateStreamTable creates a pay-per-request table whose hash key is "k" (S), with a stream of
+// the view type given, and returns the stream's ARN.
+func CreateStreamTable(ctx context.Context, c TableCreator, name string, view ddbtypes.StreamViewType) (string, error) {
+	out, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(name), BillingMode: ddbtypes.BillingModePayPerRequest,
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: ddbtypes.KeyTypeHash}},
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		StreamSpecification:  &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: view},
+	})
+	if err != nil {
+		return "", fmt.Errorf("create table %s: %w", name, err)
+	}
+	return aws.ToString(out.TableDescription.LatestStreamArn), nil
 }

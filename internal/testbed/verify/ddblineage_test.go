@@ -6,12 +6,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
 )
 
 func ddbDelivery(seq string, invoked, done int64) example.DDBDelivery {
@@ -49,16 +49,10 @@ func TestDDBLineage(t *testing.T) {
 func TestListDDBShards(t *testing.T) {
 	ctx := context.Background()
 	db := fakedynamo.New()
-	tab, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String("tab"), BillingMode: types.BillingModePayPerRequest,
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: types.KeyTypeHash}},
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: types.ScalarAttributeTypeS}},
-		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
-	})
+	arn, err := local.CreateStreamTable(ctx, db, "tab", types.StreamViewTypeNewAndOldImages)
 	if err != nil {
 		t.Fatal(err)
 	}
-	arn := aws.ToString(tab.TableDescription.LatestStreamArn)
 	p := NewDDBProducer("tab", 3, 1)
 	for range 2 {
 		if err := p.Write(ctx, db, 5); err != nil {
