@@ -62,9 +62,11 @@ const (
 	latencyRecords = 20
 )
 
-// demoTemplate is the SAM template the demo's esm reads: the example function with a Kinesis
-// event that bisects failing batches, retries twice and sends what fails to an SQS queue.
-const demoTemplate = `AWSTemplateFormatVersion: '2010-09-09'
+// demoTemplate is the SAM template a demo's esm reads: the example function with an event of
+// eventType (Kinesis, DynamoDB) on streamARN that bisects failing batches, retries twice and
+// sends what fails to an SQS queue.
+func demoTemplate(eventType, streamARN string) string {
+	return `AWSTemplateFormatVersion: '2010-09-09'
 Transform: AWS::Serverless-2016-10-31
 Resources:
   Example:
@@ -76,9 +78,9 @@ Resources:
       Timeout: 3
       Events:
         Stream:
-          Type: Kinesis
+          Type: ` + eventType + `
           Properties:
-            Stream: arn:aws:kinesis:us-east-1:000000000000:stream/` + stream + `
+            Stream: ` + streamARN + `
             StartingPosition: TRIM_HORIZON
             BatchSize: 10
             BisectBatchOnFunctionError: true
@@ -88,6 +90,7 @@ Resources:
                 Type: SQS
                 Destination: arn:aws:sqs:us-east-1:000000000000:` + queue + `
 `
+}
 
 // demo is one run of the story: the emulators and clients it set up, the esm process it
 // started, and what the producer has written so far.
@@ -194,7 +197,7 @@ func (d *demo) createResources(ctx context.Context, kinesisURL, sqsURL string) e
 // failing the poison record. The returned function kills esm if it is still running.
 func (d *demo) startESM(esmBin, kinesisURL, sqsURL string) (stop func(), err error) {
 	tmpl := filepath.Join(d.work, "template.yaml")
-	if err := os.WriteFile(tmpl, []byte(demoTemplate), 0o644); err != nil {
+	if err := os.WriteFile(tmpl, []byte(demoTemplate("Kinesis", "arn:aws:kinesis:us-east-1:000000000000:stream/"+stream)), 0o644); err != nil {
 		return nil, err
 	}
 	if d.metricsAddr, err = freeAddr(); err != nil {
@@ -463,6 +466,17 @@ func (d *demo) report(ctx context.Context, got []example.Delivery, failures []st
 	fmt.Println("\nchecks:")
 	checks := verify.Deliveries(got, d.perKey, lineage)
 	checks = append(checks, checkPoison(failures, got, d.poisonSeq.Load()))
+	if err := printChecks(checks, d.begin); err != nil {
+		return err
+	}
+	if !d.efo {
+		fmt.Println("(make demo-efo tells the same story through an enhanced fan-out consumer, with its latency)")
+	}
+	return nil
+}
+
+// printChecks prints each check and fails unless every one passed.
+func printChecks(checks []verify.Check, begin time.Time) error {
 	for _, c := range checks {
 		mark := "PASS"
 		if !c.OK {
@@ -473,45 +487,57 @@ func (d *demo) report(ctx context.Context, got []example.Delivery, failures []st
 	if bad := verify.Failed(checks); bad != "" {
 		return fmt.Errorf("checks failed: %s", bad)
 	}
-	fmt.Printf("\nall checks passed in %s\n", time.Since(d.begin).Round(time.Second))
-	if !d.efo {
-		fmt.Println("(make demo-efo tells the same story through an enhanced fan-out consumer, with its latency)")
-	}
+	fmt.Printf("\nall checks passed in %s\n", time.Since(begin).Round(time.Second))
 	return nil
 }
 
 // checkPoison: the poison record was never handled, and exactly one failure message names it
 // alone (bisection isolated it from its batch).
 func checkPoison(failures []string, got []example.Delivery, seq any) verify.Check {
-	c := verify.Check{Name: "poison record bisected into the SQS queue"}
 	for _, d := range got {
 		if d.Data == poison {
-			c.Detail = "the poison record was delivered as handled"
-			return c
+			return verify.Check{Name: "poison record bisected into the SQS queue", Detail: "the poison record was delivered as handled"}
 		}
 	}
+	want, _ := seq.(string)
+	return checkIsolated("poison record bisected into the SQS queue", failures, want)
+}
+
+// checkIsolated: failures is one message whose batch (KinesisBatchInfo or DDBStreamBatchInfo)
+// is the record seq alone, sent once its retries were exhausted.
+func checkIsolated(name string, failures []string, seq string) verify.Check {
+	c := verify.Check{Name: name}
 	if len(failures) != 1 {
 		c.Detail = fmt.Sprintf("%d failure messages, want 1", len(failures))
 		return c
+	}
+	type batchInfo struct {
+		Start     string `json:"startSequenceNumber"`
+		End       string `json:"endSequenceNumber"`
+		BatchSize int    `json:"batchSize"`
 	}
 	var m struct {
 		RequestContext struct {
 			Condition              string `json:"condition"`
 			ApproximateInvokeCount int    `json:"approximateInvokeCount"`
 		} `json:"requestContext"`
-		Info struct {
-			Start     string `json:"startSequenceNumber"`
-			End       string `json:"endSequenceNumber"`
-			BatchSize int    `json:"batchSize"`
-		} `json:"KinesisBatchInfo"`
+		Kinesis *batchInfo `json:"KinesisBatchInfo"`
+		DDB     *batchInfo `json:"DDBStreamBatchInfo"`
 	}
 	if err := json.Unmarshal([]byte(failures[0]), &m); err != nil {
 		c.Detail = err.Error()
 		return c
 	}
-	want, _ := seq.(string)
-	c.OK = m.Info.BatchSize == 1 && m.Info.Start == want && m.Info.End == want && m.RequestContext.Condition == "RetryAttemptsExhausted"
-	c.Detail = fmt.Sprintf("batchSize %d, %s after %d invocations", m.Info.BatchSize, m.RequestContext.Condition, m.RequestContext.ApproximateInvokeCount)
+	info := m.Kinesis
+	if info == nil {
+		info = m.DDB
+	}
+	if info == nil {
+		c.Detail = "the message has no batch info"
+		return c
+	}
+	c.OK = info.BatchSize == 1 && info.Start == seq && info.End == seq && m.RequestContext.Condition == "RetryAttemptsExhausted"
+	c.Detail = fmt.Sprintf("batchSize %d, %s after %d invocations", info.BatchSize, m.RequestContext.Condition, m.RequestContext.ApproximateInvokeCount)
 	return c
 }
 
