@@ -3,6 +3,7 @@ package poller
 import (
 	"container/heap"
 	"context"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,7 +104,7 @@ type idleWake struct {
 // newIdlePolls returns the idle poller of a Poller whose client is kin: its calls go through
 // starter's StartGetRecords (nil: none), in its batches where it has them, and the calls it does
 // not start through kin's GetRecords on a caller.
-func newIdlePolls(kin KinesisAPI, starter getRecordsStarter) *idlePolls {
+func newIdlePolls(kin kinesissrc.API, starter getRecordsStarter) *idlePolls {
 	d := &idlePolls{kick: make(chan struct{}, 1), batch: func() func() { return func() {} },
 		work: make(chan func()), stopped: make(chan struct{})}
 	blocking := d.blocking(kin)
@@ -124,7 +125,7 @@ func newIdlePolls(kin KinesisAPI, starter getRecordsStarter) *idlePolls {
 // blocking makes each call with kin's GetRecords on a caller: for a client without
 // StartGetRecords (the simulation's and the tests' fakes: the same states and hand-overs as the
 // lean path's), and for the calls the lean path cannot start on a stream (HTTP/1.1).
-func (d *idlePolls) blocking(kin KinesisAPI) startFunc {
+func (d *idlePolls) blocking(kin kinesissrc.API) startFunc {
 	return func(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) {
 		d.call(func() {
 			out, err := kin.GetRecords(ctx, in)

@@ -142,7 +142,7 @@ func TestConfigValidation(t *testing.T) {
 func TestNewErrorsAreConfigErrors(t *testing.T) {
 	cfg := Config{StartingPosition: TrimHorizon}
 	const arn = "arn:aws:kinesis:us-east-1:123456789012:stream/s"
-	kin, store, inv := KinesisAPI(fakeKinesisWithoutSubscribe{}), Store(NewMemoryStore()), Invoker(nopInvoker{})
+	kin, store, inv := kinesissrc.API(fakeKinesisWithoutSubscribe{}), Store(NewMemoryStore()), Invoker(nopInvoker{})
 	src, noClient := kinesisSource(kin, arn), kinesisSource(nil, arn)
 	tests := []struct {
 		name  string
@@ -153,7 +153,7 @@ func TestNewErrorsAreConfigErrors(t *testing.T) {
 		field string
 	}{
 		{"no source", nil, cfg, store, inv, "EventSourceArn"},
-		{"no Kinesis client", noClient, cfg, store, inv, "KinesisAPI"},
+		{"no Kinesis client", noClient, cfg, store, inv, "kinesissrc.API"},
 		{"no store", src, cfg, nil, inv, "Store"},
 		{"no invoker", src, cfg, store, nil, "Invoker"},
 		{"nothing", nil, cfg, nil, nil, "EventSourceArn"},
@@ -176,8 +176,8 @@ func TestNewErrorsAreConfigErrors(t *testing.T) {
 	}
 }
 
-// fakeKinesisWithoutSubscribe is a KinesisAPI that New accepts but never calls.
-type fakeKinesisWithoutSubscribe struct{ KinesisAPI }
+// fakeKinesisWithoutSubscribe is a kinesissrc.API that New accepts but never calls.
+type fakeKinesisWithoutSubscribe struct{ kinesissrc.API }
 
 type nopInvoker struct{}
 

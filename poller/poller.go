@@ -18,22 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-
 	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/source"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
-
-// KinesisAPI is the part of the Kinesis client the poller reads a Kinesis source with
-// (source/kinesis.API).
-type KinesisAPI interface {
-	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
-	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
-	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
-	// DescribeStreamSummary gives the stream's retention period (see readRetention).
-	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
-}
 
 // Invoker runs the function once with an event payload. A nil error means the function was
 // reached (see invoke.Response for success versus function error); a non-nil error means it was
@@ -49,7 +38,7 @@ type Poller struct {
 	cfg     Config
 	src     Source
 	id      source.Identity // src's
-	kin     KinesisAPI      // a Kinesis source's client: its shards are read with it
+	kin     kinesissrc.API  // a Kinesis source's client: its shards are read with it
 	store   Store
 	inv     Invoker
 	log     *slog.Logger

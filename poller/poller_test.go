@@ -72,7 +72,7 @@ func (r *recorder) deliveries() []delivery {
 type harness struct {
 	t     *testing.T
 	fake  *fakekinesis.Fake
-	kin   KinesisAPI
+	kin   kinesissrc.API
 	arn   string
 	store *MemoryStore
 	rec   *recorder
@@ -306,7 +306,7 @@ func TestStartFailsOnListingError(t *testing.T) {
 
 // pager forces one shard per ListShards page.
 type pager struct {
-	KinesisAPI
+	kinesissrc.API
 	mu    sync.Mutex
 	pages int
 }
@@ -316,12 +316,12 @@ func (p *pager) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o .
 	p.pages++
 	p.mu.Unlock()
 	in.MaxResults = aws.Int32(1)
-	return p.KinesisAPI.ListShards(ctx, in, o...)
+	return p.API.ListShards(ctx, in, o...)
 }
 
 func TestListShardsPaging(t *testing.T) {
 	h := newHarness(t, 5)
-	pg := &pager{KinesisAPI: h.fake}
+	pg := &pager{API: h.fake}
 	h.kin = pg
 	counters := map[string]int{}
 	h.put(50, 250, counters)

@@ -58,7 +58,7 @@ func (p *Poller) useSource() error {
 		return &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf("poller: cannot read %s (%s): no reader for its source yet", p.id.ARN, p.id.EventSource)}
 	}
 	if p.kin = k.Client(); p.kin == nil {
-		return &ValidationError{Field: "KinesisAPI", Message: "poller: the Kinesis source has no client"}
+		return &ValidationError{Field: "kinesissrc.API", Message: "poller: the Kinesis source has no client"}
 	}
 	p.starter, _ = p.kin.(getRecordsStarter)
 	if c := k.ConsumerARN(); c != "" {

@@ -310,8 +310,8 @@ func TestConsumerARNNeedsSubscribeAPI(t *testing.T) {
 	f := fakekinesis.New()
 	arn := f.CreateStream("s", 1)
 	consumer := f.RegisterConsumer("s", "c")
-	var polling struct{ KinesisAPI }
-	polling.KinesisAPI = f
+	var polling struct{ kinesissrc.API }
+	polling.API = f
 	if _, err := kinesissrc.New(polling, consumer); err == nil {
 		t.Fatal("a client without SubscribeToShard was accepted for a consumer ARN")
 	}
