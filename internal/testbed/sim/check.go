@@ -27,7 +27,7 @@ const (
 )
 
 // Invariants lists them in report order.
-var Invariants = []string{InvLost, InvOrder, InvLineage, InvOverlap, InvCheckpoint, InvWindow, InvObserver, InvFilter, InvRetries, InvSkip, InvExpiry, InvGoroutines}
+var Invariants = []string{InvLost, InvOrder, InvLineage, InvOverlap, InvCheckpoint, InvWindow, InvObserver, InvFilter, InvRetries, InvSkip, InvExpiry, InvRewind, InvGoroutines}
 
 // check judges a run's history; returned is how many of incs had their Run return.
 func (w *world) check(res *Result, incs []*incarnation, returned int) {
@@ -38,7 +38,21 @@ func (w *world) check(res *Result, incs []*incarnation, returned int) {
 	slices.SortStableFunc(calls, func(a, b *call) int { return a.start.Compare(b.start) })
 	w.checkLostLocked(j)
 	w.checkOrderLocked(j, calls)
-	w.checkLineageLocked(j, calls)
+	// Lineage holds from each rewind's application on again (its parents read again first).
+	from := 0
+	for _, rw := range w.rewinds {
+		if rw.applied.IsZero() {
+			continue
+		}
+		to := from + slices.IndexFunc(calls[from:], func(c *call) bool { return !c.start.Before(rw.applied) })
+		if to < from {
+			to = len(calls)
+		}
+		w.checkLineageLocked(j, calls[from:to])
+		from = to
+	}
+	w.checkLineageLocked(j, calls[from:])
+	w.checkRewindsLocked(j, calls)
 	w.checkOverlapLocked(j, calls)
 	res.Checked[InvCheckpoint] += w.cpJudged
 	res.Checked[InvExpiry] += w.declared

@@ -110,6 +110,7 @@ func RunSchedule(s Schedule, dir string) Result {
 		}
 	}
 	begin := time.Now()
+	d.begin = begin
 	d.until(begin)
 	for _, e := range s.Events {
 		d.until(begin.Add(e.At))
@@ -152,6 +153,10 @@ func RunSchedule(s Schedule, dir string) Result {
 			fmt.Fprintf(os.Stderr, "lease%s\n", b.String())
 		}
 	}
+	if d.rewinding != nil { // a rewind still waiting for the fleet: it ends within its wait
+		<-d.rewinding.done
+		d.rewindDone()
+	}
 	d.checkMembers()
 	stopped := map[string]bool{}
 	for _, sl := range d.slots {
@@ -185,6 +190,9 @@ type driver struct {
 	crashed  sync.WaitGroup
 	returned int
 	skipping sync.WaitGroup // the operator's skips in progress (skip.go)
+	// begin is when the schedule started; rewinding, a lease-table rewind in progress.
+	begin     time.Time
+	rewinding *rewindRun
 }
 
 // slot is one worker (a container): its current incarnation, or when it comes back.
@@ -192,6 +200,8 @@ type slot struct {
 	n       int
 	inc     *incarnation
 	restart time.Time
+	// heldForRewind: stopped for a rewind, it starts again once the rewind is done.
+	heldForRewind bool
 }
 
 func (d *driver) start(sl *slot) {
@@ -221,13 +231,18 @@ func (d *driver) start(sl *slot) {
 	inc.base = w.base
 	var runLeases func(context.Context) error
 	if w.db != nil {
-		dyn, err := lease.NewDynamo(simDynamo{inc}, leaseTable, inc.owner,
+		rev, ok := w.rewindRevision()
+		if !ok { // a rewind in progress: a worker waits before it joins
+			sl.restart = time.Now().Add(500 * time.Millisecond)
+			return
+		}
+		dyn, err := lease.NewDynamo(simDynamo{inc}, leaseTable, inc.owner, lease.WithRewindRevision(rev),
 			lease.WithLeaseDuration(w.s.leaseOf(sl.n)), lease.WithFunctionTimeout(w.s.FunctionTimeout), lease.WithLogger(w.debugLogger(inc)))
 		if err != nil {
 			w.violate("lease.NewDynamo: %v", err)
 			return
 		}
-		inc.base, runLeases = dyn, dyn.Run
+		inc.base, runLeases, inc.rewindCh = dyn, dyn.Run, dyn.RewindRequested()
 		cfg.ClaimInterval = dyn.ClaimInterval()
 		opts = append(opts, poller.WithCoordinator(simCoord{inc: inc, c: dyn}))
 	}
@@ -336,11 +351,16 @@ func (d *driver) until(t time.Time) {
 				wait = r
 			}
 		}
+		rewinds := d.rewindCases(&cases)
 		timer := time.NewTimer(wait)
 		cases[0].Chan = reflect.ValueOf(timer.C)
 		i, v, _ := reflect.Select(cases)
 		timer.Stop()
 		if i == 0 {
+			continue
+		}
+		if i > len(which) {
+			rewinds(i - len(which) - 1)
 			continue
 		}
 		sl := which[i-1]
@@ -434,6 +454,8 @@ func (d *driver) apply(e Event) {
 			return
 		}
 		w.freeze(sl.inc, e.D)
+	case EvRewind:
+		d.rewind(e)
 	case EvStop:
 		sl := d.slots[e.W%len(d.slots)]
 		if sl.inc == nil {

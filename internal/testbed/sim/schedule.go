@@ -259,6 +259,7 @@ func generate(seed int64, leaseSchedules bool) Schedule {
 	s.withUnkindFaults()
 	s.withLeaseFaults()
 	s.withSkips()
+	s.withRewind(length)
 	slices.SortStableFunc(s.Events, func(a, b Event) int { return int(a.At - b.At) })
 	return s
 }

@@ -87,6 +87,7 @@ type world struct {
 	errKinds     map[string]int
 	trace        []string
 	saves        int
+	rewinds      []*rewound // rewind.go
 	// cpJudged counts the judgments of the checkpoint invariant: records a written checkpoint
 	// covered, and checkpoints judged against the lease holder at DynamoDB.
 	cpJudged int
@@ -193,6 +194,8 @@ type incarnation struct {
 	polled, invokedRecs, failedInvokes, delivered, filtered, throttles int
 	// pushed: records its subscriptions were sent (with EFO).
 	pushed int
+	// rewindCh: closed once its lease.Dynamo saw a rewind requested (rewind.go).
+	rewindCh <-chan struct{}
 }
 
 var errDead = errors.New("sim: worker is dead")
