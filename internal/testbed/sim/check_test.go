@@ -56,6 +56,11 @@ func TestCheckerJudges(t *testing.T) {
 			{inc: 1, shard: "g", seqs: []string{"g1"}, keys: []string{"shard g"}, start: at(50), end: at(60), responded: true},
 		}
 		w.discards = []discard{{inc: 1, condition: "RetryAttemptsExhausted", invokes: 2, seqs: []string{"d1"}, at: at(6)}}
+		// A rewind of the window [0, 2 ms) applied at 80 ms: the window's records of p replayed;
+		// c (after the window) had been handled whole and is not invoked again.
+		w.rewinds = []*rewound{{requested: at(70), applied: at(80), until: at(2),
+			skip: map[string]poller.Rewind{"p": {SkipAll: true}, "c": {SkipAll: true}, "e": {SkipAll: true}, "g": {SkipAll: true}}}}
+		w.calls = append(w.calls, &call{inc: 1, shard: "p", seqs: []string{"d1", "p1", "p2"}, keys: []string{"shard p"}, start: at(80), end: at(90), responded: true})
 		inc := &incarnation{id: 1, w: w, obs: &counts{polled: 7, invoked: 6, failed: 2, delivered: 1, filtered: 2},
 			polled: 7, invokedRecs: 6, failedInvokes: 2, delivered: 1, filtered: 2}
 		return w, []*incarnation{inc}
@@ -95,6 +100,15 @@ func TestCheckerJudges(t *testing.T) {
 		{"a key's record first seen in a later batch", "order:", func(w *world, _ *incarnation) {
 			w.calls[2].seqs = []string{"p2"}
 			w.calls[4].seqs = []string{"p1", "c1"}
+		}, 0},
+		{"a rewind's window record not invoked again", "rewind:", func(w *world, _ *incarnation) {
+			w.calls[6].seqs = []string{"d1", "p2"}
+		}, 0},
+		{"a rewind's window replayed out of order", "rewind:", func(w *world, _ *incarnation) {
+			w.calls[6].seqs = []string{"d1", "p2", "p1"}
+		}, 0},
+		{"a record after a rewind's window handled before it invoked again", "rewind:", func(w *world, _ *incarnation) {
+			w.calls = append(w.calls, &call{inc: 1, shard: "c", seqs: []string{"c1"}, keys: []string{"shard c"}, start: at(95), end: at(99), responded: true})
 		}, 0},
 		{"a child invoked while its parent still ran", "lineage:", func(w *world, _ *incarnation) {
 			w.calls[4].start = at(15)
