@@ -4,9 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // probeTimeout bounds one probe of a shard another worker reads (its GetShardIterator and
@@ -67,34 +65,29 @@ func (c *coordinator) probe(id string, pr ShardProgress) {
 	ctx, cancel := context.WithTimeout(c.runCtx, probeTimeout)
 	defer cancel()
 	start := c.p.now()
-	in := &kinesis.GetShardIteratorInput{StreamARN: &c.p.id.ARN, ShardId: aws.String(id)}
-	if pr.Checkpoint != "" {
-		in.ShardIteratorType, in.StartingSequenceNumber = types.ShardIteratorTypeAtSequenceNumber, aws.String(pr.Checkpoint)
-	} else {
+	at := source.Position{Type: source.AtSequenceNumber, SequenceNumber: pr.Checkpoint}
+	if pr.Checkpoint == "" {
 		pos := resumePosition("", pr, c.p.cfg.StartingPositionTimestamp)
-		in.ShardIteratorType = pos.kind
-		if pos.kind == types.ShardIteratorTypeAtTimestamp {
-			in.Timestamp = aws.Time(pos.timestamp)
-		}
+		at = source.Position{Type: source.PositionType(pos.kind), Timestamp: pos.timestamp}
 	}
-	it, err := c.p.kin.GetShardIterator(ctx, in)
+	it, err := c.p.src.Open(ctx, id, at)
 	if err != nil {
 		c.p.log.Debug("caught-up probe failed", "shard_id", id, "err", err)
 		return
 	}
-	out, err := c.p.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(2)})
+	page, err := c.p.src.Read(ctx, id, it, 2)
 	if err != nil {
 		c.p.log.Debug("caught-up probe failed", "shard_id", id, "err", err)
 		return
 	}
-	recs := out.Records
-	if len(recs) > 0 && pr.Checkpoint != "" && deref(recs[0].SequenceNumber) == pr.Checkpoint {
-		if at := recs[0].ApproximateArrivalTimestamp; at != nil {
-			c.p.until.recordsRead(id, *at)
+	recs := page.Records
+	if len(recs) > 0 && pr.Checkpoint != "" && recs[0].SequenceNumber == pr.Checkpoint {
+		if !recs[0].ArrivalTime.IsZero() {
+			c.p.until.recordsRead(id, recs[0].ArrivalTime)
 		}
 		recs = recs[1:]
 	}
-	if len(recs) == 0 && aws.ToInt64(out.MillisBehindLatest) == 0 && out.NextShardIterator != nil {
+	if len(recs) == 0 && page.MillisBehind == 0 && page.Next != "" {
 		c.p.until.caught(id, start)
 	}
 }
