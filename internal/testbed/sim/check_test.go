@@ -36,17 +36,18 @@ func TestCheckerJudges(t *testing.T) {
 				"c1": {seq: "c1", key: "a", shard: "c", tag: "a", n: 2, at: at(2)},
 				"e1": {seq: "e1", key: "b", shard: "e", tag: "b", n: 1, at: at(2)},
 				"g1": {seq: "g1", key: "g", shard: "g", tag: "a", n: 0, at: at(3)},
+				"d2": {seq: "d2", key: "y", shard: "g", tag: "poison", n: 0, at: at(4)},
 			},
 			parents:  map[string][]string{"c": {"p"}, "e": {"p"}, "g": {"e"}},
 			trimmed:  map[string]bool{},
 			excused:  map[string]bool{},
 			handled:  map[string]bool{"p1": true, "p2": true, "c1": true, "g1": true},
-			sent:     map[string]bool{"d1": true},
+			sent:     map[string]bool{"d1": true, "d2": true},
 			cpJudged: 2,
 			declared: 1,
 		}
 		w.byShard = map[string][]*rec{"p": {w.recs["d1"], w.recs["p1"], w.recs["pb"], w.recs["p2"]}, "c": {w.recs["c1"]},
-			"e": {w.recs["e1"]}, "g": {w.recs["g1"]}}
+			"e": {w.recs["e1"]}, "g": {w.recs["g1"], w.recs["d2"]}}
 		w.calls = []*call{
 			{inc: 1, shard: "p", seqs: []string{"d1"}, keys: []string{"shard p"}, start: at(1), end: at(3), responded: true, failed: true},
 			{inc: 1, shard: "p", seqs: []string{"d1"}, keys: []string{"shard p"}, start: at(3), end: at(5), responded: true, failed: true},
@@ -55,14 +56,18 @@ func TestCheckerJudges(t *testing.T) {
 			{inc: 1, shard: "c", seqs: []string{"c1"}, keys: []string{"shard c"}, start: at(30), end: at(40), responded: true},
 			{inc: 1, shard: "g", seqs: []string{"g1"}, keys: []string{"shard g"}, start: at(50), end: at(60), responded: true},
 		}
-		w.discards = []discard{{inc: 1, condition: "RetryAttemptsExhausted", invokes: 2, seqs: []string{"d1"}, at: at(6)}}
+		w.discards = []discard{{inc: 1, condition: "RetryAttemptsExhausted", invokes: 2, seqs: []string{"d1"}, at: at(6)},
+			{inc: 1, condition: poller.ConditionOperatorSkipped, invokes: 1, seqs: []string{"d2"}, at: at(63)}}
+		// An operator skipped d2 after its first failure (esm skip).
+		w.skips = []skipped{{inc: 1, k: poller.Skipped{ShardID: "g", First: "d2", Last: "d2", Records: 1, Attempts: 1, At: at(63)}}}
 		// A rewind of the window [0, 2 ms) applied at 80 ms: the window's records of p replayed;
 		// c (after the window) had been handled whole and is not invoked again.
 		w.rewinds = []*rewound{{requested: at(70), applied: at(80), until: at(2),
 			skip: map[string]poller.Rewind{"p": {SkipAll: true}, "c": {SkipAll: true}, "e": {SkipAll: true}, "g": {SkipAll: true}}}}
 		w.calls = append(w.calls, &call{inc: 1, shard: "p", seqs: []string{"d1", "p1", "p2"}, keys: []string{"shard p"}, start: at(80), end: at(90), responded: true})
-		inc := &incarnation{id: 1, w: w, obs: &counts{polled: 7, invoked: 6, failed: 2, delivered: 1, filtered: 2},
-			polled: 7, invokedRecs: 6, failedInvokes: 2, delivered: 1, filtered: 2}
+		w.calls = append(w.calls, &call{inc: 1, shard: "g", seqs: []string{"d2"}, keys: []string{"shard g"}, start: at(61), end: at(62), responded: true, failed: true})
+		inc := &incarnation{id: 1, w: w, obs: &counts{polled: 8, invoked: 7, failed: 3, delivered: 2, filtered: 2, skipped: 1},
+			polled: 8, invokedRecs: 7, failedInvokes: 3, delivered: 2, filtered: 2}
 		return w, []*incarnation{inc}
 	}
 	judged := func(w *world, incs []*incarnation, returned int) Result {
@@ -109,6 +114,13 @@ func TestCheckerJudges(t *testing.T) {
 		}, 0},
 		{"a record after a rewind's window handled before it invoked again", "rewind:", func(w *world, _ *incarnation) {
 			w.calls = append(w.calls, &call{inc: 1, shard: "c", seqs: []string{"c1"}, keys: []string{"shard c"}, start: at(95), end: at(99), responded: true})
+		}, 0},
+		{"a skipped batch sent to the destination twice", "skip:", func(w *world, _ *incarnation) {
+			w.discards = append(w.discards, discard{inc: 1, condition: poller.ConditionOperatorSkipped, invokes: 1, seqs: []string{"d2"}, at: at(64)})
+		}, 0},
+		{"a skip the observer did not count", "skip:", func(_ *world, inc *incarnation) { inc.obs.skipped = 0 }, 0},
+		{"a skip whose batch never reached the destination", "skip:", func(w *world, _ *incarnation) {
+			w.discards = w.discards[:1]
 		}, 0},
 		{"a child invoked while its parent still ran", "lineage:", func(w *world, _ *incarnation) {
 			w.calls[4].start = at(15)
