@@ -67,8 +67,7 @@ func (c *coordinator) probe(id string, pr ShardProgress) {
 	start := c.p.now()
 	at := source.Position{Type: source.AtSequenceNumber, SequenceNumber: pr.Checkpoint}
 	if pr.Checkpoint == "" {
-		pos := resumePosition("", pr, c.p.cfg.StartingPositionTimestamp)
-		at = source.Position{Type: source.PositionType(pos.kind), Timestamp: pos.timestamp}
+		at = resumePosition("", pr, c.p.cfg.StartingPositionTimestamp).at()
 	}
 	it, err := c.p.src.Open(ctx, id, at)
 	if err != nil {

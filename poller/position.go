@@ -6,6 +6,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/source"
 )
 
 // position is where GetShardIterator starts: after the last record read, else after the
@@ -14,6 +16,11 @@ type position struct {
 	kind      types.ShardIteratorType
 	seq       string
 	timestamp time.Time
+}
+
+// at is pos as a source opens a shard at it.
+func (pos position) at() source.Position {
+	return source.Position{Type: source.PositionType(pos.kind), SequenceNumber: pos.seq, Timestamp: pos.timestamp}
 }
 
 func resumePosition(lastRead string, pr ShardProgress, ts time.Time) position {

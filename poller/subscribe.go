@@ -319,12 +319,12 @@ func (r *reader) windowProbe(ctx context.Context) bool {
 	}
 	s.probed = now
 	pos := resumePosition(r.lastRead, r.currentProgress(), cfg.StartingPositionTimestamp)
-	it, err := r.p.kin.GetShardIterator(ctx, r.iteratorInput(pos))
+	it, err := r.p.src.Open(ctx, r.shardID, pos.at())
 	if err != nil {
 		return false
 	}
-	out, err := r.p.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
-	if err != nil || len(out.Records) > 0 {
+	page, err := r.p.src.Read(ctx, r.shardID, it, 1)
+	if err != nil || len(page.Records) > 0 {
 		return false
 	}
 	s.caughtUp = now
