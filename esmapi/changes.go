@@ -27,14 +27,14 @@ func (m *Manager) Create(ctx context.Context, body []byte) (EventSourceMapping, 
 // checkCreate checks a create request in Lambda's order (the model's constraints, the source,
 // the function, then the settings) and returns the mapping's configuration, defaults applied, and
 // its source (not looked up yet).
-func (m *Manager) checkCreate(req *createRequest) (poller.Checked, runner.Source, *APIError) {
+func (m *Manager) checkCreate(req *createRequest) (poller.Config, runner.Source, *APIError) {
 	c, aerr := m.checkCreateSettings(req)
 	if aerr != nil {
 		return c, runner.Source{}, aerr
 	}
 	src, err := checkSource(*req.EventSourceArn)
 	if err != nil {
-		return poller.Checked{}, runner.Source{}, fromConfig(err)
+		return poller.Config{}, runner.Source{}, fromConfig(err)
 	}
 	return c, src, nil
 }
@@ -56,59 +56,57 @@ func checkSource(eventSourceARN string) (runner.Source, error) {
 func sourceARN(src runner.Source) string { return cmp.Or(src.Consumer, src.Stream) }
 
 // checkCreateSettings is checkCreate but for the source's ARNs.
-func (m *Manager) checkCreateSettings(req *createRequest) (poller.Checked, *APIError) {
+func (m *Manager) checkCreateSettings(req *createRequest) (poller.Config, *APIError) {
 	if req.FunctionName == nil {
-		return poller.Checked{}, nullError("functionName")
+		return poller.Config{}, nullError("functionName")
 	}
 	if e := req.checkModel(); e != nil {
-		return poller.Checked{}, e
+		return poller.Config{}, e
 	}
 	if a := req.EventSourceArn; a != nil && !arnRE.MatchString(*a) {
-		return poller.Checked{}, validation("1 validation error detected: Value '%s' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", *a, arnPattern)
+		return poller.Config{}, validation("1 validation error detected: Value '%s' at 'eventSourceArn' failed to satisfy constraint: Member must satisfy regular expression pattern: %s", *a, arnPattern)
 	}
 	if p := req.StartingPosition; p != nil && *p != poller.TrimHorizon && *p != poller.Latest && *p != poller.AtTimestamp {
-		return poller.Checked{}, validation("1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", *p)
+		return poller.Config{}, validation("1 validation error detected: Value '%s' at 'startingPosition' failed to satisfy constraint: Member must satisfy enum value set: [LATEST, AT_TIMESTAMP, TRIM_HORIZON]", *p)
 	}
 	if req.EventSourceArn == nil || *req.EventSourceArn == "" {
-		return poller.Checked{}, invalidParameter(msgUnrecognizedSource)
+		return poller.Config{}, invalidParameter(msgUnrecognizedSource)
 	}
 	ref := parseFunctionName(*req.FunctionName)
 	if _, ok := m.funcs[ref.name]; !ok {
-		return poller.Checked{}, invalidParameter(msgFunctionNotFound)
+		return poller.Config{}, invalidParameter(msgFunctionNotFound)
 	}
 	stream, err := sourceStream(*req.EventSourceArn)
 	switch {
 	case err != nil && dynamostreams.IsStreamARN(*req.EventSourceArn):
-		return poller.Checked{}, invalidParameter("%s %s", msgUnrecognizedSource, oneLine(err))
+		return poller.Config{}, invalidParameter("%s %s", msgUnrecognizedSource, oneLine(err))
 	case err != nil:
-		return poller.Checked{}, invalidParameter("%s esm serves Kinesis and DynamoDB Streams mappings: arn:aws:kinesis:<region>:<account>:stream/<name>, a consumer of one, or arn:aws:dynamodb:<region>:<account>:table/<table>/stream/<label>.", msgUnrecognizedSource)
+		return poller.Config{}, invalidParameter("%s esm serves Kinesis and DynamoDB Streams mappings: arn:aws:kinesis:<region>:<account>:stream/<name>, a consumer of one, or arn:aws:dynamodb:<region>:<account>:table/<table>/stream/<label>.", msgUnrecognizedSource)
 	}
 	if req.StartingPosition != nil {
 		if err := dynamostreams.CheckStartingPosition(*req.EventSourceArn, *req.StartingPosition); err != nil {
-			return poller.Checked{}, invalidParameter("%s", err.Error())
+			return poller.Config{}, invalidParameter("%s", err.Error())
 		}
 	}
 	if e := req.checkKinesis(); e != nil {
-		return poller.Checked{}, e
+		return poller.Config{}, e
 	}
 	mc := m.o.base
 	mc.FunctionARN = ref.arn(stream)
 	if err := req.apply(&mc); err != nil {
-		return poller.Checked{}, fromConfig(err)
+		return poller.Config{}, fromConfig(err)
 	}
-	checked, err := mc.Check()
-	if err != nil {
-		return poller.Checked{}, fromConfig(err)
+	if err := mc.Validate(*req.EventSourceArn); err != nil {
+		return poller.Config{}, fromConfig(err)
 	}
-	return checked, nil
+	return mc.Defaults(), nil
 }
 
 func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMapping, *APIError) {
-	checked, src, aerr := m.checkCreate(req)
+	mc, src, aerr := m.checkCreate(req)
 	if aerr != nil {
 		return EventSourceMapping{}, aerr
 	}
-	mc := checked.Config()
 	// Found once: the mapping's first start reads from the source found here.
 	found, err := m.runner.Resolve(ctx, runner.Mapping{Source: src, Config: mc})
 	switch {
@@ -124,7 +122,7 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 		rec.Mapping.KMSKeyArn = *req.KMSKeyArn
 	}
 	rec.Mapping.MetricsConfig = req.MetricsConfig
-	v, err := m.add(ctx, rec, checked, found.Source())
+	v, err := m.add(ctx, rec, mc, found.Source())
 	if err != nil {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -152,12 +150,11 @@ func conflict(source, functionName, other string) *APIError {
 		source, functionName, other)}
 }
 
-// add stores a new mapping with the settings checked has and starts it, reading from src (as
-// found). It returns the catalog's refusal: a *PairTakenError when another mapping has the source
+// add stores a new mapping with the settings mc (validated, defaults applied) and starts it,
+// reading from src (as found). It returns the catalog's refusal: a *PairTakenError when another mapping has the source
 // and function. m.mu is not held: the catalog may wait for another worker's write to the pair
 // (see DynamoCatalog).
-func (m *Manager) add(ctx context.Context, rec Record, checked poller.Checked, src runner.Source) (EventSourceMapping, error) {
-	mc := checked.Config()
+func (m *Manager) add(ctx context.Context, rec Record, mc poller.Config, src runner.Source) (EventSourceMapping, error) {
 	stream, err := kinesissrc.ParseStreamARN(src.Stream)
 	if err != nil {
 		return EventSourceMapping{}, err
@@ -185,7 +182,7 @@ func (m *Manager) add(ctx context.Context, rec Record, checked poller.Checked, s
 	if e, ok := m.maps[id]; ok { // a sync of this worker read it first, and runs it
 		return e.view(), nil
 	}
-	e := &entry{rec: rec, known: time.Now(), state: StateCreating, cfg: &mc, src: &src}
+	e := &entry{rec: rec, known: time.Now(), state: StateCreating, src: &src}
 	e.result.Store(new(ResultNone))
 	m.maps[id] = e
 	view := e.view()
@@ -215,11 +212,10 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, src ru
 	if err != nil {
 		return EventSourceMapping{}, false, err
 	}
-	checked, err := mc.Check()
-	if err != nil {
+	if err := mc.Validate(found.StreamARN); err != nil {
 		return EventSourceMapping{}, false, err
 	}
-	mc = checked.Config()
+	mc = mc.Defaults()
 	m.mu.Lock()
 	if e := m.sameLocked(sourceARN(found.Source()), mc.FunctionARN); e != nil {
 		v := e.view()
@@ -227,7 +223,7 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, src ru
 		return v, false, nil
 	}
 	m.mu.Unlock()
-	v, err := m.add(ctx, Record{FunctionName: functionName}, checked, found.Source())
+	v, err := m.add(ctx, Record{FunctionName: functionName}, mc, found.Source())
 	var taken *PairTakenError
 	if !errors.As(err, &taken) {
 		return v, err == nil, err
@@ -303,11 +299,10 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	if err := req.apply(&mc); err != nil {
 		return EventSourceMapping{}, fromConfig(err)
 	}
-	checked, err := mc.Check()
-	if err != nil {
+	if err := mc.Validate(rec.Mapping.EventSourceArn); err != nil {
 		return EventSourceMapping{}, fromConfig(err)
 	}
-	mc = checked.Config()
+	mc = mc.Defaults()
 	rec.Mapping.describe(rec.Mapping.EventSourceArn, mc)
 	rec.Enabled = !mc.Disabled
 	rec.Mapping.LastModified = Timestamp{time.Now()}
@@ -321,6 +316,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 			rec.Mapping.MetricsConfig = nil
 		}
 	}
+	var err error
 	if pairOf(&rec) == pairOf(&e.rec) {
 		err = m.catalog.Put(ctx, rec)
 	} else {
@@ -340,7 +336,7 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 	if e.rec.Revision >= rec.Revision { // a sync of this worker applied it, or a later change, first
 		return e.view(), nil
 	}
-	m.replaceLocked(e, rec, &mc)
+	m.replaceLocked(e, rec)
 	view := e.view()
 	m.log.Info("mapping updated", "mapping", id, "state", view.State)
 	return view, nil
@@ -349,9 +345,9 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 // replaceLocked gives the mapping its new settings: Updating (Enabling, Disabling) while its
 // poller stops, the batch in flight finishing, then Enabled once it runs again with them from the
 // stored progress (or Disabled). m.mu is held.
-func (m *Manager) replaceLocked(e *entry, rec Record, cfg *poller.Config) {
+func (m *Manager) replaceLocked(e *entry, rec Record) {
 	wasEnabled := e.rec.Enabled
-	e.rec, e.cfg = rec, cfg
+	e.rec = rec
 	switch {
 	case rec.Enabled && !wasEnabled:
 		e.state = StateEnabling

@@ -41,10 +41,10 @@ func FuzzCreateRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, aerr := parseCreate(body)
 		if aerr == nil {
-			var checked poller.Checked
+			var checked poller.Config
 			checked, _, aerr = m.checkCreate(req)
 			if aerr == nil {
-				if err := fresh(checked.Config()).Validate(); err != nil {
+				if err := checked.Validate(*req.EventSourceArn); err != nil {
 					t.Fatalf("accepted a configuration that does not validate: %v", err)
 				}
 				checkRoundTrip(t, m, req)
@@ -61,8 +61,7 @@ func FuzzCreateRequest(f *testing.F) {
 // settings, as a restart does.
 func checkRoundTrip(t *testing.T, m *Manager, req *createRequest) {
 	t.Helper()
-	checked, src, _ := m.checkCreate(req)
-	mc := checked.Config()
+	mc, src, _ := m.checkCreate(req)
 	var esm EventSourceMapping
 	esm.describe(sourceARN(src), mc)
 	b, err := json.Marshal(Record{Mapping: esm, FunctionName: *req.FunctionName, Enabled: !mc.Disabled})
@@ -73,15 +72,11 @@ func checkRoundTrip(t *testing.T, m *Manager, req *createRequest) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		t.Fatalf("the stored form does not read back: %v", err)
 	}
-	stored, err := m.config(&entry{rec: rec})
-	if err != nil {
+	stored := m.config(&entry{rec: rec})
+	if err := stored.Validate(rec.Mapping.EventSourceArn); err != nil { // as the runner checks it
 		t.Fatalf("stored settings do not rebuild: %v", err)
 	}
-	rebuilt, err := stored.Check() // as the runner checks it
-	if err != nil {
-		t.Fatalf("stored settings do not rebuild: %v", err)
-	}
-	again := rebuilt.Config()
+	again := stored.Defaults()
 	if !reflect.DeepEqual(normal(again), normal(mc)) {
 		t.Fatalf("round trip changed the configuration:\n%+v\n%+v", again, mc)
 	}
@@ -90,26 +85,12 @@ func checkRoundTrip(t *testing.T, m *Manager, req *createRequest) {
 // normal makes equal configurations compare equal: no filters is nil, times are UTC, nil
 // retries and record age are their defaults.
 func normal(c poller.Config) poller.Config {
-	c = fresh(c)
 	if len(c.FilterPatterns) == 0 {
 		c.FilterPatterns = nil
 	}
 	c.StartingPositionTimestamp = c.StartingPositionTimestamp.UTC()
 	c.MaximumRetryAttempts, c.MaximumRecordAgeInSeconds = new(c.RetryAttempts()), new(c.RecordAgeSeconds())
 	return c
-}
-
-// fresh is c's exported fields in a new Config: one no check has seen, which Validate checks
-// whole, and which compares by its settings alone.
-func fresh(c poller.Config) poller.Config {
-	var out poller.Config
-	src, dst := reflect.ValueOf(c), reflect.ValueOf(&out).Elem()
-	for i := range src.NumField() {
-		if src.Type().Field(i).IsExported() {
-			dst.Field(i).Set(src.Field(i))
-		}
-	}
-	return out
 }
 
 // FuzzUpdateRequest drives UpdateEventSourceMapping's parser and model checks.

@@ -62,9 +62,6 @@ type entry struct {
 	result atomic.Pointer[string] // LastProcessingResult
 	// resultMu orders the changes of result with their saving (setResult).
 	resultMu sync.Mutex
-	// cfg is the mapping's configuration as the API checked it (Create, Update); nil: its record's
-	// settings, which the runner checks when it starts the mapping (a catalog read).
-	cfg *poller.Config
 	// src is the mapping's source as Create found it; nil: its record's, which the runner finds
 	// when it starts the mapping.
 	src *runner.Source
@@ -189,27 +186,18 @@ func (m *Manager) Functions() []string {
 }
 
 // config is the mapping's configuration as its record gives it: its settings on the base. The
-// runner checks it (and applies the defaults) when it starts the mapping.
-func (m *Manager) config(e *entry) (poller.Config, error) {
+// runner checks it when it starts the mapping (poller.New), as the API did when it stored it.
+func (m *Manager) config(e *entry) poller.Config {
 	mc := m.o.base
 	mc.FunctionARN = e.rec.Mapping.FunctionArn
 	e.rec.Mapping.settings(e.rec.Enabled, &mc)
-	return mc, nil
+	return mc
 }
 
 // mapping is how the mapping runs: its settings on the base, its function, its progress, and the
 // hooks that keep its state (ready) and LastProcessingResult.
-func (m *Manager) mapping(e *entry, ready func()) (runner.Mapping, error) {
+func (m *Manager) mapping(e *entry, ready func()) runner.Mapping {
 	id := e.rec.Mapping.UUID
-	var mc poller.Config
-	if e.cfg != nil {
-		mc = *e.cfg // as the API checked it: the runner does not check it again
-	} else {
-		var err error
-		if mc, err = m.config(e); err != nil {
-			return runner.Mapping{}, err
-		}
-	}
 	fn := m.funcs[parseFunctionName(e.rec.FunctionName).name]
 	var obs poller.Observer = resultObserver{m: m, e: e, id: id}
 	if m.o.observe != nil {
@@ -224,7 +212,7 @@ func (m *Manager) mapping(e *entry, ready func()) (runner.Mapping, error) {
 	rm := runner.Mapping{
 		Source:   src,
 		Function: runner.Function{Invoker: fn.Invoker, Name: e.rec.FunctionName, Role: fn.Role, Timeout: fn.Timeout},
-		Config:   mc,
+		Config:   m.config(e),
 		Store:    runner.Store{Open: func(ctx context.Context) (poller.Store, error) { return m.progress.Store(ctx, id) }},
 		UUID:     id,
 		Hooks:    runner.Hooks{Logger: m.log.With("mapping", id), Observer: obs, Ready: ready, BlockedAfter: m.o.blockedAfter},
@@ -236,7 +224,7 @@ func (m *Manager) mapping(e *entry, ready func()) (runner.Mapping, error) {
 	if m.o.trace != nil {
 		rm.Hooks.Tracer = m.o.trace(e.view())
 	}
-	return rm, nil
+	return rm
 }
 
 // startLocked starts the mapping's poller; m.mu is held. The state becomes Enabled once the
@@ -253,15 +241,7 @@ func (m *Manager) startLocked(e *entry) {
 			e.state = StateEnabled
 		}
 	}
-	rm, err := m.mapping(e, settle)
-	if err != nil { // settings the catalog holds that no longer apply: a start cannot mend them
-		m.log.Error("mapping failed", "mapping", id, "error", err)
-		m.async(func() {
-			m.setResult(e, id, ResultProblem+oneLine(err))
-			settle()
-		})
-		return
-	}
+	rm := m.mapping(e, settle)
 	fnName := e.rec.FunctionName
 	e.run = m.sup.Start(rm, func(err error) {
 		if errors.Is(err, runner.ErrNoFunction) {

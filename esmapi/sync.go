@@ -70,7 +70,7 @@ func (m *Manager) applyLocked(recs []Record, start time.Time) {
 			m.async(func() { m.finishDelete(e) })
 			m.log.Info("mapping deleted by another worker", "mapping", id)
 		default:
-			m.replaceLocked(e, r, nil)
+			m.replaceLocked(e, r)
 			m.log.Info("mapping updated by another worker", "mapping", id, "state", e.state)
 		}
 	}

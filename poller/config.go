@@ -1,10 +1,9 @@
 package poller
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -110,10 +109,6 @@ type Config struct {
 	// leases and refreshes the shards' progress from the lease table. Default: the pace the
 	// Coordinator calls for (its ClaimInterval method, as lease.Dynamo has), else 1 s.
 	ClaimInterval time.Duration
-
-	// checked is what a check accepted of this value (see Check): it is not checked again while
-	// the fields it covers are unchanged.
-	checked *checkedMark
 }
 
 // ValidationError is a configuration field outside what Lambda accepts (source.ValidationError):
@@ -136,115 +131,100 @@ func RangeError(field string, value, min, max int64) *ValidationError {
 }
 
 // Validation. A Config holds Lambda's settings and the poller's runtime knobs; the stream's ARNs
-// are its Source's, checked where the source is made (source/kinesis.New). Check and
-// CheckSettings record in the value what they accepted; a later check of the value (New's)
-// checks only the settings that changed since.
+// are its Source's, checked where the source is made. There are two ways into the checks, and a
+// Config keeps no mark of a past one: Validate checks the settings alone (esm validate, the API's
+// answers), New the whole mapping as it starts (and NewBatchEncoder, which encodes as New's
+// poller would). Both run settingRules, fed by the source's kind where sources differ.
 
-// Checked is a configuration that passed Check, as the poller runs it: every zero field set to
-// its default, with the compiled filters.
-type Checked struct {
-	cfg     Config
-	filters *filter.Filters // nil without FilterPatterns: every record is invoked
-}
-
-// Config is the configuration with every default applied. It is marked as checked: New does not
-// check it again unless its fields were changed.
-func (c Checked) Config() Config { return c.cfg }
-
-// Filters are the compiled FilterPatterns; nil when there are none.
-func (c Checked) Filters() *filter.Filters { return c.filters }
-
-// Validate checks every field against Lambda's ranges and returns the first problem, in the order
-// Lambda reports them; every error wraps ErrInvalidConfig.
-func (c Config) Validate() error {
-	_, err := c.Check()
+// Validate checks every setting and runtime knob against Lambda's ranges for a mapping of the
+// source sourceARN, with its zero fields at their defaults (Defaults), and returns the first
+// problem, in the order Lambda reports them; every error wraps ErrInvalidConfig. The source's
+// kind decides the rules that differ between sources (see sourceRules); "" is a Kinesis stream.
+func (c Config) Validate(sourceARN string) error {
+	_, err := c.Defaults().check(time.Now(), sourceARN)
 	return err
 }
 
-// Check checks every field, as Validate does, and returns the configuration as the poller runs it.
-func (c Config) Check() (Checked, error) { return c.check(time.Now()) }
-
-// CheckSettings is Check's configuration alone: c with the defaults applied.
-func (c Config) CheckSettings() (Config, error) {
-	checked, err := c.check(time.Now())
-	return checked.cfg, err
-}
-
-// checkedMark is what a check accepted.
-type checkedMark struct {
-	settings Config          // the settings as accepted, defaults applied (settingsOf)
-	filters  *filter.Filters // compiled from settings.FilterPatterns
-	// defaultGrid: settings.PollGrid is the default (PollGrid was zero), which depends on
-	// PollInterval: a check after PollInterval changed chooses it again (unless PollGrid changed
-	// too: then it is the caller's).
-	defaultGrid bool
-}
-
-// settingsOf is c's settings alone: without the function's ARN (it has no constraint) and the
-// mark, its pointers and slices copied.
-func settingsOf(c Config) Config {
-	c.FunctionARN, c.checked = "", nil
-	if c.MaximumRetryAttempts != nil {
-		c.MaximumRetryAttempts = new(*c.MaximumRetryAttempts)
+// Defaults returns c with every zero field at its default, each given in the field's comment:
+// the configuration New runs, and the one the API describes. It checks nothing (Validate does).
+// ClaimInterval stays zero: New takes its Coordinator's pace.
+func (c Config) Defaults() Config {
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	c.ParallelizationFactor = cmp.Or(c.ParallelizationFactor, 1)
+	c.OnDestinationFailure = cmp.Or(c.OnDestinationFailure, DestinationFailureBlock)
+	c.MaxFilters = cmp.Or(c.MaxFilters, DefaultMaxFilters)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	if c.PollGrid == 0 {
+		c.PollGrid = min(DefaultPollGrid, c.PollInterval)
 	}
-	if c.MaximumRecordAgeInSeconds != nil {
-		c.MaximumRecordAgeInSeconds = new(*c.MaximumRecordAgeInSeconds)
-	}
-	c.FilterPatterns = slices.Clip(slices.Clone(c.FilterPatterns))
+	c.MinPollSpacing = cmp.Or(c.MinPollSpacing, DefaultMinPollSpacing)
+	c.ShardSyncInterval = cmp.Or(c.ShardSyncInterval, DefaultShardSync)
+	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
 	return c
 }
 
-// check checks what c's mark does not cover and returns c marked.
-func (c Config) check(now time.Time) (Checked, error) {
-	var mark checkedMark
-	old := c.checked
-	if old != nil && reflect.DeepEqual(settingsOf(c), old.settings) {
-		mark.settings, mark.filters, mark.defaultGrid = old.settings, old.filters, old.defaultGrid
-	} else {
-		if old != nil && old.defaultGrid && c.PollGrid == old.settings.PollGrid {
-			c.PollGrid = 0 // the default a check chose: chosen again, for the PollInterval now set
-		}
-		st := checkState{now: now}
-		for _, rule := range settingRules {
-			if err := rule(&c, &st); err != nil {
-				return Checked{}, err
-			}
-		}
-		mark.settings, mark.filters, mark.defaultGrid = settingsOf(c), st.filters, st.defaultGrid
+// settle is the check of a whole mapping, New's and NewBatchEncoder's: cfg with its defaults,
+// checked with the clock now for the source src, and its compiled filters.
+func settle(src Source, cfg Config, now time.Time) (Config, *filter.Filters, error) {
+	if src == nil {
+		return cfg, nil, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
 	}
-	c.checked = &mark
-	return Checked{cfg: c, filters: mark.filters}, nil
+	cfg = cfg.Defaults()
+	filters, err := cfg.check(now, src.Identity().ARN)
+	return cfg, filters, err
 }
 
-// check is New's check of cfg: Check with the poller's clock, and the Coordinator's pace as the
-// default ClaimInterval.
-func (p *Poller) check(cfg Config) (Checked, error) {
-	c, err := cfg.check(p.now())
-	if err != nil || c.cfg.ClaimInterval != 0 {
-		return c, err
+// check runs settingRules over c, whose defaults are applied, and returns its compiled filters.
+func (c Config) check(now time.Time, sourceARN string) (*filter.Filters, error) {
+	st := checkState{now: now, rules: rulesOf(sourceARN)}
+	for _, rule := range settingRules {
+		if err := rule(&c, &st); err != nil {
+			return nil, err
+		}
 	}
-	c.cfg.ClaimInterval = DefaultClaimInterval
+	return st.filters, nil
+}
+
+// sourceRules are what a kind of source allows of the settings, where Lambda's rules differ
+// between sources: the data that feeds the rules, so that Validate stays one function.
+type sourceRules struct {
+	// arn is the source's, as the messages name it.
+	arn string
+	// atTimestamp: the source can start AT_TIMESTAMP (a Kinesis stream; a DynamoDB stream
+	// cannot, as Lambda refuses it).
+	atTimestamp bool
+}
+
+// rulesOf are the rules of the source sourceARN's kind: a DynamoDB stream's for
+// arn:…:dynamodb:…, a Kinesis stream's otherwise.
+func rulesOf(sourceARN string) sourceRules {
+	a, err := arn.Parse(sourceARN)
+	return sourceRules{arn: sourceARN, atTimestamp: err != nil || a.Service != "dynamodb"}
+}
+
+// claimInterval is New's default ClaimInterval: the Coordinator's pace, else DefaultClaimInterval.
+func (p *Poller) claimInterval() time.Duration {
 	if pace, ok := p.coord.(interface{ ClaimInterval() time.Duration }); ok && pace.ClaimInterval() > 0 {
-		c.cfg.ClaimInterval = pace.ClaimInterval()
+		return pace.ClaimInterval()
 	}
-	return c, nil
+	return DefaultClaimInterval
 }
 
-// checkState is what the rules share: the clock, the filters the filter rule compiled, and
-// whether PollGrid got its default.
+// checkState is what the rules share: the clock, the source's rules, and the filters the filter
+// rule compiled.
 type checkState struct {
-	now         time.Time
-	filters     *filter.Filters
-	defaultGrid bool // checkPollGrid set PollGrid's default
+	now     time.Time
+	rules   sourceRules
+	filters *filter.Filters
 }
 
-// A settingRule checks one setting (or a few that go together) and sets its default.
+// A settingRule checks one setting (or a few that go together), its default applied.
 type settingRule func(c *Config, st *checkState) error
 
 // settingRules are the checks of Lambda's settings and the runtime knobs, in the order Lambda
 // reports its errors: the first that fails is the answer.
 var settingRules = []settingRule{
-	intRange("batchSize", func(c *Config) *int { return &c.BatchSize }, 1, MaxBatchSize, DefaultBatchSize),
+	intRange("batchSize", func(c *Config) *int { return &c.BatchSize }, 1, MaxBatchSize),
 	secondsRange("maximumBatchingWindowInSeconds", func(c *Config) *time.Duration { return &c.MaximumBatchingWindow }, MaxBatchingWindow),
 	checkStartingPosition,
 	func(c *Config, _ *checkState) error {
@@ -267,34 +247,28 @@ var settingRules = []settingRule{
 		return checkDestinationARN(c.OnFailureDestination)
 	},
 	checkOnDestinationFailure,
-	intRange("parallelizationFactor", func(c *Config) *int { return &c.ParallelizationFactor }, 1, 10, 1),
+	intRange("parallelizationFactor", func(c *Config) *int { return &c.ParallelizationFactor }, 1, 10),
 	secondsRange("tumblingWindowInSeconds", func(c *Config) *time.Duration { return &c.TumblingWindow }, 900*time.Second),
 	checkFilters,
-	positive("PollInterval", func(c *Config) *time.Duration { return &c.PollInterval }, DefaultPollInterval),
-	positive("PollGrid", func(c *Config) *time.Duration { return &c.PollGrid }, 0), // 0: see checkPollGrid
+	positive("PollInterval", func(c *Config) *time.Duration { return &c.PollInterval }),
+	positive("PollGrid", func(c *Config) *time.Duration { return &c.PollGrid }),
 	checkPollGrid,
-	positive("ShardSyncInterval", func(c *Config) *time.Duration { return &c.ShardSyncInterval }, DefaultShardSync),
-	positive("ShutdownGrace", func(c *Config) *time.Duration { return &c.ShutdownGrace }, DefaultShutdownGrace),
-	positive("ClaimInterval", func(c *Config) *time.Duration { return &c.ClaimInterval }, 0), // 0: see Poller.check
+	positive("ShardSyncInterval", func(c *Config) *time.Duration { return &c.ShardSyncInterval }),
+	positive("ShutdownGrace", func(c *Config) *time.Duration { return &c.ShutdownGrace }),
+	positive("ClaimInterval", func(c *Config) *time.Duration { return &c.ClaimInterval }),
 	func(c *Config, _ *checkState) error {
 		if c.MinPollSpacing < 0 {
 			return &ValidationError{Field: "MinPollSpacing", Message: fmt.Sprintf("MinPollSpacing %s must not be negative", c.MinPollSpacing)}
-		}
-		if c.MinPollSpacing == 0 {
-			c.MinPollSpacing = DefaultMinPollSpacing
 		}
 		return nil
 	},
 }
 
-// intRange is the rule of a count in [min, max] that is def when zero, worded as Lambda's API.
-func intRange(field string, f func(*Config) *int, min, max, def int) settingRule {
+// intRange is the rule of a count in [min, max], worded as Lambda's API.
+func intRange(field string, f func(*Config) *int, min, max int) settingRule {
 	return func(c *Config, _ *checkState) error {
-		switch v := f(c); {
-		case *v == 0:
-			*v = def
-		case *v < min || *v > max:
-			return RangeError(field, int64(*v), int64(min), int64(max))
+		if v := *f(c); v < min || v > max {
+			return RangeError(field, int64(v), int64(min), int64(max))
 		}
 		return nil
 	}
@@ -310,27 +284,20 @@ func secondsRange(field string, f func(*Config) *time.Duration, max time.Duratio
 	}
 }
 
-// positive is the rule of a duration that must not be negative and is def when zero.
-func positive(field string, f func(*Config) *time.Duration, def time.Duration) settingRule {
+// positive is the rule of a duration that must not be negative.
+func positive(field string, f func(*Config) *time.Duration) settingRule {
 	return func(c *Config, _ *checkState) error {
-		switch d := f(c); {
-		case *d < 0:
-			return &ValidationError{Field: field, Message: fmt.Sprintf("%s %s must be positive", field, *d)}
-		case *d == 0:
-			*d = def
+		if d := *f(c); d < 0 {
+			return &ValidationError{Field: field, Message: fmt.Sprintf("%s %s must be positive", field, d)}
 		}
 		return nil
 	}
 }
 
-// checkPollGrid checks PollGrid against PollInterval (both past their rules, so PollInterval has
-// its default) and sets its default, which is never longer than PollInterval.
-func checkPollGrid(c *Config, st *checkState) error {
-	switch {
-	case c.PollGrid == 0:
-		c.PollGrid = min(DefaultPollGrid, c.PollInterval)
-		st.defaultGrid = true
-	case c.PollGrid > c.PollInterval:
+// checkPollGrid checks PollGrid against PollInterval (both past their rules); its default is
+// never longer than PollInterval.
+func checkPollGrid(c *Config, _ *checkState) error {
+	if c.PollGrid > c.PollInterval {
 		return &ValidationError{Field: "PollGrid", Message: fmt.Sprintf("PollGrid %s must be at most PollInterval %s", c.PollGrid, c.PollInterval)}
 	}
 	return nil
@@ -346,6 +313,9 @@ func checkStartingPosition(c *Config, st *checkState) error {
 				"StartingPositionTimestamp is only allowed with StartingPosition AT_TIMESTAMP, not %s", c.StartingPosition)}
 		}
 	case AtTimestamp:
+		if !st.rules.atTimestamp {
+			return &ValidationError{Field: "StartingPosition", Message: "Unsupported starting position for arn type: " + st.rules.arn}
+		}
 		if c.StartingPositionTimestamp.IsZero() {
 			return &ValidationError{Field: "StartingPositionTimestamp", Message: "Need to specify a timestamp: StartingPositionTimestamp is required with StartingPosition AT_TIMESTAMP"}
 		}
@@ -362,8 +332,6 @@ func checkStartingPosition(c *Config, st *checkState) error {
 
 func checkOnDestinationFailure(c *Config, _ *checkState) error {
 	switch c.OnDestinationFailure {
-	case "":
-		c.OnDestinationFailure = DestinationFailureBlock
 	case DestinationFailureBlock, DestinationFailureDrop:
 	default:
 		return &ValidationError{Field: "OnDestinationFailure", Message: fmt.Sprintf(
@@ -375,10 +343,7 @@ func checkOnDestinationFailure(c *Config, _ *checkState) error {
 
 // checkFilters checks the filter quota and the patterns, and compiles them.
 func checkFilters(c *Config, st *checkState) error {
-	switch {
-	case c.MaxFilters == 0:
-		c.MaxFilters = DefaultMaxFilters
-	case c.MaxFilters < 1 || c.MaxFilters > 10:
+	if c.MaxFilters < 1 || c.MaxFilters > 10 {
 		return &ValidationError{Field: "MaxFilters", Message: fmt.Sprintf("MaxFilters %d: the filter quota is between 1 and 10", c.MaxFilters)}
 	}
 	if len(c.FilterPatterns) > c.MaxFilters {

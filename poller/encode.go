@@ -2,6 +2,7 @@ package poller
 
 import (
 	"cmp"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -23,17 +24,14 @@ type BatchEncoder struct {
 // TRIM_HORIZON here.
 func NewBatchEncoder(src Source, cfg Config) (*BatchEncoder, error) {
 	cfg.StartingPosition = cmp.Or(cfg.StartingPosition, TrimHorizon)
-	checked, err := cfg.Check()
+	c, filters, err := settle(src, cfg, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	if src == nil {
-		return nil, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
-	}
-	c, id := checked.cfg, src.Identity()
+	id := src.Identity()
 	k, _ := src.(kinesisReads)
 	deaggregate := k != nil && k.ConsumerARN() != ""
-	return &BatchEncoder{enc: newEventEncoder(id.ARN, id.Region, id.InvokeIdentityARN, deaggregate, checked.filters), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
+	return &BatchEncoder{enc: newEventEncoder(id.ARN, id.Region, id.InvokeIdentityARN, deaggregate, filters), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
 }
 
 // Next renders the batch the poller would invoke first for recs (records of one shard, in

@@ -9,6 +9,7 @@
 package poller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,6 @@ type Poller struct {
 	tracer              Tracer        // nil: invocations are not traced (trace.go)
 	bound               time.Duration // B: how long an invocation may run once sent (send.go)
 	jit                 *jitter       // the backoffs' random source (nil: the process's; see WithRand)
-	checked             *Checked      // given to NewChecked: New does not check the Config again
 	until               *caughtUp     // with WithUntilCaughtUp: which shards are caught up (caughtup.go)
 	skips               *Skips        // where skips reach the batches (skip.go)
 }
@@ -100,14 +100,12 @@ func New(src Source, cfg Config, store Store, inv Invoker, opts ...Option) (*Pol
 	if p.skips == nil {
 		p.skips = NewSkips()
 	}
-	if src == nil {
-		return nil, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
-	}
-	checked, err := p.check(cfg)
-	if err != nil {
+	var err error
+	if p.cfg, p.filters, err = settle(src, cfg, p.now()); err != nil {
 		return nil, err
 	}
-	p.cfg, p.filters, p.id = checked.cfg, checked.filters, src.Identity()
+	p.cfg.ClaimInterval = cmp.Or(p.cfg.ClaimInterval, p.claimInterval())
+	p.id = src.Identity()
 	if field := missingDependency(store, inv); field != "" {
 		return nil, &ValidationError{Field: field, Message: "poller: a store and an invoker are required"}
 	}

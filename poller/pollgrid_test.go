@@ -16,8 +16,7 @@ import (
 )
 
 // TestPollGridDefaults: PollGrid is 50 ms by default, or PollInterval when that is shorter (so a
-// short PollInterval alone is accepted), at most PollInterval when set, and never negative. A
-// default grid is chosen again when PollInterval changes after a check; a grid that was set is not.
+// short PollInterval alone is accepted), at most PollInterval when set, and never negative.
 func TestPollGridDefaults(t *testing.T) {
 	base := Config{StartingPosition: TrimHorizon}
 	for _, tt := range []struct {
@@ -40,46 +39,22 @@ func TestPollGridDefaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := base
 			c.PollInterval, c.PollGrid = tt.interval, tt.grid
-			got, err := c.CheckSettings()
+			err := c.Validate("")
 			if tt.wantErr != "" {
 				var ve *ValidationError
 				if !errors.As(err, &ve) || !errors.Is(err, ErrInvalidConfig) || ve.Field != tt.wantErr || ve.Message != tt.wantMsg {
-					t.Fatalf("CheckSettings = %v, want a %s ValidationError %q", err, tt.wantErr, tt.wantMsg)
+					t.Fatalf("Validate = %v, want a %s ValidationError %q", err, tt.wantErr, tt.wantMsg)
 				}
 				return
 			}
+			got := c.Defaults()
 			if err != nil || got.PollInterval != tt.wantInterval || got.PollGrid != tt.wantGrid {
-				t.Fatalf("CheckSettings: PollInterval %s, PollGrid %s, %v; want %s, %s", got.PollInterval, got.PollGrid, err, tt.wantInterval, tt.wantGrid)
+				t.Fatalf("Validate, Defaults: PollInterval %s, PollGrid %s, %v; want %s, %s", got.PollInterval, got.PollGrid, err, tt.wantInterval, tt.wantGrid)
+			}
+			if _, err := New(kinesisSource(fakekinesis.New(), testStreamARN), c, NewMemoryStore(), inprocess.New(func() error { return nil })); err != nil {
+				t.Fatalf("New of a valid configuration: %v", err)
 			}
 		})
-	}
-
-	// A checked value whose PollInterval is changed: its default grid follows, a set one does not.
-	checked, err := base.CheckSettings()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, step := range []struct{ interval, wantGrid time.Duration }{
-		{20 * time.Millisecond, 20 * time.Millisecond},
-		{2 * time.Second, DefaultPollGrid},
-	} {
-		checked.PollInterval = step.interval
-		if checked, err = checked.CheckSettings(); err != nil || checked.PollGrid != step.wantGrid {
-			t.Fatalf("checked again with PollInterval %s: PollGrid %s, %v; want %s", step.interval, checked.PollGrid, err, step.wantGrid)
-		}
-	}
-	if _, err := New(kinesisSource(fakekinesis.New(), testStreamARN), checked, NewMemoryStore(), inprocess.New(func() error { return nil })); err != nil {
-		t.Fatalf("New of the value checked again: %v", err)
-	}
-	set := base
-	set.PollGrid = DefaultPollGrid
-	if set, err = set.CheckSettings(); err != nil {
-		t.Fatal(err)
-	}
-	set.PollInterval = 20 * time.Millisecond
-	var ve *ValidationError
-	if _, err := set.CheckSettings(); !errors.As(err, &ve) || ve.Field != "PollGrid" {
-		t.Fatalf("a PollGrid that was set, above the PollInterval set since: %v, want a PollGrid error", err)
 	}
 }
 

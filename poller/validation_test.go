@@ -14,7 +14,7 @@ import (
 // ValidationError, next to ErrInvalidConfig.
 func TestValidationErrorKeepsItsCause(t *testing.T) {
 	err := Config{StartingPosition: Latest,
-		FilterPatterns: []string{`{"data": {"a": ["x"]}}`, `{"data": 1}`}}.Validate()
+		FilterPatterns: []string{`{"data": {"a": ["x"]}}`, `{"data": 1}`}}.Validate("")
 	var ve *ValidationError
 	var pe *filter.PatternError
 	if !errors.As(err, &ve) || ve.Field != "FilterCriteria" || !errors.Is(err, ErrInvalidConfig) {
@@ -28,73 +28,65 @@ func TestValidationErrorKeepsItsCause(t *testing.T) {
 	}
 }
 
-// withDefaults is the configuration as the poller runs it (Check with the clock now).
+// withDefaults is the configuration as the poller runs it (checked with the clock now).
 func (c Config) withDefaults(now time.Time) (Config, error) {
-	checked, err := c.check(now)
-	return checked.cfg, err
+	c = c.Defaults()
+	_, err := c.check(now, "")
+	return c, err
 }
 
-// TestCheckedCarriesWhatNewNeeds: Check gives the configuration with its defaults and the
-// compiled filters.
-func TestCheckedCarriesWhatNewNeeds(t *testing.T) {
-	c, err := Config{StartingPosition: Latest,
-		FilterPatterns: []string{`{"data": {"a": ["x"]}}`}}.Check()
-	if err != nil {
-		t.Fatal(err)
+// TestDefaultsAndFilters: Defaults gives the configuration with its defaults and checks nothing;
+// the check compiles the filters New runs (none without patterns).
+func TestDefaultsAndFilters(t *testing.T) {
+	d := Config{BatchSize: -1}.Defaults()
+	if d.BatchSize != -1 || d.ParallelizationFactor != 1 || d.OnDestinationFailure != DestinationFailureBlock || d.PollGrid != DefaultPollGrid {
+		t.Fatalf("Defaults %+v", d)
 	}
-	if c.Filters() == nil || c.Config().BatchSize != DefaultBatchSize {
-		t.Fatalf("checked %+v", c)
+	c := Config{StartingPosition: Latest, FilterPatterns: []string{`{"data": {"a": ["x"]}}`}}.Defaults()
+	if filters, err := c.check(time.Now(), ""); err != nil || filters == nil || c.BatchSize != DefaultBatchSize {
+		t.Fatalf("filters %v, %v; %+v", filters, err, c)
 	}
-	none, err := Config{StartingPosition: Latest}.Check()
-	if err != nil || none.Filters() != nil {
-		t.Fatalf("without patterns: filters %v, %v", none.Filters(), err)
-	}
-}
-
-// TestCheckSettingsOnce: the settings a check accepted are not checked again while unchanged, and
-// are once changed.
-func TestCheckSettingsOnce(t *testing.T) {
-	if _, err := (Config{StartingPosition: Latest, BatchSize: 10001}).CheckSettings(); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("CheckSettings accepted BatchSize 10001: %v", err)
-	}
-	ts := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
-	s, err := Config{StartingPosition: AtTimestamp, StartingPositionTimestamp: ts, FilterPatterns: []string{`{"data": {"a": ["x"]}}`}}.CheckSettings()
-	if err != nil || s.BatchSize != DefaultBatchSize {
-		t.Fatalf("settings %+v, %v", s, err)
-	}
-	before := ts.Add(-time.Hour) // the timestamp is in this clock's future: a check of the settings would refuse it
-	c, err := s.check(before)
-	if err != nil || c.Filters() == nil {
-		t.Fatalf("the settings were checked again: %v", err)
-	}
-	s.BatchSize = 0 // changed: checked (and defaulted) again
-	if c, err := s.check(before); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("a changed setting was not checked again: %+v %v", c.Config(), err)
+	if filters, err := (Config{StartingPosition: Latest}).Defaults().check(time.Now(), ""); err != nil || filters != nil {
+		t.Fatalf("without patterns: filters %v, %v", filters, err)
 	}
 }
 
-// TestNewDoesNotCheckAgain: New runs a configuration Check accepted without checking it again
-// (here a timestamp the poller's clock puts in the future, which New refuses in a value nobody
-// checked), and checks a value changed since.
-func TestNewDoesNotCheckAgain(t *testing.T) {
+// TestValidateBySourceKind: one Validate, fed by the source's kind where Lambda's rules differ: a
+// DynamoDB stream takes no AT_TIMESTAMP (Lambda's InvalidParameterValueException names the ARN),
+// a Kinesis stream does, and the settings without a source are a Kinesis stream's.
+func TestValidateBySourceKind(t *testing.T) {
+	const table = "arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/2026-01-01T00:00:00.000"
+	at := Config{StartingPosition: AtTimestamp, StartingPositionTimestamp: time.Now().Add(-time.Hour)}
+	var ve *ValidationError
+	if err := at.Validate(table); !errors.As(err, &ve) || ve.Field != "StartingPosition" || ve.Message != "Unsupported starting position for arn type: "+table {
+		t.Fatalf("AT_TIMESTAMP on a DynamoDB stream: %v", err)
+	}
+	for _, src := range []string{"", testStreamARN, "orders"} {
+		if err := at.Validate(src); err != nil {
+			t.Errorf("AT_TIMESTAMP for %q: %v", src, err)
+		}
+	}
+	if err := (Config{StartingPosition: TrimHorizon, BatchSize: 10001}).Validate(table); !errors.As(err, &ve) || ve.Field != "batchSize" {
+		t.Fatalf("BatchSize 10001 on a DynamoDB stream: %v", err)
+	}
+}
+
+// TestNewChecksTheWholeMapping: New checks the mapping itself, with its own clock, whatever was
+// checked before (a Config keeps no mark of a check): a timestamp Validate accepted is refused
+// by a poller whose clock puts it in the future.
+func TestNewChecksTheWholeMapping(t *testing.T) {
 	ts := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
 	cfg := Config{StartingPosition: AtTimestamp, StartingPositionTimestamp: ts}
-	before := WithClock(func() time.Time { return ts.Add(-time.Hour) })
-	inv := inprocess.New(func() error { return nil })
-	if _, err := New(kinesisSource(fakekinesis.New(), "arn:aws:kinesis:us-east-1:111111111111:stream/s"), cfg, NewMemoryStore(), inv, before); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("New accepted a timestamp in its clock's future: %v", err)
-	}
-	checked, err := cfg.Check()
-	if err != nil {
+	if err := cfg.Validate(testStreamARN); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(kinesisSource(fakekinesis.New(), testStreamARN), checked.Config(), NewMemoryStore(), inv, before); err != nil {
-		t.Fatalf("New checked the configuration again: %v", err)
+	before := WithClock(func() time.Time { return ts.Add(-time.Hour) })
+	inv := inprocess.New(func() error { return nil })
+	if _, err := New(kinesisSource(fakekinesis.New(), testStreamARN), cfg, NewMemoryStore(), inv, before); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New accepted a timestamp in its clock's future: %v", err)
 	}
-	changed := checked.Config()
-	changed.StartingPositionTimestamp = ts.Add(time.Second)
-	if _, err := New(kinesisSource(fakekinesis.New(), testStreamARN), changed, NewMemoryStore(), inv, before); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("New did not check a configuration changed after its check: %v", err)
+	if _, err := New(nil, cfg, NewMemoryStore(), inv); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New without a source: %v", err)
 	}
 }
 

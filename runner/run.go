@@ -55,10 +55,9 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if m.Function.Invoker == nil && m.Function.Handler == nil {
 		return fmt.Errorf("function %s: %w", m.Function.Name, ErrNoFunction)
 	}
-	// Lambda's settings are checked before any network call (and the stream's ARN, when it is
-	// given as one); the stream's ARNs that the calls find are checked then.
-	mc, err := m.Config.CheckSettings()
-	if err != nil {
+	// Lambda's settings are checked alone before any network call (and the stream's ARN, when
+	// it is given as one); poller.New checks the whole mapping once the source is found.
+	if err := m.Config.Validate(m.Source.Stream); err != nil {
 		return err
 	}
 	if ddb, err := checkDynamoDB(m); ddb {
@@ -77,6 +76,7 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if err != nil {
 		return err
 	}
+	mc := m.Config
 	mc.FunctionARN = found.FunctionARN
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
 	if _, err := kinesissrc.ListShards(ctx, r.kinStart, found.StreamARN); err != nil {

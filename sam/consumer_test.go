@@ -26,7 +26,7 @@ func TestStreamConsumerSource(t *testing.T) {
 		t.Fatalf("stream %+v: want the template's Stream", m.Stream)
 	}
 	cfg := m.PollerConfig()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Validate(m.EventSourceArn); err != nil {
 		t.Fatal(err)
 	}
 

@@ -37,7 +37,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for _, m := range tpl.Mappings {
-			if err := m.PollerConfig().Validate(); err != nil {
+			if err := m.PollerConfig().Validate(m.EventSourceArn); err != nil {
 				t.Fatalf("mapping %s resolved but poller.Config rejects it: %v", m.ID, err)
 			}
 		}

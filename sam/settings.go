@@ -161,7 +161,7 @@ func (p propReader) functionResponseTypes() ([]string, error) {
 // lambdaValidation checks the mapping as poller.Config, with Lambda's ranges and messages, and
 // places the error at the property it names.
 func (p propReader) lambdaValidation(m *Mapping, kind mappingKind) error {
-	err := m.PollerConfig().Validate()
+	err := m.PollerConfig().Validate(m.EventSourceArn)
 	if err == nil {
 		return nil
 	}

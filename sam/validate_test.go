@@ -246,7 +246,7 @@ func TestValidationMessages(t *testing.T) {
 // template's FilterCriteria must get too (the filter rules are the poller's).
 func pollerMessage(t *testing.T, patterns ...string) string {
 	t.Helper()
-	err := poller.Config{StartingPosition: poller.Latest, FilterPatterns: patterns}.Validate()
+	err := poller.Config{StartingPosition: poller.Latest, FilterPatterns: patterns}.Validate("")
 	if err == nil {
 		t.Fatalf("poller.Config accepts the patterns %q", patterns)
 	}
@@ -355,7 +355,7 @@ func TestPollerConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.PollerConfig()
-	if err := c.Validate(); err != nil {
+	if err := c.Validate(m.EventSourceArn); err != nil {
 		t.Fatal(err)
 	}
 	if c.BatchSize != 50 || c.MaximumBatchingWindow.Seconds() != 1 ||

@@ -307,8 +307,8 @@ func TestPollGrid(t *testing.T) {
 		if err != nil || c.Run.Config.PollGrid != 0 {
 			t.Fatalf("%v: %v, PollGrid %s; want it left to the poller", tt.args, err, c.Run.Config.PollGrid)
 		}
-		checked, err := c.Run.Config.CheckSettings()
-		if err != nil || checked.PollGrid != tt.wantGrid {
+		err = c.Run.Config.Validate("")
+		if checked := c.Run.Config.Defaults(); err != nil || checked.PollGrid != tt.wantGrid {
 			t.Fatalf("%v: the poller's PollGrid %s, %v; want %s", tt.args, checked.PollGrid, err, tt.wantGrid)
 		}
 	}
@@ -317,7 +317,7 @@ func TestPollGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ve *poller.ValidationError
-	if _, err := c.Run.Config.CheckSettings(); !errors.As(err, &ve) || ve.Field != "PollGrid" {
+	if err := c.Run.Config.Validate(""); !errors.As(err, &ve) || ve.Field != "PollGrid" {
 		t.Fatalf("--poll-grid 50ms above --poll-interval 20ms: %v, want a PollGrid error", err)
 	}
 	serve := ServeFlags{PollFlags: PollFlags{PollInterval: time.Second, PollGrid: 200 * time.Millisecond}}

@@ -17,11 +17,10 @@ import (
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
-// TestAPIStartChecksOnce: the configuration a Create checked is what the mapping's start runs,
-// and the poller takes it without checking it again (here a starting timestamp that a poller's
-// clock an hour earlier would refuse); a mapping read back from the catalog is checked when it
-// starts.
-func TestAPIStartChecksOnce(t *testing.T) {
+// TestAPIStartRunsWhatCreateChecked: the configuration a Create validated (defaults applied) is
+// what the mapping's start runs, rebuilt from the stored record as any start is, with the
+// Manager's hooks; the start checks it again (poller.New), a Config keeping no mark of a check.
+func TestAPIStartRunsWhatCreateChecked(t *testing.T) {
 	ctx := context.Background()
 	kin := fakekinesis.New()
 	arn := kin.CreateStream("s", 1)
@@ -44,29 +43,26 @@ func TestAPIStartChecksOnce(t *testing.T) {
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
-	m.mu.Lock()
-	e := m.maps[v.UUID]
-	checked := e.cfg
-	started, err := m.mapping(e, nil)
-	m.mu.Unlock()
-	if checked == nil || err != nil {
-		t.Fatalf("Create kept no checked configuration (%v)", err)
+	req, aerr := parseCreate(fmt.Appendf(nil, `{"FunctionName":"fn","EventSourceArn":%q,"StartingPosition":"AT_TIMESTAMP","StartingPositionTimestamp":%d.%03d}`,
+		arn, ts.Unix(), ts.Nanosecond()/1e6))
+	if aerr != nil {
+		t.Fatal(aerr)
 	}
+	checked, _, aerr := m.checkCreate(req)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	m.mu.Lock()
+	started := m.mapping(m.maps[v.UUID], nil)
+	m.mu.Unlock()
 	if started.Hooks.BlockedAfter != 7*time.Second {
 		t.Fatalf("the start's BlockedAfter is %s, want WithBlockedAfter's 7s", started.Hooks.BlockedAfter)
 	}
-	if !reflect.DeepEqual(started.Config, *checked) {
-		t.Fatalf("the start runs another configuration than the one Create checked:\n%+v\n%+v", started.Config, *checked)
+	if got := started.Config.Defaults(); !reflect.DeepEqual(normal(got), normal(checked)) {
+		t.Fatalf("the start runs another configuration than the one Create checked:\n%+v\n%+v", got, checked)
 	}
 	earlier := poller.WithClock(func() time.Time { return ts.Add(-time.Hour) })
-	if _, err := poller.New(kinesissrc.MustNew(kin, started.Source.Stream), started.Config, poller.NewMemoryStore(), inv, earlier); err != nil {
-		t.Fatalf("the start's configuration is checked again: %v", err)
-	}
-	read, err := m.config(e) // as a catalog read gives it
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := poller.New(kinesissrc.MustNew(kin, started.Source.Stream), read, poller.NewMemoryStore(), inv, earlier); err == nil {
-		t.Fatal("a configuration read back from the catalog was not checked")
+	if _, err := poller.New(kinesissrc.MustNew(kin, started.Source.Stream), started.Config, poller.NewMemoryStore(), inv, earlier); err == nil {
+		t.Fatal("the start's configuration was not checked by the poller")
 	}
 }
