@@ -41,10 +41,13 @@ const (
 	DefaultMaxFilters     = 5
 )
 
-// Config is one event source mapping. A zero field means its default, given in its comment.
+// Config is an event source mapping's settings: Lambda's, esm's own two (OnDestinationFailure,
+// MaxFilters), the function's ARN and the poller's runtime knobs (PollInterval to ClaimInterval).
+// A zero field means its default, given in its comment (Defaults). Validate checks it alone; New
+// checks it with its source.
 type Config struct {
-	// FunctionARN is the mapped function's ARN (used in the on-failure record and the handler's
-	// context). Optional.
+	// FunctionARN is the mapped function's ARN: the on-failure record's, and the ARN the function
+	// is invoked as (its InvokedFunctionArn, invoke.WithFunctionARN). Optional.
 	FunctionARN string
 	// BatchSize is the most records in one invocation, 1–10000. Default 100.
 	BatchSize int

@@ -87,9 +87,11 @@ func WithDestination(d Destination) Option { return func(p *Poller) { p.dest = d
 // WithClock sets the clock used for batching windows and timestamps (default time.Now).
 func WithClock(now func() time.Time) Option { return func(p *Poller) { p.now = now } }
 
-// New checks cfg and returns the Poller of the mapping that reads src with cfg's settings, keeps
-// its progress in store and invokes inv. Every configuration error wraps ErrInvalidConfig and is a
-// *ValidationError naming the field.
+// New checks the whole mapping once, cfg's settings with the rules of src's kind (as
+// Config.Validate does) and with the poller's clock, and returns the Poller of the mapping that
+// reads src with cfg's settings (their zero fields at their defaults), keeps its progress in store
+// and invokes inv. Every configuration error wraps ErrInvalidConfig and is a *ValidationError
+// naming the field.
 func New(src Source, cfg Config, store Store, inv Invoker, opts ...Option) (*Poller, error) {
 	p := &Poller{src: src, store: store, inv: inv, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now,
 		retryBase: time.Second, retryMax: 5 * time.Second, obs: NopObserver{}, blockedAfter: DefaultBlockedAfter, bound: DefaultInvocationBound,
