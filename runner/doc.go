@@ -21,7 +21,7 @@
 // handler run in this process as the template's function reads the template's environment from
 // the process's, which its program sets (this package writes no process environment).
 //
-// Run finds the stream (and the enhanced fan-out consumer), checks the mapping once, opens its
+// Run checks the settings, finds the stream (and the enhanced fan-out consumer), opens its
 // store (a state directory, a lease table, or one Store.Open opens) and runs its poller; with a
 // lease table, the lease coordinator too, whose leases are renewed until the poller stopped.
 // Supervise runs many mappings (esm serve's), each started again after a failure with a growing
@@ -29,29 +29,26 @@
 //
 // # One mapping's configuration, from the flags and from the API to poller.New
 //
-// esm run (cmd/esm runCmd.run; handler/inproc.Run takes the same path from its typed options,
-// inproc.options.mapping in place of the flags, and runs the mapping on its own Runner):
+// The settings are checked in two ways: alone (poller.Config.Validate, fed by the source's
+// kind), and as a whole mapping when it starts (poller.New). A Config keeps no mark of a check.
+//
+// esm run (handler/inproc.Run takes the same path from its typed options, inproc.options.mapping
+// in place of the flags):
 //
 //  1. cli.RunFlags.Load → TemplateFlags.LoadMapping → TemplateFlags.Target → AWSConfig →
-//     Template.Mapping → Template.Load (sam.Load) → sam.Template.Select →
-//     sam.Mapping.PollerConfig, TemplateSource: a Mapping (Source, Function, Config, Store, Hooks);
-//  2. MappingFlags.apply, RunFlags.overrideMapping (the flags given, on the Config);
-//  3. cli.Run → Config.mapping (the invoker, or the handler) → New →
-//     Config.trace, Config.observe (Hooks) → Runner.Run;
-//  4. Runner.Run → poller.Config.CheckSettings (Lambda's settings, before any call) →
-//     resolve (kinesissrc.ResolveStreamARN, resolveConsumer, the function's ARN) → kinesissrc.ListShards → openStore →
-//     runOn → poller.New, which checks the stream's ARNs and not the settings again.
+//     Template.Mapping (sam.Load, Select, sam.Mapping.PollerConfig, TemplateSource): a Mapping;
+//  2. MappingFlags.apply, RunFlags.overrideMapping: the flags given, on the Config;
+//  3. cli.Run → Config.mapping (the invoker, or the handler) → Config.trace, Config.observe
+//     (Hooks) → Runner.Run;
+//  4. Runner.Run → Config.Validate (the settings alone, before any call) → resolve (the
+//     stream, the consumer, the function's ARN: Resolve) → the source → openStore (the
+//     checkpoint key, Resolved.Key) → runOn → Function.Open → poller.New (the whole mapping).
 //
 // CreateEventSourceMapping (esm serve):
 //
-//  1. esmapi.Manager.Create → parseCreate → Manager.create → Manager.checkCreate
-//     (createRequest.checkModel, checkKinesis, createRequest.apply on the Config) →
-//     poller.Config.Check: the one check, which the value keeps;
-//  2. Runner.Resolve (the source, found once) → Manager.add (the catalog) →
-//     Manager.startLocked → Manager.mapping (the checked value) → Supervisor.Start →
-//     Runner.Run → CheckSettings and poller.New, which find the value checked and check nothing
-//     again.
-//
-// A mapping read back from the catalog (a restart, another worker's change) is checked once, by
-// Runner.Run.
+//  1. esmapi.Manager.Create → parseCreate → checkCreate (checkModel, checkKinesis,
+//     createRequest.apply on the Config) → Config.Validate (the settings alone, for the answer);
+//  2. Runner.Resolve (the source, found once) → Manager.add (the catalog) → startLocked →
+//     Manager.mapping (the settings rebuilt from the stored record, as every start) →
+//     Supervisor.Start → Runner.Run, which does not look the source up again, and poller.New.
 package runner

@@ -42,8 +42,8 @@ func (r *Runner) withDefaults(m Mapping) Mapping {
 	return m
 }
 
-// Run runs the mapping until ctx ends: it finds the stream (and the consumer), checks the
-// mapping's configuration once, opens its store and runs its poller (with a lease table, the
+// Run runs the mapping until ctx ends: it checks the settings, finds the stream (and the
+// consumer), opens its store and runs its poller, which checks the whole mapping (with a lease table, the
 // lease coordinator too, whose leases are renewed until the poller stopped). Configuration
 // errors wrap poller.ErrInvalidConfig, and are found before any call to AWS; nothing is written
 // before the stream has been found.
