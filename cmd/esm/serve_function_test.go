@@ -57,19 +57,8 @@ func TestServeExecFunctionKnowsItsName(t *testing.T) {
 		t.Fatal(err)
 	}
 	putRecords(t, stream, "r1")
-	testkit.WaitFor(t, "an invocation", 30*time.Second, func() bool { return testkit.LineCount(t, trace) > 0 })
-	raw, err := os.ReadFile(trace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tr struct {
-		FunctionARN string `json:"functionArn"`
-	}
-	if err := json.Unmarshal([]byte(strings.SplitN(string(raw), "\n", 2)[0]), &tr); err != nil {
-		t.Fatal(err)
-	}
-	if want := "arn:aws:lambda:" + local.DefaultRegion + ":000000000000:function:orders"; tr.FunctionARN != want {
-		t.Fatalf("the function's context names %q, want %q", tr.FunctionARN, want)
+	if got, want := invokedAs(t, trace), "arn:aws:lambda:"+local.DefaultRegion+":000000000000:function:orders"; got != want {
+		t.Fatalf("the function's context names %q, want %q", got, want)
 	}
 	ev, err := os.ReadFile(dump)
 	if err != nil {
@@ -118,20 +107,27 @@ func TestServeInvokesAsItReports(t *testing.T) {
 				t.Fatal(err)
 			}
 			putRecords(t, stream, "r1")
-			testkit.WaitFor(t, "an invocation", 30*time.Second, func() bool { return testkit.LineCount(t, trace) > 0 })
-			raw, err := os.ReadFile(trace)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tr struct {
-				FunctionARN string `json:"functionArn"`
-			}
-			if err := json.Unmarshal([]byte(strings.SplitN(string(raw), "\n", 2)[0]), &tr); err != nil {
-				t.Fatal(err)
-			}
-			if reported := aws.ToString(out.FunctionArn); tr.FunctionARN != reported {
-				t.Fatalf("the function is invoked as %q; the API reports the mapping's FunctionArn %q", tr.FunctionARN, reported)
+			if got, reported := invokedAs(t, trace), aws.ToString(out.FunctionArn); got != reported {
+				t.Fatalf("the function is invoked as %q; the API reports the mapping's FunctionArn %q", got, reported)
 			}
 		})
 	}
+}
+
+// invokedAs waits for the first invocation the example function traced to trace and returns the
+// ARN it was invoked as (its context's InvokedFunctionArn).
+func invokedAs(t *testing.T, trace string) string {
+	t.Helper()
+	testkit.WaitFor(t, "an invocation", 30*time.Second, func() bool { return testkit.LineCount(t, trace) > 0 })
+	raw, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		FunctionARN string `json:"functionArn"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(string(raw), "\n", 2)[0]), &tr); err != nil {
+		t.Fatal(err)
+	}
+	return tr.FunctionARN
 }
