@@ -27,14 +27,14 @@ type rewindCmd struct {
 	cli.AWSFlags  `embed:""`
 	Stream        string        `help:"Kinesis stream name or ARN of the mapping." env:"ESM_STREAM" required:""`
 	LeaseTable    string        `help:"The mapping's DynamoDB lease table: its workers stop, the leases are moved, the workers go on from there." env:"ESM_LEASE_TABLE" required:""`
-	Shard         []string      `help:"A shard to rewind (repeatable); default every shard. Its descendants (children of a split or merge) wait for it again." placeholder:"SHARD-ID"`
-	ToTimestamp   string        `name:"to-timestamp" help:"Move to the first record that arrived at or after this time: RFC 3339, or a duration meaning that long ago (1h)." placeholder:"TIME"`
-	From          string        `help:"Replay the window [--from, --until): its records are invoked again, then the mapping goes on from where it was. RFC 3339 or a duration ago." placeholder:"TIME"`
-	Until         string        `help:"The window's end (exclusive); see --from." placeholder:"TIME"`
-	Sequence      []string      `help:"Move SHARD to its record SEQ (AT_SEQUENCE_NUMBER), repeatable." placeholder:"SHARD=SEQ"`
-	Wait          time.Duration `help:"How long to wait for the workers to stop before the rewind is refused (nothing changed)." default:"2m"`
-	LeaseDuration time.Duration `help:"The workers' --lease-duration: a worker whose heartbeat stood still this long counts as stopped." default:"10s"`
-	JSON          bool          `help:"Print the result as JSON."`
+	Shard         []string      `help:"A shard to rewind (repeatable); default every shard. Its descendants (children of a split or merge) wait for it again." placeholder:"SHARD-ID" env:"ESM_SHARD"`
+	ToTimestamp   string        `name:"to-timestamp" help:"Move to the first record that arrived at or after this time: RFC 3339, or a duration meaning that long ago (1h)." placeholder:"TIME" env:"ESM_TO_TIMESTAMP"`
+	From          string        `help:"Replay the window [--from, --until): its records are invoked again, then the mapping goes on from where it was. RFC 3339 or a duration ago." placeholder:"TIME" env:"ESM_FROM"`
+	Until         string        `help:"The window's end (exclusive); see --from." placeholder:"TIME" env:"ESM_UNTIL"`
+	Sequence      []string      `help:"Move SHARD to its record SEQ (AT_SEQUENCE_NUMBER), repeatable." placeholder:"SHARD=SEQ" env:"ESM_SEQUENCE"`
+	Wait          time.Duration `help:"How long to wait for the workers to stop before the rewind is refused (nothing changed)." default:"2m" env:"ESM_WAIT"`
+	LeaseDuration time.Duration `help:"The workers' --lease-duration: a worker whose heartbeat stood still this long counts as stopped." default:"10s" env:"ESM_LEASE_DURATION"`
+	JSON          bool          `help:"Print the result as JSON." env:"ESM_JSON"`
 }
 
 // request is the rewind the flags ask for; a usage error says which flag to fix.
