@@ -70,6 +70,12 @@ func (s RewindState) InProgress() bool {
 	return s.State == RewindRequested || s.State == RewindApplying
 }
 
+// Notice is the rewind as a worker tells its observers (poller.RewindObserver).
+func (s RewindState) Notice() poller.RewindNotice {
+	return poller.RewindNotice{Revision: s.Revision, State: s.State, InProgress: s.InProgress(), Request: s.Request, By: s.By,
+		RequestedAt: s.RequestedAt, DoneAt: s.DoneAt, Report: s.Report}
+}
+
 // ReadRewind reads the table's latest rewind request (a consistent read of the mapping item);
 // Revision 0 when there never was one.
 func ReadRewind(ctx context.Context, api DynamoAPI, table string) (RewindState, error) {
@@ -128,25 +134,34 @@ func setRewindState(ctx context.Context, api DynamoAPI, table string, rev int64,
 }
 
 // AwaitRewinds is what a worker does before it joins: it waits while a rewind is in progress
-// (logging every 10 s), and returns the revision it starts under (WithRewindRevision). A
+// (logging every 10 s, and telling seen, when not nil, of each state it waits on), and returns
+// the latest rewind, ended (or Revision 0: none), whose revision it starts under
+// (WithRewindRevision). A
 // request whose asker is gone (still "requested" rewindExpiry after its deadline) is refused,
 // so that the fleet goes on from where it was; one being applied is only ever completed (by
 // esm rewind run again).
-func AwaitRewinds(ctx context.Context, api DynamoAPI, table string, log *slog.Logger) (int64, error) {
-	var told time.Time
+func AwaitRewinds(ctx context.Context, api DynamoAPI, table string, log *slog.Logger, seen func(RewindState)) (RewindState, error) {
+	var (
+		told time.Time
+		last RewindState
+	)
 	for {
 		st, err := ReadRewind(ctx, api, table)
 		if err != nil {
-			return 0, err
+			return RewindState{}, err
 		}
 		if !st.InProgress() {
-			return st.Revision, nil
+			return st, nil
 		}
+		if seen != nil && (st.Revision != last.Revision || st.State != last.State) {
+			seen(st)
+		}
+		last = st
 		now := time.Now()
 		if st.State == RewindRequested && !st.Deadline.IsZero() && now.After(st.Deadline.Add(rewindExpiry)) {
 			if _, err := setRewindState(ctx, api, table, st.Revision, RewindRequested, RewindRefused,
 				"refused: the esm rewind that asked for it did not apply it by its deadline; nothing was changed"); err != nil {
-				return 0, err
+				return RewindState{}, err
 			}
 			log.Warn("rewind refused: its asker did not apply it by its deadline; going on from where the mapping was", "revision", st.Revision)
 			continue
@@ -160,7 +175,7 @@ func AwaitRewinds(ctx context.Context, api DynamoAPI, table string, log *slog.Lo
 			log.Info(msg, "revision", st.Revision, "state", st.State, "by", st.By, "requested_at", st.RequestedAt)
 		}
 		if !ctxwait.Sleep(ctx, 500*time.Millisecond) {
-			return 0, ctx.Err()
+			return RewindState{}, ctx.Err()
 		}
 	}
 }

@@ -175,3 +175,21 @@ func (t tee) BatchSkipped(shardID string, s poller.Skipped) {
 		}
 	}
 }
+
+var _ poller.RewindObserver = tee(nil)
+
+func (t tee) RewindSeen(n poller.RewindNotice) {
+	for _, o := range t {
+		if ro, ok := o.(poller.RewindObserver); ok {
+			ro.RewindSeen(n)
+		}
+	}
+}
+
+func (t tee) RewindEnded(n poller.RewindNotice) {
+	for _, o := range t {
+		if ro, ok := o.(poller.RewindObserver); ok {
+			ro.RewindEnded(n)
+		}
+	}
+}

@@ -11,20 +11,33 @@ import (
 // runLeaseTable runs the mapping of src and mc on its lease table, and again after each rewind: a
 // worker that sees a rewind requested stops (invoking nothing more, its leases released, its
 // roster entry left), waits until the rewind is applied or refused, and joins again as a new
-// worker that reads the rewound items (lease/DESIGN.md, "Rewinds").
+// worker that reads the rewound items (lease/DESIGN.md, "Rewinds"). The mapping's observer, if
+// a poller.RewindObserver, sees the latest rewind at each start and while one is waited on, and
+// each one this worker stopped for once it ended.
 func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, src *kinesissrc.Stream, mc poller.Config) error {
 	if err := lease.EnsureTable(ctx, r.ddbStart, m.Store.LeaseTable, m.Store.CreateLeaseTable); err != nil {
 		return err
 	}
+	ro, _ := m.Hooks.Observer.(poller.RewindObserver)
+	seen := func(s lease.RewindState) {
+		if ro != nil && s.Revision > 0 {
+			ro.RewindSeen(s.Notice())
+		}
+	}
+	stopped := false // for a rewind, which has now ended
 	for {
-		rev, err := lease.AwaitRewinds(ctx, r.ddb, m.Store.LeaseTable, m.Hooks.Logger)
+		last, err := lease.AwaitRewinds(ctx, r.ddb, m.Store.LeaseTable, m.Hooks.Logger, seen)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		st, err := r.openLeases(ctx, m, src.Identity().ARN, lease.WithRewindRevision(rev))
+		seen(last)
+		if ro != nil && stopped && last.Revision > 0 {
+			ro.RewindEnded(last.Notice())
+		}
+		st, err := r.openLeases(ctx, m, src.Identity().ARN, lease.WithRewindRevision(last.Revision))
 		if err != nil {
 			return err
 		}
@@ -48,5 +61,6 @@ func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, src *kinesissrc.S
 		if err != nil || !rewound {
 			return err
 		}
+		stopped = true
 	}
 }

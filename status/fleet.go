@@ -113,13 +113,19 @@ func readsIt(l LiveShard) bool {
 }
 
 // leaseFleet is what a lease table says of the workers and the blocked shards.
-type leaseFleet struct{ lease.Fleet }
+type leaseFleet struct {
+	lease.Fleet
+	rewind lease.RewindState // the mapping's latest rewind (Revision 0: none)
+}
 
 // apply sets each shard's owner and, for a shard its owner marked blocked, the mark; the workers
 // that publish no address are listed as not read. Nil: nothing to apply.
 func (f *leaseFleet) apply(rep *Report) {
 	if f == nil {
 		return
+	}
+	if f.rewind.Revision > 0 {
+		rep.Rewind = live.NewRewindView(f.rewind.Notice())
 	}
 	owners := map[string]string{}
 	for _, l := range f.Leases {

@@ -245,6 +245,10 @@ func (r *Reader) readTable(ctx context.Context) (*leaseFleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.table0, r.tableRead = &leaseFleet{f}, now
+	rw, err := lease.ReadRewind(ctx, r.ddb, r.table)
+	if err != nil {
+		return nil, err
+	}
+	r.table0, r.tableRead = &leaseFleet{Fleet: f, rewind: rw}, now
 	return r.table0, nil
 }

@@ -114,6 +114,9 @@ func (r Report) header() string {
 		b.WriteString("; iterator age " + millis(*sum.IteratorAgeMillis))
 	}
 	b.WriteString("\n")
+	if w := r.Rewind; w != nil {
+		b.WriteString("rewind    " + rewindText(w) + "\n")
+	}
 	byID := map[string]Shard{}
 	for _, s := range r.Shards {
 		byID[s.ShardID] = s
@@ -148,6 +151,27 @@ func (s Shard) blockedText() string {
 		if s.LastErrorAt != nil {
 			line += " (at " + s.LastErrorAt.UTC().Format(time.TimeOnly) + ")"
 		}
+	}
+	return line
+}
+
+// rewindText says what the mapping's latest rewind asked, by whom, and where it stands.
+func rewindText(w *live.RewindView) string {
+	line := fmt.Sprintf("revision %d %s", w.Revision, w.State)
+	if w.InProgress {
+		line = fmt.Sprintf("IN PROGRESS (revision %d %s, the workers invoke nothing until it is applied)", w.Revision, w.State)
+	} else if w.DoneAt != nil {
+		line += " at " + w.DoneAt.UTC().Format(time.DateTime)
+	}
+	line += ": " + w.Request.String()
+	if w.By != "" {
+		line += ", asked by " + w.By
+	}
+	if w.RequestedAt != nil {
+		line += " at " + w.RequestedAt.UTC().Format(time.DateTime)
+	}
+	if w.Report != "" {
+		line += "; " + clipLine(w.Report, 200)
 	}
 	return line
 }

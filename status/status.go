@@ -32,7 +32,10 @@ type Report struct {
 	// Workers are the workers whose live view was read (the lease table's), and whether each
 	// answered.
 	Workers []Worker `json:"workers,omitempty"`
-	Shards  []Shard  `json:"shards"`
+	// Rewind is the mapping's latest rewind (esm rewind), as its lease table says: in progress,
+	// or the last one.
+	Rewind *live.RewindView `json:"rewind,omitempty"`
+	Shards []Shard          `json:"shards"`
 }
 
 // Summary is what the first lines of the report say: the shards by state, the mapping's

@@ -194,6 +194,7 @@ func (f *fleet) merge(v *MappingView, self string, peers []*peerState, listErr e
 		if pm == nil {
 			continue
 		}
+		v.Rewind = laterRewind(v.Rewind, pm.Rewind)
 		for _, s := range pm.Shards {
 			if s.Owner == "" {
 				continue // not read there: this worker's view stands
@@ -226,6 +227,20 @@ func (f *fleet) merge(v *MappingView, self string, peers []*peerState, listErr e
 		v.Workers[i].Shards = counts[v.Workers[i].ID]
 	}
 	v.finish()
+}
+
+// laterRewind is the later of two workers' views of the mapping's latest rewind: the higher
+// revision, or of the same one the view that saw it end.
+func laterRewind(a, b *RewindView) *RewindView {
+	switch {
+	case a == nil:
+		return b
+	case b == nil || a.Revision > b.Revision:
+		return a
+	case b.Revision > a.Revision || (a.InProgress && !b.InProgress):
+		return b
+	}
+	return a
 }
 
 // matching is the mapping of ms that is v's: the same UUID, or the same function and stream.

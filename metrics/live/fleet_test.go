@@ -16,7 +16,8 @@ import (
 
 // TestFleetMergesPeers: worker a's page shows the shards worker b reads (b's own state, its
 // blocked shard with its error first), worker c, whose page does not answer, as unreachable
-// with the error, and the shard nobody that answered reads as its owner not answering.
+// with the error, the shard nobody that answered reads as its owner not answering, and the
+// mapping's latest rewind as the worker that saw it end last.
 func TestFleetMergesPeers(t *testing.T) {
 	shards := []string{"shardId-000000000000", "shardId-000000000001", "shardId-000000000002"}
 	mk := func(id string) (*live.Board, *live.Mapping) {
@@ -32,6 +33,7 @@ func TestFleetMergesPeers(t *testing.T) {
 	bm.ShardState(shards[1], poller.StateReading)
 	bm.BatchFailing(shards[1], poller.BatchFailure{First: "9", Last: "9", Cause: "cannot parse the poison record", Since: time.Now(), Attempts: 1})
 	bm.ShardBlocked(shards[1], true)
+	bm.RewindSeen(poller.RewindNotice{Revision: 2, State: "applied", Report: "applied: 2 shards rewound"})
 	bsrv := httptest.NewServer(bb.Handler())
 	defer bsrv.Close()
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
@@ -50,6 +52,7 @@ func TestFleetMergesPeers(t *testing.T) {
 		am.ShardLineage(s, nil)
 	}
 	am.ShardState(shards[0], poller.StateReading)
+	am.RewindSeen(poller.RewindNotice{Revision: 2, State: "applying", InProgress: true})
 
 	v := ab.Fleet(context.Background()).Mappings[0]
 	got := map[string]live.ShardView{}
@@ -71,6 +74,9 @@ func TestFleetMergesPeers(t *testing.T) {
 	}
 	if ws["a"].Status != live.WorkerSelf || ws["b"].Status != live.WorkerOK || ws["b"].Shards != 1 || ws["c"].Status != live.WorkerUnreachable || ws["c"].Error == "" {
 		t.Errorf("workers %+v", v.Workers)
+	}
+	if r := v.Rewind; r == nil || r.Revision != 2 || r.State != "applied" || r.InProgress {
+		t.Errorf("the fleet's rewind is b's (seen ended), not a's (seen applying): %+v", r)
 	}
 	if v.Summary.ByState[live.StateBlocked] != 1 || v.Summary.ByState[live.StateReading] != 1 {
 		t.Errorf("summary %+v", v.Summary)

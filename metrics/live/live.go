@@ -94,13 +94,15 @@ type Mapping struct {
 	shards                               map[string]*shard
 	delivered, dropped, deliveryFailures int
 	lastDelivery                         time.Time
-	skipped                              int // batches skipped by an operator
+	skipped                              int         // batches skipped by an operator
+	rewind                               *RewindView // the mapping's latest rewind (esm rewind)
 }
 
 var (
 	_ poller.Observer       = (*Mapping)(nil)
 	_ poller.DetailObserver = (*Mapping)(nil)
 	_ poller.SkipObserver   = (*Mapping)(nil)
+	_ poller.RewindObserver = (*Mapping)(nil)
 )
 
 type shard struct {
@@ -264,3 +266,14 @@ func (m *Mapping) BatchSkipped(id string, k poller.Skipped) {
 	m.shard(id).lastSkip = &SkipView{First: k.First, Last: k.Last, Records: k.Records, Destination: k.Destination,
 		At: stamp(k.At, time.Millisecond)}
 }
+
+// RewindSeen records the mapping's latest rewind: in progress, or the last one, as its table says.
+func (m *Mapping) RewindSeen(n poller.RewindNotice) {
+	v := NewRewindView(n)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rewind = v
+}
+
+// RewindEnded: the page shows the rewind RewindSeen was told of; the metrics count it.
+func (m *Mapping) RewindEnded(poller.RewindNotice) {}

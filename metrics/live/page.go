@@ -183,7 +183,8 @@ form.filter { margin: .6em 0; } form.filter label { margin-right: .8em; }
 <p class="summary">{{if .UUID}}Mapping <code>{{.UUID}}</code>. {{end}}<b>{{.Summary.Shards}} shards</b>: {{range .States}}<span class="count state-{{.State}}" data-state="{{.State}}">{{.N}} {{.State}}</span>{{end}}
 Iterator age: <b>{{ms .IteratorAgeMillis}}</b>.
 On-failure destination: {{.Delivered}} records delivered{{if .LastDelivery}} (last {{clock .LastDelivery}}){{end}}, {{.DeliveryFailures}} failed sends, {{.Dropped}} records dropped.{{if .Skipped}} <span class="skipped">Skipped by an operator: {{.Skipped}} batches.</span>{{end}}</p>
-{{if .Blocked}}<table class="blocked"><caption>{{len .Blocked}} blocked shard(s), longest first</caption>
+{{with .Rewind}}<p class="rewind" data-rewind-revision="{{.Revision}}" data-rewind-state="{{.State}}">{{if .InProgress}}<b>Rewind in progress</b> ({{.State}}): invoking nothing until it is applied. {{else}}Last rewind, {{.State}}{{with .DoneAt}} at {{clock .}}{{end}}: {{end}}revision {{.Revision}}, {{.Request}}{{if .By}}, asked by {{.By}}{{end}}{{with .RequestedAt}} at {{clock .}}{{end}}.{{if .Report}} {{.Report}}{{end}}</p>
+{{end}}{{if .Blocked}}<table class="blocked"><caption>{{len .Blocked}} blocked shard(s), longest first</caption>
 <thead><tr><th>shard</th><th>owner</th><th>blocked since</th><th>attempts</th><th>last error</th><th>error at</th></tr></thead><tbody>
 {{range .Blocked}}<tr data-shard="{{.ShardID}}"><td><code>{{.ShardID}}</code></td><td>{{.Owner}}</td><td>{{clock .BlockedSince}} ({{ago .BlockedSince $now}})</td><td>{{.Attempts}}</td><td class="err">{{.LastError}}</td><td>{{clock .LastErrorAt}}</td></tr>
 {{end}}</tbody></table>{{end}}

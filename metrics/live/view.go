@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/kinesis-esm/esm/poller"
 )
 
 // State is what /live/state.json serves: the mappings at SnapshotAt, as Worker sees them; with
@@ -39,6 +41,9 @@ type MappingView struct {
 	LastDelivery     *time.Time   `json:"lastDelivery,omitempty"`
 	// Skipped counts the batches an operator skipped (esm skip) here.
 	Skipped int `json:"skipped,omitempty"`
+	// Rewind is the mapping's latest rewind (esm rewind, on a lease table): in progress, or the
+	// last one.
+	Rewind *RewindView `json:"rewind,omitempty"`
 	// IteratorAgeMillis is the mapping's: the largest latest age of the shards being read.
 	IteratorAgeMillis *float64 `json:"iteratorAgeMillis,omitempty"`
 }
@@ -111,6 +116,25 @@ type SkipView struct {
 	At          *time.Time `json:"at"`
 }
 
+// RewindView is a mapping's latest rewind: its revision and state (requested, applying,
+// applied, refused), what was asked, by whom and when, and once ended when and what was done.
+type RewindView struct {
+	Revision    int64                `json:"revision"`
+	State       string               `json:"state"`
+	InProgress  bool                 `json:"inProgress,omitempty"`
+	Request     poller.RewindRequest `json:"request"`
+	By          string               `json:"by,omitempty"`
+	RequestedAt *time.Time           `json:"requestedAt,omitempty"`
+	DoneAt      *time.Time           `json:"doneAt,omitempty"`
+	Report      string               `json:"report,omitempty"`
+}
+
+// NewRewindView is the view of a rewind notice.
+func NewRewindView(n poller.RewindNotice) *RewindView {
+	return &RewindView{Revision: n.Revision, State: n.State, InProgress: n.InProgress, Request: n.Request, By: n.By,
+		RequestedAt: stamp(n.RequestedAt, time.Millisecond), DoneAt: stamp(n.DoneAt, time.Millisecond), Report: n.Report}
+}
+
 // Snapshot returns this worker's mappings as its own page shows them.
 func (b *Board) Snapshot() State {
 	b.mu.Lock()
@@ -128,7 +152,7 @@ func (m *Mapping) view(worker string) MappingView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v := MappingView{Function: m.function, Stream: m.stream, UUID: m.uuid, Delivered: m.delivered, Dropped: m.dropped,
-		DeliveryFailures: m.deliveryFailures, LastDelivery: stamp(m.lastDelivery, time.Millisecond), Skipped: m.skipped}
+		DeliveryFailures: m.deliveryFailures, LastDelivery: stamp(m.lastDelivery, time.Millisecond), Skipped: m.skipped, Rewind: m.rewind}
 	for id, s := range m.shards {
 		if s.state == "" && !s.listed { // only counted (a delivery before any state): not a shard to draw
 			continue

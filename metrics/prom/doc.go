@@ -81,6 +81,12 @@
 //	    Blocked batches an operator skipped (esm skip), and their records: sent to the on-failure
 //	    destination with condition OperatorSkipped (also in the destination's counts), or dropped
 //	    without one (also in the dropped counts).
+//	esm_rewinds_total{function,stream,outcome}                counter
+//	    Rewinds of the mapping (esm rewind, on a lease table) this worker stopped for, counted once
+//	    ended, outcome applied or refused. Each worker of the fleet counts the same rewind: max by
+//	    (function, stream, outcome) is the fleet's. The records replayed are not known to a worker.
+//	esm_rewind_in_progress{function,stream}                   gauge, 1 or 0
+//	    1 while this worker waits for a rewind of the mapping to be applied, invoking nothing.
 //
 // The histograms have no shard label, to keep their series count independent of the number of
 // shards. Series of a shard stay while this worker has it, reading, pending or released

@@ -31,6 +31,9 @@ const (
 	// Operator tools (esm skip).
 	NameBatchesSkipped = "esm_batches_skipped_total"
 	NameRecordsSkipped = "esm_records_skipped_total"
+	// Operator tools (esm rewind, on a lease table).
+	NameRewinds          = "esm_rewinds_total"
+	NameRewindInProgress = "esm_rewind_in_progress"
 	// Enhanced fan-out, per shard.
 	NameShardReadBy           = "esm_shard_read_by"
 	NameSubscriptionStarted   = "esm_subscription_started_timestamp_seconds"
@@ -47,6 +50,7 @@ const (
 	LabelShard    = "shard"
 	LabelState    = "state"
 	LabelMode     = "mode"
+	LabelOutcome  = "outcome" // esm_rewinds_total: applied or refused
 )
 
 // shardStates are the states esm_shard_state exposes for every shard from its first state on.
@@ -72,9 +76,11 @@ type Observer struct {
 	subStarted, subLastEvent                              *prometheus.GaugeVec   // by shard
 	subRenewals, subInUse                                 *prometheus.CounterVec // by shard
 	duration, batchSize                                   prometheus.Observer
-	invocations, errors, throttles, destinationFailures   prometheus.Counter // by function and stream, as Lambda's
-	ignoredItemFailures                                   prometheus.Counter // by function and stream
-	batchesSkipped, recordsSkipped                        prometheus.Counter // by function and stream
+	invocations, errors, throttles, destinationFailures   prometheus.Counter     // by function and stream, as Lambda's
+	ignoredItemFailures                                   prometheus.Counter     // by function and stream
+	batchesSkipped, recordsSkipped                        prometheus.Counter     // by function and stream
+	rewinds                                               *prometheus.CounterVec // by outcome
+	rewindInProgress                                      prometheus.Gauge       // by function and stream
 
 	labels []string      // the mapping's label values, in the registry's order (mappingAges)
 	grace  time.Duration // how long a finished shard's series stay (finished.go)
@@ -204,6 +210,11 @@ func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Lab
 		batchesSkipped: perFunction(NameBatchesSkipped,
 			"Blocked batches an operator skipped (esm skip): sent to the on-failure destination with condition OperatorSkipped, or dropped without one.").With(curry),
 		recordsSkipped: perFunction(NameRecordsSkipped, "The records of the batches an operator skipped (esm skip).").With(curry),
+		rewinds: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameRewinds,
+			Help: "Rewinds of the mapping (esm rewind) this worker stopped for, once ended, by outcome: applied or refused."},
+			append(slices.Clip(names), LabelOutcome))).MustCurryWith(curry),
+		rewindInProgress: gauge(NameRewindInProgress,
+			"1 while this worker waits for a rewind of the mapping (esm rewind) to be applied, invoking nothing, else 0.", names...).With(curry),
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -377,6 +388,18 @@ func (p *Observer) BatchSkipped(_ string, k poller.Skipped) {
 	p.batchesSkipped.Inc()
 	p.recordsSkipped.Add(float64(k.Records))
 }
+
+// RewindSeen sets esm_rewind_in_progress: 1 while the rewind seen is requested or applying.
+func (p *Observer) RewindSeen(n poller.RewindNotice) {
+	v := 0.0
+	if n.InProgress {
+		v = 1
+	}
+	p.rewindInProgress.Set(v)
+}
+
+// RewindEnded adds one to esm_rewinds_total with the rewind's outcome.
+func (p *Observer) RewindEnded(n poller.RewindNotice) { p.rewinds.WithLabelValues(n.State).Inc() }
 
 // maxAge is the largest IteratorAge of the shards read here, in milliseconds; false when none has one.
 func (p *Observer) maxAge() (ms float64, ok bool) {
