@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,5 +116,60 @@ func TestRunTellsRewinds(t *testing.T) {
 	}
 	if seen, ended := later.states(); !slices.Equal(seen, []string{lease.RewindApplied}) || len(ended) != 0 {
 		t.Fatalf("a worker started after the rewind: seen %v, ended %v; want seen [applied], none ended", seen, ended)
+	}
+}
+
+// TestRunOpenedStoreRewinds: a mapping whose store is opened by Store.Open (esm serve's
+// per-mapping lease tables) stops when its lease.Dynamo sees a rewind requested, opens its store
+// again (which waits for the rewind and starts under its revision), and reads the rewound records.
+func TestRunOpenedStoreRewinds(t *testing.T) {
+	kin := fakekinesis.New()
+	kin.CreateStream("s", 1)
+	var shard, first string
+	for i := range 6 {
+		id, seq := kin.Put("s", "k", []byte{byte('a' + i)})
+		if i == 0 {
+			shard, first = id, seq
+		}
+	}
+	ddb := fakedynamo.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lease.EnsureTable(ctx, ddb, "leases", true); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := fakeRunner(t, kin, ddb)
+	rec := newReceived(12)
+	var opens atomic.Int32
+	open := func(ctx context.Context) (poller.Store, error) {
+		opens.Add(1)
+		last, err := lease.AwaitRewinds(ctx, ddb, "leases", r.Logger(), nil)
+		if err != nil {
+			return nil, err
+		}
+		return lease.NewDynamo(ddb, "leases", "w1", lease.WithLeaseDuration(2*time.Second), lease.WithRewindRevision(last.Revision))
+	}
+	stop := runUntil(r, Mapping{
+		Source:   Source{Stream: "s"},
+		Function: Function{Handler: rec.handle},
+		Config:   poller.Config{StartingPosition: poller.TrimHorizon, PollInterval: 10 * time.Millisecond},
+		Store:    Store{Open: open},
+		UUID:     "0e6a9a3c-6b1f-4d7e-9d1e-2f3a4b5c6d7e",
+	})
+	testkit.WaitFor(t, "6 records", 30*time.Second, func() bool { return rec.count() >= 6 })
+	ls, err := kin.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String("s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := poller.RewindRequest{Sequences: map[string]string{shard: first}}
+	if _, err := lease.Rewind(ctx, ddb, "leases", ls.Shards, q, lease.RewindOptions{Wait: 10 * time.Second, LeaseDuration: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, rec.got, "the 6 records again after the rewind")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := opens.Load(); n != 2 {
+		t.Fatalf("the store was opened %d times, want 2 (at the start, after the rewind)", n)
 	}
 }

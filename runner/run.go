@@ -85,12 +85,7 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if m.Store.Open == nil && m.Store.LeaseTable != "" {
 		return r.runLeaseTable(ctx, m, src, mc) // rewind.go: started again after each rewind
 	}
-	st, err := r.openStore(ctx, m, found)
-	if err != nil {
-		return err
-	}
-	defer st.close()
-	return r.runOn(ctx, m, src, mc, st)
+	return r.runRewinding(ctx, m, src, mc, func(ctx context.Context, _ bool) (*opened, error) { return r.openStore(ctx, m, found) })
 }
 
 // stream is the Kinesis source of the mapping found: its stream, read through its consumer when

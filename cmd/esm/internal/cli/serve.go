@@ -331,8 +331,14 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bo
 			if err := ensureLeaseTable(ctx, ddb, catalog, id, table(id)); err != nil {
 				return nil, err
 			}
+			// Asked at each start of the mapping's poller, and again after each rewind (the
+			// runner stops the poller when one is requested): it waits while one is in progress.
+			last, err := lease.AwaitRewinds(ctx, ddb, table(id), logger.With("mapping", id), nil)
+			if err != nil {
+				return nil, err
+			}
 			return lease.NewDynamo(ddb, table(id), worker, lease.WithLogger(logger), lease.WithLeaseDuration(f.LeaseDuration),
-				lease.WithFunctionTimeout(bound), lease.WithStatusAddr(statusAddr))
+				lease.WithFunctionTimeout(bound), lease.WithStatusAddr(statusAddr), lease.WithRewindRevision(last.Revision))
 		},
 		DeleteFunc: func(ctx context.Context, id string) error { return deleteLeaseTable(ctx, ddb, table(id)) },
 	}
