@@ -66,6 +66,13 @@ func (m *Manager) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		serveSkip(r.Context(), w, reqID, skips, body)
+	case strings.HasPrefix(path, mappingsPath+"/") && strings.HasSuffix(path, "/esm/"+RewindTool):
+		id := strings.TrimSuffix(path[len(mappingsPath)+1:], "/esm/"+RewindTool)
+		if r.Method != http.MethodPost || strings.Contains(id, "/") {
+			unknownOperation(w, reqID)
+			return
+		}
+		m.serveRewind(r.Context(), w, r, reqID, id, body)
 	case strings.HasPrefix(path, mappingsPath+"/") && !strings.Contains(path[len(mappingsPath)+1:], "/"):
 		id := path[len(mappingsPath)+1:]
 		switch r.Method {

@@ -47,6 +47,7 @@ type options struct {
 	trace          func(EventSourceMapping) poller.Tracer
 	results        Results
 	blockedAfter   time.Duration
+	rewind         RewindFunc
 }
 
 // WithFunctions registers functions that mappings may invoke, known by their names (repeatable;

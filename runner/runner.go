@@ -131,6 +131,9 @@ func (r *Runner) Logger() *slog.Logger { return r.log }
 // DynamoDB is the lease tables' client (esm serve keeps its catalog with it too).
 func (r *Runner) DynamoDB() DynamoDBAPI { return r.ddb }
 
+// Kinesis is the streams' client (esm serve's rewind route lists and checks a stream with it).
+func (r *Runner) Kinesis() KinesisAPI { return r.kin }
+
 // StartupAttempts is how many times each call of a worker's start-up (the stream, its consumer
 // and shards, the lease table and the mapping's UUID) is attempted, with the SDK's back-off:
 // a minute on average (at most about two), instead of the SDK's 3 attempts (about a second) that

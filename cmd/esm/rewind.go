@@ -11,10 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/lease"
@@ -103,27 +101,14 @@ func (c *rewindCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	shards, err := kinesissrc.ListShards(ctx, kin, arn)
-	if err != nil {
-		return err
-	}
-	if err := q.Validate(shards, now); err != nil {
-		return err
-	}
-	if err := checkSequences(ctx, kin, arn, q); err != nil {
-		return err
-	}
-	trimmed := trimmedBefore(ctx, kin, arn, q, now)
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	if trimmed != "" {
-		log.Warn(trimmed)
-	}
-	res, err := lease.Rewind(ctx, dynamodb.NewFromConfig(cfg), c.LeaseTable, shards, q, lease.RewindOptions{
+	res, err := runner.Rewind(ctx, kin, dynamodb.NewFromConfig(cfg), arn, c.LeaseTable, q, now, lease.RewindOptions{
 		By: asker(), Wait: c.Wait, LeaseDuration: c.LeaseDuration, Log: log,
 	})
 	if err != nil {
 		return err
 	}
+	trimmed := res.Trimmed
 	if c.JSON {
 		return json.NewEncoder(e.stdout).Encode(map[string]any{"revision": res.Revision, "rewound": res.Rewound, "reset": res.Reset,
 			"stoppedAfter": res.Stopped.String(), "trimmed": trimmed})
@@ -138,51 +123,6 @@ func cmpOr(s, d string) string {
 		return d
 	}
 	return s
-}
-
-// checkSequences asks Kinesis for each sequence number's record in its shard (an iterator at
-// it, one record): a number of another shard, or of a record trimmed, is refused with what to
-// fix.
-func checkSequences(ctx context.Context, kin *kinesis.Client, arn string, q poller.RewindRequest) error {
-	for id, seq := range q.Sequences {
-		bad := &poller.ValidationError{Field: "Sequences", Message: fmt.Sprintf(
-			"shard %s has no record with sequence number %s (a number of another shard, or a record trimmed by retention): give one of that shard's records", id, seq)}
-		it, err := kin.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamARN: aws.String(arn), ShardId: aws.String(id),
-			ShardIteratorType: kintypes.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(seq)})
-		var inv *kintypes.InvalidArgumentException
-		if errors.As(err, &inv) {
-			return bad
-		}
-		if err != nil {
-			return fmt.Errorf("check sequence number %s of shard %s: %w", seq, id, err)
-		}
-		out, err := kin.GetRecords(ctx, &kinesis.GetRecordsInput{StreamARN: aws.String(arn), ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
-		if err != nil {
-			return fmt.Errorf("check sequence number %s of shard %s: %w", seq, id, err)
-		}
-		if len(out.Records) == 0 || aws.ToString(out.Records[0].SequenceNumber) != seq {
-			return bad
-		}
-	}
-	return nil
-}
-
-// trimmedBefore says, when the rewind's time is older than the stream's retention, which
-// records are gone: the rewind starts at the oldest one left, and the operator is told.
-func trimmedBefore(ctx context.Context, kin *kinesis.Client, arn string, q poller.RewindRequest, now time.Time) string {
-	if q.Timestamp.IsZero() {
-		return ""
-	}
-	out, err := kin.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamARN: aws.String(arn)})
-	if err != nil || out.StreamDescriptionSummary == nil || out.StreamDescriptionSummary.RetentionPeriodHours == nil {
-		return ""
-	}
-	horizon := now.Add(-time.Duration(*out.StreamDescriptionSummary.RetentionPeriodHours) * time.Hour)
-	if !q.Timestamp.Before(horizon) {
-		return ""
-	}
-	return fmt.Sprintf("records that arrived before %s are trimmed (retention %d h): the rewind starts at the oldest record left, the %s before it are not replayed",
-		horizon.UTC().Format(time.RFC3339), *out.StreamDescriptionSummary.RetentionPeriodHours, horizon.Sub(q.Timestamp).Round(time.Second))
 }
 
 // asker names who asked for a rewind, for the request and the workers' logs.

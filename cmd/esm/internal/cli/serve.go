@@ -347,6 +347,10 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bo
 		esmapi.WithSyncInterval(f.SyncInterval),
 		esmapi.WithDeleteDelay(2*f.SyncInterval + f.ShutdownGrace),
 		esmapi.WithResults(esmapi.DynamoResults{API: ddb, Table: f.LeaseTable}),
+		esmapi.WithRewinds(func(ctx context.Context, id, streamARN string, q poller.RewindRequest, by string) (runner.RewindOutcome, error) {
+			return runner.Rewind(ctx, shared.Kinesis(), ddb, streamARN, table(id), q, time.Now(),
+				lease.RewindOptions{By: by, LeaseDuration: f.LeaseDuration, Log: logger.With("mapping", id)})
+		}),
 	}, nil
 }
 

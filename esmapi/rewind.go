@@ -1,0 +1,140 @@
+package esmapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
+)
+
+// RewindTool is the name of the rewind route's last segment (esm's operator routes: skip.go).
+const RewindTool = "rewind"
+
+// RewindPath is the rewind route of the mapping uuid on esm serve's API.
+func RewindPath(uuid string) string { return mappingsPath + "/" + uuid + "/esm/" + RewindTool }
+
+// RewindInput is the body of a rewind, as esm rewind's flags: ToTimestamp (move to the first
+// record at or after it), or a window From..Until replayed, or SequenceNumbers (shard to
+// sequence number); Shards limits a time's rewind to those shards (default every shard). Times
+// are RFC 3339.
+type RewindInput struct {
+	Shards          []string          `json:"Shards,omitempty"`
+	ToTimestamp     string            `json:"ToTimestamp,omitempty"`
+	From            string            `json:"From,omitempty"`
+	Until           string            `json:"Until,omitempty"`
+	SequenceNumbers map[string]string `json:"SequenceNumbers,omitempty"`
+}
+
+// RewindOutput is the answer to a rewind applied.
+type RewindOutput struct {
+	Revision int64 `json:"Revision"`
+	// Rewound are the shards moved, Reset their descendants, which wait for them again.
+	Rewound []string `json:"Rewound"`
+	Reset   []string `json:"Reset"`
+	// Completed: a rewind found half applied (its asker gone) was completed instead.
+	Completed          bool  `json:"Completed,omitempty"`
+	StoppedAfterMillis int64 `json:"StoppedAfterMillis"`
+	// Trimmed says which records of the rewind's time are gone (older than the retention).
+	Trimmed string `json:"Trimmed,omitempty"`
+}
+
+// RewindFunc applies q to the mapping uuid of stream streamARN, asked by by: esm serve with a
+// lease table calls runner.Rewind on the mapping's own table.
+type RewindFunc func(ctx context.Context, uuid, streamARN string, q poller.RewindRequest, by string) (runner.RewindOutcome, error)
+
+// WithRewinds enables esm's rewind route (default: refused, the mappings' progress is not on
+// lease tables).
+func WithRewinds(fn RewindFunc) Option { return func(o *options) { o.rewind = fn } }
+
+// request is the rewind in asks for; the problems of its form are the request's fault, worded
+// as esm rewind words its flags'.
+func (in RewindInput) request() (poller.RewindRequest, *APIError) {
+	q := poller.RewindRequest{Shards: in.Shards, Sequences: in.SequenceNumbers}
+	at := func(field, s string) (time.Time, *APIError) {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return t, invalidParameter("%s %q: give an RFC 3339 time (2026-12-07T19:00:00Z)", field, s)
+		}
+		return t, nil
+	}
+	var e *APIError
+	switch {
+	case in.ToTimestamp != "" && (in.From != "" || in.Until != ""):
+		return q, invalidParameter("ToTimestamp moves the position; From/Until replay a window: give one of them")
+	case (in.From == "") != (in.Until == ""):
+		return q, invalidParameter("a window needs both From and Until")
+	case len(in.SequenceNumbers) > 0 && len(in.Shards) > 0:
+		return q, invalidParameter("SequenceNumbers names its shards: leave Shards out")
+	case in.ToTimestamp != "":
+		q.Timestamp, e = at("ToTimestamp", in.ToTimestamp)
+	case in.From != "":
+		if q.Timestamp, e = at("From", in.From); e == nil {
+			q.Until, e = at("Until", in.Until)
+		}
+	}
+	return q, e
+}
+
+// rewindOf is the mapping id's stream, and how to rewind it here.
+func (m *Manager) rewindOf(id string) (string, RewindFunc, *APIError) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.maps[id]
+	if !ok {
+		return "", nil, notFound()
+	}
+	if m.o.rewind == nil {
+		return "", nil, &APIError{Status: http.StatusConflict, Type: ResourceConflict,
+			Message: "This esm serve keeps the mappings' progress without lease tables: a rewind needs esm serve --lease-table (or esm rewind on a worker's lease table)."}
+	}
+	return e.rec.Mapping.EventSourceArn, m.o.rewind, nil
+}
+
+// serveRewind applies the rewind body asks of mapping id and answers.
+func (m *Manager) serveRewind(ctx context.Context, w http.ResponseWriter, r *http.Request, reqID, id string, body []byte) {
+	var in RewindInput
+	if e := decodeBody(body, &in); e != nil {
+		writeError(w, reqID, e)
+		return
+	}
+	q, e := in.request()
+	if e != nil {
+		writeError(w, reqID, e)
+		return
+	}
+	arn, rewind, e := m.rewindOf(id)
+	if e != nil {
+		writeError(w, reqID, e)
+		return
+	}
+	by := "esm serve API"
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		by += " client " + host
+	}
+	res, err := rewind(ctx, id, arn, q, by)
+	if err != nil {
+		writeError(w, reqID, rewindError(err))
+		return
+	}
+	reply(w, reqID, http.StatusOK, RewindOutput{Revision: res.Revision, Rewound: res.Rewound, Reset: res.Reset, Completed: res.Completed,
+		StoppedAfterMillis: res.Stopped.Milliseconds(), Trimmed: res.Trimmed}, nil)
+}
+
+// rewindError is the API's answer to a rewind refused or failed: the request's fault (what esm
+// rewind exits 2 for) is InvalidParameterValueException with the same text; a rewind refused
+// with nothing changed is a conflict; the rest is the engine's.
+func rewindError(err error) *APIError {
+	var v *poller.ValidationError
+	switch {
+	case errors.As(err, &v):
+		return invalidParameter("%s", v.Message)
+	case errors.Is(err, lease.ErrRewindRefused):
+		return &APIError{Status: http.StatusConflict, Type: ResourceConflict, Message: err.Error()}
+	}
+	return &APIError{Status: http.StatusInternalServerError, Type: ServiceError, Message: err.Error()}
+}
