@@ -56,8 +56,12 @@ func checkSequences(ctx context.Context, kin kinesissrc.API, arn string, q polle
 			"shard %s has no record with sequence number %s (a number of another shard, or a record trimmed by retention): give one of that shard's records", id, seq)}
 		it, err := kin.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamARN: aws.String(arn), ShardId: aws.String(id),
 			ShardIteratorType: kintypes.ShardIteratorTypeAtSequenceNumber, StartingSequenceNumber: aws.String(seq)})
+		// Kinesis refuses a number outside the shard with InvalidArgumentException; kinesis-local
+		// answers ResourceNotFoundException for a number it has no record of (the stream and the
+		// shard were just listed: it is the record that is not found).
 		var inv *kintypes.InvalidArgumentException
-		if errors.As(err, &inv) {
+		var missing *kintypes.ResourceNotFoundException
+		if errors.As(err, &inv) || errors.As(err, &missing) {
 			return bad
 		}
 		if err != nil {
