@@ -18,6 +18,10 @@ const RewindTool = "rewind"
 // RewindPath is the rewind route of the mapping uuid on esm serve's API.
 func RewindPath(uuid string) string { return mappingsPath + "/" + uuid + "/esm/" + RewindTool }
 
+// rewindTimeout bounds a rewind asked through the route (lease.Rewind waits 2 minutes at most
+// for the workers to stop, then writes the leases); its answer is written within it.
+const rewindTimeout = 4 * time.Minute
+
 // RewindInput is the body of a rewind, as esm rewind's flags: ToTimestamp (move to the first
 // record at or after it), or a window From..Until replayed, or SequenceNumbers (shard to
 // sequence number); Shards limits a time's rewind to those shards (default every shard). Times
@@ -116,6 +120,9 @@ func (m *Manager) serveRewind(ctx context.Context, w http.ResponseWriter, r *htt
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		by += " client " + host
 	}
+	answerWithin(w, rewindTimeout)
+	ctx, cancel := context.WithTimeout(ctx, rewindTimeout)
+	defer cancel()
 	res, err := rewind(ctx, id, arn, q, by)
 	if err != nil {
 		writeError(w, reqID, rewindError(err))
@@ -137,4 +144,11 @@ func rewindError(err error) *APIError {
 		return &APIError{Status: http.StatusConflict, Type: ResourceConflict, Message: err.Error()}
 	}
 	return &APIError{Status: http.StatusInternalServerError, Type: ServiceError, Message: err.Error()}
+}
+
+// answerWithin lets a long operator request (a rewind waits for the fleet to stop, a skip for
+// the invocation in flight) answer past the server's write timeout, within d and a margin: its
+// answer, a refusal included, then reaches the client instead of a closed connection.
+func answerWithin(w http.ResponseWriter, d time.Duration) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d + 10*time.Second)) // unsupported: the server's stands
 }

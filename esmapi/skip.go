@@ -94,6 +94,7 @@ func serveSkip(ctx context.Context, w http.ResponseWriter, reqID string, skips *
 			Message: "The event source mapping is not running here (disabled, starting, or stopped): nothing to skip."})
 		return
 	}
+	answerWithin(w, skipTimeout)
 	ctx, cancel := context.WithTimeout(ctx, skipTimeout)
 	defer cancel()
 	res, err := skips.Skip(ctx, poller.SkipRequest{ShardID: in.ShardId, First: in.FirstSequenceNumber, Last: in.LastSequenceNumber})
