@@ -55,19 +55,24 @@ func (w *rewindWatch) states() (seen, ended []string) {
 	return seen, ended
 }
 
-// TestRunTellsRewinds: a worker on a lease table that stops for a rewind tells its observer of
-// the rewind in progress while it waits, then of it applied (seen, and ended once), and reads
-// the rewound records again; a worker started after it sees it as the last rewind, not ended.
-func TestRunTellsRewinds(t *testing.T) {
-	kin := fakekinesis.New()
+// sixRecords is a stream "s" of one shard with six records: the shard and its first record.
+func sixRecords() (kin *fakekinesis.Fake, shard, first string) {
+	kin = fakekinesis.New()
 	kin.CreateStream("s", 1)
-	var shard, first string
 	for i := range 6 {
 		id, seq := kin.Put("s", "k", []byte{byte('a' + i)})
 		if i == 0 {
 			shard, first = id, seq
 		}
 	}
+	return kin, shard, first
+}
+
+// TestRunTellsRewinds: a worker on a lease table that stops for a rewind tells its observer of
+// the rewind in progress while it waits, then of it applied (seen, and ended once), and reads
+// the rewound records again; a worker started after it sees it as the last rewind, not ended.
+func TestRunTellsRewinds(t *testing.T) {
+	kin, shard, first := sixRecords()
 	ddb := fakedynamo.New()
 	r, _ := fakeRunner(t, kin, ddb)
 	rec := newReceived(12)
@@ -123,15 +128,7 @@ func TestRunTellsRewinds(t *testing.T) {
 // per-mapping lease tables) stops when its lease.Dynamo sees a rewind requested, opens its store
 // again (which waits for the rewind and starts under its revision), and reads the rewound records.
 func TestRunOpenedStoreRewinds(t *testing.T) {
-	kin := fakekinesis.New()
-	kin.CreateStream("s", 1)
-	var shard, first string
-	for i := range 6 {
-		id, seq := kin.Put("s", "k", []byte{byte('a' + i)})
-		if i == 0 {
-			shard, first = id, seq
-		}
-	}
+	kin, shard, first := sixRecords()
 	ddb := fakedynamo.New()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
