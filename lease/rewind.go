@@ -134,17 +134,12 @@ func setRewindState(ctx context.Context, api DynamoAPI, table string, rev int64,
 }
 
 // AwaitRewinds is what a worker does before it joins: it waits while a rewind is in progress
-// (logging every 10 s, and telling seen, when not nil, of each state it waits on), and returns
-// the latest rewind, ended (or Revision 0: none), whose revision it starts under
-// (WithRewindRevision). A
-// request whose asker is gone (still "requested" rewindExpiry after its deadline) is refused,
+// (logging every 10 s), and returns the latest rewind, ended (or Revision 0: none), whose
+// revision it starts under (WithRewindRevision). A request whose asker is gone (still "requested" rewindExpiry after its deadline) is refused,
 // so that the fleet goes on from where it was; one being applied is only ever completed (by
 // esm rewind run again).
-func AwaitRewinds(ctx context.Context, api DynamoAPI, table string, log *slog.Logger, seen func(RewindState)) (RewindState, error) {
-	var (
-		told time.Time
-		last RewindState
-	)
+func AwaitRewinds(ctx context.Context, api DynamoAPI, table string, log *slog.Logger) (RewindState, error) {
+	var told time.Time
 	for {
 		st, err := ReadRewind(ctx, api, table)
 		if err != nil {
@@ -153,10 +148,6 @@ func AwaitRewinds(ctx context.Context, api DynamoAPI, table string, log *slog.Lo
 		if !st.InProgress() {
 			return st, nil
 		}
-		if seen != nil && (st.Revision != last.Revision || st.State != last.State) {
-			seen(st)
-		}
-		last = st
 		now := time.Now()
 		if st.State == RewindRequested && !st.Deadline.IsZero() && now.After(st.Deadline.Add(rewindExpiry)) {
 			if _, err := setRewindState(ctx, api, table, st.Revision, RewindRequested, RewindRefused,
@@ -206,6 +197,11 @@ func (d *Dynamo) noteRewindLocked(item map[string]types.AttributeValue) {
 
 // rewindDueLocked: a rewind newer than this worker's start was requested.
 func (d *Dynamo) rewindDueLocked() bool { return d.rewindDue }
+
+// LatestRewind reads the latest rewind of this worker's table (ReadRewind).
+func (d *Dynamo) LatestRewind(ctx context.Context) (RewindState, error) {
+	return ReadRewind(ctx, d.api, d.table)
+}
 
 // RewindRequested is closed once this worker has seen a rewind requested after its start.
 func (d *Dynamo) RewindRequested() <-chan struct{} { return d.rewindCh }

@@ -25,8 +25,8 @@ type RewindNotice struct {
 // live page, the metrics); the runner finds it by type assertion. Its methods must be cheap and
 // safe for concurrent use.
 type RewindObserver interface {
-	// RewindSeen: the mapping's latest rewind, read from its table when the worker starts, stops
-	// for one, or starts again after one (in progress or ended).
+	// RewindSeen: the mapping's latest rewind, read from its table when the worker starts, when
+	// it sees one requested (in progress), and when it starts again after one (ended).
 	RewindSeen(n RewindNotice)
 	// RewindEnded: a rewind this worker stopped for ended (n.State applied or refused); called
 	// once per rewind per worker, after RewindSeen of the same notice.

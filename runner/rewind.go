@@ -9,37 +9,50 @@ import (
 )
 
 // rewindable is a store that asks its runner to stop for a rewind: a lease.Dynamo made with
-// lease.WithRewindRevision closes RewindRequested once it sees a newer rewind requested.
+// lease.WithRewindRevision closes RewindRequested once it sees a newer rewind requested, and
+// LatestRewind reads the rewind its table holds.
 type rewindable interface {
 	RewindRequested() <-chan struct{}
+	LatestRewind(ctx context.Context) (lease.RewindState, error)
 }
 
 // runLeaseTable runs the mapping of src and mc on its lease table, and again after each rewind
 // (runRewinding): before each start it waits while a rewind is in progress and starts under
-// the latest revision (lease/DESIGN.md, "Rewinds"). The mapping's observer, if a
-// poller.RewindObserver, sees the latest rewind at each start and while one is waited on, and
-// each one this worker stopped for once it ended.
+// the latest revision (lease/DESIGN.md, "Rewinds").
 func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, src *kinesissrc.Stream, mc poller.Config) error {
 	if err := lease.EnsureTable(ctx, r.ddbStart, m.Store.LeaseTable, m.Store.CreateLeaseTable); err != nil {
 		return err
 	}
-	ro, _ := m.Hooks.Observer.(poller.RewindObserver)
-	seen := func(s lease.RewindState) {
-		if ro != nil && s.Revision > 0 {
-			ro.RewindSeen(s.Notice())
-		}
-	}
-	return r.runRewinding(ctx, m, src, mc, func(ctx context.Context, rewound bool) (*opened, error) {
-		last, err := lease.AwaitRewinds(ctx, r.ddb, m.Store.LeaseTable, m.Hooks.Logger, seen)
+	return r.runRewinding(ctx, m, src, mc, func(ctx context.Context, _ bool) (*opened, error) {
+		last, err := lease.AwaitRewinds(ctx, r.ddb, m.Store.LeaseTable, m.Hooks.Logger)
 		if err != nil {
 			return nil, err
 		}
-		seen(last)
-		if ro != nil && rewound && last.Revision > 0 {
-			ro.RewindEnded(last.Notice())
-		}
 		return r.openLeases(ctx, m, src.Identity().ARN, lease.WithRewindRevision(last.Revision))
 	})
+}
+
+// tellRewind tells the mapping's observer, if a poller.RewindObserver, of the latest rewind of
+// the store's table: at each start (ended true after a rewind this worker stopped for: it is
+// then told once it ended) and when the worker stops for one. A failed read is logged: the
+// run goes on.
+func tellRewind(ctx context.Context, m Mapping, rw rewindable, ended bool) {
+	ro, ok := m.Hooks.Observer.(poller.RewindObserver)
+	if !ok {
+		return
+	}
+	st, err := rw.LatestRewind(ctx)
+	if err != nil {
+		m.Hooks.Logger.Warn("read the mapping's latest rewind", "error", err)
+		return
+	}
+	if st.Revision == 0 {
+		return
+	}
+	ro.RewindSeen(st.Notice())
+	if ended && !st.InProgress() {
+		ro.RewindEnded(st.Notice())
+	}
 }
 
 // runRewinding runs the mapping on the store open opens, and, when that store is rewindable,
@@ -63,6 +76,7 @@ func (r *Runner) runRewinding(ctx context.Context, m Mapping, src *kinesissrc.St
 			defer st.close()
 			return r.runOn(ctx, m, src, mc, st)
 		}
+		tellRewind(ctx, m, rw, rewound)
 		rctx, stop := context.WithCancel(ctx)
 		watched := make(chan struct{})
 		go func() { // owned: ends with rctx, waited for below
@@ -70,6 +84,9 @@ func (r *Runner) runRewinding(ctx context.Context, m Mapping, src *kinesissrc.St
 			select {
 			case <-rw.RewindRequested():
 				m.Hooks.Logger.Info("stopping for a rewind; starting again once it is applied")
+				// Read before this worker stops: the rewind cannot be applied before, so it is
+				// seen in progress (the worker invokes nothing meanwhile).
+				tellRewind(ctx, m, rw, false)
 				stop()
 			case <-rctx.Done():
 			}

@@ -126,7 +126,8 @@ func TestRunTellsRewinds(t *testing.T) {
 
 // TestRunOpenedStoreRewinds: a mapping whose store is opened by Store.Open (esm serve's
 // per-mapping lease tables) stops when its lease.Dynamo sees a rewind requested, opens its store
-// again (which waits for the rewind and starts under its revision), and reads the rewound records.
+// again (which waits for the rewind and starts under its revision), reads the rewound records,
+// and tells its observer of the rewind in progress and applied, as esm run's lease table does.
 func TestRunOpenedStoreRewinds(t *testing.T) {
 	kin, shard, first := sixRecords()
 	ddb := fakedynamo.New()
@@ -137,10 +138,11 @@ func TestRunOpenedStoreRewinds(t *testing.T) {
 	}
 	r, _ := fakeRunner(t, kin, ddb)
 	rec := newReceived(12)
+	watch := &rewindWatch{}
 	var opens atomic.Int32
 	open := func(ctx context.Context) (poller.Store, error) {
 		opens.Add(1)
-		last, err := lease.AwaitRewinds(ctx, ddb, "leases", r.Logger(), nil)
+		last, err := lease.AwaitRewinds(ctx, ddb, "leases", r.Logger())
 		if err != nil {
 			return nil, err
 		}
@@ -151,6 +153,7 @@ func TestRunOpenedStoreRewinds(t *testing.T) {
 		Function: Function{Handler: rec.handle},
 		Config:   poller.Config{StartingPosition: poller.TrimHorizon, PollInterval: 10 * time.Millisecond},
 		Store:    Store{Open: open},
+		Hooks:    Hooks{Observer: watch},
 		UUID:     "0e6a9a3c-6b1f-4d7e-9d1e-2f3a4b5c6d7e",
 	})
 	testkit.WaitFor(t, "6 records", 30*time.Second, func() bool { return rec.count() >= 6 })
@@ -168,5 +171,8 @@ func TestRunOpenedStoreRewinds(t *testing.T) {
 	}
 	if n := opens.Load(); n != 2 {
 		t.Fatalf("the store was opened %d times, want 2 (at the start, after the rewind)", n)
+	}
+	if seen, ended := watch.states(); !slices.Equal(seen, []string{lease.RewindRequested, lease.RewindApplied}) || !slices.Equal(ended, []string{lease.RewindApplied}) {
+		t.Fatalf("seen %v, ended %v; want seen [requested applied] and ended [applied]", seen, ended)
 	}
 }

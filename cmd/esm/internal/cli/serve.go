@@ -333,7 +333,7 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bo
 			}
 			// Asked at each start of the mapping's poller, and again after each rewind (the
 			// runner stops the poller when one is requested): it waits while one is in progress.
-			last, err := lease.AwaitRewinds(ctx, ddb, table(id), logger.With("mapping", id), nil)
+			last, err := lease.AwaitRewinds(ctx, ddb, table(id), logger.With("mapping", id))
 			if err != nil {
 				return nil, err
 			}
