@@ -207,20 +207,26 @@ func newObserver(reg prometheus.Registerer, names []string, curry prometheus.Lab
 			perShard...).MustCurryWith(curry),
 		ignoredItemFailures: perFunction(NameBatchItemFailuresIgnored,
 			"Responses that listed batchItemFailures while the mapping lacks FunctionResponseTypes ReportBatchItemFailures: ignored, as Lambda ignores them, and the batch counted as handled.").With(curry),
-		batchesSkipped: perFunction(NameBatchesSkipped,
-			"Blocked batches an operator skipped (esm skip): sent to the on-failure destination with condition OperatorSkipped, or dropped without one.").With(curry),
-		recordsSkipped: perFunction(NameRecordsSkipped, "The records of the batches an operator skipped (esm skip).").With(curry),
-		rewinds: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameRewinds,
-			Help: "Rewinds of the mapping (esm rewind) this worker stopped for, once ended, by outcome: applied or refused."},
-			append(slices.Clip(names), LabelOutcome))).MustCurryWith(curry),
-		rewindInProgress: gauge(NameRewindInProgress,
-			"1 while this worker waits for a rewind of the mapping (esm rewind) to be applied, invoking nothing, else 0.", names...).With(curry),
 	}
+	o.operatorMetrics(reg, names, curry, perFunction, gauge)
 	for _, opt := range opts {
 		opt(o)
 	}
 	register(reg, newMappingAges(names)).add(o)
 	return o
+}
+
+// operatorMetrics adds the operator tools' metrics (esm skip, esm rewind) to o.
+func (o *Observer) operatorMetrics(reg prometheus.Registerer, names []string, curry prometheus.Labels,
+	perFunction func(name, help string) *prometheus.CounterVec, gauge func(name, help string, labels ...string) *prometheus.GaugeVec) {
+	o.batchesSkipped = perFunction(NameBatchesSkipped,
+		"Blocked batches an operator skipped (esm skip): sent to the on-failure destination with condition OperatorSkipped, or dropped without one.").With(curry)
+	o.recordsSkipped = perFunction(NameRecordsSkipped, "The records of the batches an operator skipped (esm skip).").With(curry)
+	o.rewinds = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameRewinds,
+		Help: "Rewinds of the mapping (esm rewind) this worker stopped for, once ended, by outcome: applied or refused."},
+		append(slices.Clip(names), LabelOutcome))).MustCurryWith(curry)
+	o.rewindInProgress = gauge(NameRewindInProgress,
+		"1 while this worker waits for a rewind of the mapping (esm rewind) to be applied, invoking nothing, else 0.", names...).With(curry)
 }
 
 // register registers c with reg and returns it, or the collector reg already holds under the
