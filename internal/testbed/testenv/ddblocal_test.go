@@ -32,18 +32,12 @@ func TestDDBLocalBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	st := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	tab, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String("rotating"), BillingMode: types.BillingModePayPerRequest,
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: types.KeyTypeHash}},
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: types.ScalarAttributeTypeS}},
-		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
-	})
+	ddb, st := local.DDBClients(cfg, endpoint)
+	streamARN, err := local.CreateStreamTable(ctx, ddb, "rotating", types.StreamViewTypeNewAndOldImages)
 	if err != nil {
 		t.Fatal(err)
 	}
-	arn := tab.TableDescription.LatestStreamArn
+	arn := aws.String(streamARN)
 	write := func(v string) {
 		t.Helper()
 		if _, err := ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("rotating"), Item: map[string]types.AttributeValue{

@@ -11,7 +11,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
@@ -87,14 +86,8 @@ func TestDDBProducerAndJudge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	st := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(endpoint) })
-	tab, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String("judged"), BillingMode: types.BillingModePayPerRequest,
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: types.KeyTypeHash}},
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: types.ScalarAttributeTypeS}},
-		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
-	})
+	ddb, st := local.DDBClients(cfg, endpoint)
+	streamARN, err := local.CreateStreamTable(ctx, ddb, "judged", types.StreamViewTypeNewAndOldImages)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +98,7 @@ func TestDDBProducerAndJudge(t *testing.T) {
 		}
 		time.Sleep(1100 * time.Millisecond)
 	}
-	got, shards := streamEvents(t, ctx, endpoint, st, *tab.TableDescription.LatestStreamArn)
+	got, shards := streamEvents(t, ctx, endpoint, st, streamARN)
 	if shards < 3 {
 		t.Fatalf("%d shards: fewer than two rotations", shards)
 	}
