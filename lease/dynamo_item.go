@@ -55,6 +55,9 @@ const (
 	attrWindow = "windowState" // S
 	// attrRewind is ShardProgress.Rewind, an operator's rewind of the shard (rewind.go), as JSON.
 	attrRewind = "esmRewind" // S
+	// attrDiscarded is ShardProgress.Discarded, the discarded slot batches the checkpoint has
+	// not passed yet (poller's discarded.go), as JSON.
+	attrDiscarded = "esmDiscarded" // S
 )
 
 // Checkpoint sentinels, as KCL writes them.
@@ -179,6 +182,15 @@ func newProgressUpdate(pr poller.ShardProgress) (progressUpdate, error) {
 	} else {
 		u.remove = append(u.remove, "#rw")
 	}
+	if len(pr.Discarded) > 0 {
+		b, err := json.Marshal(pr.Discarded)
+		if err != nil {
+			return u, fmt.Errorf("encode discarded runs: %w", err)
+		}
+		u.setS("#disc", ":disc", string(b))
+	} else {
+		u.remove = append(u.remove, "#disc")
+	}
 	return u, nil
 }
 
@@ -191,7 +203,7 @@ func (u *progressUpdate) setS(name, value, s string) {
 var progressNames = map[string]string{
 	"#cp": attrCheckpoint, "#sub": attrSubSequence, "#sw": attrOwnerSwitches,
 	"#last": attrLastCheckpoint, "#start": attrStart, "#upd": attrUpdatedAt, "#win": attrWindow,
-	"#startts": attrStartTimestamp, "#rw": attrRewind,
+	"#startts": attrStartTimestamp, "#rw": attrRewind, "#disc": attrDiscarded,
 }
 
 // newItem is a new, unowned lease for a shard.
@@ -310,6 +322,11 @@ func decodeLease(it map[string]types.AttributeValue) (Lease, error) {
 		l.Progress.Rewind = &poller.Rewind{}
 		if err = json.Unmarshal([]byte(rw), l.Progress.Rewind); err != nil {
 			err = fmt.Errorf("attribute %s: %w", attrRewind, err)
+		}
+	}
+	if d := getS(attrDiscarded); d != "" && err == nil {
+		if err = json.Unmarshal([]byte(d), &l.Progress.Discarded); err != nil {
+			err = fmt.Errorf("attribute %s: %w", attrDiscarded, err)
 		}
 	}
 	if err != nil {

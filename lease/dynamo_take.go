@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"time"
 
@@ -287,7 +288,7 @@ func (d *Dynamo) grab(ctx context.Context, id string) {
 	if s := d.peekLocked(id); s.held != nil {
 		// The poller starts it from what the last Load returned, which was the item as read
 		// before the take: fine unless the take showed other progress.
-		s.held.fresh = s.last.Progress == l.Progress
+		s.held.fresh = reflect.DeepEqual(s.last.Progress, l.Progress)
 	}
 	d.mu.Unlock()
 }

@@ -32,7 +32,7 @@ func (r *reader) finish(ctx context.Context) error {
 // wrapped by wrap (called only then: nothing is formatted on the hot path); a lost lease is errLost.
 func (r *reader) store(ctx context.Context, pr ShardProgress, wrap func(error) error) error {
 	pr.UpdatedAt = r.p.now()
-	pr = endReplay(pr)
+	pr = pruneDiscarded(endReplay(pr))
 	if err := r.save(ctx, pr); err != nil {
 		if errors.Is(err, errLost) {
 			return err

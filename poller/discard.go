@@ -3,7 +3,6 @@ package poller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -126,15 +125,4 @@ func (r *reader) deliverFailure(runCtx, workCtx context.Context, f FailureRecord
 		r.p.obs.RecordsDelivered(r.shardID, len(recs))
 	}
 	return err
-}
-
-// ackDiscarded moves the checkpoint past discarded records.
-func (r *reader) ackDiscarded(workCtx context.Context, recs []types.Record) error {
-	if err := r.ack(workCtx, recs); err != nil {
-		if errors.Is(err, errLost) {
-			return err
-		}
-		return fmt.Errorf("after discarding: %w", err)
-	}
-	return nil
 }

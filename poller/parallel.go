@@ -188,6 +188,14 @@ func (s *slots) dispatch(ctx context.Context, recs []types.Record) error {
 	return s.failed()
 }
 
+// signalSpace wakes a dispatch waiting for outstanding records to drop.
+func (s *slots) signalSpace() {
+	select {
+	case s.space <- struct{}{}:
+	default:
+	}
+}
+
 func (s *slots) lockProgress()   { s.ck <- struct{}{} }
 func (s *slots) unlockProgress() { <-s.ck }
 
@@ -277,10 +285,7 @@ func (r *reader) ack(ctx context.Context, recs []types.Record) error {
 	r.slots.lockProgress() // checkpoints move forward only, one write at a time
 	defer r.slots.unlockProgress()
 	last := r.slots.track.finish(recs)
-	select {
-	case r.slots.space <- struct{}{}:
-	default:
-	}
+	r.slots.signalSpace()
 	if last == "" {
 		return nil
 	}

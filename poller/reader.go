@@ -31,6 +31,9 @@ type reader struct {
 	// slots' progress lock.
 	windowPast, replayOver bool
 	replay                 *Rewind
+	// discarded: the runs the progress named as the reader began (discarded.go), read without
+	// the slots' progress lock; its own discards are not read again by it.
+	discarded []DiscardedRun
 	// atTip: the first open is at LATEST itself (this run decided the LATEST start); later
 	// opens before a record was read resume AT_TIMESTAMP at the recorded start.
 	atTip bool
@@ -140,6 +143,7 @@ func (r *reader) run(runCtx, workCtx context.Context) (res readerResult) {
 	defer r.closeSubscription()
 	r.poll = newPollState(r.p.readPace(r.shardID + " read"))
 	r.replay = r.progress.Rewind // before any slot writes the progress
+	r.discarded = r.progress.Discarded
 	if err := r.open(runCtx); err != nil {
 		return r.result(err)
 	}
@@ -283,7 +287,7 @@ func (r *reader) readDone(out *kinesis.GetRecordsOutput, limit int32) {
 	if len(out.Records) > 0 {
 		r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
 	}
-	if recs := r.replayCut(out.Records); len(recs) > 0 {
+	if recs := r.discardedCut(r.replayCut(out.Records)); len(recs) > 0 {
 		if len(s.pending) == 0 {
 			s.pendingSince = r.p.now()
 		}

@@ -130,7 +130,8 @@ type RewindPlan struct {
 // and the request (validated): each rewound shard opens at the rewind's position, unfinished,
 // and every descendant of one waits for its parents again (lineage: a rewind to before a
 // split reads the parents again, then the children). A replay's shards keep what they had
-// handled (Skip), so that after the window the mapping goes on from where it was.
+// handled (Skip, and the runs it discarded past it), so that after the window the mapping goes
+// on from where it was.
 func PlanRewind(q RewindRequest, shards []types.Shard, stored map[string]ShardProgress, rev int64) RewindPlan {
 	children := map[string][]string{}
 	all := make([]string, 0, len(shards))
@@ -175,6 +176,10 @@ func PlanRewind(q RewindRequest, shards []types.Shard, stored map[string]ShardPr
 			rw.Timestamp = q.Timestamp // a shard that started later opens at its first record
 		}
 		pr := ShardProgress{Start: old.Start, StartTimestamp: old.StartTimestamp, Rewind: rw}
+		if !q.Until.IsZero() {
+			// Discarded past the checkpoint: after the window, not read again (discarded.go).
+			pr.Discarded = old.Discarded
+		}
 		plan.Progress[id] = pr
 		if rewound[id] {
 			plan.Rewound = append(plan.Rewound, id)

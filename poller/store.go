@@ -28,6 +28,9 @@ type ShardProgress struct {
 	// Rewind is what an operator's rewind wrote (rewind.go): where the shard opens until its
 	// next checkpoint, and the replay window it is in. Nil when none applies.
 	Rewind *Rewind `json:"rewind,omitempty"`
+	// Discarded are slot batches given up on (ParallelizationFactor > 1) that the checkpoint
+	// has not passed yet (discarded.go): not read again by the shard's next owner.
+	Discarded []DiscardedRun `json:"discarded,omitempty"`
 	// UpdatedAt is when the progress was last written.
 	UpdatedAt time.Time `json:"updatedAt"`
 }

@@ -17,9 +17,10 @@ import (
 // batch that is not the one retried, which must be refused. A schedule with skips may retry for
 // ever on poison records (MaximumRetryAttempts -1): the operator then keeps skipping after the
 // last event, until the mapping is done. Judged (InvSkip): each skip that succeeded put its batch
-// on the destination exactly once, as OperatorSkipped, nothing of it went there again (at
-// ParallelizationFactor 1, where the checkpoint passed it before the skip answered), and the
-// worker's observer counted it; each OperatorSkipped failure record is a skip the operator asked
+// on the destination exactly once, as OperatorSkipped, nothing of it went there again (the
+// checkpoint passed it before the skip answered or, at ParallelizationFactor > 1 with a batch
+// before it still handled, the progress names it as discarded), and the worker's observer
+// counted it; each OperatorSkipped failure record is a skip the operator asked
 // for (one that succeeded, or one stopped before its checkpoint: a crash, a stop, a lost lease).
 // The other invariants (nothing lost, order, lineage, overlap, checkpoints) judge the rest.
 
@@ -141,11 +142,6 @@ func (w *world) checkSkipsLocked(j *judge, incs []*incarnation) {
 		}
 		if n != 1 {
 			j.bad("skip: worker %d's skip of %s %s..%s (%d records) matches %d OperatorSkipped failure records", s.inc, s.k.ShardID, s.k.First, s.k.Last, s.k.Records, n)
-		}
-		if w.s.PF > 1 {
-			// With slots the checkpoint passes the batch only once the batches before it are
-			// done too: a worker lost before then leaves it to be read again, as any discard.
-			continue
 		}
 		for _, d := range w.discards {
 			if d.at.After(s.k.At) && !w.rewoundBetweenLocked(s.k.At, d.at) && (slices.Contains(d.seqs, s.k.First) || slices.Contains(d.seqs, s.k.Last)) {
