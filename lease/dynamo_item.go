@@ -164,32 +164,24 @@ func newProgressUpdate(pr poller.ShardProgress) (progressUpdate, error) {
 	} else {
 		u.remove = append(u.remove, "#upd")
 	}
-	if pr.Window != nil {
-		w, err := json.Marshal(pr.Window)
-		if err != nil {
-			return u, fmt.Errorf("encode window state: %w", err)
+	for _, j := range []struct {
+		name, what string
+		set        bool
+		v          any
+	}{
+		{"#win", "window state", pr.Window != nil, pr.Window},
+		{"#rw", "rewind", pr.Rewind != nil, pr.Rewind},
+		{"#disc", "discarded runs", len(pr.Discarded) > 0, pr.Discarded},
+	} {
+		if !j.set {
+			u.remove = append(u.remove, j.name)
+			continue
 		}
-		u.setS("#win", ":win", string(w))
-	} else {
-		u.remove = append(u.remove, "#win")
-	}
-	if pr.Rewind != nil {
-		b, err := json.Marshal(pr.Rewind)
+		b, err := json.Marshal(j.v)
 		if err != nil {
-			return u, fmt.Errorf("encode rewind: %w", err)
+			return u, fmt.Errorf("encode %s: %w", j.what, err)
 		}
-		u.setS("#rw", ":rw", string(b))
-	} else {
-		u.remove = append(u.remove, "#rw")
-	}
-	if len(pr.Discarded) > 0 {
-		b, err := json.Marshal(pr.Discarded)
-		if err != nil {
-			return u, fmt.Errorf("encode discarded runs: %w", err)
-		}
-		u.setS("#disc", ":disc", string(b))
-	} else {
-		u.remove = append(u.remove, "#disc")
+		u.setS(j.name, ":"+j.name[1:], string(b))
 	}
 	return u, nil
 }
