@@ -270,7 +270,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 	if cfg.rnd == nil {
 		cfg.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	return &Dynamo{
+	d := &Dynamo{
 		api: timedAPI{api: client, p: policyFor(cfg.leaseDuration)}, table: table, id: workerID, cfg: cfg,
 		log:      cfg.log.With("worker_id", workerID),
 		beatInt:  cfg.leaseDuration / 3,
@@ -278,8 +278,15 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		rnd:      cfg.rnd,
 		roster:   newRoster(),
 		beatTurn: make(chan struct{}, 1), shards: map[string]*shard{}, rewindCh: make(chan struct{}),
-	}, nil
+	}
+	d.roster.reads = d.rosterReads()
+	return d, nil
 }
+
+// rosterReads is how often Run reads the roster: half a claim interval. A dead worker's last
+// heartbeat is seen, and the horizon it published counted, at most that long after it was
+// written (DESIGN.md, "The takeover bound").
+func (d *Dynamo) rosterReads() time.Duration { return d.ClaimInterval() / 2 }
 
 var (
 	_ poller.Store          = (*Dynamo)(nil)
@@ -324,7 +331,7 @@ func (d *Dynamo) Run(ctx context.Context) error {
 			d.leave(rctx)
 			return nil
 		case <-t.C:
-			t.Reset(d.beatOnce(ctx))
+			t.Reset(min(d.beatOnce(ctx), d.readRosterIfDue(ctx)))
 		}
 	}
 }
@@ -394,6 +401,25 @@ func (d *Dynamo) beatOnce(ctx context.Context) time.Duration {
 		return beatRetry
 	}
 	return d.beatInt
+}
+
+// readRosterIfDue reads the roster when the last read is rosterReads old (or nearly), and says
+// when to come back.
+func (d *Dynamo) readRosterIfDue(ctx context.Context) time.Duration {
+	every := d.rosterReads()
+	d.mu.Lock()
+	joined, age := d.me.joined, d.cfg.now().Sub(d.roster.readAt)
+	d.mu.Unlock()
+	if !joined {
+		return every
+	}
+	if age < every*9/10 {
+		return every - age
+	}
+	if err := d.readRoster(ctx, false); err != nil && ctx.Err() == nil {
+		d.log.Debug("read roster failed; will retry", "err", err)
+	}
+	return every
 }
 
 // lose forgets a lease another worker now has.

@@ -265,3 +265,15 @@ func (d *Dynamo) mineLocked(l Lease, now time.Time) bool {
 func (d *Dynamo) freeLocked(l Lease, now time.Time) bool {
 	return d.placementInputLocked(now).free(l)
 }
+
+// takeableLocked: the lease is free or this worker's (freeLocked, mineLocked), or will be within
+// a claim interval: its owner is dead (or a previous run of this worker) and its tombstone's
+// wait ends by then. Such a lease is taken at once and its shard read, but no invocation of it
+// is admitted before that wait ends (inheritLocked, StartInvocation): the reader starts at the
+// last claim cycle before, and the first invocation comes when the dead owner's last may have
+// ended, not up to a claim interval later.
+func (d *Dynamo) takeableLocked(l Lease, now time.Time) bool {
+	in := d.placementInputLocked(now)
+	in.early = d.ClaimInterval()
+	return in.free(l) || in.mine(l)
+}

@@ -114,21 +114,21 @@ func (d *Dynamo) judgeReadLocked(id string, it *Lease, now time.Time) (take bool
 		}
 	}
 	ours := it.Owner == d.id && it.OwnerEpoch == d.me.epoch && !it.HandedOver
-	if ours || (d.freeLocked(*it, now) || d.mineLocked(*it, now)) && s.asked {
+	if ours || d.takeableLocked(*it, now) && s.asked {
 		// Free, or handed over to this worker, and asked for by the poller: a lease
 		// taken for a shard the poller does not read (trimmed from its listing) would keep
 		// the shard's children waiting for good (see parentsDone).
 		s.waiting = false
 		return true
 	}
-	if d.freeLocked(*it, now) || d.mineLocked(*it, now) {
+	if d.takeableLocked(*it, now) {
 		d.backoffLocked(id, now)
 		return false
 	}
-	if g, ok := d.roster.gone[goneKey(it.Owner, it.OwnerEpoch)]; ok {
-		// Its owner is dead or replaced: free once the tombstone's wait has passed here.
-		// Read it again then, not after a back-off.
-		s.poll = pollState{next: g.seen.Add(g.wait)}
+	if until := d.roster.buriedUntil(it.Owner, it.OwnerEpoch); !until.IsZero() {
+		// Its owner is dead or replaced: takeable a claim interval before the tombstone's
+		// wait ends here. Read it again then, not after a back-off.
+		s.poll = pollState{next: until.Add(-d.ClaimInterval())}
 		return false
 	}
 	if d.plan.owner[id] == d.id && s.poll.tries >= pollEager {
@@ -180,7 +180,7 @@ func (d *Dynamo) confirmFree(ctx context.Context, ls []Lease) []Lease {
 	now := d.cfg.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.DeleteFunc(ls, func(l Lease) bool { return !d.mineLocked(l, now) && !d.freeLocked(l, now) })
+	return slices.DeleteFunc(ls, func(l Lease) bool { return !d.takeableLocked(l, now) })
 }
 
 // batchGet reads leases consistently: id → item, nil when absent; ids not read are left out.

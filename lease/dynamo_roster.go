@@ -211,7 +211,7 @@ func (d *Dynamo) beat(ctx context.Context, counts bool) error {
 	if d.me.epoch != epoch { // expelled and joined again meanwhile
 		return nil
 	}
-	d.beatWentThroughLocked(attempt, sent, horizon)
+	d.beatWentThroughLocked(attempt, sent, got, horizon)
 	d.me.lastBeat, d.me.beatFailures, d.me.publishedKnown = sent, 0, known
 	if counts {
 		d.countBeatLocked(sent, got)
@@ -307,6 +307,7 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 			}
 		}
 	}
+	d.roster.ownWaits(tombstoneBeats(item), tombs, got)
 	if d.roster.observe(ms, tombs, at, got, d.me.beats) {
 		d.log.Debug("roster changed", "members", len(ms))
 	}
@@ -333,9 +334,11 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member, got time.
 			return nil
 		}
 	}
-	k, wait := goneKey(id, m.epoch), outlast(p.bound)
+	k, wait, tomb := goneKey(id, m.epoch), outlast(p.bound), tombstoneValue(outlast(p.bound))
 	if p.horizons {
 		wait = horizonWait(m.horizon, got, d.cfg.now())
+		tomb = tombstoneValue(wait)
+		tomb.(*types.AttributeValueMemberM).Value[goneBeat] = num(m.beat)
 	}
 	_, err = d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
@@ -343,17 +346,21 @@ func (d *Dynamo) declareDead(ctx context.Context, id string, m member, got time.
 		ConditionExpression:      aws.String("#m.#w.#e = :e AND #m.#w.#h = :h"),
 		ExpressionAttributeNames: map[string]string{"#m": attrMembers, "#w": id, "#e": memberEpoch, "#h": memberBeat, "#g": attrGone, "#k": k},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":e": num(m.epoch), ":h": num(m.beat),
-			":tomb": tombstoneValue(wait)},
+			":tomb": tomb},
 	})
 	switch {
 	case err == nil:
 		d.log.Warn("worker declared dead", "dead_worker", id, "heartbeat", m.beat, "horizon", m.horizon, "leases_free_in", wait)
 	case isConditionFailed(err):
-		// It beat, or another worker declared it first: the next roster read shows which,
-		// and the entry holds its leases until then. Not buried here with this worker's own
-		// wait: the first declarer's tombstone may be gone already (its wait was short), and
-		// with it the bound item, which then read as the longest, 900 s, and held the leases
-		// back that long here.
+		// It beat, or another worker declared it first: a consistent read shows which at
+		// once, so that this claim cycle takes what the placement now gives this worker
+		// (DESIGN.md, "The takeover bound"); until then the entry holds its leases. Not
+		// buried here with this worker's own wait: the first declarer's tombstone may be gone
+		// already (its wait was short), and with it the bound item, which then read as the
+		// longest, 900 s, and held the leases back that long here.
+		if err := d.readRoster(ctx, true); err != nil {
+			return fmt.Errorf("declare %s dead: %w", id, err)
+		}
 		return nil
 	default:
 		return fmt.Errorf("declare %s dead: %w", id, err)

@@ -20,9 +20,12 @@ import (
 func (d *Dynamo) take(ctx context.Context, l Lease) {
 	d.mu.Lock()
 	epoch := d.me.epoch
+	// The owner's tombstone's wait, when it has not ended yet (takeableLocked): it comes with
+	// the lease, whatever a later (stale) roster read shows.
+	inherit := d.roster.buriedUntil(l.Owner, l.OwnerEpoch)
 	if l.Owner == d.id && l.OwnerEpoch == epoch && !l.HandedOver { // ours already: nothing to write
 		d.mu.Unlock()
-		if d.hold(ctx, l, epoch) {
+		if d.hold(ctx, l, epoch, time.Time{}) {
 			d.log.Info("lease taken", "shard_id", l.ShardID, "reason", "handed over", "lease_counter", l.Counter)
 		}
 		return
@@ -73,7 +76,7 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 	}
 	d.mu.Unlock()
 	l.Counter++
-	if d.hold(ctx, l, epoch) {
+	if d.hold(ctx, l, epoch, inherit) {
 		if l.HandedOver && l.Owner == d.id { // a hand-over names the taker as owner: the one before is not recorded
 			l.Owner = ""
 		}
@@ -83,14 +86,16 @@ func (d *Dynamo) take(ctx context.Context, l Lease) {
 
 // hold makes a lease this worker has just taken or adopted under epoch its own, unless
 // stillUnfinished says it is not to be held (then false). A lease taken under an epoch this
-// worker has lost since is not held.
-func (d *Dynamo) hold(ctx context.Context, l Lease, epoch int64) bool {
+// worker has lost since is not held. Its previous owner's invocations may run until inherit:
+// none of this worker's is admitted before.
+func (d *Dynamo) hold(ctx context.Context, l Lease, epoch int64, inherit time.Time) bool {
 	if !d.stillUnfinished(ctx, l, false) {
 		return false
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.me.epoch == epoch && d.me.joined {
+		d.inheritLocked(l.ShardID, inherit, d.cfg.now())
 		d.shardLocked(l.ShardID).held = &heldLease{counter: l.Counter}
 	}
 	return true

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/kinesis-esm/esm/internal/ctxwait"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -36,25 +37,33 @@ type flight struct {
 	cover    time.Time
 	attempts uint64 // heartbeat attempts composed under this epoch
 	lastSend time.Time
+	// latency is how long the last heartbeat that went through took: a window shorter than
+	// that would leave the invocation that asked for it uncovered when the write returns.
+	latency time.Duration
 }
 
-// flying is an invocation that may still run: its shard and its deadline.
+// flying is an invocation that may still run: its shard and its deadline. An inherited one is
+// a dead (or replaced) owner's whose lease this worker took before its tombstone's wait ended
+// (see takeableLocked): no invocation of the shard is admitted here before until.
 type flying struct {
-	shard string
-	until time.Time
+	shard     string
+	until     time.Time
+	inherited bool
 }
 
-// quantum is how long past a heartbeat's send the invocations it lets start may begin:
-// until the next regular heartbeat and a claim interval for its latency, so that a busy worker
-// needs no writes besides its heartbeats.
-func (d *Dynamo) quantum() time.Duration {
-	return BusyHorizon(d.cfg.leaseDuration, 0)
-}
+// horizonUnit is the precision horizons are published with: tenths of a second, rounded up.
+const horizonUnit = 100 * time.Millisecond
+
+// window is how long past a heartbeat's send the invocations it lets start may begin: half a
+// claim interval. A worker admitting invocations all along writes its entry about every window
+// (DESIGN.md, "Costs"); a shorter window would cost more writes, a longer one would let the
+// published horizon pass its last invocation's deadline by more (the takeover bound).
+func (d *Dynamo) window() time.Duration { return d.ClaimInterval() / 2 }
 
 // horizonLocked is the horizon a heartbeat sent at now publishes: past every deadline of an
-// invocation that may still run and, when an invocation was admitted since the previous
-// heartbeat or one is in flight, far enough for invocations starting until a quantum later.
-// Zero when nothing can run.
+// invocation that may still run (or that an inherited one may) and, when an invocation was
+// admitted (or wanted) since the previous heartbeat, far enough for invocations starting until
+// a window later. Zero when nothing can run.
 func (d *Dynamo) horizonLocked(now time.Time) time.Duration {
 	if !d.fl.gated { // invocations it does not see may start until Held ends
 		return d.safe + d.cfg.functionTimeout
@@ -67,16 +76,21 @@ func (d *Dynamo) horizonLocked(now time.Time) time.Duration {
 		}
 		end = later(end, f.until)
 	}
-	if len(d.fl.inflight) > 0 || !d.fl.started.Before(d.fl.lastSend) {
-		end = later(end, now.Add(d.quantum()+d.cfg.functionTimeout))
+	if !d.fl.started.Before(d.fl.lastSend) {
+		end = later(end, now.Add(max(d.window(), 2*d.fl.latency)+d.cfg.functionTimeout))
 	}
 	if !end.After(now) {
 		return 0
 	}
-	// Published in whole seconds, rounded up: two significant digits in the roster item for
-	// most bounds (see DESIGN.md, "Costs": a heartbeat of 100 busy workers stays at 3 write
-	// units).
-	return (end.Sub(now) + time.Second - 1).Truncate(time.Second)
+	// Published in tenths of a second, rounded up: three significant digits in the roster item
+	// for bounds under 100 s, which the epochs' 8 digits pay for (see DESIGN.md, "Costs": a
+	// heartbeat of 100 busy workers stays at 3 write units).
+	return roundHorizon(end.Sub(now))
+}
+
+// roundHorizon rounds a horizon up to the unit it is published in.
+func roundHorizon(r time.Duration) time.Duration {
+	return (r + horizonUnit - 1).Truncate(horizonUnit)
 }
 
 func later(a, b time.Time) time.Time {
@@ -97,9 +111,11 @@ func (d *Dynamo) composeBeatLocked(now time.Time, r time.Duration) uint64 {
 	return d.fl.attempts
 }
 
-// beatWentThroughLocked: attempt n, sent at sent with horizon r, is the table's; the horizon
+// beatWentThroughLocked: attempt n, sent at sent with horizon r and returned at got, is the
+// table's; the horizon
 // reaches sent + r unless a later attempt was composed meanwhile.
-func (d *Dynamo) beatWentThroughLocked(n uint64, sent time.Time, r time.Duration) {
+func (d *Dynamo) beatWentThroughLocked(n uint64, sent, got time.Time, r time.Duration) {
+	d.fl.latency = got.Sub(sent)
 	if n == d.fl.attempts {
 		d.fl.cover = sent.Add(r)
 	}
@@ -162,6 +178,14 @@ func (t *ticket) Recheck() bool {
 			return false
 		}
 		d.fl.started = now
+		if until := d.inheritedLocked(t.shard, now); !until.IsZero() {
+			// The shard's previous owner may still be invoking it: not before its horizon.
+			d.mu.Unlock()
+			if !ctxwait.Sleep(t.ctx, until.Sub(now)) {
+				return false
+			}
+			continue
+		}
 		dl := now.Add(d.cfg.functionTimeout)
 		if !dl.After(d.fl.cover) {
 			if d.fl.inflight == nil {
@@ -226,6 +250,31 @@ func (d *Dynamo) publishHorizon(ctx context.Context, dl time.Time) bool {
 	return true
 }
 
+// inheritLocked records, for a lease just taken from an owner whose tombstone's wait ends at
+// until (after now), that an invocation of that owner's may run until then.
+func (d *Dynamo) inheritLocked(shard string, until, now time.Time) {
+	if !until.After(now) {
+		return
+	}
+	if d.fl.inflight == nil {
+		d.fl.inflight = map[uint64]flying{}
+	}
+	d.fl.next++
+	d.fl.inflight[d.fl.next] = flying{shard: shard, until: until, inherited: true}
+}
+
+// inheritedLocked is when the shard's previous owner's invocations may have ended, when that is
+// after now (zero otherwise).
+func (d *Dynamo) inheritedLocked(shard string, now time.Time) time.Time {
+	var end time.Time
+	for _, f := range d.fl.inflight {
+		if f.inherited && f.shard == shard && f.until.After(now) {
+			end = later(end, f.until)
+		}
+	}
+	return end
+}
+
 // inflightEndLocked is when the last invocation that may still run ends (zero: none).
 func (d *Dynamo) inflightEndLocked(now time.Time) time.Time {
 	return d.shardInflightLocked("", now)
@@ -251,11 +300,11 @@ func horizonWait(r time.Duration, got, now time.Time) time.Duration {
 }
 
 // TakeoverBound is how long after a dead worker's last heartbeat its shards may wait for a taker
-// (DESIGN.md, "The takeover bound"): max(L + 4c, ρ·r + 3c), with c the claim interval, r the
+// (DESIGN.md, "The takeover bound"): max(L + 2c, ρ·r + c), with c the claim interval, r the
 // horizon that heartbeat published (zero when nothing could run) and ρ the clock-rate margin.
 func TakeoverBound(leaseDuration, horizon time.Duration) time.Duration {
 	c := min(time.Second, leaseDuration/10)
-	return max(leaseDuration+4*c, outlastRate(horizon)+3*c)
+	return max(leaseDuration+2*c, outlastRate(horizon)+c)
 }
 
 // PublishedHorizon is the horizon worker id's entry in the roster of table publishes now (zero
@@ -273,10 +322,9 @@ func PublishedHorizon(ctx context.Context, api DynamoAPI, table, id string) (tim
 	return m.horizon, ok, nil
 }
 
-// BusyHorizon is the horizon a worker with an invocation in flight (or one started since its
-// previous heartbeat) publishes with a heartbeat: a quantum of starts (a heartbeat period and a
-// claim interval) and the invocation bound B. At most this after its last heartbeat, its
-// invocations have all ended.
+// BusyHorizon is the longest horizon a worker admitting invocations publishes with a heartbeat
+// (rounded up as published): a window of starts (half a claim interval) and the invocation bound
+// B. At most this after its last heartbeat, its invocations have all ended.
 func BusyHorizon(leaseDuration, bound time.Duration) time.Duration {
-	return leaseDuration/3 + min(time.Second, leaseDuration/10) + bound
+	return roundHorizon(min(time.Second, leaseDuration/10)/2 + bound)
 }

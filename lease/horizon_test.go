@@ -136,8 +136,11 @@ func twoWorkers(t *testing.T, db *fakedynamo.DB) (a, b *Dynamo, cutA *countingAP
 }
 
 // TestKilledIdleWorkersShardsTakenAfterItsLease: a worker killed with nothing in flight published
-// no horizon, and its shards are taken within L + 3 claim intervals of its last heartbeat, not
-// L + 4c + 9/8·B (92.75 s here) as when every death waited for the worker's bound.
+// no horizon, and its shards are taken within L + c of its last heartbeat (its stillness counted
+// from the read before the one that showed it, the declaration at the next claim cycle, the takes
+// in that cycle; DESIGN.md, "The takeover bound"), not L + 2c as when the count started at the
+// read that showed it, nor L + 4c + 9/8·B (92.75 s here) as when every death waited for the
+// worker's bound.
 func TestKilledIdleWorkersShardsTakenAfterItsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b, cutA, stopA, stopB := twoWorkers(t, hzTable(t))
@@ -148,8 +151,8 @@ func TestKilledIdleWorkersShardsTakenAfterItsLease(t *testing.T) {
 		stopA()
 		last := lastBeat(a)
 		taken := awaitVirtual(t, "b to take a's shards", 3*time.Minute, func() bool { return len(holding(b)) == 4 })
-		bound := hzLease + 4*hzCycle
-		t.Logf("a killed idle; its shards %v taken %s after its last heartbeat (bound L + 4c = %s)", theirs, taken.Sub(last), bound)
+		bound := hzLease + hzCycle
+		t.Logf("a killed idle; its shards %v taken %s after its last heartbeat (bound L + c = %s)", theirs, taken.Sub(last), bound)
 		if taken.Sub(last) > bound {
 			t.Fatalf("a's shards taken %s after its last heartbeat, want at most %s: nothing of it could still run", taken.Sub(last), bound)
 		}
@@ -264,7 +267,8 @@ func TestCutOffWorkerNeverOverlapped(t *testing.T) {
 
 // TestIdleToBusyPublishesBeforeSending: an idle worker publishes no horizon; its first
 // invocation is admitted only once one heartbeat (one write) published a horizon covering its
-// deadline, and the next invocations in that heartbeat's quantum cost no write.
+// deadline, the next invocations in that heartbeat's window cost no write, and one after the
+// window one write.
 func TestIdleToBusyPublishesBeforeSending(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		db := hzTable(t)
@@ -289,13 +293,21 @@ func TestIdleToBusyPublishesBeforeSending(t *testing.T) {
 		if n := api.calls.Load() - before; n != 1 {
 			t.Fatalf("the idle-to-busy start cost %d calls, want one heartbeat", n)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(a.window() / 2)
 		before = api.calls.Load()
 		if _, ok := a.StartInvocation(context.Background(), ids[1]); !ok {
 			t.Fatal("a may not invoke a shard it holds")
 		}
 		if n := api.calls.Load() - before; n != 0 {
 			t.Fatalf("a start within the published horizon cost %d calls, want none", n)
+		}
+		time.Sleep(a.window())
+		before = api.calls.Load()
+		if _, ok := a.StartInvocation(context.Background(), ids[1]); !ok {
+			t.Fatal("a may not invoke a shard it holds")
+		}
+		if n := api.calls.Load() - before; n != 1 {
+			t.Fatalf("a start after the window cost %d calls, want one heartbeat", n)
 		}
 	})
 }

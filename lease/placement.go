@@ -17,6 +17,10 @@ type placementInput struct {
 	settle        time.Duration // the shard settle time (WithShardSettle)
 	leaseDuration time.Duration
 	shards        map[string]*shard
+	// early: a lease whose owner's tombstone's wait ends within early of now counts as free
+	// (or this worker's) already. Only for takes, which then admit no invocation of it before
+	// that wait ends (see Dynamo.takeableLocked).
+	early time.Duration
 
 	// For claims only.
 	ready   bool // joined for a heartbeat interval, and alive
@@ -177,7 +181,7 @@ func claims(in placementInput, candidates []string) (create, grab []string) {
 // mine: the lease names this worker's id, and no incarnation of it that may still be invoking
 // (a previous run's epoch whose tombstone's wait has not passed here).
 func (in placementInput) mine(l Lease) bool {
-	return l.Owner == in.self && (l.HandedOver || l.OwnerEpoch == in.epoch || !in.roster.buried(l.Owner, l.OwnerEpoch, in.now))
+	return l.Owner == in.self && (l.HandedOver || l.OwnerEpoch == in.epoch || !in.roster.buried(l.Owner, l.OwnerEpoch, in.now.Add(in.early)))
 }
 
 // free: nobody alive holds the lease as far as this worker knows.
@@ -185,7 +189,7 @@ func (in placementInput) free(l Lease) bool {
 	switch {
 	case l.Owner == "" || l.HandedOver: // nobody reads a lease not taken up yet
 		return true
-	case in.roster.buried(l.Owner, l.OwnerEpoch, in.now): // an invocation of its owner's may still be running
+	case in.roster.buried(l.Owner, l.OwnerEpoch, in.now.Add(in.early)): // an invocation of its owner's may still be running
 		return false
 	case l.Owner == in.self:
 		return l.OwnerEpoch != in.epoch

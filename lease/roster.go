@@ -57,6 +57,11 @@ type roster struct {
 	// fleetChanged is when a member last came or went, as this worker saw it.
 	fleetChanged time.Time
 	readAt       time.Time // when the roster was last read or returned
+	// lastAt is when the read before the latest one was sent (observe's at): a value a read
+	// shows first was written after that read was served.
+	lastAt time.Time
+	// reads is how often this worker reads the roster at least (zero: no promise).
+	reads time.Duration
 }
 
 func newRoster() roster {
@@ -80,9 +85,17 @@ func (r *roster) observe(ms map[string]member, tombs map[string]time.Duration, a
 			delete(r.gone, k)
 		}
 	}
+	// A value first seen now was written after the previous read was served: its stillness
+	// counts from that read's send, or from a read interval before this one if that read is
+	// older (DESIGN.md, "Epoch leases": the declaration then comes at most a read interval
+	// earlier, and no later than L after the heartbeat's write).
+	since := later(r.lastAt, at.Add(-r.reads))
+	if since.After(at) {
+		since = at
+	}
 	for id, m := range ms {
 		if o, ok := r.beats[id]; !ok || o.m.epoch != m.epoch || o.m.beat != m.beat {
-			r.beats[id] = beatObs{m: m, since: at, got: got, healthyAt: healthy}
+			r.beats[id] = beatObs{m: m, since: since, got: got, healthyAt: healthy}
 		} else if m.leaving != o.m.leaving {
 			o.m.leaving = m.leaving
 			r.beats[id] = o
@@ -104,8 +117,29 @@ func (r *roster) observe(ms map[string]member, tombs map[string]time.Duration, a
 	changed = !maps.EqualFunc(ms, r.members, func(a, b member) bool {
 		return a.epoch == b.epoch && a.leaving == b.leaving && a.known == b.known
 	})
-	r.members, r.readAt = ms, got
+	r.members, r.readAt, r.lastAt = ms, got, later(r.lastAt, at)
 	return changed
+}
+
+// ownWaits shortens, in tombs (a roster read returned at got), the wait of each tombstone new
+// here that names the heartbeat its declaration was conditional on (beats), when this worker saw
+// that heartbeat of that epoch: the dead worker's invocations end within its horizon of that
+// heartbeat's send, which came before this worker's read that first showed it returned. A taker
+// that is not the declarer then waits from its own sight of the heartbeat, not from its later
+// sight of the tombstone.
+func (r *roster) ownWaits(beats map[string]int64, tombs map[string]time.Duration, got time.Time) {
+	for k, h := range beats {
+		w, ok := tombs[k]
+		if _, seen := r.gone[k]; seen || !ok {
+			continue
+		}
+		id, epoch, ok := goneWorker(k)
+		o, known := r.beats[id]
+		if !ok || !known || o.m.epoch != epoch || o.m.beat != h {
+			continue
+		}
+		tombs[k] = min(w, horizonWait(o.m.horizon, o.got, got))
+	}
 }
 
 // dead are the members (but self) whose heartbeat this worker has seen stand still for a
@@ -156,6 +190,15 @@ func (r *roster) bury(id string, epoch int64, wait time.Duration, now time.Time)
 		r.gone[k] = gone{wait: wait, seen: now}
 	}
 	r.fleetChanged = now
+}
+
+// buriedUntil is when the epoch's tombstone's wait ends here (zero: no tombstone seen).
+func (r *roster) buriedUntil(owner string, epoch int64) time.Time {
+	g, ok := r.gone[goneKey(owner, epoch)]
+	if !ok {
+		return time.Time{}
+	}
+	return g.seen.Add(g.wait)
 }
 
 func (r *roster) hasTombstone(k string) bool {

@@ -31,6 +31,10 @@ const (
 	// seen the tombstone for that long (see DESIGN.md, "Invocations bounded by leases").
 	attrGone = "gone"
 	goneWait = "w"
+	// goneBeat is the heartbeat counter a declaration of death was conditional on, in the
+	// tombstone of a worker that published horizons: an observer that saw that heartbeat counts
+	// the wait from its own sight of it (roster.ownWaits).
+	goneBeat = "h"
 )
 
 // maxWaits bounds the leases one roster entry asks about.
@@ -44,15 +48,16 @@ func goneKey(id string, epoch int64) string { return strconv.FormatInt(epoch, 10
 // others declare it dead after 0.9 L on theirs).
 func outlast(d time.Duration) time.Duration { return d + d/8 }
 
-// newEpoch is a random epoch of 10 digits that the roster (entries and tombstones) does not
+// newEpoch is a random epoch of 8 digits that the roster (entries and tombstones) does not
 // show for worker id. An epoch must differ from the earlier epochs of the same id that may still
 // run or hold leases, and those are in the roster: an epoch whose tombstone is gone has nothing
 // left running, and a lease still stamped with it is free for anyone, the new incarnation too.
 // 19 digits took 5 bytes more per roster entry, which with the horizons of 100 busy workers took
-// every heartbeat past 3 KB (4 write units).
+// every heartbeat past 3 KB (4 write units); 8 digits (4 bytes, 10 took 5) pay for horizons in
+// tenths of a second.
 func newEpoch(rnd *rand.Rand, id string, ms map[string]member, tombs map[string]time.Duration) int64 {
 	for {
-		e := 1e9 + rnd.Int64N(9e9)
+		e := 1e7 + rnd.Int64N(9e7)
 		if _, gone := tombs[goneKey(id, e)]; ms[id].epoch != e && !gone {
 			return e
 		}
@@ -120,4 +125,23 @@ func entryValue(m member) types.AttributeValue {
 
 func tombstoneValue(wait time.Duration) types.AttributeValue {
 	return &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{goneWait: num(wait.Milliseconds())}}
+}
+
+// tombstoneBeats are the heartbeat counters the roster item's tombstones name, by goneKey.
+func tombstoneBeats(item map[string]types.AttributeValue) map[string]int64 {
+	out := map[string]int64{}
+	g, _ := item[attrGone].(*types.AttributeValueMemberM)
+	if g == nil {
+		return out
+	}
+	for k, v := range g.Value {
+		if e, ok := v.(*types.AttributeValueMemberM); ok {
+			if n, ok := e.Value[goneBeat].(*types.AttributeValueMemberN); ok {
+				if h, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+					out[k] = h
+				}
+			}
+		}
+	}
+	return out
 }

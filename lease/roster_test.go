@@ -188,3 +188,32 @@ func TestOwnOutageRestartsTheStandstill(t *testing.T) {
 		t.Fatalf("a lease after this worker's own stall ended: dead %v, want [x]", got)
 	}
 }
+
+// TestStillnessCountsFromTheReadBefore: a heartbeat first seen on a read was written after the
+// read before it was served, so its stillness counts from that read's send, no earlier than the
+// roster's read interval before the read that showed it (DESIGN.md, "Death"). A worker whose
+// last heartbeat landed just after a read is dead L after that read, not L after the next one
+// (which cost the takeover of an idle worker up to a read interval more).
+func TestStillnessCountsFromTheReadBefore(t *testing.T) {
+	const L, every = 10 * time.Second, 500 * time.Millisecond
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := newRoster()
+	r.reads = every
+	r.observe(map[string]member{"me": {epoch: 1, beat: 1}, "a": {epoch: 2, beat: 1}}, nil, t0, t0, 0)
+	// a's heartbeat 2 lands just after the read at t0; the next read, sent at t0 + 0.5 s, shows it.
+	r.observe(map[string]member{"me": {epoch: 1, beat: 1}, "a": {epoch: 2, beat: 2}}, nil, t0.Add(every), t0.Add(every), 0)
+	if got := r.dead("me", t0.Add(L-time.Millisecond), L, 2); len(got) != 0 {
+		t.Fatalf("dead %v before L had passed since the read before the heartbeat's sight", got)
+	}
+	if got := r.dead("me", t0.Add(L), L, 2); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("dead %v L after the read before the heartbeat's sight, want [a]", got)
+	}
+	// After a gap in the reads (5 s), no earlier than a read interval before the read that shows it.
+	r.observe(map[string]member{"me": {epoch: 1, beat: 1}, "a": {epoch: 2, beat: 3}}, nil, t0.Add(5*time.Second+every), t0.Add(5*time.Second+every), 0)
+	if got := r.dead("me", t0.Add(5*time.Second+L-time.Millisecond), L, 2); len(got) != 0 {
+		t.Fatalf("dead %v less than L after a read interval before the read that showed the heartbeat", got)
+	}
+	if got := r.dead("me", t0.Add(5*time.Second+L), L, 2); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("dead %v, want [a]", got)
+	}
+}

@@ -272,11 +272,10 @@ func (r *runner) judge(ctx context.Context, res *Result, end time.Time) error {
 
 // InFlightAllowance is what a worker faulted with an invocation in flight adds to the time its
 // shards may wait for a taker, as lease/DESIGN.md gives it: the takeover bound for the horizon
-// a busy worker publishes (a heartbeat period, a claim interval and B, the function timeout plus
-// 10 s out of process) less the bound for an idle one (L + 4 claim intervals).
+// a busy worker publishes (half a claim interval and B, the function timeout plus 10 s out of
+// process, in tenths of a second) less the bound for an idle one (L + 2 claim intervals).
 func InFlightAllowance(leaseDuration, timeout time.Duration) time.Duration {
 	busy := lease.BusyHorizon(leaseDuration, timeout+10*time.Second)
-	busy = (busy + time.Second - 1).Truncate(time.Second) // published in whole seconds
 	return lease.TakeoverBound(leaseDuration, busy) - lease.TakeoverBound(leaseDuration, 0)
 }
 

@@ -131,11 +131,11 @@ func Steady(cfg Config) []Line {
 	killed := w.kill(victim)
 	_, ok = waitFor(time.Minute, 50*time.Millisecond, func() bool { return w.balanced(S) })
 	// A dead worker's leases are taken once its last heartbeat's horizon has passed (none
-	// here: nothing is invoked) and it was declared dead: L + 4 claim intervals after its last
+	// here: nothing is invoked) and it was declared dead: L + 2 claim intervals after its last
 	// heartbeat (lease/DESIGN.md, "The takeover bound").
 	lines = append(lines, Line{Name: "SIGKILL: every shard of the dead worker read again after", Measured: secs(time.Since(killed), ok), Unit: "s",
 		Target: lease.TakeoverBound(L, horizon).Seconds(), AtMost: true,
-		Note: fmt.Sprintf("lease.TakeoverBound: L + 4 claim intervals, its last horizon %s", horizon)})
+		Note: fmt.Sprintf("lease.TakeoverBound: L + 2 claim intervals, its last horizon %s", horizon)})
 	markSeen()
 	lines = append(lines, Line{Name: "most shards on one worker ÷ ceil(1.1 × shards / workers), once it saw its peers", Measured: w.maxHeld, Unit: "",
 		Target: 1, AtMost: true, Note: fmt.Sprintf("bound %d at %d workers; worst: %s", ceilFrac(11*S, 10*W), W, w.maxNote)})

@@ -8,7 +8,8 @@ import (
 
 // TestTakeoverWithinTheBound: a worker killed idle, and one killed in the middle of its
 // invocations, have their shards run again within lease.TakeoverBound of the kill for the
-// horizon each last published (L + 4c idle, not L + 4c + 9/8·B), with no overlap, over a few
+// horizon each last published (L + 2c idle, not L + 4c + 9/8·B), and within the promise
+// (the lease + 2 s idle, the last invocation's deadline + 2 s busy), with no overlap, over a few
 // seeds.
 func TestTakeoverWithinTheBound(t *testing.T) {
 	if testing.Short() {

@@ -82,6 +82,7 @@ type world struct {
 	unkind       [][2]time.Time       // when faults of one worker were on (from, to)
 	delivered    map[string]bool      // eventIDs invoked
 	firstCall    map[string]time.Time // shard → when its first invocation started
+	lastStart    map[string]time.Time // worker → when its last invocation started
 	lastEnd      map[string]time.Time // shard → when its last invocation ended
 	invoked      atomic.Int64
 	// leaseWrites counts the conditional writes to lease items (creates, takes, hand-overs,
@@ -371,7 +372,7 @@ func newWorld(cfg Config, opts ...fakedynamo.Option) *world {
 		workers: map[string]*simWorker{}, running: map[string]string{}, stopped: map[string]time.Time{},
 		everRun: map[string]bool{}, finished: map[string]time.Time{}, claimed: map[string]time.Time{},
 		t0: time.Now(), delivered: map[string]bool{}, invokeTime: 10 * time.Millisecond, injected: map[string]int{},
-		firstCall: map[string]time.Time{}, lastEnd: map[string]time.Time{},
+		firstCall: map[string]time.Time{}, lastStart: map[string]time.Time{}, lastEnd: map[string]time.Time{},
 	}
 	w.arn = w.kin.CreateStream(w.stream, cfg.Shards)
 	if err := lease.EnsureTable(context.Background(), w.db, w.table, true); err != nil {
@@ -618,6 +619,7 @@ func (w *world) invoke(worker string, payload []byte) (invoke.Response, error) {
 	if _, ok := w.firstCall[shard]; !ok {
 		w.firstCall[shard] = c.start
 	}
+	w.lastStart[worker] = c.start
 	d := w.invokeTime
 	w.mu.Unlock()
 	time.Sleep(d) // the handler's work, in virtual time
