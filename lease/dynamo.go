@@ -152,6 +152,8 @@ type membership struct {
 	// beats counts the healthy heartbeats (and joins): those that returned within L/10 of their
 	// send. Only they count towards declaring another worker dead (roster.dead).
 	beats int64
+	// countedAt is when the last heartbeat counted in beats was sent.
+	countedAt time.Time
 	// drawn is the epoch of a join not yet written to the roster, whose bound item is written:
 	// the next attempt joins with it, so that failed joins leave no bound item behind.
 	drawn          int64

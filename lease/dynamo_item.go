@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -128,6 +129,19 @@ func progressOf(checkpoint, last, start string, updated time.Time) poller.ShardP
 		pr.Checkpoint = checkpoint
 	}
 	return pr
+}
+
+// updateExpression is an update expression of SET clauses set and REMOVE paths remove, either
+// of which may be empty (not both): DynamoDB refuses a clause keyword with nothing after it.
+func updateExpression(set, remove []string) string {
+	var parts []string
+	if len(set) > 0 {
+		parts = append(parts, "SET "+strings.Join(set, ", "))
+	}
+	if len(remove) > 0 {
+		parts = append(parts, "REMOVE "+strings.Join(remove, ", "))
+	}
+	return strings.Join(parts, " ")
 }
 
 // progressUpdate is the SET and REMOVE clauses (with their values) that record pr.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -135,14 +134,10 @@ func (d *Dynamo) replaceEntry(expr string, prev member, w time.Duration, names m
 }
 
 // heartbeat renews this worker's entry (and with it every lease it holds), conditional on its
-// epoch: a worker declared dead finds out here, drops every lease and joins again.
-func (d *Dynamo) heartbeat(ctx context.Context) error { return d.beat(ctx, true) }
-
-// beat is heartbeat; a beat that does not count (an extra one for the horizon, publishHorizon)
-// is not one of this worker's healthy heartbeats: a few of them in a row, just after a stall of
-// the table, prove nothing of the others' heartbeats (the death rule wants two, spread by the
-// heartbeat period).
-func (d *Dynamo) beat(ctx context.Context, counts bool) error {
+// epoch: a worker declared dead finds out here, drops every lease and joins again. The regular
+// heartbeats and the extra ones that publish a horizon (publishHorizon) are the same write and
+// count alike (countBeatLocked).
+func (d *Dynamo) heartbeat(ctx context.Context) error {
 	d.mu.Lock()
 	// Every attempt writes a new value: after a lost response the roster may hold the last
 	// attempt's, and rewriting it would look, to the others, like no heartbeat at all.
@@ -162,24 +157,24 @@ func (d *Dynamo) beat(ctx context.Context, counts bool) error {
 	horizon := d.horizonLocked(sent)
 	attempt := d.composeBeatLocked(sent, horizon)
 	d.mu.Unlock()
-	expr := "SET #m.#me.#h = :h, #m.#me.#u = :u"
+	set := []string{"#m.#me.#h = :h", "#m.#me.#u = :u"}
 	names := map[string]string{"#m": attrMembers, "#me": d.id, "#h": memberBeat, "#e": memberEpoch, "#u": memberKnown}
 	values := map[string]types.AttributeValue{":h": num(next), ":e": num(epoch), ":u": num(known)}
 	names["#l"], names["#w"] = memberLeave, memberWaits
 	var remove []string
 	if leaving {
-		expr += ", #m.#me.#l = :t"
+		set = append(set, "#m.#me.#l = :t")
 		values[":t"] = &types.AttributeValueMemberBOOL{Value: true}
 	} else {
 		remove = append(remove, "#m.#me.#l") // a flag of an earlier version's stop, or of a lost answer
 	}
 	if len(waits) > 0 {
-		expr += ", #m.#me.#w = :w"
+		set = append(set, "#m.#me.#w = :w")
 		values[":w"] = &types.AttributeValueMemberSS{Value: waits}
 	} else {
 		remove = append(remove, "#m.#me.#w")
 	}
-	expr = setHorizon(expr, remove, names, values, horizon)
+	expr := setHorizon(set, remove, names, values, horizon)
 	out, err := d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &d.table, Key: key(rosterKey),
 		UpdateExpression: aws.String(expr), ConditionExpression: aws.String("#m.#me.#e = :e"),
@@ -213,36 +208,42 @@ func (d *Dynamo) beat(ctx context.Context, counts bool) error {
 	}
 	d.beatWentThroughLocked(attempt, sent, got, horizon)
 	d.me.lastBeat, d.me.beatFailures, d.me.publishedKnown = sent, 0, known
-	if counts {
-		d.countBeatLocked(sent, got)
-	}
+	d.countBeatLocked(sent, got)
 	return d.observeRosterLocked(out.Attributes, sent, got)
 }
 
 // countBeatLocked counts a heartbeat (or join) sent at sent that returned at got as healthy
-// when it took at most L/10, the rule roster reads follow: during a stall of the whole table
+// when it took at most L/10 and was sent at least 9/10 of a heartbeat period after the last one
+// counted: the death rule wants two healthy heartbeats spread by the period, and a busy worker's
+// extra heartbeats (one about every half claim interval, publishHorizon) postpone its regular
+// ones, so they must count, but a few of them in a row, just after a stall of the table, prove
+// nothing of the others' heartbeats. A slower heartbeat follows the rule roster reads follow:
+// during a stall of the whole table
 // (the roster is one item), the observer's own heartbeats stalled with everyone's and, returned
 // at its end, they prove nothing about the others'. A slow one (as a failed one) restarts the
 // standstill of every other heartbeat from its return (roster.dead; DESIGN.md, "Epoch leases").
 func (d *Dynamo) countBeatLocked(sent, got time.Time) {
 	if got.Sub(sent) <= d.cfg.leaseDuration/10 {
-		d.me.beats++
+		if d.me.beats == 0 || sent.Sub(d.me.countedAt) >= d.beatInt*9/10 {
+			d.me.beats++
+			d.me.countedAt = sent
+		}
 	} else {
 		d.roster.unhealthy = got
 	}
 }
 
-// setHorizon completes a heartbeat's update expression (its SET clause expr, the paths remove
+// setHorizon completes a heartbeat's update expression (its SET clauses set, the paths remove
 // removes) with the horizon r: set, or removed when nothing can run.
-func setHorizon(expr string, remove []string, names map[string]string, values map[string]types.AttributeValue, r time.Duration) string {
+func setHorizon(set, remove []string, names map[string]string, values map[string]types.AttributeValue, r time.Duration) string {
 	names["#r"] = memberHorizon
 	if r > 0 {
-		expr += ", #m.#me.#r = :r"
+		set = append(set, "#m.#me.#r = :r")
 		values[":r"] = num(r.Milliseconds())
 	} else {
 		remove = append(remove, "#m.#me.#r")
 	}
-	return expr + " REMOVE " + strings.Join(remove, ", ")
+	return updateExpression(set, remove)
 }
 
 // expel forgets every lease: this worker's entry was removed or replaced. It joins again at the

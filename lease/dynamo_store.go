@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -214,10 +213,7 @@ func (d *Dynamo) save(ctx context.Context, id string, pr poller.ShardProgress) e
 	names := maps.Clone(progressNames)
 	names["#o"], names["#c"] = attrOwner, attrCounter
 	u.values[":me"], u.values[":cur"] = str(d.id), num(cur)
-	expr := "SET " + strings.Join(u.set, ", ")
-	if len(u.remove) > 0 {
-		expr += " REMOVE " + strings.Join(u.remove, ", ")
-	}
+	expr := updateExpression(u.set, u.remove)
 	if pr.Finished && len(children) > 0 {
 		expr += " ADD #ch :ch"
 		names["#ch"], u.values[":ch"] = attrChildren, &types.AttributeValueMemberSS{Value: children}

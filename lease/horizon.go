@@ -228,7 +228,7 @@ func (d *Dynamo) publishHorizon(ctx context.Context, dl time.Time) bool {
 	if covered || !joined {
 		return true
 	}
-	err := d.beat(ctx, false)
+	err := d.heartbeat(ctx)
 	d.mu.Lock()
 	// The next regular heartbeat a period after this one returned, as if it had been this one:
 	// one that waited for this turn through a stall of the table would otherwise go out, and

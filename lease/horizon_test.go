@@ -332,3 +332,68 @@ func TestUngatedWorkerPublishesItsWholeBound(t *testing.T) {
 		}
 	})
 }
+
+// TestBusyWorkerDeclaresTheDeadOnTime: a worker admitting invocations all along writes its entry
+// about every half claim interval to publish its horizon, and those writes postpone its regular
+// heartbeats; they count as its healthy heartbeats, so it still declares an idle peer dead, and
+// takes its shards, within L + c of the peer's last heartbeat. When only the regular heartbeats
+// counted, a busy worker never had the two the death rule wants, and a dead peer's shards waited
+// until it was idle again.
+func TestBusyWorkerDeclaresTheDeadOnTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, cutA, stopA, stopB := twoWorkers(t, hzTable(t))
+		defer stopB()
+		ctx, cancel := context.WithCancel(context.Background())
+		var mu sync.Mutex
+		var spans []invSpan
+		var wg sync.WaitGroup
+		wg.Go(func() { invokeLoop(ctx, b, holding(b)[0], &mu, &spans) })
+		defer wg.Wait()
+		defer cancel()
+		time.Sleep(hzLease) // b busy for a while
+		b.mu.Lock()
+		beatsBefore := b.me.beats
+		b.mu.Unlock()
+		theirs := holding(a)
+		cutA.cut.Store(true) // a killed idle
+		stopA()
+		last := lastBeat(a)
+		taken := awaitVirtual(t, "busy b to take a's shards", 3*time.Minute, func() bool { return len(holding(b)) == 4 })
+		b.mu.Lock()
+		counted := b.me.beats - beatsBefore
+		b.mu.Unlock()
+		bound := hzLease + hzCycle
+		t.Logf("a killed idle while b invoked all along; its shards %v taken %s after its last heartbeat (bound L + c = %s); b counted %d healthy heartbeats meanwhile",
+			theirs, taken.Sub(last), bound, counted)
+		if taken.Sub(last) > bound {
+			t.Fatalf("a's shards taken %s after its last heartbeat by a busy worker, want at most %s", taken.Sub(last), bound)
+		}
+	})
+}
+
+// TestStoppingBusyWaitingWorkerAnnouncesItsLeave: a worker that stops while an invocation may
+// still run (a horizon to set) and a lease placed on it is still held by another (waits to set)
+// has nothing to remove from its entry; its heartbeat's update expression must then have no
+// REMOVE clause, which DynamoDB refuses empty. It did have one, so a busy worker's leave was
+// never announced (every retry wrote the same refused expression) and its peers placed shards
+// on it until it was gone.
+func TestStoppingBusyWaitingWorkerAnnouncesItsLeave(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		db := hzTable(t)
+		ids := shardIDs(2)
+		a, stopA := hzWorker(t, db, "a", ids)
+		defer stopA()
+		awaitVirtual(t, "a to hold every shard", time.Minute, func() bool { return len(holding(a)) == len(ids) })
+		if _, ok := a.StartInvocation(context.Background(), ids[0]); !ok {
+			t.Fatal("a may not invoke a shard it holds")
+		}
+		a.mu.Lock()
+		a.shardLocked(ids[1]).waiting = true // as when another live worker holds it
+		a.mu.Unlock()
+		a.Stopping(context.Background())
+		m, ok := rosterEntry(t, db, "a")
+		if !ok || !m.leaving || m.horizon == 0 || len(m.waits) == 0 {
+			t.Fatalf("a's entry after its leave was announced: %+v (present %t), want leaving with a horizon and waits", m, ok)
+		}
+	})
+}

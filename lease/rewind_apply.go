@@ -298,7 +298,7 @@ func writeRewound(ctx context.Context, api DynamoAPI, table string, s kintypes.S
 			names := maps.Clone(progressNames)
 			names["#c"] = attrCounter
 			u.values[":cur"], u.values[":one"] = num(l.Counter), num(1)
-			expr := "SET " + strings.Join(append(u.set, "#c = #c + :one"), ", ") + " REMOVE " + strings.Join(u.remove, ", ")
+			expr := updateExpression(append(u.set, "#c = #c + :one"), u.remove)
 			_, err = api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &table, Key: key(l.ShardID),
 				UpdateExpression: aws.String(expr), ConditionExpression: aws.String("#c = :cur"),
 				ExpressionAttributeNames: names, ExpressionAttributeValues: u.values})
