@@ -60,12 +60,7 @@ func (m *Manager) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			unknownOperation(w, reqID)
 			return
 		}
-		skips, e := m.skipsOf(id)
-		if e != nil {
-			writeError(w, reqID, e)
-			return
-		}
-		serveSkip(r.Context(), w, reqID, skips, body)
+		m.serveMappingSkip(r.Context(), w, r, reqID, id, body)
 	case strings.HasPrefix(path, mappingsPath+"/") && strings.HasSuffix(path, "/esm/"+RewindTool):
 		id := strings.TrimSuffix(path[len(mappingsPath)+1:], "/esm/"+RewindTool)
 		if r.Method != http.MethodPost || strings.Contains(id, "/") {

@@ -48,6 +48,7 @@ type options struct {
 	results        Results
 	blockedAfter   time.Duration
 	rewind         RewindFunc
+	tableSkip      SkipFunc // WithTableSkips
 }
 
 // WithFunctions registers functions that mappings may invoke, known by their names (repeatable;

@@ -77,9 +77,60 @@ func (in SkipInput) Validate() *APIError {
 // invocation in flight, if any, ends first.
 const skipTimeout = 2 * time.Minute
 
+// SkipFunc asks the fleet running mapping uuid to skip q's batch, asked by by (esm serve with
+// a lease table: lease.AskSkip on the mapping's own table, whose worker holding the shard does
+// it); the owner may take it up until deadline, ctx bounds the wait for its answer.
+type SkipFunc func(ctx context.Context, uuid string, q poller.SkipRequest, by string, deadline time.Time) (poller.Skipped, error)
+
+// WithTableSkips lets a skip of a shard this replica does not read reach the worker that does,
+// through the mapping's lease table (default: such a skip is answered 404).
+func WithTableSkips(fn SkipFunc) Option { return func(o *options) { o.tableSkip = fn } }
+
+// skipOwnerMargin is how long before the request's own end the owner must have taken a skip up
+// through the table: the rest is for the skip to complete and its answer to be read.
+const skipOwnerMargin = 30 * time.Second
+
+// serveMappingSkip is the skip route of mapping id: done here when this replica reads the shard,
+// else, with WithTableSkips, by the worker that does.
+func (m *Manager) serveMappingSkip(ctx context.Context, w http.ResponseWriter, r *http.Request, reqID, id string, body []byte) {
+	skips, e := m.skipsOf(id)
+	if e != nil {
+		writeError(w, reqID, e)
+		return
+	}
+	remote := m.o.tableSkip
+	if remote == nil {
+		serveSkip(ctx, w, reqID, skips, body)
+		return
+	}
+	by := "esm serve API"
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		by += " client " + host
+	}
+	doSkip(ctx, w, reqID, body, func(ctx context.Context, q poller.SkipRequest) (poller.Skipped, error) {
+		if skips != nil {
+			res, err := skips.Skip(ctx, q)
+			if !errors.Is(err, poller.ErrSkipNotHere) {
+				return res, err
+			}
+		}
+		dl, _ := ctx.Deadline()
+		return remote(ctx, id, q, by, dl.Add(-skipOwnerMargin))
+	})
+}
+
 // serveSkip skips with skips what body names and answers; skips nil: the mapping does not run
 // here.
 func serveSkip(ctx context.Context, w http.ResponseWriter, reqID string, skips *poller.Skips, body []byte) {
+	if skips == nil {
+		doSkip(ctx, w, reqID, body, nil)
+		return
+	}
+	doSkip(ctx, w, reqID, body, skips.Skip)
+}
+
+// doSkip skips what body names with skip and answers; skip nil: the mapping does not run here.
+func doSkip(ctx context.Context, w http.ResponseWriter, reqID string, body []byte, skip func(context.Context, poller.SkipRequest) (poller.Skipped, error)) {
 	var in SkipInput
 	if e := decodeBody(body, &in); e != nil {
 		writeError(w, reqID, e)
@@ -89,7 +140,7 @@ func serveSkip(ctx context.Context, w http.ResponseWriter, reqID string, skips *
 		writeError(w, reqID, e)
 		return
 	}
-	if skips == nil {
+	if skip == nil {
 		writeError(w, reqID, &APIError{Status: http.StatusConflict, Type: ResourceConflict,
 			Message: "The event source mapping is not running here (disabled, starting, or stopped): nothing to skip."})
 		return
@@ -97,7 +148,7 @@ func serveSkip(ctx context.Context, w http.ResponseWriter, reqID string, skips *
 	answerWithin(w, skipTimeout)
 	ctx, cancel := context.WithTimeout(ctx, skipTimeout)
 	defer cancel()
-	res, err := skips.Skip(ctx, poller.SkipRequest{ShardID: in.ShardId, First: in.FirstSequenceNumber, Last: in.LastSequenceNumber})
+	res, err := skip(ctx, poller.SkipRequest{ShardID: in.ShardId, First: in.FirstSequenceNumber, Last: in.LastSequenceNumber})
 	if err != nil {
 		writeError(w, reqID, skipError(err))
 		return

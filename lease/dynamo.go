@@ -122,6 +122,10 @@ type Dynamo struct {
 	// closed then.
 	rewindDue bool
 	rewindCh  chan struct{}
+	// skipSeen is the latest skip request revision a roster read showed; skipCh (1-buffered)
+	// tells the runner's watch of a newer one (skip.go).
+	skipSeen int64
+	skipCh   chan struct{}
 
 	// Roster state.
 	me         membership // this worker's own entry
@@ -279,7 +283,7 @@ func NewDynamo(client DynamoAPI, table, workerID string, opts ...Option) (*Dynam
 		safe:     cfg.leaseDuration - cfg.leaseDuration/5,
 		rnd:      cfg.rnd,
 		roster:   newRoster(),
-		beatTurn: make(chan struct{}, 1), shards: map[string]*shard{}, rewindCh: make(chan struct{}),
+		beatTurn: make(chan struct{}, 1), shards: map[string]*shard{}, rewindCh: make(chan struct{}), skipCh: make(chan struct{}, 1),
 	}
 	d.roster.reads = d.rosterReads()
 	return d, nil

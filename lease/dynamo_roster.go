@@ -287,6 +287,7 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 		return err
 	}
 	d.noteRewindLocked(item)
+	d.noteSkipLocked(item)
 	at := sent
 	if got.Sub(sent) > d.cfg.leaseDuration/10 {
 		at = got

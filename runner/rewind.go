@@ -91,10 +91,18 @@ func (r *Runner) runRewinding(ctx context.Context, m Mapping, src *kinesissrc.St
 			case <-rctx.Done():
 			}
 		}()
+		skipsDone := make(chan struct{})
+		go func() { // owned: ends with rctx, waited for below
+			defer close(skipsDone)
+			if sk, ok := st.store.(skipTable); ok && m.Hooks.Skips != nil {
+				watchSkips(rctx, sk, m.Hooks.Skips, m.Hooks.Logger)
+			}
+		}()
 		err = r.runOn(rctx, m, src, mc, st)
 		rewound = ctx.Err() == nil && rctx.Err() != nil
 		stop()
 		<-watched
+		<-skipsDone
 		st.close()
 		if err != nil || !rewound {
 			return err

@@ -18,7 +18,13 @@ import (
 // (loopback: unsigned) and returns the status, the error type and the decoded answer.
 func postRewind(t *testing.T, endpoint, uuid, body string) (int, string, map[string]any) {
 	t.Helper()
-	resp, err := http.Post(endpoint+"/2015-03-31/event-source-mappings/"+uuid+"/esm/rewind", "application/json", strings.NewReader(body))
+	return postTool(t, endpoint, uuid, "rewind", body)
+}
+
+// postTool posts body to esm's operator route tool of mapping uuid (see postRewind).
+func postTool(t *testing.T, endpoint, uuid, tool, body string) (int, string, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(endpoint+"/2015-03-31/event-source-mappings/"+uuid+"/esm/"+tool, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

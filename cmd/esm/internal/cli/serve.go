@@ -351,6 +351,9 @@ func (f *ServeFlags) sharedStores(ctx context.Context, shared *runner.Runner, bo
 			return runner.Rewind(ctx, shared.Kinesis(), ddb, streamARN, table(id), q, time.Now(),
 				lease.RewindOptions{By: by, LeaseDuration: f.LeaseDuration, Log: logger.With("mapping", id)})
 		}),
+		esmapi.WithTableSkips(func(ctx context.Context, id string, q poller.SkipRequest, by string, deadline time.Time) (poller.Skipped, error) {
+			return lease.AskSkip(ctx, ddb, table(id), q, by, deadline)
+		}),
 	}, nil
 }
 
