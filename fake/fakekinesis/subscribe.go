@@ -356,8 +356,10 @@ func (f *Fake) startSubscription(in *subscribeRequest) (*consumer, subStart, err
 	gi := &kinesis.GetShardIteratorInput{StreamARN: aws.String(f.streamARN(c.stream)), ShardId: in.ShardId,
 		ShardIteratorType: sp.Type, StartingSequenceNumber: sp.SequenceNumber}
 	if sp.Timestamp != nil {
-		sec, frac := math.Modf(*sp.Timestamp)
-		gi.Timestamp = aws.Time(time.Unix(int64(sec), int64(frac*1e9)))
+		// Epoch seconds with milliseconds, Kinesis' precision: read as a float64 the fraction
+		// is off by tens of nanoseconds (946684800.1 is 100.000023 ms), which would leave out
+		// the records that arrived at that very millisecond.
+		gi.Timestamp = aws.Time(time.UnixMilli(int64(math.Round(*sp.Timestamp * 1000))))
 	}
 	out, err := f.getShardIterator(gi)
 	if err != nil {

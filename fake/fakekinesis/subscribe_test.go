@@ -176,3 +176,23 @@ func TestSubscribeLifetimeAndFaults(t *testing.T) {
 		t.Fatalf("unknown consumer: %v", err)
 	}
 }
+
+// TestSubscribeAtTimestampOfARecord: a subscription AT_TIMESTAMP the arrival time of a record
+// (a time with milliseconds, sent as epoch seconds) starts at that record. Read back as a
+// float64, 946684800.1 s is 100.000023 ms past the second, which left out the records of that
+// millisecond (the simulation's lease seed 37, a rewind to the run's start).
+func TestSubscribeAtTimestampOfARecord(t *testing.T) {
+	c := &clock{t: time.Date(2000, 1, 1, 0, 0, 0, 100e6, time.UTC)}
+	f := fakekinesis.New(fakekinesis.WithClock(c.Now))
+	f.CreateStream("s", 1)
+	consumer := f.RegisterConsumer("s", "c")
+	at := c.Now()
+	f.Put("s", "k", []byte("first"))
+	c.Add(time.Millisecond)
+	f.Put("s", "k", []byte("second"))
+	es := subscribe(t, f, consumer, "shardId-000000000000", types.StartingPosition{Type: types.ShardIteratorTypeAtTimestamp, Timestamp: &at})
+	ev := next(t, es)
+	if len(ev.Records) == 0 || string(ev.Records[0].Data) != "first" {
+		t.Fatalf("subscribed at %s, first event %+v: want the record that arrived then", at.Format(time.RFC3339Nano), ev.Records)
+	}
+}

@@ -7,7 +7,7 @@
 // A seed decides everything a run does (Generate): the mapping's configuration, producers over
 // many keys, reshards, trims, iterator expiry, faults on every dependency, worker crashes (memory
 // lost, store kept), restarts, freezes and graceful stops, an operator's rewind replaying a
-// window of every shard mid-run (rewind.go; one-worker schedules); with several workers, faults that hit
+// window of every shard mid-run (rewind.go; on a store, or on a lease table with the fleet stopped for it); with several workers, faults that hit
 // one worker while the others see everything (partitions from DynamoDB, Kinesis, both or the
 // function, lease-table writes that land late), pauses mid-invocation and across reshards, and
 // functions as slow as the lease, and an operator who skips blocked batches (skip.go). Run plays the schedule and then checks every invariant of the
