@@ -2,15 +2,22 @@ package leasesim
 
 import (
 	"context"
+	"crypto/md5"
 	"fmt"
+	"math/big"
+	"slices"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/kinesis-esm/esm/lease"
 )
 
-// TakeoverRun kills one worker of three (6 shards, L = 3 s, a function that runs 2 s: B = 3 s)
-// with nothing in flight, then, with records flowing, another one in the middle of its
-// invocations, and judges each takeover against lease/DESIGN.md's bound: every shard the dead
+// TakeoverRun kills one worker of four (8 shards, L = 3 s, a function that runs 2 s: B = 3 s)
+// with nothing in flight; then another idle one while the others invoke all along (short
+// invocations one after another, so that their heartbeats are mostly the extra ones that
+// publish their horizons); then, with records flowing everywhere, another one in the middle of
+// its invocations; and judges each takeover against lease/DESIGN.md's bound: every shard the dead
 // worker ran is run by another within lease.TakeoverBound of the kill, for the horizon its last
 // heartbeat published (none when idle), and within issue 38's promise: the lease + 2 s of the
 // kill when idle, the dead worker's last invocation's deadline (its start + B) + 2 s when busy.
@@ -18,7 +25,9 @@ import (
 // bound, a kill meant to be busy that found no horizon, and, as in FaultRun, two invocations of
 // one shard at once.
 func TakeoverRun(seed uint64) (lines []Line, violations []string) {
-	cfg := Config{Shards: 6, Workers: 3, LeaseDuration: 3 * time.Second, Seed: seed, ShardSync: 5 * time.Second}
+	// Shards read again 300 ms after they were caught up: busy workers start an invocation
+	// about every 100 ms (section idleBesideBusy).
+	cfg := Config{Shards: 8, Workers: 4, LeaseDuration: 3 * time.Second, Seed: seed, ShardSync: 5 * time.Second, Poll: 300 * time.Millisecond}
 	w := newWorld(cfg)
 	w.invokeTime = 2 * time.Second
 	for i := range cfg.Workers {
@@ -40,8 +49,10 @@ func TakeoverRun(seed uint64) (lines []Line, violations []string) {
 	}
 	ls, v := w.judgeTakeover(idle, "idle", cfg.Shards)
 	lines, violations = append(lines, ls...), append(violations, v...)
+	ls, v = w.idleBesideBusy(workerID(1), cfg.Shards)
+	lines, violations = append(lines, ls...), append(violations, v...)
 	// Busy: records into every shard all along; the victim is in the middle of its invocations.
-	busy := workerID(1)
+	busy := workerID(2)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -114,10 +125,16 @@ func (w *world) judgeTakeover(victim, doing string, open int) ([]Line, []string)
 		}
 		return true
 	})
-	took := time.Since(killed)
+	// Taken when the last of its shards was claimed elsewhere: kill returns only once the dead
+	// worker's goroutines have ended, which may be after that.
 	w.mu.Lock()
+	var taken time.Time
+	for _, sh := range theirs {
+		taken = later(taken, w.since[sh])
+	}
 	last := w.lastStart[victim]
 	w.mu.Unlock()
+	took := taken.Sub(killed)
 	promise, what := w.cfg.LeaseDuration+2*time.Second, "the lease + 2 s"
 	if r > 0 {
 		promise, what = last.Add(w.functionTimeout()+2*time.Second).Sub(killed), "its last invocation's deadline (start + B) + 2 s"
@@ -135,4 +152,89 @@ func (w *world) judgeTakeover(victim, doing string, open int) ([]Line, []string)
 		}
 	}
 	return lines, v
+}
+
+// idleBesideBusy kills victim, idle, while the workers that run the other shards invoke all
+// along: records flow into their shards only, each invocation runs 50 ms, and its takers'
+// heartbeats are then mostly the extra ones that publish their horizons, which must count
+// towards the death rule's two healthy heartbeats (a busy taker that never had them declared
+// nobody dead until it went idle).
+func (w *world) idleBesideBusy(victim string, open int) ([]Line, []string) {
+	w.mu.Lock()
+	w.invokeTime = 50 * time.Millisecond
+	var busyShards []string
+	for shard, owner := range w.running {
+		if owner != "" && owner != victim {
+			busyShards = append(busyShards, shard)
+		}
+	}
+	w.mu.Unlock()
+	keys := w.keysInto(busyShards)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			for _, k := range keys {
+				w.kin.Put(w.stream, k, []byte("x"))
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var v []string
+	if _, ok := waitFor(time.Minute, 50*time.Millisecond, func() bool {
+		for _, id := range []string{workerID(2), workerID(3)} {
+			if w.horizon(id) == 0 {
+				return false
+			}
+		}
+		return w.horizon(victim) == 0
+	}); !ok {
+		v = append(v, "the takers never published a horizon while "+victim+" was idle")
+	}
+	time.Sleep(3 * w.cfg.LeaseDuration) // busy for a while: their regular heartbeats postponed
+	ls, jv := w.judgeTakeover(victim, "idle beside busy workers", open)
+	close(stop)
+	<-done
+	w.mu.Lock()
+	w.invokeTime = 2 * time.Second
+	w.mu.Unlock()
+	return ls, append(v, jv...)
+}
+
+// keysInto returns a partition key for each of shards (open ones), found by their hash key
+// ranges: records put with them go to those shards only.
+func (w *world) keysInto(shards []string) []string {
+	ranges := map[string][2]*big.Int{}
+	for _, s := range w.listShards() {
+		if id := aws.ToString(s.ShardId); slices.Contains(shards, id) {
+			lo, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.StartingHashKey), 10)
+			hi, _ := new(big.Int).SetString(aws.ToString(s.HashKeyRange.EndingHashKey), 10)
+			ranges[id] = [2]*big.Int{lo, hi}
+		}
+	}
+	var keys []string
+	found := map[string]bool{}
+	for i := 0; len(found) < len(ranges) && i < 100000; i++ {
+		k := fmt.Sprintf("busy-%d", i)
+		sum := md5.Sum([]byte(k))
+		h := new(big.Int).SetBytes(sum[:])
+		for id, r := range ranges {
+			if !found[id] && h.Cmp(r[0]) >= 0 && h.Cmp(r[1]) <= 0 {
+				found[id] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

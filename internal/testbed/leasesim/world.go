@@ -8,6 +8,7 @@
 package leasesim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,8 @@ type Config struct {
 	Latency time.Duration
 	// ShardSync is the pollers' ShardSyncInterval.
 	ShardSync time.Duration
+	// Poll is the pollers' PollInterval (zero: 5 s).
+	Poll time.Duration
 }
 
 // world is one simulated deployment.
@@ -62,6 +65,7 @@ type world struct {
 	mu      sync.Mutex
 	workers map[string]*simWorker
 	running map[string]string    // shard → worker whose reader runs it
+	since   map[string]time.Time // shard → when the worker of running claimed it
 	stopped map[string]time.Time // shard → when its last reader stopped
 	everRun map[string]bool
 	moves   int
@@ -369,7 +373,7 @@ func newWorld(cfg Config, opts ...fakedynamo.Option) *world {
 	w := &world{
 		cfg: cfg, db: fakedynamo.New(opts...), kin: fakekinesis.New(), rnd: rand.New(rand.NewPCG(cfg.Seed, 15)),
 		stream: "sim", table: "sim-leases", counts: counts, log: slog.New(counts),
-		workers: map[string]*simWorker{}, running: map[string]string{}, stopped: map[string]time.Time{},
+		workers: map[string]*simWorker{}, running: map[string]string{}, since: map[string]time.Time{}, stopped: map[string]time.Time{},
 		everRun: map[string]bool{}, finished: map[string]time.Time{}, claimed: map[string]time.Time{},
 		t0: time.Now(), delivered: map[string]bool{}, invokeTime: 10 * time.Millisecond, injected: map[string]int{},
 		firstCall: map[string]time.Time{}, lastStart: map[string]time.Time{}, lastEnd: map[string]time.Time{},
@@ -413,7 +417,7 @@ func (o *observed) Claim(ctx context.Context, candidates []string) ([]string, er
 		if other := w.workers[prev]; ok && other != nil && other.d.Held(id) {
 			w.faults = append(w.faults, fmt.Sprintf("%s starts %s while %s holds it", o.sw.id, id, prev))
 		}
-		w.running[id] = o.sw.id
+		w.running[id], w.since[id] = o.sw.id, now
 		if _, seen := w.claimed[id]; !seen {
 			w.claimed[id] = now
 		}
@@ -506,7 +510,7 @@ func (w *world) start(id string) *simWorker {
 	sw := &simWorker{id: id, d: d, api: api, link: l, done: make(chan struct{}), started: time.Now(), marks: d.BlockedMarks()}
 	co := &observed{Dynamo: d, w: w, sw: sw}
 	cfg := poller.Config{StartingPosition: poller.TrimHorizon, ClaimInterval: d.ClaimInterval(),
-		PollInterval: 5 * time.Second, ShardSyncInterval: w.cfg.ShardSync, ShutdownGrace: 5 * time.Second, BatchSize: 100}
+		PollInterval: cmp.Or(w.cfg.Poll, 5*time.Second), ShardSyncInterval: w.cfg.ShardSync, ShutdownGrace: 5 * time.Second, BatchSize: 100}
 	inv := invoke.InvokerFunc(func(ctx context.Context, payload []byte) (invoke.Response, error) {
 		// A request made while paused goes out on resume, unless its context ended meanwhile;
 		// none goes out while the worker is cut off from its function.
