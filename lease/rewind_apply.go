@@ -15,10 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	kintypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/ctxwait"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // The operator's side of a rewind (esm rewind, the API's rewind route): ask, wait for the
@@ -60,7 +60,7 @@ type RewindResult struct {
 // it read, and marks the request applied; the workers then start again from the items. It
 // refuses (ErrRewindRefused, nothing changed) when another rewind is in progress or the fleet
 // did not stop within o.Wait; a rewind found half applied (its asker died) is completed.
-func Rewind(ctx context.Context, api DynamoAPI, table string, shards []kintypes.Shard, q poller.RewindRequest, o RewindOptions) (RewindResult, error) {
+func Rewind(ctx context.Context, api DynamoAPI, table string, shards []source.Shard, q poller.RewindRequest, o RewindOptions) (RewindResult, error) {
 	o.Wait = cmp.Or(o.Wait, 2*time.Minute)
 	o.LeaseDuration = cmp.Or(o.LeaseDuration, DefaultLeaseDuration)
 	if o.Now == nil {
@@ -217,7 +217,7 @@ func boundLease(ctx context.Context, api DynamoAPI, table, id string, epoch int6
 
 // applyRewind writes every lease item the rewind changes (a shard whose item already carries
 // this revision was written by an interrupted run), then marks the request applied.
-func applyRewind(ctx context.Context, api DynamoAPI, table string, shards []kintypes.Shard, q poller.RewindRequest, rev int64, o RewindOptions) (RewindResult, error) {
+func applyRewind(ctx context.Context, api DynamoAPI, table string, shards []source.Shard, q poller.RewindRequest, rev int64, o RewindOptions) (RewindResult, error) {
 	items, err := scanTable(ctx, api, table)
 	if err != nil {
 		return RewindResult{Revision: rev}, err
@@ -236,9 +236,9 @@ func applyRewind(ctx context.Context, api DynamoAPI, table string, shards []kint
 	}
 	plan := poller.PlanRewind(q, shards, stored, rev)
 	res := RewindResult{Revision: rev, Rewound: plan.Rewound, Reset: plan.Reset}
-	byID := map[string]kintypes.Shard{}
+	byID := map[string]source.Shard{}
 	for _, s := range shards {
-		byID[aws.ToString(s.ShardId)] = s
+		byID[s.ID] = s
 	}
 	for _, id := range sortedKeys(plan.Progress) {
 		if l, ok := items[id]; ok && l.Progress.Rewind != nil && l.Progress.Rewind.Revision == rev {
@@ -265,19 +265,12 @@ func applyRewind(ctx context.Context, api DynamoAPI, table string, shards []kint
 // writeRewound writes one shard's rewound progress: over its item, conditional on the counter
 // read (raised by one: a checkpoint of a worker that read it before is fenced off), retried on
 // a fresh read when that moved; or, for a finished shard whose item was deleted, a new item.
-func writeRewound(ctx context.Context, api DynamoAPI, table string, s kintypes.Shard, kids []string, l Lease, progress func(poller.ShardProgress) poller.ShardProgress) error {
+func writeRewound(ctx context.Context, api DynamoAPI, table string, s source.Shard, kids []string, l Lease, progress func(poller.ShardProgress) poller.ShardProgress) error {
 	for attempt := 0; attempt < 5; attempt++ {
 		pr := progress(l.Progress)
 		if l.ShardID == "" {
-			si := poller.ShardInfo{ShardID: aws.ToString(s.ShardId), Initial: pr}
-			for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
-				if aws.ToString(p) != "" {
-					si.Parents = append(si.Parents, *p)
-				}
-			}
-			if r := s.HashKeyRange; r != nil {
-				si.StartingHashKey, si.EndingHashKey = aws.ToString(r.StartingHashKey), aws.ToString(r.EndingHashKey)
-			}
+			si := poller.ShardInfo{ShardID: s.ID, Parents: s.Parents, Initial: pr,
+				StartingHashKey: s.StartingHashKey, EndingHashKey: s.EndingHashKey}
 			it, err := newItem(si)
 			if err != nil {
 				return err
@@ -307,7 +300,7 @@ func writeRewound(ctx context.Context, api DynamoAPI, table string, s kintypes.S
 			}
 		}
 		// Written meanwhile (a stale checkpoint, a create): read it again and write over it.
-		out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: key(aws.ToString(s.ShardId)), ConsistentRead: aws.Bool(true)})
+		out, err := api.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: key(s.ID), ConsistentRead: aws.Bool(true)})
 		if err != nil {
 			return err
 		}
@@ -321,13 +314,11 @@ func writeRewound(ctx context.Context, api DynamoAPI, table string, s kintypes.S
 	return errors.New("its lease item kept changing")
 }
 
-func childrenOf(shards []kintypes.Shard) map[string][]string {
+func childrenOf(shards []source.Shard) map[string][]string {
 	out := map[string][]string{}
 	for _, s := range shards {
-		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
-			if aws.ToString(p) != "" {
-				out[*p] = append(out[*p], aws.ToString(s.ShardId))
-			}
+		for _, p := range s.Parents {
+			out[p] = append(out[p], s.ID)
 		}
 	}
 	return out

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/kpl"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // TestAggregatesAsLambdaTreatsThem: a KPL aggregate reaches the function as it is when the mapping
@@ -70,10 +70,10 @@ func TestAggregatesAsLambdaTreatsThem(t *testing.T) {
 func TestAggregatesInTheEventJSON(t *testing.T) {
 	agg := kpl.Encode([]kpl.Record{{PartitionKey: "a", Data: []byte("1")}, {PartitionKey: "b", Data: []byte("x")}, {PartitionKey: "a", Data: []byte("2")}})
 	now := time.UnixMilli(1796158428843)
-	rec := func(pk, seq string, data []byte) types.Record {
-		return types.Record{PartitionKey: &pk, SequenceNumber: &seq, Data: data, ApproximateArrivalTimestamp: &now}
+	rec := func(pk, seq string, data []byte) source.Record {
+		return source.Record{PartitionKey: pk, SequenceNumber: seq, Data: data, ArrivalTime: now}
 	}
-	recs := []types.Record{rec("p", "1", []byte("p1")), rec("a", "2", agg), rec("p", "3", []byte("p2"))}
+	recs := []source.Record{rec("p", "1", []byte("p1")), rec("a", "2", agg), rec("p", "3", []byte("p2"))}
 	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", true, nil)
 	payload, n := enc.encodeBatch(nil, "shardId-000000000000", recs, 100, MaxPayloadBytes)
 	_, size, sn := enc.sizeBatch(nil, "shardId-000000000000", recs, 100, MaxPayloadBytes)
@@ -103,7 +103,7 @@ func TestArrivalTimestampMilliseconds(t *testing.T) {
 	at := time.Unix(1796158428, 843_000_000)
 	pk, seq := "k", "1"
 	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", false, nil)
-	payload, _ := enc.encodeBatch(nil, "shardId-000000000000", []types.Record{{PartitionKey: &pk, SequenceNumber: &seq, Data: []byte("x"), ApproximateArrivalTimestamp: &at}}, 1, MaxPayloadBytes)
+	payload, _ := enc.encodeBatch(nil, "shardId-000000000000", []source.Record{{PartitionKey: pk, SequenceNumber: seq, Data: []byte("x"), ArrivalTime: at}}, 1, MaxPayloadBytes)
 	if want := `"approximateArrivalTimestamp":1796158428.843}`; !strings.Contains(string(payload), want) {
 		t.Fatalf("event %s lacks %s", payload, want)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // BenchmarkPollerThroughput measures the poller's own cost per record: reading from the in-memory

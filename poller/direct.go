@@ -7,9 +7,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/kinesis-esm/esm/internal/epoch"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // RecordsInvoker is an Invoker that can also take a batch as the events.KinesisEvent a Go
@@ -41,7 +42,7 @@ func (r *reader) direct() RecordsInvoker {
 // whose length is the event's (process checks it against MaxPayloadBytes) and whose content is
 // meaningless, since invokeBatch does not read it; an event too large for one invocation comes
 // back nil, so that process encodes it and finds it too large.
-func (r *reader) batch(buf []byte, recs []types.Record, maxRecords, maxBytes int) ([]byte, int) {
+func (r *reader) batch(buf []byte, recs []source.Record, maxRecords, maxBytes int) ([]byte, int) {
 	if r.direct() == nil {
 		return r.encode(buf, recs, maxRecords, maxBytes)
 	}
@@ -57,7 +58,7 @@ func (r *reader) batch(buf []byte, recs []types.Record, maxRecords, maxBytes int
 
 // invokeBatch invokes the function with the batch recs, whose event is payload (from encode, or
 // batch's stand-in): as the struct with a RecordsInvoker, else as payload.
-func (r *reader) invokeBatch(ctx context.Context, recs []types.Record, payload []byte) (invoke.Response, error) {
+func (r *reader) invokeBatch(ctx context.Context, recs []source.Record, payload []byte) (invoke.Response, error) {
 	if d := r.direct(); d != nil {
 		return d.InvokeRecords(ctx, r.kinesisEvent(recs))
 	}
@@ -69,14 +70,14 @@ func (r *reader) invokeBatch(ctx context.Context, recs []types.Record, payload [
 // JSON (jsonText), data copied into slices of its own, the arrival time through the float64 of
 // seconds that SecondsEpochTime marshals and unmarshals, encryptionType empty as the encoder
 // leaves it out. TestDirectEventMatchesJSON and FuzzDirectEvent check it is deep-equal.
-func (r *reader) kinesisEvent(recs []types.Record) *events.KinesisEvent {
+func (r *reader) kinesisEvent(recs []source.Record) *events.KinesisEvent {
 	recs = r.p.enc.expand(recs)
 	region, source, identity := jsonText(r.p.id.Region), jsonText(r.p.id.ARN), jsonText(r.p.id.InvokeIdentityARN)
 	shard := jsonText(r.shardID)
 	dataLen, idLen := 0, 0
 	for i := range recs {
 		dataLen += len(recs[i].Data)
-		idLen += len(shard) + 1 + len(jsonText(deref(recs[i].SequenceNumber)))
+		idLen += len(shard) + 1 + len(jsonText(recs[i].SequenceNumber))
 	}
 	// One allocation for every record's data and one for every eventID: each record's Data has
 	// its own capacity, so an append to one never writes into the next.
@@ -86,13 +87,13 @@ func (r *reader) kinesisEvent(recs []types.Record) *events.KinesisEvent {
 	for i := range recs {
 		ids.WriteString(shard)
 		ids.WriteByte(':')
-		ids.WriteString(jsonText(deref(recs[i].SequenceNumber)))
+		ids.WriteString(jsonText(recs[i].SequenceNumber))
 	}
 	idText := ids.String()
 	out := make([]events.KinesisEventRecord, len(recs))
 	for i := range recs {
 		rec := &recs[i]
-		seq := jsonText(deref(rec.SequenceNumber))
+		seq := jsonText(rec.SequenceNumber)
 		idEnd := len(shard) + 1 + len(seq)
 		d := data[:len(rec.Data):len(rec.Data)]
 		data = data[len(rec.Data):]
@@ -106,9 +107,9 @@ func (r *reader) kinesisEvent(recs []types.Record) *events.KinesisEvent {
 			EventVersion:      "1.0",
 			InvokeIdentityArn: identity,
 			Kinesis: events.KinesisRecord{
-				ApproximateArrivalTimestamp: arrivalTime(rec.ApproximateArrivalTimestamp),
+				ApproximateArrivalTimestamp: arrivalTime(rec.ArrivalTime),
 				Data:                        d,
-				PartitionKey:                jsonText(deref(rec.PartitionKey)),
+				PartitionKey:                jsonText(rec.PartitionKey),
 				SequenceNumber:              seq,
 				KinesisSchemaVersion:        "1.0",
 			},
@@ -121,13 +122,13 @@ func (r *reader) kinesisEvent(recs []types.Record) *events.KinesisEvent {
 // arrivalTime is the arrival time as events.SecondsEpochTime unmarshals the seconds
 // appendEpochSeconds writes (0 without a time): strconv's shortest form parses back to the same
 // float64, which is then split into seconds and nanoseconds as UnmarshalJSON splits it.
-func arrivalTime(t *time.Time) events.SecondsEpochTime {
-	var epoch float64
-	if t != nil {
-		epoch = epochSeconds(t)
+func arrivalTime(t time.Time) events.SecondsEpochTime {
+	var seconds float64
+	if !t.IsZero() {
+		seconds = epoch.Seconds(t)
 	}
-	sec := int64(epoch)
-	nsec := int64((epoch - float64(sec)) * float64(time.Second))
+	sec := int64(seconds)
+	nsec := int64((seconds - float64(sec)) * float64(time.Second))
 	return events.SecondsEpochTime{Time: time.Unix(sec, nsec)}
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"reflect"
 	"strings"
 	"sync"
@@ -17,13 +16,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	"github.com/kinesis-esm/esm/source"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // viaJSON is the event aws-lambda-go's own decoding hands a Kinesis handler for payload.
@@ -58,7 +57,7 @@ func directReader(t testing.TB, shardID string) *reader {
 // checkDirect checks that the event the direct path builds for recs is deep-equal to what
 // aws-lambda-go decodes from the JSON the bytes path sends, and that batch's stand-in has the
 // JSON's length and cut.
-func checkDirect(t testing.TB, r *reader, recs []types.Record) {
+func checkDirect(t testing.TB, r *reader, recs []source.Record) {
 	t.Helper()
 	payload, n := r.p.enc.encodeBatch(nil, r.shardID, recs, len(recs), MaxPayloadBytes)
 	want := viaJSON(t, payload[:len(payload):len(payload)])
@@ -91,7 +90,7 @@ func TestDirectEventMatchesJSON(t *testing.T) {
 	for i := range binary {
 		binary[i] = byte(i)
 	}
-	cases := map[string][]types.Record{
+	cases := map[string][]source.Record{
 		"plain":                         {record("k", "49590338271490256608559692538361571095921575989136588898", []byte("hello"), at)},
 		"binary data, every byte value": {record("k", "1", binary, at)},
 		"empty and nil data": {
@@ -124,8 +123,8 @@ func TestDirectEventMatchesJSON(t *testing.T) {
 			record("k", "7", nil, time.Now()), // with a monotonic reading
 		},
 		"no arrival time, nil key and sequence number": {{Data: []byte("x")}},
-		"1 KiB records": func() []types.Record {
-			var rs []types.Record
+		"1 KiB records": func() []source.Record {
+			var rs []source.Record
 			for i := range 100 {
 				rs = append(rs, record(fmt.Sprint("pk-", i%7), fmt.Sprint(1000+i), bytes.Repeat([]byte{byte(i)}, 1024), at.Add(time.Duration(i)*time.Microsecond)))
 			}
@@ -145,7 +144,7 @@ func TestDirectEventMatchesJSON(t *testing.T) {
 func TestDirectBatchCutsAsJSON(t *testing.T) {
 	r := directReader(t, "shardId-000000000000")
 	at := time.UnixMilli(1)
-	var recs []types.Record
+	var recs []source.Record
 	for i := range 12 {
 		recs = append(recs, record("k", fmt.Sprint(i), bytes.Repeat([]byte{7}, 1<<20-i*1000), at)) // base64: ~1.33 MiB each
 	}
@@ -159,7 +158,7 @@ func TestDirectBatchCutsAsJSON(t *testing.T) {
 	if stand, n := r.batch(nil, recs, 100, MaxPayloadBytes); n != 4 || len(stand) > MaxPayloadBytes {
 		t.Fatalf("batch took %d records in %d bytes, want 4 in at most %d", n, len(stand), MaxPayloadBytes)
 	}
-	huge := []types.Record{record("k", "1", make([]byte, 5<<20), at)} // 5 MiB of data: ~6.7 MiB of base64
+	huge := []source.Record{record("k", "1", make([]byte, 5<<20), at)} // 5 MiB of data: ~6.7 MiB of base64
 	if stand, n := r.batch(nil, huge, 100, MaxPayloadBytes); n != 1 || stand != nil {
 		t.Fatalf("an event over the limit: batch gave %d records in %d bytes, want 1 and nil", n, len(stand))
 	}
@@ -172,9 +171,9 @@ func FuzzDirectEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pk, seq string, data []byte, sec, nsec int64, pk2, shard string) {
 		r := directReader(t, shard)
 		at := time.Unix(sec%(1<<33), nsec) // within UnixNano's range, as arrival times are
-		recs := []types.Record{
+		recs := []source.Record{
 			record(pk, seq, data, at),
-			{PartitionKey: aws.String(pk2), SequenceNumber: aws.String(seq + pk2), Data: data[:len(data)/2]},
+			{PartitionKey: pk2, SequenceNumber: seq + pk2, Data: data[:len(data)/2]},
 			record(pk2, seq, nil, at.Add(time.Duration(nsec%1000))),
 		}
 		checkDirect(t, r, recs)
@@ -341,7 +340,7 @@ func TestDirectPathThroughThePoller(t *testing.T) {
 // retry, the on-failure record) nor the other records of the event, as with a decoded event.
 func TestDirectEventIsFresh(t *testing.T) {
 	r := directReader(t, "shardId-000000000000")
-	recs := []types.Record{record("a", "1", []byte("one"), time.Unix(1, 0)), record("b", "2", []byte("two"), time.Unix(2, 0))}
+	recs := []source.Record{record("a", "1", []byte("one"), time.Unix(1, 0)), record("b", "2", []byte("two"), time.Unix(2, 0))}
 	e := r.kinesisEvent(recs)
 	e.Records[0].Kinesis.Data[0] = 'X'
 	e.Records[0].Kinesis.Data = append(e.Records[0].Kinesis.Data, "!!!"...)

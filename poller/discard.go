@@ -6,8 +6,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/uuid"
+
+	"github.com/kinesis-esm/esm/source"
 )
 
 // Giving up on records: the failure record that describes them, its delivery to the on-failure
@@ -64,7 +65,7 @@ type Destination interface {
 // discard gives up on recs: their failure record goes to the on-failure destination, then the
 // checkpoint moves past them. A delivery that fails is retried, blocking the shard, until it
 // succeeds; with OnDestinationFailure drop, the records are dropped instead, as Lambda drops them.
-func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, condition string, invokes int, resp *FailureResponse, requestID string) error {
+func (r *reader) discard(runCtx, workCtx context.Context, recs []source.Record, condition string, invokes int, resp *FailureResponse, requestID string) error {
 	if requestID == "" { // never invoked: the failure record gets its own id
 		requestID = uuid.NewString()
 	}
@@ -72,13 +73,13 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 		Condition: condition, RequestID: requestID, FunctionARN: r.p.cfg.FunctionARN,
 		ApproximateInvokeCount: invokes, Response: resp, Timestamp: r.p.now().UTC(),
 		StreamARN: r.p.id.ARN, ShardID: r.shardID,
-		StartSequenceNumber: deref(recs[0].SequenceNumber), EndSequenceNumber: deref(recs[len(recs)-1].SequenceNumber),
+		StartSequenceNumber: recs[0].SequenceNumber, EndSequenceNumber: recs[len(recs)-1].SequenceNumber,
 		BatchSize: len(recs),
 	}
-	if at := recs[0].ApproximateArrivalTimestamp; at != nil {
+	if at := recs[0].ArrivalTime; !at.IsZero() {
 		f.FirstArrival = at.UTC()
 	}
-	if at := recs[len(recs)-1].ApproximateArrivalTimestamp; at != nil {
+	if at := recs[len(recs)-1].ArrivalTime; !at.IsZero() {
 		f.LastArrival = at.UTC()
 	}
 	log := r.p.log.With("shard_id", r.shardID, "condition", condition, "batch_size", len(recs),
@@ -95,7 +96,7 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []types.Record, c
 // deliverFailure sends the failure record of recs to the on-failure destination, retrying a
 // delivery that fails until it succeeds (the shard waits) or, with OnDestinationFailure drop,
 // dropping the records instead.
-func (r *reader) deliverFailure(runCtx, workCtx context.Context, f FailureRecord, recs []types.Record, log *slog.Logger) (err error) {
+func (r *reader) deliverFailure(runCtx, workCtx context.Context, f FailureRecord, recs []source.Record, log *slog.Logger) (err error) {
 	f.Payload, _ = r.encode(nil, recs, len(recs), MaxPayloadBytes*2)
 	bo := r.p.retryPace(r.shardID + " failure record " + firstSeq(recs))
 	delivered := false

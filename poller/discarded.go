@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // Discards the checkpoint cannot pass yet (ParallelizationFactor > 1). A slot's batch that is
@@ -33,12 +33,12 @@ type DiscardedRun struct {
 }
 
 // covers says whether rec is one of the run's records.
-func (d DiscardedRun) covers(rec *types.Record) bool {
-	seq := deref(rec.SequenceNumber)
+func (d DiscardedRun) covers(rec *source.Record) bool {
+	seq := rec.SequenceNumber
 	if seqLess(seq, d.First) || seqLess(d.Last, seq) {
 		return false
 	}
-	return d.Of <= 1 || slotOf(deref(rec.PartitionKey), d.Of) == d.Slot
+	return d.Of <= 1 || slotOf(rec.PartitionKey, d.Of) == d.Slot
 }
 
 // pruneDiscarded forgets the runs pr's checkpoint passed (all of them once it is finished),
@@ -61,7 +61,7 @@ func pruneDiscarded(pr ShardProgress) ShardProgress {
 
 // discardedCut drops from one read's records those of the discarded runs the reader began
 // with, except the records of a rewind's window being replayed (those are invoked again).
-func (r *reader) discardedCut(recs []types.Record) []types.Record {
+func (r *reader) discardedCut(recs []source.Record) []source.Record {
 	if len(r.discarded) == 0 {
 		return recs
 	}
@@ -69,7 +69,7 @@ func (r *reader) discardedCut(recs []types.Record) []types.Record {
 	out := recs[:0:0]
 	for i := range recs {
 		rec := &recs[i]
-		inWindow := rw != nil && !rw.Until.IsZero() && rec.ApproximateArrivalTimestamp != nil && rec.ApproximateArrivalTimestamp.Before(rw.Until)
+		inWindow := rw != nil && !rw.Until.IsZero() && !rec.ArrivalTime.IsZero() && rec.ArrivalTime.Before(rw.Until)
 		if !inWindow && slices.ContainsFunc(r.discarded, func(d DiscardedRun) bool { return d.covers(rec) }) {
 			continue
 		}
@@ -83,7 +83,7 @@ func (r *reader) discardedCut(recs []types.Record) []types.Record {
 
 // ackDiscarded moves the checkpoint past discarded records; with slots, when it cannot pass
 // them yet, the run is written into the progress instead (in the same write).
-func (r *reader) ackDiscarded(workCtx context.Context, recs []types.Record) error {
+func (r *reader) ackDiscarded(workCtx context.Context, recs []source.Record) error {
 	var err error
 	if r.slots != nil {
 		err = r.slots.ackDiscarded(workCtx, recs)
@@ -98,7 +98,7 @@ func (r *reader) ackDiscarded(workCtx context.Context, recs []types.Record) erro
 
 // ackDiscarded is ack for a discarded slot batch: when the finished prefix does not reach its
 // last record, the progress written (the checkpoint moved or not) names the run.
-func (s *slots) ackDiscarded(ctx context.Context, recs []types.Record) error {
+func (s *slots) ackDiscarded(ctx context.Context, recs []source.Record) error {
 	r := s.r
 	s.lockProgress()
 	defer s.unlockProgress()
@@ -108,15 +108,15 @@ func (s *slots) ackDiscarded(ctx context.Context, recs []types.Record) error {
 	if last != "" {
 		pr.Checkpoint = last
 	}
-	end := deref(recs[len(recs)-1].SequenceNumber)
+	end := recs[len(recs)-1].SequenceNumber
 	if seqLess(pr.Checkpoint, end) {
-		run := DiscardedRun{First: deref(recs[0].SequenceNumber), Last: end, Slot: slotOf(deref(recs[0].PartitionKey), len(s.queues)), Of: len(s.queues)}
+		run := DiscardedRun{First: recs[0].SequenceNumber, Last: end, Slot: slotOf(recs[0].PartitionKey, len(s.queues)), Of: len(s.queues)}
 		pr.Discarded = append(slices.Clone(pr.Discarded), run)
 	} else if last == "" {
 		return nil
 	}
 	if err := r.store(ctx, pr, func(err error) error {
-		return fmt.Errorf("record the discarded records %s..%s of shard %s: %w", deref(recs[0].SequenceNumber), end, r.shardID, err)
+		return fmt.Errorf("record the discarded records %s..%s of shard %s: %w", recs[0].SequenceNumber, end, r.shardID, err)
 	}); err != nil {
 		return err
 	}

@@ -4,9 +4,8 @@ import (
 	"cmp"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // BatchEncoder renders records as the events a mapping's poller invokes its function with, for
@@ -29,8 +28,8 @@ func NewBatchEncoder(src Source, cfg Config) (*BatchEncoder, error) {
 		return nil, err
 	}
 	id := src.Identity()
-	k, _ := src.(kinesisReads)
-	deaggregate := k != nil && k.ConsumerARN() != ""
+	sub, _ := src.(Subscriber)
+	deaggregate := sub != nil && sub.ConsumerARN() != ""
 	return &BatchEncoder{enc: newEventEncoder(id.ARN, id.Region, id.InvokeIdentityARN, deaggregate, filters), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
 }
 
@@ -38,7 +37,7 @@ func NewBatchEncoder(src Source, cfg Config) (*BatchEncoder, error) {
 // sequence order): the longest prefix of at most BatchSize records whose event fits
 // MaxPayloadBytes, and how many records it took. A single record whose event alone is larger
 // comes back alone; the caller must check len(payload).
-func (e *BatchEncoder) Next(shardID string, recs []types.Record) (payload []byte, n int) {
+func (e *BatchEncoder) Next(shardID string, recs []source.Record) (payload []byte, n int) {
 	return e.enc.encodeBatch(nil, shardID, recs, e.batchSize, MaxPayloadBytes)
 }
 
@@ -48,10 +47,10 @@ func (e *BatchEncoder) Slot(partitionKey string) int { return slotOf(partitionKe
 
 // Match applies the mapping's FilterCriteria to one record as the poller does (to each user record
 // of an aggregate when the mapping reads through a consumer); true without filters.
-func (e *BatchEncoder) Match(r *types.Record) bool { return e.enc.match(r) }
+func (e *BatchEncoder) Match(r *source.Record) bool { return e.enc.match(r) }
 
 // Record renders one record as it appears in an event's Records array.
-func (e *BatchEncoder) Record(shardID string, r *types.Record) []byte {
+func (e *BatchEncoder) Record(shardID string, r *source.Record) []byte {
 	return e.enc.appendRecord(nil, shardID, r)
 }
 
@@ -59,7 +58,7 @@ func (e *BatchEncoder) Record(shardID string, r *types.Record) []byte {
 // records, from the first, it handled: len(recs) for a success, the records before the lowest
 // failed one for a valid partial batch response (with reportItemFailures), 0 for a function
 // error or an invalid response.
-func Handled(resp invoke.Response, recs []types.Record, reportItemFailures bool) int {
+func Handled(resp invoke.Response, recs []source.Record, reportItemFailures bool) int {
 	switch o, failedAt := classifyResponse(resp, recs, reportItemFailures); o {
 	case outcomeSuccess:
 		return len(recs)

@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // TestBatchEncoderIsThePollersEncoder: the exported encoder renders the same bytes as the
@@ -28,7 +27,7 @@ func TestBatchEncoderIsThePollersEncoder(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 29, 12, 0, 0, 123_000_000, time.UTC)
-	var recs []types.Record
+	var recs []source.Record
 	for i := range 5 {
 		recs = append(recs, record(fmt.Sprint("k", i), fmt.Sprint(100+i), []byte("d<&>"), at))
 	}
@@ -57,7 +56,7 @@ func TestBatchEncoderIsThePollersEncoder(t *testing.T) {
 }
 
 func TestHandled(t *testing.T) {
-	recs := []types.Record{record("k", "1", nil, time.Time{}), record("k", "2", nil, time.Time{}), record("k", "3", nil, time.Time{})}
+	recs := []source.Record{record("k", "1", nil, time.Time{}), record("k", "2", nil, time.Time{}), record("k", "3", nil, time.Time{})}
 	for _, tc := range []struct {
 		name   string
 		resp   invoke.Response

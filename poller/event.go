@@ -5,11 +5,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/internal/epoch"
 	"github.com/kinesis-esm/esm/kpl"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // eventEncoder renders batches as the JSON event Lambda sends for Kinesis (events.KinesisEvent),
@@ -48,28 +47,28 @@ const (
 )
 
 // appendRecord appends one record object.
-func (e *eventEncoder) appendRecord(b []byte, shardID string, r *types.Record) []byte {
+func (e *eventEncoder) appendRecord(b []byte, shardID string, r *source.Record) []byte {
 	return e.appendRecordData(b, shardID, r, true)
 }
 
 // appendRecordData appends one record object, and with data false leaves out the base64 of its
 // data (base64.StdEncoding.EncodedLen(len(r.Data)) bytes) from it.
-func (e *eventEncoder) appendRecordData(b []byte, shardID string, r *types.Record, data bool) []byte {
+func (e *eventEncoder) appendRecordData(b []byte, shardID string, r *source.Record, data bool) []byte {
 	b = append(b, `{"kinesis":{"kinesisSchemaVersion":"1.0","partitionKey":`...)
-	b = appendJSONString(b, deref(r.PartitionKey))
+	b = appendJSONString(b, r.PartitionKey)
 	b = append(b, `,"sequenceNumber":`...)
-	b = appendJSONString(b, deref(r.SequenceNumber))
+	b = appendJSONString(b, r.SequenceNumber)
 	b = append(b, `,"data":"`...)
 	if data {
 		b = base64.StdEncoding.AppendEncode(b, r.Data)
 	}
 	b = append(b, `","approximateArrivalTimestamp":`...)
-	b = appendEpochSeconds(b, r.ApproximateArrivalTimestamp)
+	b = appendEpochSeconds(b, r.ArrivalTime)
 	b = append(b, `},"eventSource":"aws:kinesis","eventVersion":"1.0","eventID":`...)
 	b = append(b, '"')
 	b = appendJSONChars(b, shardID)
 	b = append(b, ':')
-	b = appendJSONChars(b, deref(r.SequenceNumber))
+	b = appendJSONChars(b, r.SequenceNumber)
 	b = append(b, '"')
 	return append(b, e.tail...)
 }
@@ -77,26 +76,26 @@ func (e *eventEncoder) appendRecordData(b []byte, shardID string, r *types.Recor
 // encodeBatch renders the longest prefix of recs, at most maxRecords records, whose event fits in
 // maxBytes, into buf (reused). It always takes at least one record: a single record whose event is
 // larger than maxBytes comes back alone, and the caller must check len(payload).
-func (e *eventEncoder) encodeBatch(buf []byte, shardID string, recs []types.Record, maxRecords, maxBytes int) (payload []byte, n int) {
+func (e *eventEncoder) encodeBatch(buf []byte, shardID string, recs []source.Record, maxRecords, maxBytes int) (payload []byte, n int) {
 	payload, _, n = e.batch(buf, shardID, recs, maxRecords, maxBytes, true)
 	return payload, n
 }
 
 // sizeBatch is encodeBatch without the event: the len(payload) and n it gives, computed without
 // the base64 of the records' data (scratch, reused, holds the rest of one record at a time).
-func (e *eventEncoder) sizeBatch(scratch []byte, shardID string, recs []types.Record, maxRecords, maxBytes int) (scratchOut []byte, size, n int) {
+func (e *eventEncoder) sizeBatch(scratch []byte, shardID string, recs []source.Record, maxRecords, maxBytes int) (scratchOut []byte, size, n int) {
 	return e.batch(scratch, shardID, recs, maxRecords, maxBytes, false)
 }
 
 // batch is encodeBatch, and with data false sizeBatch: size is the event's length either way.
 // n counts Kinesis records: an aggregate that deaggregate expands is taken whole or not at all.
-func (e *eventEncoder) batch(buf []byte, shardID string, recs []types.Record, maxRecords, maxBytes int, data bool) (payload []byte, size, n int) {
+func (e *eventEncoder) batch(buf []byte, shardID string, recs []source.Record, maxRecords, maxBytes int, data bool) (payload []byte, size, n int) {
 	b := append(buf[:0], eventHead...)
 	size = len(b)
 	objects := 0 // record objects written
 	for n < len(recs) && n < maxRecords {
 		mark, grown, written := len(b), 0, 0
-		add := func(r *types.Record) {
+		add := func(r *source.Record) {
 			if objects+written > 0 {
 				b = append(b, ',')
 			}
@@ -134,15 +133,15 @@ func (e *eventEncoder) batch(buf []byte, shardID string, recs []types.Record, ma
 
 // expand is recs as the event holds them: with every aggregate replaced by its user records (see
 // userRecords). It returns recs itself when nothing changes.
-func (e *eventEncoder) expand(recs []types.Record) []types.Record {
+func (e *eventEncoder) expand(recs []source.Record) []source.Record {
 	if !e.deaggregate {
 		return recs
 	}
-	var out []types.Record
+	var out []source.Record
 	for i := range recs {
 		users, ok := e.userRecords(&recs[i])
 		if ok && out == nil {
-			out = append(make([]types.Record, 0, len(recs)+len(users)), recs[:i]...)
+			out = append(make([]source.Record, 0, len(recs)+len(users)), recs[:i]...)
 		}
 		switch {
 		case ok:
@@ -161,7 +160,7 @@ func (e *eventEncoder) expand(recs []types.Record) []types.Record {
 // and it is a KPL aggregate (ok): its user records whose partition key is the aggregate's, each
 // with the aggregate's sequence number and arrival time (Lambda documents no sub-sequence number
 // in its event). A record that is not an aggregate, or a malformed one, stays as it is (!ok).
-func (e *eventEncoder) userRecords(r *types.Record) (users []types.Record, ok bool) {
+func (e *eventEncoder) userRecords(r *source.Record) (users []source.Record, ok bool) {
 	if !e.deaggregate || !kpl.IsAggregated(r.Data) {
 		return nil, false
 	}
@@ -169,13 +168,13 @@ func (e *eventEncoder) userRecords(r *types.Record) (users []types.Record, ok bo
 	if err != nil {
 		return nil, false
 	}
-	users = make([]types.Record, 0, len(decoded))
+	users = make([]source.Record, 0, len(decoded))
 	for _, u := range decoded {
-		if u.PartitionKey != deref(r.PartitionKey) {
+		if u.PartitionKey != r.PartitionKey {
 			continue
 		}
-		user := types.Record{PartitionKey: r.PartitionKey, SequenceNumber: r.SequenceNumber,
-			ApproximateArrivalTimestamp: r.ApproximateArrivalTimestamp, Data: u.Data}
+		user := source.Record{PartitionKey: r.PartitionKey, SequenceNumber: r.SequenceNumber,
+			ArrivalTime: r.ArrivalTime, Data: u.Data}
 		if e.filters == nil || e.filters.Match(filterRecord(&user)) {
 			users = append(users, user)
 		}
@@ -186,7 +185,7 @@ func (e *eventEncoder) userRecords(r *types.Record) (users []types.Record, ok bo
 // match applies the mapping's FilterCriteria to one Kinesis record: to the record itself, or,
 // for an aggregate the encoder de-aggregates, to its user records (it matches when one does, and
 // the event holds only those).
-func (e *eventEncoder) match(rec *types.Record) bool {
+func (e *eventEncoder) match(rec *source.Record) bool {
 	if users, ok := e.userRecords(rec); ok {
 		return len(users) > 0
 	}
@@ -194,31 +193,18 @@ func (e *eventEncoder) match(rec *types.Record) bool {
 }
 
 // filterRecord is what FilterCriteria see of a record.
-func filterRecord(rec *types.Record) filter.Record {
-	fr := filter.Record{Data: rec.Data, PartitionKey: deref(rec.PartitionKey), SequenceNumber: deref(rec.SequenceNumber)}
-	if rec.ApproximateArrivalTimestamp != nil {
-		fr.ApproximateArrivalTimestamp = *rec.ApproximateArrivalTimestamp
-	}
-	return fr
+func filterRecord(rec *source.Record) filter.Record {
+	return filter.Record{Data: rec.Data, PartitionKey: rec.PartitionKey, SequenceNumber: rec.SequenceNumber,
+		ApproximateArrivalTimestamp: rec.ArrivalTime}
 }
 
 // appendEpochSeconds writes the arrival time as Lambda's event does: a JSON number of seconds
-// with Kinesis' milliseconds (internal/epoch), 0 without a time.
-func appendEpochSeconds(b []byte, t *time.Time) []byte {
-	if t == nil {
+// with Kinesis' milliseconds (internal/epoch), 0 without a time (zero).
+func appendEpochSeconds(b []byte, t time.Time) []byte {
+	if t.IsZero() {
 		return append(b, '0')
 	}
-	return epoch.AppendSeconds(b, *t)
-}
-
-// epochSeconds is the arrival time t in seconds, as the event writes it.
-func epochSeconds(t *time.Time) float64 { return epoch.Seconds(*t) }
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+	return epoch.AppendSeconds(b, t)
 }
 
 const hexDigits = "0123456789abcdef"

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/kinesis-esm/esm/source"
 )
 
-func record(pk, seq string, data []byte, at time.Time) types.Record {
-	return types.Record{PartitionKey: aws.String(pk), SequenceNumber: aws.String(seq), Data: data, ApproximateArrivalTimestamp: aws.Time(at)}
+func record(pk, seq string, data []byte, at time.Time) source.Record {
+	return source.Record{PartitionKey: pk, SequenceNumber: seq, Data: data, ArrivalTime: at}
 }
 
 // TestEventMatchesAWSRecording renders the batch AWS recorded (10 "hello" records, keys test_0…9)
@@ -35,7 +35,7 @@ func TestEventMatchesAWSRecording(t *testing.T) {
 	)
 	streamARN := fmt.Sprintf("arn:aws:kinesis:%s:%s:stream/%s", region, account, stream)
 	at := time.UnixMilli(1545084650987)
-	var recs []types.Record
+	var recs []source.Record
 	seqs := map[string]string{}
 	for i := range 10 {
 		seq := fmt.Sprintf("4959033827149025660855969253836157109592157598913658%04d", i)
@@ -74,7 +74,7 @@ func TestEventMatchesAWSRecording(t *testing.T) {
 // KinesisEvent with every field intact, and that each value is rendered as aws-lambda-go renders it.
 func TestEventBytesEqualAWSLambdaGo(t *testing.T) {
 	at := time.Date(2026, 11, 29, 12, 0, 0, 100_000_000, time.UTC)
-	recs := []types.Record{
+	recs := []source.Record{
 		record("k<&>\"\\\n\t\u2028é\x01", "1", []byte{0, 1, 2, 0xff}, at),
 		record("plain", "2", []byte{}, at.Add(7*time.Millisecond)),
 		record("x", "3", bytes.Repeat([]byte("z"), 1000), at.Add(time.Second)),
@@ -89,12 +89,12 @@ func TestEventBytesEqualAWSLambdaGo(t *testing.T) {
 	var want events.KinesisEvent
 	for _, r := range recs {
 		want.Records = append(want.Records, events.KinesisEventRecord{
-			AwsRegion: "us-east-1", EventID: "shardId-000000000007:" + *r.SequenceNumber, EventName: "aws:kinesis:record",
+			AwsRegion: "us-east-1", EventID: "shardId-000000000007:" + r.SequenceNumber, EventName: "aws:kinesis:record",
 			EventSource: "aws:kinesis", EventSourceArn: "arn:aws:kinesis:us-east-1:000000000000:stream/s", EventVersion: "1.0",
 			InvokeIdentityArn: "arn:aws:iam::000000000000:role/r",
 			Kinesis: events.KinesisRecord{
-				ApproximateArrivalTimestamp: events.SecondsEpochTime{Time: *r.ApproximateArrivalTimestamp},
-				Data:                        r.Data, PartitionKey: *r.PartitionKey, SequenceNumber: *r.SequenceNumber, KinesisSchemaVersion: "1.0",
+				ApproximateArrivalTimestamp: events.SecondsEpochTime{Time: r.ArrivalTime},
+				Data:                        r.Data, PartitionKey: r.PartitionKey, SequenceNumber: r.SequenceNumber, KinesisSchemaVersion: "1.0",
 			},
 		})
 	}
@@ -127,7 +127,7 @@ func TestEncodeBatchCutsAtPayloadLimit(t *testing.T) {
 	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", false, nil)
 	at := time.UnixMilli(1)
 	data := bytes.Repeat([]byte{7}, 1<<20) // 1 MiB of data is about 1.33 MiB of base64
-	var recs []types.Record
+	var recs []source.Record
 	for i := range 10 {
 		recs = append(recs, record("k", fmt.Sprint(i), data, at))
 	}
@@ -147,7 +147,7 @@ func TestEncodeBatchCutsAtPayloadLimit(t *testing.T) {
 		t.Fatalf("BatchSize 2 took %d", n)
 	}
 	// A record too large on its own comes back alone, for the caller to refuse.
-	huge := []types.Record{record("k", "1", bytes.Repeat([]byte{1}, 5<<20), at), recs[0]}
+	huge := []source.Record{record("k", "1", bytes.Repeat([]byte{1}, 5<<20), at), recs[0]}
 	payload, n = enc.encodeBatch(nil, "shardId-000000000000", huge, 100, MaxPayloadBytes)
 	if n != 1 || len(payload) <= MaxPayloadBytes {
 		t.Fatalf("oversize record: n=%d len=%d", n, len(payload))

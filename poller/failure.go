@@ -8,9 +8,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // outcome is how one invocation went, as Lambda's failure rules see it.
@@ -28,7 +27,7 @@ const (
 // empty or null batchItemFailures; it is a partial failure when batchItemFailures lists only
 // identifiers of records in the batch (failedAt is the lowest such record); anything else fails the
 // whole batch. Without it, any normal return is a success.
-func classifyResponse(resp invoke.Response, recs []types.Record, reportItemFailures bool) (o outcome, failedAt int) {
+func classifyResponse(resp invoke.Response, recs []source.Record, reportItemFailures bool) (o outcome, failedAt int) {
 	if resp.Failed() {
 		return outcomeFunctionError, 0
 	}
@@ -76,7 +75,7 @@ func classifyResponse(resp invoke.Response, recs []types.Record, reportItemFailu
 	}
 	index := make(map[string]int, len(recs))
 	for i := range recs {
-		index[deref(recs[i].SequenceNumber)] = i
+		index[recs[i].SequenceNumber] = i
 	}
 	failedAt = len(recs)
 	for _, it := range list {
@@ -98,11 +97,11 @@ func classifyResponse(resp invoke.Response, recs []types.Record, reportItemFailu
 }
 
 // expiredPrefix counts the records at the head of recs older than maxAge at now.
-func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int {
+func expiredPrefix(recs []source.Record, now time.Time, maxAge time.Duration) int {
 	n := 0
 	for n < len(recs) {
-		at := recs[n].ApproximateArrivalTimestamp
-		if at == nil || now.Sub(*at) <= maxAge {
+		at := recs[n].ArrivalTime
+		if at.IsZero() || now.Sub(at) <= maxAge {
 			break
 		}
 		n++
@@ -114,7 +113,7 @@ func expiredPrefix(recs []types.Record, now time.Time, maxAge time.Duration) int
 // and returns once every record of it was handled or discarded (and the checkpoint covers it), or
 // with errStopped when the mapping stops. payload, when non-nil, is the encoded event for recs (or
 // batch's stand-in, direct.go). Its invocations are sent on l: the shard's, or its slot's.
-func (r *reader) process(runCtx, workCtx context.Context, l *lane, recs []types.Record, payload []byte) error {
+func (r *reader) process(runCtx, workCtx context.Context, l *lane, recs []source.Record, payload []byte) error {
 	return r.processRun(&batchRun{r: r, runCtx: runCtx, workCtx: workCtx, lane: l, recs: recs, payload: payload})
 }
 
@@ -137,7 +136,7 @@ type batchRun struct {
 	r               *reader
 	runCtx, workCtx context.Context
 	lane            *lane // where its invocations are sent (send.go)
-	recs            []types.Record
+	recs            []source.Record
 	payload         []byte // the event for recs; nil: encode it again
 	invokes         int    // invocations of these records so far (approximateInvokeCount)
 	failures        int    // failures counted toward MaximumRetryAttempts
@@ -155,7 +154,7 @@ type batchRun struct {
 
 // log is the batch's logger, built only when something is logged: not on the hot path.
 func (b *batchRun) log() *slog.Logger {
-	return b.r.p.log.With("shard_id", b.r.shardID, "batch_size", len(b.recs), "seq_first", deref(b.recs[0].SequenceNumber), "seq_last", deref(b.recs[len(b.recs)-1].SequenceNumber))
+	return b.r.p.log.With("shard_id", b.r.shardID, "batch_size", len(b.recs), "seq_first", b.recs[0].SequenceNumber, "seq_last", b.recs[len(b.recs)-1].SequenceNumber)
 }
 
 // attempt is one pass of the rules: discard the expired head, invoke the rest, judge the outcome.
@@ -224,11 +223,11 @@ func (b *batchRun) discardExpired() error {
 		case retention && r.p.dest == nil:
 			// Gone with the stream's retention: not in DroppedEventCount, as Lambda counts it.
 			r.p.log.Warn("records older than the stream's retention period have left the stream: discarded",
-				"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(b.recs[0].SequenceNumber))
+				"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", b.recs[0].SequenceNumber)
 			err = r.ackDiscarded(b.workCtx, b.recs[:n])
 		case retention:
 			r.p.log.Warn("records older than the stream's retention period have left the stream: discarded as RecordAgeExceeded",
-				"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", deref(b.recs[0].SequenceNumber))
+				"shard_id", r.shardID, "retention", limit, "records", n, "seq_first", b.recs[0].SequenceNumber)
 			fallthrough
 		default:
 			err = r.discard(b.runCtx, b.workCtx, b.recs[:n], ConditionRecordAgeExceeded, max(b.invokes, 1), nil, b.lastRequest)
@@ -271,15 +270,15 @@ func (b *batchRun) judge(resp invoke.Response, took time.Duration) (step, error)
 		}
 		return stepDone, r.ack(b.workCtx, b.recs)
 	case outcomePartial:
-		b.log().Warn("partial batch failure; retrying from the lowest failed record", "failed_seq", deref(b.recs[failedAt].SequenceNumber), "handled", failedAt)
+		b.log().Warn("partial batch failure; retrying from the lowest failed record", "failed_seq", b.recs[failedAt].SequenceNumber, "handled", failedAt)
 		if state != nil { // the state covers the records the function handled
 			r.progress.Window = &WindowState{Start: r.progress.Window.Start, State: state}
 		}
 		if failedAt > 0 {
-			b.endSpan(OutcomePartial, "partial batch failure at record "+deref(b.recs[failedAt].SequenceNumber))
+			b.endSpan(OutcomePartial, "partial batch failure at record "+b.recs[failedAt].SequenceNumber)
 			return b.handledUpTo(failedAt)
 		}
-		cause = "partial batch failure at its first record " + deref(b.recs[0].SequenceNumber)
+		cause = "partial batch failure at its first record " + b.recs[0].SequenceNumber
 	case outcomeFunctionError:
 		b.log().Warn("function error", "invocations", b.invokes, "error", string(resp.Payload))
 		if cfg.BisectBatchOnFunctionError && len(b.recs) > 1 {
@@ -320,7 +319,7 @@ func (b *batchRun) handledUpTo(failedAt int) (step, error) {
 
 // stalled notes a failure of the batch with its cause (blocked.go).
 func (b *batchRun) stalled(cause string) {
-	b.r.stalled(&b.stall, deref(b.recs[0].SequenceNumber), deref(b.recs[len(b.recs)-1].SequenceNumber), cause)
+	b.r.stalled(&b.stall, b.recs[0].SequenceNumber, b.recs[len(b.recs)-1].SequenceNumber, cause)
 }
 
 // bisect processes the two halves of a batch that failed with a function error in order, each
@@ -330,7 +329,7 @@ func (b *batchRun) bisect(parent InvocationSpan) error {
 	half := (len(b.recs) + 1) / 2
 	b.log().Info("bisecting batch", "first_half", half, "second_half", len(b.recs)-half)
 	b.stalled("function error") // the halves are failing since the batch first did
-	for _, recs := range [][]types.Record{b.recs[:half], b.recs[half:]} {
+	for _, recs := range [][]source.Record{b.recs[:half], b.recs[half:]} {
 		h := &batchRun{r: b.r, runCtx: b.runCtx, workCtx: b.workCtx, lane: b.lane, recs: recs, half: true, stall: stall{since: b.stall.since}, parent: parent}
 		if err := b.r.processRun(h); err != nil {
 			return err

@@ -12,16 +12,16 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	"github.com/kinesis-esm/esm/source"
 )
 
 func TestClassifyResponse(t *testing.T) {
-	recs := []types.Record{record("k", "11", nil, time.Time{}), record("k", "12", nil, time.Time{}), record("k", "13", nil, time.Time{})}
+	recs := []source.Record{record("k", "11", nil, time.Time{}), record("k", "12", nil, time.Time{}), record("k", "13", nil, time.Time{})}
 	ok := invoke.Response{StatusCode: 200}
 	with := func(body string) invoke.Response { r := ok; r.Payload = []byte(body); return r }
 	tests := []struct {
@@ -74,7 +74,7 @@ func FuzzClassifyResponse(f *testing.F) {
 	for _, s := range []string{"", "null", `""`, "[]", "{}", `{"batchItemFailures":[{"itemIdentifier":"2"}]}`, `{"batchItemFailures":[{"itemIdentifier":1e999}]}`, `[{`} {
 		f.Add([]byte(s))
 	}
-	recs := []types.Record{record("k", "1", nil, time.Time{}), record("k", "2", nil, time.Time{})}
+	recs := []source.Record{record("k", "1", nil, time.Time{}), record("k", "2", nil, time.Time{})}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		o, at := classifyResponse(invoke.Response{StatusCode: 200, Payload: body}, recs, true)
 		if o == outcomePartial && (at < 0 || at >= len(recs)) {

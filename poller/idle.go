@@ -3,52 +3,41 @@ package poller
 import (
 	"container/heap"
 	"context"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // Idle polls. A caught-up polling reader (nothing pending, the last read said nothing is behind)
-// hands its next polls to the Poller's idle poller instead of sleeping and calling GetRecords
-// itself: one goroutine wakes at each due time (the poll grid puts the polls of idle shards on the
+// hands its next polls to the Poller's idle poller instead of sleeping and reading itself: one goroutine wakes at each due time (the poll grid puts the polls of idle shards on the
 // same instants), checks the lease and starts each due reader's call without waiting for it. The
 // answer of an idle shard (no records, an iterator) is taken where it arrives: the read's
 // bookkeeping (readDone), then, if the reader's next state is still a poll of an idle shard, the
 // poll after it is queued. So an idle shard's polls wake none of its goroutines. Anything else
 // wakes the reader: records, the shard's end, a failed call (its finish, which decodes, retries
-// and classifies as GetRecords does, runs on the reader's goroutine, then readFailed as after any
-// read), a lost lease, a next state other than a poll.
+// and classifies as Read does, runs on the reader's goroutine, then readFailed as after any read),
+// a lost lease, a next state other than a poll. The calls start without a goroutine where the
+// source is a ReadStarter (the Kinesis source's lean GetRecords path); else each is a Read on a
+// caller (call).
 //
 // Ownership: while a reader waits in pollIdle, its state belongs to whichever of the idle poller
 // and the call's completion holds its entry's lock; it takes the state back by taking the lock,
 // when woken or when its context ends (then marked left: a completion that comes later drops its
 // answer). Lock order: an entry's, then the idle poller's.
 
-// getRecordsStarter is a Kinesis client that starts a GetRecords call without a goroutine waiting
-// for its answer where it can (the lean path's, source/kinesis/internal/getrecords): done gets the output, or
-// finish to run on a goroutine of the caller's for the output or the error. Reporting false, it
-// did nothing: the call is to be made (GetRecords) on a goroutine.
-type getRecordsStarter interface {
-	StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) bool
-}
-
-// callBatcher is a getRecordsStarter whose calls can leave together (the lean path's Batch): the
-// requests of the calls started until send is called are written at once.
-type callBatcher interface {
-	Batch() (send func())
-}
-
-// idleBatch is how many calls of a due time the idle poller starts in one batch (callBatcher): a
-// batch holds back the other requests on its connections (a busy reader's) until it is sent, so
-// it is kept to a few milliseconds of signing.
+// idleBatch is how many calls of a due time the idle poller starts in one batch
+// (ReadStarter.Batch): a batch holds back the other requests on its connections (a busy reader's)
+// until it is sent, so it is kept to a few milliseconds of signing.
 const idleBatch = 64
 
-// startFunc starts a GetRecords call; done gets its result (getRecordsStarter).
-type startFunc func(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error)))
+// readDone is what a started read's answer goes to: the page, or finish to run for the page or
+// the error (ReadStarter.StartRead).
+type readDone func(page source.Page, finish func() (source.Page, error))
+
+// startFunc starts a read of the shard at iterator; done gets its result.
+type startFunc func(ctx context.Context, shardID, iterator string, limit int, done readDone)
 
 // callerIdle is how long a caller (idlePolls.call) waits for another call before it ends: longer
 // than a poll interval, so that the callers of the polls of one due time serve the next.
@@ -81,59 +70,58 @@ type idlePolls struct {
 type idleEntry struct {
 	r    *reader
 	wake chan idleWake // 1-buffered: at most one wake is outstanding
-	done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))
+	done readDone
 
 	mu    sync.Mutex      // the reader's state while it waits in pollIdle (see above)
 	ctx   context.Context // the reader's runCtx, while it waits
 	left  bool            // the reader took its state back: answers are dropped
-	limit int32           // of the call in flight
+	limit int             // of the call in flight
 
 	due   time.Time // guarded by idlePolls.mu
 	index int       // in the heap, -1 when not in it; guarded by idlePolls.mu
 }
 
-// idleWake is what wakes a waiting reader: a lost lease (err), an answer to take (out, or finish
+// idleWake is what wakes a waiting reader: a lost lease (err), an answer to take (page, or finish
 // to run for it; the call asked for the entry's limit), or nothing (the reader's next state is not
 // a poll: the answer was taken).
 type idleWake struct {
-	err    error
-	out    *kinesis.GetRecordsOutput
-	finish func() (*kinesis.GetRecordsOutput, error)
+	err      error
+	answered bool // page is an answer
+	page     source.Page
+	finish   func() (source.Page, error)
 }
 
-// newIdlePolls returns the idle poller of a Poller whose client is kin: its calls go through
-// starter's StartGetRecords (nil: none), in its batches where it has them, and the calls it does
-// not start through kin's GetRecords on a caller.
-func newIdlePolls(kin kinesissrc.API, starter getRecordsStarter) *idlePolls {
+// newIdlePolls returns the idle poller of a Poller that reads src: its calls are started by src's
+// StartRead where it is a ReadStarter, in its batches, and the calls it does not start are src's
+// Read on a caller.
+func newIdlePolls(src Source) *idlePolls {
 	d := &idlePolls{kick: make(chan struct{}, 1), batch: func() func() { return func() {} },
 		work: make(chan func()), stopped: make(chan struct{})}
-	blocking := d.blocking(kin)
+	blocking := d.blocking(src)
 	d.start = blocking
-	if starter != nil {
-		d.start = func(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) {
-			if !starter.StartGetRecords(ctx, in, done) {
-				blocking(ctx, in, done)
+	if st, ok := src.(ReadStarter); ok {
+		d.batch = st.Batch
+		d.start = func(ctx context.Context, shardID, iterator string, limit int, done readDone) {
+			if !st.StartRead(ctx, shardID, iterator, limit, done) {
+				blocking(ctx, shardID, iterator, limit, done)
 			}
 		}
-	}
-	if b, ok := starter.(callBatcher); ok {
-		d.batch = b.Batch
 	}
 	return d
 }
 
-// blocking makes each call with kin's GetRecords on a caller: for a client without
-// StartGetRecords (the simulation's and the tests' fakes: the same states and hand-overs as the
-// lean path's), and for the calls the lean path cannot start on a stream (HTTP/1.1).
-func (d *idlePolls) blocking(kin kinesissrc.API) startFunc {
-	return func(ctx context.Context, in *kinesis.GetRecordsInput, done func(*kinesis.GetRecordsOutput, func() (*kinesis.GetRecordsOutput, error))) {
+// blocking makes each call with src's Read on a caller: for a source that is not a ReadStarter
+// (the simulation's and the tests' fakes: the same states and hand-overs as the lean path's), and
+// for the calls the lean path cannot start on a stream (HTTP/1.1).
+func (d *idlePolls) blocking(src Source) startFunc {
+	return func(ctx context.Context, shardID, iterator string, limit int, done readDone) {
 		d.call(func() {
-			out, err := kin.GetRecords(ctx, in)
+			page, err := src.Read(ctx, shardID, iterator, limit)
 			if err != nil {
-				done(nil, func() (*kinesis.GetRecordsOutput, error) { return nil, err })
+				done(source.Page{}, func() (source.Page, error) { return source.Page{}, err })
 				return
 			}
-			done(out, nil)
+			done(page, nil)
 		})
 	}
 }
@@ -261,25 +249,24 @@ func (d *idlePolls) fire(e *idleEntry) {
 	}
 	e.limit = r.readLimit()
 	r.poll.lastPoll = r.p.now()
-	in := &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(e.limit)}
-	ctx := e.ctx
+	ctx, iter, limit := e.ctx, r.iter, e.limit
 	e.mu.Unlock()
-	d.start(ctx, in, e.done)
+	d.start(ctx, r.shardID, iter, limit, e.done)
 }
 
 // answered takes the result of e's call (done of a startFunc).
-func (e *idleEntry) answered(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)) {
+func (e *idleEntry) answered(page source.Page, finish func() (source.Page, error)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.left {
 		return
 	}
 	r := e.r
-	if finish != nil || len(out.Records) > 0 || out.NextShardIterator == nil {
-		e.wakeLocked(idleWake{out: out, finish: finish})
+	if finish != nil || len(page.Records) > 0 || page.Next == "" {
+		e.wakeLocked(idleWake{answered: finish == nil, page: page, finish: finish})
 		return
 	}
-	r.readDone(out, e.limit)
+	r.readDone(page, e.limit)
 	r.p.idle.taken.Add(1)
 	st, wait := r.state(e.ctx)
 	if st == stateRead {
@@ -340,13 +327,13 @@ func (r *reader) pollIdle(ctx context.Context, wait time.Duration) error {
 	case w.err != nil:
 		return w.err
 	case w.finish != nil:
-		out, err := w.finish()
+		page, err := w.finish()
 		if err != nil {
 			return r.readFailed(ctx, err)
 		}
-		r.readDone(out, limit)
-	case w.out != nil:
-		r.readDone(w.out, limit)
+		r.readDone(page, limit)
+	case w.answered:
+		r.readDone(w.page, limit)
 	}
 	return nil
 }

@@ -284,7 +284,7 @@ func TestIdlePollCallers(t *testing.T) {
 			t.Fatalf("in 10 s of 3 idle shards: %d calls, %d idle answers taken, on %d callers; want about 30, on at most 3", calls, taken, callers)
 		}
 		// A caller without calls for callerIdle ends (one of an idle poller of the test's own).
-		d := newIdlePolls(kin, nil)
+		d := newIdlePolls(kinesisSource(kin, arn))
 		ran := make(chan struct{})
 		d.call(func() { close(ran) })
 		<-ran

@@ -2,7 +2,6 @@ package poller
 
 import (
 	"context"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // BenchmarkPutToInvokeLatency measures, on the in-memory fake, the time from putting a record to

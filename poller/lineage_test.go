@@ -2,13 +2,14 @@ package poller
 
 import (
 	"context"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"maps"
 	"slices"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // graphRun is one case of TestLineageTransitions: a graph and the contexts of the readers its

@@ -3,7 +3,6 @@ package poller
 import (
 	"context"
 	"errors"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/source"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 func shard(id string, parents ...string) types.Shard {
@@ -38,13 +39,13 @@ func TestResumePosition(t *testing.T) {
 		pr       ShardProgress
 		want     position
 	}{
-		{"new child", "", ShardProgress{}, position{kind: types.ShardIteratorTypeTrimHorizon}},
-		{"trim horizon", "", ShardProgress{Start: TrimHorizon}, position{kind: types.ShardIteratorTypeTrimHorizon}},
-		{"latest, stored by an older version", "", ShardProgress{Start: Latest}, position{kind: types.ShardIteratorTypeLatest}},
-		{"latest resumes where it started", "", ShardProgress{Start: Latest, StartTimestamp: ts.Add(time.Minute)}, position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts.Add(time.Minute)}},
-		{"at timestamp", "", ShardProgress{Start: AtTimestamp}, position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts}},
-		{"checkpoint wins over start", "", ShardProgress{Start: Latest, Checkpoint: "42"}, position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: "42"}},
-		{"last read wins over checkpoint", "50", ShardProgress{Checkpoint: "42"}, position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: "50"}},
+		{"new child", "", ShardProgress{}, position{kind: source.TrimHorizon}},
+		{"trim horizon", "", ShardProgress{Start: TrimHorizon}, position{kind: source.TrimHorizon}},
+		{"latest, stored by an older version", "", ShardProgress{Start: Latest}, position{kind: source.Latest}},
+		{"latest resumes where it started", "", ShardProgress{Start: Latest, StartTimestamp: ts.Add(time.Minute)}, position{kind: source.AtTimestamp, timestamp: ts.Add(time.Minute)}},
+		{"at timestamp", "", ShardProgress{Start: AtTimestamp}, position{kind: source.AtTimestamp, timestamp: ts}},
+		{"checkpoint wins over start", "", ShardProgress{Start: Latest, Checkpoint: "42"}, position{kind: source.AfterSequenceNumber, seq: "42"}},
+		{"last read wins over checkpoint", "50", ShardProgress{Checkpoint: "42"}, position{kind: source.AfterSequenceNumber, seq: "50"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,7 +154,7 @@ func TestNewErrorsAreConfigErrors(t *testing.T) {
 		field string
 	}{
 		{"no source", nil, cfg, store, inv, "EventSourceArn"},
-		{"no Kinesis client", noClient, cfg, store, inv, "kinesissrc.API"},
+		{"no Kinesis client", noClient, cfg, store, inv, "Client"},
 		{"no store", src, cfg, nil, inv, "Store"},
 		{"no invoker", src, cfg, store, nil, "Invoker"},
 		{"nothing", nil, cfg, nil, nil, "EventSourceArn"},

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // slots runs a shard's batches ParallelizationFactor at a time. Records are routed to a slot by a
@@ -37,13 +37,13 @@ type slots struct {
 
 type slotQueue struct {
 	mu     sync.Mutex
-	recs   []types.Record
+	recs   []source.Record
 	ready  chan struct{} // capacity 1: records were added or the queue closed
 	closed bool
 	lane   lane // the slot's invocations (send.go)
 }
 
-func (q *slotQueue) push(recs []types.Record) {
+func (q *slotQueue) push(recs []source.Record) {
 	q.mu.Lock()
 	q.recs = append(q.recs, recs...)
 	q.mu.Unlock()
@@ -65,7 +65,7 @@ func (q *slotQueue) close() {
 
 // take waits for records and returns up to maxRecords of them; nil when the queue is closed and empty
 // or ctx ends.
-func (q *slotQueue) take(ctx context.Context, maxRecords int) []types.Record {
+func (q *slotQueue) take(ctx context.Context, maxRecords int) []source.Record {
 	for {
 		q.mu.Lock()
 		if n := min(len(q.recs), maxRecords); n > 0 {
@@ -88,9 +88,9 @@ func (q *slotQueue) take(ctx context.Context, maxRecords int) []types.Record {
 }
 
 // unshift puts records back at the head of the queue (the part of a batch the payload limit cut).
-func (q *slotQueue) unshift(recs []types.Record) {
+func (q *slotQueue) unshift(recs []source.Record) {
 	q.mu.Lock()
-	q.recs = append(append(make([]types.Record, 0, len(recs)+len(q.recs)), recs...), q.recs...)
+	q.recs = append(append(make([]source.Record, 0, len(recs)+len(q.recs)), recs...), q.recs...)
 	q.mu.Unlock()
 }
 
@@ -152,7 +152,7 @@ func (s *slots) fail(err error) {
 
 // dispatch hands records to their slots, waiting while too many are outstanding. It returns the
 // first slot error, if any.
-func (s *slots) dispatch(ctx context.Context, recs []types.Record) error {
+func (s *slots) dispatch(ctx context.Context, recs []source.Record) error {
 	for s.track.outstanding() >= s.max {
 		if err := s.failed(); err != nil {
 			return err
@@ -164,14 +164,14 @@ func (s *slots) dispatch(ctx context.Context, recs []types.Record) error {
 		}
 	}
 	s.track.add(recs)
-	per := make([][]types.Record, len(s.queues))
-	var filtered []types.Record
+	per := make([][]source.Record, len(s.queues))
+	var filtered []source.Record
 	for _, rec := range recs {
 		if s.r.p.filters != nil && !s.r.match(&rec) {
 			filtered = append(filtered, rec)
 			continue
 		}
-		i := slotOf(deref(rec.PartitionKey), len(s.queues))
+		i := slotOf(rec.PartitionKey, len(s.queues))
 		per[i] = append(per[i], rec)
 	}
 	if len(filtered) > 0 { // done as soon as read: the checkpoint may pass them
@@ -235,11 +235,11 @@ type tracker struct {
 
 func newTracker() *tracker { return &tracker{index: map[string]int{}} }
 
-func (t *tracker) add(recs []types.Record) {
+func (t *tracker) add(recs []source.Record) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, r := range recs {
-		seq := deref(r.SequenceNumber)
+		seq := r.SequenceNumber
 		t.index[seq] = t.base + len(t.seqs)
 		t.seqs = append(t.seqs, seq)
 		t.done = append(t.done, false)
@@ -254,11 +254,11 @@ func (t *tracker) outstanding() int {
 
 // finish marks records finished and returns the last sequence number of the finished prefix when
 // it grew ("" when it did not).
-func (t *tracker) finish(recs []types.Record) string {
+func (t *tracker) finish(recs []source.Record) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, r := range recs {
-		if i, ok := t.index[deref(r.SequenceNumber)]; ok {
+		if i, ok := t.index[r.SequenceNumber]; ok {
 			t.done[i-t.base] = true
 		}
 	}
@@ -278,9 +278,9 @@ func (t *tracker) finish(recs []types.Record) string {
 
 // ack records that recs (contiguous, in order) were handled or discarded. With one batch in flight
 // the checkpoint moves to their last record; with slots, to the end of the finished prefix.
-func (r *reader) ack(ctx context.Context, recs []types.Record) error {
+func (r *reader) ack(ctx context.Context, recs []source.Record) error {
 	if r.slots == nil {
-		return r.checkpoint(ctx, deref(recs[len(recs)-1].SequenceNumber))
+		return r.checkpoint(ctx, recs[len(recs)-1].SequenceNumber)
 	}
 	r.slots.lockProgress() // checkpoints move forward only, one write at a time
 	defer r.slots.unlockProgress()

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	"github.com/kinesis-esm/esm/source"
 )
 
 func TestTrackerFinishedPrefix(t *testing.T) {
@@ -23,12 +23,12 @@ func TestTrackerFinishedPrefix(t *testing.T) {
 	recs := []string{"1", "2", "3", "4", "5"}
 	add := func(seqs ...string) {
 		for _, s := range seqs {
-			tr.add([]types.Record{record("k", s, nil, time.Time{})})
+			tr.add([]source.Record{record("k", s, nil, time.Time{})})
 		}
 	}
 	add(recs...)
 	fin := func(seqs ...string) string {
-		var batch []types.Record
+		var batch []source.Record
 		for _, s := range seqs {
 			batch = append(batch, record("k", s, nil, time.Time{}))
 		}

@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	"github.com/kinesis-esm/esm/source"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // parkRun is a mapping of one shard read through a consumer of f, under synctest: cfg is the
@@ -245,18 +243,16 @@ func TestPumpHandsOverWhileTheParkedReaderHasAnEvent(t *testing.T) {
 	s := &subscription{events: make(chan subEvent, 2)}
 	m := &pump{e: e, shardID: "shardId-000000000000", events: s.events, obs: nopSubscriptionObserver{}, now: time.Now, parked: &s.parked,
 		behindBy: func(time.Duration) {}}
-	seq := func(n int) *string { return aws.String(fmt.Sprintf("%021d", n)) }
-	idle := func(n int) *types.SubscribeToShardEvent {
-		return &types.SubscribeToShardEvent{ContinuationSequenceNumber: seq(n), MillisBehindLatest: aws.Int64(0)}
-	}
+	seq := func(n int) string { return fmt.Sprintf("%021d", n) }
+	idle := func(n int) source.Page { return source.Page{Next: seq(n)} }
 	ctx := context.Background()
 
 	s.parked.Store(s.received + 1) // parked, nothing sent yet: an idle event is kept
 	if handed, _ := m.handOver(ctx, idle(1)); !handed || len(s.events) != 0 || e.skipped.Load() != 1 {
 		t.Fatalf("idle event to a parked reader: handed %v, %d in the channel, %d kept; want it kept", handed, len(s.events), e.skipped.Load())
 	}
-	rec := types.Record{SequenceNumber: seq(2), Data: []byte("x"), PartitionKey: aws.String("k")}
-	m.handOver(ctx, &types.SubscribeToShardEvent{ContinuationSequenceNumber: seq(2), MillisBehindLatest: aws.Int64(5000), Records: []types.Record{rec}})
+	rec := source.Record{SequenceNumber: seq(2), Data: []byte("x"), PartitionKey: "k"}
+	m.handOver(ctx, source.Page{Next: seq(2), MillisBehind: 5000, Records: []source.Record{rec}})
 	// The reader is still parked, the record's event not taken: the caught-up event that follows
 	// must reach it.
 	m.handOver(ctx, idle(3))
@@ -287,7 +283,7 @@ func TestKeptEventMovesTheAge(t *testing.T) {
 		behindBy: func(d time.Duration) { told = append(told, d) }}
 	s.parked.Store(s.received + 1)
 	for i, behind := range []int64{700, 0} {
-		ev := &types.SubscribeToShardEvent{ContinuationSequenceNumber: aws.String(fmt.Sprintf("%021d", i+1)), MillisBehindLatest: aws.Int64(behind)}
+		ev := source.Page{Next: fmt.Sprintf("%021d", i+1), MillisBehind: behind}
 		if handed, _ := m.handOver(context.Background(), ev); !handed || len(s.events) != 0 {
 			t.Fatalf("idle event %d: handed %v, %d in the channel; want it kept", i, handed, len(s.events))
 		}

@@ -22,7 +22,6 @@ import (
 	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/source"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // Invoker runs the function once with an event payload. A nil error means the function was
@@ -39,7 +38,7 @@ type Poller struct {
 	cfg     Config
 	src     Source
 	id      source.Identity // src's
-	kin     kinesissrc.API  // a Kinesis source's client: its shards are read with it
+	maxRead int             // the most records a read asks for: the source's MaxRecordsPerRead
 	store   Store
 	inv     Invoker
 	log     *slog.Logger
@@ -53,11 +52,10 @@ type Poller struct {
 	ready   func()         // called once the mapping is running (see WithReady)
 	// readiness, when set, follows the store's health (see WithReadiness).
 	readiness *Readiness
-	efo       *efo              // with a consumer: enhanced fan-out (subscribe.go)
-	starter   getRecordsStarter // kin, when it starts GetRecords without waiting (idle.go); else nil
-	idle      *idlePolls        // while Run runs: the polls of caught-up shards (idle.go)
-	watch     *subWatch         // while Run runs with enhanced fan-out: the parked readers (park.go)
-	sigClock  *signalClock      // the shards with batches in flight, judged on the clock (signals.go)
+	efo       *efo         // with a consumer: enhanced fan-out (subscribe.go)
+	idle      *idlePolls   // while Run runs: the polls of caught-up shards (idle.go)
+	watch     *subWatch    // while Run runs with enhanced fan-out: the parked readers (park.go)
+	sigClock  *signalClock // the shards with batches in flight, judged on the clock (signals.go)
 	// retry pacing of a batch that failed: exponential from retryBase, capped at retryMax.
 	retryBase, retryMax time.Duration
 	retention           atomic.Int64  // the stream's retention period (a time.Duration); 0 until read
@@ -253,7 +251,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	p.log.Info("mapping started", "shards", len(listing), "starting_position", p.cfg.StartingPosition, "batch_size", p.cfg.BatchSize)
 	// The idle poller, the watch of parked subscriptions and the clock outlive the readers,
 	// which c.run waits for.
-	p.idle = newIdlePolls(p.kin, p.starter)
+	p.idle = newIdlePolls(p.src)
 	if p.efo != nil {
 		p.watch = newSubWatch(p.cfg.PollInterval)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

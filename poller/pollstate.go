@@ -3,8 +3,6 @@ package poller
 import (
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/source"
 )
 
@@ -12,13 +10,13 @@ import (
 // delivered, and how the polling goes. Its decisions (invokeNow, pollWait, windowIdle) are pure
 // functions of it, the configuration and the time.
 type pollState struct {
-	pending      []types.Record // read, not yet delivered
-	pendingSince time.Time      // when the first of them was read
-	flush        bool           // the previous batch was cut by the payload limit: send the rest now
-	lastPoll     time.Time      // when the last read started
-	behind       bool           // the last read said the shard has more (MillisBehindLatest, a full read)
-	caughtUpAt   time.Time      // when the last read that left the reader caught up started
-	ended        bool           // the shard's last records were read: children follow
+	pending      []source.Record // read, not yet delivered
+	pendingSince time.Time       // when the first of them was read
+	flush        bool            // the previous batch was cut by the payload limit: send the rest now
+	lastPoll     time.Time       // when the last read started
+	behind       bool            // the last read said the shard has more (MillisBehindLatest, a full read)
+	caughtUpAt   time.Time       // when the last read that left the reader caught up started
+	ended        bool            // the shard's last records were read: children follow
 	children     []source.Shard
 	retry        backoff // the pacing of failed reads
 }

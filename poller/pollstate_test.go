@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/source"
 )
 
-func pendingRecords(n int) []types.Record { return make([]types.Record, n) }
+func pendingRecords(n int) []source.Record { return make([]source.Record, n) }
 
 func TestInvokeNow(t *testing.T) {
 	t0 := time.Unix(1700000000, 0)

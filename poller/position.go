@@ -3,46 +3,42 @@ package poller
 import (
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/source"
 )
 
-// position is where GetShardIterator starts: after the last record read, else after the
+// position is where a shard is opened: after the last record read, else after the
 // checkpoint, else the shard's starting position (its first record for shards found later).
 type position struct {
-	kind      types.ShardIteratorType
+	kind      source.PositionType
 	seq       string
 	timestamp time.Time
 }
 
 // at is pos as a source opens a shard at it.
 func (pos position) at() source.Position {
-	return source.Position{Type: source.PositionType(pos.kind), SequenceNumber: pos.seq, Timestamp: pos.timestamp}
+	return source.Position{Type: pos.kind, SequenceNumber: pos.seq, Timestamp: pos.timestamp}
 }
 
 func resumePosition(lastRead string, pr ShardProgress, ts time.Time) position {
 	switch {
 	case lastRead != "":
-		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: lastRead}
+		return position{kind: source.AfterSequenceNumber, seq: lastRead}
 	case pr.Checkpoint != "":
-		return position{kind: types.ShardIteratorTypeAfterSequenceNumber, seq: pr.Checkpoint}
+		return position{kind: source.AfterSequenceNumber, seq: pr.Checkpoint}
 	case pr.Rewind != nil && pr.Rewind.Sequence != "":
-		return position{kind: types.ShardIteratorTypeAtSequenceNumber, seq: pr.Rewind.Sequence}
+		return position{kind: source.AtSequenceNumber, seq: pr.Rewind.Sequence}
 	case pr.Rewind != nil && !pr.Rewind.Timestamp.IsZero():
-		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: pr.Rewind.Timestamp}
+		return position{kind: source.AtTimestamp, timestamp: pr.Rewind.Timestamp}
 	case pr.Rewind != nil:
-		return position{kind: types.ShardIteratorTypeTrimHorizon}
+		return position{kind: source.TrimHorizon}
 	case pr.Start == Latest && !pr.StartTimestamp.IsZero():
-		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: pr.StartTimestamp}
+		return position{kind: source.AtTimestamp, timestamp: pr.StartTimestamp}
 	case pr.Start == Latest:
-		return position{kind: types.ShardIteratorTypeLatest}
+		return position{kind: source.Latest}
 	case pr.Start == AtTimestamp:
-		return position{kind: types.ShardIteratorTypeAtTimestamp, timestamp: ts}
+		return position{kind: source.AtTimestamp, timestamp: ts}
 	default:
-		return position{kind: types.ShardIteratorTypeTrimHorizon}
+		return position{kind: source.TrimHorizon}
 	}
 }
 
@@ -53,32 +49,20 @@ func (r *reader) openPosition() (first, pos position) {
 	pr := r.currentProgress()
 	pos = resumePosition(r.lastRead, pr, r.p.cfg.StartingPositionTimestamp)
 	first = pos
-	if r.atTip && pos.kind == types.ShardIteratorTypeAtTimestamp && pr.Start == Latest {
-		first = position{kind: types.ShardIteratorTypeLatest}
+	if r.atTip && pos.kind == source.AtTimestamp && pr.Start == Latest {
+		first = position{kind: source.Latest}
 	}
 	return first, pos
-}
-
-// iteratorInput is the GetShardIterator request for pos.
-func (r *reader) iteratorInput(pos position) *kinesis.GetShardIteratorInput {
-	in := &kinesis.GetShardIteratorInput{StreamARN: &r.p.id.ARN, ShardId: &r.shardID, ShardIteratorType: pos.kind}
-	if pos.seq != "" {
-		in.StartingSequenceNumber = aws.String(pos.seq)
-	}
-	if pos.kind == types.ShardIteratorTypeAtTimestamp {
-		in.Timestamp = aws.Time(pos.timestamp)
-	}
-	return in
 }
 
 func (r *reader) describePosition() string {
 	pos := resumePosition(r.lastRead, r.progress, r.p.cfg.StartingPositionTimestamp)
 	switch pos.kind {
-	case types.ShardIteratorTypeAfterSequenceNumber:
+	case source.AfterSequenceNumber:
 		return "after " + pos.seq
-	case types.ShardIteratorTypeAtSequenceNumber:
+	case source.AtSequenceNumber:
 		return "at " + pos.seq
-	case types.ShardIteratorTypeAtTimestamp:
+	case source.AtTimestamp:
 		return "at " + pos.timestamp.UTC().Format(time.RFC3339Nano)
 	}
 	return string(pos.kind)

@@ -10,11 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // The pump: the goroutine that holds a reader's enhanced fan-out subscription (subscribe.go).
@@ -25,9 +21,9 @@ type pump struct {
 	shardID string
 	log     *slog.Logger
 	events  chan<- subEvent
-	pos     *types.StartingPosition
+	pos     source.Position
 	// fallback replaces pos after the first attempt while no continuation has come.
-	fallback *types.StartingPosition
+	fallback *source.Position
 	last     string // the last record handed over
 	bo       backoff
 	now      func() time.Time
@@ -49,8 +45,7 @@ type pump struct {
 // that handed events over, and backs off after a failed subscribe or one that yielded nothing.
 func (m *pump) run(ctx context.Context) {
 	_ = retry(ctx, &m.bo, func(int) (step, error) { return m.subscribe(ctx) }, func(err error, d time.Duration) {
-		var inUse *types.ResourceInUseException
-		if errors.As(err, &inUse) {
+		if errors.Is(err, source.ErrInUse) {
 			m.obs.SubscriptionInUse(m.shardID)
 			m.log.Info("shard subscription in use; backing off", "backoff", d)
 		} else {
@@ -59,51 +54,37 @@ func (m *pump) run(ctx context.Context) {
 	})
 }
 
-// subscribe makes one subscription and consumes it. A failure to subscribe is retried (its error
-// goes to run's log line), but one at the position itself is fatal, handed to the reader.
-//
-// With an SDK client the pump reads the subscription's events from the response body itself
-// (kinesissrc.TakeBody): the SDK makes the call, and its reader gets nothing but the initial response.
+// subscribe makes one subscription (the source's Subscribe) and consumes it. A failure to
+// subscribe is retried (its error goes to run's log line), but one at the position itself is
+// fatal, handed to the reader.
 func (m *pump) subscribe(ctx context.Context) (step, error) {
-	in := &kinesis.SubscribeToShardInput{ConsumerARN: &m.e.consumer, ShardId: &m.shardID, StartingPosition: m.pos}
 	sctx, cancel := context.WithCancel(ctx) // the subscription's: cancelled to renew it
 	defer cancel()
-	take := &kinesissrc.TakeBody{}
-	out, err := m.e.api.SubscribeToShard(sctx, in, append(m.e.opts[:len(m.e.opts):len(m.e.opts)], take.Option)...)
+	sub, err := m.e.src.Subscribe(sctx, m.shardID, m.pos)
 	if m.fallback != nil {
-		m.pos, m.fallback = m.fallback, nil // a continuation, once one comes, replaces it
+		m.pos, m.fallback = *m.fallback, nil // a continuation, once one comes, replaces it
 	}
 	if err != nil {
-		if st := take.Stream(); st != nil {
-			_ = st.Close()
-		}
 		if ctx.Err() != nil {
 			return stepDone, nil
 		}
-		var invalid *types.InvalidArgumentException
-		if errors.As(err, &invalid) {
+		if errors.Is(err, source.ErrInvalidPosition) {
 			m.send(ctx, subEvent{err: fmt.Errorf("subscribe to shard %s at %s %s: %w",
-				m.shardID, m.pos.Type, aws.ToString(m.pos.SequenceNumber), err)})
+				m.shardID, m.pos.Type, m.pos.SequenceNumber, err)})
 			return stepDone, nil
 		}
 		return stepRetry, err
 	}
 	m.obs.Subscribed(m.shardID, m.now(), m.made > 0)
 	m.made++
-	var got, ended bool
-	if st := take.Stream(); st != nil {
-		_ = out.GetStream().Close() // it has had the initial response; the rest is st's
-		got, ended, err = m.consumeBody(ctx, sctx, cancel, st)
-	} else {
-		got, ended, err = m.consume(ctx, out.GetStream())
-	}
+	got, ended, err := m.consume(ctx, sctx, cancel, sub)
 	switch {
 	case ended || ctx.Err() != nil:
 		return stepDone, nil
 	case err != nil:
-		m.log.Warn("shard subscription dropped; resubscribing", "err", err, "at", aws.ToString(m.pos.SequenceNumber))
+		m.log.Warn("shard subscription dropped; resubscribing", "err", err, "at", m.pos.SequenceNumber)
 	default:
-		m.log.Debug("shard subscription renewed", "shard_id", m.shardID, "at", aws.ToString(m.pos.SequenceNumber))
+		m.log.Debug("shard subscription renewed", "shard_id", m.shardID, "at", m.pos.SequenceNumber)
 	}
 	if got {
 		return stepAgain, nil
@@ -111,90 +92,55 @@ func (m *pump) subscribe(ctx context.Context) (step, error) {
 	return stepRetry, nil // a subscription that yields nothing: do not spin (nothing to log)
 }
 
-// consume hands the stream's events over until the shard ends (ended), the stream ends or fails,
-// or the renewal time comes. got says whether any event arrived.
-func (m *pump) consume(ctx context.Context, es *kinesis.SubscribeToShardEventStream) (got, ended bool, err error) {
-	defer es.Close()
-	renew := time.NewTimer(m.e.renew)
-	defer renew.Stop()
-	for {
-		select {
-		case ev, ok := <-es.Events():
-			if !ok {
-				return got, false, es.Err()
-			}
-			if done, ended := m.take(ctx, ev, &got); done {
-				return got, ended, nil
-			}
-		case <-renew.C:
-			return got, false, nil
-		case <-ctx.Done():
-			return got, false, nil
-		}
-	}
-}
-
-// consumeBody is consume for a stream the pump reads itself, in the subscription's context sctx
-// (of ctx): renewal cancels it, and its end, by renewal or by ctx's, closes the body, which ends
-// the read that waits. An event is handed over under ctx: one on its way to a busy reader when
-// the renewal comes still gets there (its continuation is where the renewal starts).
-func (m *pump) consumeBody(ctx, sctx context.Context, renew context.CancelFunc, st *kinesissrc.EventStream) (got, ended bool, err error) {
-	defer st.Close()
+// consume hands the subscription's events over until the shard ends (ended), the subscription
+// ends or fails, or the renewal time comes. got says whether any event arrived. The subscription
+// was made in sctx (of ctx): renewal cancels it, and its end, by renewal or by ctx's, ends the
+// subscription. An event is handed over under ctx: one on its way to a busy reader when the
+// renewal comes still gets there (its continuation is where the renewal starts).
+func (m *pump) consume(ctx, sctx context.Context, renew context.CancelFunc, sub source.Subscription) (got, ended bool, err error) {
+	defer sub.Close()
 	t := time.AfterFunc(m.e.renew, renew)
 	defer t.Stop()
-	stop := context.AfterFunc(sctx, func() { _ = st.Close() })
-	defer stop()
 	for {
-		ev, err := st.Next()
+		ev, err := sub.Next()
 		if err != nil {
-			if sctx.Err() != nil || errors.Is(err, io.EOF) { // renewed, stopped, or ended by Kinesis
+			if sctx.Err() != nil || errors.Is(err, io.EOF) { // renewed, stopped, or ended by the source
 				return got, false, nil
 			}
 			return got, false, err
 		}
-		if done, ended := m.take(ctx, ev, &got); done {
-			return got, ended, nil
+		got = true
+		handed, end := m.handOver(ctx, ev)
+		if !handed || end {
+			return got, handed && end, nil
 		}
 	}
-}
-
-// take hands ev over if it is an event (other members of the stream's union are skipped), and
-// notes in got that one came. done reports that the consumption ends: ctx ended, or the shard did
-// (ended).
-func (m *pump) take(ctx context.Context, ev types.SubscribeToShardEventStream, got *bool) (done, ended bool) {
-	e, ok := ev.(*types.SubscribeToShardEventStreamMemberSubscribeToShardEvent)
-	if !ok {
-		return false, false
-	}
-	*got = true
-	handed, end := m.handOver(ctx, &e.Value)
-	return !handed || end, handed && end
 }
 
 // handOver hands one event over to the reader: its records after the last one handed over, and
 // its continuation as the position a renewal starts from. end reports the shard's end; handed is
 // false when ctx ended first.
-func (m *pump) handOver(ctx context.Context, v *types.SubscribeToShardEvent) (handed, end bool) {
+func (m *pump) handOver(ctx context.Context, v source.Page) (handed, end bool) {
 	m.obs.SubscriptionEvent(m.shardID, m.now())
 	recs := v.Records
-	for len(recs) > 0 && m.last != "" && compareSeq(deref(recs[0].SequenceNumber), m.last) <= 0 {
+	for len(recs) > 0 && m.last != "" && compareSeq(recs[0].SequenceNumber, m.last) <= 0 {
 		recs = recs[1:] // handed over before a renewal
 	}
 	if len(recs) > 0 {
-		m.last = deref(recs[len(recs)-1].SequenceNumber)
+		m.last = recs[len(recs)-1].SequenceNumber
 	}
-	if v.ContinuationSequenceNumber != nil {
-		m.pos = &types.StartingPosition{Type: types.ShardIteratorTypeAtSequenceNumber, SequenceNumber: v.ContinuationSequenceNumber}
+	if v.Next != "" {
+		m.pos = source.Position{Type: source.AtSequenceNumber, SequenceNumber: v.Next}
 	}
-	end = v.ContinuationSequenceNumber == nil || len(v.ChildShards) > 0
+	end = v.Next == ""
 	if len(recs) == 0 && !end && !m.wakeIdle && m.readerParked() {
 		// A parked reader has no window open and nothing pending: what such an event says (how
 		// far behind it is) changes none of its decisions, and its next read overwrites it.
 		m.e.skipped.Add(1)
-		m.behindBy(time.Duration(aws.ToInt64(v.MillisBehindLatest)) * time.Millisecond) // the age follows it
+		m.behindBy(time.Duration(v.MillisBehind) * time.Millisecond) // the age follows it
 		return true, false
 	}
-	se := subEvent{records: recs, behind: aws.ToInt64(v.MillisBehindLatest), end: end, children: v.ChildShards}
+	se := subEvent{records: recs, behind: v.MillisBehind, end: end, children: v.Children}
 	// events without records too: they say the reader is caught up
 	return m.send(ctx, se), end
 }
@@ -217,7 +163,7 @@ func (m *pump) send(ctx context.Context, ev subEvent) bool {
 	}
 }
 
-// compareSeq orders two Kinesis sequence numbers (decimal strings of up to 128 digits).
+// compareSeq orders two sequence numbers (decimal strings, of up to 128 digits in Kinesis).
 func compareSeq(a, b string) int {
 	a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
 	if len(a) != len(b) {

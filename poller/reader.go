@@ -7,12 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/internal/ctxwait"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // reader reads one shard from its position to its end (or until stopped), one batch in flight at
@@ -24,7 +20,7 @@ type reader struct {
 	progress ShardProgress // as last written
 
 	// Where the shard is read from.
-	iter     *string
+	iter     string // of the next read
 	lastRead string // sequence number of the last record read from the shard
 	// windowPast, replayOver: how far the replay of a rewind's window got (rewind.go); replay is
 	// the shard's rewind as the reader began (a later write only forgets it), read without the
@@ -70,31 +66,28 @@ func (r *reader) currentProgress() ShardProgress {
 	return r.progress
 }
 
-// readDisposition says what a failed Kinesis read means for the reader.
+// readDisposition says what a failed read means for the reader.
 type readDisposition int
 
 const (
 	readRetry     readDisposition = iota // transient (5xx, network): back off, same iterator
-	readThrottled                        // ProvisionedThroughputExceeded: back off, same iterator
-	readExpired                          // iterator expired: new iterator from the last record read
+	readThrottled                        // source.ErrThrottled: back off, same iterator
+	readExpired                          // source.ErrExpired: new iterator from the last record read
 	readStopped                          // the reader's context ended
-	readFatal                            // the position itself is invalid: stop the mapping
+	readFatal                            // source.ErrInvalidPosition: stop the mapping
 )
 
+// classifyRead is what err, an error of the source's Open or Read (classified there, see
+// source.ErrThrottled), means for the reader.
 func classifyRead(ctx context.Context, err error) readDisposition {
-	var (
-		throttled *types.ProvisionedThroughputExceededException
-		expired   *types.ExpiredIteratorException
-		invalid   *types.InvalidArgumentException
-	)
 	switch {
 	case ctx.Err() != nil:
 		return readStopped
-	case errors.As(err, &throttled):
+	case errors.Is(err, source.ErrThrottled):
 		return readThrottled
-	case errors.As(err, &expired):
+	case errors.Is(err, source.ErrExpired):
 		return readExpired
-	case errors.As(err, &invalid):
+	case errors.Is(err, source.ErrInvalidPosition):
 		return readFatal
 	}
 	return readRetry
@@ -263,39 +256,39 @@ func (r *reader) read(ctx context.Context, wait time.Duration) error {
 	}
 	limit := r.readLimit()
 	r.poll.lastPoll = r.p.now()
-	out, err := r.next(ctx, limit)
+	page, err := r.next(ctx, limit)
 	if err != nil {
 		return r.readFailed(ctx, err)
 	}
-	r.readDone(out, limit)
+	r.readDone(page, limit)
 	return nil
 }
 
 // readLimit is how many records a read asks for: one batch, or with slots enough for every slot
-// (Kinesis returns at most 10000), less what is pending.
-func (r *reader) readLimit() int32 {
+// (at most the source's MaxRecordsPerRead), less what is pending.
+func (r *reader) readLimit() int {
 	cfg := &r.p.cfg
-	return int32(min(MaxBatchSize, cfg.BatchSize*cfg.ParallelizationFactor) - len(r.poll.pending))
+	return min(r.p.maxRead, cfg.BatchSize*cfg.ParallelizationFactor) - len(r.poll.pending)
 }
 
 // readDone takes what a read that asked for limit records got: its records join what is pending,
 // and the reader's position and pacing follow.
-func (r *reader) readDone(out *kinesis.GetRecordsOutput, limit int32) {
+func (r *reader) readDone(page source.Page, limit int) {
 	s := &r.poll
 	s.retry.reset()
-	r.p.obs.RecordsPolled(r.shardID, len(out.Records))
-	if len(out.Records) > 0 {
-		r.lastRead = deref(out.Records[len(out.Records)-1].SequenceNumber)
+	r.p.obs.RecordsPolled(r.shardID, len(page.Records))
+	if len(page.Records) > 0 {
+		r.lastRead = page.Records[len(page.Records)-1].SequenceNumber
 	}
-	if recs := r.discardedCut(r.replayCut(out.Records)); len(recs) > 0 {
+	if recs := r.discardedCut(r.replayCut(page.Records)); len(recs) > 0 {
 		if len(s.pending) == 0 {
 			s.pendingSince = r.p.now()
 		}
 		s.pending = append(s.pending, recs...)
 		r.noteRecords()
 	}
-	behind := aws.ToInt64(out.MillisBehindLatest)
-	s.behind = behind > 0 || len(out.Records) >= int(limit)
+	behind := page.MillisBehind
+	s.behind = behind > 0 || len(page.Records) >= limit
 	if r.sub != nil { // the last event's: out's says "behind" until a probe shows otherwise
 		behind = r.sub.behind
 	}
@@ -303,10 +296,10 @@ func (r *reader) readDone(out *kinesis.GetRecordsOutput, limit int32) {
 	if !s.behind {
 		s.caughtUpAt = r.caughtUpTime(s.lastPoll)
 	}
-	if out.NextShardIterator == nil {
-		s.ended, s.children = true, kinesissrc.Children(out.ChildShards)
+	if page.Next == "" {
+		s.ended, s.children = true, page.Children
 	} else {
-		r.iter = out.NextShardIterator
+		r.iter = page.Next
 	}
 }
 
@@ -330,12 +323,13 @@ func (r *reader) readFailed(ctx context.Context, err error) error {
 	return nil
 }
 
-// next reads the shard's next records: with GetRecords, or from the subscription (subscribe.go).
-func (r *reader) next(ctx context.Context, limit int32) (*kinesis.GetRecordsOutput, error) {
+// next reads the shard's next records: with the source's Read, or from the subscription
+// (subscribe.go).
+func (r *reader) next(ctx context.Context, limit int) (source.Page, error) {
 	if r.sub != nil {
 		return r.readSubscription(ctx, limit)
 	}
-	return r.p.kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: r.iter, Limit: aws.Int32(limit)})
+	return r.p.src.Read(ctx, r.shardID, r.iter, limit)
 }
 
 // reportReadBy tells the observer how the shard is read, when that changed.
@@ -346,7 +340,7 @@ func (r *reader) reportReadBy(mode string) {
 	}
 }
 
-// open gets a shard iterator for the current position, retrying transient failures.
+// open opens the shard at the current position (the source's Open), retrying transient failures.
 func (r *reader) open(ctx context.Context) error {
 	if r.subscribing() { // enhanced fan-out: subscribe instead (subscribe.go)
 		r.reportReadBy(ReadBySubscription)
@@ -356,9 +350,9 @@ func (r *reader) open(ctx context.Context) error {
 	bo := r.p.readPace(r.shardID + " open")
 	return retry(ctx, &bo, func(int) (step, error) {
 		pos, _ := r.openPosition()
-		out, err := r.p.kin.GetShardIterator(ctx, r.iteratorInput(pos))
+		it, err := r.p.src.Open(ctx, r.shardID, pos.at())
 		if err == nil {
-			r.iter, r.atTip = out.ShardIterator, false
+			r.iter, r.atTip = it, false
 			r.p.log.Debug("shard iterator opened", "shard_id", r.shardID, "type", pos.kind, "seq", pos.seq)
 			return stepDone, nil
 		}
@@ -377,7 +371,7 @@ func (r *reader) open(ctx context.Context) error {
 // deliver handles the longest prefix of pending that fits one batch, following Lambda's failure
 // rules (process), and returns how many records it took. When runCtx ends it stops retrying and
 // returns errStopped; a batch already in flight still completes on workCtx.
-func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record) (int, error) {
+func (r *reader) deliver(runCtx, workCtx context.Context, pending []source.Record) (int, error) {
 	if r.slots != nil {
 		return len(pending), r.slots.dispatch(runCtx, pending)
 	}
@@ -399,7 +393,7 @@ func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record
 	if err := r.process(runCtx, workCtx, &r.lane, matched, payload); err != nil {
 		return 0, err
 	}
-	if tail := pending[take-1]; deref(tail.SequenceNumber) != deref(matched[len(matched)-1].SequenceNumber) {
+	if tail := pending[take-1]; tail.SequenceNumber != matched[len(matched)-1].SequenceNumber {
 		// Records filtered out after the last invoked one are done too.
 		if err := r.ack(workCtx, pending[take-1:take]); err != nil {
 			return 0, err
@@ -411,7 +405,7 @@ func (r *reader) deliver(runCtx, workCtx context.Context, pending []types.Record
 // selectBatch picks the next batch from pending: up to BatchSize records that pass the filters
 // (matched) and how many pending records that covers (take), filtered ones included. pos holds the
 // index in pending of each matched record when filters are on.
-func (r *reader) selectBatch(pending []types.Record) (take int, matched []types.Record, pos []int) {
+func (r *reader) selectBatch(pending []source.Record) (take int, matched []source.Record, pos []int) {
 	size := r.p.cfg.BatchSize
 	if r.p.filters == nil {
 		n := min(len(pending), size)
@@ -431,4 +425,4 @@ func (r *reader) selectBatch(pending []types.Record) (take int, matched []types.
 
 // match applies the mapping's FilterCriteria to one record (eventEncoder.match: to each user
 // record of an aggregate that enhanced fan-out de-aggregates).
-func (r *reader) match(rec *types.Record) bool { return r.p.enc.match(rec) }
+func (r *reader) match(rec *source.Record) bool { return r.p.enc.match(rec) }

@@ -7,9 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/internal/ctxwait"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // Retrying. Everything the poller does again until it works (the first listing and load, opening
@@ -53,11 +52,11 @@ func (p *Poller) pace(name string, base, max time.Duration) backoff {
 }
 
 // firstSeq is the sequence number of the first of recs ("" for none), naming a batch's pacing.
-func firstSeq(recs []types.Record) string {
+func firstSeq(recs []source.Record) string {
 	if len(recs) == 0 {
 		return ""
 	}
-	return deref(recs[0].SequenceNumber)
+	return recs[0].SequenceNumber
 }
 
 // readPace paces failed GetShardIterator and GetRecords calls.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // Rewinds (issue 43): a shard's position moved back by an operator, to a time or a sequence
@@ -49,10 +49,10 @@ type RewindRequest struct {
 
 // Validate checks a request against the stream's shards (a listing) and the time now; each
 // problem is a *ValidationError whose message says what to fix.
-func (q RewindRequest) Validate(shards []types.Shard, now time.Time) error {
-	known := make(map[string]types.Shard, len(shards))
+func (q RewindRequest) Validate(shards []source.Shard, now time.Time) error {
+	known := make(map[string]source.Shard, len(shards))
 	for _, s := range shards {
-		known[deref(s.ShardId)] = s
+		known[s.ID] = s
 	}
 	bad := func(field, format string, args ...any) error {
 		return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
@@ -89,21 +89,17 @@ func (q RewindRequest) Validate(shards []types.Shard, now time.Time) error {
 }
 
 // inRange checks that seq is a sequence number within the shard's range (a number of another
-// shard usually lies outside it; Kinesis refuses the rest when the iterator is opened).
-func inRange(s types.Shard, seq string) error {
+// shard usually lies outside it; the source refuses the rest when the shard is opened there).
+func inRange(s source.Shard, seq string) error {
 	n, ok := new(big.Int).SetString(seq, 10)
 	if !ok || n.Sign() < 0 {
 		return fmt.Errorf("not a sequence number (decimal digits)")
 	}
-	r := s.SequenceNumberRange
-	if r == nil {
-		return nil
+	if lo, ok := new(big.Int).SetString(s.StartingSequenceNumber, 10); ok && n.Cmp(lo) < 0 {
+		return fmt.Errorf("before the shard's first sequence number %s: it is of another shard", s.StartingSequenceNumber)
 	}
-	if lo, ok := new(big.Int).SetString(deref(r.StartingSequenceNumber), 10); ok && n.Cmp(lo) < 0 {
-		return fmt.Errorf("before the shard's first sequence number %s: it is of another shard", deref(r.StartingSequenceNumber))
-	}
-	if hi, ok := new(big.Int).SetString(deref(r.EndingSequenceNumber), 10); ok && n.Cmp(hi) > 0 {
-		return fmt.Errorf("after the shard's last sequence number %s: it is of another shard", deref(r.EndingSequenceNumber))
+	if hi, ok := new(big.Int).SetString(s.EndingSequenceNumber, 10); ok && n.Cmp(hi) > 0 {
+		return fmt.Errorf("after the shard's last sequence number %s: it is of another shard", s.EndingSequenceNumber)
 	}
 	return nil
 }
@@ -132,16 +128,13 @@ type RewindPlan struct {
 // split reads the parents again, then the children). A replay's shards keep what they had
 // handled (Skip, and the runs it discarded past it), so that after the window the mapping goes
 // on from where it was.
-func PlanRewind(q RewindRequest, shards []types.Shard, stored map[string]ShardProgress, rev int64) RewindPlan {
+func PlanRewind(q RewindRequest, shards []source.Shard, stored map[string]ShardProgress, rev int64) RewindPlan {
 	children := map[string][]string{}
 	all := make([]string, 0, len(shards))
 	for _, s := range shards {
-		id := deref(s.ShardId)
-		all = append(all, id)
-		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
-			if deref(p) != "" {
-				children[deref(p)] = append(children[deref(p)], id)
-			}
+		all = append(all, s.ID)
+		for _, p := range s.Parents {
+			children[p] = append(children[p], s.ID)
 		}
 	}
 	named := q.Shards
@@ -228,7 +221,7 @@ func seqLess(a, b string) bool {
 // poller's entry lock, which must not wait for the slots' progress lock (held through a save's
 // retries). Once a write forgot the rewind, no record at or before its Skip is read any more, so
 // the replay ends at the next record, as it would have.
-func (r *reader) replayCut(recs []types.Record) []types.Record {
+func (r *reader) replayCut(recs []source.Record) []source.Record {
 	rw := r.replay
 	if rw == nil || rw.Until.IsZero() || r.replayOver {
 		return recs
@@ -236,14 +229,14 @@ func (r *reader) replayCut(recs []types.Record) []types.Record {
 	out := recs[:0:0]
 	for i, rec := range recs {
 		if !r.windowPast {
-			if rec.ApproximateArrivalTimestamp == nil || rec.ApproximateArrivalTimestamp.Before(rw.Until) {
+			if rec.ArrivalTime.IsZero() || rec.ArrivalTime.Before(rw.Until) {
 				out = append(out, rec)
 				continue
 			}
 			r.windowPast = true
 			r.p.log.Info("rewind window replayed", "shard_id", r.shardID, "until", rw.Until.UTC().Format(time.RFC3339Nano), "revision", rw.Revision)
 		}
-		if rw.SkipAll || !seqLess(rw.Skip, deref(rec.SequenceNumber)) {
+		if rw.SkipAll || !seqLess(rw.Skip, rec.SequenceNumber) {
 			continue
 		}
 		r.replayOver = true

@@ -9,26 +9,21 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // splitListing: P split into A and B; A and B merged into M. Q unrelated.
-func splitListing() []types.Shard {
-	sh := func(id, p, ap, lo, hi string) types.Shard {
-		s := types.Shard{ShardId: aws.String(id), SequenceNumberRange: &types.SequenceNumberRange{StartingSequenceNumber: aws.String(lo)}}
-		if hi != "" {
-			s.SequenceNumberRange.EndingSequenceNumber = aws.String(hi)
-		}
-		if p != "" {
-			s.ParentShardId = aws.String(p)
-		}
-		if ap != "" {
-			s.AdjacentParentShardId = aws.String(ap)
+func splitListing() []source.Shard {
+	sh := func(id, p, ap, lo, hi string) source.Shard {
+		s := source.Shard{ID: id, StartingSequenceNumber: lo, EndingSequenceNumber: hi, Closed: hi != ""}
+		for _, parent := range []string{p, ap} {
+			if parent != "" {
+				s.Parents = append(s.Parents, parent)
+			}
 		}
 		return s
 	}
-	return []types.Shard{sh("P", "", "", "100", "199"), sh("A", "P", "", "200", "299"), sh("B", "P", "", "300", "399"),
+	return []source.Shard{sh("P", "", "", "100", "199"), sh("A", "P", "", "200", "299"), sh("B", "P", "", "300", "399"),
 		sh("M", "A", "B", "400", ""), sh("Q", "", "", "500", "")}
 }
 
@@ -111,41 +106,41 @@ func TestPlanRewindLineage(t *testing.T) {
 	}
 	// A sequence number: that shard at that record, its descendants from their first record.
 	seq := PlanRewind(RewindRequest{Sequences: map[string]string{"A": "250"}}, splitListing(), stored, 5)
-	if p := seq.Progress["A"]; p.Rewind.Sequence != "250" || resumePosition("", p, time.Time{}).kind != types.ShardIteratorTypeAtSequenceNumber {
+	if p := seq.Progress["A"]; p.Rewind.Sequence != "250" || resumePosition("", p, time.Time{}).kind != source.AtSequenceNumber {
 		t.Errorf("A: %+v", p.Rewind)
 	}
-	if p := seq.Progress["M"]; resumePosition("", p, time.Time{}).kind != types.ShardIteratorTypeTrimHorizon {
+	if p := seq.Progress["M"]; resumePosition("", p, time.Time{}).kind != source.TrimHorizon {
 		t.Errorf("M opens at %v, want its first record", resumePosition("", p, time.Time{}))
 	}
 }
 
 func TestReplayCut(t *testing.T) {
 	until := time.Date(2026, 12, 7, 19, 0, 0, 0, time.UTC)
-	rec := func(seq string, at time.Time) types.Record {
-		return types.Record{SequenceNumber: aws.String(seq), ApproximateArrivalTimestamp: aws.Time(at)}
+	rec := func(seq string, at time.Time) source.Record {
+		return source.Record{SequenceNumber: seq, ArrivalTime: at}
 	}
 	before, after := until.Add(-time.Second), until.Add(time.Second)
-	seqs := func(rs []types.Record) (out []string) {
+	seqs := func(rs []source.Record) (out []string) {
 		for _, r := range rs {
-			out = append(out, *r.SequenceNumber)
+			out = append(out, r.SequenceNumber)
 		}
 		return out
 	}
 	r := &reader{p: &Poller{log: slog.New(slog.DiscardHandler)}, replay: &Rewind{Until: until, Skip: "13"}} // as run sets it from the progress
 	// In the window: everything, the handled ones too.
-	if got := seqs(r.replayCut([]types.Record{rec("10", before), rec("11", before)})); !reflect.DeepEqual(got, []string{"10", "11"}) {
+	if got := seqs(r.replayCut([]source.Record{rec("10", before), rec("11", before)})); !reflect.DeepEqual(got, []string{"10", "11"}) {
 		t.Fatalf("window: %v", got)
 	}
 	// The window ends at 12: 12 and 13 were handled before the rewind, 14 was not.
-	if got := seqs(r.replayCut([]types.Record{rec("12", after), rec("13", after), rec("14", after), rec("15", after)})); !reflect.DeepEqual(got, []string{"14", "15"}) {
+	if got := seqs(r.replayCut([]source.Record{rec("12", after), rec("13", after), rec("14", after), rec("15", after)})); !reflect.DeepEqual(got, []string{"14", "15"}) {
 		t.Fatalf("after the window: %v, want 14 15", got)
 	}
-	if got := seqs(r.replayCut([]types.Record{rec("9", after)})); !reflect.DeepEqual(got, []string{"9"}) {
+	if got := seqs(r.replayCut([]source.Record{rec("9", after)})); !reflect.DeepEqual(got, []string{"9"}) {
 		t.Fatalf("after the replay: %v, want everything", got)
 	}
 	// A finished shard's replay skips to its end.
 	f := &reader{p: r.p, replay: &Rewind{Until: until, SkipAll: true}}
-	if got := f.replayCut([]types.Record{rec("1", before), rec("2", after), rec("3", after)}); len(got) != 1 {
+	if got := f.replayCut([]source.Record{rec("1", before), rec("2", after), rec("3", after)}); len(got) != 1 {
 		t.Fatalf("finished shard: %v, want only the window's record", seqs(got))
 	}
 	// The rewind is forgotten once a checkpoint passes what was handled before it.
@@ -171,11 +166,11 @@ func TestReplayCutWhileACheckpointRetries(t *testing.T) {
 		r.progress = ShardProgress{Rewind: &Rewind{Until: until, Skip: "13"}}
 		r.replay = r.progress.Rewind // as run sets it from the progress
 		r.slots.lockProgress()       // a checkpoint write retrying
-		var got []types.Record
+		var got []source.Record
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			got = r.replayCut([]types.Record{{SequenceNumber: aws.String("10"), ApproximateArrivalTimestamp: aws.Time(until.Add(-time.Second))}})
+			got = r.replayCut([]source.Record{{SequenceNumber: "10", ArrivalTime: until.Add(-time.Second)}})
 		}()
 		synctest.Wait()
 		select {

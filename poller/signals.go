@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // A shard's two signals on the clock: its iterator age and whether it is blocked.
@@ -99,9 +99,7 @@ func (r *reader) sent() {
 // lastPending is the arrival of the last record pending; zero when none.
 func (r *reader) lastPending() time.Time {
 	if n := len(r.poll.pending); n > 0 {
-		if at := r.poll.pending[n-1].ApproximateArrivalTimestamp; at != nil {
-			return *at
-		}
+		return r.poll.pending[n-1].ArrivalTime
 	}
 	return time.Time{}
 }
@@ -136,13 +134,10 @@ func (r *reader) reportAgeLocked(now time.Time) {
 // sending notes that st's batch, recs, is being sent: the first time, it begins (its time
 // towards blocked runs from now, unless it was set: a bisected half keeps its batch's) and joins
 // the shard's batches in flight.
-func (r *reader) sending(st *stall, recs []types.Record) {
-	var newest time.Time
-	if at := recs[len(recs)-1].ApproximateArrivalTimestamp; at != nil {
-		newest = *at
-	}
+func (r *reader) sending(st *stall, recs []source.Record) {
+	newest := recs[len(recs)-1].ArrivalTime
 	if !st.flying {
-		st.first, st.last = deref(recs[0].SequenceNumber), deref(recs[len(recs)-1].SequenceNumber)
+		st.first, st.last = recs[0].SequenceNumber, recs[len(recs)-1].SequenceNumber
 	}
 	r.begin(st, newest)
 }

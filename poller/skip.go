@@ -352,7 +352,7 @@ func (b *batchRun) run() error {
 // It reports whether the batch is done with (skipped, or an error ends it).
 func (b *batchRun) skip(o *skipOrder) (bool, error) {
 	r := b.r
-	first, last := deref(b.recs[0].SequenceNumber), deref(b.recs[len(b.recs)-1].SequenceNumber)
+	first, last := b.recs[0].SequenceNumber, b.recs[len(b.recs)-1].SequenceNumber
 	if first != o.first || last != o.last {
 		o.answer(Skipped{}, fmt.Errorf("%w: shard %s: the batch became %s..%s (partly handled) before the skip of %s..%s took effect; nothing was skipped", ErrSkipBatchChanged, r.shardID, first, last, o.first, o.last))
 		return false, nil

@@ -1,14 +1,11 @@
 package poller
 
 import (
+	"cmp"
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-
 	"github.com/kinesis-esm/esm/source"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // Source is the stream a mapping reads: what the engine needs of it, and all it knows of it. The
@@ -42,27 +39,49 @@ type Source interface {
 // ErrStreamNotFound is returned by Run when the stream does not exist: source.ErrNotFound.
 var ErrStreamNotFound = source.ErrNotFound
 
-// kinesisReads is what the engine still takes from a Kinesis source beyond Source while its
-// reads move behind the seam: the client it reads shards with, the enhanced fan-out consumer it
-// reads through, and the options of its subscriptions (source/kinesis.Stream has them).
-type kinesisReads interface {
-	Client() kinesissrc.API
-	ConsumerARN() string
-	SubscribeOptions() []func(*kinesis.Options)
+// The optional capabilities of a source: what the engine uses where a source has it, beyond
+// Source. The Kinesis source has both.
+
+// ReadStarter is a source that starts a read without a goroutine waiting for its answer (the
+// Kinesis source's lean GetRecords path): the idle poller (idle.go) starts the polls of caught-up
+// shards with it, those of one due time in batches. Without it, each idle poll is a Read on a
+// goroutine the idle poller keeps for such calls.
+type ReadStarter interface {
+	// StartRead starts Read(ctx, shardID, iterator, limit): done gets the page, or finish to run
+	// on a goroutine of the caller's for the page or the error. Reporting false, it did nothing:
+	// the read is to be made with Read.
+	StartRead(ctx context.Context, shardID, iterator string, limit int, done func(page source.Page, finish func() (source.Page, error))) bool
+	// Batch starts a batch: the reads started until send is called leave together.
+	Batch() (send func())
 }
 
-// useSource sets the poller up to read its source.
+// Subscriber is a source whose shards can be read by subscription, the source pushing the records
+// (Kinesis' enhanced fan-out): a reader then takes its shard's records from one subscription at a
+// time instead of reading (subscribe.go, pump.go).
+type Subscriber interface {
+	// ConsumerARN is what the subscriptions are made through; "" when the source is polled.
+	ConsumerARN() string
+	// Subscribe subscribes to the shard at a position, for as long as ctx lasts. Its errors are
+	// classified as Read's; source.ErrInUse: another subscriber holds the shard.
+	Subscribe(ctx context.Context, shardID string, at source.Position) (source.Subscription, error)
+}
+
+// readable is a source that can be made without the means to read (source/kinesis.Stream without
+// a client, which only names a mapping's events): New refuses it with Readable's error.
+type readable interface {
+	Readable() error
+}
+
+// useSource sets the poller up to read its source: by subscription where it has a consumer.
 func (p *Poller) useSource() error {
-	k, ok := p.src.(kinesisReads)
-	if !ok {
-		return &ValidationError{Field: "EventSourceArn", Message: fmt.Sprintf("poller: cannot read %s (%s): no reader for its source yet", p.id.ARN, p.id.EventSource)}
+	if r, ok := p.src.(readable); ok {
+		if err := r.Readable(); err != nil {
+			return err
+		}
 	}
-	if p.kin = k.Client(); p.kin == nil {
-		return &ValidationError{Field: "kinesissrc.API", Message: "poller: the Kinesis source has no client"}
-	}
-	p.starter, _ = p.kin.(getRecordsStarter)
-	if c := k.ConsumerARN(); c != "" {
-		p.useSubscriptions(c, k.SubscribeOptions())
+	p.maxRead = min(cmp.Or(p.src.Limits().MaxRecordsPerRead, MaxBatchSize), MaxBatchSize)
+	if s, ok := p.src.(Subscriber); ok && s.ConsumerARN() != "" {
+		p.useSubscriptions(s)
 	} else {
 		p.efo = nil // timings a test set, for a source that polls
 	}

@@ -7,19 +7,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/schemas"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/aws/smithy-go/transport/http/protocol/awsjson"
 	"github.com/kinesis-esm/esm/internal/ctxwait"
 	"github.com/kinesis-esm/esm/source"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
-// Enhanced fan-out. With a consumer (source/kinesis.WithConsumer), a reader gets its shard's records from one
-// SubscribeToShard subscription instead of GetRecords; everything after the records arrive
-// (batching, failure rules, slots, filters, windows, checkpoints, leases, metrics) is the same.
+// Enhanced fan-out. With a source that is a Subscriber and has a consumer (source/kinesis.WithConsumer),
+// a reader gets its shard's records from one subscription at a time (Kinesis' SubscribeToShard)
+// instead of reading; everything after the records arrive (batching, failure rules, slots,
+// filters, windows, checkpoints, leases, metrics) is the same.
 //
 // A pump goroutine per reader (pump.go) holds the subscription: it subscribes after the reader's
 // position, renews the subscription from the last ContinuationSequenceNumber before Kinesis'
@@ -30,9 +25,9 @@ import (
 // are dropped, so a renewal repeats nothing.
 //
 // The shard's end: the event with ChildShards finishes it. A subscription that never says so (an
-// emulator that keeps streaming a closed shard) is not waited on: once ListShards shows the shard
-// closed, the reader reads the rest with GetRecords from its last record, to the end and its
-// ChildShards, as a polling reader does. That holds on Kinesis too.
+// emulator that keeps streaming a closed shard) is not waited on: once a listing shows the shard
+// closed, the reader reads the rest with the source's Open and Read from its last record, to the
+// end and its children, as a polling reader does. That holds on Kinesis too.
 
 // Subscription timings.
 const (
@@ -44,14 +39,13 @@ const (
 
 // efo is a mapping's enhanced fan-out state.
 type efo struct {
-	api      kinesissrc.SubscribeAPI
-	consumer string
-	opts     []func(*kinesis.Options)
+	src      Subscriber
+	consumer string        // src's ConsumerARN
 	renew    time.Duration // subscriptionRenewal; shorter in tests
 	retry    backoff       // the pacing of failed subscribe calls (copied per pump)
 
 	mu     sync.Mutex
-	closed map[string]bool // shards some ListShards showed closed
+	closed map[string]bool // shards some listing showed closed
 
 	skipped atomic.Int64 // events not handed to a parked reader, for the tests
 }
@@ -63,25 +57,14 @@ func (e *efo) paced(j *jitter, shardID string) backoff {
 	return bo
 }
 
-// useSubscriptions sets the poller up to read through the enhanced fan-out consumer consumerARN,
-// with the client options opts after esm's own. The Kinesis client implements SubscribeAPI
-// (source/kinesis.New checks it).
-func (p *Poller) useSubscriptions(consumerARN string, opts []func(*kinesis.Options)) {
+// useSubscriptions sets the poller up to read src's shards by subscription, through its
+// consumer.
+func (p *Poller) useSubscriptions(src Subscriber) {
 	if p.efo == nil { // tests set their own timings
 		p.efo = &efo{renew: subscriptionRenewal, retry: backoff{base: subscribeRetryBase, max: subscribeRetryMax}}
 	}
 	e := p.efo
-	e.api, e.consumer, e.closed = p.kin.(kinesissrc.SubscribeAPI), consumerARN, map[string]bool{}
-	e.opts = append([]func(*kinesis.Options){freshProtocol, initialResponseOptional}, opts...)
-}
-
-// freshProtocol gives each subscription its own copy of the client's default protocol:
-// smithy-go's JSON protocol keeps its event-stream decoder state in the protocol value, which the
-// concurrent subscriptions of one client would otherwise share (a data race on the decode buffer).
-func freshProtocol(o *kinesis.Options) {
-	if _, ok := o.Protocol.(*awsjson.Protocol); ok {
-		o.Protocol = awsjson.New11(schemas.Kinesis_20131202)
-	}
+	e.src, e.consumer, e.closed = src, src.ConsumerARN(), map[string]bool{}
 }
 
 // noteClosed notes the shards a listing shows closed.
@@ -104,10 +87,10 @@ func (e *efo) isClosed(shardID string) bool {
 // subEvent is what the pump hands the reader: one event's new records (none, for an event that
 // only says how far behind the reader is), or a fatal error.
 type subEvent struct {
-	records  []types.Record
+	records  []source.Record
 	behind   int64
 	end      bool // the shard's end: children follow
-	children []types.ChildShard
+	children []source.Shard
 	err      error
 }
 
@@ -142,7 +125,7 @@ func (s *subscription) took(ev subEvent) {
 }
 
 // subscribing reports whether the reader reads through a subscription: the mapping has a
-// consumer, and no ListShards has shown the shard closed (a closed shard is read with GetRecords).
+// consumer, and no listing has shown the shard closed (a closed shard is read by polling).
 func (r *reader) subscribing() bool {
 	e := r.p.efo
 	if r.sub != nil || e == nil || e.isClosed(r.shardID) {
@@ -163,10 +146,11 @@ func (r *reader) subscribe(ctx context.Context) error {
 	first, pos := r.openPosition()
 	r.atTip = false
 	pctx, stop := context.WithCancel(ctx)
+	fallback := pos.at()
 	s := &subscription{events: make(chan subEvent, 1), stop: stop, done: make(chan struct{})}
 	r.sub = s
 	pm := &pump{e: r.p.efo, shardID: r.shardID, log: r.p.log.With("shard_id", r.shardID, "consumer", r.p.efo.consumer),
-		events: s.events, pos: startingPosition(first), fallback: startingPosition(pos), last: r.lastRead, bo: r.p.efo.paced(r.p.jit, r.shardID), now: r.p.now,
+		events: s.events, pos: first.at(), fallback: &fallback, last: r.lastRead, bo: r.p.efo.paced(r.p.jit, r.shardID), now: r.p.now,
 		obs: r.p.subscriptionObserver(), parked: &s.parked, behindBy: r.behindBy, wakeIdle: r.p.until != nil}
 	go func() {
 		defer close(s.done)
@@ -174,17 +158,6 @@ func (r *reader) subscribe(ctx context.Context) error {
 	}()
 	r.p.log.Info("shard subscribed", "shard_id", r.shardID, "consumer", r.p.efo.consumer, "type", first.kind, "seq", first.seq)
 	return nil
-}
-
-func startingPosition(pos position) *types.StartingPosition {
-	sp := &types.StartingPosition{Type: pos.kind}
-	if pos.seq != "" {
-		sp.SequenceNumber = aws.String(pos.seq)
-	}
-	if pos.kind == types.ShardIteratorTypeAtTimestamp {
-		sp.Timestamp = aws.Time(pos.timestamp)
-	}
-	return sp
 }
 
 // caughtUpTime is when the reader was last known to be caught up, given that a read that started
@@ -240,26 +213,26 @@ func (r *reader) await(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// subIterator stands in for NextShardIterator while a subscription is open.
-var subIterator = "subscription"
+// subIterator stands in for the next read's iterator while a subscription is open.
+const subIterator = "subscription"
 
-// readSubscription takes what the pump has handed over, up to limit records, without waiting, in
-// GetRecords' shape: a nil NextShardIterator and the ChildShards at the shard's end. Once
-// ListShards shows the shard closed, it stops the subscription and reads the rest with GetRecords.
-func (r *reader) readSubscription(ctx context.Context, limit int32) (*kinesis.GetRecordsOutput, error) {
+// readSubscription takes what the pump has handed over, up to limit records, without waiting, as
+// a read's page: no Next and the children at the shard's end. Once a listing shows the shard
+// closed, it stops the subscription and reads the rest with the source's Read.
+func (r *reader) readSubscription(ctx context.Context, limit int) (source.Page, error) {
 	s := r.sub
 	if !s.has && r.p.efo.isClosed(r.shardID) {
 		r.closeSubscription()
-		r.p.log.Info("shard closed; reading the rest with GetRecords", "shard_id", r.shardID, "after", r.lastRead)
+		r.p.log.Info("shard closed; reading the rest by polling", "shard_id", r.shardID, "after", r.lastRead)
 		if err := r.open(ctx); err != nil {
-			return nil, fmt.Errorf("open closed shard %s: %w", r.shardID, err)
+			return source.Page{}, fmt.Errorf("open closed shard %s: %w", r.shardID, err)
 		}
 		return r.next(ctx, limit)
 	}
 	// A subscription is reported behind unless a probe showed otherwise (see windowProbe): what
 	// the reader does when caught up, closing an idle tumbling window, needs proof.
-	out := &kinesis.GetRecordsOutput{NextShardIterator: &subIterator, MillisBehindLatest: aws.Int64(1)}
-	for len(out.Records) < int(limit) {
+	out := source.Page{Next: subIterator, MillisBehind: 1}
+	for len(out.Records) < limit {
 		if !s.has {
 			select {
 			case ev := <-s.events:
@@ -276,26 +249,26 @@ func (r *reader) readSubscription(ctx context.Context, limit int32) (*kinesis.Ge
 			}
 			err := s.cur.err
 			s.cur, s.has = subEvent{}, false
-			return nil, err
+			return source.Page{}, err
 		}
-		n := min(int(limit)-len(out.Records), len(s.cur.records))
+		n := min(limit-len(out.Records), len(s.cur.records))
 		out.Records = append(out.Records, s.cur.records[:n]...)
 		s.cur.records = s.cur.records[n:]
-		*out.MillisBehindLatest = s.cur.behind
+		out.MillisBehind = s.cur.behind
 		if len(s.cur.records) > 0 {
-			*out.MillisBehindLatest = max(s.cur.behind, 1)
+			out.MillisBehind = max(s.cur.behind, 1)
 			break
 		}
 		if s.cur.end {
-			out.NextShardIterator, out.ChildShards = nil, s.cur.children
+			out.Next, out.Children = "", s.cur.children
 		}
 		s.cur, s.has = subEvent{}, false
-		if out.NextShardIterator == nil {
+		if out.Next == "" {
 			break
 		}
 	}
 	if len(out.Records) == 0 && !s.has && r.windowProbe(ctx) {
-		*out.MillisBehindLatest = 0
+		out.MillisBehind = 0
 	}
 	return out, nil
 }
@@ -304,7 +277,7 @@ func (r *reader) readSubscription(ctx context.Context, limit int32) (*kinesis.Ge
 // started after the window's end and found nothing. A subscription cannot: an event that says
 // "caught up" may have been made long before it arrives (a stalled or frozen connection), and an
 // empty hand-over proves nothing. So once the open window has ended a poll ago, the reader asks
-// GetRecords after its last record, at most once per poll interval: nothing there, and the window
+// the source (Open, Read) after its last record, at most once per poll interval: nothing there, and the window
 // may close (the probe's start is when the reader was caught up); records there are left to the
 // subscription, which delivers them.
 func (r *reader) windowProbe(ctx context.Context) bool {

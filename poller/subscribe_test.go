@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"io"
 	"net/http"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // subscriptions is the fake seen through a log of every SubscribeToShard call and its outcome.

@@ -76,10 +76,10 @@ func (b *batchRun) startSpan(ctx context.Context) context.Context {
 	}
 	b.tries++
 	inv := Invocation{StreamName: b.r.p.id.Name, Region: b.r.p.id.Region, EventSource: b.r.p.id.EventSource, ShardID: b.r.shardID, BatchSize: len(b.recs),
-		FirstSequenceNumber: deref(b.recs[0].SequenceNumber), LastSequenceNumber: deref(b.recs[len(b.recs)-1].SequenceNumber),
+		FirstSequenceNumber: b.recs[0].SequenceNumber, LastSequenceNumber: b.recs[len(b.recs)-1].SequenceNumber,
 		Attempt: b.tries, NewTrace: b.chained == MaxTraceInvocations}
-	if at := b.recs[len(b.recs)-1].ApproximateArrivalTimestamp; at != nil {
-		inv.IteratorAge = max(b.r.p.now().Sub(*at), 0)
+	if at := b.recs[len(b.recs)-1].ArrivalTime; !at.IsZero() {
+		inv.IteratorAge = max(b.r.p.now().Sub(at), 0)
 	}
 	after := b.first
 	if after == nil {

@@ -8,9 +8,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // WindowState is a shard's open tumbling window: stored with the checkpoint, so that a restart
@@ -27,12 +26,8 @@ const MaxWindowStateBytes = 1 << 20
 
 // windowOf is the start of the tumbling window a record belongs to: windows of the configured
 // length aligned to the Unix epoch, by the record's arrival time.
-func (r *reader) windowOf(rec *types.Record) time.Time {
-	var at time.Time
-	if rec.ApproximateArrivalTimestamp != nil {
-		at = *rec.ApproximateArrivalTimestamp
-	}
-	return at.Truncate(r.p.cfg.TumblingWindow).UTC()
+func (r *reader) windowOf(rec *source.Record) time.Time {
+	return rec.ArrivalTime.Truncate(r.p.cfg.TumblingWindow).UTC()
 }
 
 // windowed reports whether the mapping uses tumbling windows.
@@ -63,7 +58,7 @@ func (r *reader) windowTail(final, early bool) []byte {
 
 // encode renders the event for the longest prefix of recs that fits (at most maxRecords): a
 // KinesisEvent, or with tumbling windows a KinesisTimeWindowEvent for the open window.
-func (r *reader) encode(buf []byte, recs []types.Record, maxRecords, maxBytes int) ([]byte, int) {
+func (r *reader) encode(buf []byte, recs []source.Record, maxRecords, maxBytes int) ([]byte, int) {
 	if !r.windowed() {
 		return r.p.enc.encodeBatch(buf, r.shardID, recs, maxRecords, maxBytes)
 	}
@@ -73,7 +68,7 @@ func (r *reader) encode(buf []byte, recs []types.Record, maxRecords, maxBytes in
 }
 
 // windowPrefix is how many records at the head of pending belong to the window of the first.
-func (r *reader) windowPrefix(pending []types.Record) int {
+func (r *reader) windowPrefix(pending []source.Record) int {
 	w := r.windowOf(&pending[0])
 	n := 1
 	for n < len(pending) && r.windowOf(&pending[n]).Equal(w) {
@@ -159,7 +154,7 @@ func (r *reader) saveProgress(ctx context.Context) error {
 
 // ackWindow stores the state a windowed batch returned together with the batch's checkpoint, and
 // ends the window early when the state has grown past MaxWindowStateBytes.
-func (r *reader) ackWindow(runCtx, workCtx context.Context, recs []types.Record, state map[string]string) error {
+func (r *reader) ackWindow(runCtx, workCtx context.Context, recs []source.Record, state map[string]string) error {
 	r.progress.Window = &WindowState{Start: r.progress.Window.Start, State: state}
 	if err := r.ack(workCtx, recs); err != nil {
 		return err

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // TestWindowEventShape renders a windowed event and decodes it into aws-lambda-go's
@@ -32,7 +32,7 @@ func TestWindowEventShape(t *testing.T) {
 	start := time.Date(2020, 12, 9, 7, 4, 0, 0, time.UTC)
 	r := &reader{p: p, shardID: "shardId-000000000006", progress: ShardProgress{Window: &WindowState{Start: start, State: map[string]string{"1": "state 1", "2": "state 2"}}}}
 	rec := record("1", "49590338271490256608559692538361571095921575989136588898", []byte("Hello, this is a test."), time.Unix(1607497475, 0))
-	payload, n := r.encode(nil, []types.Record{rec}, 10, MaxPayloadBytes)
+	payload, n := r.encode(nil, []source.Record{rec}, 10, MaxPayloadBytes)
 	if n != 1 {
 		t.Fatal(n)
 	}

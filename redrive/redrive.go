@@ -12,11 +12,10 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // Outcome is what a redrive did with one message.
@@ -243,8 +242,8 @@ func (r *Redriver) Run(ctx context.Context, src Source) (Summary, error) {
 // batch is one invocation's worth of records.
 type batch struct {
 	payload []byte
-	recs    []types.Record // sequence numbers at least: what a partial batch response names
-	lines   [][]byte       // each record as an event's Records element, for the export
+	recs    []source.Record // sequence numbers at least: what a partial batch response names
+	lines   [][]byte        // each record as an event's Records element, for the export
 }
 
 // one handles one message.
@@ -320,16 +319,17 @@ func (r *Redriver) one(ctx context.Context, src Source, it *Item) Result {
 // streamBatches fetches the message's records from the stream and cuts them into batches as the
 // poller does: the mapping's filters and slots, at most BatchSize records, at most 6 MiB.
 func (r *Redriver) streamBatches(ctx context.Context, m Message) ([]batch, error) {
-	recs, err := fetch(ctx, r.kin, m.StreamARN, m.ShardID, m.StartSequenceNumber, m.EndSequenceNumber)
+	fetched, err := fetch(ctx, r.kin, m.StreamARN, m.ShardID, m.StartSequenceNumber, m.EndSequenceNumber)
 	if err != nil {
 		return nil, err
 	}
+	recs := kinesissrc.Records(fetched)
 	// The records the failed batch held: those the filters pass and, with ParallelizationFactor > 1,
 	// those of the first record's slot (its batch held no other).
-	slot := r.enc.Slot(aws.ToString(recs[0].PartitionKey))
+	slot := r.enc.Slot(recs[0].PartitionKey)
 	matched := recs[:0:0]
 	for i := range recs {
-		if (r.filters == nil || r.match(&recs[i])) && r.enc.Slot(aws.ToString(recs[i].PartitionKey)) == slot {
+		if (r.filters == nil || r.match(&recs[i])) && r.enc.Slot(recs[i].PartitionKey) == slot {
 			matched = append(matched, recs[i])
 		}
 	}
@@ -342,7 +342,7 @@ func (r *Redriver) streamBatches(ctx context.Context, m Message) ([]batch, error
 	for len(recs) > 0 {
 		payload, n := r.enc.Next(m.ShardID, recs)
 		if len(payload) > poller.MaxPayloadBytes {
-			return out, fmt.Errorf("record %s: its event is %d bytes, more than one invocation takes (%d)", aws.ToString(recs[0].SequenceNumber), len(payload), poller.MaxPayloadBytes)
+			return out, fmt.Errorf("record %s: its event is %d bytes, more than one invocation takes (%d)", recs[0].SequenceNumber, len(payload), poller.MaxPayloadBytes)
 		}
 		b := batch{payload: payload, recs: recs[:n]}
 		if r.export != nil {
@@ -357,7 +357,7 @@ func (r *Redriver) streamBatches(ctx context.Context, m Message) ([]batch, error
 }
 
 // match applies the mapping's filters as the poller does.
-func (r *Redriver) match(rec *types.Record) bool { return r.enc.Match(rec) }
+func (r *Redriver) match(rec *source.Record) bool { return r.enc.Match(rec) }
 
 // payloadBatches takes the event an S3 object carries: as it is when it fits one invocation (the
 // bytes the function received), else cut into batches of its records at the same limits.
@@ -372,7 +372,7 @@ func (r *Redriver) payloadBatches(m Message) ([]batch, error) {
 	newBatch := func(prs []payloadRecord) batch {
 		var b batch
 		for _, p := range prs {
-			b.recs = append(b.recs, types.Record{SequenceNumber: aws.String(p.seq)})
+			b.recs = append(b.recs, source.Record{SequenceNumber: p.seq})
 			b.lines = append(b.lines, p.raw)
 		}
 		return b
@@ -429,7 +429,7 @@ func (r *Redriver) invoke(ctx context.Context, b batch) error {
 	case resp.Failed():
 		return fmt.Errorf("function error (%s): %s", resp.FunctionError, clip(string(resp.Payload)))
 	case handled > 0:
-		return fmt.Errorf("partial batch response: %d of %d records handled, from %s on they failed", handled, len(b.recs), aws.ToString(b.recs[handled].SequenceNumber))
+		return fmt.Errorf("partial batch response: %d of %d records handled, from %s on they failed", handled, len(b.recs), b.recs[handled].SequenceNumber)
 	}
 	return fmt.Errorf("the batch failed: the response names its first record as failed, or is not a valid partial batch response: %s", clip(string(resp.Payload)))
 }

@@ -313,8 +313,8 @@ func TestFiltersAndBatchLimits(t *testing.T) {
 	calls := inv.calls()
 	enc, _ := poller.NewBatchEncoder(kinesissrc.MustNew(nil, arn), cfg)
 	recs := fetched(t, f, arn, seqs[0], seqs[4])
-	want1, _ := enc.Next(shard0, []types.Record{recs[0], recs[2]})
-	want2, _ := enc.Next(shard0, []types.Record{recs[4]})
+	want1, _ := enc.Next(shard0, kinesissrc.Records([]types.Record{recs[0], recs[2]}))
+	want2, _ := enc.Next(shard0, kinesissrc.Records([]types.Record{recs[4]}))
 	if len(calls) != 2 || !bytes.Equal(calls[0], want1) || !bytes.Equal(calls[1], want2) {
 		t.Fatalf("invocations %s", calls)
 	}

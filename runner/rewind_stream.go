@@ -29,10 +29,11 @@ type RewindOutcome struct {
 // whose message says what to fix; a rewind that changed nothing wraps lease.ErrRewindRefused.
 func Rewind(ctx context.Context, kin kinesissrc.API, ddb lease.DynamoAPI, streamARN, table string, q poller.RewindRequest,
 	now time.Time, o lease.RewindOptions) (RewindOutcome, error) {
-	shards, err := kinesissrc.ListShards(ctx, kin, streamARN)
+	listed, err := kinesissrc.ListShards(ctx, kin, streamARN)
 	if err != nil {
 		return RewindOutcome{}, err
 	}
+	shards := kinesissrc.ShardsOf(listed)
 	if err := q.Validate(shards, now); err != nil {
 		return RewindOutcome{}, err
 	}

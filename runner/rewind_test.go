@@ -16,6 +16,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 func (r *received) count() int {
@@ -93,7 +94,7 @@ func TestRunTellsRewinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := poller.RewindRequest{Sequences: map[string]string{shard: first}}
-	if _, err := lease.Rewind(ctx, ddb, "leases", ls.Shards, q, lease.RewindOptions{By: "ops", Wait: 20 * time.Second, LeaseDuration: 2 * time.Second}); err != nil {
+	if _, err := lease.Rewind(ctx, ddb, "leases", kinesissrc.ShardsOf(ls.Shards), q, lease.RewindOptions{By: "ops", Wait: 20 * time.Second, LeaseDuration: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	await(t, rec.got, "the 6 records again after the rewind")
@@ -162,7 +163,7 @@ func TestRunOpenedStoreRewinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := poller.RewindRequest{Sequences: map[string]string{shard: first}}
-	if _, err := lease.Rewind(ctx, ddb, "leases", ls.Shards, q, lease.RewindOptions{Wait: 10 * time.Second, LeaseDuration: 2 * time.Second}); err != nil {
+	if _, err := lease.Rewind(ctx, ddb, "leases", kinesissrc.ShardsOf(ls.Shards), q, lease.RewindOptions{Wait: 10 * time.Second, LeaseDuration: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	await(t, rec.got, "the 6 records again after the rewind")

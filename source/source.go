@@ -22,6 +22,10 @@ type Shard struct {
 	// StartingHashKey and EndingHashKey are its hash key range (Kinesis), for the lease table's
 	// shard map; empty where a source has none.
 	StartingHashKey, EndingHashKey string
+	// StartingSequenceNumber and EndingSequenceNumber are the shard's range of sequence
+	// numbers as a listing shows it; EndingSequenceNumber empty while the shard is open, both
+	// empty where the listing gives none.
+	StartingSequenceNumber, EndingSequenceNumber string
 	// Closed: the shard has an end (a listing shows its ending sequence number). A closed shard
 	// is read to that end and then finished.
 	Closed bool
@@ -144,4 +148,17 @@ type Page struct {
 	// MillisBehind is how far the read is behind the shard's tip, in milliseconds (Kinesis'
 	// MillisBehindLatest); 0 when caught up or unknown.
 	MillisBehind int64
+}
+
+// Subscription is one subscription to a shard, where a source pushes its records (Kinesis'
+// enhanced fan-out): the events of the subscription, in order. The engine reads it from one
+// goroutine and closes it.
+type Subscription interface {
+	// Next waits for the subscription's next event, as a Page: its records, MillisBehind, and
+	// Next, the sequence number the shard continues at (a new subscription opens
+	// AT_SEQUENCE_NUMBER there), "" at the shard's end (then Children). It returns io.EOF once
+	// the source ended the subscription, and an error once the context the subscription was
+	// made with ended or the subscription failed.
+	Next() (Page, error)
+	Close() error
 }

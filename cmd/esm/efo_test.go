@@ -20,7 +20,7 @@ import (
 
 // Enhanced fan-out end to end, on kinesis-local, with the binary "make build" builds: kinesis-local
 // starts its subscriptions without the initial-response message Kinesis sends, and esm decides
-// from each stream's first message (poller/initialresponse.go).
+// from each stream's first message (source/kinesis/initialresponse.go).
 
 // source is how an end-to-end esm reads its stream: polling (the zero value) or through a consumer.
 type source struct {
@@ -74,8 +74,8 @@ func consumerCheck(consumer string, subscribed int) func(t *testing.T, stream, o
 		if n < subscribed {
 			t.Fatalf("%d shards subscribed, want at least %d: the records did not come through the consumer\n%s", n, subscribed, tail(out, 30))
 		}
-		t.Logf("%d shards subscribed, %d subscriptions refused as in use, %d closed shards drained with GetRecords", n,
-			strings.Count(out, "shard subscription in use"), strings.Count(out, "reading the rest with GetRecords"))
+		t.Logf("%d shards subscribed, %d subscriptions refused as in use, %d closed shards drained by polling", n,
+			strings.Count(out, "shard subscription in use"), strings.Count(out, "reading the rest by polling"))
 	}
 }
 

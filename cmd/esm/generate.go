@@ -7,11 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/poller"
+	esmsource "github.com/kinesis-esm/esm/source"
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
@@ -63,7 +61,7 @@ func (g *generateCmd) run(ctx context.Context, e env) error {
 			return cli.Usage(fmt.Errorf("--arrival-time: %w", err))
 		}
 	}
-	recs := make([]types.Record, 0, len(g.Data))
+	recs := make([]esmsource.Record, 0, len(g.Data))
 	for i, d := range g.Data {
 		data := []byte(d)
 		if path, ok := strings.CutPrefix(d, "@"); ok {
@@ -76,8 +74,8 @@ func (g *generateCmd) run(ctx context.Context, e env) error {
 		if n := len(g.PartitionKey); n > 0 { // one for all, or one each
 			key = g.PartitionKey[min(i, n-1)]
 		}
-		recs = append(recs, types.Record{Data: data, PartitionKey: aws.String(key),
-			SequenceNumber: aws.String(fmt.Sprintf("%s%04d", firstSequence, i)), ApproximateArrivalTimestamp: aws.Time(arrival)})
+		recs = append(recs, esmsource.Record{Data: data, PartitionKey: key,
+			SequenceNumber: fmt.Sprintf("%s%04d", firstSequence, i), ArrivalTime: arrival})
 	}
 	enc, err := poller.NewBatchEncoder(stream, cfg)
 	if err != nil {

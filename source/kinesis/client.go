@@ -1,8 +1,12 @@
 package kinesis
 
 import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/kinesis-esm/esm/source"
 	"github.com/kinesis-esm/esm/source/kinesis/internal/getrecords"
 )
 
@@ -38,3 +42,50 @@ type TakeBody = getrecords.Take
 
 // EventStream is a subscription's events read from the body TakeBody took.
 type EventStream = getrecords.EventStream
+
+// starter is a client that starts GetRecords without a goroutine waiting (the lean path's).
+type starter interface {
+	StartGetRecords(ctx context.Context, in *kinesis.GetRecordsInput, done func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error))) bool
+}
+
+// batcher is a starter whose calls can leave together (the lean path's).
+type batcher interface {
+	Batch() (send func())
+}
+
+// StartRead starts a read of the shard at iterator (poller.ReadStarter) without a goroutine
+// waiting for its answer, where the lean path can: done gets the page, or finish to run on a
+// goroutine of the caller's for the page or the error (classified as Read's). Reporting false, it
+// did nothing (another client, WithSDKGetRecords, a call the lean path cannot start): the read is
+// to be made with Read.
+func (s *Stream) StartRead(ctx context.Context, shardID, iterator string, limit int, done func(page source.Page, finish func() (source.Page, error))) bool {
+	st, ok := s.reads.(starter)
+	if !ok {
+		return false
+	}
+	in := &kinesis.GetRecordsInput{ShardIterator: &iterator, Limit: aws.Int32(int32(limit))}
+	return st.StartGetRecords(ctx, in, func(out *kinesis.GetRecordsOutput, finish func() (*kinesis.GetRecordsOutput, error)) {
+		if finish == nil {
+			done(PageOf(out), nil)
+			return
+		}
+		done(source.Page{}, func() (source.Page, error) {
+			out, err := finish()
+			if err != nil {
+				return source.Page{}, Classify(err)
+			}
+			return PageOf(out), nil
+		})
+	})
+}
+
+// Batch starts a batch of the reads StartRead starts: their requests leave together when send is
+// called (the lean path's); without the lean path send does nothing.
+func (s *Stream) Batch() (send func()) {
+	if b, ok := s.reads.(batcher); ok {
+		return b.Batch()
+	}
+	return sendNothing
+}
+
+func sendNothing() {}

@@ -174,6 +174,9 @@ func shardOf(s *types.Shard) source.Shard {
 	if s.HashKeyRange != nil {
 		sh.StartingHashKey, sh.EndingHashKey = aws.ToString(s.HashKeyRange.StartingHashKey), aws.ToString(s.HashKeyRange.EndingHashKey)
 	}
+	if r := s.SequenceNumberRange; r != nil {
+		sh.StartingSequenceNumber, sh.EndingSequenceNumber = aws.ToString(r.StartingSequenceNumber), aws.ToString(r.EndingSequenceNumber)
+	}
 	return sh
 }
 
@@ -307,4 +310,13 @@ func MustNew(api API, streamARN string, opts ...Option) *Stream {
 		panic(err)
 	}
 	return s
+}
+
+// Readable reports why the stream cannot be read: it has no client (New's api was nil: it only
+// names the events of the stream). poller.New refuses such a stream with this error.
+func (s *Stream) Readable() error {
+	if s.api == nil {
+		return &ValidationError{Field: "Client", Message: "kinesis: the stream has no client (New was given none): it names its events but cannot be read"}
+	}
+	return nil
 }

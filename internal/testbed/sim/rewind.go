@@ -67,11 +67,12 @@ func (d *driver) rewind(e Event) {
 	w.mu.Lock()
 	w.rewinds = append(w.rewinds, rw)
 	w.mu.Unlock()
-	listing, err := kinesissrc.ListShards(context.Background(), w.fake, w.arn)
+	listed, err := kinesissrc.ListShards(context.Background(), w.fake, w.arn)
 	if err != nil {
 		w.violate("rewind: list shards: %v", err)
 		return
 	}
+	listing := kinesissrc.ShardsOf(listed)
 	if w.db == nil {
 		for _, sl := range d.slots {
 			d.stop(sl, true)

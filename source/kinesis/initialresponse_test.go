@@ -1,4 +1,4 @@
-package poller
+package kinesis
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -27,7 +28,7 @@ func TestOptionalInitialResponse(t *testing.T) {
 			f.CreateStream("s", 1)
 			f.Put("s", "k", []byte("one"))
 			consumer := f.RegisterConsumer("s", "c")
-			in := &kinesis.SubscribeToShardInput{ConsumerARN: &consumer, ShardId: ptr("shardId-000000000000"),
+			in := &kinesis.SubscribeToShardInput{ConsumerARN: &consumer, ShardId: aws.String("shardId-000000000000"),
 				StartingPosition: &types.StartingPosition{Type: types.ShardIteratorTypeTrimHorizon}}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
