@@ -74,7 +74,7 @@ func TestAggregatesInTheEventJSON(t *testing.T) {
 		return source.Record{PartitionKey: pk, SequenceNumber: seq, Data: data, ArrivalTime: now}
 	}
 	recs := []source.Record{rec("p", "1", []byte("p1")), rec("a", "2", agg), rec("p", "3", []byte("p2"))}
-	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", true, nil)
+	enc := kinesisEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "arn:aws:iam::000000000000:role/r", true)
 	payload, n := enc.encodeBatch(nil, "shardId-000000000000", recs, 100, MaxPayloadBytes)
 	_, size, sn := enc.sizeBatch(nil, "shardId-000000000000", recs, 100, MaxPayloadBytes)
 	if n != 3 || sn != 3 || size != len(payload) {
@@ -102,7 +102,7 @@ func TestAggregatesInTheEventJSON(t *testing.T) {
 func TestArrivalTimestampMilliseconds(t *testing.T) {
 	at := time.Unix(1796158428, 843_000_000)
 	pk, seq := "k", "1"
-	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", false, nil)
+	enc := kinesisEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "arn:aws:iam::000000000000:role/r", false)
 	payload, _ := enc.encodeBatch(nil, "shardId-000000000000", []source.Record{{PartitionKey: pk, SequenceNumber: seq, Data: []byte("x"), ArrivalTime: at}}, 1, MaxPayloadBytes)
 	if want := `"approximateArrivalTimestamp":1796158428.843}`; !strings.Contains(string(payload), want) {
 		t.Fatalf("event %s lacks %s", payload, want)

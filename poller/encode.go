@@ -27,10 +27,7 @@ func NewBatchEncoder(src Source, cfg Config) (*BatchEncoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := src.Identity()
-	sub, _ := src.(Subscriber)
-	deaggregate := sub != nil && sub.ConsumerARN() != ""
-	return &BatchEncoder{enc: newEventEncoder(id.ARN, id.Region, id.InvokeIdentityARN, deaggregate, filters), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
+	return &BatchEncoder{enc: newEventEncoder(src, filters), batchSize: c.BatchSize, slots: c.ParallelizationFactor}, nil
 }
 
 // Next renders the batch the poller would invoke first for recs (records of one shard, in

@@ -1,44 +1,28 @@
 package poller
 
 import (
-	"encoding/base64"
-	"time"
-	"unicode/utf8"
-
 	"github.com/kinesis-esm/esm/filter"
-	"github.com/kinesis-esm/esm/internal/epoch"
-	"github.com/kinesis-esm/esm/kpl"
+	"github.com/kinesis-esm/esm/internal/jsontext"
 	"github.com/kinesis-esm/esm/source"
 )
 
-// eventEncoder renders batches as the JSON event Lambda sends for Kinesis (events.KinesisEvent),
-// appending straight into a reusable buffer. The fields of one record are in the order AWS's
-// documentation shows them; the values are byte-for-byte what aws-lambda-go's types marshal to,
-// which the golden tests check.
+// eventEncoder renders batches as the JSON event the function is invoked with,
+// {"Records":[…]}, appending straight into a reusable buffer. Each record's object in the array
+// is the source's: what its Events capability writes (the Kinesis source: events.KinesisEvent's
+// records), or, for a source without it, the record's Data as it is (DynamoDB Streams:
+// events.DynamoDBEvent's records). An encoder is shared by the mapping's readers: it holds no
+// state but the mapping's.
 type eventEncoder struct {
-	// tail is everything after eventID that is the same for every record of the mapping.
-	tail []byte
-	// deaggregate expands KPL aggregates into their user records (enhanced fan-out, as Lambda
-	// does), leaving out those whose partition key differs from the aggregate's. An encoder is
-	// shared by the mapping's readers: it holds no other state.
-	deaggregate bool
-	// filters are the mapping's FilterCriteria (nil: none): with deaggregate, they apply to each
-	// user record of an aggregate.
+	shape Events // nil: a record's Data is its object
+	// filters are the mapping's FilterCriteria (nil: none): they apply to each record an
+	// aggregate stands for (Events.EventRecords).
 	filters *filter.Filters
 }
 
-// newEventEncoder returns the encoder of a mapping's events; deaggregate is true for a mapping that
-// reads through an enhanced fan-out consumer.
-func newEventEncoder(streamARN, region, invokeIdentityARN string, deaggregate bool, filters *filter.Filters) *eventEncoder {
-	var t []byte
-	t = append(t, `,"eventName":"aws:kinesis:record","invokeIdentityArn":`...)
-	t = appendJSONString(t, invokeIdentityARN)
-	t = append(t, `,"awsRegion":`...)
-	t = appendJSONString(t, region)
-	t = append(t, `,"eventSourceARN":`...)
-	t = appendJSONString(t, streamARN)
-	t = append(t, '}')
-	return &eventEncoder{tail: t, deaggregate: deaggregate, filters: filters}
+// newEventEncoder returns the encoder of the events of a mapping that reads src with filters.
+func newEventEncoder(src Source, filters *filter.Filters) *eventEncoder {
+	shape, _ := src.(Events)
+	return &eventEncoder{shape: shape, filters: filters}
 }
 
 const (
@@ -48,29 +32,20 @@ const (
 
 // appendRecord appends one record object.
 func (e *eventEncoder) appendRecord(b []byte, shardID string, r *source.Record) []byte {
-	return e.appendRecordData(b, shardID, r, true)
+	b, _ = e.appendRecordData(b, shardID, r, true)
+	return b
 }
 
-// appendRecordData appends one record object, and with data false leaves out the base64 of its
-// data (base64.StdEncoding.EncodedLen(len(r.Data)) bytes) from it.
-func (e *eventEncoder) appendRecordData(b []byte, shardID string, r *source.Record, data bool) []byte {
-	b = append(b, `{"kinesis":{"kinesisSchemaVersion":"1.0","partitionKey":`...)
-	b = appendJSONString(b, r.PartitionKey)
-	b = append(b, `,"sequenceNumber":`...)
-	b = appendJSONString(b, r.SequenceNumber)
-	b = append(b, `,"data":"`...)
-	if data {
-		b = base64.StdEncoding.AppendEncode(b, r.Data)
+// appendRecordData appends one record object, and with data false leaves the record's payload
+// out of it, returning the length it would have taken (omitted).
+func (e *eventEncoder) appendRecordData(b []byte, shardID string, r *source.Record, data bool) (out []byte, omitted int) {
+	switch {
+	case e.shape != nil:
+		return e.shape.AppendEventRecord(b, shardID, r, data)
+	case data:
+		return append(b, r.Data...), 0
 	}
-	b = append(b, `","approximateArrivalTimestamp":`...)
-	b = appendEpochSeconds(b, r.ArrivalTime)
-	b = append(b, `},"eventSource":"aws:kinesis","eventVersion":"1.0","eventID":`...)
-	b = append(b, '"')
-	b = appendJSONChars(b, shardID)
-	b = append(b, ':')
-	b = appendJSONChars(b, r.SequenceNumber)
-	b = append(b, '"')
-	return append(b, e.tail...)
+	return b, len(r.Data)
 }
 
 // encodeBatch renders the longest prefix of recs, at most maxRecords records, whose event fits in
@@ -82,13 +57,14 @@ func (e *eventEncoder) encodeBatch(buf []byte, shardID string, recs []source.Rec
 }
 
 // sizeBatch is encodeBatch without the event: the len(payload) and n it gives, computed without
-// the base64 of the records' data (scratch, reused, holds the rest of one record at a time).
+// the records' payloads (scratch, reused, holds the rest of one record at a time).
 func (e *eventEncoder) sizeBatch(scratch []byte, shardID string, recs []source.Record, maxRecords, maxBytes int) (scratchOut []byte, size, n int) {
 	return e.batch(scratch, shardID, recs, maxRecords, maxBytes, false)
 }
 
 // batch is encodeBatch, and with data false sizeBatch: size is the event's length either way.
-// n counts Kinesis records: an aggregate that deaggregate expands is taken whole or not at all.
+// n counts the source's records: an aggregate that stands for several is taken whole or not at
+// all.
 func (e *eventEncoder) batch(buf []byte, shardID string, recs []source.Record, maxRecords, maxBytes int, data bool) (payload []byte, size, n int) {
 	b := append(buf[:0], eventHead...)
 	size = len(b)
@@ -100,14 +76,15 @@ func (e *eventEncoder) batch(buf []byte, shardID string, recs []source.Record, m
 				b = append(b, ',')
 			}
 			from := len(b)
-			b = e.appendRecordData(b, shardID, r, data)
+			var omitted int
+			b, omitted = e.appendRecordData(b, shardID, r, data)
 			if !data {
-				grown += len(b) - from + base64.StdEncoding.EncodedLen(len(r.Data))
+				grown += len(b) - from + omitted
 				b = b[:from]
 			}
 			written++
 		}
-		if users, ok := e.userRecords(&recs[n]); ok {
+		if users, ok := e.eventRecords(&recs[n]); ok {
 			for i := range users {
 				add(&users[i])
 			}
@@ -131,15 +108,15 @@ func (e *eventEncoder) batch(buf []byte, shardID string, recs []source.Record, m
 	return append(b, eventEnd...), size + len(eventEnd), n
 }
 
-// expand is recs as the event holds them: with every aggregate replaced by its user records (see
-// userRecords). It returns recs itself when nothing changes.
+// expand is recs as the event holds them: with every record that stands for others replaced by
+// them (see eventRecords). It returns recs itself when nothing changes.
 func (e *eventEncoder) expand(recs []source.Record) []source.Record {
-	if !e.deaggregate {
+	if e.shape == nil {
 		return recs
 	}
 	var out []source.Record
 	for i := range recs {
-		users, ok := e.userRecords(&recs[i])
+		users, ok := e.eventRecords(&recs[i])
 		if ok && out == nil {
 			out = append(make([]source.Record, 0, len(recs)+len(users)), recs[:i]...)
 		}
@@ -156,114 +133,48 @@ func (e *eventEncoder) expand(recs []source.Record) []source.Record {
 	return out
 }
 
-// userRecords is what one Kinesis record becomes in the event when the encoder de-aggregates
-// and it is a KPL aggregate (ok): its user records whose partition key is the aggregate's, each
-// with the aggregate's sequence number and arrival time (Lambda documents no sub-sequence number
-// in its event). A record that is not an aggregate, or a malformed one, stays as it is (!ok).
-func (e *eventEncoder) userRecords(r *source.Record) (users []source.Record, ok bool) {
-	if !e.deaggregate || !kpl.IsAggregated(r.Data) {
+// eventRecords is what one record becomes in the event when it stands for other records (ok: a
+// KPL aggregate the Kinesis source de-aggregates): those of them the filters pass. A record that
+// stands for itself gives !ok.
+func (e *eventEncoder) eventRecords(r *source.Record) (users []source.Record, ok bool) {
+	if e.shape == nil {
 		return nil, false
 	}
-	decoded, err := kpl.Decode(r.Data)
-	if err != nil {
-		return nil, false
+	users, ok = e.shape.EventRecords(r)
+	if !ok || e.filters == nil {
+		return users, ok
 	}
-	users = make([]source.Record, 0, len(decoded))
-	for _, u := range decoded {
-		if u.PartitionKey != r.PartitionKey {
-			continue
-		}
-		user := source.Record{PartitionKey: r.PartitionKey, SequenceNumber: r.SequenceNumber,
-			ArrivalTime: r.ArrivalTime, Data: u.Data}
-		if e.filters == nil || e.filters.Match(filterRecord(&user)) {
-			users = append(users, user)
+	kept := users[:0]
+	for i := range users {
+		if e.filters.Match(filterRecord(&users[i])) {
+			kept = append(kept, users[i])
 		}
 	}
-	return users, true
+	return kept, true
 }
 
-// match applies the mapping's FilterCriteria to one Kinesis record: to the record itself, or,
-// for an aggregate the encoder de-aggregates, to its user records (it matches when one does, and
-// the event holds only those).
+// match applies the mapping's FilterCriteria to one record: to the record itself, or, for a
+// record that stands for others, to each of them (it matches when one does, and the event holds
+// only those). A source's records are matched as the filter package's Record (data decoded as
+// JSON under "data": Kinesis), or, for a source without Events, their Data as the event's record
+// object (MatchDocument: DynamoDB Streams).
 func (e *eventEncoder) match(rec *source.Record) bool {
-	if users, ok := e.userRecords(rec); ok {
+	switch users, ok := e.eventRecords(rec); {
+	case ok:
 		return len(users) > 0
+	case e.filters == nil:
+		return true
+	case e.shape == nil:
+		return e.filters.MatchDocument(rec.Data)
 	}
-	return e.filters == nil || e.filters.Match(filterRecord(rec))
+	return e.filters.Match(filterRecord(rec))
 }
 
-// filterRecord is what FilterCriteria see of a record.
+// filterRecord is what FilterCriteria see of a record of a source with Events.
 func filterRecord(rec *source.Record) filter.Record {
 	return filter.Record{Data: rec.Data, PartitionKey: rec.PartitionKey, SequenceNumber: rec.SequenceNumber,
 		ApproximateArrivalTimestamp: rec.ArrivalTime}
 }
 
-// appendEpochSeconds writes the arrival time as Lambda's event does: a JSON number of seconds
-// with Kinesis' milliseconds (internal/epoch), 0 without a time (zero).
-func appendEpochSeconds(b []byte, t time.Time) []byte {
-	if t.IsZero() {
-		return append(b, '0')
-	}
-	return epoch.AppendSeconds(b, t)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string, escaped as encoding/json escapes it (including its
-// HTML-safe escapes of <, > and &), so the bytes match what a Go Lambda runtime produces.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	b = appendJSONChars(b, s)
-	return append(b, '"')
-}
-
-// appendJSONChars appends s escaped for use inside a JSON string, without the quotes.
-func appendJSONChars(b []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(b, s[start:]...)
-}
+// appendJSONString appends s as a JSON string, as encoding/json writes it.
+func appendJSONString(b []byte, s string) []byte { return jsontext.AppendString(b, s) }

@@ -42,7 +42,7 @@ func TestEventMatchesAWSRecording(t *testing.T) {
 		seqs[fmt.Sprintf("<sequence-number:%d>", i+1)] = seq
 		recs = append(recs, record(fmt.Sprintf("test_%d", i), seq, []byte("hello"), at))
 	}
-	enc := newEventEncoder(streamARN, region, fmt.Sprintf("arn:aws:iam::%s:role/%s", account, role), false, nil)
+	enc := kinesisEncoder(streamARN, fmt.Sprintf("arn:aws:iam::%s:role/%s", account, role), false)
 	payload, n := enc.encodeBatch(nil, "shardId-000000000000", recs, 100, MaxPayloadBytes)
 	if n != 10 {
 		t.Fatalf("encoded %d records, want 10", n)
@@ -79,7 +79,7 @@ func TestEventBytesEqualAWSLambdaGo(t *testing.T) {
 		record("plain", "2", []byte{}, at.Add(7*time.Millisecond)),
 		record("x", "3", bytes.Repeat([]byte("z"), 1000), at.Add(time.Second)),
 	}
-	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", false, nil)
+	enc := kinesisEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "arn:aws:iam::000000000000:role/r", false)
 	payload, _ := enc.encodeBatch(nil, "shardId-000000000007", recs, 100, MaxPayloadBytes)
 
 	var ev events.KinesisEvent
@@ -124,7 +124,7 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 }
 
 func TestEncodeBatchCutsAtPayloadLimit(t *testing.T) {
-	enc := newEventEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "us-east-1", "arn:aws:iam::000000000000:role/r", false, nil)
+	enc := kinesisEncoder("arn:aws:kinesis:us-east-1:000000000000:stream/s", "arn:aws:iam::000000000000:role/r", false)
 	at := time.UnixMilli(1)
 	data := bytes.Repeat([]byte{7}, 1<<20) // 1 MiB of data is about 1.33 MiB of base64
 	var recs []source.Record

@@ -44,6 +44,7 @@ type Poller struct {
 	log     *slog.Logger
 	now     func() time.Time
 	enc     *eventEncoder
+	structs KinesisEvents // src, when it builds the struct a RecordsInvoker takes; else nil
 	dest    Destination
 	coord   Coordinator
 	filters *filter.Filters // nil: every record is invoked
@@ -115,7 +116,8 @@ func New(src Source, cfg Config, store Store, inv Invoker, opts ...Option) (*Pol
 	if p.readiness != nil {
 		p.store = trackedStore{Store: store, r: p.readiness}
 	}
-	p.enc = newEventEncoder(p.id.ARN, p.id.Region, p.id.InvokeIdentityARN, p.efo != nil, p.filters)
+	p.enc = newEventEncoder(src, p.filters)
+	p.structs, _ = src.(KinesisEvents)
 	p.log = p.log.With("stream", p.id.Name)
 	if p.cfg.TumblingWindow > 0 && p.cfg.ParallelizationFactor > 1 {
 		// AWS documents no rejection of this combination, so a template that deploys runs. A

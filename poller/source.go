@@ -5,6 +5,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/kinesis-esm/esm/source"
 )
 
@@ -64,6 +66,30 @@ type Subscriber interface {
 	// Subscribe subscribes to the shard at a position, for as long as ctx lasts. Its errors are
 	// classified as Read's; source.ErrInUse: another subscriber holds the shard.
 	Subscribe(ctx context.Context, shardID string, at source.Position) (source.Subscription, error)
+}
+
+// Events is a source that says how its records appear in the function's event (the Kinesis
+// source: events.KinesisEvent's records). A source without it has each record's Data as its object
+// in the event's Records array, as it is (DynamoDB Streams: events.DynamoDBEvent's records), and
+// FilterCriteria match that object as a document (filter.Filters.MatchDocument).
+type Events interface {
+	// AppendEventRecord appends rec's object in the event's Records array, for the shard shardID.
+	// With data false it leaves rec's payload out and returns the length it would have taken
+	// (omitted), so that an event is sized without being written.
+	AppendEventRecord(b []byte, shardID string, rec *source.Record, data bool) (out []byte, omitted int)
+	// EventRecords are the records rec stands for in the event when that is not rec itself (ok):
+	// the user records of a KPL aggregate the Kinesis source de-aggregates when it reads through
+	// a consumer, as Lambda does. FilterCriteria apply to each of them.
+	EventRecords(rec *source.Record) (records []source.Record, ok bool)
+}
+
+// KinesisEvents is a source whose batches a RecordsInvoker can take as the events.KinesisEvent a
+// Go handler receives, without JSON (the Kinesis source): KinesisEvent builds it for the records
+// of the event (Events.EventRecords' where a record stands for others), deep-equal to what
+// aws-lambda-go decodes from the JSON the source's Events write. Without it, every batch goes to
+// the function as JSON.
+type KinesisEvents interface {
+	KinesisEvent(shardID string, recs []source.Record) *events.KinesisEvent
 }
 
 // readable is a source that can be made without the means to read (source/kinesis.Stream without

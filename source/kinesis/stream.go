@@ -53,6 +53,7 @@ type Stream struct {
 	id       source.Identity
 	consumer string // the enhanced fan-out consumer's ARN; "" when polling
 	subOpts  []func(*kinesis.Options)
+	tail     []byte // of every record object in its events (event.go)
 }
 
 // Option configures New.
@@ -101,6 +102,7 @@ func New(api API, streamARN string, opts ...Option) (*Stream, error) {
 	if s.id.InvokeIdentityARN == "" {
 		s.id.InvokeIdentityARN = fmt.Sprintf("arn:%s:iam::%s:role/esm", stream.Partition, stream.Account)
 	}
+	s.tail = eventTail(s.id)
 	return s, nil
 }
 
