@@ -258,10 +258,14 @@ func (d *idlePolls) fire(e *idleEntry) {
 func (e *idleEntry) answered(page source.Page, finish func() (source.Page, error)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.left {
+	r := e.r
+	if e.left { // the reader stopped meanwhile: what was read is dropped, but it was read (an
+		// answer still to finish is left unread: finish runs on the caller's goroutines only)
+		if finish == nil {
+			r.p.obs.RecordsPolled(r.shardID, len(page.Records))
+		}
 		return
 	}
-	r := e.r
 	if finish != nil || len(page.Records) > 0 || page.Next == "" {
 		e.wakeLocked(idleWake{answered: finish == nil, page: page, finish: finish})
 		return
@@ -312,8 +316,16 @@ func (r *reader) pollIdle(ctx context.Context, wait time.Duration) error {
 		e.left = true
 		r.p.idle.remove(e)
 		e.mu.Unlock()
-		select { // a wake sent before: the reader stops
-		case <-e.wake:
+		select { // a wake sent before: the reader stops, dropping what was read
+		case w := <-e.wake:
+			if w.finish != nil { // on this goroutine, as finish wants
+				var err error
+				w.page, err = w.finish()
+				w.answered = err == nil
+			}
+			if w.answered {
+				r.p.obs.RecordsPolled(r.shardID, len(w.page.Records))
+			}
 		default:
 		}
 		return errStopped
