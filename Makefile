@@ -46,14 +46,15 @@ DEPLOY_TEST = (cd deploy && $(GO) vet ./... && $(GO) test -count=1 $(1) ./...)
 
 # sim runs the deterministic simulation (internal/testbed/sim) over SEEDS seeds from FROM, or replays
 # one with SEED=<n>, and reports seeds per second, the invariants judged and the faults injected.
-# LEASES=1 adds schedules with several workers on lease.Dynamo over fake/fakedynamo.
+# LEASES=1 adds schedules with several workers on lease.Dynamo over fake/fakedynamo. Each seed also
+# runs its DynamoDB Streams schedule (TestDynamoDBSimulation).
 SEEDS ?= 300
 FROM ?= 1
 SEED ?=
 LEASES ?=
 sim:
 	ESM_SIM_SEEDS=$(SEEDS) ESM_SIM_FROM=$(FROM) ESM_SIM_SEED=$(SEED) ESM_SIM_LEASES=$(LEASES) \
-		$(GO) test -count=1 -timeout 60m -run '^TestSimulation$$' -v ./internal/testbed/sim/ | grep -v '^=== RUN'
+		$(GO) test -count=1 -timeout 60m -run '^(TestSimulation|TestDynamoDBSimulation)$$' -v ./internal/testbed/sim/ | grep -v '^=== RUN'
 
 # chaos runs esm workers as processes on kinesis-local and dynalite, each through its own fault
 # proxy (5xx, throttles, dropped connections, partitions from DynamoDB, Kinesis or its function),
