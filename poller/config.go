@@ -92,7 +92,8 @@ type Config struct {
 	// MaxFilters is the filter quota: 5 by default (Lambda's), at most 10.
 	MaxFilters int
 
-	// PollInterval is the pause between polls of a shard that is caught up. Default 1 s, as Lambda.
+	// PollInterval is the pause between polls of a shard that is caught up. Default: the source's
+	// (source.Limits: 250 ms for DynamoDB Streams), else 1 s, as Lambda.
 	PollInterval time.Duration
 	// PollGrid: a caught-up shard's polls start on multiples of PollGrid (counted from the Unix
 	// epoch), so that the polls of many idle shards are made together. The next poll is the
@@ -101,8 +102,9 @@ type Config struct {
 	// shards, retries and subscriptions are not aligned. At most PollInterval. Default 50 ms, or
 	// PollInterval when that is shorter.
 	PollGrid time.Duration
-	// MinPollSpacing is the least time between two GetRecords calls on one shard while it is
-	// behind. Default 200 ms (Kinesis allows five reads per second per shard).
+	// MinPollSpacing is the least time between two reads of one shard while it is behind.
+	// Default: the source's (source.Limits), else 200 ms (Kinesis allows five reads per second
+	// per shard).
 	MinPollSpacing time.Duration
 	// ShardSyncInterval is how often ListShards runs to find shards nobody announced. Default 60 s.
 	ShardSyncInterval time.Duration
@@ -172,6 +174,11 @@ func settle(src Source, cfg Config, now time.Time) (Config, *filter.Filters, err
 	if src == nil {
 		return cfg, nil, &ValidationError{Field: "EventSourceArn", Message: "Unrecognized event source."}
 	}
+	// The pace the source's limits give comes before the engine's defaults (DynamoDB Streams:
+	// four polls a second).
+	lim := src.Limits()
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, lim.PollInterval)
+	cfg.MinPollSpacing = cmp.Or(cfg.MinPollSpacing, lim.MinPollSpacing)
 	cfg = cfg.Defaults()
 	filters, err := cfg.check(now, src.Identity().ARN)
 	return cfg, filters, err
@@ -203,6 +210,24 @@ type sourceRules struct {
 func rulesOf(sourceARN string) sourceRules {
 	a, err := arn.Parse(sourceARN)
 	return sourceRules{arn: sourceARN, atTimestamp: err != nil || a.Service != "dynamodb"}
+}
+
+// startingPosition refuses a starting position the source's kind does not have: AT_TIMESTAMP of a
+// DynamoDB stream, with Lambda's message.
+func (r sourceRules) startingPosition(position string) error {
+	if position == AtTimestamp && !r.atTimestamp {
+		return &ValidationError{Field: "StartingPosition", Message: "Unsupported starting position for arn type: " + r.arn}
+	}
+	return nil
+}
+
+// CheckStartingPosition is the rule of starting positions that differs between sources, alone:
+// a DynamoDB stream's mapping (sourceARN arn:…:dynamodb:…) refuses AT_TIMESTAMP with Lambda's
+// "Unsupported starting position for arn type: <arn>"; anything else passes (Validate words a
+// missing or unknown position, and runs this rule in its place). For the callers that check it
+// before the other settings, in Lambda's order: the API and templates.
+func CheckStartingPosition(sourceARN, position string) error {
+	return rulesOf(sourceARN).startingPosition(position)
 }
 
 // claimInterval is New's default ClaimInterval: the Coordinator's pace, else DefaultClaimInterval.
@@ -316,8 +341,8 @@ func checkStartingPosition(c *Config, st *checkState) error {
 				"StartingPositionTimestamp is only allowed with StartingPosition AT_TIMESTAMP, not %s", c.StartingPosition)}
 		}
 	case AtTimestamp:
-		if !st.rules.atTimestamp {
-			return &ValidationError{Field: "StartingPosition", Message: "Unsupported starting position for arn type: " + st.rules.arn}
+		if err := st.rules.startingPosition(c.StartingPosition); err != nil {
+			return err
 		}
 		if c.StartingPositionTimestamp.IsZero() {
 			return &ValidationError{Field: "StartingPositionTimestamp", Message: "Need to specify a timestamp: StartingPositionTimestamp is required with StartingPosition AT_TIMESTAMP"}

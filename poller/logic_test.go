@@ -185,3 +185,24 @@ type nopInvoker struct{}
 func (nopInvoker) Invoke(context.Context, []byte) (invoke.Response, error) {
 	return invoke.Response{}, nil
 }
+
+// TestCheckStartingPosition: the starting position rule that differs between sources, as data of
+// the source's kind: AT_TIMESTAMP of a DynamoDB stream refused with Lambda's recorded message (as
+// Validate refuses it), the other positions and a Kinesis stream's AT_TIMESTAMP passed.
+func TestCheckStartingPosition(t *testing.T) {
+	const ddb = "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/2026-01-01T00:00:00.000"
+	err := CheckStartingPosition(ddb, AtTimestamp)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "StartingPosition" || err.Error() != "Unsupported starting position for arn type: "+ddb {
+		t.Fatalf("AT_TIMESTAMP of a DynamoDB stream: %v", err)
+	}
+	at := Config{StartingPosition: AtTimestamp, StartingPositionTimestamp: time.Unix(1, 0)}
+	if err2 := at.Validate(ddb); err2 == nil || err2.Error() != err.Error() {
+		t.Fatalf("Validate of AT_TIMESTAMP for a DynamoDB stream: %v, want %v", err2, err)
+	}
+	for _, ok := range []struct{ arn, pos string }{{ddb, TrimHorizon}, {ddb, Latest}, {testStreamARN, AtTimestamp}} {
+		if err := CheckStartingPosition(ok.arn, ok.pos); err != nil {
+			t.Fatalf("%s at %s: %v", ok.arn, ok.pos, err)
+		}
+	}
+}

@@ -28,7 +28,7 @@ func (b *builder) settings(m *Mapping, props *node, path string, kind mappingKin
 	if m.StartingPositionTimestamp, err = p.unixTime("StartingPositionTimestamp"); err != nil {
 		return err
 	}
-	if err := dynamostreams.CheckStartingPosition(m.EventSourceArn, m.StartingPosition); err != nil {
+	if err := poller.CheckStartingPosition(m.EventSourceArn, m.StartingPosition); err != nil {
 		return p.fail("StartingPosition", err, "")
 	}
 	for _, s := range []struct {

@@ -75,6 +75,9 @@ type Limits struct {
 	// MinPollSpacing is the least time between two reads of one shard while it is behind
 	// (Kinesis allows five reads a second per shard).
 	MinPollSpacing time.Duration
+	// PollInterval is Lambda's pace of a caught-up shard's polls for the source (DynamoDB
+	// Streams: four a second); 0: the engine's default, once a second (Kinesis).
+	PollInterval time.Duration
 }
 
 // The classes of read errors. A source wraps each error of a read (opening a shard, reading a

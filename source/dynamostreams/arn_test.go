@@ -37,19 +37,9 @@ func TestParseStreamARN(t *testing.T) {
 	}
 }
 
-// TestRules: Lambda's DynamoDB rules and messages: AT_TIMESTAMP refused with the recorded
-// message (a Kinesis stream's passes), a consumer refused.
+// TestRules: a consumer is refused with a message that says DynamoDB Streams has none (the
+// starting positions are poller.CheckStartingPosition's).
 func TestRules(t *testing.T) {
-	err := CheckStartingPosition(testStream, "AT_TIMESTAMP")
-	var ve *source.ValidationError
-	if !errors.As(err, &ve) || ve.Field != "StartingPosition" || err.Error() != "Unsupported starting position for arn type: "+testStream {
-		t.Fatalf("AT_TIMESTAMP: %v", err)
-	}
-	for _, ok := range []struct{ arn, pos string }{{testStream, "TRIM_HORIZON"}, {testStream, "LATEST"}, {"arn:aws:kinesis:us-east-1:1:stream/s", "AT_TIMESTAMP"}} {
-		if err := CheckStartingPosition(ok.arn, ok.pos); err != nil {
-			t.Fatalf("%s at %s: %v", ok.arn, ok.pos, err)
-		}
-	}
 	if err := RefuseConsumer(testStream, "c"); !errors.Is(err, source.ErrInvalidConfig) || !strings.Contains(err.Error(), "no enhanced fan-out consumers") {
 		t.Fatalf("consumer: %v", err)
 	}

@@ -61,7 +61,7 @@ func (s *Stream) ARN() StreamARN { return s.arn }
 
 // Limits are DynamoDB Streams' and Lambda's: 1,000 records a read, four reads a second per shard.
 func (s *Stream) Limits() source.Limits {
-	return source.Limits{MaxRecordsPerRead: MaxRecordsPerRead, MinPollSpacing: PollInterval}
+	return source.Limits{MaxRecordsPerRead: MaxRecordsPerRead, MinPollSpacing: PollInterval, PollInterval: PollInterval}
 }
 
 // Shards lists every shard of the stream, open and closed, each with its parent.
