@@ -39,14 +39,12 @@ func (m *Manager) checkCreate(req *createRequest) (poller.Config, runner.Source,
 	return c, src, nil
 }
 
-// checkSource checks an EventSourceArn as a mapping's source: a stream's ARN, or an enhanced
-// fan-out consumer's (then its stream is the consumer's). A DynamoDB stream's is refused once its
-// settings passed: the engine reads shards with Kinesis' client until its reads go through the
-// source (poller.Source's Open and Read), so such a mapping could not run.
+// checkSource checks an EventSourceArn as a mapping's source: a DynamoDB stream's ARN, a Kinesis
+// stream's, or an enhanced fan-out consumer's (then its stream is the consumer's).
 func checkSource(eventSourceARN string) (runner.Source, error) {
 	if dynamostreams.IsStreamARN(eventSourceARN) {
-		return runner.Source{}, &poller.ValidationError{Field: "EventSourceArn",
-			Message: msgUnrecognizedSource + " " + dynamostreams.NotReadYet(eventSourceARN).Error()}
+		a, err := dynamostreams.ParseStreamARN(eventSourceARN)
+		return runner.Source{Stream: a.String()}, err
 	}
 	stream, consumer, err := kinesissrc.ParseSource(eventSourceARN, "")
 	return runner.Source{Stream: stream.String(), Consumer: consumer}, err
@@ -84,7 +82,7 @@ func (m *Manager) checkCreateSettings(req *createRequest) (poller.Config, *APIEr
 		return poller.Config{}, invalidParameter("%s esm serves Kinesis and DynamoDB Streams mappings: arn:aws:kinesis:<region>:<account>:stream/<name>, a consumer of one, or arn:aws:dynamodb:<region>:<account>:table/<table>/stream/<label>.", msgUnrecognizedSource)
 	}
 	if req.StartingPosition != nil {
-		if err := dynamostreams.CheckStartingPosition(*req.EventSourceArn, *req.StartingPosition); err != nil {
+		if err := poller.CheckStartingPosition(*req.EventSourceArn, *req.StartingPosition); err != nil {
 			return poller.Config{}, invalidParameter("%s", err.Error())
 		}
 	}
@@ -155,7 +153,7 @@ func conflict(source, functionName, other string) *APIError {
 // and function. m.mu is not held: the catalog may wait for another worker's write to the pair
 // (see DynamoCatalog).
 func (m *Manager) add(ctx context.Context, rec Record, mc poller.Config, src runner.Source) (EventSourceMapping, error) {
-	stream, err := kinesissrc.ParseStreamARN(src.Stream)
+	stream, err := sourceStream(src.Stream)
 	if err != nil {
 		return EventSourceMapping{}, err
 	}

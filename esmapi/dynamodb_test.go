@@ -37,7 +37,7 @@ func TestRecordedDynamoDBErrors(t *testing.T) {
 
 // TestDynamoDBValidation: Lambda's ranges hold for a DynamoDB stream's mapping as for a Kinesis
 // one (batch size, record age), a consumer is refused, a table's ARN is refused naming what to
-// give, and a valid mapping is refused while the engine cannot read DynamoDB streams; golden.
+// give, and a valid mapping is created; golden.
 func TestDynamoDBValidation(t *testing.T) {
 	s := startServer(t, t.TempDir(), map[string]*recorder{"fn": {}})
 	var out bytes.Buffer

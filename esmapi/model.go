@@ -445,6 +445,6 @@ func (r functionRef) arn(stream sourceWhere) string {
 }
 
 // mappingARN is the EventSourceMappingArn of the mapping uuid on stream.
-func mappingARN(stream kinesissrc.StreamARN, uuid string) string {
+func mappingARN(stream sourceWhere, uuid string) string {
 	return fmt.Sprintf("arn:%s:lambda:%s:%s:event-source-mapping:%s", stream.Partition, stream.Region, stream.Account, uuid)
 }

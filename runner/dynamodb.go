@@ -1,24 +1,77 @@
 package runner
 
 import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws/arn"
+
+	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/source/dynamostreams"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
-// checkDynamoDB checks a mapping of a DynamoDB stream (its ARN, no consumer, Lambda's starting
-// positions) and refuses it: the engine does not read DynamoDB streams yet (see
-// dynamostreams.NotReadYet). ok is false for a source that is not a DynamoDB stream.
-func checkDynamoDB(m Mapping) (ok bool, err error) {
-	if !dynamostreams.IsStreamARN(m.Source.Stream) {
-		return false, nil
-	}
+// The two kinds of source a mapping reads: a Kinesis stream (source/kinesis, the default) and a
+// DynamoDB table's stream (source/dynamostreams), told apart by the ARN's service. Everything
+// after the source is made is the same for both.
+
+// isDynamoDB reports whether the mapping reads a DynamoDB stream.
+func isDynamoDB(m Mapping) bool { return dynamostreams.IsStreamARN(m.Source.Stream) }
+
+// resolveDynamoDB finds the DynamoDB stream of the mapping: its ARN, or the latest stream of a
+// template's table (dynamostreams.Resolve). A consumer is refused: DynamoDB Streams has none.
+func (r *Runner) resolveDynamoDB(ctx context.Context, m Mapping) (string, error) {
 	if _, err := dynamostreams.ParseStreamARN(m.Source.Stream); err != nil {
-		return true, err
+		return "", err
 	}
 	if m.Source.Consumer != "" {
-		return true, dynamostreams.RefuseConsumer(m.Source.Stream, m.Source.Consumer)
+		return "", dynamostreams.RefuseConsumer(m.Source.Stream, m.Source.Consumer)
 	}
-	if err := dynamostreams.CheckStartingPosition(m.Source.Stream, m.Config.StartingPosition); err != nil {
-		return true, err
+	return dynamostreams.Resolve(ctx, r.ddbStart, m.Source.Stream)
+}
+
+// source is the mapping's source as found: its DynamoDB stream, or its Kinesis stream (read
+// through its consumer when it has one, its events' invokeIdentityArn the function's role).
+func (r *Runner) source(m Mapping, found Resolved) (poller.Source, error) {
+	if dynamostreams.IsStreamARN(found.StreamARN) {
+		return dynamostreams.New(r.streams, found.StreamARN, dynamostreams.WithLogger(m.Hooks.Logger))
 	}
-	return true, dynamostreams.NotReadYet(m.Source.Stream)
+	return r.stream(m, found)
+}
+
+// exists checks that the stream found exists (a wrong name writes nothing), with the start-up
+// clients.
+func (r *Runner) exists(ctx context.Context, found Resolved) error {
+	var err error
+	if dynamostreams.IsStreamARN(found.StreamARN) {
+		_, err = dynamostreams.ListShards(ctx, r.streamsStart, found.StreamARN)
+	} else {
+		_, err = kinesissrc.ListShards(ctx, r.kinStart, found.StreamARN)
+	}
+	return err
+}
+
+// consumerOf is the consumer src is read through ("" when polled).
+func consumerOf(src poller.Source) string {
+	if s, ok := src.(poller.Subscriber); ok {
+		return s.ConsumerARN()
+	}
+	return ""
+}
+
+// functionARN is the ARN of the function named name in the partition, region and account of the
+// stream streamARN (a Kinesis stream's or a DynamoDB stream's).
+func functionARN(streamARN, name string) (string, error) {
+	if !dynamostreams.IsStreamARN(streamARN) {
+		stream, err := kinesissrc.ParseStreamARN(streamARN)
+		if err != nil {
+			return "", err
+		}
+		return stream.FunctionARN(name), nil
+	}
+	a, err := arn.Parse(streamARN)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("arn:%s:lambda:%s:%s:function:%s", a.Partition, a.Region, a.AccountID, name), nil
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // rewindable is a store that asks its runner to stop for a rewind: a lease.Dynamo made with
@@ -19,7 +18,7 @@ type rewindable interface {
 // runLeaseTable runs the mapping of src and mc on its lease table, and again after each rewind
 // (runRewinding): before each start it waits while a rewind is in progress and starts under
 // the latest revision (lease/DESIGN.md, "Rewinds").
-func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, src *kinesissrc.Stream, mc poller.Config) error {
+func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, src poller.Source, mc poller.Config) error {
 	if err := lease.EnsureTable(ctx, r.ddbStart, m.Store.LeaseTable, m.Store.CreateLeaseTable); err != nil {
 		return err
 	}
@@ -61,7 +60,7 @@ func tellRewind(ctx context.Context, m Mapping, rw rewindable, ended bool) {
 // waits until the rewind is applied or refused and joins as a new worker that reads the
 // rewound items. esm run's lease table and esm serve's per-mapping tables (Store.Open) both
 // run here.
-func (r *Runner) runRewinding(ctx context.Context, m Mapping, src *kinesissrc.Stream, mc poller.Config,
+func (r *Runner) runRewinding(ctx context.Context, m Mapping, src poller.Source, mc poller.Config,
 	open func(ctx context.Context, rewound bool) (*opened, error)) error {
 	for rewound := false; ; {
 		st, err := open(ctx, rewound)

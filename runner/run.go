@@ -60,10 +60,7 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if err := m.Config.Validate(m.Source.Stream); err != nil {
 		return err
 	}
-	if ddb, err := checkDynamoDB(m); ddb {
-		return err
-	}
-	if strings.HasPrefix(m.Source.Stream, "arn:") {
+	if strings.HasPrefix(m.Source.Stream, "arn:") && !isDynamoDB(m) {
 		if _, err := r.stream(m, Resolved{StreamARN: m.Source.Stream}); err != nil {
 			return err
 		}
@@ -72,14 +69,14 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if err != nil {
 		return err
 	}
-	src, err := r.stream(m, found)
+	src, err := r.source(m, found)
 	if err != nil {
 		return err
 	}
 	mc := m.Config
 	mc.FunctionARN = found.FunctionARN
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
-	if _, err := kinesissrc.ListShards(ctx, r.kinStart, found.StreamARN); err != nil {
+	if err := r.exists(ctx, found); err != nil {
 		return err
 	}
 	if m.Store.Open == nil && m.Store.LeaseTable != "" {
@@ -141,20 +138,14 @@ func (r *Runner) resolve(ctx context.Context, kin KinesisAPI, m Mapping, registe
 	if m.Source.found {
 		f.StreamARN, f.ConsumerARN = m.Source.Stream, m.Source.Consumer
 	} else {
-		if ddb, err := checkDynamoDB(m); ddb {
-			return f, err
+		var err error
+		if isDynamoDB(m) {
+			f.StreamARN, err = r.resolveDynamoDB(ctx, m)
+		} else {
+			f, err = resolveKinesis(ctx, kin, m, register)
 		}
-		s, c, err := splitSource(m.Source.Stream, m.Source.Consumer)
 		if err != nil {
 			return f, err
-		}
-		if f.StreamARN, err = kinesissrc.ResolveStreamARN(ctx, kin, s); err != nil {
-			return f, err
-		}
-		if c != "" {
-			if f.ConsumerARN, err = resolveConsumer(ctx, kin, f.StreamARN, c, register, m.Hooks.Logger); err != nil {
-				return f, err
-			}
 		}
 	}
 	switch {
@@ -163,13 +154,29 @@ func (r *Runner) resolve(ctx context.Context, kin KinesisAPI, m Mapping, registe
 	case strings.HasPrefix(m.Function.Name, "arn:"):
 		f.FunctionARN = m.Function.Name
 	default:
-		stream, err := kinesissrc.ParseStreamARN(f.StreamARN)
-		if err != nil {
+		var err error
+		if f.FunctionARN, err = functionARN(f.StreamARN, m.Function.Name); err != nil {
 			return f, err
 		}
-		f.FunctionARN = stream.FunctionARN(m.Function.Name)
 	}
 	return f, nil
+}
+
+// resolveKinesis finds the mapping's Kinesis stream and, when it reads through one, its
+// consumer (with register, a consumer name not registered yet is registered).
+func resolveKinesis(ctx context.Context, kin KinesisAPI, m Mapping, register bool) (Resolved, error) {
+	var f Resolved
+	s, c, err := splitSource(m.Source.Stream, m.Source.Consumer)
+	if err != nil {
+		return f, err
+	}
+	if f.StreamARN, err = kinesissrc.ResolveStreamARN(ctx, kin, s); err != nil {
+		return f, err
+	}
+	if c != "" {
+		f.ConsumerARN, err = resolveConsumer(ctx, kin, f.StreamARN, c, register, m.Hooks.Logger)
+	}
+	return f, err
 }
 
 // opened is a mapping's store, open.
@@ -237,7 +244,7 @@ func (r *Runner) openLeases(ctx context.Context, m Mapping, streamARN string, ex
 }
 
 // runOn runs the mapping of src and mc (its settings checked) on its open store.
-func (r *Runner) runOn(ctx context.Context, m Mapping, src *kinesissrc.Stream, mc poller.Config, st *opened) error {
+func (r *Runner) runOn(ctx context.Context, m Mapping, src poller.Source, mc poller.Config, st *opened) error {
 	id, err := r.mappingUUID(ctx, m, st)
 	if err != nil {
 		return err
@@ -272,7 +279,7 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, src *kinesissrc.Stream, m
 		if st.shared != nil {
 			attrs = append(attrs, "claim_interval", p.ClaimInterval(), "pid", os.Getpid())
 		} else {
-			attrs = append(attrs, "pid", os.Getpid(), "consumer", src.ConsumerARN())
+			attrs = append(attrs, "pid", os.Getpid(), "consumer", consumerOf(src))
 		}
 		if r.sdkReads {
 			attrs = append(attrs, "getrecords", "sdk") // --sdk-getrecords: not the lean path

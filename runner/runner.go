@@ -11,9 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/lease"
+	"github.com/kinesis-esm/esm/source/dynamostreams"
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
@@ -44,8 +46,12 @@ type Runner struct {
 	// ddb and ddbStart are the lease tables' clients (nil until a mapping needs one, unless
 	// WithDynamoDB gave one).
 	ddb, ddbStart DynamoDBAPI
-	sqsProtocol   string
-	sdkReads      bool // WithSDKGetRecords
+	// streams and streamsStart are DynamoDB Streams' clients, the reads' and the start-up calls'
+	// (with StartupAttempts); AWS_ENDPOINT_URL_DYNAMODB_STREAMS sends them elsewhere than the
+	// lease tables' (AWS_ENDPOINT_URL_DYNAMODB).
+	streams, streamsStart dynamostreams.API
+	sqsProtocol           string
+	sdkReads              bool // WithSDKGetRecords
 	// lean is kin on the lean GetRecords path, shared by the mappings' sources (nil: kin is not
 	// the SDK's client, or sdkReads).
 	lean kinesissrc.API
@@ -92,6 +98,16 @@ func WithDynamoDB(d DynamoDBAPI) Option {
 	}
 }
 
+// WithDynamoDBStreams makes every DynamoDB Streams call go to s (default: clients built from the
+// aws.Config).
+func WithDynamoDBStreams(s dynamostreams.API) Option {
+	return func(r *Runner) {
+		if s != nil {
+			r.streams, r.streamsStart = s, s
+		}
+	}
+}
+
 // New builds a Runner's clients from cfg, once: where they send their calls is cfg's (its
 // BaseEndpoint for a local emulator; AWSConfig sets it).
 func New(cfg aws.Config, opts ...Option) (*Runner, error) {
@@ -110,6 +126,10 @@ func New(cfg aws.Config, opts ...Option) (*Runner, error) {
 			r.lean = kinesissrc.Lean(c) // one lean path (its connections) for every mapping
 		}
 		r.kinStart = kinesis.NewFromConfig(cfg, func(o *kinesis.Options) { o.RetryMaxAttempts = StartupAttempts })
+	}
+	if r.streams == nil {
+		r.streams = dynamodbstreams.NewFromConfig(cfg)
+		r.streamsStart = dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.RetryMaxAttempts = StartupAttempts })
 	}
 	if r.ddb == nil {
 		dcfg := cfg

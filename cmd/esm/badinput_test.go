@@ -2,7 +2,7 @@ package main
 
 import (
 	"bytes"
-	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"context"
 	"net"
 	"os"
 	"os/exec"
@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testenv"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // runESM runs the esm binary to completion and returns its exit code and stderr.
@@ -44,6 +48,11 @@ func TestBadInputFailsClearlyAndWritesNothing(t *testing.T) {
 	}
 	deadEndpoint := "http://" + l.Addr().String()
 	l.Close()
+	ddbEndpoint, stopDDB, err := testenv.DDBStreamsEndpoint(context.Background(), "../..", local.DDBLocalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopDDB()
 
 	tests := []struct {
 		name string
@@ -64,7 +73,7 @@ func TestBadInputFailsClearlyAndWritesNothing(t *testing.T) {
 		{"timestamp without AT_TIMESTAMP", []string{"run", "--endpoint-url", kinesisEndpoint, "--stream", "any", "--starting-position-timestamp", "1700000000"}, 2,
 			[]string{"StartingPositionTimestamp", "AT_TIMESTAMP"}},
 		{"unknown flag", []string{"run", "--stream", "any", "--bogus"}, 2, []string{"--bogus"}},
-		// A DynamoDB stream: Lambda's rules for it, then a refusal until the engine reads it.
+		// A DynamoDB stream: Lambda's rules for it, and one that does not exist (on ddb-local).
 		{"DynamoDB stream at a timestamp", []string{"run", "--endpoint-url", kinesisEndpoint, "--stream", ddbStreamARN,
 			"--starting-position", "AT_TIMESTAMP", "--starting-position-timestamp", "1700000000"}, 2,
 			[]string{"Unsupported starting position for arn type: " + ddbStreamARN}},
@@ -72,8 +81,8 @@ func TestBadInputFailsClearlyAndWritesNothing(t *testing.T) {
 			[]string{"DynamoDB Streams has no enhanced fan-out consumers", ddbStreamARN}},
 		{"DynamoDB table", []string{"run", "--endpoint-url", kinesisEndpoint, "--stream", "arn:aws:dynamodb:us-east-1:000000000000:table/orders"}, 2,
 			[]string{"is a table's ARN", "LatestStreamArn"}},
-		{"DynamoDB stream", []string{"run", "--endpoint-url", kinesisEndpoint, "--stream", ddbStreamARN}, 2,
-			[]string{"esm does not read DynamoDB streams yet", ddbStreamARN}},
+		{"DynamoDB stream does not exist", []string{"run", "--endpoint-url", ddbEndpoint, "--stream", ddbStreamARN}, 1,
+			[]string{"stream not found", ddbStreamARN}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,7 +13,7 @@
 //     NextShardIterator, and Read then asks DescribeStream for its children with ShardFilter
 //     CHILD_SHARDS (none yet: the engine's next listing finds them).
 //   - Positions: Lambda accepts TRIM_HORIZON and LATEST only; AT_TIMESTAMP is refused with Lambda's
-//     "Unsupported starting position for arn type: <arn>" (CheckStartingPosition), although the
+//     "Unsupported starting position for arn type: <arn>" (poller.CheckStartingPosition), although the
 //     API has it since 2026-10, where Open uses it to resume a LATEST start that read nothing yet.
 //     A position before the 24-hour trim point (TrimmedDataAccessException) opens at TRIM_HORIZON
 //     with a warning: the records between are gone.
