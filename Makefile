@@ -8,7 +8,7 @@ GO ?= go
 EMULATORS := scripts/emulators.sh
 EMULATORS_ENV := .emulators/env
 
-.PHONY: test test-unit emulators-up emulators-down ddb-local build demo demo-efo bench latency sim fuzz chaos
+.PHONY: test test-unit emulators-up emulators-down ddb-local build demo demo-efo demo-ddb bench latency sim fuzz chaos
 
 # test starts the emulators, runs vet and the full test suite against them,
 # and always stops the emulators again (on failure and on Ctrl-C too). It
@@ -152,6 +152,13 @@ demo: node_modules/.package-lock.json build
 # emulator (SubscribeToShard instead of GetRecords); both end with the put→invoke latency.
 demo-efo: node_modules/.package-lock.json build
 	$(GO) run ./cmd/demo -esm bin/esm -efo
+
+# demo-ddb tells the story on a DynamoDB table's stream: ddb-local (built and started by the demo,
+# shards rotating every 4 s), writes of every kind, rotations while they flow, a poison change
+# bisected into an SQS queue (goaws, in-process), the example function for DynamoDB streams run
+# with exec:, and the checks.
+demo-ddb: build
+	$(GO) run ./cmd/demo -esm bin/esm -ddb
 
 node_modules/.package-lock.json: package-lock.json
 	npm ci --no-audit --no-fund

@@ -20,3 +20,15 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoDDB runs the DynamoDB Streams story, smaller, as make demo-ddb runs it: it must pass
+// every check.
+func TestDemoDDB(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "esm")
+	if out, err := exec.Command("go", "build", "-o", bin, "../esm").CombinedOutput(); err != nil {
+		t.Fatalf("build esm: %v\n%s", err, out)
+	}
+	if err := runDDB(context.Background(), bin, 800, 20); err != nil {
+		t.Fatal(err)
+	}
+}

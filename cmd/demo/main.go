@@ -39,10 +39,15 @@ func main() {
 	records := flag.Int("records", 1200, "records to write")
 	keys := flag.Int("keys", 40, "partition keys")
 	efo := flag.Bool("efo", false, "read through an enhanced fan-out consumer (SubscribeToShard) instead of polling")
+	ddb := flag.Bool("ddb", false, "tell the story on a DynamoDB table's stream (ddb-local) instead of a Kinesis stream")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *esmBin, *records, *keys, *efo); err != nil {
+	story := func() error { return run(ctx, *esmBin, *records, *keys, *efo) }
+	if *ddb {
+		story = func() error { return runDDB(ctx, *esmBin, *records, *keys) }
+	}
+	if err := story(); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
