@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testenv"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/internal/testbed/verify"
+)
+
+var ddbBootstrap struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildDDBBootstrap builds the example function for DynamoDB streams, once per test binary.
+func buildDDBBootstrap(t *testing.T) string {
+	t.Helper()
+	ddbBootstrap.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		ddbBootstrap.path = esmBin + "-ddb-bootstrap"
+		ddbBootstrap.err = testenv.BuildBootstrap(ctx, "", ddbBootstrap.path, "github.com/kinesis-esm/esm/example/ddbbootstrap", "")
+	})
+	if ddbBootstrap.err != nil {
+		t.Fatal(ddbBootstrap.err)
+	}
+	return ddbBootstrap.path
+}
+
+// TestDynamoDBStreamTwoWorkersKillAndRestart is issue 42's first must-show, on the built binary:
+// a table with NEW_AND_OLD_IMAGES on a private ddb-local whose shards rotate every second, 2,000
+// writes over 50 keys (every kind of write) over at least eight seconds, two "esm run" workers on
+// a lease table on dynalite invoking the DynamoDB example function (exec:), one of them SIGKILLed
+// once 200 deliveries were made and started again, with half of the writes after the kill. Every
+// change is delivered, in order per key, with the images AWS sends (verify.DDBRecords), and no
+// child shard is invoked before its parent's last invocation ended (verify.DDBLineage). The path
+// is shown exercised: at least three rotations and three parent→child pairs judged.
+func TestDynamoDBStreamTwoWorkersKillAndRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	endpoint, stop, err := testenv.DDBStreamsEndpoint(ctx, "../..", local.DDBLocalOptions{Rotate: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	cfg, err := local.AWSConfig(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddb, st := local.DDBClients(cfg, endpoint)
+	table := fmt.Sprintf("orders-%d", time.Now().UnixNano()%1e9)
+	arn, err := local.CreateStreamTable(ctx, ddb, table, types.StreamViewTypeNewAndOldImages)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	boot := buildDDBBootstrap(t)
+	out := filepath.Join(t.TempDir(), "deliveries")
+	env := append(stopEnv(), "AWS_ENDPOINT_URL_DYNAMODB="+dynalite(t), "AWS_ENDPOINT_URL_DYNAMODB_STREAMS="+endpoint,
+		"EXAMPLE_OUTPUT="+out, "EXAMPLE_DELAY=20ms")
+	leases := "ddb-leases-" + table
+	worker := func(id string) *esmProc {
+		return spawnESM(t, env, "run", "--invoke", "exec:"+boot, "--function-env-pass", "EXAMPLE_OUTPUT,EXAMPLE_DELAY",
+			"--stream", arn, "--starting-position", "TRIM_HORIZON", "--batch-size", "25",
+			"--lease-table", leases, "--worker-id", id, "--lease-duration", "3s")
+	}
+	w1, w2 := worker("w1"), worker("w2")
+
+	// The producer writes 50 changes every 200 ms: half of them, then the rest once the kill
+	// landed, so that the kill falls while records flow whatever the machine's pace.
+	p := verify.NewDDBProducer(table, 50, 42)
+	killed := make(chan struct{})
+	produced := make(chan error, 1)
+	go func() {
+		for i := range 40 {
+			if i == 20 {
+				select {
+				case <-killed:
+				case <-ctx.Done():
+					produced <- ctx.Err()
+					return
+				}
+			}
+			if err := p.Write(ctx, ddb, 50); err != nil {
+				produced <- err
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		produced <- nil
+	}()
+
+	testkit.WaitFor(t, "deliveries under way", 2*time.Minute, func() bool { return testkit.LineCount(t, out) >= 200 })
+	atKill := testkit.LineCount(t, out)
+	if err := w1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	w1.wait(t)
+	w1 = worker("w1")
+	close(killed)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	if p.Total() != 2000 {
+		t.Fatalf("%d changes written, want 2000", p.Total())
+	}
+
+	testkit.WaitFor(t, "every change delivered", 2*time.Minute, func() bool {
+		ds, err := verify.ReadDDBDeliveries(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return verify.DDBRecords(verify.DDBEventRecords(ds), p.Want)[0].OK
+	})
+	ds, err := verify.ReadDDBDeliveries(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad := verify.Failed(verify.DDBRecords(verify.DDBEventRecords(ds), p.Want)); bad != "" {
+		t.Fatal(bad)
+	}
+	shards, err := verify.ListDDBShards(ctx, st, arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lin, pairs := verify.DDBLineage(ds, shards)
+	if !lin.OK {
+		t.Fatal(lin.Detail)
+	}
+	if len(shards) < 4 || pairs < 3 {
+		t.Fatalf("%d shards (%d rotations), %d parent→child pairs judged: want at least 3 of each", len(shards), len(shards)-1, pairs)
+	}
+	t.Logf("%d deliveries of 2000 changes, %d shards, %d pairs judged, killed w1 after %d deliveries", len(ds), len(shards), pairs, atKill)
+	for _, w := range []*esmProc{w1, w2} {
+		if code := w.stop(t); code != 0 {
+			t.Fatalf("exit %d after SIGTERM", code)
+		}
+	}
+}
