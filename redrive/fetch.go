@@ -1,22 +1,16 @@
 package redrive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/kinesis-esm/esm/internal/ctxwait"
+	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source"
 )
-
-// KinesisAPI is the part of the Kinesis client a redrive reads records with.
-type KinesisAPI interface {
-	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
-	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
-}
 
 // TrimmedError reports a range that retention has trimmed, wholly or in part: its records can no
 // longer be read, so the message is kept.
@@ -39,77 +33,60 @@ func (e *TrimmedError) Error() string {
 
 // Limits of one fetch.
 const (
-	// getRecordsLimit is the most records one GetRecords call asks for (Kinesis's maximum).
-	getRecordsLimit = 10000
-	// readSpacing is the least time between two GetRecords calls on one shard: Kinesis allows
-	// five per second.
+	// readSpacing is the least time between two reads of one shard where the source names none
+	// (source.Limits.MinPollSpacing; Kinesis allows five reads a second).
 	readSpacing = 200 * time.Millisecond
-	// readAttempts bounds how often a throttled or failing read is tried.
+	// readAttempts bounds how often a throttled read is tried.
 	readAttempts = 6
-	// emptyReads bounds how many empty responses in a row a fetch accepts while the shard reports
+	// emptyReads bounds how many empty pages in a row a fetch accepts while the shard reports
 	// records behind them.
 	emptyReads = 50
 )
 
-// fetch reads exactly the records of shardID from start to end (inclusive): an iterator
-// AT_SEQUENCE_NUMBER start, then GetRecords until a record past end. A range whose first record
-// is no longer there is a *TrimmedError.
-func fetch(ctx context.Context, kin KinesisAPI, streamARN, shardID, start, end string) ([]types.Record, error) {
-	iter, err := shardIterator(ctx, kin, streamARN, shardID, types.ShardIteratorTypeAtSequenceNumber, start)
-	if err != nil {
-		var nf *types.ResourceNotFoundException
-		if errors.As(err, &nf) {
-			return nil, &TrimmedError{ShardID: shardID, Start: start, End: end}
-		}
+// fetch reads exactly the records of shardID from start to end (inclusive) through the mapping's
+// source: the shard opened AT_SEQUENCE_NUMBER start, then read until a record past end. A range
+// whose first record is no longer there is a *TrimmedError.
+func fetch(ctx context.Context, src poller.Source, shardID, start, end string) ([]source.Record, error) {
+	trimmed := &TrimmedError{ShardID: shardID, Start: start, End: end}
+	iter, err := open(ctx, src, shardID, source.Position{Type: source.AtSequenceNumber, SequenceNumber: start})
+	if errors.Is(err, source.ErrNotFound) {
+		return nil, trimmed
+	} else if err != nil {
 		return nil, err
 	}
-	var recs []types.Record
+	lim := src.Limits()
+	var recs []source.Record
 	empty := 0
 	for call := 0; ; call++ {
-		if call > 0 && !ctxwait.Sleep(ctx, readSpacing) {
+		if call > 0 && !ctxwait.Sleep(ctx, cmp.Or(lim.MinPollSpacing, readSpacing)) {
 			return nil, ctx.Err()
 		}
-		out, err := getRecords(ctx, kin, iter)
-		var expired *types.ExpiredIteratorException
+		page, err := read(ctx, src, shardID, iter, cmp.Or(lim.MaxRecordsPerRead, poller.MaxBatchSize))
 		switch {
-		case errors.As(err, &expired): // a slow function between reads: reopen where we were
-			typ, seq := types.ShardIteratorTypeAtSequenceNumber, start
+		case errors.Is(err, source.ErrExpired): // a slow function between reads: reopen where we were
+			at := source.Position{Type: source.AtSequenceNumber, SequenceNumber: start}
 			if len(recs) > 0 {
-				typ, seq = types.ShardIteratorTypeAfterSequenceNumber, aws.ToString(recs[len(recs)-1].SequenceNumber)
+				at = source.Position{Type: source.AfterSequenceNumber, SequenceNumber: recs[len(recs)-1].SequenceNumber}
 			}
-			if iter, err = shardIterator(ctx, kin, streamARN, shardID, typ, seq); err != nil {
+			if iter, err = open(ctx, src, shardID, at); err != nil {
 				return nil, err
 			}
 			continue
+		case errors.Is(err, source.ErrNotFound):
+			return nil, trimmed
 		case err != nil:
-			var nf *types.ResourceNotFoundException
-			if errors.As(err, &nf) {
-				return nil, &TrimmedError{ShardID: shardID, Start: start, End: end}
-			}
 			return nil, err
 		}
-		for _, r := range out.Records {
-			seq := aws.ToString(r.SequenceNumber)
-			if len(recs) == 0 && seq != start {
-				if compareSeq(seq, start) > 0 {
-					return nil, &TrimmedError{ShardID: shardID, Start: start, End: end, FirstAvailable: seq}
-				}
-				return nil, fmt.Errorf("shard %s returned record %s before the range's first, %s", shardID, seq, start)
-			}
-			if compareSeq(seq, end) > 0 {
-				return recs, nil
-			}
-			recs = append(recs, r)
-			if seq == end {
-				return recs, nil
-			}
+		var done bool
+		if recs, done, err = takeRange(recs, page.Records, shardID, start, end); done || err != nil {
+			return recs, err
 		}
 		switch {
-		case out.NextShardIterator == nil:
+		case page.Next == "":
 			return nil, fmt.Errorf("shard %s ended before %s (the last of %s-%s)", shardID, end, start, end)
-		case len(out.Records) > 0:
+		case len(page.Records) > 0:
 			empty = 0
-		case aws.ToInt64(out.MillisBehindLatest) == 0 || empty >= emptyReads:
+		case page.MillisBehind == 0 || empty >= emptyReads:
 			if len(recs) == 0 {
 				return nil, fmt.Errorf("shard %s has no record %s", shardID, start)
 			}
@@ -117,42 +94,59 @@ func fetch(ctx context.Context, kin KinesisAPI, streamARN, shardID, start, end s
 		default:
 			empty++
 		}
-		iter = out.NextShardIterator
+		iter = page.Next
 	}
 }
 
-// shardIterator opens an iterator, retrying throttling.
-func shardIterator(ctx context.Context, kin KinesisAPI, streamARN, shardID string, typ types.ShardIteratorType, seq string) (*string, error) {
-	in := &kinesis.GetShardIteratorInput{StreamARN: aws.String(streamARN), ShardId: aws.String(shardID),
-		ShardIteratorType: typ, StartingSequenceNumber: aws.String(seq)}
-	var out *kinesis.GetShardIteratorOutput
-	err := retry(ctx, func() (err error) { out, err = kin.GetShardIterator(ctx, in); return err })
+// takeRange adds to recs the records of page within start-end; done once a record reaches end or
+// passes it. The range's first record must be start itself: a later one means start was trimmed.
+func takeRange(recs, page []source.Record, shardID, start, end string) (_ []source.Record, done bool, err error) {
+	for _, r := range page {
+		seq := r.SequenceNumber
+		if len(recs) == 0 && seq != start {
+			if compareSeq(seq, start) > 0 {
+				return nil, true, &TrimmedError{ShardID: shardID, Start: start, End: end, FirstAvailable: seq}
+			}
+			return nil, true, fmt.Errorf("shard %s returned record %s before the range's first, %s", shardID, seq, start)
+		}
+		if compareSeq(seq, end) > 0 {
+			return recs, true, nil
+		}
+		recs = append(recs, r)
+		if seq == end {
+			return recs, true, nil
+		}
+	}
+	return recs, false, nil
+}
+
+// open opens the shard at at, retrying throttling.
+func open(ctx context.Context, src poller.Source, shardID string, at source.Position) (string, error) {
+	var iter string
+	err := retry(ctx, func() (err error) { iter, err = src.Open(ctx, shardID, at); return err })
 	if err != nil {
-		return nil, fmt.Errorf("open shard %s at %s %s: %w", shardID, typ, seq, err)
+		return "", fmt.Errorf("open shard %s at %s %s: %w", shardID, at.Type, at.SequenceNumber, err)
 	}
-	return out.ShardIterator, nil
+	return iter, nil
 }
 
-func getRecords(ctx context.Context, kin KinesisAPI, iter *string) (*kinesis.GetRecordsOutput, error) {
-	var out *kinesis.GetRecordsOutput
-	err := retry(ctx, func() (err error) {
-		out, err = kin.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(getRecordsLimit)})
-		return err
-	})
+// read reads a page of the shard, retrying throttling.
+func read(ctx context.Context, src poller.Source, shardID, iter string, limit int) (source.Page, error) {
+	var page source.Page
+	err := retry(ctx, func() (err error) { page, err = src.Read(ctx, shardID, iter, limit); return err })
 	if err != nil {
-		return nil, fmt.Errorf("get records: %w", err)
+		return page, fmt.Errorf("get records: %w", err)
 	}
-	return out, nil
+	return page, nil
 }
 
-// retry runs call until it succeeds, fails with anything but throttling, or readAttempts are used.
+// retry runs call until it succeeds, fails with anything but throttling (source.ErrThrottled), or
+// readAttempts are used.
 func retry(ctx context.Context, call func() error) error {
 	wait := readSpacing
 	for attempt := 1; ; attempt++ {
 		err := call()
-		var thr *types.ProvisionedThroughputExceededException
-		var lim *types.LimitExceededException
-		if err == nil || attempt == readAttempts || !(errors.As(err, &thr) || errors.As(err, &lim)) {
+		if err == nil || attempt == readAttempts || !errors.Is(err, source.ErrThrottled) {
 			return err
 		}
 		if !ctxwait.Sleep(ctx, wait) {

@@ -15,7 +15,6 @@ import (
 	"github.com/kinesis-esm/esm/filter"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/source"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // Outcome is what a redrive did with one message.
@@ -123,7 +122,7 @@ type Redriver struct {
 	cfg       poller.Config
 	streamARN string // the mapping's stream
 	batchSize int
-	kin       KinesisAPI
+	src       poller.Source // the records are read through it
 	enc       *poller.BatchEncoder
 	filters   *filter.Filters
 	inv       poller.Invoker
@@ -168,9 +167,10 @@ func WithReporter(rep Reporter) Option {
 // New returns the redriver of the mapping that reads stream with cfg's settings (the stream's ARN
 // and cfg's FunctionARN name the messages it takes; cfg's BatchSize, FilterCriteria and
 // ReportBatchItemFailures, and the stream's invokeIdentityArn, shape and judge the batches, as
-// the poller's do). It needs an invoker, an export or a dry run.
-func New(stream poller.Source, cfg poller.Config, kin KinesisAPI, opts ...Option) (*Redriver, error) {
-	r := &Redriver{cfg: cfg, kin: kin, log: slog.New(slog.DiscardHandler), rep: nopReporter{}}
+// the poller's do); the records are read through stream (a Kinesis stream's or a DynamoDB
+// stream's). It needs an invoker, an export or a dry run.
+func New(stream poller.Source, cfg poller.Config, opts ...Option) (*Redriver, error) {
+	r := &Redriver{cfg: cfg, src: stream, log: slog.New(slog.DiscardHandler), rep: nopReporter{}}
 	if stream != nil {
 		r.streamARN = stream.Identity().ARN
 	}
@@ -193,8 +193,6 @@ func New(stream poller.Source, cfg poller.Config, kin KinesisAPI, opts ...Option
 		r.batchSize = poller.DefaultBatchSize
 	}
 	switch {
-	case kin == nil:
-		return nil, errors.New("redrive: a Kinesis client is required")
 	case r.inv == nil && r.export == nil && !r.dryRun:
 		return nil, errors.New("redrive: an invoker, an export or a dry run is required")
 	case r.inv != nil && !r.dryRun && r.export == nil && cfg.TumblingWindow > 0:
@@ -319,11 +317,10 @@ func (r *Redriver) one(ctx context.Context, src Source, it *Item) Result {
 // streamBatches fetches the message's records from the stream and cuts them into batches as the
 // poller does: the mapping's filters and slots, at most BatchSize records, at most 6 MiB.
 func (r *Redriver) streamBatches(ctx context.Context, m Message) ([]batch, error) {
-	fetched, err := fetch(ctx, r.kin, m.StreamARN, m.ShardID, m.StartSequenceNumber, m.EndSequenceNumber)
+	recs, err := fetch(ctx, r.src, m.ShardID, m.StartSequenceNumber, m.EndSequenceNumber)
 	if err != nil {
 		return nil, err
 	}
-	recs := kinesissrc.Records(fetched)
 	// The records the failed batch held: those the filters pass and, with ParallelizationFactor > 1,
 	// those of the first record's slot (its batch held no other).
 	slot := r.enc.Slot(recs[0].PartitionKey)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/kinesis-esm/esm/dlq"
@@ -21,6 +20,7 @@ import (
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
+	"github.com/kinesis-esm/esm/source"
 )
 
 const (
@@ -134,10 +134,10 @@ func writeMessages(t *testing.T, bodies ...[]byte) string {
 	return path
 }
 
-func run(t *testing.T, arn string, cfg poller.Config, kin KinesisAPI, src Source, opts ...Option) (Summary, string) {
+func run(t *testing.T, arn string, cfg poller.Config, kin kinesissrc.API, src Source, opts ...Option) (Summary, string) {
 	t.Helper()
 	var out bytes.Buffer
-	r, err := New(kinesissrc.MustNew(nil, arn), cfg, kin, append(opts, WithReporter(NewLineReporter(&out)))...)
+	r, err := New(kinesissrc.MustNew(kin, arn), cfg, append(opts, WithReporter(NewLineReporter(&out)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,8 +313,8 @@ func TestFiltersAndBatchLimits(t *testing.T) {
 	calls := inv.calls()
 	enc, _ := poller.NewBatchEncoder(kinesissrc.MustNew(nil, arn), cfg)
 	recs := fetched(t, f, arn, seqs[0], seqs[4])
-	want1, _ := enc.Next(shard0, kinesissrc.Records([]types.Record{recs[0], recs[2]}))
-	want2, _ := enc.Next(shard0, kinesissrc.Records([]types.Record{recs[4]}))
+	want1, _ := enc.Next(shard0, []source.Record{recs[0], recs[2]})
+	want2, _ := enc.Next(shard0, []source.Record{recs[4]})
 	if len(calls) != 2 || !bytes.Equal(calls[0], want1) || !bytes.Equal(calls[1], want2) {
 		t.Fatalf("invocations %s", calls)
 	}
@@ -342,15 +342,15 @@ func TestOtherMappingsSkipped(t *testing.T) {
 
 func TestNewNeedsSomethingToDo(t *testing.T) {
 	_, arn, _ := newStream(t)
-	if _, err := New(kinesissrc.MustNew(nil, arn), mapping(arn), fakekinesis.New()); err == nil {
+	if _, err := New(kinesissrc.MustNew(fakekinesis.New(), arn), mapping(arn)); err == nil {
 		t.Fatal("a redriver with no invoker, export or dry run")
 	}
 	cfg := mapping(arn)
 	cfg.TumblingWindow = time.Minute
-	if _, err := New(kinesissrc.MustNew(nil, arn), cfg, fakekinesis.New(), WithInvoker(&fn{})); err == nil || !strings.Contains(err.Error(), "tumbling windows") {
+	if _, err := New(kinesissrc.MustNew(fakekinesis.New(), arn), cfg, WithInvoker(&fn{})); err == nil || !strings.Contains(err.Error(), "tumbling windows") {
 		t.Fatalf("windowed mapping: %v", err)
 	}
-	if _, err := New(kinesissrc.MustNew(nil, arn), cfg, fakekinesis.New(), WithInvoker(&fn{}), WithDryRun()); err != nil {
+	if _, err := New(kinesissrc.MustNew(fakekinesis.New(), arn), cfg, WithInvoker(&fn{}), WithDryRun()); err != nil {
 		t.Fatalf("a windowed mapping's dry run: %v", err)
 	}
 }
@@ -366,9 +366,9 @@ func failureRecord(streamARN, start, end string, n int) poller.FailureRecord {
 	}
 }
 
-func fetched(t *testing.T, kin KinesisAPI, arn, start, end string) []types.Record {
+func fetched(t *testing.T, kin kinesissrc.API, arn, start, end string) []source.Record {
 	t.Helper()
-	recs, err := fetch(context.Background(), kin, arn, shard0, start, end)
+	recs, err := fetch(context.Background(), kinesissrc.MustNew(kin, arn), shard0, start, end)
 	if err != nil {
 		t.Fatal(err)
 	}

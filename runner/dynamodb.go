@@ -30,9 +30,10 @@ func (r *Runner) resolveDynamoDB(ctx context.Context, m Mapping) (string, error)
 	return dynamostreams.Resolve(ctx, r.ddbStart, m.Source.Stream)
 }
 
-// source is the mapping's source as found: its DynamoDB stream, or its Kinesis stream (read
-// through its consumer when it has one, its events' invokeIdentityArn the function's role).
-func (r *Runner) source(m Mapping, found Resolved) (poller.Source, error) {
+// Source is the mapping's source as found (Resolve): its DynamoDB stream, or its Kinesis stream
+// (read through its consumer when found has one, its events' invokeIdentityArn the function's
+// role), read with the Runner's clients.
+func (r *Runner) Source(m Mapping, found Resolved) (poller.Source, error) {
 	if dynamostreams.IsStreamARN(found.StreamARN) {
 		return dynamostreams.New(r.streams, found.StreamARN, dynamostreams.WithLogger(m.Hooks.Logger))
 	}

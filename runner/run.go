@@ -69,7 +69,7 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if err != nil {
 		return err
 	}
-	src, err := r.source(m, found)
+	src, err := r.Source(m, found)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 	case err != nil:
 		return cli.Usage(err)
 	}
-	kin, stream, mc, err := c.ResolveMapping(ctx)
+	stream, mc, err := c.ResolveMapping(ctx)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		opts = append(opts, redrive.WithInvoker(inv))
 	}
 	opts = append(opts, redrive.WithReporter(redrive.NewReporter(out)))
-	rd, err := redrive.New(stream, mc, kin, opts...)
+	rd, err := redrive.New(stream, mc, opts...)
 	if err != nil {
 		return err
 	}

@@ -2,13 +2,11 @@ package cli
 
 import (
 	"context"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"io"
 	"time"
 
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 // MappingFlags name the mapping's stream and function and say how to reach the function and the
@@ -77,25 +75,25 @@ func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 	return inv, closeFn, err
 }
 
-// ResolveMapping finds the mapping's stream (it must exist) and returns a Kinesis client for the
-// endpoint, the stream, and the mapping's configuration with its function's ARN, as
-// runner.Resolve names them: what keys the mapping's progress and its on-failure messages. It
-// writes nothing.
-func (c *Config) ResolveMapping(ctx context.Context) (*kinesis.Client, *kinesissrc.Stream, poller.Config, error) {
-	kin := kinesis.NewFromConfig(c.AWS) // its BaseEndpoint is the endpoint URL
+// ResolveMapping finds the mapping's stream (it must exist) and returns it as a source read
+// with clients of the endpoint (a Kinesis stream, polled, or a DynamoDB stream), and the
+// mapping's configuration with its function's ARN, as runner.Resolve names them: what keys the
+// mapping's progress and its on-failure messages. It writes nothing.
+func (c *Config) ResolveMapping(ctx context.Context) (poller.Source, poller.Config, error) {
 	mc := c.Run.Config
-	r, err := runner.New(c.AWS, runner.WithLogger(c.Logger), runner.WithKinesis(kin))
+	r, err := runner.New(c.AWS, runner.WithLogger(c.Logger))
 	if err != nil {
-		return nil, nil, mc, err
+		return nil, mc, err
 	}
 	found, err := r.Resolve(ctx, c.Run)
 	if err != nil {
-		return nil, nil, mc, err
+		return nil, mc, err
 	}
-	stream, err := kinesissrc.New(kin, found.StreamARN, kinesissrc.WithInvokeIdentity(c.Run.Function.Role))
+	found.ConsumerARN = "" // the records are read by polling
+	src, err := r.Source(c.Run, found)
 	if err != nil {
-		return nil, nil, mc, err
+		return nil, mc, err
 	}
 	mc.FunctionARN = found.FunctionARN
-	return kin, stream, mc, nil
+	return src, mc, nil
 }
