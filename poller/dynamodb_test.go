@@ -15,6 +15,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/source"
 	"github.com/kinesis-esm/esm/source/dynamostreams"
@@ -25,16 +26,11 @@ import (
 func ddbTable(t *testing.T, rotate time.Duration) (*fakedynamo.DB, *dynamostreams.Stream) {
 	t.Helper()
 	db := fakedynamo.New(fakedynamo.WithShardRotation(rotate))
-	out, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName: aws.String("orders"), BillingMode: ddbtypes.BillingModePayPerRequest,
-		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: ddbtypes.KeyTypeHash}},
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-		StreamSpecification:  &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewTypeNewAndOldImages},
-	})
+	arn, err := local.CreateStreamTable(context.Background(), db, "orders", ddbtypes.StreamViewTypeNewAndOldImages)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := dynamostreams.New(db, aws.ToString(out.TableDescription.LatestStreamArn))
+	src, err := dynamostreams.New(db, arn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kinesis-esm/esm/dlq"
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
+	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/source/dynamostreams"
 )
@@ -22,12 +23,7 @@ import (
 // event that failed ({"Records":[…]} of the stream's record objects).
 func TestRedriveDynamoDB(t *testing.T) {
 	db := fakedynamo.New()
-	out, err := db.CreateTable(context.Background(), &dynamodb.CreateTableInput{
-		TableName: aws.String("orders"), BillingMode: ddbtypes.BillingModePayPerRequest,
-		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: ddbtypes.KeyTypeHash}},
-		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
-		StreamSpecification:  &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewTypeNewImage},
-	})
+	arn, err := local.CreateStreamTable(context.Background(), db, "orders", ddbtypes.StreamViewTypeNewImage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +33,7 @@ func TestRedriveDynamoDB(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	src, err := dynamostreams.New(db, aws.ToString(out.TableDescription.LatestStreamArn))
+	src, err := dynamostreams.New(db, arn)
 	if err != nil {
 		t.Fatal(err)
 	}
