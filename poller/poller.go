@@ -1,7 +1,7 @@
 // Package poller is the engine of esm: it reads every shard of a stream (a Source: a Kinesis
-// stream, package source/kinesis) in lineage order (parents drained before children), batches
-// records as Lambda's event source mapping does, invokes the function and keeps durable
-// checkpoints.
+// stream, package source/kinesis, or a DynamoDB table's stream, source/dynamostreams) in lineage
+// order (parents drained before children), batches records as Lambda's event source mapping
+// does, invokes the function and keeps durable checkpoints.
 //
 // One coordinator goroutine owns the shard graph. It starts one reader goroutine per shard whose
 // parents are finished, learns of new shards from the children a reader sees at the end of its

@@ -13,8 +13,9 @@ import (
 // Source is the stream a mapping reads: what the engine needs of it, and all it knows of it. The
 // reader, batching, the failure rules, leases and checkpoints are the same whatever the source;
 // what differs between sources (the shards' lineage, positions, the errors of a read, limits and
-// pace, identity) is behind this interface, in the values of package source. The Kinesis source
-// is source/kinesis. See "The source seam" in DESIGN.md.
+// pace, identity) is behind this interface, in the values of package source, and its optional
+// capabilities below. The sources are source/kinesis and source/dynamostreams. See "The source
+// seam" in DESIGN.md.
 type Source interface {
 	// Identity is who the source is in events and messages: its ARN (which also keys the
 	// checkpoints), eventSource, region and account, and the events' invokeIdentityArn.

@@ -1,8 +1,9 @@
 // Package source holds what a stream source and the engine (package poller) share: a stream's
 // shards with their parents, positions in a shard, pages of records, the classification of read
 // errors, a source's identity and limits, and the configuration error a source's ARN is refused
-// with. The interface a source implements is poller.Source; the sources are its subpackages
-// (source/kinesis).
+// with. The interface a source implements is poller.Source (and, where a source has them, its
+// optional capabilities); the sources are its subpackages (source/kinesis,
+// source/dynamostreams).
 //
 // This package imports nothing of the engine, so that a source, and the engine's own tests, can
 // use it without a cycle.
