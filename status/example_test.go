@@ -3,20 +3,18 @@ package status_test
 import (
 	"os"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source"
 	"github.com/kinesis-esm/esm/status"
 )
 
 // A stream whose first shard was split: the parent was read to its end, one child is being read
 // and the other starts at the trim horizon.
 func ExampleReport_Render() {
-	listing := []types.Shard{
-		{ShardId: aws.String("shardId-000000000000")},
-		{ShardId: aws.String("shardId-000000000001"), ParentShardId: aws.String("shardId-000000000000")},
-		{ShardId: aws.String("shardId-000000000002"), ParentShardId: aws.String("shardId-000000000000")},
+	listing := []source.Shard{
+		{ID: "shardId-000000000000"},
+		{ID: "shardId-000000000001", Parents: []string{"shardId-000000000000"}},
+		{ID: "shardId-000000000002", Parents: []string{"shardId-000000000000"}},
 	}
 	progress := map[string]poller.ShardProgress{
 		"shardId-000000000000": {Checkpoint: "4959", Finished: true},

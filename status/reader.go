@@ -18,6 +18,8 @@ import (
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source"
+	"github.com/kinesis-esm/esm/source/dynamostreams"
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
@@ -25,6 +27,7 @@ import (
 // table (for TableRefresh), and is safe for concurrent use.
 type Reader struct {
 	kin         kinesissrc.API
+	streams     dynamostreams.API // a DynamoDB stream's shards are listed with it (WithDynamoDBStreams)
 	stateDir    string
 	ddb         lease.DynamoAPI
 	table       string
@@ -74,6 +77,10 @@ func WithHTTPClient(c *http.Client) Option { return func(r *Reader) { r.client =
 // WithClock sets the clock subscription ages are measured with (default: time.Now).
 func WithClock(now func() time.Time) Option { return func(r *Reader) { r.now = now } }
 
+// WithDynamoDBStreams lists the shards of DynamoDB streams with api (DescribeStream); without it
+// a DynamoDB stream's mapping cannot be reported.
+func WithDynamoDBStreams(api dynamostreams.API) Option { return func(r *Reader) { r.streams = api } }
+
 // DefaultStateDir is the state directory a Reader reads without WithStateDir.
 const DefaultStateDir = ".esm"
 
@@ -101,7 +108,7 @@ func (r *Reader) Mapping(ctx context.Context, streamARN, functionARN string) (Re
 	if err != nil {
 		return rep, err
 	}
-	shards, err := kinesissrc.ListShards(ctx, r.kin, streamARN)
+	shards, err := r.shards(ctx, streamARN)
 	if err != nil {
 		return rep, err
 	}
@@ -216,11 +223,13 @@ func (r *Reader) All(ctx context.Context) (Mappings, error) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(mappings)) {
 		lm := mappings[id]
-		arn, err := kinesissrc.ResolveStreamARN(ctx, r.kin, lm.Stream)
-		if err != nil {
-			return out, fmt.Errorf("mapping %s: %w", id, err)
+		arn := lm.Stream
+		if !dynamostreams.IsStreamARN(arn) {
+			if arn, err = kinesissrc.ResolveStreamARN(ctx, r.kin, lm.Stream); err != nil {
+				return out, fmt.Errorf("mapping %s: %w", id, err)
+			}
 		}
-		shards, err := kinesissrc.ListShards(ctx, r.kin, arn)
+		shards, err := r.shards(ctx, arn)
 		if err != nil {
 			return out, fmt.Errorf("mapping %s: %w", id, err)
 		}
@@ -251,4 +260,17 @@ func (r *Reader) readTable(ctx context.Context) (*leaseFleet, error) {
 	}
 	r.table0, r.tableRead = &leaseFleet{Fleet: f, rewind: rw}, now
 	return r.table0, nil
+}
+
+// shards lists every shard of the stream streamARN: a DynamoDB stream's (WithDynamoDBStreams) or
+// a Kinesis stream's.
+func (r *Reader) shards(ctx context.Context, streamARN string) ([]source.Shard, error) {
+	if !dynamostreams.IsStreamARN(streamARN) {
+		listed, err := kinesissrc.ListShards(ctx, r.kin, streamARN)
+		return kinesissrc.ShardsOf(listed), err
+	}
+	if r.streams == nil {
+		return nil, fmt.Errorf("status: %s is a DynamoDB stream: the reader has no DynamoDB Streams client (WithDynamoDBStreams)", streamARN)
+	}
+	return dynamostreams.ListShards(ctx, r.streams, streamARN)
 }

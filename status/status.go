@@ -5,11 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/metrics/live"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source"
 )
 
 // Shard states, as the poller's design names them. A running esm's live state (WithMetricsAddr)
@@ -106,22 +104,20 @@ type Subscription struct {
 // finished when the progress says so; a parent the listing no longer shows was trimmed and counts
 // as finished; a shard is reading when all its parents are finished, pending otherwise. Shards the
 // progress knows and the listing does not are included, Trimmed. The result is ordered by shard id.
-func Shards(listing []types.Shard, progress map[string]poller.ShardProgress) []Shard {
+func Shards(listing []source.Shard, progress map[string]poller.ShardProgress) []Shard {
 	listed := map[string]bool{}
 	for _, s := range listing {
-		listed[aws.ToString(s.ShardId)] = true
+		listed[s.ID] = true
 	}
 	finished := func(id string) bool { return progress[id].Finished || !listed[id] }
 	var out []Shard
 	for _, s := range listing {
-		id := aws.ToString(s.ShardId)
+		id := s.ID
 		st := Shard{ShardID: id, State: Reading}
-		for _, p := range []*string{s.ParentShardId, s.AdjacentParentShardId} {
-			if p != nil && *p != "" {
-				st.Parents = append(st.Parents, *p)
-				if !finished(*p) {
-					st.State = Pending
-				}
+		for _, p := range s.Parents {
+			st.Parents = append(st.Parents, p)
+			if !finished(p) {
+				st.State = Pending
 			}
 		}
 		st.fill(progress[id])

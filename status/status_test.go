@@ -52,7 +52,7 @@ func TestShardStates(t *testing.T) {
 		"s9": {Checkpoint: "90", Finished: true}, // in the store, no longer listed
 	}
 	got := map[string]status.Shard{}
-	for _, s := range status.Shards(shards, progress) {
+	for _, s := range status.Shards(kinesissrc.ShardsOf(shards), progress) {
 		got[s.ShardID] = s
 	}
 	for id, want := range map[string]string{
@@ -72,7 +72,7 @@ func TestShardStates(t *testing.T) {
 	if !got["s9"].Trimmed || got["s9"].Checkpoint != "90" || strings.Join(got["s4"].Parents, ",") != "s2,s3" {
 		t.Errorf("shard details wrong: %+v %+v", got["s9"], got["s4"])
 	}
-	tree := render(t, status.Report{Stream: "arn", Function: "fn", StateDir: ".esm", Shards: status.Shards(shards, progress)})
+	tree := render(t, status.Report{Stream: "arn", Function: "fn", StateDir: ".esm", Shards: status.Shards(kinesissrc.ShardsOf(shards), progress)})
 	for _, want := range []string{
 		"stream    arn\nfunction  fn\nstate     .esm\nshards    8: 3 reading, 2 pending, 3 finished\n\n",
 		"s0                                           finished  checkpoint 10\n",

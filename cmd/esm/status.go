@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/checkpoint"
@@ -49,7 +50,7 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 		if err != nil {
 			return err
 		}
-		r := status.New(kinesis.NewFromConfig(cfg), s.metricsAddrs()...)
+		r := status.New(kinesis.NewFromConfig(cfg), append(s.metricsAddrs(), status.WithDynamoDBStreams(dynamodbstreams.NewFromConfig(cfg)))...)
 		return status.Show(ctx, e.stdout, s.JSON, every, func(ctx context.Context) (status.View, error) {
 			v, err := r.All(ctx)
 			return s.fit(v, e.stdout), err
@@ -60,7 +61,7 @@ func (s *statusCmd) run(ctx context.Context, e env) error {
 		return err
 	}
 	cfg := c.AWS // its BaseEndpoint is --endpoint-url
-	opts := append([]status.Option{status.WithStateDir(s.StateDir)}, s.metricsAddrs()...)
+	opts := append([]status.Option{status.WithStateDir(s.StateDir), status.WithDynamoDBStreams(dynamodbstreams.NewFromConfig(cfg))}, s.metricsAddrs()...)
 	if s.LeaseTable != "" {
 		opts = append(opts, status.WithLeaseTable(dynamodb.NewFromConfig(cfg), s.LeaseTable))
 	}
