@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -20,6 +21,20 @@ type RecordsInvoker interface {
 	TakesRecords() bool
 	// InvokeRecords is Invoke with the event as the struct; the handler may keep or change it.
 	InvokeRecords(ctx context.Context, e *events.KinesisEvent) (invoke.Response, error)
+}
+
+// CheckInvoker refuses an invoker that is a Go handler of Kinesis events (a RecordsInvoker that
+// TakesRecords: the in-process invoker of a handler with a Kinesis signature) for a source whose
+// events are not Kinesis' (no KinesisEvents: a DynamoDB stream's events.DynamoDBEvent), which it
+// would decode into empty Kinesis records. New checks it; a runner can check it before it opens
+// anything. The error is a *ValidationError of the field Invoker.
+func CheckInvoker(src Source, inv Invoker) error {
+	d, ok := inv.(RecordsInvoker)
+	if _, kinesis := src.(KinesisEvents); kinesis || !ok || !d.TakesRecords() {
+		return nil
+	}
+	return &ValidationError{Field: "Invoker", Message: fmt.Sprintf("the function is a Go handler of Kinesis events (events.KinesisEvent) in esm's process, "+
+		"and %s sends %s events: give a handler of them as an exec:, HTTP or lambda: function", src.Identity().ARN, src.Identity().EventSource)}
 }
 
 // direct is the mapping's RecordsInvoker, or nil when batches go to the function as JSON: always

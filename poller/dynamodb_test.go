@@ -3,6 +3,7 @@ package poller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -17,6 +19,7 @@ import (
 	"github.com/kinesis-esm/esm/fake/fakedynamo"
 	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/invoke"
+	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/source"
 	"github.com/kinesis-esm/esm/source/dynamostreams"
 )
@@ -173,5 +176,26 @@ func checkDDBEvents(t *testing.T, src Source, events [][]byte) {
 	}
 	if seen != 60 || len(last) != 6 {
 		t.Fatalf("%d changes of %d keys delivered, want 60 of 6", seen, len(last))
+	}
+}
+
+// TestCheckInvoker: a Go handler of Kinesis events in this process is refused for a DynamoDB
+// stream (it would decode the DynamoDB event into empty Kinesis records), by New and by
+// CheckInvoker alike; a handler of any other signature, and a Kinesis source, are accepted.
+func TestCheckInvoker(t *testing.T) {
+	_, ddb := ddbTable(t, 0)
+	kin := inprocess.New(func(context.Context, events.KinesisEvent) error { return nil })
+	raw := inprocess.New(func(context.Context, json.RawMessage) error { return nil })
+	cfg := Config{StartingPosition: TrimHorizon}
+	_, err := New(ddb, cfg, NewMemoryStore(), kin)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "Invoker" || !strings.Contains(err.Error(), "Go handler of Kinesis events") {
+		t.Fatalf("New with a Kinesis handler for a DynamoDB stream: %v", err)
+	}
+	if err := CheckInvoker(ddb, raw); err != nil {
+		t.Fatalf("a handler of raw JSON for a DynamoDB stream: %v", err)
+	}
+	if err := CheckInvoker(kinesisSource(nil, testStreamARN), kin); err != nil {
+		t.Fatalf("a Kinesis handler for a Kinesis stream: %v", err)
 	}
 }

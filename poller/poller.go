@@ -113,6 +113,9 @@ func New(src Source, cfg Config, store Store, inv Invoker, opts ...Option) (*Pol
 	if err := p.useSource(); err != nil {
 		return nil, err
 	}
+	if err := CheckInvoker(src, inv); err != nil {
+		return nil, err
+	}
 	if p.readiness != nil {
 		p.store = trackedStore{Store: store, r: p.readiness}
 	}

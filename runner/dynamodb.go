@@ -52,6 +52,16 @@ func (r *Runner) exists(ctx context.Context, found Resolved) error {
 	return err
 }
 
+// checkFunction refuses a function that cannot take src's events: a Go handler of Kinesis events
+// in this process for a DynamoDB stream (poller.CheckInvoker).
+func checkFunction(m Mapping, src poller.Source) error {
+	inv, err := m.Function.Open(m.Hooks.Logger) // in process: nothing to close
+	if err != nil {
+		return err
+	}
+	return poller.CheckInvoker(src, inv)
+}
+
 // consumerOf is the consumer src is read through ("" when polled).
 func consumerOf(src poller.Source) string {
 	if s, ok := src.(poller.Subscriber); ok {

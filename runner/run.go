@@ -79,6 +79,9 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if err := r.exists(ctx, found); err != nil {
 		return err
 	}
+	if err := checkFunction(m, src); err != nil {
+		return err
+	}
 	if m.Store.Open == nil && m.Store.LeaseTable != "" {
 		return r.runLeaseTable(ctx, m, src, mc) // rewind.go: started again after each rewind
 	}

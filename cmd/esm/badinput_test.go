@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -11,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/internal/testbed/testenv"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 // runESM runs the esm binary to completion and returns its exit code and stderr.
@@ -53,6 +57,15 @@ func TestBadInputFailsClearlyAndWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stopDDB()
+	cfg, err := runner.AWSConfig(context.Background(), "us-east-1", ddbEndpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, _ := local.DDBClients(cfg, ddbEndpoint)
+	liveDDB, err := local.CreateStreamTable(context.Background(), db, fmt.Sprintf("badinput-%d-%d", os.Getpid(), time.Now().UnixNano()), ddbtypes.StreamViewTypeKeysOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name string
@@ -83,6 +96,8 @@ func TestBadInputFailsClearlyAndWritesNothing(t *testing.T) {
 			[]string{"is a table's ARN", "LatestStreamArn"}},
 		{"DynamoDB stream does not exist", []string{"run", "--endpoint-url", ddbEndpoint, "--stream", ddbStreamARN}, 1,
 			[]string{"stream not found", ddbStreamARN}},
+		{"DynamoDB stream with the in-process Kinesis example", []string{"run", "--endpoint-url", ddbEndpoint, "--stream", liveDDB, "--invoke", "example"}, 2,
+			[]string{"Go handler of Kinesis events", liveDDB, "aws:dynamodb"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
