@@ -19,8 +19,8 @@ import (
 	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
-	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 	"github.com/kinesis-esm/esm/source"
+	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
 const (
