@@ -199,3 +199,38 @@ func TestCheckInvoker(t *testing.T) {
 		t.Fatalf("a Kinesis handler for a Kinesis stream: %v", err)
 	}
 }
+
+// TestDynamoDBWindowEventShape: a DynamoDB stream's windowed event decodes into aws-lambda-go's
+// DynamoDBTimeWindowEvent: the source's record objects as its Records, the window's properties
+// where the Go type expects them.
+func TestDynamoDBWindowEventShape(t *testing.T) {
+	db, src := ddbTable(t, 0)
+	item := map[string]ddbtypes.AttributeValue{"k": &ddbtypes.AttributeValueMemberS{Value: "key-1"}}
+	if _, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String("orders"), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	var rec source.Record
+	for id, d := range sourceData(t, src) {
+		rec = source.Record{SequenceNumber: id, Data: []byte(d)}
+	}
+	p, err := New(src, Config{StartingPosition: TrimHorizon, TumblingWindow: 2 * time.Minute}, NewMemoryStore(), &payloads{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2020, 12, 9, 7, 4, 0, 0, time.UTC)
+	r := &reader{p: p, shardID: "shardId-000000000006", progress: ShardProgress{Window: &WindowState{Start: start, State: map[string]string{"n": "1"}}}}
+	payload, n := r.encode(nil, []source.Record{rec}, 10, MaxPayloadBytes)
+	var ev events.DynamoDBTimeWindowEvent
+	if err := json.Unmarshal(payload, &ev); err != nil || n != 1 {
+		t.Fatalf("%d records, %v\n%s", n, err, payload)
+	}
+	got := ev.TimeWindowProperties
+	if !got.Window.Start.Equal(start) || !got.Window.End.Equal(start.Add(2*time.Minute)) || got.State["n"] != "1" ||
+		got.ShardID != "shardId-000000000006" || got.EventSourceARN != src.Identity().ARN || got.IsFinalInvokeForWindow || got.IsWindowTerminatedEarly {
+		t.Fatalf("window properties %+v", got)
+	}
+	if len(ev.Records) != 1 || ev.Records[0].EventName != "INSERT" || ev.Records[0].Change.Keys["k"].String() != "key-1" ||
+		!strings.HasPrefix(string(payload), `{"Records":[`+string(rec.Data)+`],"window":`) {
+		t.Fatalf("records %+v of\n%s", ev.Records, payload)
+	}
+}
