@@ -30,6 +30,10 @@ type DiscardedRun struct {
 	Last  string `json:"last"`
 	Slot  int    `json:"slot"`
 	Of    int    `json:"of"`
+	// Replay is the revision of the rewind whose window was being replayed when the run was
+	// discarded (0: none). A later replay invokes the runs of its window discarded before it
+	// again; those discarded while it replays stay discarded.
+	Replay int64 `json:"replay,omitempty"`
 }
 
 // covers says whether rec is one of the run's records.
@@ -60,7 +64,8 @@ func pruneDiscarded(pr ShardProgress) ShardProgress {
 }
 
 // discardedCut drops from one read's records those of the discarded runs the reader began
-// with, except the records of a rewind's window being replayed (those are invoked again).
+// with, except, in a rewind's window being replayed, those of runs discarded before that
+// rewind (the replay invokes them again).
 func (r *reader) discardedCut(recs []source.Record) []source.Record {
 	if len(r.discarded) == 0 {
 		return recs
@@ -70,7 +75,7 @@ func (r *reader) discardedCut(recs []source.Record) []source.Record {
 	for i := range recs {
 		rec := &recs[i]
 		inWindow := rw != nil && !rw.Until.IsZero() && !rec.ArrivalTime.IsZero() && rec.ArrivalTime.Before(rw.Until)
-		if !inWindow && slices.ContainsFunc(r.discarded, func(d DiscardedRun) bool { return d.covers(rec) }) {
+		if slices.ContainsFunc(r.discarded, func(d DiscardedRun) bool { return d.covers(rec) && (!inWindow || d.Replay >= rw.Revision) }) {
 			continue
 		}
 		out = append(out, *rec)
@@ -111,6 +116,9 @@ func (s *slots) ackDiscarded(ctx context.Context, recs []source.Record) error {
 	end := recs[len(recs)-1].SequenceNumber
 	if seqLess(pr.Checkpoint, end) {
 		run := DiscardedRun{First: recs[0].SequenceNumber, Last: end, Slot: slotOf(recs[0].PartitionKey, len(s.queues)), Of: len(s.queues)}
+		if rw := r.replay; rw != nil && !rw.Until.IsZero() {
+			run.Replay = rw.Revision
+		}
 		pr.Discarded = append(slices.Clone(pr.Discarded), run)
 	} else if last == "" {
 		return nil

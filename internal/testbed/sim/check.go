@@ -100,7 +100,9 @@ func (w *world) checkLostLocked(j *judge) {
 }
 
 // checkOrderLocked: per-key order of first deliveries. The first time the function sees each
-// record, the records of one key come in put order.
+// record, the records of one key come in put order. A record of a rewind's window first seen in
+// its replay (it had gone to the destination without being invoked, or had not been reached) is
+// judged with the replay (InvRewind) instead.
 func (w *world) checkOrderLocked(j *judge, calls []*call) {
 	seen := map[string]bool{}
 	last := map[string]int{}
@@ -111,6 +113,9 @@ func (w *world) checkOrderLocked(j *judge, calls []*call) {
 			}
 			seen[seq] = true
 			r := w.recs[seq]
+			if w.replayedLocked(r, c.start) {
+				continue
+			}
 			j.res.Checked[InvOrder]++
 			if n, ok := last[r.key]; ok && r.n < n {
 				j.bad("order: %s:%d first seen at %s after %s:%d", r.key, r.n, c.start.Sub(epoch), r.key, n)

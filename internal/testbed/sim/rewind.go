@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"slices"
 	"math/rand/v2"
 	"reflect"
 	"time"
@@ -175,7 +176,8 @@ func (w *world) rewindRevision() (int64, bool) {
 }
 
 // checkRewindsLocked judges each applied rewind: every record of its window (not trimmed, not
-// filtered out) that was handled before the request is invoked again after the rewind, the
+// filtered out) that was handled before the request is invoked again after the rewind (or,
+// blocked again in the replay, goes to the destination again), the
 // first times of each key in put order; a record after the window that its shard had handled
 // before (its skip) is invoked in no call that started after the rewind.
 func (w *world) checkRewindsLocked(j *judge, calls []*call) {
@@ -214,9 +216,30 @@ func (w *world) checkRewindsLocked(j *judge, calls []*call) {
 				continue
 			}
 			j.res.Checked[InvRewind]++
-			if !seen[seq] {
+			if !seen[seq] && !w.discardedAfterLocked(seq, rw.applied) {
 				j.bad("rewind: %s (%s:%d) of the window was not invoked again after the rewind", seq, r.key, r.n)
 			}
 		}
 	}
+}
+
+// replayedLocked says whether r, first invoked at start, was in the window of a rewind applied
+// before then.
+func (w *world) replayedLocked(r *rec, start time.Time) bool {
+	for _, rw := range w.rewinds {
+		if !rw.applied.IsZero() && !start.Before(rw.applied) && r.at.Before(rw.until) {
+			return true
+		}
+	}
+	return false
+}
+
+// discardedAfterLocked says whether seq went to the destination after t.
+func (w *world) discardedAfterLocked(seq string, t time.Time) bool {
+	for _, d := range w.discards {
+		if d.at.After(t) && slices.Contains(d.seqs, seq) {
+			return true
+		}
+	}
+	return false
 }
