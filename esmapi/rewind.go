@@ -15,6 +15,20 @@ import (
 // RewindTool is the name of the rewind route's last segment (esm's operator routes: skip.go).
 const RewindTool = "rewind"
 
+// WorkerRewindPath is the rewind route on the --metrics-addr of esm run with a state directory
+// (no lease table): the worker applies the rewind to its own store.
+const WorkerRewindPath = "/esm/" + RewindTool
+
+// WorkerRewindHandler serves WorkerRewindPath for a mapping whose rewinds are rewinds (loopback
+// peers only, as WorkerSkipHandler).
+func WorkerRewindHandler(rewinds *runner.LocalRewinds) http.Handler {
+	return workerRoute(func(r *http.Request, w http.ResponseWriter, reqID string, body []byte) {
+		serveRewindWith(r.Context(), w, r, reqID, body, func(ctx context.Context, q poller.RewindRequest, by string) (runner.RewindOutcome, error) {
+			return rewinds.Rewind(ctx, q, by)
+		})
+	})
+}
+
 // RewindPath is the rewind route of the mapping uuid on esm serve's API.
 func RewindPath(uuid string) string { return mappingsPath + "/" + uuid + "/esm/" + RewindTool }
 
@@ -101,6 +115,18 @@ func (m *Manager) rewindOf(id string) (string, RewindFunc, *APIError) {
 
 // serveRewind applies the rewind body asks of mapping id and answers.
 func (m *Manager) serveRewind(ctx context.Context, w http.ResponseWriter, r *http.Request, reqID, id string, body []byte) {
+	serveRewindWith(ctx, w, r, reqID, body, func(ctx context.Context, q poller.RewindRequest, by string) (runner.RewindOutcome, error) {
+		arn, rewind, e := m.rewindOf(id)
+		if e != nil {
+			return runner.RewindOutcome{}, e
+		}
+		return rewind(ctx, id, arn, q, by)
+	})
+}
+
+// serveRewindWith applies the rewind body asks with apply and answers.
+func serveRewindWith(ctx context.Context, w http.ResponseWriter, r *http.Request, reqID string, body []byte,
+	apply func(ctx context.Context, q poller.RewindRequest, by string) (runner.RewindOutcome, error)) {
 	var in RewindInput
 	if e := decodeBody(body, &in); e != nil {
 		writeError(w, reqID, e)
@@ -111,19 +137,10 @@ func (m *Manager) serveRewind(ctx context.Context, w http.ResponseWriter, r *htt
 		writeError(w, reqID, e)
 		return
 	}
-	arn, rewind, e := m.rewindOf(id)
-	if e != nil {
-		writeError(w, reqID, e)
-		return
-	}
-	by := "esm serve API"
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		by += " client " + host
-	}
 	answerWithin(w, rewindTimeout)
 	ctx, cancel := context.WithTimeout(ctx, rewindTimeout)
 	defer cancel()
-	res, err := rewind(ctx, id, arn, q, by)
+	res, err := apply(ctx, q, askedBy(r))
 	if err != nil {
 		writeError(w, reqID, rewindError(err))
 		return
@@ -132,12 +149,24 @@ func (m *Manager) serveRewind(ctx context.Context, w http.ResponseWriter, r *htt
 		StoppedAfterMillis: res.Stopped.Milliseconds(), Trimmed: res.Trimmed}, nil)
 }
 
+// askedBy names who asked for an operator's request through the API, for the logs.
+func askedBy(r *http.Request) string {
+	by := "esm serve API"
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		by += " client " + host
+	}
+	return by
+}
+
 // rewindError is the API's answer to a rewind refused or failed: the request's fault (what esm
 // rewind exits 2 for) is InvalidParameterValueException with the same text; a rewind refused
 // with nothing changed is a conflict; the rest is the engine's.
 func rewindError(err error) *APIError {
 	var v *poller.ValidationError
+	var ae *APIError
 	switch {
+	case errors.As(err, &ae):
+		return ae
 	case errors.As(err, &v):
 		return invalidParameter("%s", v.Message)
 	case errors.Is(err, lease.ErrRewindRefused):

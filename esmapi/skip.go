@@ -103,10 +103,7 @@ func (m *Manager) serveMappingSkip(ctx context.Context, w http.ResponseWriter, r
 		serveSkip(ctx, w, reqID, skips, body)
 		return
 	}
-	by := "esm serve API"
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		by += " client " + host
-	}
+	by := askedBy(r)
 	doSkip(ctx, w, reqID, body, func(ctx context.Context, q poller.SkipRequest) (poller.Skipped, error) {
 		if skips != nil {
 			res, err := skips.Skip(ctx, q)
@@ -176,11 +173,19 @@ func skipError(err error) *APIError {
 // WorkerSkipHandler serves WorkerSkipPath for a worker whose mapping's skips are skips: only to
 // loopback peers, and only JSON bodies (a page in a browser cannot post one without asking).
 func WorkerSkipHandler(skips *poller.Skips) http.Handler {
+	return workerRoute(func(r *http.Request, w http.ResponseWriter, reqID string, body []byte) {
+		serveSkip(r.Context(), w, reqID, skips, body)
+	})
+}
+
+// workerRoute serves one of esm's operator routes on a worker's --metrics-addr: to loopback
+// peers only, a POSTed JSON body handed to serve.
+func workerRoute(serve func(r *http.Request, w http.ResponseWriter, reqID string, body []byte)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reqID := uuid.NewString()
 		if host, _, err := net.SplitHostPort(r.RemoteAddr); err != nil || !net.ParseIP(host).IsLoopback() {
 			writeError(w, reqID, &APIError{Status: http.StatusForbidden, Type: "AccessDeniedException",
-				Message: "esm's operator routes on --metrics-addr answer loopback clients only: run esm skip on the worker's host, or use esm serve's signed API."})
+				Message: "esm's operator routes on --metrics-addr answer loopback clients only: run esm on the worker's host, or use esm serve's signed API."})
 			return
 		}
 		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
@@ -192,7 +197,7 @@ func WorkerSkipHandler(skips *poller.Skips) http.Handler {
 			writeError(w, reqID, tooLarge())
 			return
 		}
-		serveSkip(r.Context(), w, reqID, skips, body)
+		serve(r, w, reqID, body)
 	})
 }
 

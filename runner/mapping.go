@@ -126,6 +126,9 @@ type Hooks struct {
 	// Skips, when set, is where an operator's skips of blocked batches reach the mapping's
 	// poller (poller.WithSkips).
 	Skips *poller.Skips
+	// Rewinds, when set, is where an operator's rewinds reach a mapping whose progress is in a
+	// store of its own (no lease table): the runner applies them (localrewind.go).
+	Rewinds *LocalRewinds
 }
 
 // pollerOptions are the options every poller of the mapping gets, whatever its store: logging,

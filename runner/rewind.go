@@ -73,6 +73,9 @@ func (r *Runner) runRewinding(ctx context.Context, m Mapping, src poller.Source,
 		rw, ok := st.store.(rewindable)
 		if !ok {
 			defer st.close()
+			if m.Hooks.Rewinds != nil {
+				return r.runLocal(ctx, m, src, mc, st)
+			}
 			return r.runOn(ctx, m, src, mc, st)
 		}
 		tellRewind(ctx, m, rw, rewound)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/source"
 	kinesissrc "github.com/kinesis-esm/esm/source/kinesis"
 )
 
@@ -29,23 +31,34 @@ type RewindOutcome struct {
 // whose message says what to fix; a rewind that changed nothing wraps lease.ErrRewindRefused.
 func Rewind(ctx context.Context, kin kinesissrc.API, ddb lease.DynamoAPI, streamARN, table string, q poller.RewindRequest,
 	now time.Time, o lease.RewindOptions) (RewindOutcome, error) {
-	listed, err := kinesissrc.ListShards(ctx, kin, streamARN)
+	shards, out, err := checkRewind(ctx, kin, streamARN, q, now, o.Log)
 	if err != nil {
-		return RewindOutcome{}, err
-	}
-	shards := kinesissrc.ShardsOf(listed)
-	if err := q.Validate(shards, now); err != nil {
-		return RewindOutcome{}, err
-	}
-	if err := checkSequences(ctx, kin, streamARN, q); err != nil {
-		return RewindOutcome{}, err
-	}
-	out := RewindOutcome{Trimmed: trimmedBefore(ctx, kin, streamARN, q, now)}
-	if out.Trimmed != "" && o.Log != nil {
-		o.Log.Warn(out.Trimmed)
+		return out, err
 	}
 	out.RewindResult, err = lease.Rewind(ctx, ddb, table, shards, q, o)
 	return out, err
+}
+
+// checkRewind checks q against the stream as Rewind does, and returns its listing and the
+// outcome's Trimmed (warned on log, when set).
+func checkRewind(ctx context.Context, kin kinesissrc.API, streamARN string, q poller.RewindRequest, now time.Time,
+	log *slog.Logger) ([]source.Shard, RewindOutcome, error) {
+	listed, err := kinesissrc.ListShards(ctx, kin, streamARN)
+	if err != nil {
+		return nil, RewindOutcome{}, err
+	}
+	shards := kinesissrc.ShardsOf(listed)
+	if err := q.Validate(shards, now); err != nil {
+		return nil, RewindOutcome{}, err
+	}
+	if err := checkSequences(ctx, kin, streamARN, q); err != nil {
+		return nil, RewindOutcome{}, err
+	}
+	out := RewindOutcome{Trimmed: trimmedBefore(ctx, kin, streamARN, q, now)}
+	if out.Trimmed != "" && log != nil {
+		log.Warn(out.Trimmed)
+	}
+	return shards, out, nil
 }
 
 // checkSequences asks Kinesis for each sequence number's record in its shard (an iterator at

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/user"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
+	"github.com/kinesis-esm/esm/esmapi"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
@@ -23,8 +26,9 @@ import (
 
 type rewindCmd struct {
 	cli.AWSFlags  `embed:""`
-	Stream        string        `help:"Kinesis stream name or ARN of the mapping." env:"ESM_STREAM" required:""`
-	LeaseTable    string        `help:"The mapping's DynamoDB lease table: its workers stop, the leases are moved, the workers go on from there." env:"ESM_LEASE_TABLE" required:""`
+	Stream        string        `help:"Kinesis stream name or ARN of the mapping (with --lease-table)." env:"ESM_STREAM"`
+	LeaseTable    string        `help:"The mapping's DynamoDB lease table: its workers stop, the leases are moved, the workers go on from there." env:"ESM_LEASE_TABLE"`
+	MetricsAddr   string        `help:"Instead of --lease-table: the --metrics-addr of the esm run that keeps the mapping's progress in its --state-dir (on this host: the route answers loopback clients only); it stops, applies the rewind to its store and goes on." env:"ESM_METRICS_ADDR" placeholder:"HOST:PORT"`
 	Shard         []string      `help:"A shard to rewind (repeatable); default every shard. Its descendants (children of a split or merge) wait for it again." placeholder:"SHARD-ID" env:"ESM_SHARD"`
 	ToTimestamp   string        `name:"to-timestamp" help:"Move to the first record that arrived at or after this time: RFC 3339, or a duration meaning that long ago (1h)." placeholder:"TIME" env:"ESM_TO_TIMESTAMP"`
 	From          string        `help:"Replay the window [--from, --until): its records are invoked again, then the mapping goes on from where it was. RFC 3339 or a duration ago." placeholder:"TIME" env:"ESM_FROM"`
@@ -92,6 +96,18 @@ func (c *rewindCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
+	switch {
+	case (c.LeaseTable == "") == (c.MetricsAddr == ""):
+		return cli.Usage(errors.New("say where the mapping's progress is: --lease-table (with --stream) for a fleet, or --metrics-addr of the esm run that keeps it in its --state-dir"))
+	case c.MetricsAddr != "":
+		res, err := c.viaWorker(ctx, q)
+		if err != nil {
+			return err
+		}
+		return c.print(e, res)
+	case c.Stream == "":
+		return cli.Usage(errors.New("--lease-table needs --stream: the mapping's stream"))
+	}
 	cfg, err := runner.AWSConfig(ctx, c.Region, c.EndpointURL)
 	if err != nil {
 		return err
@@ -108,14 +124,49 @@ func (c *rewindCmd) run(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
-	trimmed := res.Trimmed
+	return c.print(e, res)
+}
+
+// print prints the rewind applied.
+func (c *rewindCmd) print(e env, res runner.RewindOutcome) error {
 	if c.JSON {
 		return json.NewEncoder(e.stdout).Encode(map[string]any{"revision": res.Revision, "rewound": res.Rewound, "reset": res.Reset,
-			"stoppedAfter": res.Stopped.String(), "trimmed": trimmed})
+			"stoppedAfter": res.Stopped.String(), "trimmed": res.Trimmed})
 	}
-	_, err = fmt.Fprintf(e.stdout, "rewind %d applied after the workers stopped (%s): rewound %s; waiting for them again: %s\n",
+	_, err := fmt.Fprintf(e.stdout, "rewind %d applied after the workers stopped (%s): rewound %s; waiting for them again: %s\n",
 		res.Revision, res.Stopped.Round(time.Millisecond), strings.Join(res.Rewound, " "), cmpOr(strings.Join(res.Reset, " "), "none"))
 	return err
+}
+
+// viaWorker asks the esm run at --metrics-addr to apply q to its own store.
+func (c *rewindCmd) viaWorker(ctx context.Context, q poller.RewindRequest) (runner.RewindOutcome, error) {
+	in := esmapi.RewindInput{Shards: q.Shards, SequenceNumbers: q.Sequences}
+	rfc := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	switch {
+	case !q.Until.IsZero():
+		in.From, in.Until = rfc(q.Timestamp), rfc(q.Until)
+	case !q.Timestamp.IsZero():
+		in.ToTimestamp = rfc(q.Timestamp)
+	}
+	body, _ := json.Marshal(in)
+	ctx, cancel := context.WithTimeout(ctx, c.Wait+time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.MetricsAddr+esmapi.WorkerRewindPath, bytes.NewReader(body))
+	if err != nil {
+		return runner.RewindOutcome{}, cli.Usage(fmt.Errorf("--metrics-addr %q: %w", c.MetricsAddr, err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	out, ref, err := post[esmapi.RewindOutput](req)
+	if err != nil {
+		return runner.RewindOutcome{}, fmt.Errorf("worker %s: %w", c.MetricsAddr, err)
+	}
+	if err := refused(ref, "rewind", c.MetricsAddr); err != nil {
+		return runner.RewindOutcome{}, err
+	}
+	res := runner.RewindOutcome{Trimmed: out.Trimmed}
+	res.Revision, res.Rewound, res.Reset = out.Revision, out.Rewound, out.Reset
+	res.Stopped = time.Duration(out.StoppedAfterMillis) * time.Millisecond
+	return res, nil
 }
 
 func cmpOr(s, d string) string {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kinesis-esm/esm/internal/testbed/local"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 )
 
 // TestRewindBadInput: every flag of esm rewind is checked before anything is asked of the
@@ -56,5 +59,44 @@ func TestRewindBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRewindStateDirWorker: esm run keeping its progress in a --state-dir applies esm rewind
+// itself (esm rewind --metrics-addr): a request at fault is refused with exit 2 and the mapping
+// goes on; a rewind to a sequence number stops the poller, is written into the state file, and
+// the records from that one are invoked again, in order, once each, then the mapping goes on.
+// Without it esm rewind refused a mapping with no lease table.
+func TestRewindStateDirWorker(t *testing.T) {
+	stream := newStream(t, 1)
+	dir := t.TempDir()
+	out, addr := filepath.Join(dir, "out.jsonl"), freeAddr(t)
+	seqs := putSequenced(t, stream, "r0", "r1", "r2", "r3")
+	proc := startESM(t, []string{"EXAMPLE_OUTPUT=" + out}, "--stream", stream, "--state-dir", filepath.Join(dir, "state"),
+		"--metrics-addr", addr, "--poll-interval", "100ms")
+	data := func() []string {
+		var got []string
+		for _, d := range readDeliveries(t, out) {
+			got = append(got, d.Data)
+		}
+		return got
+	}
+	testkit.WaitFor(t, "every record delivered", 60*time.Second, func() bool { return len(data()) == 4 })
+	code, stdout, stderr := runESMEnv(t, nil, "", "rewind", "--metrics-addr", addr, "--sequence", "shardId-000000000009="+seqs[1])
+	if code != 2 || !strings.Contains(stderr, "shard shardId-000000000009 is not a shard of the stream") {
+		t.Fatalf("a rewind of an unknown shard: exit %d, want 2 and what to fix\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runESMEnv(t, nil, "", "rewind", "--metrics-addr", addr, "--sequence", "shardId-000000000000="+seqs[1])
+	if code != 0 || !strings.Contains(stdout, "rewind 1 applied") || !strings.Contains(stdout, "rewound shardId-000000000000") {
+		t.Fatalf("esm rewind --metrics-addr: exit %d\n%s%s", code, stdout, stderr)
+	}
+	testkit.WaitFor(t, "the records from the rewind's on delivered again", 60*time.Second, func() bool { return len(data()) == 7 })
+	putSequenced(t, stream, "r4")
+	testkit.WaitFor(t, "the next record", 60*time.Second, func() bool { return len(data()) == 8 })
+	if want := []string{"r0", "r1", "r2", "r3", "r1", "r2", "r3", "r4"}; !slices.Equal(data(), want) {
+		t.Fatalf("deliveries %v, want %v", data(), want)
+	}
+	if code := proc.stop(t); code != 0 {
+		t.Fatalf("esm run exit code %d", code)
 	}
 }

@@ -111,11 +111,11 @@ func (s *skipCmd) viaAPI(ctx context.Context, body []byte) (esmapi.SkipOutput, e
 	if err := v4.NewSigner().SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), esmapi.SigningService, cfg.Region, time.Now()); err != nil {
 		return esmapi.SkipOutput{}, fmt.Errorf("sign the request: %w", err)
 	}
-	out, ref, err := post(req)
+	out, ref, err := post[esmapi.SkipOutput](req)
 	if err != nil {
 		return out, fmt.Errorf("%s: %w", s.APIURL, err)
 	}
-	return out, refused(ref, s.APIURL)
+	return out, refused(ref, "skip", s.APIURL)
 }
 
 // viaWorkers posts the skip to every worker's address in turn, until the one reading the shard
@@ -145,7 +145,7 @@ func (s *skipCmd) viaWorkers(ctx context.Context, body []byte) (esmapi.SkipOutpu
 			return esmapi.SkipOutput{}, cli.Usage(fmt.Errorf("--metrics-addr %q: %w", a, err))
 		}
 		req.Header.Set("Content-Type", "application/json")
-		out, ref, err := post(req)
+		out, ref, err := post[esmapi.SkipOutput](req)
 		switch {
 		case err != nil:
 			return out, fmt.Errorf("worker %s: %w", a, err)
@@ -153,7 +153,7 @@ func (s *skipCmd) viaWorkers(ctx context.Context, body []byte) (esmapi.SkipOutpu
 			notHere = append(notHere, a)
 			continue
 		}
-		return out, refused(ref, a)
+		return out, refused(ref, "skip", a)
 	}
 	if len(addrs) == 0 {
 		return esmapi.SkipOutput{}, cli.Usage(fmt.Errorf("lease table %s lists no worker with a --metrics-addr: pass --metrics-addr", s.LeaseTable))
@@ -169,7 +169,7 @@ type refusal struct {
 
 // post sends req and decodes its answer: out for 200, else the refusal; err when the request
 // itself failed.
-func post(req *http.Request) (out esmapi.SkipOutput, ref *refusal, err error) {
+func post[T any](req *http.Request) (out T, ref *refusal, err error) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return out, nil, err
@@ -199,12 +199,12 @@ func post(req *http.Request) (out esmapi.SkipOutput, ref *refusal, err error) {
 
 // refused is the command's error for ref from where: the request's fault (4xx) is a usage
 // error (exit 2), anything else a runtime failure; nil for none.
-func refused(ref *refusal, where string) error {
+func refused(ref *refusal, tool, where string) error {
 	switch {
 	case ref == nil:
 		return nil
 	case ref.status >= 400 && ref.status < 500:
-		return cli.Usage(fmt.Errorf("skip refused by %s: %s", where, ref.msg))
+		return cli.Usage(fmt.Errorf("%s refused by %s: %s", tool, where, ref.msg))
 	}
-	return fmt.Errorf("skip at %s failed: %s", where, ref.msg)
+	return fmt.Errorf("%s at %s failed: %s", tool, where, ref.msg)
 }

@@ -220,9 +220,14 @@ func (c *Config) observe(ctx context.Context, o *runner.Mapping, stdout io.Write
 		readiness := poller.NewReadiness()
 		skips := poller.NewSkips() // esm skip reaches the mapping here (loopback clients only)
 		o.Hooks.Skips = skips
-		srv := health.New(c.MetricsAddr, health.WithGatherer(reg), health.WithReadiness(readiness.Err),
+		routes := []health.Option{health.WithGatherer(reg), health.WithReadiness(readiness.Err),
 			health.WithRoute("GET "+live.PathPage, board.Handler()), health.WithRoute("GET "+live.PathState, board.Handler()),
-			health.WithRoute("POST "+esmapi.WorkerSkipPath, esmapi.WorkerSkipHandler(skips)))
+			health.WithRoute("POST "+esmapi.WorkerSkipPath, esmapi.WorkerSkipHandler(skips))}
+		if o.Store.LeaseTable == "" { // esm rewind reaches the mapping here: it applies it to its own store
+			o.Hooks.Rewinds = runner.NewLocalRewinds()
+			routes = append(routes, health.WithRoute("POST "+esmapi.WorkerRewindPath, esmapi.WorkerRewindHandler(o.Hooks.Rewinds)))
+		}
+		srv := health.New(c.MetricsAddr, routes...)
 		bound, err := srv.Listen() // a port in use fails before anything is polled
 		if err != nil {
 			return nil, fmt.Errorf("--metrics-addr %s: %w", c.MetricsAddr, err)
