@@ -49,7 +49,29 @@ func asCheckpoint(ctx context.Context) context.Context {
 type timedAPI struct {
 	api DynamoAPI
 	p   callPolicy
+	// writes is how many times a write that ran out of its time is tried in all: 1 (the
+	// protocol's writes, left to the protocol), or startupAttempts for a start-up call's
+	// idempotent write (startup).
+	writes int
 }
+
+// startupAttempts is how many times a start-up call (ClaimTable, MappingUUID) that ran out of
+// its time is tried: each of those writes is idempotent (SET if_not_exists), and a worker whose
+// start-up call got no answer once exited with status 1 (make chaos: a dropped answer at start).
+const startupAttempts = 5
+
+// startup wraps the client of a start-up call: ddbcall.Item for each attempt (whatever the
+// lease duration: nothing waits on it but the start), and a write that ran out of its time
+// tried again, up to startupAttempts in all.
+func startup(api DynamoAPI) DynamoAPI {
+	if t, ok := api.(timedAPI); ok {
+		api = t.api
+	}
+	return timedAPI{api: api, p: callPolicy{item: ddbcall.Item, checkpoint: ddbcall.Item, page: ddbcall.Page}, writes: startupAttempts}
+}
+
+// writeAttempts is how many times t tries a write that ran out of its time.
+func (t timedAPI) writeAttempts() int { return max(1, t.writes) }
 
 func (t timedAPI) write(ctx context.Context) time.Duration {
 	if cp, _ := ctx.Value(callKindKey{}).(bool); cp {
@@ -77,19 +99,19 @@ func (t timedAPI) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*d
 }
 
 func (t timedAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	return ddbcall.Call(ctx, t.write(ctx), 1, func(ctx context.Context) (*dynamodb.PutItemOutput, error) {
+	return ddbcall.Call(ctx, t.write(ctx), t.writeAttempts(), func(ctx context.Context) (*dynamodb.PutItemOutput, error) {
 		return t.api.PutItem(ctx, in, o...)
 	})
 }
 
 func (t timedAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	return ddbcall.Call(ctx, t.write(ctx), 1, func(ctx context.Context) (*dynamodb.UpdateItemOutput, error) {
+	return ddbcall.Call(ctx, t.write(ctx), t.writeAttempts(), func(ctx context.Context) (*dynamodb.UpdateItemOutput, error) {
 		return t.api.UpdateItem(ctx, in, o...)
 	})
 }
 
 func (t timedAPI) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	return ddbcall.Call(ctx, t.write(ctx), 1, func(ctx context.Context) (*dynamodb.DeleteItemOutput, error) {
+	return ddbcall.Call(ctx, t.write(ctx), t.writeAttempts(), func(ctx context.Context) (*dynamodb.DeleteItemOutput, error) {
 		return t.api.DeleteItem(ctx, in, o...)
 	})
 }

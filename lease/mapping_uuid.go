@@ -32,7 +32,7 @@ func isMappingItem(it map[string]types.AttributeValue) bool {
 // the table, or a new random one stored now. Workers that start at once agree: one conditional
 // write (SET if_not_exists) decides, and each gets the stored value back.
 func MappingUUID(ctx context.Context, api DynamoAPI, table string) (string, error) {
-	out, err := timed(api).UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := startup(api).UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(table),
 		Key:                       key(mappingItemKey),
 		UpdateExpression:          aws.String("SET #u = if_not_exists(#u, :u)"),

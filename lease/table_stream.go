@@ -32,7 +32,7 @@ func ClaimTable(ctx context.Context, api DynamoAPI, table, streamARN string) err
 	if streamARN == "" {
 		return errors.New("lease: claim table " + table + ": no stream")
 	}
-	out, err := timed(api).UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := startup(api).UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(table),
 		Key:                       key(mappingItemKey),
 		UpdateExpression:          aws.String("SET #s = if_not_exists(#s, :s)"),
