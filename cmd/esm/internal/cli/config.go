@@ -255,39 +255,76 @@ type Config struct {
 	EMF bool
 }
 
-// Load resolves the flags, the environment and the template into a run configuration. It makes
-// no AWS call except STS GetCallerIdentity when the template needs the account of real AWS.
+// Load resolves the flags, the environment and the template into a run configuration: the
+// template's mapping (Target), then every flag given over it (apply). It makes no AWS call except
+// STS GetCallerIdentity when the template needs the account of real AWS.
 func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) {
-	c, err := f.LoadMapping(ctx, f.MappingFlags, f.LogFlags, stderr)
+	logger, err := f.Logger(stderr)
 	if err != nil {
 		return nil, err
 	}
-	if c.Run.Source.Stream == "" { // --stream "" (runner refuses it too, in the library's terms)
-		return nil, &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (--stream or ESM_STREAM)"}
+	c, err := f.Target(ctx, f.Stream, f.FunctionName, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.apply(c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// apply sets every flag of esm run that was given over the mapping Target resolved: the
+// function's (MappingFlags), Lambda's settings, the pollers' cadence, the store and the hooks.
+// An explicit --batch-size 0 is refused, not taken for the default.
+func (f *RunFlags) apply(c *Config) error {
+	f.MappingFlags.apply(c)
+	m := &c.Run
+	if m.Source.Stream == "" { // --stream "" (runner refuses it too, in the library's terms)
+		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (--stream or ESM_STREAM)"}
 	}
 	if f.MaxEnvironments < 0 {
-		return nil, Usage(fmt.Errorf("--max-environments %d: must be 0 or more", f.MaxEnvironments))
+		return Usage(fmt.Errorf("--max-environments %d: must be 0 or more", f.MaxEnvironments))
 	}
 	c.Provision, c.MaxEnvironments = f.Provision, f.MaxEnvironments
 	c.MetricsAddr, c.EMF, c.SDKGetRecords = f.metricsAddr(), f.EMF, f.SDKGetRecords
-	m := &c.Run
 	m.Store.StateDir = f.StateDir
-	if err := f.overrideMapping(&m.Config); err != nil {
-		return nil, err
+	mc := &m.Config
+	if f.BatchSize != nil {
+		if *f.BatchSize == 0 {
+			return poller.RangeError("batchSize", 0, 1, poller.MaxBatchSize)
+		}
+		mc.BatchSize = *f.BatchSize
 	}
-	m.Config.PollInterval, m.Config.PollGrid, m.Config.ShardSyncInterval, m.Config.ShutdownGrace = f.PollInterval, f.PollGrid, f.ShardSyncInterval, f.ShutdownGrace
-	m.Config.OnDestinationFailure = f.OnDestinationFailure
+	if f.MaximumBatchingWindow != nil {
+		mc.MaximumBatchingWindow = time.Duration(*f.MaximumBatchingWindow) * time.Second
+	}
+	if f.StartingPosition != nil {
+		mc.StartingPosition, mc.StartingPositionTimestamp = *f.StartingPosition, time.Time{}
+	}
+	if f.StartingPositionTimestamp != nil {
+		ts, err := ParseTimestamp(*f.StartingPositionTimestamp)
+		if err != nil {
+			return Usage(err)
+		}
+		mc.StartingPositionTimestamp = ts
+	}
+	if f.Enabled != nil {
+		mc.Disabled = !*f.Enabled
+	}
+	mc.PollInterval, mc.PollGrid, mc.ShardSyncInterval, mc.ShutdownGrace = f.PollInterval, f.PollGrid, f.ShardSyncInterval, f.ShutdownGrace
+	mc.OnDestinationFailure = f.OnDestinationFailure
 	if f.LeaseDuration <= 0 {
-		return nil, Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))
+		return Usage(fmt.Errorf("--lease-duration %s: must be positive", f.LeaseDuration))
 	}
 	m.Store.LeaseTable, m.Store.CreateLeaseTable, m.Store.WorkerID, m.Store.LeaseDuration = f.LeaseTable, f.CreateLeaseTable, f.WorkerID, f.LeaseDuration
+	var err error
 	if m.Hooks.BlockedAfter, err = f.blockedAfter(); err != nil {
-		return nil, err
+		return err
 	}
 	if f.RegisterConsumer != nil { // --provision registers the template's consumer too (ProvisionStream)
 		m.Source.Consumer, m.Source.RegisterConsumer = *f.RegisterConsumer, true
 	}
-	return c, nil
+	return nil
 }
 
 // Target resolves the mapping the flags name, with stream and functionName (the --stream and
@@ -316,34 +353,6 @@ func (f TemplateFlags) Target(ctx context.Context, stream, functionName *string,
 	c := &Config{Logger: logger, AWS: cfg, EndpointURL: f.EndpointURL, Run: tm.Mapping, Mapping: tm.Template, Warnings: tm.Warnings}
 	c.Run.Hooks.Logger = logger
 	return c, nil
-}
-
-// overrideMapping sets the mapping flags that were given over the template's settings. An
-// explicit --batch-size 0 is refused, not taken for the default.
-func (f *RunFlags) overrideMapping(mc *poller.Config) error {
-	if f.BatchSize != nil {
-		if *f.BatchSize == 0 {
-			return poller.RangeError("batchSize", 0, 1, poller.MaxBatchSize)
-		}
-		mc.BatchSize = *f.BatchSize
-	}
-	if f.MaximumBatchingWindow != nil {
-		mc.MaximumBatchingWindow = time.Duration(*f.MaximumBatchingWindow) * time.Second
-	}
-	if f.StartingPosition != nil {
-		mc.StartingPosition, mc.StartingPositionTimestamp = *f.StartingPosition, time.Time{}
-	}
-	if f.StartingPositionTimestamp != nil {
-		ts, err := ParseTimestamp(*f.StartingPositionTimestamp)
-		if err != nil {
-			return Usage(err)
-		}
-		mc.StartingPositionTimestamp = ts
-	}
-	if f.Enabled != nil {
-		mc.Disabled = !*f.Enabled
-	}
-	return nil
 }
 
 // ParseTimestamp reads an RFC 3339 time or Unix seconds (possibly fractional).

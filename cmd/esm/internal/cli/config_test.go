@@ -145,8 +145,13 @@ func TestInvokerTargets(t *testing.T) {
 		c.Invoke = tt.targets
 		c.Run.Function.Timeout = 3 * time.Second
 		c.Logger = discardLogger()
-		inv, closeInvoker, err := c.Invoker()
-		_ = closeInvoker()
+		targets, err := ParseTargets(c.Invoke)
+		var inv poller.Invoker
+		if err == nil {
+			var closeInvoker func() error
+			inv, closeInvoker, err = c.invoker(targets)
+			_ = closeInvoker()
+		}
 		if (err == nil) != tt.ok {
 			t.Errorf("--invoke %q: %v", tt.targets, err)
 		}

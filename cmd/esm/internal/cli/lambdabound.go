@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/kinesis-esm/esm/invoke/target"
 )
 
 // lambdaMaxTimeout is Lambda's longest function timeout (15 minutes).
@@ -56,16 +58,14 @@ func lambdaTimeout(cfg *awslambda.GetFunctionConfigurationOutput, timeout time.D
 	return max(timeout, own)
 }
 
-// boundLambda sets the function timeout of a lambda: target (--invoke) to lambdaTimeout's, which
+// boundLambda sets the function timeout of a lambda: target (the first of the --invoke targets) to lambdaTimeout's, which
 // the runner's invocation bound and the Invoke client's wait for an answer follow.
-func (c *Config) boundLambda(ctx context.Context) error {
-	targets, err := ParseTargets(c.Invoke)
-	if err != nil || len(targets) == 0 || targets[0].Lambda == "" {
-		return err
+func (c *Config) boundLambda(ctx context.Context, targets []target.Target) {
+	if len(targets) == 0 || targets[0].Lambda == "" {
+		return
 	}
 	fn := targets[0].Lambda
 	cfg := functionConfiguration(ctx, awslambda.NewFromConfig(c.AWS), fn, c.Logger)
 	explicit := c.TimeoutGiven || c.Mapping != nil // a template times its function (SAM's default: 3 s)
 	c.Run.Function.Timeout = lambdaTimeout(cfg, c.Run.Function.Timeout, explicit, fn, c.Logger)
-	return nil
 }

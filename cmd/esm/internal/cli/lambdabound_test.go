@@ -189,16 +189,15 @@ func TestLambdaTargetBoundFollowsFunctionTimeout(t *testing.T) {
 				ShardSyncInterval: time.Second, ShutdownGrace: 2 * time.Second},
 			Store: runner.Store{LeaseTable: "leases", CreateLeaseTable: true, WorkerID: id, LeaseDuration: 3 * time.Second},
 		}}
-		if err := c.boundLambda(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if c.Run.Function.Timeout != 60*time.Second {
-			t.Errorf("function timeout %v, want the function's own on Lambda, 60 s", c.Run.Function.Timeout)
-		}
-		m, closeInv, err := c.mapping(nil)
+		fn, closeInv, err := c.function(context.Background(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if fn.Timeout != 60*time.Second {
+			t.Errorf("function timeout %v, want the function's own on Lambda, 60 s", fn.Timeout)
+		}
+		m := c.Run
+		m.Function = fn
 		r, err := runner.New(awsCfg, runner.WithKinesis(fk), runner.WithDynamoDB(d), runner.WithLogger(c.Logger))
 		if err != nil {
 			t.Fatal(err)

@@ -53,25 +53,11 @@ func (f TemplateFlags) LoadMapping(ctx context.Context, m MappingFlags, log LogF
 // and timeout (limited to its ReservedConcurrentExecutions). With no target it is the usage error
 // esm run gives.
 func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
-	targets, err := ParseTargets(c.Invoke)
+	fn, closeFn, err := c.function(context.Background(), nil)
 	if err != nil {
-		return nil, func() error { return nil }, err
-	}
-	if err := c.boundLambda(context.Background()); err != nil { // a lambda: target: its own timeout
-		return nil, func() error { return nil }, err
-	}
-	inv, closeFn, err := c.invoker(targets)
-	if err != nil || inv != nil {
-		return inv, closeFn, err
-	}
-	fn := c.Run.Function
-	if fn.Handler = c.inProcess(nil, targets); fn.Handler == nil {
-		return nil, closeFn, Usage(errNoFunction)
-	}
-	if err := c.ApplyEnvironment(); err != nil {
 		return nil, closeFn, err
 	}
-	inv, err = fn.Open(c.Logger)
+	inv, err := fn.Open(c.Logger)
 	return inv, closeFn, err
 }
 

@@ -27,18 +27,9 @@ import (
 // errNoFunction is esm run's answer when nothing says which function to invoke.
 var errNoFunction = errors.New("no function to invoke: give --invoke exec:PATH (the function's bootstrap binary, e.g. bin/bootstrap-amd64 from make bootstrap; esm runs it under the Lambda Runtime API), an http(s) endpoint of aws-lambda-rie, lambda:NAME_OR_ARN for a function on Lambda, or example for the built-in example function; or start your own handler with handler.Start(fn) and go run .")
 
-// Invoker returns the invoker of the --invoke targets, limited to the template's
+// invoker is the invoker of the parsed --invoke targets, limited to the template's
 // ReservedConcurrentExecutions, and a close that ends what it started; nil (and a no-op close)
 // when the function runs in this process: no target, or the example.
-func (c *Config) Invoker() (poller.Invoker, func() error, error) {
-	targets, err := ParseTargets(c.Invoke)
-	if err != nil {
-		return nil, func() error { return nil }, err
-	}
-	return c.invoker(targets)
-}
-
-// invoker is Invoker of the parsed targets.
 func (c *Config) invoker(targets []target.Target) (poller.Invoker, func() error, error) {
 	nop := func() error { return nil }
 	if len(targets) == 0 || targets[0].Example {
@@ -82,14 +73,13 @@ func (c *Config) ApplyEnvironment() error {
 // fn in this process (with the template's environment); with neither, it is a usage error that
 // says how to give a function. stdout takes the EMF lines (--emf).
 func Run(ctx context.Context, c *Config, fn any, stdout io.Writer) error {
-	if err := c.boundLambda(ctx); err != nil {
-		return err
-	}
-	m, closeInvoker, err := c.mapping(fn)
+	m := c.Run
+	f, closeInvoker, err := c.function(ctx, fn)
 	if err != nil {
 		return err
 	}
 	defer closeInvoker()
+	m.Function = f
 	for _, w := range c.Warnings {
 		c.Logger.Warn("template", "warning", w)
 	}
@@ -127,33 +117,36 @@ func Run(ctx context.Context, c *Config, fn any, stdout io.Writer) error {
 	return err
 }
 
-// mapping is the mapping to run with its function: the --invoke targets' invoker, or fn (or the
-// example) in this process with the template's environment (the runner holds it to the
-// template's ReservedConcurrentExecutions). The close ends what the invoker started.
-func (c *Config) mapping(fn any) (runner.Mapping, func() error, error) {
-	m := c.Run
+// function is the mapping's function, made once from the --invoke targets (parsed once): their
+// invoker, a lambda: target timed by its own timeout on Lambda when longer (boundLambda), or fn
+// (or the example) run in this process with the template's environment, which the runner opens
+// (runner.Function.Open, the one maker of in-process invokers). The close ends what the invoker
+// started.
+func (c *Config) function(ctx context.Context, fn any) (runner.Function, func() error, error) {
 	nop := func() error { return nil }
 	targets, err := ParseTargets(c.Invoke)
 	if err != nil {
-		return m, nop, err
+		return c.Run.Function, nop, err
 	}
+	c.boundLambda(ctx, targets)
+	f := c.Run.Function
 	inv, closeInvoker, err := c.invoker(targets)
 	if err != nil {
-		return m, closeInvoker, err
+		return f, closeInvoker, err
 	}
 	handler := c.inProcess(fn, targets)
 	switch {
 	case inv != nil:
-		m.Function.Invoker = inv
+		f.Invoker = inv
 	case handler == nil:
-		return m, closeInvoker, Usage(errNoFunction)
+		return f, closeInvoker, Usage(errNoFunction)
 	default:
 		if err := c.ApplyEnvironment(); err != nil {
-			return m, closeInvoker, err
+			return f, closeInvoker, err
 		}
-		m.Function.Handler = handler
+		f.Handler = handler
 	}
-	return m, closeInvoker, nil
+	return f, closeInvoker, nil
 }
 
 // traceFlushTimeout bounds the export of the spans still buffered when esm stops.
