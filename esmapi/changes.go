@@ -25,18 +25,19 @@ func (m *Manager) Create(ctx context.Context, body []byte) (EventSourceMapping, 
 }
 
 // checkCreate checks a create request in Lambda's order (the model's constraints, the source,
-// the function, then the settings) and returns the mapping's configuration, defaults applied, and
-// its source (not looked up yet).
-func (m *Manager) checkCreate(req *createRequest) (poller.Config, runner.Source, *APIError) {
-	c, aerr := m.checkCreateSettings(req)
+// the function, then the settings) and returns the mapping it asks for: its source (not looked
+// up yet), its function (the name given, and the ARN it is invoked as and reported with) and its
+// settings, defaults applied.
+func (m *Manager) checkCreate(req *createRequest) (runner.Mapping, *APIError) {
+	fn, c, aerr := m.checkCreateSettings(req)
 	if aerr != nil {
-		return c, runner.Source{}, aerr
+		return runner.Mapping{}, aerr
 	}
 	src, err := checkSource(*req.EventSourceArn)
 	if err != nil {
-		return poller.Config{}, runner.Source{}, fromConfig(err)
+		return runner.Mapping{}, fromConfig(err)
 	}
-	return c, src, nil
+	return runner.Mapping{Source: src, Function: fn, Config: c}, nil
 }
 
 // checkSource checks an EventSourceArn as a mapping's source: a DynamoDB stream's ARN, a Kinesis
@@ -54,7 +55,17 @@ func checkSource(eventSourceARN string) (runner.Source, error) {
 func sourceARN(src runner.Source) string { return cmp.Or(src.Consumer, src.Stream) }
 
 // checkCreateSettings is checkCreate but for the source's ARNs.
-func (m *Manager) checkCreateSettings(req *createRequest) (poller.Config, *APIError) {
+func (m *Manager) checkCreateSettings(req *createRequest) (runner.Function, poller.Config, *APIError) {
+	mc, aerr := m.checkCreateRequest(req)
+	if aerr != nil {
+		return runner.Function{}, mc, aerr
+	}
+	stream, _ := sourceStream(*req.EventSourceArn) // checked
+	return runner.Function{Name: *req.FunctionName, ARN: parseFunctionName(*req.FunctionName).arn(stream)}, mc, nil
+}
+
+// checkCreateRequest is checkCreateSettings but for the function's ARN.
+func (m *Manager) checkCreateRequest(req *createRequest) (poller.Config, *APIError) {
 	if req.FunctionName == nil {
 		return poller.Config{}, nullError("functionName")
 	}
@@ -74,7 +85,7 @@ func (m *Manager) checkCreateSettings(req *createRequest) (poller.Config, *APIEr
 	if _, ok := m.funcs[ref.name]; !ok {
 		return poller.Config{}, invalidParameter(msgFunctionNotFound)
 	}
-	stream, err := sourceStream(*req.EventSourceArn)
+	_, err := sourceStream(*req.EventSourceArn)
 	switch {
 	case err != nil && dynamostreams.IsStreamARN(*req.EventSourceArn):
 		return poller.Config{}, invalidParameter("%s %s", msgUnrecognizedSource, oneLine(err))
@@ -90,7 +101,6 @@ func (m *Manager) checkCreateSettings(req *createRequest) (poller.Config, *APIEr
 		return poller.Config{}, e
 	}
 	mc := m.o.base
-	mc.FunctionARN = ref.arn(stream)
 	if err := req.apply(&mc); err != nil {
 		return poller.Config{}, fromConfig(err)
 	}
@@ -101,13 +111,13 @@ func (m *Manager) checkCreateSettings(req *createRequest) (poller.Config, *APIEr
 }
 
 func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMapping, *APIError) {
-	mc, src, aerr := m.checkCreate(req)
+	rm, aerr := m.checkCreate(req)
 	if aerr != nil {
 		return EventSourceMapping{}, aerr
 	}
 	// Found once: the mapping's first start reads from the source found here.
-	found, err := m.runner.Resolve(ctx, runner.Mapping{Source: src, Config: mc})
-	switch {
+	found, err := m.runner.Resolve(ctx, rm)
+	switch src := rm.Source; {
 	case errors.Is(err, poller.ErrStreamNotFound):
 		return EventSourceMapping{}, invalidParameter("Stream not found: %s", src.Stream)
 	case err != nil && src.Consumer != "" && (errors.Is(err, runner.ErrConsumerNotFound) || errors.Is(err, poller.ErrInvalidConfig)):
@@ -120,7 +130,8 @@ func (m *Manager) create(ctx context.Context, req *createRequest) (EventSourceMa
 		rec.Mapping.KMSKeyArn = *req.KMSKeyArn
 	}
 	rec.Mapping.MetricsConfig = req.MetricsConfig
-	v, err := m.add(ctx, rec, mc, found.Source())
+	rec.Mapping.FunctionArn = found.FunctionARN
+	v, err := m.add(ctx, rec, rm.Config, found.Source())
 	if err != nil {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -148,8 +159,8 @@ func conflict(source, functionName, other string) *APIError {
 		source, functionName, other)}
 }
 
-// add stores a new mapping with the settings mc (validated, defaults applied) and starts it,
-// reading from src (as found). It returns the catalog's refusal: a *PairTakenError when another mapping has the source
+// add stores a new mapping (rec names its function) with the settings mc (validated, defaults
+// applied) and starts it, reading from src (as found). It returns the catalog's refusal: a *PairTakenError when another mapping has the source
 // and function. m.mu is not held: the catalog may wait for another worker's write to the pair
 // (see DynamoCatalog).
 func (m *Manager) add(ctx context.Context, rec Record, mc poller.Config, src runner.Source) (EventSourceMapping, error) {
@@ -199,14 +210,15 @@ func (m *Manager) add(ctx context.Context, rec Record, mc poller.Config, src run
 	return view, nil
 }
 
-// EnsureMapping creates the mapping of src with the settings mc (a template's), invoking the
-// registered function functionName, unless the stream already has a mapping to that function. It
-// reports whether it created one.
-func (m *Manager) EnsureMapping(ctx context.Context, functionName string, src runner.Source, mc poller.Config) (EventSourceMapping, bool, error) {
+// EnsureMapping creates the mapping rm (a template's: its source, the registered function
+// rm.Function.Name, invoked as rm.Function.ARN when set, and the settings rm.Config), unless the
+// stream already has a mapping to that function. It reports whether it created one.
+func (m *Manager) EnsureMapping(ctx context.Context, rm runner.Mapping) (EventSourceMapping, bool, error) {
+	functionName, mc := rm.Function.Name, rm.Config
 	if _, ok := m.funcs[functionName]; !ok {
 		return EventSourceMapping{}, false, fmt.Errorf("function %s is not registered", functionName)
 	}
-	found, err := m.runner.Resolve(ctx, runner.Mapping{Source: src, Config: mc})
+	found, err := m.runner.Resolve(ctx, rm)
 	if err != nil {
 		return EventSourceMapping{}, false, err
 	}
@@ -215,13 +227,15 @@ func (m *Manager) EnsureMapping(ctx context.Context, functionName string, src ru
 	}
 	mc = mc.Defaults()
 	m.mu.Lock()
-	if e := m.sameLocked(sourceARN(found.Source()), mc.FunctionARN); e != nil {
+	if e := m.sameLocked(sourceARN(found.Source()), found.FunctionARN); e != nil {
 		v := e.view()
 		m.mu.Unlock()
 		return v, false, nil
 	}
 	m.mu.Unlock()
-	v, err := m.add(ctx, Record{FunctionName: functionName}, mc, found.Source())
+	rec := Record{FunctionName: functionName}
+	rec.Mapping.FunctionArn = found.FunctionARN
+	v, err := m.add(ctx, rec, mc, found.Source())
 	var taken *PairTakenError
 	if !errors.As(err, &taken) {
 		return v, err == nil, err
@@ -292,7 +306,6 @@ func (m *Manager) Update(ctx context.Context, id string, body []byte) (EventSour
 		return EventSourceMapping{}, e
 	}
 	mc := m.o.base
-	mc.FunctionARN = rec.Mapping.FunctionArn
 	rec.Mapping.settings(rec.Enabled, &mc)
 	if err := req.apply(&mc); err != nil {
 		return EventSourceMapping{}, fromConfig(err)

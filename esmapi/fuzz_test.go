@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kinesis-esm/esm/poller"
+	"github.com/kinesis-esm/esm/runner"
 )
 
 func fuzzManager() *Manager {
@@ -41,9 +42,9 @@ func FuzzCreateRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, aerr := parseCreate(body)
 		if aerr == nil {
-			var checked poller.Config
-			checked, _, aerr = m.checkCreate(req)
-			if aerr == nil {
+			var created runner.Mapping
+			created, aerr = m.checkCreate(req)
+			if checked := created.Config; aerr == nil {
 				if err := checked.Validate(*req.EventSourceArn); err != nil {
 					t.Fatalf("accepted a configuration that does not validate: %v", err)
 				}
@@ -61,7 +62,8 @@ func FuzzCreateRequest(f *testing.F) {
 // settings, as a restart does.
 func checkRoundTrip(t *testing.T, m *Manager, req *createRequest) {
 	t.Helper()
-	mc, src, _ := m.checkCreate(req)
+	created, _ := m.checkCreate(req)
+	mc, src := created.Config, created.Source
 	var esm EventSourceMapping
 	esm.describe(sourceARN(src), mc)
 	b, err := json.Marshal(Record{Mapping: esm, FunctionName: *req.FunctionName, Enabled: !mc.Disabled})

@@ -189,7 +189,6 @@ func (m *Manager) Functions() []string {
 // runner checks it when it starts the mapping (poller.New), as the API did when it stored it.
 func (m *Manager) config(e *entry) poller.Config {
 	mc := m.o.base
-	mc.FunctionARN = e.rec.Mapping.FunctionArn
 	e.rec.Mapping.settings(e.rec.Enabled, &mc)
 	return mc
 }
@@ -211,7 +210,7 @@ func (m *Manager) mapping(e *entry, ready func()) runner.Mapping {
 	}
 	rm := runner.Mapping{
 		Source:   src,
-		Function: runner.Function{Invoker: fn.Invoker, Name: e.rec.FunctionName, Role: fn.Role, Timeout: fn.Timeout},
+		Function: runner.Function{Invoker: fn.Invoker, Name: e.rec.FunctionName, ARN: e.rec.Mapping.FunctionArn, Role: fn.Role, Timeout: fn.Timeout},
 		Config:   m.config(e),
 		Store:    runner.Store{Open: func(ctx context.Context) (poller.Store, error) { return m.progress.Store(ctx, id) }},
 		UUID:     id,

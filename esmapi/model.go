@@ -344,11 +344,10 @@ func (m *EventSourceMapping) settings(enabled bool, mc *poller.Config) {
 }
 
 // describe fills the mapping's source and settings from the EventSourceArn source and mc, which
-// has its defaults applied: the one place where the API learns Lambda's defaults is
-// poller.Config.Check.
+// has its defaults applied (poller.Config.Defaults: the one place where the API learns Lambda's
+// defaults). Its FunctionArn is the caller's to set.
 func (m *EventSourceMapping) describe(source string, mc poller.Config) {
 	m.EventSourceArn = source
-	m.FunctionArn = mc.FunctionARN
 	m.BatchSize = mc.BatchSize
 	m.MaximumBatchingWindowInSeconds = int(mc.MaximumBatchingWindow / time.Second)
 	m.ParallelizationFactor = mc.ParallelizationFactor

@@ -48,10 +48,11 @@ func TestAPIStartRunsWhatCreateChecked(t *testing.T) {
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
-	checked, _, aerr := m.checkCreate(req)
+	created, aerr := m.checkCreate(req)
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
+	checked := created.Config
 	m.mu.Lock()
 	started := m.mapping(m.maps[v.UUID], nil)
 	m.mu.Unlock()
@@ -60,6 +61,10 @@ func TestAPIStartRunsWhatCreateChecked(t *testing.T) {
 	}
 	if got := started.Config.Defaults(); !reflect.DeepEqual(normal(got), normal(checked)) {
 		t.Fatalf("the start runs another configuration than the one Create checked:\n%+v\n%+v", got, checked)
+	}
+	if started.Function.ARN != v.FunctionArn || started.Function.ARN != created.Function.ARN || started.Config.FunctionARN != "" {
+		t.Fatalf("the start names its function %q (settings: %q), Create %q, and the API reports %q: want one ARN, in Function alone",
+			started.Function.ARN, started.Config.FunctionARN, created.Function.ARN, v.FunctionArn)
 	}
 	earlier := poller.WithClock(func() time.Time { return ts.Add(-time.Hour) })
 	if _, err := poller.New(kinesissrc.MustNew(kin, started.Source.Stream), started.Config, poller.NewMemoryStore(), inv, earlier); err == nil {

@@ -101,12 +101,13 @@ func TestTemplateStartOnTwoWorkersMakesOneMapping(t *testing.T) {
 	ctx := context.Background()
 	cat := fakeCatalog(t)
 	a, b := uniqueWorker(t, cat), uniqueWorker(t, cat) // both opened before either ensured
-	src, mc := runner.Source{Stream: uniqueStream}, poller.Config{FunctionARN: uniqueFnARN, StartingPosition: poller.TrimHorizon, BatchSize: 100}
-	va, ca, err := a.m.EnsureMapping(ctx, uniqueFunction, src, mc)
+	rm := runner.Mapping{Source: runner.Source{Stream: uniqueStream}, Function: runner.Function{Name: uniqueFunction, ARN: uniqueFnARN},
+		Config: poller.Config{StartingPosition: poller.TrimHorizon, BatchSize: 100}}
+	va, ca, err := a.m.EnsureMapping(ctx, rm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vb, cb, err := b.m.EnsureMapping(ctx, uniqueFunction, src, mc)
+	vb, cb, err := b.m.EnsureMapping(ctx, rm)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,7 @@ type Mapping struct {
 	Source   Source
 	Function Function
 	// Config holds Lambda's settings of the mapping and the poller's runtime knobs. Its
-	// FunctionARN, when empty, is the ARN of Function.Name in the stream's partition, region and
-	// account.
+	// FunctionARN is left empty: Run sets it from Function (Function.FunctionARN).
 	Config poller.Config
 	Store  Store
 	// UUID is the mapping's UUID (Lambda's EventSourceMappingUUID: the EMF dimension, the S3
@@ -51,6 +50,10 @@ type Function struct {
 	Handler any
 	// Name names the function in its default ARN and the state key. Default "example".
 	Name string
+	// ARN, when set, is the function's ARN: what it is invoked as (its InvokedFunctionArn), what
+	// keys the mapping's checkpoints and what esm serve's API reports. Default: Name when it is an
+	// ARN, else Name's ARN in the stream's partition, region and account (FunctionARN).
+	ARN string
 	// Timeout is the function's timeout. Default 3 s (invoke.DefaultTimeout). It bounds every
 	// invocation (with 10 s more out of process): the lease table's takers of a dead worker's
 	// shards, and the poller after an invocation whose answer was lost, wait for that bound. For

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
@@ -11,7 +12,7 @@ import (
 )
 
 // TestResolve: the one naming of a mapping (what keys its checkpoints, what its function is
-// invoked as): the stream found by name or ARN; the function's ARN given in Config, or as the
+// invoked as): the stream found by name or ARN; the function's ARN given (Function.ARN), or as the
 // function's name, or the name completed in the stream's partition, region and account. A stream
 // that does not exist is ErrStreamNotFound; a source Resolve found is not looked up again.
 func TestResolve(t *testing.T) {
@@ -28,7 +29,7 @@ func TestResolve(t *testing.T) {
 		{"by name", Mapping{Source: Source{Stream: "orders"}, Function: Function{Name: "ship"}}, "arn:aws:lambda:us-east-1:111122223333:function:ship"},
 		{"default name", Mapping{Source: Source{Stream: arn}}, "arn:aws:lambda:us-east-1:111122223333:function:" + DefaultFunctionName},
 		{"function ARN as name", Mapping{Source: Source{Stream: arn}, Function: Function{Name: other}}, other},
-		{"function ARN in Config", Mapping{Source: Source{Stream: "orders"}, Function: Function{Name: "ship"}, Config: poller.Config{FunctionARN: other}}, other},
+		{"function ARN given", Mapping{Source: Source{Stream: "orders"}, Function: Function{Name: "ship", ARN: other}}, other},
 	} {
 		got, err := r.Resolve(ctx, c.m)
 		if err != nil || got.StreamARN != arn || got.FunctionARN != c.fn || got.ConsumerARN != "" {
@@ -49,5 +50,27 @@ func TestResolve(t *testing.T) {
 	again, err := r.Resolve(ctx, Mapping{Source: found.Source(), Function: Function{Name: "ship"}})
 	if err != nil || again != found || kin.Calls("DescribeStreamSummary") != calls {
 		t.Errorf("a found source: %+v, %v, %d lookups; want %+v without a lookup", again, err, kin.Calls("DescribeStreamSummary")-calls, found)
+	}
+}
+
+// TestRunNamesTheFunctionOnce: the function's identity is Mapping.Function's alone; a mapping that
+// also sets Config.FunctionARN (which Run derives from it) is refused before any call, as any
+// invalid configuration is.
+func TestRunNamesTheFunctionOnce(t *testing.T) {
+	kin := fakekinesis.New()
+	kin.CreateStream("orders", 1)
+	r, _ := fakeRunner(t, kin, nil)
+	const fn = "arn:aws:lambda:us-east-1:000000000000:function:other"
+	m := Mapping{Source: Source{Stream: "orders"}, Function: Function{Name: "ship", ARN: fn, Handler: func() error { return nil }},
+		Config: poller.Config{StartingPosition: poller.TrimHorizon, FunctionARN: fn}, Store: Store{StateDir: t.TempDir()}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // bounds a run that was not refused
+	defer cancel()
+	err := r.Run(ctx, m)
+	var ve *poller.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "FunctionARN" || !errors.Is(err, poller.ErrInvalidConfig) {
+		t.Fatalf("Run with the function named twice: %v; want a FunctionARN ValidationError", err)
+	}
+	if n := kin.Calls("DescribeStreamSummary"); n != 0 {
+		t.Errorf("%d lookups of the stream before the refusal, want none", n)
 	}
 }

@@ -49,21 +49,8 @@ func (r *Runner) withDefaults(m Mapping) Mapping {
 // before the stream has been found.
 func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	m = r.withDefaults(m)
-	if m.Source.Stream == "" {
-		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (Mapping.Source.Stream)"}
-	}
-	if m.Function.Invoker == nil && m.Function.Handler == nil {
-		return fmt.Errorf("function %s: %w", m.Function.Name, ErrNoFunction)
-	}
-	// Lambda's settings are checked alone before any network call (and the stream's ARN, when
-	// it is given as one); poller.New checks the whole mapping once the source is found.
-	if err := m.Config.Validate(m.Source.Stream); err != nil {
+	if err := r.check(m); err != nil {
 		return err
-	}
-	if strings.HasPrefix(m.Source.Stream, "arn:") && !isDynamoDB(m) {
-		if _, err := r.stream(m, Resolved{StreamARN: m.Source.Stream}); err != nil {
-			return err
-		}
 	}
 	found, err := r.resolve(ctx, r.kinStart, m, m.Source.RegisterConsumer)
 	if err != nil {
@@ -74,7 +61,7 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 		return err
 	}
 	mc := m.Config
-	mc.FunctionARN = found.FunctionARN
+	mc.FunctionARN = found.FunctionARN // the one place the function's identity reaches the poller
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
 	if err := r.exists(ctx, found); err != nil {
 		return err
@@ -86,6 +73,31 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 		return r.runLeaseTable(ctx, m, src, mc) // rewind.go: started again after each rewind
 	}
 	return r.runRewinding(ctx, m, src, mc, func(ctx context.Context, _ bool) (*opened, error) { return r.openStore(ctx, m, found) })
+}
+
+// check is what Run checks of m (its defaults applied) before any call to AWS: a source and a
+// function, Lambda's settings alone (with the stream's ARN when it is given as one), and that the
+// function is named once (Function, not Config.FunctionARN).
+func (r *Runner) check(m Mapping) error {
+	if m.Source.Stream == "" {
+		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (Mapping.Source.Stream)"}
+	}
+	if m.Function.Invoker == nil && m.Function.Handler == nil {
+		return fmt.Errorf("function %s: %w", m.Function.Name, ErrNoFunction)
+	}
+	if m.Config.FunctionARN != "" {
+		return &poller.ValidationError{Field: "FunctionARN", Message: "the function's ARN is Mapping.Function.ARN: Run sets Config.FunctionARN from it (leave it empty)"}
+	}
+	// poller.New checks the whole mapping once the source is found.
+	if err := m.Config.Validate(m.Source.Stream); err != nil {
+		return err
+	}
+	if strings.HasPrefix(m.Source.Stream, "arn:") && !isDynamoDB(m) {
+		if _, err := r.stream(m, Resolved{StreamARN: m.Source.Stream}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stream is the Kinesis source of the mapping found: its stream, read through its consumer when
@@ -109,10 +121,9 @@ type Resolved struct {
 	StreamARN string
 	// ConsumerARN is the enhanced fan-out consumer the mapping reads through, or "".
 	ConsumerARN string
-	// FunctionARN is the function's ARN: Config.FunctionARN, else Function.Name when it is an
-	// ARN, else the ARN of Function.Name in the stream's partition, region and account. It is
-	// what the poller invokes the function as (its InvokedFunctionArn) and what keys the
-	// mapping's checkpoints.
+	// FunctionARN is the function's ARN (Function.FunctionARN): what the poller invokes the
+	// function as (its InvokedFunctionArn), what keys the mapping's checkpoints, and what its
+	// on-failure records name.
 	FunctionARN string
 }
 
@@ -130,13 +141,12 @@ func (f Resolved) Source() Source {
 // Run does. It writes nothing. Its error wraps poller.ErrStreamNotFound when the stream does not
 // exist, ErrConsumerNotFound when the consumer does not.
 func (r *Runner) Resolve(ctx context.Context, m Mapping) (Resolved, error) {
-	return r.resolve(ctx, r.kin, m, false) // a request may wait for it: attempted as any call
+	return r.resolve(ctx, r.kin, r.withDefaults(m), false) // a request may wait for it: attempted as any call
 }
 
-// resolve is Resolve, with kin's calls; with register, a consumer name not registered yet is
-// registered.
+// resolve is Resolve of m (its defaults applied), with kin's calls; with
+// register, a consumer name not registered yet is registered.
 func (r *Runner) resolve(ctx context.Context, kin KinesisAPI, m Mapping, register bool) (Resolved, error) {
-	m = r.withDefaults(m)
 	var f Resolved
 	if m.Source.found {
 		f.StreamARN, f.ConsumerARN = m.Source.Stream, m.Source.Consumer
@@ -151,18 +161,22 @@ func (r *Runner) resolve(ctx context.Context, kin KinesisAPI, m Mapping, registe
 			return f, err
 		}
 	}
+	var err error
+	f.FunctionARN, err = m.Function.FunctionARN(f.StreamARN)
+	return f, err
+}
+
+// FunctionARN is the function's ARN, its identity: ARN when set, else Name when it is an ARN,
+// else the ARN of Name in the partition, region and account of the stream streamARN. The
+// function is invoked as it (its InvokedFunctionArn), and esm serve's API reports it.
+func (f Function) FunctionARN(streamARN string) (string, error) {
 	switch {
-	case m.Config.FunctionARN != "":
-		f.FunctionARN = m.Config.FunctionARN
-	case strings.HasPrefix(m.Function.Name, "arn:"):
-		f.FunctionARN = m.Function.Name
-	default:
-		var err error
-		if f.FunctionARN, err = functionARN(f.StreamARN, m.Function.Name); err != nil {
-			return f, err
-		}
+	case f.ARN != "":
+		return f.ARN, nil
+	case strings.HasPrefix(f.Name, "arn:"):
+		return f.Name, nil
 	}
-	return f, nil
+	return functionARN(streamARN, cmp.Or(f.Name, DefaultFunctionName))
 }
 
 // resolveKinesis finds the mapping's Kinesis stream and, when it reads through one, its

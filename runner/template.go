@@ -143,7 +143,7 @@ func (t Template) Mapping(ctx context.Context, cfg aws.Config) (*TemplateMapping
 		m.Config = tm.PollerConfig()
 		m.Source = TemplateSource(tm)
 		m.Function.Role = tm.Function.Role
-		m.Function.Name = tm.Function.FunctionName
+		m.Function.Name, m.Function.ARN = tm.Function.FunctionName, tm.Function.FunctionArn
 		m.Function.Timeout = time.Duration(tm.Function.Timeout) * time.Second
 		m.Function.ReservedConcurrency = tm.Function.ReservedConcurrentExecutions
 	case t.Stream == nil:
@@ -155,8 +155,7 @@ func (t Template) Mapping(ctx context.Context, cfg aws.Config) (*TemplateMapping
 		m.Source.Stream, m.Source.Consumer = *t.Stream, ""
 	}
 	if t.FunctionName != nil {
-		m.Function.Name = *t.FunctionName
-		m.Config.FunctionARN = ""
+		m.Function.Name, m.Function.ARN = *t.FunctionName, ""
 	}
 	return res, nil
 }

@@ -23,7 +23,7 @@ func ExampleLoad() {
 		return
 	}
 	c := m.PollerConfig()
-	fmt.Println(m.EventSourceArn, c.FunctionARN, c.ReportBatchItemFailures)
+	fmt.Println(m.EventSourceArn, m.Function.FunctionArn, c.ReportBatchItemFailures)
 
 	_, err = tpl.Select("Nope")
 	fmt.Println(err)

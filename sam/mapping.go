@@ -110,12 +110,12 @@ type MetricsConfig struct {
 	Metrics []string `json:"Metrics"`
 }
 
-// PollerConfig is the mapping as poller.Config, for poller.New. The polling cadence fields
-// (PollInterval, ShardSyncInterval, …) are left zero: they are esm's, not the template's.
+// PollerConfig is the mapping's settings as poller.Config, for poller.New. The polling cadence
+// fields (PollInterval, ShardSyncInterval, …) are left zero: they are esm's, not the template's.
+// The function is not a setting: its ARN is m.Function.FunctionArn (runner.Function.ARN).
 func (m *Mapping) PollerConfig() poller.Config {
 	retries, age := m.MaximumRetryAttempts, m.MaximumRecordAgeInSeconds
 	c := poller.Config{
-		FunctionARN:                m.Function.FunctionArn,
 		BatchSize:                  m.BatchSize,
 		MaximumBatchingWindow:      time.Duration(m.MaximumBatchingWindowInSeconds) * time.Second,
 		StartingPosition:           m.StartingPosition,

@@ -10,7 +10,6 @@ import (
 	"github.com/kinesis-esm/esm/cmd/esm/internal/cli"
 	"github.com/kinesis-esm/esm/example"
 	"github.com/kinesis-esm/esm/invoke"
-	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/runner"
 )
 
@@ -52,7 +51,7 @@ func (c *invokeCmd) run(ctx context.Context, e env) error {
 		}
 		cfg.Mapping = m
 		cfg.Run.Function.Timeout = time.Duration(m.Function.Timeout) * time.Second
-		cfg.Run.Config = poller.Config{FunctionARN: m.Function.FunctionArn}
+		cfg.Run.Function.ARN = m.Function.FunctionArn
 	}
 	if c.Timeout != nil {
 		cfg.Run.Function.Timeout = *c.Timeout

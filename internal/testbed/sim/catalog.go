@@ -364,8 +364,8 @@ func (p *catalogPlay) do(op *catalogOp) {
 	case OpCatalogCreate:
 		v, e = m.Create(ctx, fmt.Appendf(nil, `{"FunctionName":%q,"EventSourceArn":%q,"StartingPosition":"TRIM_HORIZON"}`, op.fn, op.stream))
 	case OpCatalogEnsure:
-		v, op.created, err = m.EnsureMapping(ctx, op.fn, runner.Source{Stream: op.stream}, poller.Config{FunctionARN: functionARN(op.stream, op.fn),
-			StartingPosition: poller.TrimHorizon})
+		v, op.created, err = m.EnsureMapping(ctx, runner.Mapping{Source: runner.Source{Stream: op.stream},
+			Function: runner.Function{Name: op.fn, ARN: functionARN(op.stream, op.fn)}, Config: poller.Config{StartingPosition: poller.TrimHorizon}})
 	case OpCatalogMove:
 		v, e = m.Update(ctx, op.uuid, fmt.Appendf(nil, `{"FunctionName":%q}`, op.fn))
 	case OpCatalogUpdate:

@@ -269,8 +269,11 @@ func ensureTemplateMappings(ctx context.Context, m *esmapi.Manager, tpl *sam.Tem
 	for i := range tpl.Mappings {
 		tm := &tpl.Mappings[i]
 		// The template's stream (as esm run finds it); its consumer is not read through.
-		src := runner.Source{Stream: runner.TemplateSource(tm).Stream}
-		v, created, err := m.EnsureMapping(ctx, tm.Function.FunctionName, src, tm.PollerConfig())
+		v, created, err := m.EnsureMapping(ctx, runner.Mapping{
+			Source:   runner.Source{Stream: runner.TemplateSource(tm).Stream},
+			Function: runner.Function{Name: tm.Function.FunctionName, ARN: tm.Function.FunctionArn},
+			Config:   tm.PollerConfig(),
+		})
 		if err != nil {
 			return fmt.Errorf("template mapping %s: %w", tm.ID, err)
 		}
