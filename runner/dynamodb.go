@@ -52,14 +52,15 @@ func (r *Runner) exists(ctx context.Context, found Resolved) error {
 	return err
 }
 
-// checkFunction refuses a function that cannot take src's events: a Go handler of Kinesis events
-// in this process for a DynamoDB stream (poller.CheckInvoker).
-func checkFunction(m Mapping, src poller.Source) error {
+// openFunction opens the mapping's function, once for all its starts (Function.Open), and
+// refuses one that cannot take src's events: a Go handler of Kinesis events in this process for a
+// DynamoDB stream (poller.CheckInvoker).
+func openFunction(m Mapping, src poller.Source) (poller.Invoker, error) {
 	inv, err := m.Function.Open(m.Hooks.Logger) // in process: nothing to close
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return poller.CheckInvoker(src, inv)
+	return inv, poller.CheckInvoker(src, inv)
 }
 
 // consumerOf is the consumer src is read through ("" when polled).

@@ -66,18 +66,18 @@ func (l *LocalRewinds) Rewind(ctx context.Context, q poller.RewindRequest, by st
 
 // runLocal runs the mapping on st, a store of its own, and applies the rewinds m.Hooks.Rewinds
 // hands it: each stops the poller, is written into the store, and the poller starts again.
-func (r *Runner) runLocal(ctx context.Context, m Mapping, src poller.Source, mc poller.Config, st *opened) error {
+func (r *Runner) runLocal(ctx context.Context, m Mapping, e engine, st *opened) error {
 	for {
 		rctx, stop := context.WithCancel(ctx)
 		var req *localRewind
 		taken := make(chan struct{})
 		go func() { // owned: ends with rctx, waited for below
 			defer close(taken)
-			if req = r.awaitLocalRewind(rctx, m, src); req != nil {
+			if req = r.awaitLocalRewind(rctx, m, e.src); req != nil {
 				stop()
 			}
 		}()
-		err := r.runOn(rctx, m, src, mc, st)
+		err := r.runOn(rctx, m, e, st)
 		stop()
 		<-taken
 		if req == nil {

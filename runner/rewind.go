@@ -15,19 +15,19 @@ type rewindable interface {
 	LatestRewind(ctx context.Context) (lease.RewindState, error)
 }
 
-// runLeaseTable runs the mapping of src and mc on its lease table, and again after each rewind
+// runLeaseTable runs the mapping's engine e on its lease table, and again after each rewind
 // (runRewinding): before each start it waits while a rewind is in progress and starts under
 // the latest revision (lease/DESIGN.md, "Rewinds").
-func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, src poller.Source, mc poller.Config) error {
+func (r *Runner) runLeaseTable(ctx context.Context, m Mapping, e engine) error {
 	if err := lease.EnsureTable(ctx, r.ddbStart, m.Store.LeaseTable, m.Store.CreateLeaseTable); err != nil {
 		return err
 	}
-	return r.runRewinding(ctx, m, src, mc, func(ctx context.Context, _ bool) (*opened, error) {
+	return r.runRewinding(ctx, m, e, func(ctx context.Context, _ bool) (*opened, error) {
 		last, err := lease.AwaitRewinds(ctx, r.ddb, m.Store.LeaseTable, m.Hooks.Logger)
 		if err != nil {
 			return nil, err
 		}
-		return r.openLeases(ctx, m, src.Identity().ARN, lease.WithRewindRevision(last.Revision))
+		return r.openLeases(ctx, m, e.src.Identity().ARN, lease.WithRewindRevision(last.Revision))
 	})
 }
 
@@ -60,7 +60,7 @@ func tellRewind(ctx context.Context, m Mapping, rw rewindable, ended bool) {
 // waits until the rewind is applied or refused and joins as a new worker that reads the
 // rewound items. esm run's lease table and esm serve's per-mapping tables (Store.Open) both
 // run here.
-func (r *Runner) runRewinding(ctx context.Context, m Mapping, src poller.Source, mc poller.Config,
+func (r *Runner) runRewinding(ctx context.Context, m Mapping, e engine,
 	open func(ctx context.Context, rewound bool) (*opened, error)) error {
 	for rewound := false; ; {
 		st, err := open(ctx, rewound)
@@ -74,9 +74,9 @@ func (r *Runner) runRewinding(ctx context.Context, m Mapping, src poller.Source,
 		if !ok {
 			defer st.close()
 			if m.Hooks.Rewinds != nil {
-				return r.runLocal(ctx, m, src, mc, st)
+				return r.runLocal(ctx, m, e, st)
 			}
-			return r.runOn(ctx, m, src, mc, st)
+			return r.runOn(ctx, m, e, st)
 		}
 		tellRewind(ctx, m, rw, rewound)
 		rctx, stop := context.WithCancel(ctx)
@@ -100,7 +100,7 @@ func (r *Runner) runRewinding(ctx context.Context, m Mapping, src poller.Source,
 				watchSkips(rctx, sk, m.Hooks.Skips, m.Hooks.Logger)
 			}
 		}()
-		err = r.runOn(rctx, m, src, mc, st)
+		err = r.runOn(rctx, m, e, st)
 		rewound = ctx.Err() == nil && rctx.Err() != nil
 		stop()
 		<-watched

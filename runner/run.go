@@ -56,23 +56,30 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if err != nil {
 		return err
 	}
-	src, err := r.Source(m, found)
-	if err != nil {
+	e := engine{mc: m.Config}
+	if e.src, err = r.Source(m, found); err != nil {
 		return err
 	}
-	mc := m.Config
-	mc.FunctionARN = found.FunctionARN // the one place the function's identity reaches the poller
+	e.mc.FunctionARN = found.FunctionARN // the one place the function's identity reaches the poller
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
 	if err := r.exists(ctx, found); err != nil {
 		return err
 	}
-	if err := checkFunction(m, src); err != nil {
+	if e.inv, err = openFunction(m, e.src); err != nil {
 		return err
 	}
 	if m.Store.Open == nil && m.Store.LeaseTable != "" {
-		return r.runLeaseTable(ctx, m, src, mc) // rewind.go: started again after each rewind
+		return r.runLeaseTable(ctx, m, e) // rewind.go: started again after each rewind
 	}
-	return r.runRewinding(ctx, m, src, mc, func(ctx context.Context, _ bool) (*opened, error) { return r.openStore(ctx, m, found) })
+	return r.runRewinding(ctx, m, e, func(ctx context.Context, _ bool) (*opened, error) { return r.openStore(ctx, m, found) })
+}
+
+// engine is what Run makes of a mapping once, for all its starts (a rewind starts the poller
+// again): its source as found, its settings with the function's ARN, and the function's invoker.
+type engine struct {
+	src poller.Source
+	mc  poller.Config
+	inv poller.Invoker
 }
 
 // check is what Run checks of m (its defaults applied) before any call to AWS: a source and a
@@ -260,8 +267,9 @@ func (r *Runner) openLeases(ctx context.Context, m Mapping, streamARN string, ex
 		where: []any{"lease_table", s.LeaseTable, "worker_id", id, "lease_duration", d.LeaseDuration()}}, nil
 }
 
-// runOn runs the mapping of src and mc (its settings checked) on its open store.
-func (r *Runner) runOn(ctx context.Context, m Mapping, src poller.Source, mc poller.Config, st *opened) error {
+// runOn runs the mapping's engine e on its open store (poller.New checks the whole mapping).
+func (r *Runner) runOn(ctx context.Context, m Mapping, e engine, st *opened) error {
+	src, mc := e.src, e.mc
 	id, err := r.mappingUUID(ctx, m, st)
 	if err != nil {
 		return err
@@ -283,11 +291,7 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, src poller.Source, mc pol
 		st.marks = d.BlockedMarks()
 		popts = append(popts, poller.WithObserver(metrics.Tee(m.Hooks.Observer, st.marks))) // replaces the Hooks' alone
 	}
-	inv, err := m.Function.Open(m.Hooks.Logger)
-	if err != nil {
-		return err
-	}
-	p, err := poller.New(src, mc, st.store, inv, popts...)
+	p, err := poller.New(src, mc, st.store, e.inv, popts...)
 	if err != nil {
 		return err
 	}
