@@ -27,28 +27,34 @@
 // Supervise runs many mappings (esm serve's), each started again after a failure with a growing
 // pause.
 //
-// # One mapping's configuration, from the flags and from the API to poller.New
+// # From the flags, the template and the API to poller.New
 //
-// The settings are checked in two ways: alone (poller.Config.Validate, fed by the source's
-// kind), and as a whole mapping when it starts (poller.New). A Config keeps no mark of a check.
+// A Mapping is one value: its source, its function (Function.ARN is the function's identity:
+// what it is invoked as, what keys its checkpoints, what esm serve's API reports), Lambda's
+// settings (Config), its store and its hooks. Each entry point builds it once, and Run makes the
+// rest once: the source found, the function's invoker, the checkpoint key.
 //
-// esm run (handler/inproc.Run takes the same path from its typed options, inproc.options.mapping
-// in place of the flags):
+// The settings are checked in two ways: alone (poller.Config.Validate, fed by the source's kind:
+// esm validate, the API's answer, and Run before any call), and as a whole mapping when it
+// starts (poller.New). A Config keeps no mark of a check.
 //
-//  1. cli.RunFlags.Load → TemplateFlags.LoadMapping → TemplateFlags.Target → AWSConfig →
-//     Template.Mapping (sam.Load, Select, sam.Mapping.PollerConfig, TemplateSource): a Mapping;
-//  2. MappingFlags.apply, RunFlags.overrideMapping: the flags given, on the Config;
-//  3. cli.Run → Config.mapping (the invoker, or the handler) → Config.trace, Config.observe
-//     (Hooks) → Runner.Run;
-//  4. Runner.Run → Config.Validate (the settings alone, before any call) → resolve (the
-//     stream, the consumer, the function's ARN: Resolve) → the source → openStore (the
-//     checkpoint key, Resolved.Key) → runOn → Function.Open → poller.New (the whole mapping).
+// esm run (handler/inproc.Run takes the same path from its typed options in place of the flags):
 //
-// CreateEventSourceMapping (esm serve):
+//  1. cli.RunFlags.Load → TemplateFlags.Target → Template.Mapping (the template's mapping: sam.Load,
+//     Select, PollerConfig, TemplateSource; its function's name, ARN, timeout and role) →
+//     RunFlags.apply (every flag given, over it, in one place);
+//  2. cli.Run → Config.function (the --invoke targets parsed once: their invoker, or the handler
+//     run in this process) → Config.trace, Config.observe (the Hooks) → Runner.Run;
+//  3. Runner.Run → check (the settings alone, before any call) → resolve (the stream, the
+//     consumer, Function.FunctionARN) → Source (the stream's reader) → openFunction (the invoker,
+//     once for every start) → runRewinding → openStore (Resolved.Key) → runOn → poller.New.
 //
-//  1. esmapi.Manager.Create → parseCreate → checkCreate (checkModel, checkKinesis,
-//     createRequest.apply on the Config) → Config.Validate (the settings alone, for the answer);
-//  2. Runner.Resolve (the source, found once) → Manager.add (the catalog) → startLocked →
-//     Manager.mapping (the settings rebuilt from the stored record, as every start) →
+// CreateEventSourceMapping (esm serve; a template's mappings take the same path from
+// esmapi.Manager.EnsureMapping):
+//
+//  1. esmapi.Manager.Create → parseCreate → checkCreate (the model's constraints, the source, the
+//     function and its ARN, the settings: Config.Validate) → a Mapping;
+//  2. Runner.Resolve (the source, found once) → Manager.add (the record in the catalog) →
+//     startLocked → Manager.mapping (the settings as the record keeps them, as every start) →
 //     Supervisor.Start → Runner.Run, which does not look the source up again, and poller.New.
 package runner
