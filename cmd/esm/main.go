@@ -98,10 +98,9 @@ func run(args []string, e env) int {
 }
 
 func (r *runCmd) run(ctx context.Context, e env) error {
-	c, err := r.Load(ctx, e.stderr)
+	c, err := r.Load(ctx, e.stderr, example.HandleTo(e.stdout)) // the function of --invoke example
 	if err != nil {
 		return err
 	}
-	c.Example = example.HandleTo(e.stdout) // --invoke example
 	return cli.RunUntilCaughtUp(ctx, c, r.CaughtUpFlags, nil, e.stdout)
 }

@@ -256,9 +256,10 @@ type Config struct {
 }
 
 // Load resolves the flags, the environment and the template into a run configuration: the
-// template's mapping (Target), then every flag given over it (apply). It makes no AWS call except
-// STS GetCallerIdentity when the template needs the account of real AWS.
-func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) {
+// template's mapping (Target), then every flag given over it (apply); example is the function
+// --invoke example runs in this process (Config.Example). It makes no AWS call except STS
+// GetCallerIdentity when the template needs the account of real AWS.
+func (f *RunFlags) Load(ctx context.Context, stderr io.Writer, example any) (*Config, error) {
 	logger, err := f.Logger(stderr)
 	if err != nil {
 		return nil, err
@@ -267,6 +268,7 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 	if err != nil {
 		return nil, err
 	}
+	c.Example = example
 	if err := f.apply(c); err != nil {
 		return nil, err
 	}
@@ -277,7 +279,6 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer) (*Config, error) 
 // function's (MappingFlags), Lambda's settings, the pollers' cadence, the store and the hooks.
 // An explicit --batch-size 0 is refused, not taken for the default.
 func (f *RunFlags) apply(c *Config) error {
-	f.MappingFlags.apply(c)
 	m := &c.Run
 	if m.Source.Stream == "" { // --stream "" (runner refuses it too, in the library's terms)
 		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (--stream or ESM_STREAM)"}
@@ -324,6 +325,7 @@ func (f *RunFlags) apply(c *Config) error {
 	if f.RegisterConsumer != nil { // --provision registers the template's consumer too (ProvisionStream)
 		m.Source.Consumer, m.Source.RegisterConsumer = *f.RegisterConsumer, true
 	}
+	f.MappingFlags.apply(c)
 	return nil
 }
 

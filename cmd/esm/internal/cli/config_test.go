@@ -54,7 +54,7 @@ func load(t *testing.T, args ...string) (*Config, error) {
 	if _, err := p.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return f.Load(context.Background(), io.Discard)
+	return f.Load(context.Background(), io.Discard, nil)
 }
 
 // TestLoadPrecedence: flags and ESM_* variables override the template, which overrides the
