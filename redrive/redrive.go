@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/kinesis-esm/esm/filter"
+	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 	"github.com/kinesis-esm/esm/source"
 )
@@ -413,8 +414,12 @@ func (r *Redriver) payloadBatches(m Message) ([]batch, error) {
 // maxDetail bounds how much of a function's error document a report quotes.
 const maxDetail = 300
 
-// invoke runs one batch; nil means the function handled every record.
+// invoke runs one batch; nil means the function handled every record. The function is invoked
+// as the mapping's (cfg's FunctionARN), as the poller invokes it.
 func (r *Redriver) invoke(ctx context.Context, b batch) error {
+	if arn := r.cfg.FunctionARN; arn != "" {
+		ctx = invoke.WithFunctionARN(ctx, arn)
+	}
 	resp, err := r.inv.Invoke(ctx, b.payload)
 	if err != nil {
 		return fmt.Errorf("function not invoked: %w", err)

@@ -32,14 +32,16 @@ const (
 type fn struct {
 	mu       sync.Mutex
 	payloads [][]byte
+	arns     []string // the ARN each invocation was made as (invoke.FunctionARN)
 	fail     func(payload []byte) bool
 	response []byte // the response of a success (default null)
 }
 
-func (f *fn) Invoke(_ context.Context, payload []byte) (invoke.Response, error) {
+func (f *fn) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.payloads = append(f.payloads, bytes.Clone(payload))
+	f.arns = append(f.arns, invoke.FunctionARN(ctx, ""))
 	if f.fail != nil && f.fail(payload) {
 		return invoke.Response{StatusCode: 200, ExecutedVersion: "$LATEST", FunctionError: invoke.FunctionErrorUnhandled,
 			Payload: []byte(`{"errorMessage":"poison record","errorType":"errorString"}`)}, nil
@@ -181,6 +183,12 @@ func TestRedriveIsTheFailedBatch(t *testing.T) {
 			calls := fixed.calls()
 			if len(calls) != 1 || !bytes.Equal(calls[0], failed) {
 				t.Fatalf("redrive invoked %d times; want once with the failed batch\n got: %s\nwant: %s", len(calls), calls, failed)
+			}
+			fixed.mu.Lock()
+			as := fixed.arns[0]
+			fixed.mu.Unlock()
+			if as != cfg.FunctionARN {
+				t.Fatalf("redrive invoked the function as %q, want the mapping's %s (as the poller invokes it)", as, cfg.FunctionARN)
 			}
 			if n := bytes.Count(calls[0], []byte(`"eventID"`)); n != wantRecords {
 				t.Fatalf("redriven batch holds %d records, want %d", n, wantRecords)
