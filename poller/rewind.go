@@ -128,6 +128,12 @@ type RewindPlan struct {
 // split reads the parents again, then the children). A replay's shards keep what they had
 // handled (Skip, and the runs it discarded past it), so that after the window the mapping goes
 // on from where it was.
+//
+// As for tumbling windows a rewind is the mapping created again at the new position: the open
+// window of every shard it changes is dropped, without a final invocation, and the replay
+// aggregates its windows from empty state (the first one from the new position on, partial
+// when that is inside a window). Both stores write this progress whole (the lease table
+// removes the window's attribute), so no state of before the rewind reaches the replay.
 func PlanRewind(q RewindRequest, shards []source.Shard, stored map[string]ShardProgress, rev int64) RewindPlan {
 	children := map[string][]string{}
 	all := make([]string, 0, len(shards))
@@ -168,7 +174,8 @@ func PlanRewind(q RewindRequest, shards []source.Shard, stored map[string]ShardP
 		} else {
 			rw.Timestamp = q.Timestamp // a shard that started later opens at its first record
 		}
-		pr := ShardProgress{Start: old.Start, StartTimestamp: old.StartTimestamp, Rewind: rw}
+		// Window: none (see above); what the old window had aggregated is not carried over.
+		pr := ShardProgress{Start: old.Start, StartTimestamp: old.StartTimestamp, Rewind: rw, Window: nil}
 		if !q.Until.IsZero() {
 			// Discarded past the checkpoint: after the window, not read again (discarded.go).
 			pr.Discarded = old.Discarded

@@ -161,11 +161,31 @@ func (w *world) checkLineageLocked(j *judge, calls []*call) {
 }
 
 // checkWindowsLocked: each final invocation of a window carries the number of the window's
-// records the function handled (not discarded, not filtered out).
+// records the function handled (not discarded, not filtered out) since the last rewind applied
+// before it: a rewind drops the open window's state and the replay aggregates afresh, so the
+// records of a window handled before a rewind count in no window of the replay, and a replayed
+// window counts what the replay invoked (poller.PlanRewind).
 func (w *world) checkWindowsLocked(j *judge, calls []*call) {
 	for _, c := range calls {
 		if !c.final || !c.responded || c.failed || w.trimmed[c.shard] {
 			continue
+		}
+		from, to := w.rewindEpochLocked(c.start)
+		handled := map[string]bool{}
+		for _, o := range calls {
+			if o.shard == c.shard && !o.start.Before(from) && o.start.Before(to) {
+				for _, seq := range o.handled {
+					handled[seq] = true
+				}
+			}
+		}
+		sent := map[string]bool{}
+		for _, d := range w.discards {
+			if !d.at.Before(from) && d.at.Before(to) {
+				for _, seq := range d.seqs {
+					sent[seq] = true
+				}
+			}
 		}
 		want, ambiguous := 0, false
 		for _, r := range w.byShard[c.shard] {
@@ -175,8 +195,8 @@ func (w *world) checkWindowsLocked(j *judge, calls []*call) {
 			// A record handled by a worker that died before its checkpoint, then discarded
 			// after the restart (its new batch failed), is in no surviving state: such a
 			// window cannot be judged by counting.
-			ambiguous = ambiguous || (w.handled[r.seq] && w.sent[r.seq])
-			if w.handled[r.seq] {
+			ambiguous = ambiguous || (handled[r.seq] && sent[r.seq])
+			if handled[r.seq] {
 				want++
 			}
 		}
@@ -185,9 +205,25 @@ func (w *world) checkWindowsLocked(j *judge, calls []*call) {
 		}
 		j.res.Checked[InvWindow]++
 		if c.state != want {
-			j.bad("window %s of %s: final state %d, the window has %d handled records", c.window.Sub(epoch), c.shard, c.state, want)
+			j.bad("window %s of %s: final state %d, the window has %d handled records since the last rewind", c.window.Sub(epoch), c.shard, c.state, want)
 		}
 	}
+}
+
+// rewindEpochLocked is the span [from, to) between the rewinds applied around t: from the last
+// applied at or before t (or the beginning), to the next one after it (or the end).
+func (w *world) rewindEpochLocked(t time.Time) (from, to time.Time) {
+	to = time.Unix(1<<62, 0)
+	for _, rw := range w.rewinds {
+		switch {
+		case rw.applied.IsZero():
+		case !rw.applied.After(t) && rw.applied.After(from):
+			from = rw.applied
+		case rw.applied.After(t) && rw.applied.Before(to):
+			to = rw.applied
+		}
+	}
+	return from, to
 }
 
 // checkObserversLocked: each worker's observer counted what the function, the destination and

@@ -51,10 +51,10 @@ func TestCheckerJudges(t *testing.T) {
 		w.calls = []*call{
 			{inc: 1, shard: "p", seqs: []string{"d1"}, keys: []string{"shard p"}, start: at(1), end: at(3), responded: true, failed: true},
 			{inc: 1, shard: "p", seqs: []string{"d1"}, keys: []string{"shard p"}, start: at(3), end: at(5), responded: true, failed: true},
-			{inc: 1, shard: "p", seqs: []string{"p1", "p2"}, keys: []string{"shard p"}, start: at(10), end: at(20), responded: true},
+			{inc: 1, shard: "p", seqs: []string{"p1", "p2"}, handled: []string{"p1", "p2"}, keys: []string{"shard p"}, start: at(10), end: at(20), responded: true},
 			{inc: 1, shard: "p", final: true, window: epoch, state: 2, keys: []string{"shard p"}, start: at(21), end: at(22), responded: true},
-			{inc: 1, shard: "c", seqs: []string{"c1"}, keys: []string{"shard c"}, start: at(30), end: at(40), responded: true},
-			{inc: 1, shard: "g", seqs: []string{"g1"}, keys: []string{"shard g"}, start: at(50), end: at(60), responded: true},
+			{inc: 1, shard: "c", seqs: []string{"c1"}, handled: []string{"c1"}, keys: []string{"shard c"}, start: at(30), end: at(40), responded: true},
+			{inc: 1, shard: "g", seqs: []string{"g1"}, handled: []string{"g1"}, keys: []string{"shard g"}, start: at(50), end: at(60), responded: true},
 		}
 		w.discards = []discard{{inc: 1, condition: "RetryAttemptsExhausted", invokes: 2, seqs: []string{"d1"}, at: at(6)},
 			{inc: 1, condition: poller.ConditionOperatorSkipped, invokes: 1, seqs: []string{"d2"}, at: at(63)}}
@@ -64,7 +64,10 @@ func TestCheckerJudges(t *testing.T) {
 		// c (after the window) had been handled whole and is not invoked again.
 		w.rewinds = []*rewound{{requested: at(70), applied: at(80), until: at(2),
 			skip: map[string]poller.Rewind{"p": {SkipAll: true}, "c": {SkipAll: true}, "e": {SkipAll: true}, "g": {SkipAll: true}}}}
-		w.calls = append(w.calls, &call{inc: 1, shard: "p", seqs: []string{"d1", "p1", "p2"}, keys: []string{"shard p"}, start: at(80), end: at(90), responded: true})
+		// The replay aggregates window 0 of p afresh: its final counts the replay's 3 records
+		// (d1, sent to the destination before the rewind, handled in the replay).
+		w.calls = append(w.calls, &call{inc: 1, shard: "p", seqs: []string{"d1", "p1", "p2"}, handled: []string{"d1", "p1", "p2"}, keys: []string{"shard p"}, start: at(80), end: at(90), responded: true},
+			&call{inc: 1, shard: "p", final: true, window: epoch, state: 3, keys: []string{"shard p"}, start: at(91), end: at(92), responded: true})
 		w.calls = append(w.calls, &call{inc: 1, shard: "g", seqs: []string{"d2"}, keys: []string{"shard g"}, start: at(61), end: at(62), responded: true, failed: true})
 		inc := &incarnation{id: 1, w: w, obs: &counts{polled: 8, invoked: 7, failed: 3, delivered: 2, filtered: 2, skipped: 1},
 			polled: 8, invokedRecs: 7, failedInvokes: 3, delivered: 2, filtered: 2}
@@ -146,6 +149,8 @@ func TestCheckerJudges(t *testing.T) {
 		}, 0},
 		{"a window's final state miscounted", "window", func(w *world, _ *incarnation) { w.calls[3].state = 1 }, 0},
 		{"a window's final state counting a filtered-out record", "window", func(w *world, _ *incarnation) { w.calls[3].state = 3 }, 0},
+		{"a replayed window's final state carrying the state of before the rewind", "window", func(w *world, _ *incarnation) { w.calls[7].state = 5 }, 0},
+		{"a replayed window's final state missing a record the replay handled", "window", func(w *world, _ *incarnation) { w.calls[7].state = 2 }, 0},
 		{"an observer that missed an invocation", "observer", func(_ *world, inc *incarnation) { inc.obs.invoked = 5 }, 0},
 		{"an observer that missed a delivery", "observer", func(_ *world, inc *incarnation) { inc.obs.delivered = 0 }, 0},
 		{"an observer that counted a throttle that did not happen", "observer", func(_ *world, inc *incarnation) { inc.obs.throttled = 1 }, 0},

@@ -2,9 +2,9 @@ package sim
 
 import (
 	"context"
-	"slices"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
@@ -26,15 +26,15 @@ const EvRewind EventKind = "rewind"
 // InvRewind is judged for a run with a rewind.
 const InvRewind = "a rewind's window invoked again after it, in order per key; records after it handled before it not again"
 
-// withRewind adds a rewind to about a third of the schedules without tumbling windows (whose
-// open window a rewind drops), drawn from its own source so that the rest of a seed's schedule
-// is as it was: one worker on a store, or several on a lease table (the driver's lease path
-// below). The lease path found that the Kinesis fake read a subscription's AT_TIMESTAMP (epoch
+// withRewind adds a rewind to about a third of the schedules (with tumbling windows too: the
+// replay aggregates its windows afresh, judged per rewind in InvWindow), drawn from its own
+// source so that the rest of a seed's schedule is as it was: one worker on a store, or several
+// on a lease table (the driver's lease path below). The lease path found that the Kinesis fake read a subscription's AT_TIMESTAMP (epoch
 // seconds) as a float64, 100.000023 ms for the run's start at 100 ms, leaving out the records
 // of that millisecond (LEASES=1 seed 37).
 func (s *Schedule) withRewind(length time.Duration) {
 	rng := rand.New(rand.NewPCG(uint64(s.Seed), 0x7e41d))
-	if s.Window > 0 || rng.IntN(3) != 0 {
+	if rng.IntN(3) != 0 {
 		return
 	}
 	at := length/3 + time.Duration(rng.Int64N(int64(length/2)))

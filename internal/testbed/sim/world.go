@@ -40,7 +40,8 @@ type call struct {
 	seqs       []string
 	final      bool // the final invocation of a tumbling window
 	window     time.Time
-	state      int // window state returned (final: the window's total)
+	state      int      // window state returned (final: the window's total)
+	handled    []string // the records the function reported handled (all, or a partial response's prefix)
 	start, end time.Time
 	responded  bool // returned a response (BatchInvoked), not throttled nor killed
 	failed     bool // function error, timeout or partial failure
@@ -610,6 +611,7 @@ func (v simInvoker) end(c *call, o outcome, state map[string]string) (invoke.Res
 		body.Failures = []events.KinesisBatchItemFailure{{ItemIdentifier: c.seqs[o.failedAt]}}
 		c.failed = true
 	}
+	c.handled = handled
 	for _, seq := range handled {
 		w.handled[seq] = true
 	}
