@@ -69,6 +69,9 @@ type entry struct {
 	run *runner.Supervised // nil: no poller
 	// skips reach the mapping's pollers (esm's skip route); made with the entry's first poller.
 	skips *poller.Skips
+	// rewinds reach the mapping's pollers when its progress is in a store of this process (no
+	// WithRewinds: the state directory); made with the entry's first poller.
+	rewinds *runner.LocalRewinds
 }
 
 // transitional states: the mapping is changing and refuses updates and deletes meanwhile.
@@ -220,6 +223,12 @@ func (m *Manager) mapping(e *entry, ready func()) runner.Mapping {
 		e.skips = poller.NewSkips()
 	}
 	rm.Hooks.Skips = e.skips
+	if m.o.rewind == nil { // progress of this process only: it applies rewinds itself
+		if e.rewinds == nil {
+			e.rewinds = runner.NewLocalRewinds()
+		}
+		rm.Hooks.Rewinds = e.rewinds
+	}
 	if m.o.trace != nil {
 		rm.Hooks.Tracer = m.o.trace(e.view())
 	}

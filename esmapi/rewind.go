@@ -65,8 +65,9 @@ type RewindOutput struct {
 // lease table calls runner.Rewind on the mapping's own table.
 type RewindFunc func(ctx context.Context, uuid, streamARN string, q poller.RewindRequest, by string) (runner.RewindOutcome, error)
 
-// WithRewinds enables esm's rewind route (default: refused, the mappings' progress is not on
-// lease tables).
+// WithRewinds gives esm's rewind route the rewinds of mappings whose progress is on lease
+// tables. Without it each running mapping applies the rewinds itself, to the store of this
+// process that keeps its progress (runner.LocalRewinds, as esm run on a state directory).
 func WithRewinds(fn RewindFunc) Option { return func(o *options) { o.rewind = fn } }
 
 // request is the rewind in asks for; the problems of its form are the request's fault, worded
@@ -106,11 +107,19 @@ func (m *Manager) rewindOf(id string) (string, RewindFunc, *APIError) {
 	if !ok {
 		return "", nil, notFound()
 	}
-	if m.o.rewind == nil {
-		return "", nil, &APIError{Status: http.StatusConflict, Type: ResourceConflict,
-			Message: "This esm serve keeps the mappings' progress without lease tables: a rewind needs esm serve --lease-table (or esm rewind on a worker's lease table)."}
+	if m.o.rewind != nil {
+		return e.rec.Mapping.EventSourceArn, m.o.rewind, nil
 	}
-	return e.rec.Mapping.EventSourceArn, m.o.rewind, nil
+	// Progress in this process's state directory: the running mapping applies the rewind itself,
+	// as esm run on a state directory does (runner.LocalRewinds).
+	if e.run == nil || e.rewinds == nil {
+		return "", nil, &APIError{Status: http.StatusConflict, Type: ResourceConflict,
+			Message: "The event source mapping is not running here (disabled, starting, or stopped): nothing to rewind. Enable it first; it keeps its progress in this esm serve's state directory, which only its running poller rewinds."}
+	}
+	local := e.rewinds
+	return e.rec.Mapping.EventSourceArn, func(ctx context.Context, _, _ string, q poller.RewindRequest, by string) (runner.RewindOutcome, error) {
+		return local.Rewind(ctx, q, by)
+	}, nil
 }
 
 // serveRewind applies the rewind body asks of mapping id and answers.

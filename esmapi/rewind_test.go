@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/kinesis-esm/esm/esmapi"
+	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/invoke/inprocess"
 	"github.com/kinesis-esm/esm/lease"
 	"github.com/kinesis-esm/esm/poller"
@@ -75,7 +77,43 @@ func TestRewindRouteAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status, errType, got := postSkip(t, plain.http.URL+esmapi.RewindPath(aws.ToString(out.UUID)), "application/json", body); status != http.StatusConflict || errType != esmapi.ResourceConflict || !strings.Contains(got, "needs esm serve --lease-table") {
-		t.Fatalf("rewind without lease tables: %d %s %s", status, errType, got)
+	if status, errType, got := postSkip(t, plain.http.URL+esmapi.RewindPath(aws.ToString(out.UUID)), "application/json", body); status != http.StatusConflict || errType != esmapi.ResourceConflict || !strings.Contains(got, "not running here") {
+		t.Fatalf("rewind of a disabled mapping without lease tables: %d %s %s", status, errType, got)
+	}
+}
+
+// TestRewindRouteOnAStateDir: without lease tables (the state directory) a running mapping
+// applies a rewind asked through the route itself, as esm run on a state directory does: bad
+// input is 400 with esm rewind's text and the mapping goes on; a valid rewind stops its poller,
+// is written into the mapping's progress, and the records from its time are invoked again.
+func TestRewindRouteOnAStateDir(t *testing.T) {
+	ctx := context.Background()
+	name, arn := newStream(t)
+	rec := &recorder{}
+	s := startServer(t, t.TempDir(), map[string]*recorder{"f": rec})
+	out, err := s.client.CreateEventSourceMapping(ctx, &lambda.CreateEventSourceMappingInput{
+		FunctionName: aws.String("f"), EventSourceArn: aws.String(arn), StartingPosition: types.EventSourcePositionTrimHorizon,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := aws.ToString(out.UUID)
+	s.waitState(t, id, esmapi.StateEnabled)
+	before := time.Now().Add(-time.Second).UTC()
+	put(t, name, "r1", "r2", "r3")
+	testkit.WaitFor(t, "the records invoked", 30*time.Second, rec.has("r1", "r2", "r3"))
+	url := s.http.URL + esmapi.RewindPath(id)
+	bad := `{"ToTimestamp":"` + before.Format(time.RFC3339Nano) + `","Shards":["shardId-000000000042"]}`
+	if status, errType, got := postSkip(t, url, "application/json", bad); status != http.StatusBadRequest || errType != esmapi.InvalidParameterValue ||
+		!strings.Contains(got, "shard shardId-000000000042 is not a shard of the stream") {
+		t.Fatalf("rewind of an unknown shard: %d %s %s", status, errType, got)
+	}
+	status, errType, got := postSkip(t, url, "application/json", `{"ToTimestamp":"`+before.Format(time.RFC3339Nano)+`"}`)
+	if status != http.StatusOK || !strings.Contains(got, `"Revision":1`) || !strings.Contains(got, `"Rewound":["shardId-000000000000"]`) {
+		t.Fatalf("rewind: %d %s %s", status, errType, got)
+	}
+	testkit.WaitFor(t, "the records invoked again", 30*time.Second, func() bool { return len(rec.records()) >= 6 })
+	if got, want := rec.records(), []string{"r1", "r2", "r3", "r1", "r2", "r3"}; !slices.Equal(got, want) {
+		t.Fatalf("invoked %v, want %v", got, want)
 	}
 }

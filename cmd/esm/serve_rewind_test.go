@@ -36,20 +36,30 @@ func postTool(t *testing.T, endpoint, uuid, tool, body string) (int, string, map
 	return resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), out
 }
 
-// TestServeRewindRoute: esm serve --lease-table on dynalite and kinesis-local rewinds a running
-// mapping through esm's route: its worker stops, the mapping's lease table is moved, the worker
-// starts again and invokes the rewound records again. Bad input is refused before anything is
-// asked of the workers, InvalidParameterValueException with esm rewind's text.
+// TestServeRewindRoute: esm serve rewinds a running mapping through esm's route, on kinesis-local:
+// with --lease-table (dynalite) its worker stops, the mapping's lease table is moved, the worker
+// starts again and invokes the rewound records again; on a state directory the mapping applies
+// the rewind itself, as esm run there does (its poller stops, the rewind is written into the
+// state file, the poller starts again from it). Bad input is refused before anything is asked
+// of the workers, InvalidParameterValueException with esm rewind's text, alike in both.
 func TestServeRewindRoute(t *testing.T) {
-	ddb := dynalite(t)
+	t.Run("lease table", func(t *testing.T) {
+		ddb := dynalite(t)
+		table := fmt.Sprintf("serve-rewind-%d-%d", os.Getpid(), streamSeq.Add(1))
+		proxy := newLoadBarrier(t, ddb, table, 1)
+		testServeRewindRoute(t, "--endpoint-url", proxy.URL, "--lease-table", table, "--worker-id", "w1", "--lease-duration", "3s", "--sync-interval", "200ms")
+	})
+	t.Run("state directory", func(t *testing.T) {
+		testServeRewindRoute(t, "--endpoint-url", kinesisEndpoint, "--state-dir", filepath.Join(t.TempDir(), "state"))
+	})
+}
+
+func testServeRewindRoute(t *testing.T, stores ...string) {
 	stream := newStream(t, 1)
 	dir := t.TempDir()
-	table := fmt.Sprintf("serve-rewind-%d-%d", os.Getpid(), streamSeq.Add(1))
-	proxy := newLoadBarrier(t, ddb, table, 1)
 	addr, out := freeAddr(t), filepath.Join(dir, "w1.jsonl")
-	p := spawnESM(t, append(stopEnv(), "EXAMPLE_OUTPUT="+out), "serve", "--endpoint-url", proxy.URL, "--api-addr", addr,
-		"--lease-table", table, "--worker-id", "w1", "--lease-duration", "3s", "--sync-interval", "200ms",
-		"--template", writeTemplate(t, dir, stream), "--function", "Fn=example", "--poll-interval", "100ms")
+	p := spawnESM(t, append(stopEnv(), "EXAMPLE_OUTPUT="+out), append(append([]string{"serve", "--api-addr", addr}, stores...),
+		"--template", writeTemplate(t, dir, stream), "--function", "Fn=example", "--poll-interval", "100ms")...)
 	endpoint := "http://" + addr
 	testkit.WaitFor(t, "esm serve to listen", 60*time.Second, func() bool {
 		select {
