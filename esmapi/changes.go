@@ -29,7 +29,7 @@ func (m *Manager) Create(ctx context.Context, body []byte) (EventSourceMapping, 
 // up yet), its function (the name given, and the ARN it is invoked as and reported with) and its
 // settings, defaults applied.
 func (m *Manager) checkCreate(req *createRequest) (runner.Mapping, *APIError) {
-	fn, c, aerr := m.checkCreateSettings(req)
+	c, aerr := m.checkCreateSettings(req)
 	if aerr != nil {
 		return runner.Mapping{}, aerr
 	}
@@ -37,6 +37,8 @@ func (m *Manager) checkCreate(req *createRequest) (runner.Mapping, *APIError) {
 	if err != nil {
 		return runner.Mapping{}, fromConfig(err)
 	}
+	stream, _ := sourceStream(*req.EventSourceArn) // checked with the settings
+	fn := runner.Function{Name: *req.FunctionName, ARN: parseFunctionName(*req.FunctionName).arn(stream)}
 	return runner.Mapping{Source: src, Function: fn, Config: c}, nil
 }
 
@@ -54,18 +56,8 @@ func checkSource(eventSourceARN string) (runner.Source, error) {
 // sourceARN is the EventSourceArn of a mapping of src: its consumer's ARN, or its stream's.
 func sourceARN(src runner.Source) string { return cmp.Or(src.Consumer, src.Stream) }
 
-// checkCreateSettings is checkCreate but for the source's ARNs.
-func (m *Manager) checkCreateSettings(req *createRequest) (runner.Function, poller.Config, *APIError) {
-	mc, aerr := m.checkCreateRequest(req)
-	if aerr != nil {
-		return runner.Function{}, mc, aerr
-	}
-	stream, _ := sourceStream(*req.EventSourceArn) // checked
-	return runner.Function{Name: *req.FunctionName, ARN: parseFunctionName(*req.FunctionName).arn(stream)}, mc, nil
-}
-
-// checkCreateRequest is checkCreateSettings but for the function's ARN.
-func (m *Manager) checkCreateRequest(req *createRequest) (poller.Config, *APIError) {
+// checkCreateSettings is checkCreate but for the source's ARNs and the function's.
+func (m *Manager) checkCreateSettings(req *createRequest) (poller.Config, *APIError) {
 	if req.FunctionName == nil {
 		return poller.Config{}, nullError("functionName")
 	}

@@ -100,7 +100,7 @@ func (r *Runner) check(m Mapping) error {
 		return err
 	}
 	if strings.HasPrefix(m.Source.Stream, "arn:") && !isDynamoDB(m) {
-		if _, err := r.stream(m, Resolved{StreamARN: m.Source.Stream}); err != nil {
+		if _, _, err := kinesissrc.ParseSource(m.Source.Stream, ""); err != nil { // checked as the source is made, once found
 			return err
 		}
 	}

@@ -216,15 +216,18 @@ func (e *exitError) Unwrap() error { return e.err }
 // RunUntilCaughtUp is Run with f: when f.UntilCaughtUp, the mapping stops once caught up, the
 // summary is printed on stdout and the verdict returned (Summary.Verdict).
 func RunUntilCaughtUp(ctx context.Context, c *Config, f CaughtUpFlags, fn any, stdout io.Writer) error {
-	if err := f.Check(c); err != nil {
-		return err
-	}
 	if !f.UntilCaughtUp {
+		if err := f.Check(c); err != nil {
+			return err
+		}
 		return Run(ctx, c, fn, stdout)
 	}
 	s := NewSummary()
 	c.Run.Hooks.UntilCaughtUp = &poller.UntilCaughtUp{Idle: f.IdleFor, Reached: s.Reached}
 	c.Run.Hooks.Observer = s
+	if err := f.Check(c); err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := Run(ctx, c, fn, stdout); err != nil {
 		return err

@@ -268,17 +268,17 @@ func (f *RunFlags) Load(ctx context.Context, stderr io.Writer, example any) (*Co
 	if err != nil {
 		return nil, err
 	}
-	c.Example = example
-	if err := f.apply(c); err != nil {
+	if err := f.apply(c, example); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// apply sets every flag of esm run that was given over the mapping Target resolved: the
-// function's (MappingFlags), Lambda's settings, the pollers' cadence, the store and the hooks.
-// An explicit --batch-size 0 is refused, not taken for the default.
-func (f *RunFlags) apply(c *Config) error {
+// apply sets every flag of esm run that was given over the mapping Target resolved: Lambda's
+// settings, the pollers' cadence, the store, the hooks and the function's (MappingFlags, with
+// example, the function of --invoke example). An explicit --batch-size 0 is refused, not taken
+// for the default.
+func (f *RunFlags) apply(c *Config, example any) error {
 	m := &c.Run
 	if m.Source.Stream == "" { // --stream "" (runner refuses it too, in the library's terms)
 		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (--stream or ESM_STREAM)"}
@@ -325,6 +325,7 @@ func (f *RunFlags) apply(c *Config) error {
 	if f.RegisterConsumer != nil { // --provision registers the template's consumer too (ProvisionStream)
 		m.Source.Consumer, m.Source.RegisterConsumer = *f.RegisterConsumer, true
 	}
+	c.Example = example
 	f.MappingFlags.apply(c)
 	return nil
 }
