@@ -216,19 +216,17 @@ type opened struct {
 	where []any
 }
 
-// openStore opens where the progress of the mapping found lives.
+// openStore opens where the progress of the mapping found lives when it is not a lease table
+// (runLeaseTable's): the store Store.Open opens, or the state directory.
 func (r *Runner) openStore(ctx context.Context, m Mapping, found Resolved) (*opened, error) {
 	s := m.Store
-	switch {
-	case s.Open != nil:
+	if s.Open != nil {
 		store, err := s.Open(ctx)
 		if err != nil {
 			return nil, err
 		}
 		sh, _ := store.(SharedStore)
 		return &opened{store: store, shared: sh, close: func() {}}, nil
-	case s.LeaseTable != "":
-		return r.openLeases(ctx, m, found.StreamARN)
 	}
 	fs, err := checkpoint.OpenFile(s.StateDir)
 	if err != nil {
@@ -239,14 +237,11 @@ func (r *Runner) openStore(ctx context.Context, m Mapping, found Resolved) (*ope
 	return &opened{store: ms, uuid: ms.MappingUUID, close: func() { _ = fs.Close() }, where: []any{"state_dir", abs}}, nil
 }
 
-// openLeases opens the mapping's lease table: progress lives there, and the Dynamo coordinator
-// shares the shards with the table's other workers. A table that holds another stream's leases
-// is refused (lease.ClaimTable).
+// openLeases opens the mapping's lease table, which exists (runLeaseTable made sure of it):
+// progress lives there, and the Dynamo coordinator shares the shards with the table's other
+// workers. A table that holds another stream's leases is refused (lease.ClaimTable).
 func (r *Runner) openLeases(ctx context.Context, m Mapping, streamARN string, extra ...lease.Option) (*opened, error) {
 	s := m.Store
-	if err := lease.EnsureTable(ctx, r.ddbStart, s.LeaseTable, s.CreateLeaseTable); err != nil {
-		return nil, err
-	}
 	if err := lease.ClaimTable(ctx, r.ddbStart, s.LeaseTable, streamARN); err != nil {
 		return nil, err
 	}
