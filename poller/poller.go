@@ -3,6 +3,27 @@
 // order (parents drained before children), batches records as Lambda's event source mapping
 // does, invokes the function and keeps durable checkpoints.
 //
+// A mapping is made with New and run with Run, until its context ends:
+//
+//	p, err := poller.New(src, cfg, store, inv, poller.WithLogger(logger))
+//	err = p.Run(ctx)
+//
+// New takes the mapping in four parts:
+//   - src, a Source, is the stream: its identity and limits, its shards with their parents, and
+//     reading a shard from a position. source/kinesis and source/dynamostreams make one.
+//   - cfg, a Config, is Lambda's settings of the mapping (batch size, starting position, retries,
+//     bisection, destination, filters…) and the poller's pace, zero fields at their defaults.
+//   - store, a Store, keeps the shards' progress: a MemoryStore, a state file (package
+//     checkpoint), or a lease table shared by several workers (package lease, whose Dynamo is
+//     also the Coordinator given with WithCoordinator).
+//   - inv, an Invoker, calls the function: in this process, over HTTP, or through Lambda's API
+//     (package invoke and its packages).
+//
+// The settings are checked in two ways: alone, with Config.Validate (before a mapping is
+// accepted), and as a whole mapping, by New with its source. Every configuration error wraps
+// ErrInvalidConfig and is a *ValidationError naming the field. Package runner builds all four
+// from an aws.Config and a description of the mapping; most programs start there.
+//
 // One coordinator goroutine owns the shard graph. It starts one reader goroutine per shard whose
 // parents are finished, learns of new shards from the children a reader sees at the end of its
 // shard and from a periodic listing, and stops every reader on shutdown. See DESIGN.md.

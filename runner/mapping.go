@@ -27,11 +27,11 @@ type Mapping struct {
 
 // Source is the stream a mapping reads.
 type Source struct {
-	// Stream is the stream's name or ARN, or an enhanced fan-out consumer's ARN (then the mapping
-	// reads through that consumer). Required.
+	// Stream is a Kinesis stream's name or ARN, an enhanced fan-out consumer's ARN (then the
+	// mapping reads through that consumer), or a DynamoDB table's stream ARN. Required.
 	Stream string
-	// Consumer, when set, is the enhanced fan-out consumer of Stream the mapping reads through
-	// (SubscribeToShard): its ARN, or its name. It must be ACTIVE, or be waited for.
+	// Consumer, when set, is the enhanced fan-out consumer of a Kinesis Stream the mapping reads
+	// through (SubscribeToShard): its ARN, or its name. It must be ACTIVE, or be waited for.
 	Consumer string
 	// RegisterConsumer registers Consumer (a name) when it does not exist, and waits until it is
 	// ACTIVE.

@@ -42,11 +42,12 @@ func (r *Runner) withDefaults(m Mapping) Mapping {
 	return m
 }
 
-// Run runs the mapping until ctx ends: it checks the settings, finds the stream (and the
-// consumer), opens its store and runs its poller, which checks the whole mapping (with a lease table, the
-// lease coordinator too, whose leases are renewed until the poller stopped). Configuration
-// errors wrap poller.ErrInvalidConfig, and are found before any call to AWS; nothing is written
-// before the stream has been found.
+// Run runs the mapping until ctx ends: it checks the settings alone, finds the stream (and the
+// consumer), opens the function and its store, and runs its poller, which checks the whole
+// mapping (poller.New); with a lease table, the lease coordinator runs too, its leases renewed
+// until the poller stopped. Configuration errors wrap poller.ErrInvalidConfig and are found
+// before any call to AWS; nothing is written before the stream has been found. A mapping whose
+// store is rewound (esm rewind) is started again on the rewound progress.
 func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	m = r.withDefaults(m)
 	if err := r.check(m); err != nil {
