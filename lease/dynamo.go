@@ -136,6 +136,7 @@ type Dynamo struct {
 	// Shard state.
 	shards     map[string]*shard // everything known of each shard, by shard id
 	registered int               // how many shards the poller registered
+	knownSum   uint64            // the digest of their ids (knownLocked)
 	plan       assignment
 	planKey    string
 	succ       assignment // the placement without this worker (shutdown hand-overs)
@@ -162,7 +163,7 @@ type membership struct {
 	// the next attempt joins with it, so that failed joins leave no bound item behind.
 	drawn          int64
 	beatFailures   int
-	publishedKnown int64 // the shard count the last heartbeat published
+	publishedKnown int64 // the digest of the shards known the last heartbeat published (knownLocked)
 }
 
 // heldLease is a lease this worker holds. mu serialises the lease's writes (checkpoint,

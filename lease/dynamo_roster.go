@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"time"
@@ -34,7 +35,7 @@ func (d *Dynamo) join(ctx context.Context) error {
 	if !bound {
 		epoch = newEpoch(d.rnd, d.id, ms, tombs)
 	}
-	known, leaving := int64(d.registered), d.stopping
+	known, leaving := d.knownLocked(), d.stopping
 	horizon := d.joinHorizonLocked()
 	d.mu.Unlock()
 	expr, cond := "SET #m.#me = :entry", "attribute_not_exists(#m.#me)"
@@ -142,7 +143,7 @@ func (d *Dynamo) heartbeat(ctx context.Context) error {
 	// Every attempt writes a new value: after a lost response the roster may hold the last
 	// attempt's, and rewriting it would look, to the others, like no heartbeat at all.
 	d.me.beat++
-	epoch, next, leaving, known := d.me.epoch, d.me.beat, d.me.leaving, int64(d.registered)
+	epoch, next, leaving, known := d.me.epoch, d.me.beat, d.me.leaving, d.knownLocked()
 	var waits []string
 	for id, s := range d.shards {
 		if s.waiting {
@@ -295,7 +296,7 @@ func (d *Dynamo) observeRosterLocked(item map[string]types.AttributeValue, sent,
 	if me, ok := ms[d.id]; d.me.joined && (!ok || me.epoch != d.me.epoch) {
 		// Our entry is gone or replaced: the next heartbeat fails and expels us; until then
 		// treat ourselves as a member so as not to give leases away on a stale read.
-		ms[d.id] = member{epoch: d.me.epoch, beat: d.me.beat, leaving: d.me.leaving, known: int64(d.registered)}
+		ms[d.id] = member{epoch: d.me.epoch, beat: d.me.beat, leaving: d.me.leaving, known: d.knownLocked()}
 	}
 	// Another worker waits for leases that name this one: read them (and adopt and hand on
 	// those that do).
@@ -466,8 +467,23 @@ func (d *Dynamo) markLeaving(ctx context.Context) {
 	}
 }
 
-// agreedLocked: every member knows as many shards as this worker, so all compute the same
-// placement. Hand-overs wait for it.
+// agreedLocked: every member knows the shards this worker knows, so all compute the same
+// placement and know the same children. Hand-overs and the deletion of finished leases wait
+// for it.
 func (d *Dynamo) agreedLocked() bool {
-	return d.roster.agreed(d.id, int64(d.registered), d.me.publishedKnown)
+	return d.roster.agreed(d.id, d.knownLocked(), d.me.publishedKnown)
+}
+
+// knownLocked is what this worker publishes of the shards it knows (the roster entry's u): a
+// digest of their ids that does not depend on the order they were registered in. A count is
+// not enough: two workers that each learnt the children of a different parent from its last
+// read (ChildShards, or a CHILD_SHARDS listing of DynamoDB Streams) know as many shards, and a
+// worker that does not know a deleted parent's child would create its lease again (cleanUp).
+func (d *Dynamo) knownLocked() int64 { return int64(d.knownSum) }
+
+// shardDigest is one shard's part of knownLocked: FNV-1a of its id.
+func shardDigest(id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return h.Sum64()
 }

@@ -35,6 +35,7 @@ func (d *Dynamo) Register(ctx context.Context, shards []poller.ShardInfo) error 
 			s.firstSeen, s.registered = now, true
 			s.initial = s.initial || first
 			d.registered++
+			d.knownSum += shardDigest(si.ShardID)
 		} else {
 			// Keep what the first registration said, completing what it lacked.
 			if len(old.Parents) == 0 {
@@ -53,7 +54,7 @@ func (d *Dynamo) Register(ctx context.Context, shards []poller.ShardInfo) error 
 			}
 		}
 	}
-	publish := d.me.joined && d.me.publishedKnown != int64(d.registered)
+	publish := d.me.joined && d.me.publishedKnown != d.knownLocked()
 	d.mu.Unlock()
 	if publish && d.lockBeats(ctx) { // tell the others at once how many shards this worker knows of
 		if err := d.heartbeat(ctx); err != nil && ctx.Err() == nil {

@@ -13,7 +13,7 @@ type placementInput struct {
 	now           time.Time
 	owner         map[string]string // the assignment of the current members: shard → member
 	roster        *roster
-	agreed        bool          // every member knows as many shards as this worker (agreedLocked)
+	agreed        bool          // every member knows the shards this worker knows (agreedLocked)
 	settle        time.Duration // the shard settle time (WithShardSettle)
 	leaseDuration time.Duration
 	shards        map[string]*shard
@@ -122,8 +122,8 @@ func (in placementInput) shard(id string) shard {
 }
 
 // settled: the placement applies to the shard. A shard of the first listing without parents
-// is placed at once (every worker lists it); any other once every member knows as many shards
-// as this worker, or after the settle time (see DefaultShardSettle). Until then it goes to
+// is placed at once (every worker lists it); any other once every member knows the shards
+// this worker knows, or after the settle time (see DefaultShardSettle). Until then it goes to
 // whoever can read it first.
 func (in placementInput) settled(s *shard) bool {
 	return shardSettled(s, in.agreed, in.settle, in.now)

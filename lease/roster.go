@@ -71,7 +71,7 @@ func newRoster() roster {
 // observe records a roster read returned at got: its members ms and tombstones tombs. A
 // heartbeat value first seen counts from at; healthy is how many of this worker's own
 // heartbeats have gone through. It reports whether a member came, went, or changed its
-// leaving flag or its shard count.
+// leaving flag or the shards it knows (u).
 func (r *roster) observe(ms map[string]member, tombs map[string]time.Duration, at, got time.Time, healthy int64) (changed bool) {
 	for k, w := range tombs {
 		if _, ok := r.gone[k]; !ok {
@@ -233,8 +233,9 @@ func (r *roster) holds(id string, epoch int64) bool {
 	return ok && m.epoch == epoch
 }
 
-// agreed: every member but self publishes n shards known, as self did last (published), so
-// all compute the same placement.
+// agreed: every member but self publishes the shards known that self knows (n, a digest of their
+// ids: knownLocked), as self did last (published), so all compute the same placement and know
+// the same children.
 func (r *roster) agreed(self string, n, published int64) bool {
 	for id, m := range r.members {
 		if id != self && m.known != n {

@@ -21,7 +21,7 @@ const (
 	memberEpoch = "e"
 	memberBeat  = "h"
 	memberLeave = "l"
-	memberKnown = "u" // how many shards the worker knows of
+	memberKnown = "u" // a digest of the shards the worker knows of (Dynamo.knownLocked)
 	memberWaits = "w" // leases placed on the worker that another live worker owns and does not hand over
 	// memberHorizon is how long after the heartbeat's send the worker's invocations may still
 	// run, in milliseconds (whole seconds); absent when none can (see horizon.go).

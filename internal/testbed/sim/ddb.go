@@ -41,11 +41,19 @@ type ddbSchedule struct {
 	Poison                     bool
 	Stops                      int
 	BatchWindow, LeaseDuration time.Duration
+	// OpenShards is how many shards of the stream are open at once; IteratorTTL how long an
+	// iterator lives (0: 15 minutes); Trim whether the stream is trimmed mid-run, TrimAge the
+	// age of the records it removes.
+	OpenShards  int
+	IteratorTTL time.Duration
+	Trim        bool
+	TrimAge     time.Duration
 }
 
 func (s ddbSchedule) String() string {
-	return fmt.Sprintf("ddb seed %d: workers=%d items=%d changes=%d rotations=%d batch=%d PF=%d retries=%d bisect=%t partial=%t fail=%.2f poison=%t stops=%d window=%s\n",
-		s.Seed, s.Workers, s.Items, s.Changes, s.Rotations, s.BatchSize, s.PF, s.Retries, s.Bisect, s.Partial, s.FailRate, s.Poison, s.Stops, s.BatchWindow)
+	return fmt.Sprintf("ddb seed %d: workers=%d items=%d changes=%d open=%d rotations=%d batch=%d PF=%d retries=%d bisect=%t partial=%t fail=%.2f poison=%t stops=%d window=%s iterator-ttl=%s trim=%t/%s\n",
+		s.Seed, s.Workers, s.Items, s.Changes, s.OpenShards, s.Rotations, s.BatchSize, s.PF, s.Retries, s.Bisect, s.Partial, s.FailRate, s.Poison, s.Stops, s.BatchWindow,
+		s.IteratorTTL, s.Trim, s.TrimAge)
 }
 
 func generateDDB(seed int64) ddbSchedule {
@@ -56,6 +64,13 @@ func generateDDB(seed int64) ddbSchedule {
 		Poison: r.IntN(3) == 0, Stops: r.IntN(4), LeaseDuration: 3 * time.Second}
 	if r.IntN(3) == 0 {
 		s.BatchWindow = time.Duration(r.IntN(1000)) * time.Millisecond
+	}
+	s.OpenShards = 1 + r.IntN(3)
+	if r.IntN(3) == 0 {
+		s.IteratorTTL = time.Duration(500+r.IntN(2500)) * time.Millisecond
+	}
+	if r.IntN(4) == 0 {
+		s.Trim, s.TrimAge = true, time.Duration(r.IntN(3000))*time.Millisecond
 	}
 	return s
 }
@@ -100,7 +115,11 @@ func (w *ddbWorld) violate(format string, args ...any) {
 // inside a synctest bubble).
 func RunDynamoDB(seed int64) Result {
 	s := generateDDB(seed)
-	w := &ddbWorld{s: s, db: fakedynamo.New(), prod: rand.New(rand.NewPCG(uint64(seed), 0x9d)), rnd: rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
+	dbOpts := []fakedynamo.Option{fakedynamo.WithStreamShards(s.OpenShards)}
+	if s.IteratorTTL > 0 {
+		dbOpts = append(dbOpts, fakedynamo.WithIteratorTTL(s.IteratorTTL))
+	}
+	w := &ddbWorld{s: s, db: fakedynamo.New(dbOpts...), prod: rand.New(rand.NewPCG(uint64(seed), 0x9d)), rnd: rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
 		discarded: map[string]bool{}, running: map[string]int{},
 		res: Result{Injected: map[string]int{}, Checked: map[string]int{}}}
 	w.res.Schedule = Schedule{Seed: seed, Workers: s.Workers}
@@ -166,7 +185,7 @@ func (w *ddbWorld) startWorker(wg *sync.WaitGroup, n int) (context.CancelFunc, c
 		MaximumBatchingWindow: w.s.BatchWindow, OnFailureDestination: "arn:aws:sqs:us-east-1:000000000000:ddbsim-dlq",
 		ShardSyncInterval: 2 * time.Second,
 	}
-	src, err := dynamostreams.New(w.db, w.arn)
+	src, err := dynamostreams.New(ddbStreams{w.db, w}, w.arn)
 	if err != nil {
 		done <- err
 		return func() {}, done
@@ -223,7 +242,10 @@ func (w *ddbWorld) store() poller.Store {
 func (w *ddbWorld) produce(stop func(int)) {
 	ctx := context.Background()
 	versions := map[string]int{}
-	rotateAt, stopAt := w.points(w.s.Rotations), w.points(w.s.Stops)
+	rotateAt, stopAt, trimAt := w.points(w.s.Rotations), w.points(w.s.Stops), w.points(0)
+	if w.s.Trim {
+		trimAt = w.points(1)
+	}
 	for i := range w.s.Changes {
 		item := fmt.Sprintf("item-%d", w.prod.IntN(w.s.Items))
 		versions[item]++
@@ -245,6 +267,12 @@ func (w *ddbWorld) produce(stop func(int)) {
 		}
 		if stopAt[i] {
 			stop(i)
+		}
+		if trimAt[i] { // the records older than TrimAge go, read or not (excused from the judge)
+			if err := w.db.TrimStream("sim", time.Now().Add(-w.s.TrimAge)); err != nil {
+				w.violate("trim: %v", err)
+			}
+			w.inject("ddb-trim")
 		}
 		time.Sleep(time.Duration(5+w.prod.IntN(40)) * time.Millisecond)
 	}

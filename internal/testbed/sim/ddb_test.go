@@ -33,7 +33,7 @@ func TestDynamoDBSimulation(t *testing.T) {
 	if len(seeds) < 20 {
 		return
 	}
-	for _, k := range []string{"ddb-rotate", "ddb-stop", "poison-record", "ddb-discarded-batch"} {
+	for _, k := range []string{"ddb-rotate", "ddb-stop", "ddb-trim", "ddb-iterator-expired", "poison-record", "ddb-discarded-batch"} {
 		if injected[k] == 0 {
 			t.Errorf("no DynamoDB run injected %s (injected: %v)", k, slices.Sorted(maps.Keys(injected)))
 		}
