@@ -1,0 +1,4 @@
+package lease
+
+// StartupAttempts is startupAttempts, for the external tests.
+const StartupAttempts = startupAttempts
