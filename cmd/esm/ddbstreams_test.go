@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	"github.com/kinesis-esm/esm/internal/testbed/testenv"
 	"github.com/kinesis-esm/esm/internal/testbed/testkit"
 	"github.com/kinesis-esm/esm/internal/testbed/verify"
+	"github.com/kinesis-esm/esm/metrics/live"
 )
 
 var ddbBootstrap struct {
@@ -147,4 +151,119 @@ func TestDynamoDBStreamTwoWorkersKillAndRestart(t *testing.T) {
 			t.Fatalf("exit %d after SIGTERM", code)
 		}
 	}
+}
+
+// TestDynamoDBStreamObserved: a mapping of a DynamoDB stream is watched as a Kinesis one is, on
+// the built binary (esm run on a private ddb-local whose shards rotate every 2 s): /metrics
+// accounts for every change polled and invoked, the live page draws the stream's shards
+// (parents and children, finished and read, checkpoints), esm status lists them from the
+// stream and the running worker, and every invocation is exported as a span naming the
+// mapping's stream.
+func TestDynamoDBStreamObserved(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	endpoint, stop, err := testenv.DDBStreamsEndpoint(ctx, "../..", local.DDBLocalOptions{Rotate: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	cfg, err := local.AWSConfig(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddb, st := local.DDBClients(cfg, endpoint)
+	table := fmt.Sprintf("observed-%d", time.Now().UnixNano()%1e9)
+	arn, err := local.CreateStreamTable(ctx, ddb, table, types.StreamViewTypeNewAndOldImages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &otlpCollector{}
+	srv := httptest.NewServer(col)
+	defer srv.Close()
+
+	dir := t.TempDir()
+	out, addr := filepath.Join(dir, "deliveries"), freeAddr(t)
+	env := append(stopEnv(), "AWS_ENDPOINT_URL_DYNAMODB_STREAMS="+endpoint, "EXAMPLE_OUTPUT="+out,
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+srv.URL, "OTEL_BSP_SCHEDULE_DELAY=100")
+	proc := spawnESM(t, env, "run", "--invoke", "exec:"+buildDDBBootstrap(t), "--function-env-pass", "EXAMPLE_OUTPUT",
+		"--stream", arn, "--starting-position", "TRIM_HORIZON", "--batch-size", "10", "--state-dir", filepath.Join(dir, "state"),
+		"--metrics-addr", addr, "--poll-interval", "100ms", "--shard-sync-interval", "1s")
+	testkit.WaitFor(t, "/readyz", 60*time.Second, func() bool { return httpStatus(addr, "/readyz") == http.StatusOK })
+
+	// Writes over at least two rotations, so that the stream has finished parents and children.
+	p := verify.NewDDBProducer(table, 10, 7)
+	var shards []verify.DDBShard
+	for rounds := 0; rounds < 10 || len(shards) < 3; rounds++ {
+		if rounds > 60 {
+			t.Fatalf("%d shards after %d rounds of writes: the stream does not rotate", len(shards), rounds)
+		}
+		if err := p.Write(ctx, ddb, 10); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if shards, err = verify.ListDDBShards(ctx, st, arn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := float64(p.Total())
+	var m map[string]float64
+	testkit.WaitFor(t, "every change polled and invoked", 60*time.Second, func() bool {
+		m = scrape(t, addr)
+		return m["PolledEventCount"] == total && m["InvokedEventCount"]-m["FailedInvokeEventCount"] == total
+	})
+	if m["FilteredOutEventCount"] != 0 || m["DroppedEventCount"] != 0 {
+		t.Fatalf("filtered %v, dropped %v of %v changes: want none", m["FilteredOutEventCount"], m["DroppedEventCount"], total)
+	}
+
+	// The live page: every shard of the stream, children naming their parents, a finished parent.
+	var state live.State
+	testkit.WaitFor(t, "the live page shows every shard", 30*time.Second, func() bool {
+		if err := getJSON(addr, "/live/state.json", &state); err != nil || len(state.Mappings) != 1 {
+			return false
+		}
+		return len(state.Mappings[0].Shards) >= len(shards)
+	})
+	finished, children := 0, 0
+	for _, sh := range state.Mappings[0].Shards {
+		if sh.State == "finished" {
+			finished++
+		}
+		if len(sh.Parents) > 0 {
+			children++
+		}
+	}
+	if finished < 1 || children < 2 {
+		t.Fatalf("/live/state.json: %d finished shards, %d with parents, want a finished parent and two children: %+v", finished, children, state.Mappings[0].Shards)
+	}
+	page := get(t, addr, "/live")
+	for _, sh := range shards {
+		if !strings.Contains(page, `data-shard="`+sh.ID+`"`) {
+			t.Fatalf("/live does not draw shard %s", sh.ID)
+		}
+	}
+
+	// esm status: the stream's shards, with the running worker's view.
+	code, stdout, stderr := runESMEnv(t, env, "", "status", "--stream", arn, "--state-dir", filepath.Join(dir, "state"), "--metrics-addr", addr)
+	if code != 0 || !strings.Contains(stdout, shards[len(shards)-1].ID) || !strings.Contains(stdout, "finished") {
+		t.Fatalf("status while running: exit %d\n%s%s", code, stdout, stderr)
+	}
+	t.Logf("esm status:\n%s", stdout)
+
+	// Traces: one span per invocation, each naming the mapping's stream.
+	ds, err := verify.ReadDDBDeliveries(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := proc.stop(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	outcomes, _, streams := col.byOutcome()
+	invocations := map[string]bool{}
+	for _, d := range ds {
+		invocations[d.RequestID] = true
+	}
+	if outcomes["ok"] != len(invocations) || len(streams) != 1 {
+		t.Fatalf("span outcomes %v on streams %v; the function saw %d invocations: want a span each, on the table's stream", outcomes, streams, len(invocations))
+	}
+	t.Logf("%v changes over %d shards; %d invocations traced on %v", total, len(shards), len(invocations), streams)
 }
