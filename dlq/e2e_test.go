@@ -194,8 +194,8 @@ func runMapping(t *testing.T, streamARN string, cfg poller.Config, dest poller.D
 	}
 	cfg.StartingPosition = poller.TrimHorizon
 	cfg.PollInterval = 100 * time.Millisecond
-	cfg.FunctionARN = "arn:aws:lambda:us-east-1:000000000000:function:f"
-	p, err := poller.New(kinesissrc.MustNew(kin, streamARN), cfg, run.store, inprocess.New(handler), append([]poller.Option{poller.WithDestination(dest)}, opts...)...)
+	fn := poller.WithFunctionARN("arn:aws:lambda:us-east-1:000000000000:function:f")
+	p, err := poller.New(kinesissrc.MustNew(kin, streamARN), cfg, run.store, inprocess.New(handler), append([]poller.Option{poller.WithDestination(dest), fn}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

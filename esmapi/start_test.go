@@ -62,9 +62,9 @@ func TestAPIStartRunsWhatCreateChecked(t *testing.T) {
 	if got := started.Config.Defaults(); !reflect.DeepEqual(normal(got), normal(checked)) {
 		t.Fatalf("the start runs another configuration than the one Create checked:\n%+v\n%+v", got, checked)
 	}
-	if started.Function.ARN != v.FunctionArn || started.Function.ARN != created.Function.ARN || started.Config.FunctionARN != "" {
-		t.Fatalf("the start names its function %q (settings: %q), Create %q, and the API reports %q: want one ARN, in Function alone",
-			started.Function.ARN, started.Config.FunctionARN, created.Function.ARN, v.FunctionArn)
+	if started.Function.ARN != v.FunctionArn || started.Function.ARN != created.Function.ARN {
+		t.Fatalf("the start names its function %q, Create %q, and the API reports %q: want one ARN",
+			started.Function.ARN, created.Function.ARN, v.FunctionArn)
 	}
 	earlier := poller.WithClock(func() time.Time { return ts.Add(-time.Hour) })
 	if _, err := poller.New(kinesissrc.MustNew(kin, started.Source.Stream), started.Config, poller.NewMemoryStore(), inv, earlier); err == nil {

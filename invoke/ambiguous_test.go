@@ -93,9 +93,10 @@ func runOneShard(t *testing.T, inv poller.Invoker, d time.Duration, leased bool)
 	for i := range 5 {
 		fk.Put("s", fmt.Sprintf("k%d", i), []byte(fmt.Sprintf(`{"n":%d}`, i)))
 	}
-	cfg := poller.Config{FunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:f", BatchSize: 2,
+	cfg := poller.Config{BatchSize: 2,
 		StartingPosition: poller.TrimHorizon, PollInterval: 50 * time.Millisecond, ShutdownGrace: 10 * time.Second}
-	opts := []poller.Option{poller.WithLogger(slog.New(slog.DiscardHandler)), poller.WithInvocationBound(5 * time.Second)}
+	opts := []poller.Option{poller.WithLogger(slog.New(slog.DiscardHandler)), poller.WithInvocationBound(5 * time.Second),
+		poller.WithFunctionARN("arn:aws:lambda:us-east-1:000000000000:function:f")}
 	if leased {
 		cfg.ClaimInterval = 100 * time.Millisecond
 		opts = append(opts, poller.WithCoordinator(holdAll{}))

@@ -209,11 +209,12 @@ func (w *world) startL(id string, L, bound, timeout time.Duration, wrap func(*ga
 		w.mu.Unlock()
 		return events.KinesisEventResponse{}, nil
 	}
-	cfg := poller.Config{FunctionARN: "arn:aws:lambda:us-east-1:000000000000:function:f", BatchSize: 5,
+	cfg := poller.Config{BatchSize: 5,
 		StartingPosition: poller.TrimHorizon, PollInterval: 50 * time.Millisecond, ClaimInterval: d.ClaimInterval(),
 		ShardSyncInterval: time.Second, ShutdownGrace: 5 * time.Second}
 	var inv invoke.Invoker = inprocess.New(handler, inprocess.WithTimeout(timeout))
-	p, err := poller.New(kinesissrc.MustNew(w.fk, w.arn), cfg, d, inv, poller.WithCoordinator(d), poller.WithLogger(w.log.With("worker", id)))
+	p, err := poller.New(kinesissrc.MustNew(w.fk, w.arn), cfg, d, inv, poller.WithCoordinator(d), poller.WithLogger(w.log.With("worker", id)),
+		poller.WithFunctionARN("arn:aws:lambda:us-east-1:000000000000:function:f"))
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -42,13 +42,10 @@ const (
 )
 
 // Config is an event source mapping's settings: Lambda's, esm's own two (OnDestinationFailure,
-// MaxFilters), the function's ARN and the poller's runtime knobs (PollInterval to ClaimInterval).
-// A zero field means its default, given in its comment (Defaults). Validate checks it alone; New
-// checks it with its source.
+// MaxFilters) and the poller's runtime knobs (PollInterval to ClaimInterval). The stream is the
+// Source's, the function's ARN is WithFunctionARN's. A zero field means its default, given in its
+// comment (Defaults). Validate checks it alone; New checks it with its source.
 type Config struct {
-	// FunctionARN is the mapped function's ARN: the on-failure record's, and the ARN the function
-	// is invoked as (its InvokedFunctionArn, invoke.WithFunctionARN). Optional.
-	FunctionARN string
 	// BatchSize is the most records in one invocation, 1–10000. Default 100.
 	BatchSize int
 	// MaximumBatchingWindow is how long to gather records before invoking, 0–300 s. Default 0:

@@ -70,7 +70,7 @@ func (r *reader) discard(runCtx, workCtx context.Context, recs []source.Record, 
 		requestID = uuid.NewString()
 	}
 	f := FailureRecord{
-		Condition: condition, RequestID: requestID, FunctionARN: r.p.cfg.FunctionARN,
+		Condition: condition, RequestID: requestID, FunctionARN: r.p.functionARN,
 		ApproximateInvokeCount: invokes, Response: resp, Timestamp: r.p.now().UTC(),
 		StreamARN: r.p.id.ARN, ShardID: r.shardID,
 		StartSequenceNumber: recs[0].SequenceNumber, EndSequenceNumber: recs[len(recs)-1].SequenceNumber,

@@ -56,22 +56,24 @@ type Invoker interface {
 
 // Poller runs one event source mapping. Create it with New and call Run once.
 type Poller struct {
-	cfg     Config
-	src     Source
-	id      source.Identity // src's
-	maxRead int             // the most records a read asks for: the source's MaxRecordsPerRead
-	store   Store
-	inv     Invoker
-	log     *slog.Logger
-	now     func() time.Time
-	enc     *eventEncoder
-	structs KinesisEvents // src, when it builds the struct a RecordsInvoker takes; else nil
-	dest    Destination
-	coord   Coordinator
-	filters *filter.Filters // nil: every record is invoked
-	obs     Observer
-	detail  DetailObserver // obs, when it is one; else nil
-	ready   func()         // called once the mapping is running (see WithReady)
+	cfg Config
+	src Source
+	// functionARN is the mapped function's (WithFunctionARN), or "".
+	functionARN string
+	id          source.Identity // src's
+	maxRead     int             // the most records a read asks for: the source's MaxRecordsPerRead
+	store       Store
+	inv         Invoker
+	log         *slog.Logger
+	now         func() time.Time
+	enc         *eventEncoder
+	structs     KinesisEvents // src, when it builds the struct a RecordsInvoker takes; else nil
+	dest        Destination
+	coord       Coordinator
+	filters     *filter.Filters // nil: every record is invoked
+	obs         Observer
+	detail      DetailObserver // obs, when it is one; else nil
+	ready       func()         // called once the mapping is running (see WithReady)
 	// readiness, when set, follows the store's health (see WithReadiness).
 	readiness *Readiness
 	efo       *efo         // with a consumer: enhanced fan-out (subscribe.go)
@@ -103,6 +105,11 @@ func WithReady(f func()) Option { return func(p *Poller) { p.ready = f } }
 // WithDestination sets where discarded records are reported (the client for
 // Config.OnFailureDestination). Without one, discarded records are only logged.
 func WithDestination(d Destination) Option { return func(p *Poller) { p.dest = d } }
+
+// WithFunctionARN names the mapped function by its ARN: the ARN it is invoked as (its
+// InvokedFunctionArn, invoke.WithFunctionARN) and the one its on-failure records carry. Without
+// it the invoker's own default applies and the records name no function.
+func WithFunctionARN(arn string) Option { return func(p *Poller) { p.functionARN = arn } }
 
 // WithClock sets the clock used for batching windows and timestamps (default time.Now).
 func WithClock(now func() time.Time) Option { return func(p *Poller) { p.now = now } }

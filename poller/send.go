@@ -94,7 +94,7 @@ func (r *reader) send(inv invocation) sent {
 		return sent{err: errStopped}
 	}
 	ctx := inv.ctx
-	if arn := r.p.cfg.FunctionARN; arn != "" {
+	if arn := r.p.functionARN; arn != "" {
 		ctx = invoke.WithFunctionARN(ctx, arn) // what the mapping reports is what its function is invoked as
 	}
 	if inv.span != nil {

@@ -37,11 +37,11 @@ func TestRedriveDynamoDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := poller.Config{FunctionARN: functionARN, StartingPosition: poller.TrimHorizon, BatchSize: 4, BisectBatchOnFunctionError: true,
+	cfg := poller.Config{StartingPosition: poller.TrimHorizon, BatchSize: 4, BisectBatchOnFunctionError: true,
 		MaximumRetryAttempts: new(int), PollInterval: 10 * time.Millisecond, OnFailureDestination: "arn:aws:sqs:us-east-1:000000000000:failures"}
 	isPoison := func(p []byte) bool { return bytes.Contains(p, []byte(`"poison"`)) }
 	inv, dest := &fn{fail: isPoison}, make(capture, 10)
-	p, err := poller.New(src, cfg, poller.NewMemoryStore(), inv, poller.WithDestination(dest))
+	p, err := poller.New(src, cfg, poller.NewMemoryStore(), inv, poller.WithDestination(dest), poller.WithFunctionARN(functionARN))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestRedriveDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	fixed := &fn{}
-	r, err := New(src, cfg, WithInvoker(fixed))
+	r, err := New(src, cfg, WithInvoker(fixed), WithFunctionARN(functionARN))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,17 +120,18 @@ func (s Summary) String() string {
 
 // Redriver redrives one mapping's failed records. Create it with New.
 type Redriver struct {
-	cfg       poller.Config
-	streamARN string // the mapping's stream
-	batchSize int
-	src       poller.Source // the records are read through it
-	enc       *poller.BatchEncoder
-	filters   *filter.Filters
-	inv       poller.Invoker
-	export    io.Writer
-	dryRun    bool
-	log       *slog.Logger
-	rep       Reporter
+	cfg         poller.Config
+	streamARN   string // the mapping's stream
+	functionARN string // the mapping's function (WithFunctionARN), or ""
+	batchSize   int
+	src         poller.Source // the records are read through it
+	enc         *poller.BatchEncoder
+	filters     *filter.Filters
+	inv         poller.Invoker
+	export      io.Writer
+	dryRun      bool
+	log         *slog.Logger
+	rep         Reporter
 }
 
 // Option configures New. A nil Option is ignored.
@@ -142,6 +143,10 @@ func WithInvoker(inv poller.Invoker) Option { return func(r *Redriver) { r.inv =
 // WithExport writes the records to w, one JSON line per record as the function would receive
 // it in an event's Records, instead of invoking; messages are kept.
 func WithExport(w io.Writer) Option { return func(r *Redriver) { r.export = w } }
+
+// WithFunctionARN names the mapping's function by its ARN: a message for another function is
+// skipped, and the function is invoked as it (its InvokedFunctionArn), as the poller invokes it.
+func WithFunctionARN(arn string) Option { return func(r *Redriver) { r.functionARN = arn } }
 
 // WithDryRun reads every message and its records, and reports what a redrive would do, without
 // invoking, exporting or deleting anything.
@@ -166,7 +171,7 @@ func WithReporter(rep Reporter) Option {
 }
 
 // New returns the redriver of the mapping that reads stream with cfg's settings (the stream's ARN
-// and cfg's FunctionARN name the messages it takes; cfg's BatchSize, FilterCriteria and
+// and the function's, WithFunctionARN, name the messages it takes; cfg's BatchSize, FilterCriteria and
 // ReportBatchItemFailures, and the stream's invokeIdentityArn, shape and judge the batches, as
 // the poller's do); the records are read through stream (a Kinesis stream's or a DynamoDB
 // stream's). It needs an invoker, an export or a dry run.
@@ -258,8 +263,8 @@ func (r *Redriver) one(ctx context.Context, src Source, it *Item) Result {
 	case m.StreamARN != r.streamARN:
 		res.Outcome, res.Detail = Skipped, fmt.Sprintf("for stream %s, not this mapping's %s", m.StreamARN, r.streamARN)
 		return res
-	case m.FunctionARN != "" && r.cfg.FunctionARN != "" && m.FunctionARN != r.cfg.FunctionARN:
-		res.Outcome, res.Detail = Skipped, fmt.Sprintf("for function %s, not this mapping's %s", m.FunctionARN, r.cfg.FunctionARN)
+	case m.FunctionARN != "" && r.functionARN != "" && m.FunctionARN != r.functionARN:
+		res.Outcome, res.Detail = Skipped, fmt.Sprintf("for function %s, not this mapping's %s", m.FunctionARN, r.functionARN)
 		return res
 	}
 	var batches []batch
@@ -415,9 +420,9 @@ func (r *Redriver) payloadBatches(m Message) ([]batch, error) {
 const maxDetail = 300
 
 // invoke runs one batch; nil means the function handled every record. The function is invoked
-// as the mapping's (cfg's FunctionARN), as the poller invokes it.
+// as the mapping's (WithFunctionARN), as the poller invokes it.
 func (r *Redriver) invoke(ctx context.Context, b batch) error {
-	if arn := r.cfg.FunctionARN; arn != "" {
+	if arn := r.functionARN; arn != "" {
 		ctx = invoke.WithFunctionARN(ctx, arn)
 	}
 	resp, err := r.inv.Invoke(ctx, b.payload)

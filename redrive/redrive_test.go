@@ -82,7 +82,7 @@ func newStream(t *testing.T, data ...string) (*fakekinesis.Fake, string, []strin
 }
 
 func mapping(arn string) poller.Config {
-	return poller.Config{FunctionARN: functionARN, StartingPosition: poller.TrimHorizon}
+	return poller.Config{StartingPosition: poller.TrimHorizon}
 }
 
 // failOnce runs the real poller over the stream with a function that fails on the poison record,
@@ -97,7 +97,7 @@ func failOnce(t *testing.T, f *fakekinesis.Fake, arn string, cfg poller.Config) 
 	dest := make(capture, 10)
 	// The poller's clock is the fake's, a second on: the records are fresh, whatever the date, for
 	// the record-age and retention rules.
-	p, err := poller.New(kinesissrc.MustNew(f, arn), cfg, poller.NewMemoryStore(), inv, poller.WithDestination(dest),
+	p, err := poller.New(kinesissrc.MustNew(f, arn), cfg, poller.NewMemoryStore(), inv, poller.WithDestination(dest), poller.WithFunctionARN(functionARN),
 		poller.WithClock(func() time.Time { return fixedClock().Add(time.Second) }))
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func writeMessages(t *testing.T, bodies ...[]byte) string {
 func run(t *testing.T, arn string, cfg poller.Config, kin kinesissrc.API, src Source, opts ...Option) (Summary, string) {
 	t.Helper()
 	var out bytes.Buffer
-	r, err := New(kinesissrc.MustNew(kin, arn), cfg, append(opts, WithReporter(NewLineReporter(&out)))...)
+	r, err := New(kinesissrc.MustNew(kin, arn), cfg, append([]Option{WithFunctionARN(functionARN)}, append(opts, WithReporter(NewLineReporter(&out)))...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +187,8 @@ func TestRedriveIsTheFailedBatch(t *testing.T) {
 			fixed.mu.Lock()
 			as := fixed.arns[0]
 			fixed.mu.Unlock()
-			if as != cfg.FunctionARN {
-				t.Fatalf("redrive invoked the function as %q, want the mapping's %s (as the poller invokes it)", as, cfg.FunctionARN)
+			if as != functionARN {
+				t.Fatalf("redrive invoked the function as %q, want the mapping's %s (as the poller invokes it)", as, functionARN)
 			}
 			if n := bytes.Count(calls[0], []byte(`"eventID"`)); n != wantRecords {
 				t.Fatalf("redriven batch holds %d records, want %d", n, wantRecords)

@@ -13,8 +13,7 @@ import (
 type Mapping struct {
 	Source   Source
 	Function Function
-	// Config holds Lambda's settings of the mapping and the poller's runtime knobs. Its
-	// FunctionARN is left empty: Run sets it from Function (Function.FunctionARN).
+	// Config holds Lambda's settings of the mapping and the poller's runtime knobs.
 	Config poller.Config
 	Store  Store
 	// UUID is the mapping's UUID (Lambda's EventSourceMappingUUID: the EMF dimension, the S3

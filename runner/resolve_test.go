@@ -8,6 +8,7 @@ import (
 
 	"github.com/kinesis-esm/esm/checkpoint"
 	"github.com/kinesis-esm/esm/fake/fakekinesis"
+	"github.com/kinesis-esm/esm/invoke"
 	"github.com/kinesis-esm/esm/poller"
 )
 
@@ -53,24 +54,41 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-// TestRunNamesTheFunctionOnce: the function's identity is Mapping.Function's alone; a mapping that
-// also sets Config.FunctionARN (which Run derives from it) is refused before any call, as any
-// invalid configuration is.
-func TestRunNamesTheFunctionOnce(t *testing.T) {
+// TestRunInvokesAsTheFunctionIsNamed: the function's identity is Mapping.Function's alone, and
+// Run gives it to the poller (poller.WithFunctionARN): an invoker sees Function.ARN on each
+// invocation (invoke.FunctionARN), not its own default.
+func TestRunInvokesAsTheFunctionIsNamed(t *testing.T) {
 	kin := fakekinesis.New()
 	kin.CreateStream("orders", 1)
+	kin.Put("orders", "k", []byte("x"))
 	r, _ := fakeRunner(t, kin, nil)
 	const fn = "arn:aws:lambda:us-east-1:000000000000:function:other"
-	m := Mapping{Source: Source{Stream: "orders"}, Function: Function{Name: "ship", ARN: fn, Handler: func() error { return nil }},
-		Config: poller.Config{StartingPosition: poller.TrimHorizon, FunctionARN: fn}, Store: Store{StateDir: t.TempDir()}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // bounds a run that was not refused
-	defer cancel()
-	err := r.Run(ctx, m)
-	var ve *poller.ValidationError
-	if !errors.As(err, &ve) || ve.Field != "FunctionARN" || !errors.Is(err, poller.ErrInvalidConfig) {
-		t.Fatalf("Run with the function named twice: %v; want a FunctionARN ValidationError", err)
+	seen := make(chan string, 1)
+	inv := invokerFunc(func(ctx context.Context, _ []byte) (invoke.Response, error) {
+		select {
+		case seen <- invoke.FunctionARN(ctx, "none"):
+		default:
+		}
+		return invoke.Response{StatusCode: 200}, nil
+	})
+	stop := runUntil(r, Mapping{Source: Source{Stream: "orders"}, Function: Function{Name: "ship", ARN: fn, Invoker: inv},
+		Config: poller.Config{StartingPosition: poller.TrimHorizon, PollInterval: 10 * time.Millisecond}, Store: Store{StateDir: t.TempDir()}})
+	select {
+	case got := <-seen:
+		if got != fn {
+			t.Errorf("the function was invoked as %q, want Function.ARN %s", got, fn)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out waiting for the invocation")
 	}
-	if n := kin.Calls("DescribeStreamSummary"); n != 0 {
-		t.Errorf("%d lookups of the stream before the refusal, want none", n)
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// invokerFunc is a poller.Invoker of a function.
+type invokerFunc func(ctx context.Context, payload []byte) (invoke.Response, error)
+
+func (f invokerFunc) Invoke(ctx context.Context, payload []byte) (invoke.Response, error) {
+	return f(ctx, payload)
 }

@@ -57,11 +57,10 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 	if err != nil {
 		return err
 	}
-	e := engine{mc: m.Config}
+	e := engine{functionARN: found.FunctionARN} // the one place the function's identity reaches the poller
 	if e.src, err = r.Source(m, found); err != nil {
 		return err
 	}
-	e.mc.FunctionARN = found.FunctionARN // the one place the function's identity reaches the poller
 	// The store is opened only once the stream is known to exist: a wrong name writes nothing.
 	if err := r.exists(ctx, found); err != nil {
 		return err
@@ -76,25 +75,21 @@ func (r *Runner) Run(ctx context.Context, m Mapping) error {
 }
 
 // engine is what Run makes of a mapping once, for all its starts (a rewind starts the poller
-// again): its source as found, its settings with the function's ARN, and the function's invoker.
+// again): its source as found, the function's ARN (Resolved.FunctionARN) and its invoker.
 type engine struct {
-	src poller.Source
-	mc  poller.Config
-	inv poller.Invoker
+	src         poller.Source
+	functionARN string
+	inv         poller.Invoker
 }
 
 // check is what Run checks of m (its defaults applied) before any call to AWS: a source and a
-// function, Lambda's settings alone (with the stream's ARN when it is given as one), and that the
-// function is named once (Function, not Config.FunctionARN).
+// function, and Lambda's settings alone (with the stream's ARN when it is given as one).
 func (r *Runner) check(m Mapping) error {
 	if m.Source.Stream == "" {
 		return &poller.ValidationError{Field: "Stream", Message: "Stream is required: a Kinesis stream name or ARN (Mapping.Source.Stream)"}
 	}
 	if m.Function.Invoker == nil && m.Function.Handler == nil {
 		return fmt.Errorf("function %s: %w", m.Function.Name, ErrNoFunction)
-	}
-	if m.Config.FunctionARN != "" {
-		return &poller.ValidationError{Field: "FunctionARN", Message: "the function's ARN is Mapping.Function.ARN: Run sets Config.FunctionARN from it (leave it empty)"}
 	}
 	// poller.New checks the whole mapping once the source is found.
 	if err := m.Config.Validate(m.Source.Stream); err != nil {
@@ -265,14 +260,14 @@ func (r *Runner) openLeases(ctx context.Context, m Mapping, streamARN string, ex
 
 // runOn runs the mapping's engine e on its open store (poller.New checks the whole mapping).
 func (r *Runner) runOn(ctx context.Context, m Mapping, e engine, st *opened) error {
-	src, mc := e.src, e.mc
+	src, mc := e.src, m.Config
 	id, err := r.mappingUUID(ctx, m, st)
 	if err != nil {
 		return err
 	}
 	// The bound the lease table's takers wait for is the one the poller waits for after an
 	// invocation whose outcome is unknown.
-	popts := append(m.Hooks.pollerOptions(), poller.WithInvocationBound(invocationBound(m.Function)))
+	popts := append(m.Hooks.pollerOptions(), poller.WithInvocationBound(invocationBound(m.Function)), poller.WithFunctionARN(e.functionARN))
 	if mc.OnFailureDestination != "" {
 		d, err := r.destination(mc, id)
 		if err != nil {
@@ -292,7 +287,7 @@ func (r *Runner) runOn(ctx context.Context, m Mapping, e engine, st *opened) err
 		return err
 	}
 	if st.where != nil {
-		attrs := append([]any{"stream", src.Identity().ARN, "function", mc.FunctionARN}, st.where...)
+		attrs := append([]any{"stream", src.Identity().ARN, "function", e.functionARN}, st.where...)
 		if st.shared != nil {
 			attrs = append(attrs, "claim_interval", p.ClaimInterval(), "pid", os.Getpid())
 		} else {

@@ -75,7 +75,7 @@ func TestTemplateMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := tm.Mapping; m.Source.Stream != "other" || m.Function.Name != "renamed" || m.Function.ARN != "" || m.Config.FunctionARN != "" || m.Config.BatchSize != 2 {
+	if m := tm.Mapping; m.Source.Stream != "other" || m.Function.Name != "renamed" || m.Function.ARN != "" || m.Config.BatchSize != 2 {
 		t.Fatalf("with the stream and the function name given: %+v", m)
 	}
 

@@ -42,7 +42,7 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 	case err != nil:
 		return cli.Usage(err)
 	}
-	stream, mc, err := c.ResolveMapping(ctx)
+	stream, functionARN, err := c.ResolveMapping(ctx)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,6 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		defer f.Close()
 		opts = append(opts, redrive.WithExport(f))
 	default:
-		c.Run.Config = mc
 		// An in-process function's own output is its log: on stderr, so that stdout holds only
 		// the report.
 		c.Example = example.HandleTo(e.stderr) // --invoke example
@@ -86,8 +85,8 @@ func (r *redriveCmd) run(ctx context.Context, e env) error {
 		defer closeInvoker()
 		opts = append(opts, redrive.WithInvoker(inv))
 	}
-	opts = append(opts, redrive.WithReporter(redrive.NewReporter(out)))
-	rd, err := redrive.New(stream, mc, opts...)
+	opts = append(opts, redrive.WithReporter(redrive.NewReporter(out)), redrive.WithFunctionARN(functionARN))
+	rd, err := redrive.New(stream, c.Run.Config, opts...)
 	if err != nil {
 		return err
 	}

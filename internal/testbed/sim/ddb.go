@@ -179,7 +179,6 @@ func (w *ddbWorld) startWorker(wg *sync.WaitGroup, n int) (context.CancelFunc, c
 	done := make(chan error, 1)
 	retries := w.s.Retries
 	cfg := poller.Config{
-		FunctionARN:      "arn:aws:lambda:us-east-1:000000000000:function:ddbsim",
 		StartingPosition: poller.TrimHorizon, BatchSize: w.s.BatchSize, ParallelizationFactor: w.s.PF,
 		BisectBatchOnFunctionError: w.s.Bisect, ReportBatchItemFailures: w.s.Partial, MaximumRetryAttempts: &retries,
 		MaximumBatchingWindow: w.s.BatchWindow, OnFailureDestination: "arn:aws:sqs:us-east-1:000000000000:ddbsim-dlq",
@@ -190,7 +189,8 @@ func (w *ddbWorld) startWorker(wg *sync.WaitGroup, n int) (context.CancelFunc, c
 		done <- err
 		return func() {}, done
 	}
-	opts := []poller.Option{poller.WithDestination(ddbDest{w}), poller.WithInvocationBound(5 * time.Second)}
+	opts := []poller.Option{poller.WithDestination(ddbDest{w}), poller.WithInvocationBound(5 * time.Second),
+		poller.WithFunctionARN("arn:aws:lambda:us-east-1:000000000000:function:ddbsim")}
 	var store poller.Store = w.store()
 	ctx, cancel := context.WithCancel(context.Background())
 	lctx, stopLeases := context.WithCancel(context.Background())

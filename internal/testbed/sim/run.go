@@ -215,7 +215,6 @@ func (d *driver) start(sl *slot) {
 	}
 	cfg := poller.Config{
 		MaximumBatchingWindow: w.s.BatchWindow,
-		FunctionARN:           "arn:aws:lambda:us-east-1:000000000000:function:sim",
 		StartingPosition:      start, BatchSize: w.s.BatchSize, ParallelizationFactor: w.s.PF,
 		BisectBatchOnFunctionError: w.s.Bisect, ReportBatchItemFailures: w.s.Partial, MaximumRetryAttempts: &retries,
 		OnFailureDestination: "arn:aws:sqs:us-east-1:000000000000:sim-dlq", TumblingWindow: w.s.Window,
@@ -251,6 +250,7 @@ func (d *driver) start(sl *slot) {
 		w.violate("kinesis source: %v", err)
 		return
 	}
+	opts = append(opts, poller.WithFunctionARN("arn:aws:lambda:us-east-1:000000000000:function:sim"))
 	p, err := poller.New(src, cfg, simStore{inc}, simInvoker{inc}, opts...)
 	if err != nil {
 		w.violate("poller.New: %v", err)

@@ -62,24 +62,21 @@ func (c *Config) FunctionInvoker() (poller.Invoker, func() error, error) {
 }
 
 // ResolveMapping finds the mapping's stream (it must exist) and returns it as a source read
-// with clients of the endpoint (a Kinesis stream, polled, or a DynamoDB stream), and the
-// mapping's configuration with its function's ARN, as runner.Resolve names them: what keys the
-// mapping's progress and its on-failure messages. It writes nothing.
-func (c *Config) ResolveMapping(ctx context.Context) (poller.Source, poller.Config, error) {
-	mc := c.Run.Config
+// with clients of the endpoint (a Kinesis stream, polled, or a DynamoDB stream), and its
+// function's ARN, as runner.Resolve names them: what keys the mapping's progress and its
+// on-failure messages. It writes nothing.
+func (c *Config) ResolveMapping(ctx context.Context) (src poller.Source, functionARN string, err error) {
 	r, err := runner.New(c.AWS, runner.WithLogger(c.Logger))
 	if err != nil {
-		return nil, mc, err
+		return nil, "", err
 	}
 	found, err := r.Resolve(ctx, c.Run)
 	if err != nil {
-		return nil, mc, err
+		return nil, "", err
 	}
 	found.ConsumerARN = "" // the records are read by polling
-	src, err := r.Source(c.Run, found)
-	if err != nil {
-		return nil, mc, err
+	if src, err = r.Source(c.Run, found); err != nil {
+		return nil, "", err
 	}
-	mc.FunctionARN = found.FunctionARN
-	return src, mc, nil
+	return src, found.FunctionARN, nil
 }
