@@ -47,7 +47,8 @@ type Function struct {
 	// Handler, used when Invoker is nil, is a handler with one of aws-lambda-go's signatures,
 	// invoked in this process (invoke/inprocess).
 	Handler any
-	// Name names the function in its default ARN and the state key. Default "example".
+	// Name is the function's name, of which its ARN is made when ARN is empty (FunctionARN).
+	// Default "example".
 	Name string
 	// ARN, when set, is the function's ARN: what it is invoked as (its InvokedFunctionArn), what
 	// keys the mapping's checkpoints and what esm serve's API reports. Default: Name when it is an
@@ -59,7 +60,8 @@ type Function struct {
 	// an Invoker that reaches Lambda (invoke/lambdaapi) give the function's own Timeout on Lambda
 	// when it is longer (esm run and esm serve read it with GetFunctionConfiguration).
 	Timeout time.Duration
-	// Role is the execution role's ARN: the events' invokeIdentityArn (default: poller's).
+	// Role is the execution role's ARN: a Kinesis event's invokeIdentityArn (default
+	// arn:<partition>:iam::<stream account>:role/esm; a DynamoDB event has none).
 	Role string
 	// ReservedConcurrency, when set, caps the invocations of Handler at once (a template's
 	// ReservedConcurrentExecutions; 0 throttles every one). An Invoker's own limit is its
