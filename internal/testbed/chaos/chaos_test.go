@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/internal/testbed/testenv"
 )
 
@@ -41,7 +42,14 @@ const (
 	envWorkers  = "ESM_CHAOS_WORKERS"  // esm processes (default 3)
 	envFlags    = "ESM_CHAOS_FLAGS"    // more "esm run" flags for every worker
 	envLogs     = "ESM_CHAOS_LOGS"     // a directory to keep the workers' logs in
+	// envSource is the stream: "kinesis" or "dynamodb" (a table's stream on a private ddb-local
+	// whose shards rotate every ddbRotate). Unset, the test runs one seed of each.
+	envSource = "ESM_CHAOS_SOURCE"
 )
+
+// ddbRotate is the shard rotation period of the DynamoDB run's ddb-local: several rotations in
+// the shortest load.
+const ddbRotate = 3 * time.Second
 
 func envInt(t *testing.T, name string, def int) int {
 	t.Helper()
@@ -69,6 +77,14 @@ func TestChaos(t *testing.T) {
 		}
 		duration = d
 	}
+	sources := []Source{SourceKinesis, SourceDynamoDB}
+	if v := os.Getenv(envSource); v != "" {
+		src, err := ParseSource(v)
+		if err != nil {
+			t.Fatalf("%s: %v", envSource, err)
+		}
+		sources = []Source{src}
+	}
 	ctx := t.Context()
 	bin, err := testenv.BuildESM(ctx, t.TempDir(), "")
 	if err != nil {
@@ -80,20 +96,39 @@ func TestChaos(t *testing.T) {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var sum Summary
-	for seed := from; seed < from+seeds; seed++ {
-		res, err := Run(ctx, Config{Seed: uint64(seed), Duration: duration, Workers: workers, ESM: bin,
+	for _, src := range sources {
+		cfg := Config{Source: src, Duration: duration, Workers: workers, ESM: bin,
 			KinesisEndpoint: kinesisEndpoint, DynamoEndpoint: dynamoEndpoint, Dir: dir,
-			Flags: strings.Fields(os.Getenv(envFlags)), Logf: t.Logf})
+			Flags: strings.Fields(os.Getenv(envFlags)), Logf: t.Logf}
+		if src == SourceDynamoDB {
+			endpoint, stop, err := testenv.DDBStreamsEndpoint(ctx, "", local.DDBLocalOptions{Rotate: ddbRotate, Shards: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			cfg.DDBStreamsEndpoint, cfg.Rotate = endpoint, ddbRotate
+		}
+		runSeeds(t, cfg, from, seeds, dir)
+	}
+}
+
+// runSeeds runs seeds seeds of cfg from from, reports each and their summary, and fails the test
+// for each seed that broke an invariant.
+func runSeeds(t *testing.T, cfg Config, from, seeds int, dir string) {
+	t.Helper()
+	sum := Summary{Source: cfg.Source}
+	for seed := from; seed < from+seeds; seed++ {
+		cfg.Seed = uint64(seed)
+		res, err := Run(t.Context(), cfg)
 		if err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
+			t.Fatalf("%s seed %d: %v", cfg.Source, seed, err)
 		}
 		var b strings.Builder
 		res.Report(&b)
 		t.Log("\n" + b.String())
 		sum.Add(res)
 		if !res.OK() {
-			t.Errorf("seed %d: an invariant broke (logs in %s)", seed, dir)
+			t.Errorf("%s seed %d: an invariant broke (logs in %s)", cfg.Source, seed, dir)
 			for _, w := range res.Workers {
 				t.Logf("%s, last lines of its log:\n%s", w.ID, w.LogTail(30))
 			}

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -23,9 +24,11 @@ type Invocation struct {
 
 // Record is one record of an invocation.
 type Record struct {
-	Key      string // partition key
-	Data     string // "key:n", the producer's n-th record of key
+	Key      string // partition key (a DynamoDB item's key)
+	Data     string // "key:n", the producer's n-th record (or change) of key
 	Sequence string
+	// Change is a DynamoDB Streams record as the function got it (nil for Kinesis).
+	Change *events.DynamoDBEventRecord
 }
 
 // FunctionServer is the function every worker invokes, a Lambda-Invoke-compatible endpoint
@@ -33,6 +36,7 @@ type Record struct {
 // random time, shorter than the function timeout, and is recorded when it ends. Like a Lambda
 // invocation, it runs to its end whether or not its caller is still there.
 type FunctionServer struct {
+	src  Source // the events it decodes
 	mu   sync.Mutex
 	rng  *rand.Rand
 	max  time.Duration
@@ -44,13 +48,14 @@ type FunctionServer struct {
 	srv *http.Server
 }
 
-// NewFunctionServer starts the function on 127.0.0.1; no invocation lasts longer than max.
-func NewFunctionServer(seed uint64, max time.Duration) (*FunctionServer, error) {
+// NewFunctionServer starts the function on 127.0.0.1, taking the events of src's streams
+// (events.KinesisEvent or events.DynamoDBEvent); no invocation lasts longer than max.
+func NewFunctionServer(seed uint64, max time.Duration, src Source) (*FunctionServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	f := &FunctionServer{rng: rand.New(rand.NewPCG(seed, 0x66756e63)), max: max, ln: ln, live: map[*Invocation]struct{}{}, slow: map[string]time.Time{}}
+	f := &FunctionServer{src: src, rng: rand.New(rand.NewPCG(seed, 0x66756e63)), max: max, ln: ln, live: map[*Invocation]struct{}{}, slow: map[string]time.Time{}}
 	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = f.srv.Serve(ln) }()
 	return f, nil
@@ -108,16 +113,10 @@ func (f *FunctionServer) duration(worker string) time.Duration {
 
 func (f *FunctionServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var e events.KinesisEvent
-	if err := json.NewDecoder(r.Body).Decode(&e); err != nil {
+	inv := &Invocation{Worker: r.Header.Get(workerHeader), Start: start}
+	if err := f.decode(r.Body, inv); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
-	}
-	inv := &Invocation{Worker: r.Header.Get(workerHeader), Start: start}
-	for _, rec := range e.Records {
-		shard, _, _ := strings.Cut(rec.EventID, ":")
-		inv.Shard = shard
-		inv.Records = append(inv.Records, Record{Key: rec.Kinesis.PartitionKey, Data: string(rec.Kinesis.Data), Sequence: rec.Kinesis.SequenceNumber})
 	}
 	f.mu.Lock()
 	f.live[inv] = struct{}{}
@@ -131,4 +130,30 @@ func (f *FunctionServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Amz-Executed-Version", "$LATEST")
 	_, _ = w.Write([]byte(`{"batchItemFailures":[]}`))
+}
+
+// decode reads an event into inv's records: a Kinesis event names its shard in each eventID
+// ("shardId-…:sequence"); a DynamoDB Streams event does not, and its invocation's shard is
+// learnt from the stream once the run is over (feed.settle).
+func (f *FunctionServer) decode(body io.Reader, inv *Invocation) error {
+	if f.src == SourceDynamoDB {
+		var e events.DynamoDBEvent
+		if err := json.NewDecoder(body).Decode(&e); err != nil {
+			return err
+		}
+		for _, rec := range e.Records {
+			inv.Records = append(inv.Records, ddbRecord(rec))
+		}
+		return nil
+	}
+	var e events.KinesisEvent
+	if err := json.NewDecoder(body).Decode(&e); err != nil {
+		return err
+	}
+	for _, rec := range e.Records {
+		shard, _, _ := strings.Cut(rec.EventID, ":")
+		inv.Shard = shard
+		inv.Records = append(inv.Records, Record{Key: rec.Kinesis.PartitionKey, Data: string(rec.Kinesis.Data), Sequence: rec.Kinesis.SequenceNumber})
+	}
+	return nil
 }

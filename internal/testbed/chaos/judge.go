@@ -27,6 +27,9 @@ type Stats struct {
 	// MidInvocation counts, per kind, the process faults and partitions that hit a worker while
 	// one of its invocations was running.
 	MidInvocation map[string]int
+	// Children is how many shards of the lineage have parents (a DynamoDB stream: rotations);
+	// ParentChildPairs how many parent→child pairs both had invocations.
+	Children, ParentChildPairs int
 }
 
 // Input is what the judge reads.
@@ -37,8 +40,12 @@ type Input struct {
 	Events       []FaultEvent
 	Exits        []Exit
 	MaxChildWait time.Duration
-	// Resharded says the stream was resharded, so that lineage must have had pairs to judge.
+	// Resharded says the stream was resharded (or its shards rotated), so that lineage must
+	// have had pairs to judge.
 	Resharded bool
+	// Required is what the run must have gone through for its verdicts to count (zero: nothing
+	// more than each verdict asks).
+	Required Required
 	// End is when the workers were stopped: a child never invoked waited until then.
 	End time.Time
 	// InFlight is how much longer than MaxChildWait a child may wait when a worker faulted
@@ -50,6 +57,15 @@ type Input struct {
 	// still count as in flight: its last heartbeat may have published a busy horizon for it
 	// (an invocation in flight at that heartbeat, or started since the one before).
 	Recent time.Duration
+}
+
+// Required is what a run must have exercised, judged by the verdict "the run exercised the path".
+type Required struct {
+	// Rotations is how many parent→child pairs of shards with invocations of both the lineage
+	// must hold.
+	Rotations int
+	// Kills is how many SIGKILLs the load must have dealt.
+	Kills int
 }
 
 // maxShown is how many examples a failed verdict names.
@@ -72,6 +88,10 @@ func Judge(in Input) ([]Verdict, Stats) {
 	out = append(out, checkChildWait(invs, in, &st))
 	out = append(out, checkExits(in.Exits))
 	out = append(out, checkMidInvocation(invs, in.Events, &st))
+	st.Children, st.ParentChildPairs = children(in.Lineage), parentChildPairs(invs, in.Lineage)
+	if in.Required != (Required{}) {
+		out = append(out, checkExercised(in, st))
+	}
 	return out, st
 }
 
@@ -327,13 +347,15 @@ func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 	return v
 }
 
-// heldWhileCut is the longest partition from Kinesis or from the function (not from DynamoDB:
-// that one's worker is declared dead) that overlapped a child's wait from ready to first: its
-// worker kept its leases, heartbeat going, and could not read or invoke until it healed.
+// heldWhileCut is the longest partition from the stream (Kinesis or DynamoDB Streams) or from
+// the function, and not from DynamoDB (that one's worker is declared dead), that overlapped a
+// child's wait from ready to first: its worker kept its leases, heartbeat going, and could not
+// read or invoke until it healed.
 func heldWhileCut(events []FaultEvent, ready, first time.Time) time.Duration {
 	var held time.Duration
 	for _, e := range events {
-		if (e.Kind == "partition kinesis" || e.Kind == "partition function") && e.From.Before(first) && e.To.After(ready) {
+		cut := partitionOf(e.Kind)
+		if len(cut) > 0 && !slices.Contains(cut, DynamoDB) && e.From.Before(first) && e.To.After(ready) {
 			held = max(held, e.To.Sub(e.From))
 		}
 	}
@@ -393,6 +415,48 @@ func checkMidInvocation(invs []Invocation, events []FaultEvent, st *Stats) Verdi
 	}
 	return Verdict{Name: "faults landed mid-invocation", OK: total > 0,
 		Detail: fmt.Sprintf("%d of %d process faults and partitions: %s", total, len(events), strings.Join(parts, ", "))}
+}
+
+// children is how many shards of lineage have parents.
+func children(lineage map[string][]string) int {
+	n := 0
+	for _, ps := range lineage {
+		if len(ps) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// parentChildPairs is how many parent→child pairs of lineage both had invocations.
+func parentChildPairs(invs []Invocation, lineage map[string][]string) int {
+	shards := byShard(invs)
+	n := 0
+	for child, parents := range lineage {
+		for _, p := range parents {
+			if len(shards[child]) > 0 && len(shards[p]) > 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// checkExercised: the run went through what in.Required asks (a run that did not has tested
+// less than it claims): enough parent→child pairs with invocations of both, SIGKILLs during the
+// load, and records.
+func checkExercised(in Input, st Stats) Verdict {
+	kills := 0
+	for _, e := range in.Events {
+		if strings.HasPrefix(e.Kind, "sigkill") {
+			kills++
+		}
+	}
+	req := in.Required
+	ok := st.ParentChildPairs >= req.Rotations && kills >= req.Kills && st.Records > 0
+	return Verdict{Name: "the run exercised the path", OK: ok,
+		Detail: fmt.Sprintf("%d child shards, %d parent→child pairs with invocations of both (want %d); %d SIGKILLs during the load (want %d); %d records",
+			st.Children, st.ParentChildPairs, req.Rotations, kills, req.Kills, st.Records)}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,133 +1,63 @@
 package chaos
 
 import (
-	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"math/rand/v2"
-	"slices"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-
 	"github.com/kinesis-esm/esm/internal/ctxwait"
-	"github.com/kinesis-esm/esm/internal/testbed/local"
 )
 
-// produce puts one record of each key every 250 ms, the next of a key only once the previous one
-// was accepted, so that each key's records are in the stream in order.
-func (r *runner) produce(ctx context.Context) error {
-	keys := make([]string, r.cfg.Keys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("key%02d", i)
-	}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		r.mu.Lock()
-		in := &kinesis.PutRecordsInput{StreamName: aws.String(r.stream)}
-		for _, k := range keys {
-			in.Records = append(in.Records, types.PutRecordsRequestEntry{PartitionKey: aws.String(k),
-				Data: []byte(k + ":" + strconv.Itoa(r.produced.Written[k]))})
-		}
-		r.mu.Unlock()
-		out, err := r.kc.PutRecords(ctx, in)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			r.cfg.Logf("put records: %v (retrying)", err)
-			continue
-		}
-		now := time.Now()
-		r.mu.Lock()
-		for i, e := range out.Records {
-			if e.ErrorCode != nil {
-				continue
-			}
-			r.produced.Written[keys[i]]++
-			if s := aws.ToString(e.ShardId); r.produced.FirstPut[s].IsZero() {
-				r.produced.FirstPut[s] = now
-			}
-		}
-		r.mu.Unlock()
-	}
-}
-
-// reshard splits, merges and rescales the stream under load: a split at 15% of the duration, a
-// merge at 35%, UpdateShardCount to 4 at 55% and to 2 at 75%. Half the time a worker is paused
-// past its lease (mid-invocation) just before the change, so that the others finish (and clean
-// up) the parents while it sleeps.
-func (r *runner) reshard(ctx context.Context, rng *rand.Rand) {
-	start := time.Now()
-	steps := []struct {
-		at   float64
-		name string
-		do   func(context.Context) (string, error)
-	}{
-		{0.15, "split", func(ctx context.Context) (string, error) {
-			open, err := local.OpenShards(ctx, r.kc, r.stream)
-			if err != nil || len(open) == 0 {
-				return "", cmp.Or(err, errors.New("no open shard"))
-			}
-			id := aws.ToString(open[rng.IntN(len(open))].ShardId)
-			return "split " + id, local.SplitInHalf(ctx, r.kc, r.stream, id)
-		}},
-		{0.35, "merge", func(ctx context.Context) (string, error) {
-			a, b, err := local.MergeFirstAdjacent(ctx, r.kc, r.stream)
-			return "merge " + a + " " + b, err
-		}},
-		{0.55, "update", func(ctx context.Context) (string, error) {
-			return "UpdateShardCount 4", local.Resize(ctx, r.kc, r.stream, 4)
-		}},
-		{0.75, "update", func(ctx context.Context) (string, error) {
-			return "UpdateShardCount 2", local.Resize(ctx, r.kc, r.stream, 2)
-		}},
-	}
-	var pauses sync.WaitGroup
-	defer pauses.Wait()
-	for _, s := range steps {
-		at := start.Add(time.Duration(s.at * float64(r.cfg.Duration)))
-		if rng.IntN(2) == 0 {
-			pauseAt := at.Add(-1300 * time.Millisecond)
-			if !ctxwait.Sleep(ctx, time.Until(pauseAt)) {
+// reshape deals, under load, the changes of the stream's shards (the feed's: Kinesis reshards
+// or DynamoDB rotations) and the process fault drawn before each: a worker paused past its lease
+// or killed, mid-invocation, just before the change, so that the others finish (and clean up)
+// the parents while it is gone.
+func (r *runner) reshape(ctx context.Context, rng *rand.Rand) {
+	var faults sync.WaitGroup
+	defer faults.Wait()
+	for _, c := range r.feed.changes(time.Now(), r.cfg.Duration, rng) {
+		if kind := c.fault(rng); kind != "" {
+			faultAt := c.at.Add(-1300 * time.Millisecond)
+			if !ctxwait.Sleep(ctx, time.Until(faultAt)) {
 				return
 			}
 			if i, ok := r.claim(rng); ok {
-				r.fn.SlowFor(r.workers[i].ID, time.Second) // paused 1 s later, mid-invocation
-				d := r.cfg.LeaseDuration + time.Duration(2000+rng.IntN(3000))*time.Millisecond
-				pauses.Go(func() {
-					ctxwait.Sleep(ctx, time.Second)
-					r.pause(ctx, i, d, "sigstop across a reshard")
-				})
+				r.fn.SlowFor(r.workers[i].ID, time.Second) // faulted 1 s later, mid-invocation
+				switch {
+				case strings.HasPrefix(kind, "sigkill"):
+					down := time.Duration(500+rng.IntN(2500)) * time.Millisecond
+					faults.Go(func() {
+						ctxwait.Sleep(ctx, time.Second)
+						r.kill(ctx, i, down, kind)
+					})
+				default:
+					d := r.cfg.LeaseDuration + time.Duration(2000+rng.IntN(3000))*time.Millisecond
+					faults.Go(func() {
+						ctxwait.Sleep(ctx, time.Second)
+						r.pause(ctx, i, d, kind)
+					})
+				}
 			}
 		}
-		if !ctxwait.Sleep(ctx, time.Until(at)) {
+		if !ctxwait.Sleep(ctx, time.Until(c.at)) {
 			return
 		}
-		before, _ := local.OpenShards(ctx, r.kc, r.stream)
-		what, err := s.do(ctx)
+		if c.do == nil {
+			continue
+		}
+		what, err := c.do(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				r.cfg.Logf("reshard %s: %v", s.name, err)
+				r.cfg.Logf("reshard %s: %v", c.name, err)
 				r.counts.AddKind("reshard failed")
 			}
 			continue
 		}
-		after, _ := local.OpenShards(ctx, r.kc, r.stream)
-		r.counts.AddKind(s.name)
+		r.counts.AddKind(c.name)
 		r.mu.Lock()
-		r.reshards = append(r.reshards, fmt.Sprintf("%s: %d → %d open shards", what, len(before), len(after)))
+		r.reshards = append(r.reshards, what)
 		r.mu.Unlock()
 	}
 }
@@ -176,6 +106,19 @@ func (r *runner) record(kind string, i int, from time.Time) {
 	r.counts.AddKind(kind)
 }
 
+// kill ends worker i with SIGKILL and starts it again after down.
+func (r *runner) kill(ctx context.Context, i int, down time.Duration, kind string) {
+	defer r.release(i)
+	w := r.workers[i]
+	from := time.Now()
+	w.Kill()
+	r.record(kind, i, from)
+	ctxwait.Sleep(context.WithoutCancel(ctx), down)
+	if err := w.Start(); err != nil {
+		r.cfg.Logf("restart %s: %v", w.ID, err)
+	}
+}
+
 // pause stops worker i for d (past its lease), then resumes it.
 func (r *runner) pause(ctx context.Context, i int, d time.Duration, kind string) {
 	defer r.release(i)
@@ -187,9 +130,31 @@ func (r *runner) pause(ctx context.Context, i int, d time.Duration, kind string)
 	r.record(kind, i, from)
 }
 
-// processKinds and partitionKinds are the faults the schedule deals, one worker at a time.
-var faultKinds = []string{"partition dynamodb", "partition kinesis", "partition dynamodb+kinesis", "partition function",
-	"sigkill", "sigstop", "sigterm"}
+// faultKinds are the faults the schedule deals, one worker at a time, to the workers of a stream
+// read through stream (Kinesis or DynamoDB Streams): partitions from the services named, and
+// process faults.
+func faultKinds(stream Service) []string {
+	return []string{"partition dynamodb", "partition " + stream.String(), "partition dynamodb+" + stream.String(), "partition function",
+		"sigkill", "sigstop", "sigterm"}
+}
+
+// partitionOf is the services a partition's kind names ("partition dynamodb+kinesis": DynamoDB
+// and Kinesis), or nil for a kind that is no partition.
+func partitionOf(kind string) []Service {
+	names, ok := strings.CutPrefix(kind, "partition ")
+	if !ok {
+		return nil
+	}
+	var out []Service
+	for _, name := range strings.Split(names, "+") {
+		for s := range numServices {
+			if s.String() == name {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
 
 // faults deals faults to the workers from a shuffled deck of every kind, one every 1–3 s after
 // the previous one ended, after a 2–4 s start. It restarts a worker that exited on its own (the
@@ -202,7 +167,7 @@ func (r *runner) faults(ctx context.Context, rng *rand.Rand) {
 	for {
 		r.restartExited()
 		if len(deck) == 0 {
-			deck = slices.Clone(faultKinds)
+			deck = faultKinds(r.feed.service())
 			rng.Shuffle(len(deck), func(a, b int) { deck[a], deck[b] = deck[b], deck[a] })
 		}
 		kind := deck[0]
@@ -231,13 +196,7 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, i int, kind string)
 		r.pause(ctx, i, lease+time.Duration(500+rng.IntN(4500))*time.Millisecond, kind)
 		return
 	case "sigkill":
-		defer r.release(i)
-		w.Kill()
-		r.record(kind, i, from)
-		ctxwait.Sleep(context.WithoutCancel(ctx), time.Duration(500+rng.IntN(2500))*time.Millisecond)
-		if err := w.Start(); err != nil {
-			r.cfg.Logf("restart %s: %v", w.ID, err)
-		}
+		r.kill(ctx, i, time.Duration(500+rng.IntN(2500))*time.Millisecond, kind)
 		return
 	case "sigterm":
 		defer r.release(i)
@@ -266,17 +225,7 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, i int, kind string)
 		return
 	}
 	defer r.release(i)
-	var cut []Service
-	switch kind {
-	case "partition dynamodb":
-		cut = []Service{DynamoDB}
-	case "partition kinesis":
-		cut = []Service{Kinesis}
-	case "partition dynamodb+kinesis":
-		cut = []Service{DynamoDB, Kinesis}
-	case "partition function":
-		cut = []Service{Function}
-	}
+	cut := partitionOf(kind)
 	for _, s := range cut {
 		w.Proxy.Partition(s)
 	}

@@ -16,11 +16,13 @@ import (
 // Service is what a request through a worker's proxy is for.
 type Service int
 
-// The services a worker reaches through its proxy.
+// The services a worker reaches through its proxy: the stream it reads (Kinesis, or a DynamoDB
+// table's stream through DynamoDB Streams), DynamoDB (its lease table) and its function.
 const (
 	Kinesis Service = iota
 	DynamoDB
 	Function
+	DynamoDBStreams
 	numServices
 )
 
@@ -32,6 +34,8 @@ func (s Service) String() string {
 		return "dynamodb"
 	case Function:
 		return "function"
+	case DynamoDBStreams:
+		return "dynamodbstreams"
 	}
 	return fmt.Sprintf("Service(%d)", int(s))
 }
@@ -45,6 +49,8 @@ func serviceOf(r *http.Request) (Service, bool) {
 		return Kinesis, true
 	case strings.HasPrefix(target, "DynamoDB_20120810."):
 		return DynamoDB, true
+	case strings.HasPrefix(target, "DynamoDBStreams_20120810."):
+		return DynamoDBStreams, true
 	case strings.HasSuffix(r.URL.Path, "/invocations"):
 		return Function, true
 	}
@@ -65,7 +71,7 @@ type Rates struct {
 	ServerError, Throttle, DropBefore, DropAfter float64
 }
 
-// Proxy stands between one worker and everything it reaches: Kinesis, DynamoDB and the function.
+// Proxy stands between one worker and everything it reaches: its stream, DynamoDB and the function.
 // It forwards each request to its service, or injects a fault drawn from its seeded source, or,
 // while the worker is partitioned from that service, holds the request and drops its connection.
 type Proxy struct {
@@ -84,7 +90,7 @@ type Proxy struct {
 }
 
 // NewProxy starts a proxy for worker on 127.0.0.1 that forwards to targets (base URLs of
-// Kinesis, DynamoDB and the function server) and counts its faults in counts.
+// Kinesis or DynamoDB Streams, DynamoDB and the function server) and counts its faults in counts.
 func NewProxy(worker string, seed uint64, targets [numServices]string, rates [numServices]Rates, counts *Counts) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -262,6 +268,10 @@ func writeFault(w http.ResponseWriter, s Service, fault string, variant int) {
 			FaultServerError: {{500, "com.amazonaws.dynamodb.v20120810#InternalServerError"}, {503, "com.amazonaws.dynamodb.v20120810#ServiceUnavailable"}},
 			FaultThrottle:    {{400, "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"}, {400, "com.amazon.coral.availability#ThrottlingException"}},
 		},
+		DynamoDBStreams: {
+			FaultServerError: {{500, "com.amazonaws.dynamodb.v20120810#InternalServerError"}, {503, "com.amazonaws.dynamodb.v20120810#ServiceUnavailable"}},
+			FaultThrottle:    {{400, "com.amazonaws.dynamodb.v20120810#LimitExceededException"}, {400, "com.amazon.coral.availability#ThrottlingException"}},
+		},
 		Function: {
 			FaultServerError: {{500, "ServiceException"}, {502, "EC2UnexpectedException"}},
 			FaultThrottle:    {{429, "TooManyRequestsException"}, {429, "TooManyRequestsException"}},
@@ -274,7 +284,7 @@ func writeFault(w http.ResponseWriter, s Service, fault string, variant int) {
 		w.Header().Set("Content-Type", "application/json")
 	} else {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-		if s == DynamoDB {
+		if s == DynamoDB || s == DynamoDBStreams {
 			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		}
 	}

@@ -12,9 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-
 	"github.com/kinesis-esm/esm/internal/ctxwait"
 	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/lease"
@@ -27,8 +24,21 @@ type Config struct {
 	Workers  int           // esm processes (default 3)
 	// ESM is the esm binary, built as "make build" builds it.
 	ESM string
-	// KinesisEndpoint and DynamoEndpoint are kinesis-local's and dynalite's base URLs.
+	// Source is the stream the workers read (default SourceKinesis).
+	Source Source
+	// KinesisEndpoint and DynamoEndpoint are kinesis-local's and dynalite's base URLs: the
+	// Kinesis stream's (SourceKinesis) and the lease table's.
 	KinesisEndpoint, DynamoEndpoint string
+	// DDBStreamsEndpoint is ddb-local's base URL (SourceDynamoDB): the table and its stream,
+	// whose shards rotate every Rotate.
+	DDBStreamsEndpoint string
+	// Rotate is ddb-local's shard rotation period (SourceDynamoDB; it must be what ddb-local was
+	// started with: the run deals faults just before rotations). It should be a few seconds,
+	// so that the load sees several. Default 3s.
+	Rotate time.Duration
+	// MinRotations is how many parent→child pairs of shards a DynamoDB stream must have had,
+	// with invocations of both, for the run to count (default 3).
+	MinRotations int
 	// Dir holds the workers' logs and state directories.
 	Dir string
 	// LeaseDuration and FunctionTimeout are the workers' --lease-duration and --timeout
@@ -51,6 +61,9 @@ func (c *Config) defaults() {
 	c.FunctionTimeout = cmp.Or(c.FunctionTimeout, 4*time.Second)
 	c.Keys = cmp.Or(c.Keys, 6)
 	c.MaxChildWait = cmp.Or(c.MaxChildWait, 15*time.Second)
+	c.Source = cmp.Or(c.Source, SourceKinesis)
+	c.Rotate = cmp.Or(c.Rotate, 3*time.Second)
+	c.MinRotations = cmp.Or(c.MinRotations, 3)
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -58,11 +71,14 @@ func (c *Config) defaults() {
 
 // Result is what a run injected and what the judge found.
 type Result struct {
-	Seed     uint64
-	Stream   string
-	Faults   map[string]int // per kind, e.g. "dynamodb 5xx", "sigkill", "partition kinesis"
-	Events   []FaultEvent   // the process faults and partitions, in order
-	Reshards []string       // what the stream went through, e.g. "split shardId-…: 2 → 3"
+	Seed   uint64
+	Source Source
+	Stream string         // its name, or a DynamoDB stream's ARN
+	Faults map[string]int // per kind, e.g. "dynamodb 5xx", "sigkill", "partition kinesis"
+	Events []FaultEvent   // the process faults and partitions, in order
+	// Reshards is what the stream went through, e.g. "split shardId-…: 2 → 3" (Kinesis) or
+	// "24 rotations over 26 shards" (DynamoDB).
+	Reshards []string
 	Verdicts []Verdict
 	Stats    Stats
 	Workers  []*Worker
@@ -86,7 +102,8 @@ type FaultEvent struct {
 }
 
 // Produced is what the producer wrote: per key, how many records ("key:0" … "key:n-1"), and per
-// shard when its first record was put.
+// shard when its first record was put (of a DynamoDB stream, known once the run is over: the
+// earliest write of a change delivered from it).
 type Produced struct {
 	Written  map[string]int
 	FirstPut map[string]time.Time
@@ -98,27 +115,31 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6368616f73))
 	name := fmt.Sprintf("chaos-%d-%d", cfg.Seed, time.Now().UnixNano())
-	res := &Result{Seed: cfg.Seed, Stream: name}
-	awsCfg, err := local.AWSConfig(ctx, "")
+	var f feed
+	var err error
+	switch cfg.Source {
+	case SourceKinesis:
+		f, err = newKinesisFeed(ctx, cfg, name)
+	case SourceDynamoDB:
+		// The producer draws its writes from the seed (a source of its own).
+		f, err = newDDBFeed(ctx, cfg, name, cfg.Seed)
+	default:
+		err = fmt.Errorf("source %q: want %s or %s", cfg.Source, SourceKinesis, SourceDynamoDB)
+	}
 	if err != nil {
 		return nil, err
 	}
-	kc := local.NewKinesisClient(awsCfg, cfg.KinesisEndpoint)
-	if _, err := local.CreateStream(ctx, kc, name, 2); err != nil {
-		return nil, err
-	}
-	defer func() {
-		_, _ = kc.DeleteStream(context.WithoutCancel(ctx), &kinesis.DeleteStreamInput{StreamName: aws.String(name), EnforceConsumerDeletion: aws.Bool(true)})
-	}()
+	defer f.remove(context.WithoutCancel(ctx))
+	res := &Result{Seed: cfg.Seed, Source: cfg.Source, Stream: f.stream()}
 
-	fn, err := NewFunctionServer(rng.Uint64(), cfg.FunctionTimeout*9/10)
+	fn, err := NewFunctionServer(rng.Uint64(), cfg.FunctionTimeout*9/10, cfg.Source)
 	if err != nil {
 		return nil, err
 	}
 	defer fn.Close()
 	counts := &Counts{}
-	targets := [numServices]string{Kinesis: cfg.KinesisEndpoint, DynamoDB: cfg.DynamoEndpoint, Function: fn.URL()}
-	workers, err := startWorkers(cfg, name, rng, targets, counts)
+	targets := [numServices]string{Kinesis: cfg.KinesisEndpoint, DynamoDB: cfg.DynamoEndpoint, Function: fn.URL(), DynamoDBStreams: cfg.DDBStreamsEndpoint}
+	workers, err := startWorkers(cfg, f.stream(), name+"-leases", rng, targets, counts)
 	defer func() {
 		for _, w := range workers {
 			w.Kill()
@@ -131,7 +152,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Workers = workers
 
-	r := &runner{cfg: cfg, kc: kc, stream: name, fn: fn, counts: counts, workers: workers,
+	r := &runner{cfg: cfg, feed: f, fn: fn, counts: counts, workers: workers,
 		busy: make([]bool, len(workers)), produced: Produced{Written: map[string]int{}, FirstPut: map[string]time.Time{}}}
 	if err := r.load(ctx, rng); err != nil {
 		return nil, err
@@ -154,12 +175,14 @@ var faultRates = [numServices]Rates{
 	Kinesis:  {ServerError: 0.02, Throttle: 0.03, DropBefore: 0.01, DropAfter: 0.01},
 	DynamoDB: {ServerError: 0.02, Throttle: 0.02, DropBefore: 0.01, DropAfter: 0.01},
 	Function: {ServerError: 0.02, Throttle: 0.02, DropBefore: 0.01, DropAfter: 0.02},
+	// GetRecords of an open DynamoDB stream shard is called as often as Kinesis's.
+	DynamoDBStreams: {ServerError: 0.02, Throttle: 0.03, DropBefore: 0.01, DropAfter: 0.01},
 }
 
-// startWorkers starts cfg.Workers esm processes on stream, each through a fault proxy of its own
-// in front of targets. It returns the workers made so far with an error too: the caller stops
-// them.
-func startWorkers(cfg Config, stream string, rng *rand.Rand, targets [numServices]string, counts *Counts) ([]*Worker, error) {
+// startWorkers starts cfg.Workers esm processes on stream with lease table leases, each through
+// a fault proxy of its own in front of targets. It returns the workers made so far with an error
+// too: the caller stops them.
+func startWorkers(cfg Config, stream, leases string, rng *rand.Rand, targets [numServices]string, counts *Counts) ([]*Worker, error) {
 	var workers []*Worker
 	for i := range cfg.Workers {
 		id := fmt.Sprintf("w%d", i+1)
@@ -167,12 +190,12 @@ func startWorkers(cfg Config, stream string, rng *rand.Rand, targets [numService
 		if err != nil {
 			return workers, err
 		}
-		logf, err := os.Create(filepath.Join(cfg.Dir, fmt.Sprintf("seed%d-%s.log", cfg.Seed, id)))
+		logf, err := os.Create(filepath.Join(cfg.Dir, fmt.Sprintf("%s-seed%d-%s.log", cfg.Source, cfg.Seed, id)))
 		if err != nil {
 			_ = p.Close()
 			return workers, err
 		}
-		w := &Worker{ID: id, Proxy: p, bin: cfg.ESM, dir: cfg.Dir, logf: logf, env: workerEnv(), args: workerArgs(cfg, stream, id, p.URL())}
+		w := &Worker{ID: id, Proxy: p, bin: cfg.ESM, dir: cfg.Dir, logf: logf, env: workerEnv(), args: workerArgs(cfg, stream, leases, id, p.URL())}
 		workers = append(workers, w)
 		if err := w.Start(); err != nil {
 			return workers, err
@@ -181,16 +204,16 @@ func startWorkers(cfg Config, stream string, rng *rand.Rand, targets [numService
 	return workers, nil
 }
 
-// load produces, reshards and deals faults until the end of the duration.
+// load produces, reshapes the stream and deals faults until the end of the duration.
 func (r *runner) load(ctx context.Context, rng *rand.Rand) error {
 	loadCtx, stopLoad := context.WithTimeout(ctx, r.cfg.Duration)
 	defer stopLoad()
 	var wg sync.WaitGroup
 	var produceErr error
-	wg.Go(func() { produceErr = r.produce(loadCtx) })
+	wg.Go(func() { produceErr = r.feed.produce(loadCtx, r) })
 	// Each goroutine gets a source of its own, drawn here: rng is not safe for concurrent use.
-	reshardRng := rand.New(rand.NewPCG(rng.Uint64(), 1))
-	wg.Go(func() { r.reshard(loadCtx, reshardRng) })
+	reshapeRng := rand.New(rand.NewPCG(rng.Uint64(), 1))
+	wg.Go(func() { r.reshape(loadCtx, reshapeRng) })
 	// Two dealers of faults, so that faults overlap on different workers; one with two workers.
 	for d := range min(2, r.cfg.Workers-1) {
 		dealerRng := rand.New(rand.NewPCG(rng.Uint64(), 2+uint64(d)))
@@ -253,7 +276,8 @@ func (r *runner) stop(ctx context.Context) (time.Time, error) {
 
 // judge fills res with what the run injected and the judge's verdicts.
 func (r *runner) judge(ctx context.Context, res *Result, end time.Time) error {
-	lineage, err := local.Lineage(ctx, r.kc, r.stream)
+	invs := r.fn.Invocations()
+	lineage, err := r.feed.settle(ctx, invs, &r.produced)
 	if err != nil {
 		return err
 	}
@@ -264,9 +288,17 @@ func (r *runner) judge(ctx context.Context, res *Result, end time.Time) error {
 	res.Faults = r.counts.Snapshot()
 	res.Events = r.events
 	res.Reshards = r.reshards
-	res.Verdicts, res.Stats = Judge(Input{Invocations: r.fn.Invocations(), Produced: r.produced, Lineage: lineage,
+	in := Input{Invocations: invs, Produced: r.produced, Lineage: lineage,
 		Events: r.events, Exits: exits, MaxChildWait: r.cfg.MaxChildWait, Resharded: len(r.reshards) > 0, End: end,
-		InFlight: InFlightAllowance(r.cfg.LeaseDuration, r.cfg.FunctionTimeout), Recent: recentWindow(r.cfg.LeaseDuration)})
+		InFlight: InFlightAllowance(r.cfg.LeaseDuration, r.cfg.FunctionTimeout), Recent: recentWindow(r.cfg.LeaseDuration)}
+	if r.cfg.Source == SourceDynamoDB {
+		// Its shards rotate by themselves: the run must have seen enough of it, kills included.
+		in.Resharded = true
+		in.Required = Required{Rotations: r.cfg.MinRotations, Kills: 1}
+		res.Reshards = []string{fmt.Sprintf("shards rotating every %s: %d shards, %d of them children", r.cfg.Rotate, len(lineage), children(lineage))}
+	}
+	res.Verdicts, res.Stats = Judge(in)
+	res.Verdicts = append(res.Verdicts, r.feed.verdicts(invs)...)
 	return nil
 }
 
@@ -291,12 +323,12 @@ func recentWindow(leaseDuration time.Duration) time.Duration {
 const termWait = 20 * time.Second
 
 // workerArgs are the "esm run" arguments of worker id: everything through its proxy.
-func workerArgs(cfg Config, stream, id, proxy string) []string {
-	args := []string{"run", "--stream", stream, "--lease-table", stream + "-leases", "--worker-id", id,
+func workerArgs(cfg Config, stream, leases, id, proxy string) []string {
+	args := []string{"run", "--stream", stream, "--lease-table", leases, "--worker-id", id,
 		"--endpoint-url", proxy, "--function-name", "chaos", "--timeout", cfg.FunctionTimeout.String(),
 		"--lease-duration", cfg.LeaseDuration.String(), "--batch-size", "20", "--poll-interval", "200ms",
 		"--shard-sync-interval", "2s", "--shutdown-grace", "10s", "--log-level", "debug",
-		"--state-dir", filepath.Join(cfg.Dir, "state-"+stream+"-"+id)}
+		"--state-dir", filepath.Join(cfg.Dir, "state-"+leases+"-"+id)}
 	// A pool of function endpoints, so that every shard the worker holds can be invoked at once
 	// (each HTTP endpoint takes one invocation at a time).
 	for e := range 8 {
@@ -321,8 +353,7 @@ func workerEnv() []string {
 // runner is the state of one run's load and faults.
 type runner struct {
 	cfg     Config
-	kc      *kinesis.Client
-	stream  string
+	feed    feed
 	fn      *FunctionServer
 	counts  *Counts
 	workers []*Worker

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/kinesis-esm/esm/example"
 )
@@ -119,4 +120,43 @@ func DDBEventRecords(got []example.DDBDelivery) []events.DynamoDBEventRecord {
 		out[i] = d.Record
 	}
 	return out
+}
+
+// DDBReader is what ReadDDBShards needs: a DynamoDB Streams client.
+type DDBReader interface {
+	DDBDescriber
+	GetShardIterator(context.Context, *dynamodbstreams.GetShardIteratorInput, ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(context.Context, *dynamodbstreams.GetRecordsInput, ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+// ReadDDBShards reads every shard of a stream from its trim horizon to its end (an open shard's
+// end for now) and returns the shards (as ListDDBShards) and the shard of each record by its
+// SequenceNumber. Unlike DDBShardOf it holds when several shards are open at once, whose
+// sequence number ranges overlap.
+func ReadDDBShards(ctx context.Context, st DDBReader, arn string) ([]DDBShard, map[string]string, error) {
+	shards, err := ListDDBShards(ctx, st, arn)
+	if err != nil {
+		return nil, nil, err
+	}
+	of := map[string]string{}
+	for _, s := range shards {
+		it, err := st.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn),
+			ShardId: aws.String(s.ID), ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon})
+		if err != nil {
+			return nil, nil, fmt.Errorf("read shard %s: %w", s.ID, err)
+		}
+		for next := it.ShardIterator; next != nil; {
+			out, err := st.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: next})
+			if err != nil {
+				return nil, nil, fmt.Errorf("read shard %s: %w", s.ID, err)
+			}
+			for _, r := range out.Records {
+				of[aws.ToString(r.Dynamodb.SequenceNumber)] = s.ID
+			}
+			if next = out.NextShardIterator; len(out.Records) == 0 {
+				break // an open shard's end, or a closed one's
+			}
+		}
+	}
+	return shards, of, nil
 }
