@@ -61,14 +61,18 @@ sim:
 # killed, paused past their lease and stopped, while the stream is split, merged and rescaled;
 # then prints the faults injected and every verdict. SEEDS seeds from FROM, DURATION of load and
 # faults each (default 10 seeds of 60s), WORKERS processes; FLAGS are more "esm run" flags, LOGS
-# keeps the workers' logs. "make test" runs one seed of 25s.
+# keeps the workers' logs and each seed's invocations. SOURCE=dynamodb runs the same on a
+# DynamoDB table's stream (NEW_AND_OLD_IMAGES, every kind of write) served by a private ddb-local
+# whose shards rotate every 3 s, in place of resharding; the lease table stays on dynalite. "make
+# test" runs one seed of 25s of each source.
 DURATION ?= 60s
 WORKERS ?= 3
 FLAGS ?=
 LOGS ?=
+SOURCE ?= kinesis
 chaos: node_modules/.package-lock.json
 	ESM_CHAOS_SEEDS=$(if $(filter file,$(origin SEEDS)),10,$(SEEDS)) ESM_CHAOS_FROM=$(FROM) ESM_CHAOS_DURATION=$(DURATION) ESM_CHAOS_WORKERS=$(WORKERS) \
-		ESM_CHAOS_FLAGS='$(FLAGS)' ESM_CHAOS_LOGS='$(LOGS)' \
+		ESM_CHAOS_FLAGS='$(FLAGS)' ESM_CHAOS_LOGS='$(LOGS)' ESM_CHAOS_SOURCE='$(SOURCE)' \
 		$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/testbed/chaos/ | grep -v -e '^=== RUN' -e '^\s*$$'
 
 # fuzz runs every fuzz target of the module (template parser, filters, event encoder, the API's

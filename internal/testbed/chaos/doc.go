@@ -17,5 +17,17 @@
 // shard overlapping, no child shard waiting more than 15 s once its parents are done, SIGTERM
 // exiting 0 and no worker exiting on its own, and that faults landed while invocations ran.
 //
-// "make chaos SEEDS=… DURATION=…" runs it; "go test" runs one short seed.
+// With SourceDynamoDB ("make chaos SOURCE=dynamodb") the stream is a DynamoDB table's
+// (NEW_AND_OLD_IMAGES) on a private ddb-local whose shards rotate every few seconds, in place of
+// the reshards (DynamoDB Streams has none); the producer writes puts, updates, deletes, batches and
+// transactions (verify.DDBProducer), each item carrying its key's change counter, so that the
+// change is "key:n" as a Kinesis record's data is; the workers reach DynamoDB Streams through
+// their proxies as they reach Kinesis, and one of them is killed or paused mid-invocation just
+// before four of the rotations. The function decodes events.DynamoDBEvent, which does not name
+// its shard: the run reads the stream afterwards to place each record. The same judge applies
+// (the lineage from DescribeStream's ParentShardId), with three more verdicts: each invocation
+// holds one shard's records, every change arrives as AWS sends it, and the run exercised the path
+// (enough parent→child pairs with invocations of both, a SIGKILL, changes).
+//
+// "make chaos SEEDS=… DURATION=… SOURCE=…" runs it; "go test" runs one short seed of each source.
 package chaos

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -102,6 +103,16 @@ func TestJudgeChildWaitAllowsAnInvocationInFlight(t *testing.T) {
 	in.Events = []FaultEvent{{Kind: "partition kinesis", Worker: "w2", From: at(0.5), To: at(12)}}
 	if v := verdictsByName(func() []Verdict { vs, _ := Judge(in); return vs }())["no child"]; !v.OK {
 		t.Fatalf("a Kinesis partition of an idle worker during the wait: %+v, want m held within 15 s + 11.5 s", v)
+	}
+	// The same cut from a DynamoDB stream's service holds it the same; a cut from DynamoDB too
+	// (its worker declared dead) does not.
+	in.Events = []FaultEvent{{Kind: "partition dynamodbstreams", Worker: "w2", From: at(0.5), To: at(12)}}
+	if v := verdictsByName(func() []Verdict { vs, _ := Judge(in); return vs }())["no child"]; !v.OK {
+		t.Fatalf("a DynamoDB Streams partition of an idle worker during the wait: %+v, want m held within 15 s + 11.5 s", v)
+	}
+	in.Events = []FaultEvent{{Kind: "partition dynamodb+dynamodbstreams", Worker: "w2", From: at(0.5), To: at(12)}}
+	if v := verdictsByName(func() []Verdict { vs, _ := Judge(in); return vs }())["no child"]; v.OK {
+		t.Fatalf("a DynamoDB and DynamoDB Streams partition of an idle worker: %+v, want m failed against 15 s", v)
 	}
 	// w1 killed at 1.5 s, in the middle of its invocation of p (1 s to 2 s).
 	in.Events = []FaultEvent{{Kind: "sigkill", Worker: "w1", From: at(1.5), To: at(1.5)}}
@@ -212,6 +223,51 @@ func TestJudgeCatches(t *testing.T) {
 			}
 			if !slices.Equal(failed, []string{c.verdict}) {
 				t.Errorf("failed verdicts %v, want [%s]:\n%s", failed, c.verdict, fmt.Sprint(vs))
+			}
+		})
+	}
+}
+
+// TestJudgeRequiresTheExercise: with Required set, a verdict fails a run with fewer parent→child
+// pairs invoked on both sides, fewer SIGKILLs, or no records than asked, and only that verdict;
+// without it there is no such verdict.
+func TestJudgeRequiresTheExercise(t *testing.T) {
+	if vs, _ := Judge(goodRun()); verdictsByName(vs)["the run"].Name != "" {
+		t.Fatalf("a verdict on the exercise without Required: %+v", verdictsByName(vs)["the run"])
+	}
+	in := goodRun()
+	in.Required = Required{Rotations: 4, Kills: 1} // p→c1, p→c2, c1→m, c2→m; w2's kill
+	vs, st := Judge(in)
+	if v := verdictsByName(vs)["the run"]; !v.OK || st.Children != 3 || st.ParentChildPairs != 4 {
+		t.Fatalf("%+v, %d children, %d pairs; want it passed with 3 and 4", v, st.Children, st.ParentChildPairs)
+	}
+	for name, breakIt := range map[string]func(*Input){
+		"a pair fewer than asked": func(in *Input) { in.Required.Rotations = 5 },
+		"a pair without its child": func(in *Input) {
+			in.Invocations = slices.Delete(slices.Clone(in.Invocations), 6, 7)
+			in.Produced.Written = map[string]int{"a": 3, "b": 4}
+			delete(in.Produced.FirstPut, "m")
+		},
+		"no SIGKILL": func(in *Input) {
+			in.Events = slices.Clone(in.Events)
+			in.Events[1].Kind = "sigstop"
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := goodRun()
+			in.Required = Required{Rotations: 4, Kills: 1}
+			in.Produced.Written = maps.Clone(in.Produced.Written)
+			in.Produced.FirstPut = maps.Clone(in.Produced.FirstPut)
+			breakIt(&in)
+			vs, _ := Judge(in)
+			var failed []string
+			for _, v := range vs {
+				if !v.OK {
+					failed = append(failed, key(v))
+				}
+			}
+			if !slices.Equal(failed, []string{"the run"}) {
+				t.Errorf("failed verdicts %v, want [the run]:\n%s", failed, fmt.Sprint(vs))
 			}
 		})
 	}

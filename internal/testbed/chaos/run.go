@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -299,7 +300,24 @@ func (r *runner) judge(ctx context.Context, res *Result, end time.Time) error {
 	}
 	res.Verdicts, res.Stats = Judge(in)
 	res.Verdicts = append(res.Verdicts, r.feed.verdicts(invs)...)
-	return nil
+	return r.keep(invs)
+}
+
+// keep writes the invocations, one JSON object a line, next to the workers' logs, for a look
+// after a failure.
+func (r *runner) keep(invs []Invocation) error {
+	f, err := os.Create(filepath.Join(r.cfg.Dir, fmt.Sprintf("%s-seed%d-invocations.jsonl", r.cfg.Source, r.cfg.Seed)))
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, inv := range invs {
+		if err := enc.Encode(inv); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 // InFlightAllowance is what a worker faulted with an invocation in flight adds to the time its

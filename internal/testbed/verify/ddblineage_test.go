@@ -85,3 +85,58 @@ func TestListDDBShards(t *testing.T) {
 		t.Fatalf("the record is placed in %q, want %s", got, shards[2].ID)
 	}
 }
+
+// TestReadDDBShards: on a stream with two shards open at once (whose sequence number ranges
+// overlap, so that DDBShardOf cannot tell them apart), rotated once, every record is placed in
+// the shard GetRecords read it from: as many records placed as written, every shard holding some,
+// the 30 written before the rotation in the two first shards and the 30 after in their children.
+func TestReadDDBShards(t *testing.T) {
+	ctx := context.Background()
+	db := fakedynamo.New(fakedynamo.WithStreamShards(2))
+	arn, err := local.CreateStreamTable(ctx, db, "tab", types.StreamViewTypeNewAndOldImages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewDDBProducer("tab", 8, 1)
+	if err := p.Write(ctx, db, 30); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RotateStream("tab"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Write(ctx, db, 30); err != nil {
+		t.Fatal(err)
+	}
+	shards, of, err := ReadDDBShards(ctx, db, arn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shards) != 4 || len(of) != p.Total() {
+		t.Fatalf("%d shards, %d records placed; want 4 and %d", len(shards), len(of), p.Total())
+	}
+	per := map[string]int{}
+	for _, s := range of {
+		per[s]++
+	}
+	roots := 0
+	for _, s := range shards {
+		if per[s.ID] == 0 {
+			t.Errorf("shard %s (parent %q) holds no record", s.ID, s.Parent)
+		}
+		if s.Parent == "" {
+			roots += per[s.ID]
+		}
+	}
+	if roots != 30 {
+		t.Errorf("%d records placed in the first shards, want the 30 written before the rotation", roots)
+	}
+	wrong := 0
+	for seq, s := range of {
+		if DDBShardOf(shards, seq) != s {
+			wrong++
+		}
+	}
+	if wrong == 0 {
+		t.Error("DDBShardOf placed every record right: the shards' ranges do not overlap, and the test shows nothing")
+	}
+}
