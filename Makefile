@@ -64,7 +64,7 @@ sim:
 # keeps the workers' logs and each seed's invocations. SOURCE=dynamodb runs the same on a
 # DynamoDB table's stream (NEW_AND_OLD_IMAGES, every kind of write) served by a private ddb-local
 # whose shards rotate every 3 s, in place of resharding; the lease table stays on dynalite. "make
-# test" runs one seed of 25s of each source.
+# test" runs one Kinesis seed of 25s and one DynamoDB seed of 15s.
 DURATION ?= 60s
 WORKERS ?= 3
 FLAGS ?=

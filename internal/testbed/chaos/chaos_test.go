@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 const (
 	envSeeds    = "ESM_CHAOS_SEEDS"    // how many seeds (default 1)
 	envFrom     = "ESM_CHAOS_FROM"     // the first seed (default 1)
-	envDuration = "ESM_CHAOS_DURATION" // load and faults per seed (default 25s)
+	envDuration = "ESM_CHAOS_DURATION" // load and faults per seed (default 25s; a DynamoDB stream's 15s)
 	envWorkers  = "ESM_CHAOS_WORKERS"  // esm processes (default 3)
 	envFlags    = "ESM_CHAOS_FLAGS"    // more "esm run" flags for every worker
 	envLogs     = "ESM_CHAOS_LOGS"     // a directory to keep the workers' logs in
@@ -50,6 +50,10 @@ const (
 // ddbRotate is the shard rotation period of the DynamoDB run's ddb-local: several rotations in
 // the shortest load.
 const ddbRotate = 3 * time.Second
+
+// ddbShort is the load of the DynamoDB seed "go test" runs with no settings (five rotations of
+// each of its two shards), shorter than the Kinesis seed's so that it costs well under a minute.
+const ddbShort = 15 * time.Second
 
 func envInt(t *testing.T, name string, def int) int {
 	t.Helper()
@@ -69,13 +73,13 @@ func envInt(t *testing.T, name string, def int) int {
 func TestChaos(t *testing.T) {
 	seeds, from := envInt(t, envSeeds, 1), envInt(t, envFrom, 1)
 	workers := envInt(t, envWorkers, 3)
-	duration := 25 * time.Second
+	duration, short := 25*time.Second, ddbShort
 	if v := os.Getenv(envDuration); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 10*time.Second {
 			t.Fatalf("%s=%q: want a duration of at least 10s", envDuration, v)
 		}
-		duration = d
+		duration, short = d, d
 	}
 	sources := []Source{SourceKinesis, SourceDynamoDB}
 	if v := os.Getenv(envSource); v != "" {
@@ -106,7 +110,7 @@ func TestChaos(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer stop()
-			cfg.DDBStreamsEndpoint, cfg.Rotate = endpoint, ddbRotate
+			cfg.DDBStreamsEndpoint, cfg.Rotate, cfg.Duration = endpoint, ddbRotate, short
 		}
 		runSeeds(t, cfg, from, seeds, dir)
 	}
