@@ -144,9 +144,10 @@ func (f *ddbFeed) settle(ctx context.Context, invs []Invocation, p *Produced) (m
 	return lineage, nil
 }
 
-// verdicts: each invocation's records come from one shard, and each change is delivered as AWS
+// verdicts: each invocation's records come from one shard, each change is delivered as AWS
 // sends it (eventName, keys, old and new images of the write: verify.DDBRecords), judged on first
-// deliveries in the order of the invocations' starts.
+// deliveries in the order of the invocations' starts, and the stream holds as many records as
+// changes were written.
 func (f *ddbFeed) verdicts(invs []Invocation) []Verdict {
 	mixed := []string{}
 	var got []events.DynamoDBEventRecord
@@ -169,7 +170,11 @@ func (f *ddbFeed) verdicts(invs []Invocation) []Verdict {
 		one.Detail += fmt.Sprintf("; %d invocations with a record of another shard or of none, e.g. %s", len(mixed), strings.Join(mixed[:min(maxShown, len(mixed))], "; "))
 	}
 	shape := verify.DDBRecords(got, f.p.Want)[2]
-	return []Verdict{one, {Name: "changes as AWS sends them", OK: shape.OK && len(got) > 0, Detail: shape.Detail}}
+	// The stream itself holds each change once: the producer's writes are what the judge
+	// expects (a write applied twice or lost would fail the verdicts above without esm's fault).
+	once := Verdict{Name: "the stream holds each change written once", OK: len(f.shardOf) == f.p.Total() && len(f.shardOf) > 0,
+		Detail: fmt.Sprintf("%d records in the stream, %d changes written", len(f.shardOf), f.p.Total())}
+	return []Verdict{one, {Name: "changes as AWS sends them", OK: shape.OK && len(got) > 0, Detail: shape.Detail}, once}
 }
 
 // ddbRecord is the chaos record of one DynamoDB Streams record: its key (the item's "k"), and its

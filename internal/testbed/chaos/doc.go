@@ -25,9 +25,10 @@
 // their proxies as they reach Kinesis, and one of them is killed or paused mid-invocation just
 // before four of the rotations. The function decodes events.DynamoDBEvent, which does not name
 // its shard: the run reads the stream afterwards to place each record. The same judge applies
-// (the lineage from DescribeStream's ParentShardId), with three more verdicts: each invocation
-// holds one shard's records, every change arrives as AWS sends it, and the run exercised the path
-// (enough parent→child pairs with invocations of both, a SIGKILL, changes).
+// (the lineage from DescribeStream's ParentShardId), with more verdicts: each invocation holds
+// one shard's records, every change arrives as AWS sends it, the stream holds each change written
+// once, and the run exercised the path (enough parent→child pairs with invocations of both, a
+// SIGKILL, changes).
 //
 // "make chaos SEEDS=… DURATION=… SOURCE=…" runs it; "go test" runs one short seed of each source
 // (25 s of Kinesis, 15 s of DynamoDB).
