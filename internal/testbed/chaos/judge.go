@@ -334,7 +334,7 @@ func checkChildWait(invs []Invocation, in Input, st *Stats) Verdict {
 		}
 	}
 	v := Verdict{Name: fmt.Sprintf("no child waits more than %s once its parents are done", in.MaxChildWait), OK: len(bad) == 0,
-		Detail: fmt.Sprintf("%d children judged: %d against %s (no faulted worker had an invocation in flight; plus the length of a partition from Kinesis or the function during the wait; the longest waited %s), "+
+		Detail: fmt.Sprintf("%d children judged: %d against %s (no faulted worker had an invocation in flight; plus the length of a partition from the stream or the function during the wait; the longest waited %s), "+
 			"%d against %s + %s (a worker faulted while they waited or just before had one in flight; the longest waited %s); the longest wait %s",
 			judged, idle, in.MaxChildWait, longestIdle.Round(time.Millisecond), busy, in.MaxChildWait, in.InFlight.Round(time.Millisecond),
 			longestBusy.Round(time.Millisecond), st.LongestChildWait.Round(time.Millisecond))}
