@@ -28,8 +28,8 @@ type ddbFeed struct {
 	table  string
 	arn    string
 	rotate time.Duration
-	// opened is when the table's stream opened its first shards (just before CreateTable
-	// returned): ddb-local rotates at opened plus whole periods.
+	// opened is when the table's stream opened its first shards (taken just before
+	// CreateTable was sent): ddb-local rotates them at opened plus whole periods.
 	opened time.Time
 	// p writes the changes; only produce uses it until the load ended.
 	p *verify.DDBProducer
