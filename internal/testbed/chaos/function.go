@@ -1,11 +1,14 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +23,7 @@ type Invocation struct {
 	Shard      string
 	Start, End time.Time
 	Records    []Record
+	slow       bool // started while SlowFor applied to its worker
 }
 
 // Record is one record of an invocation.
@@ -43,6 +47,8 @@ type FunctionServer struct {
 	log  []Invocation
 	live map[*Invocation]struct{}
 	slow map[string]time.Time // per worker: until when its invocations start long
+	// started is closed (and replaced) when an invocation starts (AwaitSlow).
+	started chan struct{}
 
 	ln  net.Listener
 	srv *http.Server
@@ -55,7 +61,8 @@ func NewFunctionServer(seed uint64, max time.Duration, src Source) (*FunctionSer
 	if err != nil {
 		return nil, err
 	}
-	f := &FunctionServer{src: src, rng: rand.New(rand.NewPCG(seed, 0x66756e63)), max: max, ln: ln, live: map[*Invocation]struct{}{}, slow: map[string]time.Time{}}
+	f := &FunctionServer{src: src, rng: rand.New(rand.NewPCG(seed, 0x66756e63)), max: max, ln: ln, live: map[*Invocation]struct{}{}, slow: map[string]time.Time{},
+		started: make(chan struct{})}
 	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = f.srv.Serve(ln) }()
 	return f, nil
@@ -90,13 +97,36 @@ func (f *FunctionServer) SlowFor(worker string, d time.Duration) {
 	f.slow[worker] = time.Now().Add(d)
 }
 
+// AwaitSlow waits until a long invocation of worker (one it started while SlowFor applied) runs,
+// for at most limit, and says whether one does: a fault dealt then lands mid-invocation.
+func (f *FunctionServer) AwaitSlow(ctx context.Context, worker string, limit time.Duration) bool {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for {
+		f.mu.Lock()
+		running := slices.ContainsFunc(slices.Collect(maps.Keys(f.live)), func(inv *Invocation) bool { return inv.Worker == worker && inv.slow })
+		started := f.started
+		f.mu.Unlock()
+		if running {
+			return true
+		}
+		select {
+		case <-started:
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // duration draws the length of an invocation from worker: mostly short, sometimes long, rarely
 // near the limit, and always long while the worker is to be slow.
-func (f *FunctionServer) duration(worker string) time.Duration {
+func (f *FunctionServer) duration(worker string) (d time.Duration, slow bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	x := f.rng.Float64()
-	if time.Now().Before(f.slow[worker]) {
+	if slow = time.Now().Before(f.slow[worker]); slow {
 		x = 0.95 + 0.05*x
 	}
 	var lo, hi float64
@@ -108,7 +138,7 @@ func (f *FunctionServer) duration(worker string) time.Duration {
 	default:
 		lo, hi = 0.6, 1
 	}
-	return time.Duration((lo + (hi-lo)*f.rng.Float64()) * float64(f.max))
+	return time.Duration((lo + (hi-lo)*f.rng.Float64()) * float64(f.max)), slow
 }
 
 func (f *FunctionServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -118,10 +148,14 @@ func (f *FunctionServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	d, slow := f.duration(inv.Worker)
 	f.mu.Lock()
+	inv.slow = slow
 	f.live[inv] = struct{}{}
+	close(f.started)
+	f.started = make(chan struct{})
 	f.mu.Unlock()
-	time.Sleep(f.duration(inv.Worker)) // the function's work; it does not stop when its caller goes away
+	time.Sleep(d) // the function's work; it does not stop when its caller goes away
 	inv.End = time.Now()
 	f.mu.Lock()
 	delete(f.live, inv)
