@@ -136,7 +136,7 @@ type Dynamo struct {
 	// Shard state.
 	shards     map[string]*shard // everything known of each shard, by shard id
 	registered int               // how many shards the poller registered
-	knownSum   uint64            // the digest of their ids (knownLocked)
+	knownSum   uint32            // the digest of their ids (knownLocked)
 	plan       assignment
 	planKey    string
 	succ       assignment // the placement without this worker (shutdown hand-overs)

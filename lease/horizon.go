@@ -84,7 +84,7 @@ func (d *Dynamo) horizonLocked(now time.Time) time.Duration {
 	}
 	// Published in tenths of a second, rounded up: three significant digits in the roster item
 	// for bounds under 100 s, which the epochs' 8 digits pay for (see DESIGN.md, "Costs": a
-	// heartbeat of 100 busy workers stays at 3 write units).
+	// heartbeat of 100 busy workers stays at 4 write units, an idle one at 3).
 	return roundHorizon(end.Sub(now))
 }
 
