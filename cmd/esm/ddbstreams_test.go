@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/kinesis-esm/esm/internal/testbed/local"
 	"github.com/kinesis-esm/esm/internal/testbed/testenv"
@@ -42,6 +44,35 @@ func buildDDBBootstrap(t *testing.T) string {
 	return ddbBootstrap.path
 }
 
+// streamTable is a table with a NEW_AND_OLD_IMAGES stream, its name and stream ARN, and the
+// DynamoDB client of the ddb-local that serves it.
+type streamTable struct {
+	*dynamodb.Client
+	name, arn string
+}
+
+// ddbStreamTable starts a private ddb-local whose shards rotate every rotate (stopped when the
+// test ends) with one streamed table, and returns the table, the local's DynamoDB Streams client
+// and its endpoint.
+func ddbStreamTable(ctx context.Context, t *testing.T, rotate time.Duration) (streamTable, *dynamodbstreams.Client, string) {
+	t.Helper()
+	endpoint, stop, err := testenv.DDBStreamsEndpoint(ctx, "../..", local.DDBLocalOptions{Rotate: rotate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	cfg, err := local.AWSConfig(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddb, st := local.DDBClients(cfg, endpoint)
+	table := streamTable{Client: ddb, name: fmt.Sprintf("streamed-%d", time.Now().UnixNano()%1e9)}
+	if table.arn, err = local.CreateStreamTable(ctx, ddb, table.name, types.StreamViewTypeNewAndOldImages); err != nil {
+		t.Fatal(err)
+	}
+	return table, st, endpoint
+}
+
 // TestDynamoDBStreamTwoWorkersKillAndRestart is issue 42's first must-show, on the built binary:
 // a table with NEW_AND_OLD_IMAGES on a private ddb-local whose shards rotate every second, 2,000
 // writes over 50 keys (every kind of write) over at least eight seconds, two "esm run" workers on
@@ -53,21 +84,8 @@ func buildDDBBootstrap(t *testing.T) string {
 func TestDynamoDBStreamTwoWorkersKillAndRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	endpoint, stop, err := testenv.DDBStreamsEndpoint(ctx, "../..", local.DDBLocalOptions{Rotate: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	cfg, err := local.AWSConfig(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ddb, st := local.DDBClients(cfg, endpoint)
-	table := fmt.Sprintf("orders-%d", time.Now().UnixNano()%1e9)
-	arn, err := local.CreateStreamTable(ctx, ddb, table, types.StreamViewTypeNewAndOldImages)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ddb, st, endpoint := ddbStreamTable(ctx, t, time.Second)
+	table, arn := ddb.name, ddb.arn
 
 	boot := buildDDBBootstrap(t)
 	out := filepath.Join(t.TempDir(), "deliveries")
@@ -162,21 +180,8 @@ func TestDynamoDBStreamTwoWorkersKillAndRestart(t *testing.T) {
 func TestDynamoDBStreamObserved(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	endpoint, stop, err := testenv.DDBStreamsEndpoint(ctx, "../..", local.DDBLocalOptions{Rotate: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	cfg, err := local.AWSConfig(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ddb, st := local.DDBClients(cfg, endpoint)
-	table := fmt.Sprintf("observed-%d", time.Now().UnixNano()%1e9)
-	arn, err := local.CreateStreamTable(ctx, ddb, table, types.StreamViewTypeNewAndOldImages)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ddb, st, endpoint := ddbStreamTable(ctx, t, 2*time.Second)
+	table, arn := ddb.name, ddb.arn
 	col := &otlpCollector{}
 	srv := httptest.NewServer(col)
 	defer srv.Close()
@@ -193,6 +198,7 @@ func TestDynamoDBStreamObserved(t *testing.T) {
 	// Writes over at least two rotations, so that the stream has finished parents and children.
 	p := verify.NewDDBProducer(table, 10, 7)
 	var shards []verify.DDBShard
+	var err error
 	for rounds := 0; rounds < 10 || len(shards) < 3; rounds++ {
 		if rounds > 60 {
 			t.Fatalf("%d shards after %d rounds of writes: the stream does not rotate", len(shards), rounds)
