@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -89,33 +88,41 @@ func (f *FunctionServer) InFlight() int {
 }
 
 // SlowFor makes the invocations that worker starts in the next d long (more than 0.6 of the
-// limit): the run calls it just before it faults the worker, so that the fault lands while an
-// invocation runs, and an invocation started just before a worker is cut off outlasts its lease.
+// limit; d = 0 ends it): the run calls it for the workers it may fault before a change of the
+// stream and faults the first that runs such an invocation (AwaitSlow), so that the fault lands
+// while an invocation runs, and an invocation started just before a worker is cut off outlasts
+// its lease.
 func (f *FunctionServer) SlowFor(worker string, d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slow[worker] = time.Now().Add(d)
 }
 
-// AwaitSlow waits until a long invocation of worker (one it started while SlowFor applied) runs,
-// for at most limit, and says whether one does: a fault dealt then lands mid-invocation.
-func (f *FunctionServer) AwaitSlow(ctx context.Context, worker string, limit time.Duration) bool {
+// AwaitSlow waits until a long invocation (one started while SlowFor applied) of one of workers
+// runs, for at most limit, and returns that worker: a fault dealt to it then lands
+// mid-invocation. ok is false when none ran by then.
+func (f *FunctionServer) AwaitSlow(ctx context.Context, workers []string, limit time.Duration) (worker string, ok bool) {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	for {
 		f.mu.Lock()
-		running := slices.ContainsFunc(slices.Collect(maps.Keys(f.live)), func(inv *Invocation) bool { return inv.Worker == worker && inv.slow })
+		for inv := range f.live {
+			if inv.slow && slices.Contains(workers, inv.Worker) {
+				worker, ok = inv.Worker, true
+				break
+			}
+		}
 		started := f.started
 		f.mu.Unlock()
-		if running {
-			return true
+		if ok {
+			return worker, true
 		}
 		select {
 		case <-started:
 		case <-deadline.C:
-			return false
+			return "", false
 		case <-ctx.Done():
-			return false
+			return "", false
 		}
 	}
 }

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TestAwaitSlowWaitsForALongInvocation: AwaitSlow returns once an invocation the worker started
-// while SlowFor applied runs (the fault then lands mid-invocation), not for another worker's,
-// and gives up after its limit when none starts.
+// TestAwaitSlowWaitsForALongInvocation: AwaitSlow returns the worker of the first invocation
+// one of the workers it watches started while SlowFor applied (a fault dealt to it then lands
+// mid-invocation), not another worker's, and gives up after its limit when none starts.
 func TestAwaitSlowWaitsForALongInvocation(t *testing.T) {
 	f, err := NewFunctionServer(1, 2*time.Second, SourceKinesis)
 	if err != nil {
@@ -32,21 +32,21 @@ func TestAwaitSlowWaitsForALongInvocation(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if f.AwaitSlow(ctx, "w1", 100*time.Millisecond) {
+	if _, ok := f.AwaitSlow(ctx, []string{"w1"}, 100*time.Millisecond); ok {
 		t.Fatal("AwaitSlow reported a long invocation before any started")
 	}
 	f.SlowFor("w1", time.Second)
 	done := make(chan struct{})
 	go func() { invoke("w2"); close(done) }()
-	if f.AwaitSlow(ctx, "w1", 300*time.Millisecond) {
-		t.Fatal("AwaitSlow took another worker's invocation for w1's")
+	if _, ok := f.AwaitSlow(ctx, []string{"w1", "w3"}, 300*time.Millisecond); ok {
+		t.Fatal("AwaitSlow took another worker's invocation for w1's or w3's")
 	}
 	<-done
 	long := make(chan struct{})
 	go func() { invoke("w1"); close(long) }()
 	defer func() { <-long }() // before Close
-	if !f.AwaitSlow(ctx, "w1", 5*time.Second) {
-		t.Fatal("AwaitSlow did not see w1's long invocation")
+	if w, ok := f.AwaitSlow(ctx, []string{"w3", "w1"}, 5*time.Second); !ok || w != "w1" {
+		t.Fatalf("AwaitSlow returned %q, %v: want w1's long invocation", w, ok)
 	}
 	if f.InFlight() != 1 {
 		t.Fatalf("%d invocations in flight when AwaitSlow returned, want w1's", f.InFlight())

@@ -23,21 +23,14 @@ func (r *runner) reshape(ctx context.Context, rng *rand.Rand) {
 			if !ctxwait.Sleep(ctx, time.Until(faultAt)) {
 				return
 			}
-			if i, ok := r.claim(rng); ok {
-				r.fn.SlowFor(r.workers[i].ID, time.Second) // faulted once one of them runs: mid-invocation
+			if i, ok := r.claimInvoking(ctx, rng); ok {
 				switch {
 				case strings.HasPrefix(kind, "sigkill"):
 					down := time.Duration(500+rng.IntN(2500)) * time.Millisecond
-					faults.Go(func() {
-						r.awaitSlow(ctx, i)
-						r.kill(ctx, i, down, kind)
-					})
+					faults.Go(func() { r.kill(ctx, i, down, kind) })
 				default:
 					d := r.cfg.LeaseDuration + time.Duration(2000+rng.IntN(3000))*time.Millisecond
-					faults.Go(func() {
-						r.awaitSlow(ctx, i)
-						r.pause(ctx, i, d, kind)
-					})
+					faults.Go(func() { r.pause(ctx, i, d, kind) })
 				}
 			}
 		}
@@ -107,11 +100,49 @@ func (r *runner) record(kind string, i int, from time.Time) {
 }
 
 // kill ends worker i with SIGKILL and starts it again after down.
-// awaitSlow waits, before worker i is faulted, until one of the long invocations SlowFor asked
-// of it runs (at most 1.2 s, the fault still before the change it precedes): a fixed second
-// landed mid-invocation for as few as 0 of 9 faults on a loaded machine.
-func (r *runner) awaitSlow(ctx context.Context, i int) {
-	r.fn.AwaitSlow(ctx, r.workers[i].ID, 1200*time.Millisecond)
+// slowWindow is how long claimInvoking waits for a free worker to start a long invocation.
+const slowWindow = 5 * time.Second
+
+// claimInvoking claims a worker to fault mid-invocation: it makes the invocations every free
+// worker starts long (SlowFor) and claims the first whose long invocation runs (AwaitSlow), at
+// most slowWindow later; when none invokes meanwhile, a free worker at random. Picking the
+// worker first and waiting a fixed second landed mid-invocation for 0 of 9 faults in a 25-s
+// seed on a loaded machine (a worker invoked every 2-3 s, or held no shard with records).
+func (r *runner) claimInvoking(ctx context.Context, rng *rand.Rand) (int, bool) {
+	r.mu.Lock()
+	var ids []string
+	for i, w := range r.workers {
+		if !r.busy[i] && w.Running() {
+			ids = append(ids, w.ID)
+		}
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.fn.SlowFor(id, slowWindow)
+	}
+	first, ok := r.fn.AwaitSlow(ctx, ids, slowWindow)
+	for _, id := range ids {
+		r.fn.SlowFor(id, 0)
+	}
+	if ok {
+		if i, claimed := r.claimID(first); claimed {
+			return i, true
+		}
+	}
+	return r.claim(rng)
+}
+
+// claimID claims the worker of that id if it is running and under no other fault.
+func (r *runner) claimID(id string) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, w := range r.workers {
+		if w.ID == id && !r.busy[i] && w.Running() {
+			r.busy[i] = true
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 func (r *runner) kill(ctx context.Context, i int, down time.Duration, kind string) {
@@ -164,7 +195,8 @@ func partitionOf(kind string) []Service {
 }
 
 // faults deals faults to the workers from a shuffled deck of every kind, one every 1–3 s after
-// the previous one ended, after a 2–4 s start. It restarts a worker that exited on its own (the
+// the previous one ended, after a 2–4 s start; each but a SIGTERM to a worker running a long
+// invocation when one does within slowWindow (claimInvoking). It restarts a worker that exited on its own (the
 // judge reports the exit).
 func (r *runner) faults(ctx context.Context, rng *rand.Rand) {
 	if !ctxwait.Sleep(ctx, time.Duration(2000+rng.IntN(2000))*time.Millisecond) {
@@ -179,12 +211,11 @@ func (r *runner) faults(ctx context.Context, rng *rand.Rand) {
 		}
 		kind := deck[0]
 		deck = deck[1:]
-		i, ok := r.claim(rng)
-		if ok {
-			if kind != "sigterm" { // a stop waits for its invocations anyway
-				r.fn.SlowFor(r.workers[i].ID, 1500*time.Millisecond)
-				ctxwait.Sleep(ctx, time.Second)
-			}
+		claim := r.claimInvoking
+		if kind == "sigterm" { // a stop waits for its invocations anyway
+			claim = func(context.Context, *rand.Rand) (int, bool) { return r.claim(rng) }
+		}
+		if i, ok := claim(ctx, rng); ok {
 			r.inject(ctx, rng, i, kind)
 		}
 		if !ctxwait.Sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond) {
